@@ -1,0 +1,3 @@
+"""Kernelscope engine: readers, analyses, sessions and telemetry. Never imports Qt."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,163 @@
+"""The common table model shared by every trace reader.
+
+Every reader (nsys sqlite, Kineto JSON) produces the same tables with the same columns, so
+analyses, the CLI and the GUI never care where the data came from. Column names follow the nsys
+SQLite export (``start``, ``end``, ``deviceId``, ``streamId``, ...), which is what users know, plus a
+few resolved columns (``name``, ``pid``, ``tid``, label columns). Times are integer nanoseconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: Table name -> (columns every reader provides, one-line description).
+TABLES: dict[str, tuple[tuple[str, ...], str]] = {
+    "kernels": (
+        (
+            "start", "end", "deviceId", "contextId", "greenContextId", "streamId", "correlationId",
+            "globalPid", "pid", "name", "shortName", "mangledName", "gridX", "gridY", "gridZ",
+            "blockX", "blockY", "blockZ", "registersPerThread", "staticSharedMemory",
+            "dynamicSharedMemory", "localMemoryTotal", "graphNodeId",
+        ),
+        "CUDA kernel executions",
+    ),
+    "memcpy": (
+        (
+            "start", "end", "deviceId", "contextId", "greenContextId", "streamId", "correlationId",
+            "globalPid", "pid", "bytes", "copyKind", "srcKind", "dstKind", "operation",
+            "srcKindName", "dstKindName", "srcDeviceId", "dstDeviceId",
+        ),
+        "CUDA memory copies",
+    ),
+    "memset": (
+        (
+            "start", "end", "deviceId", "contextId", "greenContextId", "streamId", "correlationId",
+            "globalPid", "pid", "bytes", "memKind", "memKindName", "value",
+        ),
+        "CUDA memsets",
+    ),
+    "api": (
+        (
+            "start", "end", "globalTid", "pid", "tid", "correlationId", "name", "baseName",
+            "eventClass", "returnValue",
+        ),
+        "CUDA runtime and driver API calls",
+    ),
+    "sync": (
+        (
+            "start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid",
+            "syncType", "syncTypeName",
+        ),
+        "CUDA synchronization events",
+    ),
+    "nvtx": (
+        (
+            "start", "end", "eventType", "text", "domainId", "domain", "globalTid", "pid", "tid",
+            "category",
+        ),
+        "NVTX ranges and marks",
+    ),
+    "memory_usage": (
+        (
+            "start", "globalPid", "pid", "deviceId", "address", "bytes", "memKind", "memKindName",
+            "memoryOperationType", "operationName", "name", "correlationId",
+        ),
+        "CUDA memory usage events (--cuda-memory-usage)",
+    ),
+    "gpus": (
+        (
+            "id", "name", "smCount", "memoryBandwidth", "clockRate", "totalMemory", "l2CacheSize",
+            "computeMajor", "computeMinor", "uuid", "busLocation",
+        ),
+        "GPU information",
+    ),
+    "gpu_metrics": (
+        ("timestamp", "typeId", "gpu", "metricId", "metricName", "value"),
+        "GPU metrics samples (--gpu-metrics-devices)",
+    ),
+    "processes": (("globalPid", "pid", "name"), "processes"),
+    "threads": (("globalTid", "pid", "tid", "name"), "threads"),
+    "cpu_ops": (
+        ("start", "end", "pid", "tid", "name", "correlationId"),
+        "CPU operators (PyTorch profiler)",
+    ),
+}
+
+
+def decode_global_tid(global_tid: Any) -> tuple[Any, Any]:
+    """Split an nsys ``globalTid``/``globalPid`` into (pid, tid); works on ints and pandas Series."""
+    # Floor-division form works on ints and on pandas Series (which have no >> operator).
+    return (global_tid // (1 << 24)) % (1 << 24), global_tid % (1 << 24)
+
+
+@dataclass
+class ReportInfo:
+    """What is known about where a trace came from."""
+
+    path: Path
+    kind: str  # "nsys-sqlite", "nsys-rep", "kineto"
+    product_version: str | None = None
+    schema_version: str | None = None
+    sqlite_path: Path | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+class Trace:
+    """A loaded trace: lazily built tables plus the reasons for any that are missing.
+
+    Subclasses implement :meth:`_load` for a table name, returning a DataFrame, or ``None`` when the
+    capture does not contain that data (with the reason recorded via :meth:`_mark_missing`).
+    """
+
+    def __init__(self, info: ReportInfo) -> None:
+        self.info = info
+        self._cache: dict[str, pd.DataFrame] = {}
+        #: table name -> sentence saying why it is missing (not captured, too old, ...).
+        self.missing: dict[str, str] = {}
+
+    # -- API -----------------------------------------------------------------------------------
+    def table(self, name: str) -> pd.DataFrame:
+        """Return table ``name`` (see :data:`TABLES`); an empty frame with its columns if missing."""
+        if name not in TABLES:
+            raise KeyError(f"unknown table {name!r}; known: {', '.join(TABLES)}")
+        if name not in self._cache:
+            df = self._load(name)
+            if df is None:
+                import pandas as pd
+
+                df = pd.DataFrame({c: pd.Series(dtype="object") for c in TABLES[name][0]})
+                self.missing.setdefault(name, f"{TABLES[name][1]} were not captured")
+            self._cache[name] = df
+        return self._cache[name]
+
+    def has(self, name: str) -> bool:
+        """True when table ``name`` was captured (it may still have zero rows)."""
+        self.table(name)
+        return name not in self.missing
+
+    def missing_report(self) -> list[str]:
+        """Sentences naming every table that this capture lacks."""
+        for name in TABLES:
+            self.table(name)
+        return [self.missing[n] for n in TABLES if n in self.missing]
+
+    def close(self) -> None:
+        """Release file handles (subclasses with connections override)."""
+
+    # -- for subclasses ------------------------------------------------------------------------
+    def _load(self, name: str) -> pd.DataFrame | None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _mark_missing(self, name: str, why: str) -> None:
+        self.missing[name] = why
+
+    def __enter__(self) -> Trace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,216 @@
+"""Read PyTorch profiler (Kineto) Chrome traces (``.json`` / ``.json.gz``) into the common tables.
+
+Kineto writes complete events (``ph: "X"``) with ``ts``/``dur`` in microseconds (fractional, ns
+resolution). We convert to integer ns relative to the earliest event, like nsys's session-relative
+times, and keep the absolute base in ``info.notes``/``base_time_ns``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine.errors import ReportError
+from engine.reports.base import TABLES, ReportInfo, Trace
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+_COPY_KINDS = {"HtoD": 1, "DtoH": 2, "HtoA": 3, "AtoH": 4, "AtoA": 5, "AtoD": 6, "DtoA": 7,
+               "DtoD": 8, "HtoH": 9, "PtoP": 10}
+_COPY_LABELS = {1: "Host-to-Device", 2: "Device-to-Host", 3: "Host-to-Array", 4: "Array-to-Host",
+                5: "Array-to-Array", 6: "Array-to-Device", 7: "Device-to-Array",
+                8: "Device-to-Device", 9: "Host-to-Host", 10: "Peer-to-Peer"}
+_MEM_KINDS = {"Pageable": 0, "Pinned": 1, "Device": 2, "Array": 3, "Managed": 4}
+_MEMCPY_RE = re.compile(r"Memcpy (\w+) \((\w+) -> (\w+)\)")
+_MEMSET_RE = re.compile(r"Memset \((\w+)\)")
+
+
+def load_json_trace(path: Path) -> dict[str, Any]:
+    """Parse a (possibly gzipped) Chrome trace file; raise ReportError with a clear sentence."""
+    try:
+        raw = path.read_bytes()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        doc = json.loads(raw)
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise ReportError(f"{path} could not be read or decompressed ({exc}).") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ReportError(
+            f"{path} is not valid JSON ({exc}); the trace may be truncated: save it again with "
+            "torch.profiler's export_chrome_trace."
+        ) from exc
+    events = doc.get("traceEvents") if isinstance(doc, dict) else doc
+    if not isinstance(events, list) or not any(
+        isinstance(e, dict) and e.get("ph") == "X" for e in events
+    ):
+        raise ReportError(
+            f"{path} is JSON but not a Chrome/PyTorch profiler trace (no traceEvents with complete "
+            "events); export one with torch.profiler's export_chrome_trace."
+        )
+    return doc if isinstance(doc, dict) else {"traceEvents": events}
+
+
+class KinetoTrace(Trace):
+    """A PyTorch profiler trace mapped onto the nsys-like tables."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(ReportInfo(path=Path(path), kind="kineto"))
+        self.doc = load_json_trace(Path(path))
+        self.info.product_version = f"Kineto schema {self.doc.get('schemaVersion', '?')}"
+        events = [e for e in self.doc["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X"]
+        self._events = events
+        self.base_ts_us = min(float(e.get("ts", 0.0)) for e in events)
+        self.base_time_ns = self.doc.get("baseTimeNanoseconds")
+
+    def _ns(self, e: dict[str, Any]) -> tuple[int, int]:
+        start = round((float(e["ts"]) - self.base_ts_us) * 1000.0)
+        return start, start + round(float(e.get("dur", 0.0)) * 1000.0)
+
+    def _rows(self, cats: tuple[str, ...]) -> list[dict[str, Any]]:
+        return [e for e in self._events if e.get("cat") in cats and "ts" in e]
+
+    def _frame(self, name: str, rows: list[dict[str, Any]]) -> pd.DataFrame:
+        import pandas as pd
+
+        df = pd.DataFrame.from_records(rows, columns=list(TABLES[name][0]))
+        return df
+
+    def _load(self, name: str) -> pd.DataFrame | None:
+        loader = getattr(self, f"_load_{name}", None)
+        if loader is None:
+            self._mark_missing(name, f"{TABLES[name][1]} are not part of PyTorch profiler traces")
+            return None
+        result: pd.DataFrame | None = loader()
+        return result
+
+    def _load_kernels(self) -> pd.DataFrame | None:
+        rows = []
+        for e in self._rows(("kernel",)):
+            a = e.get("args", {})
+            s, t = self._ns(e)
+            grid = a.get("grid", [None] * 3)
+            block = a.get("block", [None] * 3)
+            rows.append({
+                "start": s, "end": t, "deviceId": a.get("device"), "contextId": a.get("context"),
+                "streamId": a.get("stream"), "correlationId": a.get("correlation"),
+                "pid": e.get("pid"), "globalPid": None, "name": e.get("name"),
+                "shortName": e.get("name"), "mangledName": None,
+                "gridX": grid[0], "gridY": grid[1], "gridZ": grid[2],
+                "blockX": block[0], "blockY": block[1], "blockZ": block[2],
+                "registersPerThread": a.get("registers per thread"),
+                "staticSharedMemory": None, "dynamicSharedMemory": a.get("shared memory"),
+                "localMemoryTotal": None, "graphNodeId": None, "greenContextId": None,
+            })
+        return self._frame("kernels", rows)
+
+    def _load_memcpy(self) -> pd.DataFrame:
+        rows = []
+        for e in self._rows(("gpu_memcpy", "Memcpy")):
+            a = e.get("args", {})
+            s, t = self._ns(e)
+            m = _MEMCPY_RE.match(str(e.get("name", "")))
+            kind = _COPY_KINDS.get(m.group(1), 0) if m else 0
+            src = m.group(2) if m else "Unknown"
+            dst = m.group(3) if m else "Unknown"
+            rows.append({
+                "start": s, "end": t, "deviceId": a.get("device"), "contextId": a.get("context"),
+                "streamId": a.get("stream"), "correlationId": a.get("correlation"),
+                "pid": e.get("pid"), "globalPid": None, "bytes": a.get("bytes"),
+                "copyKind": kind, "operation": _COPY_LABELS.get(kind, "Unknown"),
+                "srcKind": _MEM_KINDS.get(src, 7), "dstKind": _MEM_KINDS.get(dst, 7),
+                "srcKindName": src, "dstKindName": dst, "greenContextId": None,
+                "srcDeviceId": None, "dstDeviceId": None,
+            })
+        return self._frame("memcpy", rows)
+
+    def _load_memset(self) -> pd.DataFrame:
+        rows = []
+        for e in self._rows(("gpu_memset", "Memset")):
+            a = e.get("args", {})
+            s, t = self._ns(e)
+            m = _MEMSET_RE.match(str(e.get("name", "")))
+            kind_name = m.group(1) if m else "Unknown"
+            rows.append({
+                "start": s, "end": t, "deviceId": a.get("device"), "contextId": a.get("context"),
+                "streamId": a.get("stream"), "correlationId": a.get("correlation"),
+                "pid": e.get("pid"), "globalPid": None, "bytes": a.get("bytes"),
+                "memKind": _MEM_KINDS.get(kind_name, 7), "memKindName": kind_name, "value": None,
+                "greenContextId": None,
+            })
+        return self._frame("memset", rows)
+
+    def _load_api(self) -> pd.DataFrame:
+        rows = []
+        for e in self._rows(("cuda_runtime", "cuda_driver", "Runtime", "Driver")):
+            a = e.get("args", {})
+            s, t = self._ns(e)
+            name = str(e.get("name", ""))
+            rows.append({
+                "start": s, "end": t, "globalTid": None, "pid": e.get("pid"), "tid": e.get("tid"),
+                "correlationId": a.get("correlation"), "name": name,
+                "baseName": re.sub(r"_v\d+$", "", name),
+                "eventClass": 1 if e.get("cat") in ("cuda_driver", "Driver") else 0,
+                "returnValue": None,
+            })
+        return self._frame("api", rows)
+
+    def _load_cpu_ops(self) -> pd.DataFrame:
+        rows = []
+        for e in self._rows(("cpu_op", "user_annotation", "python_function", "Operator")):
+            s, t = self._ns(e)
+            rows.append({
+                "start": s, "end": t, "pid": e.get("pid"), "tid": e.get("tid"),
+                "name": e.get("name"), "correlationId": e.get("args", {}).get("External id"),
+            })
+        return self._frame("cpu_ops", rows)
+
+    def _load_nvtx(self) -> pd.DataFrame | None:
+        # torch.profiler records record_function / NVTX-like user annotations as user_annotation.
+        rows = []
+        for e in self._rows(("user_annotation",)):
+            s, t = self._ns(e)
+            rows.append({
+                "start": s, "end": t, "eventType": 59, "text": e.get("name"), "domainId": 0,
+                "domain": "", "globalTid": None, "pid": e.get("pid"), "tid": e.get("tid"),
+                "category": None,
+            })
+        if not rows:
+            self._mark_missing("nvtx", "the trace has no user annotations (record_function ranges)")
+            return None
+        return self._frame("nvtx", rows)
+
+    def _load_gpus(self) -> pd.DataFrame | None:
+        import pandas as pd
+
+        props = self.doc.get("deviceProperties") or []
+        if not props:
+            self._mark_missing("gpus", "the trace has no deviceProperties")
+            return None
+        rows = [{
+            "id": p.get("id"), "name": p.get("name"), "smCount": p.get("numSms"),
+            "memoryBandwidth": None, "clockRate": None, "totalMemory": p.get("totalGlobalMem"),
+            "l2CacheSize": None, "computeMajor": p.get("computeMajor"),
+            "computeMinor": p.get("computeMinor"), "uuid": None, "busLocation": None,
+        } for p in props]
+        return pd.DataFrame.from_records(rows, columns=list(TABLES["gpus"][0]))
+
+    def _load_processes(self) -> pd.DataFrame:
+        rows = [
+            {"globalPid": None, "pid": e.get("pid"), "name": e.get("args", {}).get("name")}
+            for e in self.doc["traceEvents"]
+            if isinstance(e, dict) and e.get("ph") == "M" and e.get("name") == "process_name"
+        ]
+        return self._frame("processes", rows)
+
+    def _load_threads(self) -> pd.DataFrame:
+        rows = [
+            {"globalTid": None, "pid": e.get("pid"), "tid": e.get("tid"),
+             "name": e.get("args", {}).get("name")}
+            for e in self.doc["traceEvents"]
+            if isinstance(e, dict) and e.get("ph") == "M" and e.get("name") == "thread_name"
+        ]
+        return self._frame("threads", rows)

@@ -1,0 +1,91 @@
+"""Open any supported report by content (not by extension) and return a :class:`Trace`."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from engine.errors import ReportError
+from engine.reports.base import ReportInfo, Trace
+from engine.reports.nsys_rep import REP_MAGIC, ProgressFn, export_to_cache, rep_writer_version
+
+SUPPORTED = ".nsys-rep, nsys .sqlite exports, and PyTorch profiler .json/.json.gz traces"
+
+
+def sniff_kind(path: Path) -> str:
+    """Classify a file by its first bytes: 'nsys-rep', 'sqlite', 'json', 'ncu-rep' or 'unknown'.
+
+    Raises:
+        ReportError: the path is missing, a directory, unreadable or empty.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ReportError(f"{path} does not exist; check the path.")
+    if path.is_dir():
+        raise ReportError(f"{path} is a directory; give the path of a report file inside it.")
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(64)
+    except PermissionError as exc:
+        raise ReportError(f"{path} cannot be read: permission denied; check its permissions.") from exc
+    except OSError as exc:
+        raise ReportError(f"{path} cannot be read ({exc.strerror}).") from exc
+    if not head:
+        raise ReportError(f"{path} is empty (0 bytes); the recording probably did not finish.")
+    if head.startswith(REP_MAGIC):
+        return "nsys-rep"
+    if head.startswith(b"SQLite format 3\x00"):
+        return "sqlite"
+    if head[:2] == b"\x1f\x8b":
+        return "json"
+    if head.lstrip()[:1] in (b"{", b"["):
+        return "json"
+    if path.suffix == ".ncu-rep" or head.startswith(b"NVIDIA Nsight Compute"):
+        return "ncu-rep"
+    return "unknown"
+
+
+def open_report(
+    path: str | Path,
+    *,
+    progress: ProgressFn | None = None,
+    cancel: threading.Event | None = None,
+) -> Trace:
+    """Open an nsys report (.nsys-rep or .sqlite) or a Kineto trace.
+
+    Args:
+        path: the report file.
+        progress: called with (message, fraction or None) during long steps (nsys export).
+        cancel: set it to abandon a running export.
+
+    Raises:
+        ReportError: the file cannot be read, is not a supported report, or is damaged.
+        ToolMissingError: an .nsys-rep needs an nsys that is not installed.
+    """
+    path = Path(path).expanduser()
+    kind = sniff_kind(path)
+    if kind == "sqlite":
+        from engine.reports.nsys_sqlite import NsysSqliteTrace
+
+        return NsysSqliteTrace(path)
+    if kind == "nsys-rep":
+        from engine.reports.nsys_sqlite import NsysSqliteTrace
+
+        sqlite_path, tool = export_to_cache(path, progress=progress, cancel=cancel)
+        info = ReportInfo(path=path, kind="nsys-rep")
+        trace = NsysSqliteTrace(sqlite_path, info)
+        info.notes.append(
+            f"exported by nsys {tool.version} from a report written by "
+            f"{rep_writer_version(path) or 'unknown version'}"
+        )
+        return trace
+    if kind == "json":
+        from engine.reports.kineto import KinetoTrace
+
+        return KinetoTrace(path)
+    if kind == "ncu-rep":
+        raise ReportError(
+            f"{path} is an Nsight Compute report; open it with `kernelscope ncu` or the Kernels "
+            "view, not as a timeline."
+        )
+    raise ReportError(f"{path} is not a report Kernelscope can read; it opens {SUPPORTED}.")

@@ -1,0 +1,28 @@
+"""Shared test fixtures: where ../shared/fixtures lives, and a private cache dir."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("KERNELSCOPE_SHARED", REPO.parent / "shared"))
+FIXTURES = SHARED / "fixtures"
+NSYS_DIR = FIXTURES / "nsys"
+ORACLES = FIXTURES / "oracles"
+NSYS_SQLITE = sorted(NSYS_DIR.glob("*.sqlite"))
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Never touch the real user cache/config from tests."""
+    monkeypatch.setenv("KERNELSCOPE_CACHE", str(tmp_path_factory.mktemp("cache")))
+    monkeypatch.setenv("KERNELSCOPE_CONFIG", str(tmp_path_factory.mktemp("config")))
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"kernelscope fixtures: {FIXTURES} ({'present' if FIXTURES.is_dir() else 'MISSING'})"
