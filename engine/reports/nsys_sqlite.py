@@ -280,7 +280,7 @@ class NsysSqliteTrace(Trace):
         # Domain names come from the domain-create events (eventType 75).
         created = df[df["eventType"] == 75]
         domains = dict(zip(created["domainId"], created["text"], strict=False))
-        df["domain"] = df["domainId"].map(domains).fillna("")
+        df["domain"] = [domains.get(d, "") for d in df["domainId"]]
         df["pid"], df["tid"] = decode_global_tid(df["globalTid"])
         return df
 

@@ -50,6 +50,8 @@ def nsys_candidates(env: Mapping[str, str] | None = None, root: str = "/") -> li
     ``/opt/nvidia/nsight-compute/*``.
     """
     env = os.environ if env is None else env
+    # KERNELSCOPE_TOOL_ROOT re-roots the fixed install locations (tests, containers, chroots).
+    root = env.get("KERNELSCOPE_TOOL_ROOT", root)
     found: list[Path] = []
 
     def add(p: str | Path | None) -> None:
