@@ -221,7 +221,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"written: {info.product_version or 'unknown'} (schema {info.schema_version or '-'})")
     for note in info.notes:
         print(f"note:    {note}")
-    for name, (_, desc) in TABLES.items():
+    for name in TABLES:
         df = trace.table(name)
         state = f"{len(df):>10,} rows" if trace.has(name) else f"{'-':>15}  ({trace.missing[name]})"
         print(f"  {name:<13} {state}")

@@ -77,8 +77,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "cuda_gpu_sum": (*_SUM_COLS, "Instances", *_STAT_COLS, "Category", "Operation"),
     # nsys 2025.3 columns. The Debian nsys 2022.4 `gputrace` differs: no GreenCtx column,
     # "Throughput (MBps)", memcpy names "[CUDA memcpy HtoD]" instead of "...Host-to-Device]", and its
-    # throughput is bytes/1e6 * (1e9 // duration) (integer division); ours is the exact
-    # bytes / duration in MB/s.
+    # throughput formula is the same as 2025.3's (bytes/1e6 * (1e9 // duration)).
     "cuda_gpu_trace": (
         "Start (ns)", "Duration (ns)", "CorrId", "GrdX", "GrdY", "GrdZ", "BlkX", "BlkY", "BlkZ",
         "Reg/Trd", "StcSMem (MB)", "DymSMem (MB)", "Bytes (MB)", "Throughput (MB/s)", "SrcMemKd",
@@ -468,7 +467,10 @@ def _cuda_gpu_trace(trace: Trace) -> pd.DataFrame:
 
     nbytes = pd.to_numeric(rows["bytes"], errors="coerce").astype("float64")
     dur_f = dur.astype("float64")
-    throughput = (nbytes * 1e3 / dur_f).where(dur_f > 0)  # bytes/ns * 1e3 = MB/s
+    # nsys 2025.3 (checked against its gputrace output for host_overhead_naive, see
+    # tests/data/oracles_nsys2025) computes MB/s as MB x whole transfers-per-second:
+    # bytes/1e6 * (1e9 // duration_ns), integer division, like 2022.4 did.
+    throughput = (nbytes / 1e6 * (1e9 // dur_f)).where(dur_f > 0)
 
     gpus = trace.table("gpus")
     gpu_names: dict[Any, str] = {}
@@ -497,7 +499,8 @@ def _cuda_gpu_trace(trace: Trace) -> pd.DataFrame:
         "DstMemKd": rows["dst"],
         "Device": device,
         "Ctx": ints("ctx"),
-        "GreenCtx": ints("green"),
+        # Green context 0 means "none": nsys prints an empty field.
+        "GreenCtx": ints("green").mask(lambda g: g == 0),
         "Strm": ints("strm"),
         "Name": rows["name"],
     })

@@ -83,6 +83,7 @@ def interval_union_ns(starts: np.ndarray, ends: np.ndarray) -> tuple[int, np.nda
 
     Returns:
         (union length in ns, block starts, block ends), blocks sorted by start.
+
     """
     if len(starts) == 0:
         empty = np.array([], dtype=np.int64)
@@ -114,7 +115,8 @@ def _host_kind(row_op: str, src: str, dst: str) -> str:
 
 
 def _durations(df: pd.DataFrame) -> np.ndarray:
-    return (df["end"].to_numpy(dtype=np.int64) - df["start"].to_numpy(dtype=np.int64))
+    d: np.ndarray = df["end"].to_numpy(dtype=np.int64) - df["start"].to_numpy(dtype=np.int64)
+    return d
 
 
 def _wall(trace: Trace) -> tuple[int, int]:
@@ -350,6 +352,7 @@ def summarize(trace: Trace) -> dict[str, Any]:
     Returns:
         A dict with keys ``schema``, ``report``, ``missing``, ``wall``, ``host``, ``gpu``,
         ``bandwidth``, ``iterations`` (or None) and ``findings`` (plain sentences).
+
     """
     start, end = _wall(trace)
     wall_ns = end - start

@@ -70,6 +70,19 @@ class KinetoTrace(Trace):
         start = round((float(e["ts"]) - self.base_ts_us) * 1000.0)
         return start, start + round(float(e.get("dur", 0.0)) * 1000.0)
 
+    def _launch_pids(self) -> dict[Any, Any]:
+        """Correlation id -> pid of the CPU thread that made the runtime/driver call."""
+        if not hasattr(self, "_corr_pid"):
+            self._corr_pid = {
+                e.get("args", {}).get("correlation"): e.get("pid")
+                for e in self._rows(("cuda_runtime", "cuda_driver", "Runtime", "Driver"))
+            }
+        return self._corr_pid
+
+    def _gpu_pid(self, e: dict[str, Any]) -> Any:
+        # Kineto puts the device index in a GPU event's "pid"; the process is the launcher's.
+        return self._launch_pids().get(e.get("args", {}).get("correlation"))
+
     def _rows(self, cats: tuple[str, ...]) -> list[dict[str, Any]]:
         return [e for e in self._events if e.get("cat") in cats and "ts" in e]
 
@@ -97,7 +110,7 @@ class KinetoTrace(Trace):
             rows.append({
                 "start": s, "end": t, "deviceId": a.get("device"), "contextId": a.get("context"),
                 "streamId": a.get("stream"), "correlationId": a.get("correlation"),
-                "pid": e.get("pid"), "globalPid": None, "name": e.get("name"),
+                "pid": self._gpu_pid(e), "globalPid": None, "name": e.get("name"),
                 "shortName": e.get("name"), "mangledName": None,
                 "gridX": grid[0], "gridY": grid[1], "gridZ": grid[2],
                 "blockX": block[0], "blockY": block[1], "blockZ": block[2],
@@ -119,7 +132,7 @@ class KinetoTrace(Trace):
             rows.append({
                 "start": s, "end": t, "deviceId": a.get("device"), "contextId": a.get("context"),
                 "streamId": a.get("stream"), "correlationId": a.get("correlation"),
-                "pid": e.get("pid"), "globalPid": None, "bytes": a.get("bytes"),
+                "pid": self._gpu_pid(e), "globalPid": None, "bytes": a.get("bytes"),
                 "copyKind": kind, "operation": _COPY_LABELS.get(kind, "Unknown"),
                 "srcKind": _MEM_KINDS.get(src, 7), "dstKind": _MEM_KINDS.get(dst, 7),
                 "srcKindName": src, "dstKindName": dst, "greenContextId": None,
@@ -137,7 +150,7 @@ class KinetoTrace(Trace):
             rows.append({
                 "start": s, "end": t, "deviceId": a.get("device"), "contextId": a.get("context"),
                 "streamId": a.get("stream"), "correlationId": a.get("correlation"),
-                "pid": e.get("pid"), "globalPid": None, "bytes": a.get("bytes"),
+                "pid": self._gpu_pid(e), "globalPid": None, "bytes": a.get("bytes"),
                 "memKind": _MEM_KINDS.get(kind_name, 7), "memKindName": kind_name, "value": None,
                 "greenContextId": None,
             })
@@ -152,7 +165,7 @@ class KinetoTrace(Trace):
             rows.append({
                 "start": s, "end": t, "globalTid": None, "pid": e.get("pid"), "tid": e.get("tid"),
                 "correlationId": a.get("correlation"), "name": name,
-                "baseName": re.sub(r"_v\d+$", "", name),
+                "baseName": re.sub(r"_v\d{4}$", "", name),
                 "eventClass": 1 if e.get("cat") in ("cuda_driver", "Driver") else 0,
                 "returnValue": None,
             })

@@ -120,6 +120,7 @@ def export_to_cache(
     Raises:
         ToolMissingError: no nsys is installed, or none of them can read this report.
         ReportError: the export failed, timed out or was cancelled.
+
     """
     rep = Path(rep)
     cache_dir = cache_dir or default_cache_dir()

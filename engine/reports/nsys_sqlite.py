@@ -257,7 +257,7 @@ class NsysSqliteTrace(Trace):
         # Map the few distinct ids, not every row, through the string table.
         ids = df.pop("nameId")
         df["name"] = ids.map({i: s.get(i, f"<unknown {i}>") for i in ids.unique()})
-        df["baseName"] = df["name"].str.replace(r"_v\d+$", "", regex=True)
+        df["baseName"] = df["name"].str.replace(r"_v\d{4}$", "", regex=True)
         df["pid"], df["tid"] = decode_global_tid(df["globalTid"])
         return df
 

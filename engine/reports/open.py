@@ -17,6 +17,7 @@ def sniff_kind(path: Path) -> str:
 
     Raises:
         ReportError: the path is missing, a directory, unreadable or empty.
+
     """
     path = Path(path)
     if not path.exists():
@@ -61,6 +62,7 @@ def open_report(
     Raises:
         ReportError: the file cannot be read, is not a supported report, or is damaged.
         ToolMissingError: an .nsys-rep needs an nsys that is not installed.
+
     """
     path = Path(path).expanduser()
     kind = sniff_kind(path)
