@@ -92,33 +92,48 @@ def _ext(fmt: str) -> str:
 
 # -- stats -------------------------------------------------------------------------------------
 def cmd_stats(args: argparse.Namespace) -> int:
-    """Run nsys-style statistics reports."""
+    """Run nsys-style statistics reports (results are cached per file and engine version)."""
     from engine.analysis import stats
+    from engine.reports.cache import file_identity, result_get, result_put
+    from engine.reports.open import sniff_kind
 
     names = [stats.resolve_report_name(n) for n in _split_names(args.report, DEFAULT_STATS)]
-    trace = _open(args.input)
+    path = Path(args.input).expanduser()
+    sniff_kind(path)  # a clear sentence for missing paths, directories, empty files
+    identity = file_identity(path)
     fmt = args.format
-    json_out: dict[str, Any] = {}
+    trace: Trace | None = None
+    texts: dict[str, str] = {}  # report -> output text, or "\0SKIP" + reason
     for name in names:
-        df = stats.run_report(trace, name)
-        if df.empty:
-            why = _why_empty(trace, name)
-            print(f"kernelscope: {name}: skipped, {why}.", file=sys.stderr)
+        key = f"stats-{name}.{_ext(fmt)}"
+        text = result_get(identity, key)
+        if text is None:
+            if trace is None:
+                trace = _open(args.input)
+            df = stats.run_report(trace, name)
+            if df.empty:
+                text = _SKIP + _why_empty(trace, name)
+            elif fmt == "csv":
+                text = stats.to_csv(df)
+            elif fmt == "json":
+                text = json.dumps(_records(df), indent=1)
+            else:
+                text = stats.format_table(df)
+            result_put(identity, key, text)
+        texts[name] = text
+    json_out: dict[str, Any] = {}
+    for name, text in texts.items():
+        if text.startswith(_SKIP):
+            print(f"kernelscope: {name}: skipped, {text[len(_SKIP):]}.", file=sys.stderr)
             if fmt == "json" and not args.output:
                 json_out[name] = []
             continue
-        if fmt == "csv":
-            text = stats.to_csv(df)
-        elif fmt == "json":
-            text = json.dumps(_records(df), indent=1)
-        else:
-            text = stats.format_table(df)
         if args.output:
             target = Path(f"{args.output}_{name}.{_ext(fmt)}")
             _write(target, text if text.endswith("\n") or not text else text + "\n")
             print(f"kernelscope: wrote {target}", file=sys.stderr)
         elif fmt == "json":
-            json_out[name] = _records(df)
+            json_out[name] = json.loads(text)
         else:
             if fmt == "table":
                 print(f"\n ** {stats.REPORTS[name]} ({name}):\n")
@@ -126,6 +141,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if fmt == "json" and not args.output:
         print(json.dumps(json_out, indent=1))
     return EXIT_OK
+
+
+_SKIP = "\0SKIP"
 
 
 def _why_empty(trace: Trace, report: str) -> str:

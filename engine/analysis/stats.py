@@ -124,9 +124,9 @@ def _empty(report: str) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype="object") for c in COLUMNS[report]})
 
 
-def _usable(trace: Trace, table: str) -> pd.DataFrame | None:
-    """Return the table if it was captured and has rows, else None."""
-    df = trace.table(table)
+def _usable(trace: Trace, table: str, columns: list[str] | None = None) -> pd.DataFrame | None:
+    """Return the table (only ``columns`` if given) if it was captured and has rows, else None."""
+    df = trace.table(table, columns)
     if table in trace.missing or df.empty:
         return None
     return df
@@ -216,7 +216,7 @@ def _memop_frame(trace: Trace) -> pd.DataFrame | None:
 def _api_stats(trace: Trace) -> pd.DataFrame | None:
     import pandas as pd
 
-    api = _usable(trace, "api")
+    api = _usable(trace, "api", ["start", "end", "name"])
     if api is None:
         return None
     return _group_stats(pd.DataFrame({"name": _api_names(api)}), _durations(api))
@@ -225,7 +225,7 @@ def _api_stats(trace: Trace) -> pd.DataFrame | None:
 def _kernel_stats(trace: Trace) -> pd.DataFrame | None:
     import pandas as pd
 
-    k = _usable(trace, "kernels")
+    k = _usable(trace, "kernels", ["start", "end", "name"])
     if k is None:
         return None
     return _group_stats(pd.DataFrame({"name": k["name"].fillna("").astype(str)}), _durations(k))

@@ -121,19 +121,47 @@ class Trace:
         self.missing: dict[str, str] = {}
 
     # -- API -----------------------------------------------------------------------------------
-    def table(self, name: str) -> pd.DataFrame:
-        """Return table ``name`` (see :data:`TABLES`); an empty frame with its columns if missing."""
+    def table(self, name: str, columns: list[str] | None = None) -> pd.DataFrame:
+        """Return table ``name`` (see :data:`TABLES`); an empty frame with its columns if missing.
+
+        Args:
+            name: a key of :data:`TABLES`.
+            columns: only these columns (read lazily: a big report's reports and views only pay
+                for the columns they use). None means every column, in :data:`TABLES` order.
+
+        """
         if name not in TABLES:
             raise KeyError(f"unknown table {name!r}; known: {', '.join(TABLES)}")
-        if name not in self._cache:
-            df = self._load(name)
+        all_cols = list(TABLES[name][0])
+        want = all_cols if columns is None else list(columns)
+        unknown = [c for c in want if c not in all_cols]
+        if unknown:
+            raise KeyError(f"table {name!r} has no column(s) {unknown}; it has {all_cols}")
+        cached = self._cache.get(name)
+        need = [c for c in want if cached is None or c not in cached.columns]
+        if need and name not in self.missing:
+            df = self._load(name, need)
             if df is None:
-                import pandas as pd
-
-                df = pd.DataFrame({c: pd.Series(dtype="object") for c in TABLES[name][0]})
                 self.missing.setdefault(name, f"{TABLES[name][1]} were not captured")
-            self._cache[name] = df
-        return self._cache[name]
+            else:
+                new = df[need]
+                if cached is None:
+                    cached = new
+                else:
+                    cached = cached.copy(deep=False)
+                    for c in need:
+                        cached[c] = new[c].to_numpy()
+                if all(c in cached.columns for c in all_cols):
+                    cached = cached[all_cols]  # complete: keep it in canonical order
+                self._cache[name] = cached
+        if name in self.missing:
+            import pandas as pd
+
+            return pd.DataFrame({c: pd.Series(dtype="object") for c in want})
+        assert cached is not None
+        if columns is None or list(cached.columns) == want:
+            return cached
+        return cached[want]
 
     def has(self, name: str) -> bool:
         """True when table ``name`` was captured (it may still have zero rows)."""
@@ -150,7 +178,8 @@ class Trace:
         """Release file handles (subclasses with connections override)."""
 
     # -- for subclasses ------------------------------------------------------------------------
-    def _load(self, name: str) -> pd.DataFrame | None:  # pragma: no cover - abstract
+    def _load(self, name: str, columns: list[str]) -> pd.DataFrame | None:  # pragma: no cover
+        """Load at least ``columns`` of table ``name``; None when the capture lacks the table."""
         raise NotImplementedError
 
     def _mark_missing(self, name: str, why: str) -> None:

@@ -92,7 +92,8 @@ class KinetoTrace(Trace):
         df = pd.DataFrame.from_records(rows, columns=list(TABLES[name][0]))
         return df
 
-    def _load(self, name: str) -> pd.DataFrame | None:
+    def _load(self, name: str, columns: list[str]) -> pd.DataFrame | None:
+        # Kineto traces are small and already parsed: build whole tables.
         loader = getattr(self, f"_load_{name}", None)
         if loader is None:
             self._mark_missing(name, f"{TABLES[name][1]} are not part of PyTorch profiler traces")

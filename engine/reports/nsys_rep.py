@@ -51,13 +51,10 @@ def rep_writer_version(path: Path) -> str | None:
 
 
 def default_cache_dir() -> Path:
-    """Where exported SQLite files are cached (``$KERNELSCOPE_CACHE`` overrides)."""
-    env = os.environ.get("KERNELSCOPE_CACHE")
-    if env:
-        return Path(env)
-    from platformdirs import user_cache_dir
+    """Where exported SQLite files are cached (``<cache root>/nsys-export``)."""
+    from engine.reports.cache import cache_root
 
-    return Path(user_cache_dir("kernelscope")) / "nsys-export"
+    return cache_root() / "nsys-export"
 
 
 def file_sha256(path: Path) -> str:

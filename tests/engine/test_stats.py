@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -218,7 +217,7 @@ class _Scaled(Trace):
         super().__init__(ReportInfo(path=src.info.path, kind="nsys-sqlite"))
         self._src, self._sizes = src, sizes
 
-    def _load(self, name: str) -> pd.DataFrame | None:
+    def _load(self, name: str, columns: list[str]) -> pd.DataFrame | None:
         df = self._src.table(name)
         if name in self._src.missing:
             return None
@@ -231,18 +230,16 @@ class _Scaled(Trace):
         return big
 
 
-def test_core_reports_fast_on_large_trace() -> None:
-    big = _Scaled(_trace(_fixture("torch_sdpa_gemm")), {"kernels": 400_000, "api": 800_000})
-    for t in ("kernels", "api", "memcpy", "memset", "nvtx"):
-        big.table(t)
-    t0 = time.perf_counter()
+def test_core_reports_on_a_large_trace() -> None:
+    """Scale a real fixture to 400k kernels / 800k API calls: counts and totals scale exactly.
+    (Speed is measured by benchmarks/bench_stats.py, not here.)"""
+    src = _trace(_fixture("torch_sdpa_gemm"))
+    big = _Scaled(src, {"kernels": 400_000, "api": 800_000})
     for report in ("cuda_api_sum", "cuda_gpu_kern_sum", "cuda_gpu_mem_time_sum",
                    "cuda_gpu_mem_size_sum", "nvtx_sum"):
-        df = run_report(big, report)
-        assert not df.empty
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 3.0, f"five core reports took {elapsed:.2f} s"  # ~0.45 s here
+        assert not run_report(big, report).empty
     assert run_report(big, "cuda_api_sum")["Num Calls"].sum() == 800_000
+    assert run_report(big, "cuda_gpu_kern_sum")["Instances"].sum() == 400_000
 
 
 def test_cuda_gpu_trace_matches_nsys_2025_output() -> None:
