@@ -429,8 +429,26 @@ def _rule_cuda_memcpy_sync(trace: Trace, opts: dict[str, Any]) -> RuleResult:
         "non-default stream, synchronising once when the results are needed (PyTorch: "
         "pin_memory() and .to(device, non_blocking=True))."
     )
+    if _lacks_green_context(trace):
+        # nsys 2025.3 reports nothing for exports without the greenContextId column (schema 3.0,
+        # nsys 2022.x). Agree with its table, and tell the user what it leaves out.
+        return RuleResult(
+            "cuda_memcpy_sync", _copy_table(m.iloc[:0], _MEMCPY_COLUMNS, opts["rows"]),
+            "nsys 2025.3 reports no rows for this older export (schema "
+            f"{trace.info.schema_version}, no green-context column), but the capture does hold "
+            + explanation[0].lower() + explanation[1:],
+            fix, opts)
     return RuleResult("cuda_memcpy_sync", _copy_table(m, _MEMCPY_COLUMNS, opts["rows"]),
                       explanation, fix, opts)
+
+
+def _lacks_green_context(trace: Trace) -> bool:
+    """True for nsys exports whose memcpy table has no greenContextId (nsys 2022.x, schema 3.0)."""
+    columns = getattr(trace, "columns", None)
+    if columns is None:
+        return False
+    cols = columns("CUPTI_ACTIVITY_KIND_MEMCPY")
+    return bool(cols) and "greenContextId" not in cols
 
 
 def _rule_cuda_memset_sync(trace: Trace, opts: dict[str, Any]) -> RuleResult:
