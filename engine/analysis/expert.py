@@ -435,8 +435,8 @@ def _rule_cuda_memcpy_sync(trace: Trace, opts: dict[str, Any]) -> RuleResult:
         return RuleResult(
             "cuda_memcpy_sync", _copy_table(m.iloc[:0], _MEMCPY_COLUMNS, opts["rows"]),
             "nsys 2025.3 reports no rows for this older export (schema "
-            f"{trace.info.schema_version}, no green-context column), but the capture does hold "
-            + explanation[0].lower() + explanation[1:],
+            f"{trace.info.schema_version}, no green-context column). Kernelscope found in it: "
+            + explanation,
             fix, opts)
     return RuleResult("cuda_memcpy_sync", _copy_table(m, _MEMCPY_COLUMNS, opts["rows"]),
                       explanation, fix, opts)
