@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from engine.reports.base import Trace
 
 SCHEMA = "kernelscope.summary/1"
+_API_COLS = ["start", "end", "baseName"]
 
 #: API categories in display order, with a short human label.
 API_CATEGORIES: dict[str, str] = {
@@ -123,7 +124,7 @@ def _wall(trace: Trace) -> tuple[int, int]:
     starts: list[int] = []
     ends: list[int] = []
     for name in ("api", "kernels", "memcpy", "memset", "nvtx", "cpu_ops"):
-        df = trace.table(name)
+        df = trace.table(name, ["start", "end"])
         if len(df):
             st = df["start"].dropna()
             en = df["end"].dropna()
@@ -167,7 +168,9 @@ def _api_breakdown(api: pd.DataFrame, wall_ns: int) -> dict[str, Any]:
 
 
 def _gpu_breakdown(trace: Trace, wall_ns: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    k, mc, ms = trace.table("kernels"), trace.table("memcpy"), trace.table("memset")
+    k = trace.table("kernels", ["start", "end"])
+    mc = trace.table("memcpy", ["start", "end", "bytes", "operation", "srcKindName", "dstKindName"])
+    ms = trace.table("memset", ["start", "end", "bytes"])
     parts: list[dict[str, Any]] = []
     starts = [df["start"].to_numpy(dtype=np.int64) for df in (k, mc, ms) if len(df)]
     ends = [df["end"].to_numpy(dtype=np.int64) for df in (k, mc, ms) if len(df)]
@@ -253,7 +256,7 @@ def _iterations(trace: Trace) -> dict[str, Any] | None:
         res[ok] = s[ok] < ends[idx[ok]]
         return res
 
-    api = trace.table("api")
+    api = trace.table("api", _API_COLS)
     per_iter_api: list[dict[str, Any]] = []
     one_time_api: list[dict[str, Any]] = []
     if len(api):
@@ -374,7 +377,7 @@ def summarize(trace: Trace) -> dict[str, Any]:
         },
         "missing": trace.missing_report(),
         "wall": {"start_ns": start, "end_ns": end, "span_ns": wall_ns},
-        "host": _api_breakdown(trace.table("api"), wall_ns),
+        "host": _api_breakdown(trace.table("api", _API_COLS), wall_ns),
         "gpu": gpu,
         "bandwidth": bandwidth,
         "iterations": _iterations(trace),

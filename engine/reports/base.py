@@ -165,14 +165,21 @@ class Trace:
 
     def has(self, name: str) -> bool:
         """True when table ``name`` was captured (it may still have zero rows)."""
-        self.table(name)
+        self._probe(name)
         return name not in self.missing
 
     def missing_report(self) -> list[str]:
         """Sentences naming every table that this capture lacks."""
         for name in TABLES:
-            self.table(name)
+            self._probe(name)
         return [self.missing[n] for n in TABLES if n in self.missing]
+
+    def _probe(self, name: str) -> None:
+        """Find out whether ``name`` was captured (recording it in ``missing`` if not).
+
+        The default loads the table; readers that can tell cheaply (from a schema) override it.
+        """
+        self.table(name)
 
     def close(self) -> None:
         """Release file handles (subclasses with connections override)."""

@@ -261,6 +261,11 @@ class NsysSqliteTrace(Trace):
     def _missing_or_none(self, name: str) -> None:
         self._mark_missing(name, _NOT_CAPTURED_HINT.get(name, f"{name} was not captured"))
 
+    def _probe(self, name: str) -> None:
+        # The export creates a table only when it has rows: the schema alone answers.
+        if name == "cpu_ops" or _NSYS_TABLES[name] not in self._tables:
+            self._missing_or_none(name)
+
     # -- table loaders -------------------------------------------------------------------------
     def _load(self, name: str, columns: list[str]) -> pd.DataFrame | None:
         if name == "cpu_ops":
