@@ -1,0 +1,92 @@
+"""How numbers look in the GUI: durations, byte counts, counts with thousands separators.
+
+Pure functions, no Qt and no pandas, so views and tests share one formatting.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def duration(ns: float | int | None) -> str:
+    """A duration in the largest unit that keeps it readable: 850 ns, 12.3 µs, 252.0 ms, 1.61 s."""
+    if ns is None or (isinstance(ns, float) and math.isnan(ns)):
+        return "–"
+    v = float(ns)
+    a = abs(v)
+    if a < 1e3:
+        return f"{v:,.0f} ns"
+    if a < 1e6:
+        return f"{v / 1e3:,.1f} µs"
+    if a < 1e9:
+        return f"{v / 1e6:,.1f} ms"
+    if a < 60e9:
+        return f"{v / 1e9:,.2f} s"
+    minutes, seconds = divmod(v / 1e9, 60)
+    return f"{int(minutes)} min {seconds:04.1f} s"
+
+
+def percent(p: float | None, digits: int = 1) -> str:
+    """'39.8 %', or '–' when unknown."""
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return "–"
+    return f"{p:.{digits}f} %"
+
+
+def nbytes(b: float | int | None) -> str:
+    """Decimal byte sizes as nsys prints them: 83.9 MB, 1.88 GB."""
+    if b is None or (isinstance(b, float) and math.isnan(b)):
+        return "–"
+    v = float(b)
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(v) >= scale:
+            return f"{v / scale:,.1f} {unit}"
+    return f"{v:,.0f} B"
+
+
+def count(n: int | float | None) -> str:
+    """An integer count with thousands separators."""
+    if n is None or (isinstance(n, float) and math.isnan(n)):
+        return "–"
+    return f"{int(n):,}"
+
+
+def is_missing(v: Any) -> bool:
+    """None, NaN, pandas NA / NaT."""
+    if v is None:
+        return True
+    if type(v).__name__ in ("NAType", "NaTType"):
+        return True
+    return isinstance(v, float) and math.isnan(v)
+
+
+def is_number(v: Any) -> bool:
+    """True for ints and floats (numpy scalars included), False for bools and everything else."""
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, (int, float)):
+        return True
+    # numpy scalars without importing numpy here
+    return type(v).__module__ == "numpy" and hasattr(v, "dtype") and v.dtype.kind in "iuf"
+
+
+def cell(v: Any, decimals: int = 1, separators: bool = True) -> str:
+    """A table cell: integers with thousands separators, floats with ``decimals``, text as is."""
+    if v is None:
+        return ""
+    if is_number(v):
+        f = float(v)
+        if math.isnan(f):
+            return ""
+        if math.isinf(f):
+            return "∞" if f > 0 else "-∞"
+        kind = getattr(getattr(v, "dtype", None), "kind", None)
+        if isinstance(v, int) or kind in ("i", "u"):
+            return f"{int(v):,}" if separators else str(int(v))
+        if f != 0 and abs(f) < 10 ** -decimals:
+            return f"{f:.3g}"
+        return f"{f:,.{decimals}f}"
+    if type(v).__name__ in ("NAType", "NaTType"):
+        return ""
+    return str(v)

@@ -1,0 +1,435 @@
+"""The main window: open reports (dialog, recent, sample, drag & drop), switch views, see the log.
+
+Only PySide6 is imported here; the views (and with them pyqtgraph and pandas) are built when the
+first report arrives, so the window appears fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QSettings, Qt, Signal, Slot
+from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QFileDialog,
+    QLabel,
+    QLayout,
+    QListWidget,
+    QListWidgetItem,
+    QMainWindow,
+    QMessageBox,
+    QProgressBar,
+    QPushButton,
+    QStackedWidget,
+    QTabWidget,
+    QWidget,
+)
+
+from gui import settings as gsettings
+from gui.documents import OpenReports
+from gui.log_panel import LogPanel
+from gui.views.welcome_view import WelcomeView
+from gui.workers import Job, LoadedReport, LoadWorker, Opener
+
+APP_NAME = "Kernelscope"
+#: view key -> tab title, in tab and shortcut order (Ctrl+1, Ctrl+2, ...)
+VIEWS = {"summary": "Summary", "stats": "Statistics", "info": "Info"}
+OPEN_FILTER = (
+    "Reports (*.nsys-rep *.sqlite *.json *.json.gz *.gz);;Nsight Systems (*.nsys-rep *.sqlite);;"
+    "PyTorch profiler traces (*.json *.json.gz);;All files (*)"
+)
+
+
+class MainWindow(QMainWindow):
+    """Kernelscope's window. Several reports can be open; the Reports dock picks the current one."""
+
+    sig_report_opened = Signal(object)  # LoadedReport
+    sig_load_failed = Signal(str, str)  # path, sentence
+    sig_load_cancelled = Signal(str)  # path
+    sig_idle = Signal()  # no load is running any more
+
+    def __init__(
+        self,
+        settings: QSettings | None = None,
+        *,
+        error_dialogs: bool = True,
+        restore_geometry: bool = True,
+        opener: Opener | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.settings = settings if settings is not None else gsettings.make_settings()
+        self.error_dialogs = error_dialogs
+        self._opener = opener
+        self.reports = OpenReports(self)
+        self._jobs: dict[str, Job] = {}
+        self._interactive: dict[str, bool] = {}
+        self.views: dict[str, QWidget] = {}
+        self.setWindowTitle(APP_NAME)
+        self.setAcceptDrops(True)
+        # A fixed minimum instead of one that follows the contents: the window's minimum size
+        # then never changes while it is shown (status bar widgets come and go during loads).
+        self.layout().setSizeConstraint(QLayout.SizeConstraint.SetNoConstraint)
+        self.setMinimumSize(900, 600)
+        self.resize(1400, 900)
+
+        self.welcome = WelcomeView()
+        self.tabs = QTabWidget()
+        self.tabs.setDocumentMode(True)
+        self.center = QStackedWidget()
+        self.center.addWidget(self.welcome)
+        self.center.addWidget(self.tabs)
+        self.setCentralWidget(self.center)
+
+        self._build_docks()
+        self._build_status_bar()
+        self._build_actions()
+        self._build_menus()
+
+        self.welcome.sig_open_requested.connect(self.open_dialog)
+        self.welcome.sig_sample_requested.connect(self.open_sample)
+        self.welcome.sig_path_requested.connect(lambda p: self.open_path(p, interactive=True))
+        self.welcome.set_recent(gsettings.recent_files(self.settings))
+        self.reports.sig_added.connect(self._on_report_added)
+        self.reports.sig_removed.connect(self._on_report_removed)
+        self.reports.sig_current_changed.connect(self._on_current_changed)
+        self.tabs.currentChanged.connect(self._on_tab_changed)
+
+        if restore_geometry:
+            geo = self.settings.value("window/geometry")
+            state = self.settings.value("window/state")
+            if geo is not None:
+                self.restoreGeometry(geo)
+            if state is not None:
+                self.restoreState(state)
+
+    # -- construction ----------------------------------------------------------------------------
+    def _build_docks(self) -> None:
+        self.report_list = QListWidget()
+        self.report_list.setObjectName("reportList")
+        self.report_list.currentItemChanged.connect(self._on_list_selection)
+        self.reports_dock = QDockWidget("Reports", self)
+        self.reports_dock.setObjectName("ReportsDock")
+        self.reports_dock.setWidget(self.report_list)
+        self.reports_dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetClosable
+                                      | QDockWidget.DockWidgetFeature.DockWidgetMovable)
+        self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, self.reports_dock)
+        self.resizeDocks([self.reports_dock], [230], Qt.Orientation.Horizontal)
+
+        self.log = LogPanel()
+        self.log_dock = QDockWidget("Log", self)
+        self.log_dock.setObjectName("LogDock")
+        self.log_dock.setWidget(self.log)
+        self.log_dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetClosable
+                                  | QDockWidget.DockWidgetFeature.DockWidgetMovable)
+        self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.log_dock)
+        self.resizeDocks([self.log_dock], [120], Qt.Orientation.Vertical)
+
+    def _build_status_bar(self) -> None:
+        sb = self.statusBar()
+        self.progress_label = QLabel()
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 0)  # busy indicator: the engine rarely knows a fraction
+        self.progress.setFixedWidth(160)
+        self.progress.setTextVisible(False)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setToolTip("Stop loading")
+        self.cancel_button.clicked.connect(self.cancel_loads)
+        for w in (self.progress_label, self.progress, self.cancel_button):
+            sb.addPermanentWidget(w)
+            w.hide()
+
+    def _build_actions(self) -> None:
+        self.act_open = QAction("&Open…", self, shortcut=QKeySequence.StandardKey.Open,
+                                triggered=self.open_dialog)
+        self.act_close = QAction("&Close report", self, shortcut=QKeySequence("Ctrl+W"),
+                                 triggered=self.close_current)
+        self.act_quit = QAction("&Quit", self, shortcut=QKeySequence("Ctrl+Q"), triggered=self.close)
+        self.act_quit.setMenuRole(QAction.MenuRole.QuitRole)
+        self.act_about = QAction("&About Kernelscope", self, triggered=self.about)
+        self.view_group = QActionGroup(self)
+        self.view_actions: dict[str, QAction] = {}
+        for i, (key, title) in enumerate(VIEWS.items(), start=1):
+            act = QAction(title, self, checkable=True, shortcut=QKeySequence(f"Ctrl+{i}"))
+            act.triggered.connect(lambda _=False, k=key: self.set_view(k))
+            self.view_group.addAction(act)
+            self.view_actions[key] = act
+        self.view_actions["summary"].setChecked(True)
+        self._update_actions()
+
+    def _build_menus(self) -> None:
+        mb = self.menuBar()
+        m = mb.addMenu("&File")
+        m.addAction(self.act_open)
+        self.recent_menu = m.addMenu("Open &Recent")
+        self.recent_menu.aboutToShow.connect(self._fill_recent_menu)
+        self._fill_recent_menu()
+        self.sample_menu = m.addMenu("Open &Sample")
+        for p in gsettings.sample_reports():
+            self.sample_menu.addAction(p.name, lambda p=p: self.open_path(p, interactive=True))
+        m.addSeparator()
+        m.addAction(self.act_close)
+        m.addSeparator()
+        m.addAction(self.act_quit)
+        v = mb.addMenu("&View")
+        for act in self.view_actions.values():
+            v.addAction(act)
+        v.addSeparator()
+        v.addAction(self.reports_dock.toggleViewAction())
+        v.addAction(self.log_dock.toggleViewAction())
+        h = mb.addMenu("&Help")
+        h.addAction(self.act_about)
+
+    def _fill_recent_menu(self) -> None:
+        self.recent_menu.clear()
+        recent = gsettings.recent_files(self.settings)
+        for p in recent:
+            act = self.recent_menu.addAction(Path(p).name, lambda p=p: self.open_path(p, interactive=True))
+            act.setToolTip(p)
+            act.setStatusTip(p)
+        if not recent:
+            self.recent_menu.addAction("No recent reports").setEnabled(False)
+        else:
+            self.recent_menu.addSeparator()
+            self.recent_menu.addAction("Clear recent", self._clear_recent)
+
+    def _clear_recent(self) -> None:
+        gsettings.clear_recent(self.settings)
+        self.welcome.set_recent([])
+
+    def _ensure_views(self) -> None:
+        """Build the views on first use (imports pyqtgraph and pandas)."""
+        if self.views:
+            return
+        from gui.views.info_view import InfoView
+        from gui.views.stats_view import StatsView
+        from gui.views.summary_view import SummaryView
+
+        self.views = {
+            "summary": SummaryView(self.reports),
+            "stats": StatsView(self.reports),
+            "info": InfoView(self.reports),
+        }
+        self.views["stats"].sig_message.connect(self.log.add)
+        for key, title in VIEWS.items():
+            self.tabs.addTab(self.views[key], title)
+
+    # -- public API --------------------------------------------------------------------------------
+    def open_dialog(self) -> None:
+        start = ""
+        recent = gsettings.recent_files(self.settings)
+        if recent:
+            start = str(Path(recent[0]).parent)
+        paths, _ = QFileDialog.getOpenFileNames(self, "Open report", start, OPEN_FILTER)
+        self.open_paths(paths, interactive=True)
+
+    def open_sample(self) -> None:
+        self.open_path(gsettings.default_sample(), interactive=True)
+
+    def open_paths(self, paths: list[str] | list[Path], interactive: bool = False) -> None:
+        for p in paths:
+            self.open_path(p, interactive=interactive)
+
+    def open_path(self, path: str | Path, interactive: bool = False) -> None:
+        """Start loading ``path`` in a worker thread (or switch to it if it is already open)."""
+        path = Path(path).expanduser()
+        try:
+            path = path.absolute()
+        except OSError:
+            pass
+        existing = self.reports.find(path)
+        if existing is not None:
+            self.reports.set_current(existing)
+            self.log.add(f"{path.name} is already open.")
+            return
+        key = str(path)
+        if key in self._jobs:
+            return
+        job = Job(LoadWorker(path, self._opener), self)
+        self._jobs[key] = job
+        self._interactive[key] = interactive
+        job.sig_progress.connect(self._on_load_progress)
+        job.sig_finished.connect(lambda rep, k=key: self._on_load_finished(k, rep))
+        job.sig_errored.connect(lambda msg, k=key: self._on_load_errored(k, msg))
+        job.sig_cancelled.connect(lambda k=key: self._on_load_cancelled(k))
+        job.sig_done.connect(lambda k=key: self._on_load_done(k))
+        self.log.add(f"Opening {path} …")
+        self._show_busy(f"Opening {path.name}…")
+        job.start()
+
+    def is_loading(self) -> bool:
+        return bool(self._jobs)
+
+    @Slot()
+    def cancel_loads(self) -> None:
+        for job in self._jobs.values():
+            job.cancel()
+        if self._jobs:
+            self.progress_label.setText("Cancelling…")
+
+    def close_current(self) -> None:
+        rep = self.reports.current
+        if rep is not None:
+            self.reports.remove(rep)
+            self.log.add(f"Closed {rep.name}.")
+
+    def set_view(self, key: str) -> None:
+        if key not in VIEWS:
+            raise KeyError(f"unknown view {key!r}; choose one of {', '.join(VIEWS)}")
+        self.view_actions[key].setChecked(True)
+        if self.views:
+            self.tabs.setCurrentWidget(self.views[key])
+
+    def current_view(self) -> str:
+        return next((k for k, a in self.view_actions.items() if a.isChecked()), "summary")
+
+    def about(self) -> None:
+        try:
+            from importlib.metadata import version
+
+            ver = version("kernelscope")
+        except Exception:  # noqa: BLE001
+            ver = "development"
+        box = QMessageBox(QMessageBox.Icon.Information, "About Kernelscope",
+                          f"<b>Kernelscope {ver}</b><br>A GPU profiling workbench: Nsight Systems, "
+                          "Nsight Compute and PyTorch traces in one view.",
+                          QMessageBox.StandardButton.Ok, self)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.open()
+
+    def shutdown(self) -> None:
+        """Stop every background thread (cancel, quit, wait)."""
+        for job in list(self._jobs.values()):
+            job.stop()
+        self._jobs.clear()
+        stats = self.views.get("stats")
+        if stats is not None:
+            stats.shutdown()  # type: ignore[attr-defined]
+
+    # -- load results --------------------------------------------------------------------------------
+    def _on_load_progress(self, msg: str) -> None:
+        self.progress_label.setText(msg)
+
+    def _on_load_finished(self, key: str, report: LoadedReport) -> None:
+        self._ensure_views()
+        self.reports.add(report)
+        s = report.summary
+        self.log.add(f"Opened {report.path} in {report.load_s:.2f} s: "
+                     f"{_fmt_ms(s['wall']['span_ns'])} capture, {len(s['findings'])} findings.")
+        recent = gsettings.add_recent(self.settings, report.path)
+        self.welcome.set_recent(recent)
+        self.statusBar().showMessage(f"Opened {report.name}", 5000)
+        self.sig_report_opened.emit(report)
+
+    def _on_load_errored(self, key: str, msg: str) -> None:
+        self.log.add(msg, "error")
+        self.statusBar().showMessage(msg, 15000)
+        if self._interactive.get(key) and self.error_dialogs:
+            box = QMessageBox(QMessageBox.Icon.Warning, "Could not open the report", msg,
+                              QMessageBox.StandardButton.Ok, self)
+            box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+            box.open()  # window-modal, does not block the event loop
+        self.sig_load_failed.emit(key, msg)
+
+    def _on_load_cancelled(self, key: str) -> None:
+        self.log.add(f"Cancelled opening {Path(key).name}.", "warning")
+        self.statusBar().showMessage(f"Cancelled opening {Path(key).name}.", 5000)
+        self.sig_load_cancelled.emit(key)
+
+    def _on_load_done(self, key: str) -> None:
+        job = self._jobs.pop(key, None)
+        self._interactive.pop(key, None)
+        if job is not None:
+            job.deleteLater()
+        if not self._jobs:
+            self._hide_busy()
+            self.sig_idle.emit()
+
+    def _show_busy(self, msg: str) -> None:
+        self.progress_label.setText(msg)
+        for w in (self.progress_label, self.progress, self.cancel_button):
+            w.show()
+
+    def _hide_busy(self) -> None:
+        for w in (self.progress_label, self.progress, self.cancel_button):
+            w.hide()
+
+    # -- the open-reports model ------------------------------------------------------------------------
+    def _on_report_added(self, report: LoadedReport) -> None:
+        item = QListWidgetItem(report.name)
+        item.setToolTip(str(report.path))
+        item.setData(Qt.ItemDataRole.UserRole, report)
+        self.report_list.addItem(item)
+
+    def _on_report_removed(self, report: LoadedReport) -> None:
+        for i in range(self.report_list.count()):
+            if self.report_list.item(i).data(Qt.ItemDataRole.UserRole) is report:
+                self.report_list.takeItem(i)
+                break
+
+    def _on_current_changed(self, report: LoadedReport | None) -> None:
+        for i in range(self.report_list.count()):
+            item = self.report_list.item(i)
+            if item.data(Qt.ItemDataRole.UserRole) is report:
+                if self.report_list.currentItem() is not item:
+                    self.report_list.setCurrentItem(item)
+                break
+        if report is None:
+            self.setWindowTitle(APP_NAME)
+            self.center.setCurrentWidget(self.welcome)
+        else:
+            self.setWindowTitle(f"{APP_NAME} — {report.name}")
+            self.center.setCurrentWidget(self.tabs)
+            self.set_view(self.current_view())
+        self._update_actions()
+
+    def _on_list_selection(self, item: QListWidgetItem | None, _prev: Any = None) -> None:
+        if item is not None:
+            self.reports.set_current(item.data(Qt.ItemDataRole.UserRole))
+
+    def _on_tab_changed(self, index: int) -> None:
+        if 0 <= index < len(VIEWS):
+            self.view_actions[list(VIEWS)[index]].setChecked(True)
+
+    def _update_actions(self) -> None:
+        has = self.reports.current is not None
+        self.act_close.setEnabled(has)
+
+    # -- Qt events ---------------------------------------------------------------------------------
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        md = event.mimeData()
+        if md.hasUrls() and any(u.isLocalFile() for u in md.urls()):
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
+        if paths:
+            event.acceptProposedAction()
+            self.open_paths(paths, interactive=True)
+        else:
+            event.ignore()
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self.settings.setValue("window/geometry", self.saveGeometry())
+        self.settings.setValue("window/state", self.saveState())
+        self.settings.sync()
+        self.shutdown()
+        for rep in list(self.reports.reports):
+            try:
+                rep.trace.close()
+            except Exception:  # noqa: BLE001
+                pass
+        super().closeEvent(event)
+
+
+def _fmt_ms(ns: int) -> str:
+    from gui.format import duration
+
+    return duration(ns)
+
+
+__all__ = ["MainWindow", "VIEWS"]

@@ -1,0 +1,1 @@
+"""One module per view; each takes the :class:`gui.documents.OpenReports` model."""

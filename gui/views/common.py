@@ -1,0 +1,76 @@
+"""Small widgets shared by the views: section headings, stat cards, muted text, colour swatches."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QFont
+from PySide6.QtWidgets import QFrame, QLabel, QVBoxLayout, QWidget
+
+MUTED = "#5f6b7a"
+KIND_LABELS = {
+    "nsys-sqlite": "Nsight Systems SQLite export",
+    "nsys-rep": "Nsight Systems report",
+    "kineto": "PyTorch profiler trace",
+}
+
+
+def producer(kind: str, version: str | None) -> str:
+    """'Nsight Systems 2025.3.2.0' for nsys reports; the version text as is otherwise."""
+    if not version:
+        return "unknown"
+    if kind.startswith("nsys") and version[:1].isdigit():
+        return f"Nsight Systems {version}"
+    return version
+
+
+def heading(text: str, size_delta: int = 3) -> QLabel:
+    label = QLabel(text)
+    f = label.font()
+    f.setPointSizeF(f.pointSizeF() + size_delta)
+    f.setWeight(QFont.Weight.DemiBold)
+    label.setFont(f)
+    return label
+
+
+def muted(text: str, wrap: bool = True) -> QLabel:
+    label = QLabel(text)
+    label.setWordWrap(wrap)
+    label.setStyleSheet(f"color: {MUTED};")
+    label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+    return label
+
+
+def swatch(color: str, size: int = 14) -> QLabel:
+    label = QLabel()
+    label.setFixedSize(size, size)
+    label.setStyleSheet(f"background: {color}; border: 1px solid #00000030; border-radius: 2px;")
+    return label
+
+
+class StatCard(QFrame):
+    """A headline number: caption above, big value, one line of context below."""
+
+    def __init__(self, caption: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("StatCard")
+        self.setStyleSheet(
+            "#StatCard { background: #f5f7fa; border: 1px solid #dde3ea; border-radius: 6px; }"
+        )
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(14, 10, 14, 10)
+        lay.setSpacing(2)
+        self.caption = muted(caption, wrap=False)
+        self.value = QLabel("–")
+        f = self.value.font()
+        f.setPointSizeF(f.pointSizeF() + 9)
+        f.setWeight(QFont.Weight.DemiBold)
+        self.value.setFont(f)
+        self.value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.detail = muted("")
+        lay.addWidget(self.caption)
+        lay.addWidget(self.value)
+        lay.addWidget(self.detail)
+
+    def set(self, value: str, detail: str = "") -> None:
+        self.value.setText(value)
+        self.detail.setText(detail)

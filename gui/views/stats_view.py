@@ -1,0 +1,343 @@
+"""Statistics view: the nsys-style reports (``nsys stats``) as sortable, filterable tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QItemSelectionModel, Qt, Signal
+from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QStackedWidget,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from gui.documents import OpenReports
+from gui.table_model import RAW_ROLE, DataFrameModel, NumericSortProxy
+from gui.views.common import muted
+from gui.workers import CallWorker, Job, LoadedReport
+
+DEFAULT_REPORT = "cuda_gpu_kern_sum"
+
+
+def load_stats_module() -> Any:
+    """``engine.analysis.stats``, or None while it is not part of this build."""
+    try:
+        from engine.analysis import stats
+    except ImportError:
+        return None
+    if not hasattr(stats, "REPORTS") or not hasattr(stats, "run_report"):
+        return None
+    return stats
+
+
+class StatsView(QWidget):
+    """Pick a report, see it as a table; sort by any column, filter, copy, export CSV.
+
+    Each table is computed in a worker thread; while one runs, only the latest request waits
+    (the latest wins), and results are cached per report file.
+    """
+
+    #: (report name) emitted when a table is on screen (or when it failed / is unavailable).
+    sig_table_ready = Signal(str)
+    #: a sentence for the window's log (exports, errors).
+    sig_message = Signal(str)
+
+    def __init__(self, reports: OpenReports, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.reports = reports
+        self.stats = load_stats_module()
+        self._cache: dict[tuple[int, str], Any] = {}
+        self._job: Job | None = None
+        self._job_key: tuple[int, str] | None = None
+        self._pending: tuple[LoadedReport, str] | None = None
+        self.current_name: str | None = None
+
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(10, 10, 10, 6)
+        bar = QHBoxLayout()
+        bar.addWidget(QLabel("Report:"))
+        self.combo = QComboBox()
+        self.combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        bar.addWidget(self.combo)
+        bar.addSpacing(16)
+        self.filter = QLineEdit()
+        self.filter.setPlaceholderText("Filter rows (any column)…")
+        self.filter.setClearButtonEnabled(True)
+        self.filter.setMinimumWidth(260)
+        bar.addWidget(self.filter, 1)
+        self.copy_button = QPushButton("Copy")
+        self.copy_button.setToolTip("Copy the selected cells as tab-separated text (Ctrl+C)")
+        self.export_button = QPushButton("Export CSV…")
+        bar.addWidget(self.copy_button)
+        bar.addWidget(self.export_button)
+        lay.addLayout(bar)
+        self.description = muted("")
+        lay.addWidget(self.description)
+
+        self.stack = QStackedWidget()
+        self.model = DataFrameModel()
+        self.proxy = NumericSortProxy(self)
+        self.proxy.setSourceModel(self.model)
+        self.table = QTableView()
+        self.table.setModel(self.proxy)
+        self.table.setSortingEnabled(True)
+        self.table.setAlternatingRowColors(True)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectItems)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setWordWrap(False)
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)
+        self.table.verticalHeader().hide()
+        hh = self.table.horizontalHeader()
+        hh.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        hh.setStretchLastSection(True)
+        hh.setSortIndicatorShown(True)
+        self.placeholder = QLabel()
+        self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.placeholder.setWordWrap(True)
+        self.placeholder.setStyleSheet("color: #5f6b7a; font-size: 13pt;")
+        self.stack.addWidget(self.table)
+        self.stack.addWidget(self.placeholder)
+        lay.addWidget(self.stack, 1)
+        self.status = muted("", wrap=False)
+        lay.addWidget(self.status)
+
+        if self.stats is None:
+            self.combo.setEnabled(False)
+            self.filter.setEnabled(False)
+            self.export_button.setEnabled(False)
+            self.copy_button.setEnabled(False)
+        else:
+            for name, desc in self.stats.REPORTS.items():
+                self.combo.addItem(name, name)
+                self.combo.setItemData(self.combo.count() - 1, desc, Qt.ItemDataRole.ToolTipRole)
+            i = self.combo.findData(DEFAULT_REPORT)
+            self.combo.setCurrentIndex(max(i, 0))
+
+        self.combo.currentIndexChanged.connect(self._on_report_chosen)
+        self.filter.textChanged.connect(self._on_filter)
+        self.copy_button.clicked.connect(self.copy_selection)
+        self.export_button.clicked.connect(self._on_export_clicked)
+        copy_sc = QShortcut(QKeySequence(QKeySequence.StandardKey.Copy), self.table)
+        copy_sc.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        copy_sc.activated.connect(self.copy_selection)
+        reports.sig_current_changed.connect(self._on_current_changed)
+        reports.sig_removed.connect(self._on_removed)
+        self._on_current_changed(reports.current)
+
+    # -- public --------------------------------------------------------------------------------
+    def select_report(self, name: str) -> None:
+        i = self.combo.findData(name)
+        if i < 0:
+            raise KeyError(name)
+        if i == self.combo.currentIndex():
+            self._on_report_chosen(i)
+        else:
+            self.combo.setCurrentIndex(i)
+
+    def is_busy(self) -> bool:
+        return self._job is not None
+
+    def copy_selection(self) -> str:
+        """Copy the selected cells (raw values, tab-separated, in on-screen order) to the clipboard."""
+        sel = self.table.selectionModel().selectedIndexes()
+        if not sel:
+            return ""
+        rows = sorted({i.row() for i in sel})
+        cols = sorted({i.column() for i in sel})
+        chosen = {(i.row(), i.column()) for i in sel}
+        lines = []
+        for r in rows:
+            vals = []
+            for c in cols:
+                if (r, c) not in chosen:
+                    vals.append("")
+                    continue
+                v = self.proxy.index(r, c).data(RAW_ROLE)
+                if isinstance(v, float) and v.is_integer():
+                    v = int(v)
+                vals.append("" if v is None else str(v))
+            lines.append("\t".join(vals))
+        text = "\n".join(lines)
+        QGuiApplication.clipboard().setText(text)
+        self.status.setText(f"Copied {len(chosen):,} cells.")
+        return text
+
+    def export_csv(self, path: str | Path) -> Path:
+        """Write the current table (all rows, unfiltered) as nsys-style CSV."""
+        df = self.model.df
+        if df is None or self.stats is None:
+            raise ValueError("there is no table to export")
+        path = Path(path)
+        try:
+            path.write_text(self.stats.to_csv(df))
+        except OSError as exc:
+            msg = f"Could not write {path} ({exc.strerror}); choose another place."
+            self.sig_message.emit(msg)
+            raise
+        self.sig_message.emit(f"Exported {self.current_name} ({len(df):,} rows) to {path}.")
+        return path
+
+    # -- slots ---------------------------------------------------------------------------------
+    def _on_current_changed(self, report: LoadedReport | None) -> None:
+        if self.stats is None:
+            self._show_placeholder(
+                "Statistics are not available in this build (the engine's statistics module is missing)."
+            )
+            self.sig_table_ready.emit("")
+            return
+        if report is None:
+            self.model.set_frame(None)
+            self._show_placeholder("Open a report to see its statistics.")
+            return
+        self._request(report, self.combo.currentData())
+
+    def _on_removed(self, report: LoadedReport) -> None:
+        for key in [k for k in self._cache if k[0] == id(report)]:
+            del self._cache[key]
+
+    def _on_report_chosen(self, _index: int) -> None:
+        name = self.combo.currentData()
+        if self.stats is not None and name:
+            self.description.setText(self.stats.REPORTS.get(name, ""))
+        if self.reports.current is not None and name:
+            self._request(self.reports.current, name)
+
+    def _on_filter(self, text: str) -> None:
+        self.proxy.setFilterFixedString(text)
+        self._update_status()
+
+    def _on_export_clicked(self) -> None:
+        if self.model.df is None:
+            return
+        base = self.reports.current.path.stem if self.reports.current else "report"
+        path, _ = QFileDialog.getSaveFileName(self, "Export CSV", f"{base}_{self.current_name}.csv",
+                                              "CSV files (*.csv);;All files (*)")
+        if path:
+            try:
+                self.export_csv(path)
+            except OSError:
+                pass
+
+    # -- computing tables in the background -------------------------------------------------------
+    def _request(self, report: LoadedReport, name: str) -> None:
+        if self.stats is not None:
+            self.description.setText(self.stats.REPORTS.get(name, ""))
+        key = (id(report), name)
+        if key in self._cache:
+            self._pending = None
+            self._show_frame(name, self._cache[key])
+            return
+        self._show_placeholder(f"Computing {name}…")
+        if self._job is not None:
+            self._pending = (report, name)  # the latest request wins
+            return
+        self._start(report, name)
+
+    def _start(self, report: LoadedReport, name: str) -> None:
+        job = Job(CallWorker(self.stats.run_report, report.trace, name), self)
+        self._job = job
+        self._job_key = (id(report), name)
+        job.sig_finished.connect(self._on_job_finished)
+        job.sig_errored.connect(self._on_job_errored)
+        job.sig_done.connect(self._on_job_done)
+        job.start()
+
+    def _on_job_finished(self, df: Any) -> None:
+        assert self._job_key is not None
+        self._cache[self._job_key] = df
+        rep_id, name = self._job_key
+        cur = self.reports.current
+        if self._pending is None and cur is not None and id(cur) == rep_id \
+                and self.combo.currentData() == name:
+            self._show_frame(name, df)
+
+    def _on_job_errored(self, msg: str) -> None:
+        assert self._job_key is not None
+        _, name = self._job_key
+        self.sig_message.emit(f"{name}: {msg}")
+        if self._pending is None:
+            self._show_placeholder(msg)
+            self.sig_table_ready.emit(name)
+
+    def _on_job_done(self) -> None:
+        job, self._job, self._job_key = self._job, None, None
+        if job is not None:
+            job.deleteLater()
+        if self._pending is not None:
+            report, name = self._pending
+            self._pending = None
+            if report in self.reports.reports:
+                self._request(report, name)
+
+    def shutdown(self) -> None:
+        """Stop the running computation (window teardown)."""
+        self._pending = None
+        if self._job is not None:
+            self._job.stop()
+            self._job = None
+
+    # -- display ---------------------------------------------------------------------------------
+    def _show_placeholder(self, text: str) -> None:
+        self.placeholder.setText(text)
+        self.stack.setCurrentWidget(self.placeholder)
+        self.status.setText("")
+
+    def _show_frame(self, name: str, df: Any) -> None:
+        self.current_name = name
+        if df is None or not len(df):
+            self.model.set_frame(df)
+            why = self._why_empty(name)
+            self._show_placeholder(f"{name} has no rows for this report: {why}.")
+            self.export_button.setEnabled(False)
+            self.sig_table_ready.emit(name)
+            return
+        self.model.set_frame(df)
+        self.table.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
+        self.proxy.sort(-1)
+        self.stack.setCurrentWidget(self.table)
+        self.export_button.setEnabled(True)
+        self._fit_columns()
+        self._update_status()
+        self.table.selectionModel().clearSelection()
+        self.table.selectionModel().setCurrentIndex(self.proxy.index(0, 0),
+                                                    QItemSelectionModel.SelectionFlag.NoUpdate)
+        self.sig_table_ready.emit(name)
+
+    def _fit_columns(self) -> None:
+        self.table.resizeColumnsToContents()
+        hh = self.table.horizontalHeader()
+        for c in range(self.model.columnCount() - 1):  # the last one stretches
+            hh.resizeSection(c, min(max(hh.sectionSize(c) + 12, 70), 520))
+
+    def _update_status(self) -> None:
+        total = self.model.rowCount()
+        shown = self.proxy.rowCount()
+        text = f"{total:,} rows" if shown == total else f"{shown:,} of {total:,} rows match the filter"
+        self.status.setText(text)
+
+    def _why_empty(self, name: str) -> str:
+        report = self.reports.current
+        if report is None:
+            return "no report"
+        needs = {
+            "cuda_api_sum": ["api"], "cuda_gpu_kern_sum": ["kernels"], "cuda_kern_exec_sum": ["kernels"],
+            "cuda_gpu_mem_time_sum": ["memcpy", "memset"], "cuda_gpu_mem_size_sum": ["memcpy", "memset"],
+            "nvtx_sum": ["nvtx"], "cuda_api_gpu_sum": ["api", "kernels"],
+            "cuda_gpu_sum": ["kernels", "memcpy", "memset"],
+            "cuda_gpu_trace": ["kernels", "memcpy", "memset"],
+        }.get(name, [])
+        missing = report.trace.missing
+        reasons = [missing[t] for t in needs if t in missing]
+        return "; ".join(reasons) if reasons else "the capture has no matching rows"

@@ -1,0 +1,431 @@
+"""Summary view: where the time went, host CUDA API vs GPU, with the findings in plain sentences."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QFont
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFrame,
+    QGridLayout,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QScrollArea,
+    QSizePolicy,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from gui import format as fmt
+from gui.documents import OpenReports
+from gui.views.common import KIND_LABELS, MUTED, StatCard, heading, muted, producer, swatch
+from gui.workers import LoadedReport
+
+API_COLORS = {
+    "allocation": "#e8871e",
+    "copies": "#2f6fba",
+    "synchronization": "#c0392b",
+    "launches": "#2e9e5b",
+    "setup": "#8e5cb5",
+    "other": "#8a94a0",
+}
+_GPU_PALETTE = ["#1f77b4", "#17becf", "#6a5acd", "#3b8ea5", "#4c72b0", "#55a868"]
+KERNEL_COLOR = "#2e9e5b"
+MEMSET_COLOR = "#d4a017"
+IDLE_COLOR = "#dfe3e8"
+
+
+def gpu_part_colors(parts: list[dict[str, Any]]) -> dict[str, str]:
+    colors: dict[str, str] = {}
+    i = 0
+    for p in parts:
+        name = p["part"]
+        if name == "kernels":
+            colors[name] = KERNEL_COLOR
+        elif name == "memset":
+            colors[name] = MEMSET_COLOR
+        else:
+            colors[name] = _GPU_PALETTE[i % len(_GPU_PALETTE)]
+            i += 1
+    return colors
+
+
+def _time_unit(span_ns: float) -> tuple[str, float]:
+    if span_ns >= 10e9:
+        return "s", 1e9
+    if span_ns >= 1e6:
+        return "ms", 1e6
+    if span_ns >= 1e3:
+        return "µs", 1e3
+    return "ns", 1.0
+
+
+class BreakdownChart(QWidget):
+    """Two horizontal stacked bars on one time axis: CUDA API time by category, GPU busy by part."""
+
+    ROW_API, ROW_GPU = 1.0, 0.0
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        import pyqtgraph as pg  # heavy: imported when the view is built, not at startup
+
+        self._pg = pg
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        self.plot = pg.PlotWidget(background="w")
+        self.plot.setMinimumHeight(170)
+        self.plot.setMaximumHeight(200)
+        item = self.plot.getPlotItem()
+        item.setMenuEnabled(False)
+        item.hideButtons()
+        item.setMouseEnabled(x=False, y=False)
+        item.showGrid(x=True, y=False, alpha=0.25)
+        tick_font = QFont(self.font())
+        tick_font.setPointSizeF(max(self.font().pointSizeF(), 9.0))
+        for name in ("left", "bottom"):
+            ax = item.getAxis(name)
+            ax.setPen(pg.mkPen("#9aa5b1"))
+            ax.setTextPen(pg.mkPen("#2c3e50"))
+            ax.setStyle(tickFont=tick_font)
+        item.getAxis("left").setTicks([[(self.ROW_API, "CUDA API"), (self.ROW_GPU, "GPU")]])
+        item.getAxis("left").setWidth(80)
+        lay.addWidget(self.plot)
+        self.segments: dict[str, list[tuple[str, float, float]]] = {"api": [], "gpu": []}
+        self._items: list[Any] = []
+
+    def clear(self) -> None:
+        for it in self._items:
+            self.plot.removeItem(it)
+        self._items.clear()
+        self.segments = {"api": [], "gpu": []}
+
+    def set_summary(self, s: dict[str, Any]) -> None:
+        pg = self._pg
+        self.clear()
+        span = float(s["wall"]["span_ns"] or 0)
+        api_total = float(s["host"]["total_ns"] or 0)
+        parts = s["gpu"]["parts"]
+        gpu_total = float(sum(p["total_ns"] for p in parts)) + float(s["gpu"]["idle_ns"] or 0)
+        unit, scale = _time_unit(max(span, api_total, gpu_total, 1.0))
+        x_max = max(span, api_total, gpu_total, 1.0) / scale
+        label_min = 0.07 * x_max  # segments narrower than this get no text inside
+
+        def add_row(key: str, y: float, segs: list[tuple[str, float, str]]) -> None:
+            x = 0.0
+            x0s, widths, brushes = [], [], []
+            for label, ns, color in segs:
+                w = ns / scale
+                if w <= 0:
+                    continue
+                x0s.append(x)
+                widths.append(w)
+                brushes.append(pg.mkBrush(color))
+                self.segments[key].append((label, x, w))
+                if w >= label_min:
+                    text = pg.TextItem(fmt.duration(ns), color=_text_color(color), anchor=(0.5, 0.5))
+                    text.setPos(x + w / 2, y)
+                    text.setZValue(10)  # above the bars
+                    self.plot.addItem(text)
+                    self._items.append(text)
+                x += w
+            if widths:
+                bars = pg.BarGraphItem(x0=x0s, y=[y] * len(widths), width=widths, height=0.62,
+                                       brushes=brushes, pen=pg.mkPen("w", width=1))
+                self.plot.addItem(bars)
+                self._items.append(bars)
+
+        add_row("api", self.ROW_API, [
+            (c["label"], c["total_ns"], API_COLORS.get(c["category"], "#999"))
+            for c in s["host"]["categories"]
+        ])
+        colors = gpu_part_colors(parts)
+        add_row("gpu", self.ROW_GPU, [(p["part"], p["total_ns"], colors[p["part"]]) for p in parts]
+                + [("idle", s["gpu"]["idle_ns"] or 0, IDLE_COLOR)])
+        if span > 0:
+            line = pg.InfiniteLine(pos=span / scale, angle=90,
+                                   pen=pg.mkPen("#34495e", width=1.5, style=Qt.PenStyle.DashLine),
+                                   label=f"capture {fmt.duration(span)}",
+                                   labelOpts={"position": 0.93, "color": "#34495e",
+                                              "anchors": [(1, 0.5), (1, 0.5)]})
+            self.plot.addItem(line)
+            self._items.append(line)
+        item = self.plot.getPlotItem()
+        item.setLabel("bottom", f"time ({unit})")
+        item.setXRange(0, x_max * 1.02, padding=0)
+        item.setYRange(-0.55, 1.55, padding=0)
+
+
+def _text_color(bg: str) -> str:
+    c = QColor(bg)
+    luminance = 0.299 * c.red() + 0.587 * c.green() + 0.114 * c.blue()
+    return "#1b2631" if luminance > 150 else "#ffffff"
+
+
+class Legend(QWidget):
+    """Swatch, name, time, share and count for each bar segment; readable at any chart size."""
+
+    def __init__(self, title: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.grid = QGridLayout(self)
+        self.grid.setContentsMargins(0, 0, 0, 0)
+        self.grid.setHorizontalSpacing(12)
+        self.grid.setVerticalSpacing(4)
+        self.title = title
+        self.rows: list[tuple[str, str, str, str]] = []
+
+    def set_rows(self, header: tuple[str, str, str], rows: list[tuple[str, str, str, str, str]]) -> None:
+        while self.grid.count():
+            w = self.grid.takeAt(0).widget()
+            if w is not None:
+                w.deleteLater()
+        self.rows = [(name, t, share, n) for _, name, t, share, n in rows]
+        t = heading(self.title, 1)
+        self.grid.addWidget(t, 0, 0, 1, 2)
+        for col, text in enumerate(header, start=2):
+            h = muted(text, wrap=False)
+            h.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            self.grid.addWidget(h, 0, col)
+        for r, (color, name, tm, share, n) in enumerate(rows, start=1):
+            self.grid.addWidget(swatch(color), r, 0)
+            self.grid.addWidget(QLabel(name), r, 1)
+            for col, text in enumerate((tm, share, n), start=2):
+                lab = QLabel(text)
+                lab.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                self.grid.addWidget(lab, r, col)
+        self.grid.setColumnStretch(1, 1)
+
+
+def _right(text: str) -> QTableWidgetItem:
+    it = QTableWidgetItem(text)
+    it.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+    return it
+
+
+class SummaryView(QWidget):
+    """Headline numbers, the breakdown chart, findings, copy bandwidth, iterations, what is missing."""
+
+    def __init__(self, reports: OpenReports, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.reports = reports
+        self.summary: dict[str, Any] | None = None
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        outer.addWidget(scroll)
+        body = QWidget()
+        body.setObjectName("SummaryBody")
+        body.setStyleSheet("#SummaryBody { background: white; }")
+        scroll.setWidget(body)
+        lay = QVBoxLayout(body)
+        lay.setContentsMargins(20, 14, 20, 14)
+        lay.setSpacing(10)
+
+        self.title = heading("", 5)
+        self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.subtitle = muted("")
+        lay.addWidget(self.title)
+        lay.addWidget(self.subtitle)
+
+        cards = QHBoxLayout()
+        cards.setSpacing(10)
+        self.card_span = StatCard("Capture span")
+        self.card_api = StatCard("CUDA API time")
+        self.card_busy = StatCard("GPU busy")
+        self.card_idle = StatCard("GPU idle")
+        self.card_kernels = StatCard("Kernels")
+        for c in (self.card_span, self.card_api, self.card_busy, self.card_idle, self.card_kernels):
+            c.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+            cards.addWidget(c)
+        lay.addLayout(cards)
+
+        lay.addWidget(heading("Where the time went", 2))
+        self.chart = BreakdownChart()
+        lay.addWidget(self.chart)
+        legends = QHBoxLayout()
+        legends.setSpacing(40)
+        self.api_legend = Legend("CUDA API time by category")
+        self.gpu_legend = Legend("GPU time by activity")
+        legends.addWidget(self.api_legend, 1)
+        legends.addWidget(self.gpu_legend, 1)
+        lay.addLayout(legends)
+
+        columns = QHBoxLayout()
+        columns.setSpacing(30)
+        left = QVBoxLayout()
+        right = QVBoxLayout()
+        columns.addLayout(left, 3)
+        columns.addLayout(right, 2)
+        lay.addLayout(columns)
+
+        left.addWidget(heading("Findings", 2))
+        self.findings_box = QVBoxLayout()
+        self.findings_box.setSpacing(6)
+        left.addLayout(self.findings_box)
+        self.iter_heading = heading("Iterations", 2)
+        self.iter_text = QLabel()
+        self.iter_text.setWordWrap(True)
+        left.addWidget(self.iter_heading)
+        left.addWidget(self.iter_text)
+        left.addStretch(1)
+
+        right.addWidget(heading("Achieved copy bandwidth", 2))
+        self.bandwidth = QTableWidget(0, 5)
+        self.bandwidth.setHorizontalHeaderLabels(["Direction", "Memory", "Copies", "Bytes", "GB/s"])
+        self.bandwidth.verticalHeader().hide()
+        self.bandwidth.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.bandwidth.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
+        self.bandwidth.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        hh = self.bandwidth.horizontalHeader()
+        hh.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        hh.setStretchLastSection(True)
+        self.bandwidth.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.bandwidth_empty = muted("No memory copies in this capture.")
+        right.addWidget(self.bandwidth)
+        right.addWidget(self.bandwidth_empty)
+        right.addWidget(heading("Not in this capture", 2))
+        self.missing_label = muted("")
+        right.addWidget(self.missing_label)
+        right.addStretch(1)
+        lay.addStretch(1)
+
+        self.finding_labels: list[QLabel] = []
+        reports.sig_current_changed.connect(self._on_current_changed)
+        self._on_current_changed(reports.current)
+
+    # -- slots ---------------------------------------------------------------------------------
+    def _on_current_changed(self, report: LoadedReport | None) -> None:
+        if report is None:
+            self.summary = None
+            self.title.setText("No report open")
+            self.subtitle.setText("Open a report with File ▸ Open… or drop one on the window.")
+            return
+        self.set_summary(report.summary, report.name)
+
+    def set_summary(self, s: dict[str, Any], name: str) -> None:
+        self.summary = s
+        rep = s["report"]
+        self.title.setText(name)
+        bits = [KIND_LABELS.get(rep["kind"], rep["kind"])]
+        if rep.get("product_version"):
+            bits.append(f"written by {producer(rep['kind'], rep['product_version'])}")
+        for g in rep.get("gpus") or []:
+            sm = f" ({g['smCount']} SMs)" if g.get("smCount") else ""
+            bits.append(f"{g.get('name') or 'GPU'}{sm}")
+        bits.append(str(rep["path"]))
+        self.subtitle.setText("  ·  ".join(bits))
+
+        span = s["wall"]["span_ns"]
+        host, gpu = s["host"], s["gpu"]
+        self.card_span.set(fmt.duration(span), "first to last recorded event")
+        self.card_api.set(fmt.duration(host["total_ns"]),
+                          f"{fmt.count(host['calls'])} calls · "
+                          f"{fmt.percent(host.get('pct_of_wall'))} of capture")
+        self.card_busy.set(fmt.duration(gpu["busy_ns"]), f"{fmt.percent(gpu['busy_pct_of_wall'])} of capture")
+        idle_pct = None if gpu["busy_pct_of_wall"] is None else 100.0 - gpu["busy_pct_of_wall"]
+        self.card_idle.set(fmt.duration(gpu["idle_ns"]), f"{fmt.percent(idle_pct)} of capture")
+        kern = next((p for p in gpu["parts"] if p["part"] == "kernels"), None)
+        if kern:
+            self.card_kernels.set(fmt.duration(kern["total_ns"]),
+                                  f"{fmt.count(kern['count'])} launches · "
+                                  f"{fmt.percent(kern['pct_of_wall'])} of capture")
+        else:
+            self.card_kernels.set("none", "no kernels were recorded")
+
+        self.chart.set_summary(s)
+        self.api_legend.set_rows(("time", "% of API", "calls"), [
+            (API_COLORS.get(c["category"], "#999"), c["label"], fmt.duration(c["total_ns"]),
+             fmt.percent(c["pct_of_api"]), fmt.count(c["calls"]))
+            for c in host["categories"]
+        ])
+        colors = gpu_part_colors(gpu["parts"])
+        gpu_rows = [
+            (colors[p["part"]], p["part"], fmt.duration(p["total_ns"]), fmt.percent(p["pct_of_wall"]),
+             fmt.count(p["count"]))
+            for p in gpu["parts"]
+        ]
+        gpu_rows.append((IDLE_COLOR, "idle (nothing on the GPU)", fmt.duration(gpu["idle_ns"]),
+                         fmt.percent(idle_pct), ""))
+        self.gpu_legend.set_rows(("time", "% of capture", "count"), gpu_rows)
+
+        self._set_findings(s.get("findings") or [])
+        self._set_iterations(s.get("iterations"))
+        self._set_bandwidth(s.get("bandwidth") or [])
+        missing = s.get("missing") or []
+        self.missing_label.setText("\n".join(f"• {_sentence(m)}" for m in missing) if missing
+                                   else "Everything Kernelscope reads was captured.")
+
+    def _set_findings(self, findings: list[str]) -> None:
+        for lab in self.finding_labels:
+            self.findings_box.removeWidget(lab)
+            lab.deleteLater()
+        self.finding_labels = []
+        for f in findings or ["Nothing stands out in this capture."]:
+            lab = QLabel(f"•  {f}")
+            lab.setWordWrap(True)
+            lab.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+            lab.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            self.findings_box.addWidget(lab)
+            self.finding_labels.append(lab)
+
+    def _set_iterations(self, it: dict[str, Any] | None) -> None:
+        self.iter_heading.setVisible(bool(it))
+        self.iter_text.setVisible(bool(it))
+        if not it:
+            return
+        lines = [
+            f"<b>{it['count']}</b> iterations of the NVTX range <b>{it['range']}</b>: the first took "
+            f"{fmt.duration(it['first_ns'])}, the median after it "
+            f"{fmt.duration(it['median_after_first_ns'])}."
+        ]
+        per = ", ".join(f"{a['category']} {fmt.duration(a['per_iteration_ns'])}"
+                        for a in it["api_per_iteration"])
+        once = ", ".join(f"{a['category']} {fmt.duration(a['total_ns'])}" for a in it["api_one_time"])
+        if per:
+            lines.append(f"CUDA API per iteration: {per}.")
+        if once:
+            lines.append(f"One-time CUDA API outside the iterations: {once}.")
+        self.iter_text.setText("<br>".join(lines))
+
+    def _set_bandwidth(self, rows: list[dict[str, Any]]) -> None:
+        self.bandwidth.setRowCount(len(rows))
+        for r, b in enumerate(rows):
+            self.bandwidth.setItem(r, 0, QTableWidgetItem(str(b["direction"])))
+            self.bandwidth.setItem(r, 1, QTableWidgetItem(str(b["memory"])))
+            self.bandwidth.setItem(r, 2, _right(fmt.count(b["count"])))
+            self.bandwidth.setItem(r, 3, _right(fmt.nbytes(b["bytes"])))
+            gbs = b.get("gb_per_s")
+            self.bandwidth.setItem(r, 4, _right("–" if gbs is None else f"{gbs:,.2f}"))
+        self.bandwidth.setVisible(bool(rows))
+        self.bandwidth_empty.setVisible(not rows)
+        # Fit the table to its rows so the page, not the table, scrolls.
+        h = self.bandwidth.horizontalHeader().height() + 2 * self.bandwidth.frameWidth()
+        h += sum(self.bandwidth.rowHeight(r) for r in range(len(rows)))
+        self.bandwidth.setFixedHeight(h + 2)
+
+    # -- for tests and screenshots ----------------------------------------------------------------
+    def headline_texts(self) -> dict[str, str]:
+        return {
+            "span": self.card_span.value.text(),
+            "api": self.card_api.value.text(),
+            "busy": self.card_busy.value.text(),
+            "idle": self.card_idle.value.text(),
+            "kernels": self.card_kernels.value.text(),
+        }
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    if not text:
+        return text
+    text = text[0].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+__all__ = ["SummaryView", "MUTED"]

@@ -1,0 +1,246 @@
+"""Long work off the GUI thread: a worker QObject in a QThread, and the job that owns both.
+
+A worker lives in its own QThread and reports through ``sig_started``, ``sig_progress(str)``,
+``sig_finished(object)`` and ``sig_errored(str)`` (plus ``sig_cancelled``). Its signals are
+connected to a :class:`Job`, a QObject that lives in the GUI thread, so every slot the window
+connects runs in the GUI thread (a lambda connected straight to a worker signal would not).
+Cancel is cooperative: a ``threading.Event`` handed to the engine and checked between steps.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
+
+#: Every QThread started here, so tests can check none is left running.
+_THREADS: weakref.WeakSet[QThread] = weakref.WeakSet()
+
+
+def running_threads() -> list[QThread]:
+    """The QThreads started by :class:`Job` that are still running."""
+    out = []
+    for t in list(_THREADS):
+        try:
+            if t.isRunning():
+                out.append(t)
+        except RuntimeError:  # C++ object already deleted
+            pass
+    return out
+
+
+class Cancelled(Exception):
+    """Raised inside a worker when its cancel flag is set."""
+
+
+class Worker(QObject):
+    """Base worker: subclasses implement :meth:`work`; exceptions become one sentence."""
+
+    sig_started = Signal()
+    sig_progress = Signal(str)
+    sig_finished = Signal(object)
+    sig_errored = Signal(str)
+    sig_cancelled = Signal()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cancel_event = threading.Event()
+
+    def cancel(self) -> None:
+        self.cancel_event.set()
+
+    def check_cancel(self) -> None:
+        if self.cancel_event.is_set():
+            raise Cancelled
+
+    def work(self) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def describe_error(self, exc: BaseException) -> str:
+        """One sentence for an unexpected failure (engine errors already are sentences)."""
+        from engine.errors import KernelscopeError
+
+        if isinstance(exc, KernelscopeError):
+            return str(exc)
+        return f"Unexpected error ({type(exc).__name__}: {exc}); please report it with the file."
+
+    @Slot()
+    def run(self) -> None:
+        self.sig_started.emit()
+        try:
+            self.check_cancel()
+            result = self.work()
+            self.check_cancel()
+        except Cancelled:
+            self.sig_cancelled.emit()
+        except Exception as exc:  # noqa: BLE001 - every failure must reach the user as a sentence
+            from engine.errors import KernelscopeError
+
+            if not isinstance(exc, KernelscopeError):
+                traceback.print_exc()
+            if self.cancel_event.is_set():
+                self.sig_cancelled.emit()
+            else:
+                self.sig_errored.emit(self.describe_error(exc))
+        else:
+            self.sig_finished.emit(result)
+        finally:
+            # Hand the object back to the GUI thread so it is destroyed there.
+            app = QCoreApplication.instance()
+            if app is not None:
+                self.moveToThread(app.thread())
+
+
+@dataclass
+class LoadedReport:
+    """A report opened and analysed in the background: everything the views show."""
+
+    path: Path
+    trace: Any  # engine.reports.base.Trace
+    summary: dict[str, Any]
+    table_rows: dict[str, int | None] = field(default_factory=dict)
+    load_s: float = 0.0
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+Opener = Callable[..., Any]
+
+
+class LoadWorker(Worker):
+    """Open a report with the engine and summarize it, all in the worker thread."""
+
+    def __init__(self, path: Path, opener: Opener | None = None) -> None:
+        super().__init__()
+        self.path = Path(path)
+        self._opener = opener
+
+    def _progress(self, msg: str, fraction: float | None) -> None:
+        text = msg if fraction is None else f"{msg} ({fraction:.0%})"
+        self.sig_progress.emit(text)
+        self.check_cancel()
+
+    def work(self) -> LoadedReport:
+        t0 = time.perf_counter()
+        self.sig_progress.emit(f"Opening {self.path.name}…")
+        opener = self._opener
+        if opener is None:
+            from engine.reports import open_report
+
+            opener = open_report
+        trace = opener(self.path, progress=self._progress, cancel=self.cancel_event)
+        try:
+            self.check_cancel()
+            self.sig_progress.emit(f"Summarizing {self.path.name}…")
+            from engine.analysis.summary import summarize
+            from engine.reports.base import TABLES
+
+            summary = summarize(trace)
+            self.check_cancel()
+            rows: dict[str, int | None] = {}
+            for name in TABLES:
+                df = trace.table(name)
+                rows[name] = None if name in trace.missing else len(df)
+        except BaseException:
+            trace.close()
+            raise
+        return LoadedReport(self.path, trace, summary, rows, time.perf_counter() - t0)
+
+
+class CallWorker(Worker):
+    """Run ``fn(*args)`` in the worker thread (used for statistics tables)."""
+
+    def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
+        super().__init__()
+        self._fn = fn
+        self._args = args
+
+    def work(self) -> Any:
+        return self._fn(*self._args)
+
+
+class Job(QObject):
+    """Owns one worker and its QThread; re-emits the worker's signals in the GUI thread.
+
+    The thread is quit and joined as soon as the worker reports, and :meth:`stop` cancels and
+    joins it on teardown.
+    """
+
+    sig_started = Signal()
+    sig_progress = Signal(str)
+    sig_finished = Signal(object)
+    sig_errored = Signal(str)
+    sig_cancelled = Signal()
+    #: emitted once, after whichever of finished / errored / cancelled.
+    sig_done = Signal()
+
+    def __init__(self, worker: Worker, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.worker = worker
+        self.thread = QThread()
+        self.thread.setObjectName(f"kernelscope-{type(worker).__name__}")
+        _THREADS.add(self.thread)
+        self.done = False
+        worker.moveToThread(self.thread)
+        self.thread.started.connect(worker.run)
+        worker.sig_started.connect(self._on_started)
+        worker.sig_progress.connect(self._on_progress)
+        worker.sig_finished.connect(self._on_finished)
+        worker.sig_errored.connect(self._on_errored)
+        worker.sig_cancelled.connect(self._on_cancelled)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def cancel(self) -> None:
+        self.worker.cancel()
+
+    def stop(self, timeout_ms: int = 10_000) -> bool:
+        """Cancel, quit and wait for the thread; True when it has stopped."""
+        self.worker.cancel()
+        self.thread.quit()
+        return bool(self.thread.wait(timeout_ms))
+
+    def _join(self) -> None:
+        self.thread.quit()
+        self.thread.wait()
+
+    @Slot()
+    def _on_started(self) -> None:
+        self.sig_started.emit()
+
+    @Slot(str)
+    def _on_progress(self, msg: str) -> None:
+        if not self.done:
+            self.sig_progress.emit(msg)
+
+    @Slot(object)
+    def _on_finished(self, result: object) -> None:
+        self._finish()
+        self.sig_finished.emit(result)
+        self.sig_done.emit()
+
+    @Slot(str)
+    def _on_errored(self, msg: str) -> None:
+        self._finish()
+        self.sig_errored.emit(msg)
+        self.sig_done.emit()
+
+    @Slot()
+    def _on_cancelled(self) -> None:
+        self._finish()
+        self.sig_cancelled.emit()
+        self.sig_done.emit()
+
+    def _finish(self) -> None:
+        self.done = True
+        self._join()

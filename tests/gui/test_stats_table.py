@@ -1,0 +1,112 @@
+"""The statistics table: numeric sort, filter, copy as TSV, CSV export, report switching."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import QItemSelection, QItemSelectionModel, QPoint, Qt
+from PySide6.QtWidgets import QApplication
+
+from tests.conftest import NSYS_DIR
+from tests.gui.conftest import open_and_wait, wait_stats
+
+GEMM = NSYS_DIR / "torch_sdpa_gemm.sqlite"
+
+
+@pytest.fixture
+def stats_view(qtbot, window):
+    report = open_and_wait(qtbot, window, GEMM)
+    view = wait_stats(qtbot, window, "cuda_api_sum")
+    if view.stats is None:
+        pytest.skip("engine.analysis.stats is not in this build")
+    view.report = report
+    return view
+
+
+def _column(view, name):
+    c = view.model.column_names().index(name)
+    return [view.proxy.index(r, c).data(Qt.ItemDataRole.UserRole) for r in range(view.proxy.rowCount())]
+
+
+def test_sort_numeric_column(qtbot, stats_view):
+    view = stats_view
+    df = view.stats.run_report(view.report.trace, "cuda_api_sum")
+    col = view.model.column_names().index("Num Calls")
+    view.table.sortByColumn(col, Qt.SortOrder.AscendingOrder)
+    values = _column(view, "Num Calls")
+    assert values == sorted(float(v) for v in df["Num Calls"])
+    # numbers, not text: 2071 must come after 39 (text order would put "2071" first)
+    assert values[-1] == float(df["Num Calls"].max())
+    view.table.sortByColumn(col, Qt.SortOrder.DescendingOrder)
+    assert _column(view, "Num Calls")[0] == float(df["Num Calls"].max())
+    # clicking a header sorts too
+    name_col = view.model.column_names().index("Name")
+    header = view.table.horizontalHeader()
+    x = header.sectionViewportPosition(name_col) + header.sectionSize(name_col) // 2
+    qtbot.mouseClick(header.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(x, header.height() // 2))
+    assert header.sortIndicatorSection() == name_col
+    names = _column(view, "Name")
+    assert names in (sorted(names, key=str.lower), sorted(names, key=str.lower, reverse=True))
+
+
+def test_numbers_are_right_aligned_with_separators(stats_view):
+    view = stats_view
+    col = view.model.column_names().index("Total Time (ns)")
+    idx = view.proxy.index(0, col)
+    raw = idx.data(Qt.ItemDataRole.UserRole)
+    assert idx.data() == f"{int(raw):,}"
+    assert idx.data(Qt.ItemDataRole.TextAlignmentRole) & int(Qt.AlignmentFlag.AlignRight)
+
+
+def test_filter_box(qtbot, stats_view):
+    view = stats_view
+    qtbot.keyClicks(view.filter, "memcpy")
+    names = _column(view, "Name")
+    assert names and all("memcpy" in n.lower() for n in names)
+    assert "of" in view.status.text()
+    view.filter.clear()
+    assert view.proxy.rowCount() == view.model.rowCount()
+
+
+def test_copy_selected_cells_as_tsv(qtbot, stats_view):
+    view = stats_view
+    cols = view.model.column_names()
+    c0, c1 = cols.index("Num Calls"), cols.index("Name")
+    sel = QItemSelection(view.proxy.index(0, c0), view.proxy.index(1, c0))
+    sel.merge(QItemSelection(view.proxy.index(0, c1), view.proxy.index(1, c1)),
+              QItemSelectionModel.SelectionFlag.Select)
+    view.table.selectionModel().select(sel, QItemSelectionModel.SelectionFlag.ClearAndSelect)
+    view.table.setFocus()
+    QApplication.clipboard().clear()
+    qtbot.keyClick(view.table, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier)
+    df = view.model.df
+    expected = "\n".join(f"{df['Num Calls'].iloc[r]}\t{df['Name'].iloc[r]}" for r in (0, 1))
+    assert QApplication.clipboard().text() == expected
+
+
+def test_export_csv(qtbot, stats_view, tmp_path):
+    view = stats_view
+    out = view.export_csv(tmp_path / "api.csv")
+    assert out.read_text() == view.stats.to_csv(view.stats.run_report(view.report.trace, "cuda_api_sum"))
+    assert any("Exported cuda_api_sum" in m for _, m in view.window().log.entries)
+
+
+def test_every_report_renders(qtbot, stats_view):
+    view = stats_view
+    for name in view.stats.REPORTS:
+        view.select_report(name)
+        qtbot.waitUntil(lambda: not view.is_busy(), timeout=30_000)
+        df = view.stats.run_report(view.report.trace, name)
+        if len(df):
+            assert view.stack.currentWidget() is view.table
+            assert view.model.rowCount() == len(df)
+        else:
+            assert "no rows" in view.placeholder.text()
+
+
+def test_latest_request_wins(qtbot, stats_view):
+    view = stats_view
+    for name in ("cuda_gpu_trace", "nvtx_sum", "cuda_gpu_kern_sum"):
+        view.select_report(name)
+    qtbot.waitUntil(lambda: not view.is_busy(), timeout=30_000)
+    assert view.current_name == "cuda_gpu_kern_sum"
+    assert "Instances" in view.model.column_names()

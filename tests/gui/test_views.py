@@ -1,0 +1,107 @@
+"""Each real fixture opened in the window: the views show the engine's numbers for that file."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from gui import format as fmt
+from tests.conftest import NSYS_SQLITE, ORACLES
+from tests.gui.conftest import KINETO, open_and_wait, screenshot, wait_stats
+
+REPORTS = [*NSYS_SQLITE, KINETO]
+
+
+def _engine_summary(path):
+    from engine.analysis.summary import summarize
+    from engine.reports import open_report
+
+    with open_report(path) as trace:
+        return summarize(trace)
+
+
+@pytest.mark.parametrize("path", REPORTS, ids=[p.stem for p in REPORTS])
+def test_open_fixture_shows_engine_numbers(qtbot, window, path):
+    report = open_and_wait(qtbot, window, path)
+    expected = _engine_summary(path)
+
+    assert window.windowTitle() == f"Kernelscope — {path.name}"
+    assert window.reports.current is report
+    assert window.log.errors() == []
+
+    summary = window.views["summary"]
+    heads = summary.headline_texts()
+    assert heads["span"] == fmt.duration(expected["wall"]["span_ns"])
+    assert heads["api"] == fmt.duration(expected["host"]["total_ns"])
+    assert heads["busy"] == fmt.duration(expected["gpu"]["busy_ns"])
+    assert heads["idle"] == fmt.duration(expected["gpu"]["idle_ns"])
+    shown = [lab.text() for lab in summary.finding_labels]
+    assert [s.lstrip("• ").strip() for s in shown] == (expected["findings"] or
+                                                       ["Nothing stands out in this capture."])
+    # The chart draws one segment per API category and per GPU part (+ idle when there is any).
+    assert [s[0] for s in summary.chart.segments["api"]] == [
+        c["label"] for c in expected["host"]["categories"] if c["total_ns"] > 0
+    ]
+    gpu_labels = [s[0] for s in summary.chart.segments["gpu"]]
+    assert gpu_labels[: len(expected["gpu"]["parts"])] == [p["part"] for p in expected["gpu"]["parts"]]
+    assert summary.bandwidth.rowCount() == len(expected["bandwidth"])
+    for m in expected["missing"]:
+        assert m[1:] in summary.missing_label.text()
+    screenshot(window, f"{path.stem}_summary")
+
+    window.set_view("info")
+    rows = window.views["info"].table_rows()
+    for name, n in report.table_rows.items():
+        assert rows[name] == ("–" if n is None else fmt.count(n))
+    screenshot(window, f"{path.stem}_info")
+
+    view = wait_stats(qtbot, window)
+    if view.stats is not None:
+        df = view.stats.run_report(report.trace, view.combo.currentData())
+        assert view.model.rowCount() == len(df)
+    screenshot(window, f"{path.stem}_stats")
+
+
+def test_naive_sample_numbers(qtbot, window):
+    """The bundled sample: 252.0 ms capture, and sgemm_naive ran 5 times (as nsys itself says)."""
+    from gui.settings import default_sample
+
+    open_and_wait(qtbot, window, default_sample())
+    assert window.views["summary"].headline_texts()["span"] == "252.0 ms"
+
+    view = wait_stats(qtbot, window, "cuda_gpu_kern_sum")
+    if view.stats is None:
+        pytest.skip("engine.analysis.stats is not in this build")
+    with open(ORACLES / "host_overhead_naive_cuda_gpu_kern_sum.csv", newline="") as fh:
+        oracle = {r["Name"]: r for r in csv.DictReader(fh)}
+    cols = view.model.column_names()
+    name_col, inst_col = cols.index("Name"), cols.index("Instances")
+    table = {view.proxy.index(r, name_col).data(): view.proxy.index(r, inst_col).data()
+             for r in range(view.proxy.rowCount())}
+    sgemm = next(k for k in table if k.startswith("sgemm_naive"))
+    assert table[sgemm] == oracle[sgemm]["Instances"] == "5"
+    assert view.table.isVisible()
+
+
+def test_views_switch_with_shortcuts(qtbot, window):
+    from gui.settings import default_sample
+
+    open_and_wait(qtbot, window, default_sample())
+    for key, i in (("stats", 1), ("info", 2), ("summary", 0)):
+        window.view_actions[key].trigger()
+        assert window.tabs.currentIndex() == i
+    assert window.view_actions["info"].shortcut().toString() == "Ctrl+3"
+
+
+def test_stats_unavailable_is_explained(qtbot, window, monkeypatch):
+    from gui.views import stats_view
+
+    monkeypatch.setattr(stats_view, "load_stats_module", lambda: None)
+    from gui.settings import default_sample
+
+    open_and_wait(qtbot, window, default_sample())
+    view = window.views["stats"]
+    window.set_view("stats")
+    assert "not available" in view.placeholder.text()
+    assert not view.export_button.isEnabled()
