@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QFont
-from PySide6.QtWidgets import QFrame, QLabel, QVBoxLayout, QWidget
+from PySide6.QtGui import QFont, QResizeEvent
+from PySide6.QtWidgets import QFrame, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 MUTED = "#5f6b7a"
 KIND_LABELS = {
@@ -45,6 +45,36 @@ def swatch(color: str, size: int = 14) -> QLabel:
     label.setFixedSize(size, size)
     label.setStyleSheet(f"background: {color}; border: 1px solid #00000030; border-radius: 2px;")
     return label
+
+
+class WrapLabel(QLabel):
+    """A word-wrapped label that is never squeezed below the height its text needs.
+
+    Qt lays out wrapped labels from a guessed width; inside a scroll area that can cut off
+    their last lines. This label sets its minimum height from its real width on every resize.
+    """
+
+    def __init__(self, text: str = "", muted: bool = False, parent: QWidget | None = None) -> None:
+        super().__init__(text, parent)
+        self.setWordWrap(True)
+        self.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
+        if muted:
+            self.setStyleSheet(f"color: {MUTED};")
+
+    def _fit(self) -> None:
+        h = self.heightForWidth(self.width())
+        if h > 0 and h != self.minimumHeight():
+            self.setMinimumHeight(h)
+
+    def setText(self, text: str) -> None:  # noqa: N802 - Qt override
+        super().setText(text)
+        self._fit()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        self._fit()
 
 
 class StatCard(QFrame):

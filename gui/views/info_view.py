@@ -97,7 +97,7 @@ class InfoView(QWidget):
             n = QTableWidgetItem("–" if rows is None else fmt.count(rows))
             n.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             self.tables.setItem(r, 1, n)
-            text = desc if name not in missing else f"{desc}: {missing[name]}"
+            text = desc if name not in missing else missing[name][:1].upper() + missing[name][1:]
             item = QTableWidgetItem(text)
             if name in missing:
                 item.setForeground(Qt.GlobalColor.gray)

@@ -324,7 +324,10 @@ class StatsView(QWidget):
     def _update_status(self) -> None:
         total = self.model.rowCount()
         shown = self.proxy.rowCount()
-        text = f"{total:,} rows" if shown == total else f"{shown:,} of {total:,} rows match the filter"
+        if shown == total:
+            text = f"{total:,} row" if total == 1 else f"{total:,} rows"
+        else:
+            text = f"{shown:,} of {total:,} rows match the filter"
         self.status.setText(text)
 
     def _why_empty(self, name: str) -> str:

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 
 from gui import format as fmt
 from gui.documents import OpenReports
-from gui.views.common import KIND_LABELS, MUTED, StatCard, heading, muted, producer, swatch
+from gui.views.common import KIND_LABELS, MUTED, StatCard, WrapLabel, heading, muted, producer, swatch
 from gui.workers import LoadedReport
 
 API_COLORS = {
@@ -182,6 +182,7 @@ class Legend(QWidget):
         while self.grid.count():
             w = self.grid.takeAt(0).widget()
             if w is not None:
+                w.hide()  # deleteLater waits for the event loop; never paint the old rows meanwhile
                 w.deleteLater()
         self.rows = [(name, t, share, n) for _, name, t, share, n in rows]
         t = heading(self.title, 1)
@@ -198,6 +199,9 @@ class Legend(QWidget):
                 lab.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 self.grid.addWidget(lab, r, col)
         self.grid.setColumnStretch(1, 1)
+        for r in range(self.grid.rowCount()):
+            self.grid.setRowStretch(r, 0)
+        self.grid.setRowStretch(len(rows) + 1, 1)  # rows packed at the top, both legends align
 
 
 def _right(text: str) -> QTableWidgetItem:
@@ -229,7 +233,7 @@ class SummaryView(QWidget):
 
         self.title = heading("", 5)
         self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.subtitle = muted("")
+        self.subtitle = WrapLabel(muted=True)
         lay.addWidget(self.title)
         lay.addWidget(self.subtitle)
 
@@ -245,6 +249,12 @@ class SummaryView(QWidget):
             cards.addWidget(c)
         lay.addLayout(cards)
 
+        # The answer first (findings), then the picture (chart), then the details.
+        lay.addWidget(heading("Findings", 2))
+        self.findings_box = QVBoxLayout()
+        self.findings_box.setSpacing(4)
+        lay.addLayout(self.findings_box)
+
         lay.addWidget(heading("Where the time went", 2))
         self.chart = BreakdownChart()
         lay.addWidget(self.chart)
@@ -255,29 +265,28 @@ class SummaryView(QWidget):
         legends.addWidget(self.api_legend, 1)
         legends.addWidget(self.gpu_legend, 1)
         lay.addLayout(legends)
+        lay.addSpacing(6)
 
         columns = QHBoxLayout()
         columns.setSpacing(30)
-        left = QVBoxLayout()
-        right = QVBoxLayout()
-        columns.addLayout(left, 3)
-        columns.addLayout(right, 2)
+        col_iter, col_bw, col_missing = QVBoxLayout(), QVBoxLayout(), QVBoxLayout()
+        for col in (col_iter, col_bw, col_missing):
+            col.setSpacing(6)  # nested layouts would inherit the 30 px between columns
+        columns.addLayout(col_bw, 4)
+        columns.addLayout(col_iter, 3)
+        self._columns, self._col_iter = columns, col_iter
+        columns.addLayout(col_missing, 3)
         lay.addLayout(columns)
 
-        left.addWidget(heading("Findings", 2))
-        self.findings_box = QVBoxLayout()
-        self.findings_box.setSpacing(6)
-        left.addLayout(self.findings_box)
         self.iter_heading = heading("Iterations", 2)
-        self.iter_text = QLabel()
-        self.iter_text.setWordWrap(True)
-        left.addWidget(self.iter_heading)
-        left.addWidget(self.iter_text)
-        left.addStretch(1)
+        self.iter_text = WrapLabel()
+        col_iter.addWidget(self.iter_heading)
+        col_iter.addWidget(self.iter_text)
+        col_iter.addStretch(1)
 
-        right.addWidget(heading("Achieved copy bandwidth", 2))
-        self.bandwidth = QTableWidget(0, 5)
-        self.bandwidth.setHorizontalHeaderLabels(["Direction", "Memory", "Copies", "Bytes", "GB/s"])
+        col_bw.addWidget(heading("Achieved copy bandwidth", 2))
+        self.bandwidth = QTableWidget(0, 6)
+        self.bandwidth.setHorizontalHeaderLabels(["Direction", "Memory", "Copies", "Bytes", "Time", "GB/s"])
         self.bandwidth.verticalHeader().hide()
         self.bandwidth.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.bandwidth.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
@@ -286,13 +295,16 @@ class SummaryView(QWidget):
         hh.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         hh.setStretchLastSection(True)
         self.bandwidth.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.bandwidth.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.bandwidth_empty = muted("No memory copies in this capture.")
-        right.addWidget(self.bandwidth)
-        right.addWidget(self.bandwidth_empty)
-        right.addWidget(heading("Not in this capture", 2))
-        self.missing_label = muted("")
-        right.addWidget(self.missing_label)
-        right.addStretch(1)
+        col_bw.addWidget(self.bandwidth)
+        col_bw.addWidget(self.bandwidth_empty)
+        col_bw.addStretch(1)
+
+        col_missing.addWidget(heading("Not in this capture", 2))
+        self.missing_label = WrapLabel(muted=True)
+        col_missing.addWidget(self.missing_label)
+        col_missing.addStretch(1)
         lay.addStretch(1)
 
         self.finding_labels: list[QLabel] = []
@@ -364,19 +376,18 @@ class SummaryView(QWidget):
     def _set_findings(self, findings: list[str]) -> None:
         for lab in self.finding_labels:
             self.findings_box.removeWidget(lab)
+            lab.hide()
             lab.deleteLater()
         self.finding_labels = []
         for f in findings or ["Nothing stands out in this capture."]:
-            lab = QLabel(f"•  {f}")
-            lab.setWordWrap(True)
-            lab.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
-            lab.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            lab = WrapLabel(f"•  {f}")
             self.findings_box.addWidget(lab)
             self.finding_labels.append(lab)
 
     def _set_iterations(self, it: dict[str, Any] | None) -> None:
         self.iter_heading.setVisible(bool(it))
         self.iter_text.setVisible(bool(it))
+        self._columns.setStretchFactor(self._col_iter, 3 if it else 0)  # no empty gap without iterations
         if not it:
             return
         lines = [
@@ -401,7 +412,8 @@ class SummaryView(QWidget):
             self.bandwidth.setItem(r, 2, _right(fmt.count(b["count"])))
             self.bandwidth.setItem(r, 3, _right(fmt.nbytes(b["bytes"])))
             gbs = b.get("gb_per_s")
-            self.bandwidth.setItem(r, 4, _right("–" if gbs is None else f"{gbs:,.2f}"))
+            self.bandwidth.setItem(r, 4, _right(fmt.duration(b.get("total_ns"))))
+            self.bandwidth.setItem(r, 5, _right("–" if gbs is None else f"{gbs:,.2f}"))
         self.bandwidth.setVisible(bool(rows))
         self.bandwidth_empty.setVisible(not rows)
         # Fit the table to its rows so the page, not the table, scrolls.
