@@ -292,6 +292,7 @@ class StatsView(QWidget):
     def _show_placeholder(self, text: str) -> None:
         self.placeholder.setText(text)
         self.stack.setCurrentWidget(self.placeholder)
+        self.copy_button.setEnabled(False)
         self.status.setText("")
 
     def _show_frame(self, name: str, df: Any) -> None:
@@ -308,6 +309,7 @@ class StatsView(QWidget):
         self.proxy.sort(-1)
         self.stack.setCurrentWidget(self.table)
         self.export_button.setEnabled(True)
+        self.copy_button.setEnabled(True)
         self._fit_columns()
         self._update_status()
         self.table.selectionModel().clearSelection()

@@ -186,3 +186,27 @@ def test_menus(window):
     assert window.act_quit.shortcut().toString() == "Ctrl+Q"
     samples = [a.text() for a in window.sample_menu.actions()]
     assert "host_overhead_naive.sqlite" in samples
+
+
+# A QMessageBox sizes itself; the offscreen test platform warns that it cannot pass size hints on.
+@pytest.mark.qt_log_ignore("propagateSizeHints")
+def test_interactive_open_error_shows_a_non_blocking_dialog(qtbot, tmp_path):
+    from PySide6.QtWidgets import QMessageBox
+
+    from gui.main_window import MainWindow
+
+    w = MainWindow(gsettings.make_settings(), error_dialogs=True, restore_geometry=False)
+    qtbot.addWidget(w)
+    w.show()
+    bad = _bad_files(tmp_path)["empty"]
+    with qtbot.waitSignal(w.sig_load_failed, timeout=LOAD_TIMEOUT_MS):
+        w.open_path(bad, interactive=True)
+    box = w.findChild(QMessageBox)
+    assert box is not None and box.isVisible()
+    assert box.text() == _engine_error(bad)
+    box.accept()
+    # a non-interactive open (command line, recent at start) never pops a dialog
+    qtbot.waitUntil(lambda: w.findChild(QMessageBox) is None or not w.findChild(QMessageBox).isVisible())
+    with qtbot.waitSignal(w.sig_load_failed, timeout=LOAD_TIMEOUT_MS):
+        w.open_path(bad)
+    assert not any(b.isVisible() for b in w.findChildren(QMessageBox))
