@@ -110,6 +110,9 @@ class ReportInfo:
 class Trace:
     """A loaded trace: lazily built tables plus the reasons for any that are missing.
 
+    ``not_applicable`` names tables this kind of trace can never hold (left out of
+    :meth:`missing_report`, still empty and listed in ``missing``).
+
     Subclasses implement :meth:`_load` for a table name, returning a DataFrame, or ``None`` when the
     capture does not contain that data (with the reason recorded via :meth:`_mark_missing`).
     """
@@ -119,6 +122,7 @@ class Trace:
         self._cache: dict[str, pd.DataFrame] = {}
         #: table name -> sentence saying why it is missing (not captured, too old, ...).
         self.missing: dict[str, str] = {}
+        self.not_applicable: frozenset[str] = frozenset()
 
     # -- API -----------------------------------------------------------------------------------
     def table(self, name: str, columns: list[str] | None = None) -> pd.DataFrame:
@@ -172,7 +176,7 @@ class Trace:
         """Sentences naming every table that this capture lacks."""
         for name in TABLES:
             self._probe(name)
-        return [self.missing[n] for n in TABLES if n in self.missing]
+        return [self.missing[n] for n in TABLES if n in self.missing and n not in self.not_applicable]
 
     def _probe(self, name: str) -> None:
         """Find out whether ``name`` was captured (recording it in ``missing`` if not).

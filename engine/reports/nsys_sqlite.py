@@ -121,6 +121,7 @@ class NsysSqliteTrace(Trace):
             info = ReportInfo(path=sqlite_path, kind="nsys-sqlite")
         info.sqlite_path = sqlite_path
         super().__init__(info)
+        self.not_applicable = frozenset({"cpu_ops"})
         if not _is_sqlite(sqlite_path):
             raise ReportError(
                 f"{sqlite_path} is not an SQLite file; open an nsys .sqlite export, an .nsys-rep "
