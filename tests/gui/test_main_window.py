@@ -157,7 +157,7 @@ def test_drag_and_drop_opens_file(qtbot, window):
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(NAIVE))])
     pos = QPointF(200, 200)
-    enter = QDragEnterEvent(pos, Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
+    enter = QDragEnterEvent(pos.toPoint(), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
                             Qt.KeyboardModifier.NoModifier)
     QApplication.sendEvent(window, enter)
     assert enter.isAccepted()
@@ -171,7 +171,7 @@ def test_drag_and_drop_opens_file(qtbot, window):
 def test_drag_of_non_file_is_refused(qtbot, window):
     mime = QMimeData()
     mime.setText("hello")
-    enter = QDragEnterEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime,
+    enter = QDragEnterEvent(QPointF(10, 10).toPoint(), Qt.DropAction.CopyAction, mime,
                             Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
     QApplication.sendEvent(window, enter)
     assert not enter.isAccepted()
