@@ -110,6 +110,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
         if text is None:
             if trace is None:
                 trace = _open(args.input)
+                prefetch = getattr(trace, "prefetch", None)
+                if prefetch is not None:  # overlap the big reads with pandas' import
+                    prefetch(stats.columns_needed(names))
             df = stats.run_report(trace, name)
             if df.empty:
                 text = _SKIP + _why_empty(trace, name)

@@ -93,6 +93,18 @@ _API_SUFFIX = re.compile(r"_v\d{4}$")
 _NVTX_STYLES = {59: "PushPop", 60: "StartEnd"}
 
 
+def columns_needed(names: Sequence[str]) -> dict[str, list[str]]:
+    """The big-table columns that the given reports read (for prefetching)."""
+    need: dict[str, list[str]] = {}
+    core = {"cuda_api_sum": {"api": ["start", "end", "name"]},
+            "cuda_gpu_kern_sum": {"kernels": ["start", "end", "name"]}}
+    for n in names:
+        for table, cols in core.get(n, {}).items():
+            need.setdefault(table, [])
+            need[table] += [c for c in cols if c not in need[table]]
+    return need
+
+
 def resolve_report_name(name: str) -> str:
     """Return the current report name for ``name`` (a current name or an nsys 2022 alias).
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,6 +51,34 @@ _DERIVED: dict[str, dict[str, list[str]]] = {
     "memset": {"memKindName": ["memKind"], "pid": ["globalPid"]},
     "api": {"name": ["nameId"], "baseName": ["nameId"], "pid": ["globalTid"], "tid": ["globalTid"]},
 }
+
+
+class _ColumnFuture:
+    """One column of a background read of several columns."""
+
+    def __init__(self, fut: Future[dict[str, object]], col: str) -> None:
+        self._fut, self._col = fut, col
+
+    def result(self) -> object:
+        return self._fut.result()[self._col]
+
+
+def _read_int_columns(
+    con: sqlite3.Connection, table: str, cols: list[str], n_rows: int
+) -> dict[str, object]:
+    """Read INTEGER columns of a table column-wise (see NsysSqliteTrace._select)."""
+    import numpy as np
+
+    aggs = ", ".join(f"group_concat(coalesce(\"{c}\", {_NULL}), ',')" for c in cols)
+    row = con.execute(f"SELECT {aggs} FROM {table}").fetchone()
+    out: dict[str, object] = {}
+    for c, text in zip(cols, row, strict=True):
+        arr = np.fromstring(text or "", dtype=np.int64, sep=",")
+        if len(arr) != n_rows:  # pragma: no cover - defensive: never seen
+            raise ReportError(f"Column {table}.{c} could not be read; export the report again.")
+        null = arr == _NULL
+        out[c] = np.where(null, np.nan, arr) if null.any() else arr
+    return out
 
 
 def _map_ids(ids: pd.Series, strings: dict[int, str], missing: str | None = None) -> pd.Series:
@@ -138,6 +167,7 @@ class NsysSqliteTrace(Trace):
             ) from exc
         self._columns: dict[str, list[str]] = {}
         self._strings: dict[int, str] | None = None
+        self._prefetched: dict[tuple[str, str], _ColumnFuture] = {}
         self._read_metadata()
 
     # -- metadata ------------------------------------------------------------------------------
@@ -230,7 +260,6 @@ class NsysSqliteTrace(Trace):
         one SELECT walk the same rows in the same order, so the columns stay aligned; NULLs are
         replaced by a sentinel (group_concat would skip them) and become NaN afterwards.
         """
-        import numpy as np
         import pandas as pd
 
         have = set(self.columns(table))
@@ -242,16 +271,12 @@ class NsysSqliteTrace(Trace):
         ints = [c for c in present if c in self._int_columns(table)]
         others = [c for c in present if c not in ints]
         data: dict[str, object] = {}
-        if ints:
-            aggs = ", ".join(f"group_concat(coalesce(\"{c}\", {_NULL}), ',')" for c in ints)
-            row = self._con.execute(f"SELECT {aggs} FROM {table}").fetchone()
-            for c, text in zip(ints, row, strict=True):
-                arr = np.array(text.split(","), dtype=np.int64) if len(text) < 64 else \
-                    np.fromstring(text, dtype=np.int64, sep=",")
-                if len(arr) != n_rows:  # pragma: no cover - defensive: never seen
-                    raise ReportError(f"{self.info.path}: column {table}.{c} could not be read.")
-                null = arr == _NULL
-                data[c] = np.where(null, np.nan, arr) if null.any() else arr
+        pending = [c for c in ints if (table, c) not in self._prefetched]
+        for c in ints:
+            if (table, c) in self._prefetched:
+                data[c] = self._prefetched.pop((table, c)).result()
+        if pending:
+            data.update(_read_int_columns(self._con, table, pending, n_rows))
         if others:
             cols = ", ".join(f'"{c}"' for c in others)
             rows = self._con.execute(f"SELECT {cols} FROM {table}").fetchall()
@@ -261,6 +286,47 @@ class NsysSqliteTrace(Trace):
 
     def _missing_or_none(self, name: str) -> None:
         self._mark_missing(name, _NOT_CAPTURED_HINT.get(name, f"{name} was not captured"))
+
+    def prefetch(self, columns: dict[str, list[str]]) -> None:
+        """Start reading these columns of big tables in background threads.
+
+        Each thread has its own read-only connection; SQLite runs without Python's lock, so the
+        reads overlap each other and whatever the caller does next (importing pandas, say).
+        Later :meth:`table` calls pick the results up.
+        """
+        jobs: list[tuple[str, list[str], int]] = []
+        for name, cols in columns.items():
+            t = _NSYS_TABLES.get(name)
+            if t is None or t not in self._tables or name not in _DERIVED:
+                continue
+            n_rows = self._con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            if n_rows < _COLUMNAR_MIN_ROWS:
+                continue
+            ints = self._int_columns(t)
+            srcs: list[str] = []
+            for c in cols:
+                for src in _DERIVED[name].get(c, [c]):
+                    if src in ints and src not in srcs and (t, src) not in self._prefetched:
+                        srcs.append(src)
+            if srcs:
+                jobs.append((t, srcs, n_rows))
+        if not jobs:
+            return
+        path = Path(self.info.sqlite_path or self.info.path)
+
+        def read(t: str, cols: list[str], n: int) -> dict[str, object]:
+            con = connect_readonly(path)
+            try:
+                return _read_int_columns(con, t, cols, n)
+            finally:
+                con.close()
+
+        pool = ThreadPoolExecutor(max_workers=min(len(jobs), 4), thread_name_prefix="ks-prefetch")
+        for t, cols, n in jobs:
+            fut = pool.submit(read, t, cols, n)
+            for c in cols:
+                self._prefetched[(t, c)] = _ColumnFuture(fut, c)
+        pool.shutdown(wait=False)
 
     def _probe(self, name: str) -> None:
         # The export creates a table only when it has rows: the schema alone answers.
