@@ -1,0 +1,398 @@
+"""Where snapshots come from: live NVML (:class:`NvmlSource`) or a recording (:class:`ReplaySource`).
+
+A source is driven by exactly one thread (the :class:`~engine.telemetry.sampler.Sampler`'s):
+``open`` once, then ``read`` repeatedly, then ``close``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+from engine.telemetry.errors import RecordingError, TelemetryError, TelemetryUnavailable
+from engine.telemetry.nvml import Nvml, load_pynvml, nvml_available
+from engine.telemetry.snapshot import GpuSample, Snapshot
+
+GPM_MIN_WINDOW_S = 0.1  # NVML wants GPM samples at least 100 ms apart
+SLOW_PERIOD_S = 1.0  # processes, ECC, power limit: costly or slow-changing, read once a second
+
+# GpuSample field -> pynvml GPM metric constant; PCIe/NVLink rates are MiB/s in NVML.
+GPM_METRICS: dict[str, tuple[str, float]] = {
+    "gpm_sm_util_pct": ("NVML_GPM_METRIC_SM_UTIL", 1.0),
+    "gpm_sm_occupancy_pct": ("NVML_GPM_METRIC_SM_OCCUPANCY", 1.0),
+    "gpm_tensor_util_pct": ("NVML_GPM_METRIC_ANY_TENSOR_UTIL", 1.0),
+    "gpm_dram_bw_util_pct": ("NVML_GPM_METRIC_DRAM_BW_UTIL", 1.0),
+    "gpm_graphics_util_pct": ("NVML_GPM_METRIC_GRAPHICS_UTIL", 1.0),
+    "gpm_pcie_tx_bytes_per_s": ("NVML_GPM_METRIC_PCIE_TX_PER_SEC", 2.0**20),
+    "gpm_pcie_rx_bytes_per_s": ("NVML_GPM_METRIC_PCIE_RX_PER_SEC", 2.0**20),
+    "gpm_nvlink_tx_bytes_per_s": ("NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC", 2.0**20),
+    "gpm_nvlink_rx_bytes_per_s": ("NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC", 2.0**20),
+}
+
+
+class Source(Protocol):
+    """What the sampler needs from a source of snapshots."""
+
+    #: True if ``read`` keeps its own clock (a replay); False if the sampler schedules reads.
+    paced: bool
+
+    def open(self, gpus: frozenset[int] | None) -> None:
+        """Prepare to read GPUs ``gpus`` (None = all). Raises TelemetryError with a sentence."""
+
+    def read(self, stop: threading.Event) -> Snapshot | None:
+        """The next snapshot, or None when the source is exhausted. May raise on failure."""
+
+    def close(self) -> None:
+        """Release resources. Never raises."""
+
+
+class _Gpu:
+    """Per-GPU state kept by NvmlSource between reads."""
+
+    def __init__(self, index: int, handle: Any) -> None:
+        self.index = index
+        self.handle = handle
+        self.uuid: str | None = None
+        self.name: str | None = None
+        self.gpm_ids: dict[str, tuple[int, float]] = {}
+        self.gpm_samples: list[Any] = []  # two alternating NVML sample buffers
+        self.gpm_prev: int | None = None  # index of the buffer holding the previous sample
+        self.gpm_prev_t = 0.0
+        self.gpm_values: dict[str, float | None] = {}
+        self.slow_t = -1e18
+        self.slow: dict[str, Any] = {}
+
+
+def _text(v: Any) -> str | None:
+    if v is None:
+        return None
+    return v.decode(errors="replace") if isinstance(v, bytes) else str(v)
+
+
+class NvmlSource:
+    """Live readings from NVML, every call through :class:`~engine.telemetry.nvml.Nvml`.
+
+    GPM metrics (Hopper and newer) are read only on GPUs where ``nvmlGpmQueryDeviceSupport`` says
+    so, over windows of at least 100 ms: a read less than 100 ms after the last window repeats that
+    window's values. Processes, ECC counts and the power limit are refreshed once a second.
+
+    Args:
+        lib: The ``pynvml`` module, or a stand-in for tests; None loads ``pynvml``.
+    """
+
+    paced = False
+
+    def __init__(self, lib: Any | None = None) -> None:
+        self.nvml = Nvml(lib if lib is not None else load_pynvml())
+        self._gpus: list[_Gpu] = []
+        self._wanted: frozenset[int] | None = None
+        self._open = False
+        self._throttle_names: list[tuple[int, str]] = []
+        self._proc_names: dict[int, str] = {}
+
+    def open(self, gpus: frozenset[int] | None = None) -> None:
+        """Initialise NVML and find the GPUs.
+
+        Raises:
+            TelemetryUnavailable: no driver, no GPU, no permission, or a requested GPU is missing.
+        """
+        ok, reason = nvml_available(self.nvml.lib)
+        if not ok:
+            raise TelemetryUnavailable(reason)
+        try:
+            self.nvml.lib.nvmlInit()
+        except Exception as exc:  # noqa: BLE001 - raced with the driver going away
+            raise TelemetryUnavailable(f"Telemetry is unavailable: NVML could not start ({exc}).") from exc
+        self._open = True
+        self._wanted = gpus
+        count = self.nvml.query("nvmlDeviceGetCount", default=0)
+        missing = sorted(i for i in (gpus or ()) if i >= count)
+        if missing:
+            self.close()
+            raise TelemetryUnavailable(
+                f"GPU {', '.join(map(str, missing))} does not exist: this machine has {count} GPU(s) "
+                f"(indices 0-{count - 1}); pick one with --gpu."
+            )
+        self._throttle_names = self._reason_names()
+        self._gpus = []
+        for i in range(count):
+            if gpus is not None and i not in gpus:
+                continue
+            self._gpus.append(self._init_gpu(i))
+        self.nvml.take_fatal()
+
+    def _reason_names(self) -> list[tuple[int, str]]:
+        lib = self.nvml.lib
+        seen: dict[int, str] = {}
+        for prefix in ("nvmlClocksEventReason", "nvmlClocksThrottleReason"):
+            for attr in sorted(dir(lib)):
+                if not attr.startswith(prefix):
+                    continue
+                name = attr[len(prefix):]
+                bit = getattr(lib, attr)
+                # single bits only ("All", "None" and combined masks are not reasons)
+                if isinstance(bit, int) and bit > 0 and bit & (bit - 1) == 0 and bit not in seen:
+                    seen[bit] = name
+        return sorted(seen.items())
+
+    def _init_gpu(self, index: int) -> _Gpu:
+        q = self.nvml.query
+        g = _Gpu(index, q("nvmlDeviceGetHandleByIndex", index))
+        if g.handle is None:
+            return g
+        g.uuid = _text(q("nvmlDeviceGetUUID", g.handle))
+        g.name = _text(q("nvmlDeviceGetName", g.handle))
+        support = q("nvmlGpmQueryDeviceSupport", g.handle)
+        if support is not None and bool(getattr(support, "isSupportedDevice", False)):
+            for field, (const, scale) in GPM_METRICS.items():
+                mid = self.nvml.const(const)
+                if mid is not None:
+                    g.gpm_ids[field] = (int(mid), scale)
+            bufs = [q("nvmlGpmSampleAlloc") for _ in range(2)]
+            if all(b is not None for b in bufs):
+                g.gpm_samples = bufs
+            else:
+                g.gpm_ids = {}
+        return g
+
+    def close(self) -> None:
+        """Free GPM buffers and shut NVML down (reference-counted by NVML). Never raises."""
+        for g in self._gpus:
+            for buf in g.gpm_samples:
+                self.nvml.query("nvmlGpmSampleFree", buf)
+            g.gpm_samples = []
+        self._gpus = []
+        if self._open:
+            self._open = False
+            self.nvml.query("nvmlShutdown")
+
+    def read(self, stop: threading.Event | None = None) -> Snapshot:
+        """Read every selected GPU now; a GPU or driver failure gives a gap snapshot."""
+        ts = time.time_ns()
+        samples = []
+        lost: list[str] = []
+        for g in self._gpus:
+            if g.handle is None:  # handle could not be had at open: try again (GPU may be back)
+                g.handle = self.nvml.query("nvmlDeviceGetHandleByIndex", g.index)
+                if g.handle is None:
+                    lost.append(f"GPU {g.index}: {self.nvml.take_fatal() or 'no handle'}")
+                    continue
+            s = self._read_gpu(g, ts)
+            fatal = self.nvml.take_fatal()
+            if fatal:
+                lost.append(f"GPU {g.index}: {fatal}")
+            else:
+                samples.append(s)
+        if lost:
+            return Snapshot(ts, tuple(samples), gap=True,
+                            gap_reason=f"NVML failed mid-run ({'; '.join(lost)}); sampling continues.")
+        return Snapshot(ts, tuple(samples))
+
+    def _read_gpu(self, g: _Gpu, ts: int) -> GpuSample:
+        q, h, lib = self.nvml.query, g.handle, self.nvml.lib
+        util = q("nvmlDeviceGetUtilizationRates", h)
+        mem = q("nvmlDeviceGetMemoryInfo", h)
+        power_mw = q("nvmlDeviceGetPowerUsage", h)
+        energy_mj = q("nvmlDeviceGetTotalEnergyConsumption", h)
+        tx = q("nvmlDeviceGetPcieThroughput", h, getattr(lib, "NVML_PCIE_UTIL_TX_BYTES", 0))
+        rx = q("nvmlDeviceGetPcieThroughput", h, getattr(lib, "NVML_PCIE_UTIL_RX_BYTES", 1))
+        reasons = q("nvmlDeviceGetCurrentClocksEventReasons", h)
+        if reasons is None:
+            reasons = q("nvmlDeviceGetCurrentClocksThrottleReasons", h)
+        now = time.monotonic()
+        if now - g.slow_t >= SLOW_PERIOD_S:
+            g.slow_t = now
+            g.slow = self._read_slow(g)
+        if g.gpm_ids:
+            self._read_gpm(g, now)
+        return GpuSample(
+            timestamp_ns=ts,
+            gpu=g.index,
+            uuid=g.uuid,
+            name=g.name,
+            util_gpu_pct=None if util is None else float(util.gpu),
+            util_mem_pct=None if util is None else float(util.memory),
+            mem_used_bytes=None if mem is None else int(mem.used),
+            mem_total_bytes=None if mem is None else int(mem.total),
+            sm_clock_mhz=q("nvmlDeviceGetClockInfo", h, getattr(lib, "NVML_CLOCK_SM", 1)),
+            mem_clock_mhz=q("nvmlDeviceGetClockInfo", h, getattr(lib, "NVML_CLOCK_MEM", 2)),
+            power_w=None if power_mw is None else power_mw / 1000.0,
+            power_limit_w=g.slow.get("power_limit_w"),
+            energy_j=None if energy_mj is None else energy_mj / 1000.0,
+            temp_c=_float(q("nvmlDeviceGetTemperature", h, getattr(lib, "NVML_TEMPERATURE_GPU", 0))),
+            pcie_tx_bytes_per_s=None if tx is None else tx * 1024.0,  # NVML: KiB/s over 20 ms
+            pcie_rx_bytes_per_s=None if rx is None else rx * 1024.0,
+            throttle_reasons=None if reasons is None else tuple(
+                name for bit, name in self._throttle_names if int(reasons) & bit),
+            ecc_errors=g.slow.get("ecc_errors"),
+            processes=g.slow.get("processes"),
+            **{k: g.gpm_values.get(k) for k in GPM_METRICS},
+        )
+
+    def _read_slow(self, g: _Gpu) -> dict[str, Any]:
+        q, h, lib = self.nvml.query, g.handle, self.nvml.lib
+        limit_mw = q("nvmlDeviceGetEnforcedPowerLimit", h)
+        ecc = q("nvmlDeviceGetTotalEccErrors", h, getattr(lib, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
+                getattr(lib, "NVML_VOLATILE_ECC", 0))
+        procs: dict[int, int | None] = {}
+        got_any = False
+        for fn in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
+            plist = q(fn, h)
+            if plist is None:
+                continue
+            got_any = True
+            for p in plist:
+                used = getattr(p, "usedGpuMemory", None)
+                procs[int(p.pid)] = None if used is None else int(used)
+        processes = None
+        if got_any:
+            processes = tuple((pid, self._proc_name(pid), used) for pid, used in sorted(procs.items()))
+        return {
+            "power_limit_w": None if limit_mw is None else limit_mw / 1000.0,
+            "ecc_errors": None if ecc is None else int(ecc),
+            "processes": processes,
+        }
+
+    def _proc_name(self, pid: int) -> str:
+        name = self._proc_names.get(pid)
+        if name is None:
+            name = _text(self.nvml.query("nvmlSystemGetProcessName", pid)) or ""
+            if len(self._proc_names) > 4096:
+                self._proc_names.clear()
+            self._proc_names[pid] = name
+        return name
+
+    def _read_gpm(self, g: _Gpu, now: float) -> None:
+        """Take a GPM sample if the window since the last one is >= 100 ms, and compute metrics."""
+        q = self.nvml.query
+        if g.gpm_prev is not None and now - g.gpm_prev_t < GPM_MIN_WINDOW_S:
+            return  # too soon: keep the last window's values
+        cur = 0 if g.gpm_prev in (None, 1) else 1
+        if q("nvmlGpmSampleGet", g.handle, g.gpm_samples[cur]) is None:
+            g.gpm_values = {}
+            g.gpm_prev = None
+            return
+        if g.gpm_prev is not None:
+            g.gpm_values = self._gpm_metrics(g, g.gpm_samples[g.gpm_prev], g.gpm_samples[cur])
+        g.gpm_prev, g.gpm_prev_t = cur, now
+
+    def _gpm_metrics(self, g: _Gpu, s1: Any, s2: Any) -> dict[str, float | None]:
+        lib = self.nvml.lib
+        mg = lib.c_nvmlGpmMetricsGet_t()
+        mg.version = lib.NVML_GPM_METRICS_GET_VERSION
+        mg.numMetrics = len(g.gpm_ids)
+        mg.sample1, mg.sample2 = s1, s2
+        fields = list(g.gpm_ids)
+        for i, f in enumerate(fields):
+            mg.metrics[i].metricId = g.gpm_ids[f][0]
+        if self.nvml.query("nvmlGpmMetricsGet", mg) is None:
+            return {}
+        out: dict[str, float | None] = {}
+        for i, f in enumerate(fields):
+            m = mg.metrics[i]
+            out[f] = None if m.nvmlReturn != 0 else float(m.value) * g.gpm_ids[f][1]
+        return out
+
+
+def _float(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+class ReplaySource:
+    """Replays a recording (ours, CSV or Parquet, or the fixture CSV format).
+
+    Snapshots keep the recorded timestamps. ``speed`` 1.0 replays in real time, 10 ten times
+    faster, and 0 as fast as possible.
+
+    Raises:
+        RecordingError: (from the constructor) the file is missing, corrupt or foreign.
+    """
+
+    paced = True
+
+    def __init__(self, path: str | Path, speed: float = 1.0) -> None:
+        if not speed >= 0:
+            raise RecordingError(f"--speed must be 0 (as fast as possible) or more, not {speed}.")
+        from engine.telemetry.recording import read_recording
+
+        self.path = Path(path)
+        self.speed = float(speed)
+        self.frame = read_recording(self.path)
+        self.relative_time = bool(self.frame.attrs.get("relative_time"))
+        self._snaps: list[Snapshot] | None = None
+        self._pos = 0
+        self._t0_mono = 0.0
+        self._t0_ns = 0
+
+    def snapshots(self, gpus: frozenset[int] | None = None) -> list[Snapshot]:
+        """All snapshots of the recording at once, restricted to ``gpus`` (None = all)."""
+        from engine.telemetry.recording import row_to_sample
+
+        out: list[Snapshot] = []
+        records = self.frame.to_dict("records")
+        i = 0
+        try:
+            while i < len(records):
+                ts = int(records[i]["timestamp_ns"])
+                j = i
+                samples = []
+                gap, reason = False, None
+                while j < len(records) and int(records[j]["timestamp_ns"]) == ts:
+                    r = records[j]
+                    gap = gap or bool(r["gap"] == 1)
+                    reason = reason or (None if _na(r["gap_reason"]) else str(r["gap_reason"]))
+                    if not _na(r["gpu"]) and (gpus is None or int(r["gpu"]) in gpus):
+                        samples.append(row_to_sample(r))
+                    j += 1
+                out.append(Snapshot(ts, tuple(samples), gap=gap, gap_reason=reason if gap else None))
+                i = j
+        except (ValueError, TypeError, KeyError, IndexError, json.JSONDecodeError) as exc:
+            raise RecordingError(
+                f"The recording {self.path} is corrupt near timestamp_ns {records[i]['timestamp_ns']} "
+                f"({type(exc).__name__}: {exc})."
+            ) from exc
+        return out
+
+    def open(self, gpus: frozenset[int] | None = None) -> None:
+        """Build the snapshots for ``gpus`` and restart the replay clock."""
+        self._snaps = self.snapshots(gpus)
+        self._pos = 0
+
+    def read(self, stop: threading.Event | None = None) -> Snapshot | None:
+        """The next recorded snapshot, after waiting (on ``stop``) until its replay time."""
+        if self._snaps is None:
+            raise TelemetryError("ReplaySource.read() called before open().")
+        if self._pos >= len(self._snaps):
+            return None
+        snap = self._snaps[self._pos]
+        if self._pos == 0:
+            self._t0_mono, self._t0_ns = time.monotonic(), snap.timestamp_ns
+        elif self.speed > 0:
+            due = self._t0_mono + (snap.timestamp_ns - self._t0_ns) / 1e9 / self.speed
+            delay = due - time.monotonic()
+            if delay > 0:
+                if stop is not None:
+                    if stop.wait(delay):
+                        return None
+                else:
+                    time.sleep(delay)
+        self._pos += 1
+        return snap
+
+    def close(self) -> None:
+        """Nothing to release (the recording was read at construction)."""
+
+    def __len__(self) -> int:
+        return len(self._snaps if self._snaps is not None else self.snapshots())
+
+
+def _na(v: Any) -> bool:
+    if v is None:
+        return True
+    try:
+        return bool(v != v)  # NaN
+    except (TypeError, ValueError):  # pd.NA compares to NA
+        return True
