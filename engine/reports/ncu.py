@@ -1,0 +1,652 @@
+"""Read Nsight Compute results: ``.ncu-rep`` files and ``ncu --import ... --csv`` exports.
+
+A ``.ncu-rep`` is read through NVIDIA's ``ncu_report`` module (PyPI ``ncu-report``), imported only
+when such a file is opened. Everything is turned into plain pandas tables:
+
+- ``kernels``: one row per profiled kernel (action) with its launch configuration and duration;
+- ``metrics``: the ``--page details`` rows, long format, text exactly as ``ncu --print-units base``
+  prints it, plus a numeric ``value`` column;
+- ``raw``: the ``--page raw`` table, wide (one column per metric), text as ncu prints it, with the
+  units in ``raw_units``.
+
+CSV exports (``--page details`` or ``--page raw``, with or without ``--print-units base``, with
+locale thousands separators) are read into the same tables, converted to base units. Input files are
+only ever opened for reading.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine.errors import ReportError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+ID_COLUMNS = [
+    "ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream",
+    "Block Size", "Grid Size", "Device", "CC",
+]
+RULE_COLUMNS = [
+    "Rule Name", "Rule Type", "Rule Description", "Estimated Speedup Type", "Estimated Speedup",
+]
+DETAILS_COLUMNS = [*ID_COLUMNS, "Section Name", "Metric Name", "Metric Unit", "Metric Value", *RULE_COLUMNS]
+KERNEL_COLUMNS = [
+    "ID", "Kernel Name", "Base Name", "Mangled Name", "Process ID", "Process Name", "Context", "Stream",
+    "Grid Size", "Block Size", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
+    "Registers Per Thread", "Static Shared Memory Per Block", "Dynamic Shared Memory Per Block",
+    "Device", "Device Name", "CC", "duration_ns", "NVTX Range",
+]
+
+#: The sections of ``--page details`` as Nsight Compute 2025.3 prints them: (identifier, name, order,
+#: header metrics as (metric, label)). Rows are printed section by section in (order, name) order;
+#: a section's metric rows are sorted by metric name, and its rule results follow them.
+_SECTIONS: list[tuple[str, str, int, tuple[tuple[str, str], ...]]] = [
+    ("SpeedOfLight", "GPU Speed Of Light Throughput", 10, (
+        ("dram__cycles_elapsed.avg.per_second", "DRAM Frequency"),
+        ("gpc__cycles_elapsed.avg.per_second", "SM Frequency"),
+        ("gpc__cycles_elapsed.max", "Elapsed Cycles"),
+        ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", "Memory Throughput"),
+        ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "DRAM Throughput"),
+        ("gpu__time_duration.sum", "Duration"),
+        ("l1tex__throughput.avg.pct_of_peak_sustained_active", "L1/TEX Cache Throughput"),
+        ("lts__throughput.avg.pct_of_peak_sustained_elapsed", "L2 Cache Throughput"),
+        ("sm__cycles_active.avg", "SM Active Cycles"),
+        ("sm__throughput.avg.pct_of_peak_sustained_elapsed", "Compute (SM) Throughput"),
+    )),
+    ("SpeedOfLight_RooflineChart", "GPU Speed Of Light Roofline Chart", 11, ()),
+    ("SpeedOfLight_HierarchicalDoubleRooflineChart",
+     "GPU Speed Of Light Hierarchical Roofline Chart (Double Precision)", 12, ()),
+    ("SpeedOfLight_HierarchicalHalfRooflineChart",
+     "GPU Speed Of Light Hierarchical Roofline Chart (Half Precision)", 12, ()),
+    ("SpeedOfLight_HierarchicalSingleRooflineChart",
+     "GPU Speed Of Light Hierarchical Roofline Chart (Single Precision)", 12, ()),
+    ("SpeedOfLight_HierarchicalTensorRooflineChart",
+     "GPU Speed Of Light Hierarchical Roofline Chart (Tensor Core)", 12, ()),
+    ("PmSampling", "PM Sampling", 15, (
+        ("profiler__pmsampler_buffer_size_bytes", "Maximum Buffer Size"),
+        ("profiler__pmsampler_interval_time", "Maximum Sampling Interval"),
+        ("profiler__pmsampler_pass_groups", "# Pass Groups"),
+    )),
+    ("ComputeWorkloadAnalysis", "Compute Workload Analysis", 20, (
+        ("sm__inst_executed.avg.per_cycle_active", "Executed Ipc Active"),
+        ("sm__inst_executed.avg.per_cycle_elapsed", "Executed Ipc Elapsed"),
+        ("sm__inst_issued.avg.pct_of_peak_sustained_elapsed", "Issue Slots Busy"),
+        ("sm__inst_issued.avg.per_cycle_active", "Issued Ipc Active"),
+        ("sm__instruction_throughput.avg.pct_of_peak_sustained_elapsed", "SM Busy"),
+    )),
+    ("MemoryWorkloadAnalysis", "Memory Workload Analysis", 30, (
+        ("derived__local_spilling_requests", "Local Memory Spilling Requests"),
+        ("derived__local_spilling_requests_pct", "Local Memory Spilling Request Overhead"),
+        ("dram__bytes.sum.per_second", "Memory Throughput"),
+        ("gpu__compute_memory_access_throughput.avg.pct_of_peak_sustained_elapsed", "Mem Busy"),
+        ("gpu__compute_memory_request_throughput.avg.pct_of_peak_sustained_elapsed", "Max Bandwidth"),
+        ("l1tex__t_sector_hit_rate.pct", "L1/TEX Hit Rate"),
+        ("launch__persisting_l2_cache_size", "L2 Persisting Size"),
+        ("lrc__average_ilc_input_sector_success_rate.pct", "L2 Compression Success Rate"),
+        ("lrc__average_ilc_output_sector_compression_achieved_rate.pct", "L2 Compression Ratio"),
+        ("lrc__ilc_input_sectors.sum", "L2 Compression Input Sectors"),
+        ("lts__t_sector_hit_rate.pct", "L2 Hit Rate"),
+        ("sm__memory_throughput.avg.pct_of_peak_sustained_elapsed", "Mem Pipes Busy"),
+    )),
+    ("MemoryWorkloadAnalysis_Chart", "Memory Workload Analysis Chart", 31, ()),
+    ("MemoryWorkloadAnalysis_Tables", "Memory Workload Analysis Tables", 32, ()),
+    ("SchedulerStats", "Scheduler Statistics", 40, (
+        ("smsp__issue_active.avg.pct_of_peak_sustained_active", "One or More Eligible"),
+        ("smsp__issue_active.avg.per_cycle_active", "Issued Warp Per Scheduler"),
+        ("smsp__issue_inst0.avg.pct_of_peak_sustained_active", "No Eligible"),
+        ("smsp__warps_active.avg.per_cycle_active", "Active Warps Per Scheduler"),
+        ("smsp__warps_eligible.avg.per_cycle_active", "Eligible Warps Per Scheduler"),
+    )),
+    ("WarpStateStats", "Warp State Statistics", 50, (
+        ("smsp__average_warp_latency_per_inst_issued.ratio", "Warp Cycles Per Issued Instruction"),
+        ("smsp__average_warps_active_per_inst_executed.ratio", "Warp Cycles Per Executed Instruction"),
+        ("smsp__thread_inst_executed_per_inst_executed.ratio", "Avg. Active Threads Per Warp"),
+        ("smsp__thread_inst_executed_pred_on_per_inst_executed.ratio",
+         "Avg. Not Predicated Off Threads Per Warp"),
+    )),
+    ("InstructionStats", "Instruction Statistics", 60, (
+        ("smsp__inst_executed.avg", "Avg. Executed Instructions Per Scheduler"),
+        ("smsp__inst_executed.sum", "Executed Instructions"),
+        ("smsp__inst_issued.avg", "Avg. Issued Instructions Per Scheduler"),
+        ("smsp__inst_issued.sum", "Issued Instructions"),
+    )),
+    ("Nvlink_Topology", "NVLink Topology", 61, ()),
+    ("Nvlink_Tables", "NVLink Tables", 62, ()),
+    ("NumaAffinity", "NUMA Affinity", 63, ()),
+    ("LaunchStats", "Launch Statistics", 70, (
+        ("launch__block_size", "Block Size"),
+        ("launch__cluster_scheduling_policy", "Cluster Scheduling Policy"),
+        ("launch__cluster_size", "Cluster Size"),
+        ("launch__func_cache_config", "Function Cache Configuration"),
+        ("launch__grid_size", "Grid Size"),
+        ("launch__registers_per_thread", "Registers Per Thread"),
+        ("launch__shared_mem_config_size", "Shared Memory Configuration Size"),
+        ("launch__shared_mem_per_block_driver", "Driver Shared Memory Per Block"),
+        ("launch__shared_mem_per_block_dynamic", "Dynamic Shared Memory Per Block"),
+        ("launch__shared_mem_per_block_static", "Static Shared Memory Per Block"),
+        ("launch__sm_count", "# SMs"),
+        ("launch__stack_size", "Stack Size"),
+        ("launch__thread_count", "Threads"),
+        ("launch__tpc_count", "# TPCs"),
+        ("launch__tpc_enabled", "Enabled TPC IDs"),
+        ("launch__uses_green_context", "Uses Green Context"),
+        ("launch__waves_per_multiprocessor", "Waves Per SM"),
+    )),
+    ("Occupancy", "Occupancy", 80, (
+        ("launch__cluster_max_active", "Max Active Clusters"),
+        ("launch__cluster_max_potential_size", "Max Cluster Size"),
+        ("launch__occupancy_cluster_gpu_pct", "Overall GPU Occupancy"),
+        ("launch__occupancy_cluster_pct", "Cluster Occupancy"),
+        ("launch__occupancy_limit_barriers", "Block Limit Barriers"),
+        ("launch__occupancy_limit_blocks", "Block Limit SM"),
+        ("launch__occupancy_limit_registers", "Block Limit Registers"),
+        ("launch__occupancy_limit_shared_mem", "Block Limit Shared Mem"),
+        ("launch__occupancy_limit_warps", "Block Limit Warps"),
+        ("sm__maximum_warps_avg_per_active_cycle", "Theoretical Active Warps per SM"),
+        ("sm__maximum_warps_per_active_cycle_pct", "Theoretical Occupancy"),
+        ("sm__warps_active.avg.pct_of_peak_sustained_active", "Achieved Occupancy"),
+        ("sm__warps_active.avg.per_cycle_active", "Achieved Active Warps Per SM"),
+    )),
+    ("WorkloadDistribution", "GPU and Memory Workload Distribution", 100, (
+        ("dram__cycles_active.avg", "Average DRAM Active Cycles"),
+        ("dram__cycles_elapsed.sum", "Total DRAM Elapsed Cycles"),
+        ("l1tex__cycles_active.avg", "Average L1 Active Cycles"),
+        ("l1tex__cycles_elapsed.sum", "Total L1 Elapsed Cycles"),
+        ("lts__cycles_active.avg", "Average L2 Active Cycles"),
+        ("lts__cycles_elapsed.sum", "Total L2 Elapsed Cycles"),
+        ("sm__cycles_active.avg", "Average SM Active Cycles"),
+        ("sm__cycles_elapsed.sum", "Total SM Elapsed Cycles"),
+        ("smsp__cycles_active.avg", "Average SMSP Active Cycles"),
+        ("smsp__cycles_elapsed.sum", "Total SMSP Elapsed Cycles"),
+    )),
+    ("SourceCounters", "Source Counters", 100, (
+        ("derived__smsp__inst_executed_op_branch_pct", "Branch Instructions Ratio"),
+        ("smsp__inst_executed_op_branch.sum", "Branch Instructions"),
+        ("smsp__sass_average_branch_targets_threads_uniform.pct", "Branch Efficiency"),
+        ("smsp__sass_branch_targets_threads_divergent.avg", "Avg. Divergent Branches"),
+    )),
+]
+
+#: Units that Nsight Compute 2025.3 prints differently from what newer ``ncu_report`` wheels say.
+_RAW_UNIT_OVERRIDES = {"idc__requests.sum": ""}
+_THREAD_INST_DERIVED = re.compile(r"derived__(sm|smsp)__sass_thread_inst_executed_op_\w+_pred_on_x\d")
+# Rule messages carry links as markup: @section:ID:Name@ and @url:Text:URL@ (ncu prints Name, Text (URL)).
+_SECTION_LINK = re.compile(r"@section:[^:@]*:([^@]*)@")
+_URL_LINK = re.compile(r"@url:([^:@]*):([^@]*)@")
+# Template arguments that the wheel's demangler prints with a cast: sgemm<(int)16> (ncu prints <16>).
+_CAST_INT = re.compile(r"\((?:unsigned |signed )?(?:int|long|long long|short|char|bool)\)(-?\d+)")
+_RULE_TYPES = {0: "", 1: "INF", 2: "OPT", 3: "WRN", 4: "ERR"}
+_SPEEDUP_TYPES = {0: "", 1: "local", 2: "global"}
+
+# Value kinds of ncu_report.IMetric (stable numbers of its enum).
+_KIND_UNKNOWN, _KIND_ANY, _KIND_STRING, _KIND_FLOAT, _KIND_DOUBLE, _KIND_UINT32, _KIND_UINT64 = range(7)
+
+
+@dataclass
+class NcuReport:
+    """What one Nsight Compute report (or its CSV export) holds, as plain tables."""
+
+    path: Path
+    source: str  # "ncu-rep", "csv-details" or "csv-raw"
+    kernels: pd.DataFrame
+    metrics: pd.DataFrame
+    raw: pd.DataFrame
+    raw_units: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------
+# Number formatting as ``ncu --print-units base`` prints it
+
+
+def format_number(value: float) -> str:
+    """A double as ncu prints it in base units: integers without decimals, others with two."""
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    if value == int(value):
+        return f"{int(value):,}"
+    return f"{value:,.2f}"
+
+
+def format_speedup(value: float) -> str:
+    """An estimated speedup as ncu prints it (four significant digits)."""
+    return f"{value:.4g}"
+
+
+def _metric_text(metric: Any) -> tuple[str, float]:
+    """The printed text of an ``ncu_report.IMetric`` and its numeric value (NaN if none)."""
+    kind = metric.kind()
+    if kind == _KIND_STRING:
+        return str(metric.as_string()), math.nan
+    if kind in (_KIND_UINT32, _KIND_UINT64):
+        v = int(metric.as_uint64())
+        return f"{v:,}", float(v)
+    if kind in (_KIND_FLOAT, _KIND_DOUBLE):
+        if not metric.has_value():
+            return "", math.nan  # instanced metric without a single value
+        d = float(metric.as_double())
+        return format_number(d), d
+    return "no data", math.nan
+
+
+# ---------------------------------------------------------------------------------------------
+# .ncu-rep
+
+
+def _check_file(path: Path) -> None:
+    """Raise ReportError unless ``path`` is a complete Nsight Compute report (cheap, reads headers)."""
+    if not path.exists():
+        raise ReportError(f"{path} does not exist; check the path.")
+    if path.is_dir():
+        raise ReportError(f"{path} is a folder, not a report; give the path of a .ncu-rep file.")
+    size = path.stat().st_size
+    if size == 0:
+        raise ReportError(f"{path} is empty (0 bytes); profile again or copy the report again.")
+    with path.open("rb") as f:
+        if f.read(4) != b"NVR\x00":
+            raise ReportError(
+                f"{path} is not an Nsight Compute report (.ncu-rep); open a file written by `ncu -o`."
+            )
+        # The report is a chain of length-prefixed blocks that must end exactly at the end of file.
+        pos = 4
+        while pos + 4 <= size:
+            f.seek(pos)
+            (length,) = struct.unpack("<I", f.read(4))
+            pos += 4 + length
+        if pos != size:
+            raise ReportError(
+                f"{path} is truncated or damaged ({size:,} bytes, its blocks end at {pos:,}); "
+                "copy or record the report again."
+            )
+
+
+def _import_ncu_report() -> Any:
+    try:
+        import ncu_report  # noqa: PLC0415 - heavy native module, loaded only for .ncu-rep files
+    except ImportError as exc:
+        raise ReportError(
+            "Reading .ncu-rep files needs NVIDIA's Python package `ncu-report`; "
+            "install it with `pip install ncu-report`."
+        ) from exc
+    return ncu_report
+
+
+_PROCESS_RE = re.compile(rb"2([\x05-\x7f])\x08([\x80-\xff]{0,4}[\x00-\x7f])\x12([\x00-\x7f])", re.S)
+
+
+def _process_info(path: Path) -> tuple[str, str, str]:
+    """(process id, process name, host name) from the report's header block.
+
+    ``ncu_report`` does not expose them; the header holds a small protobuf message
+    {1: pid, 2: host, 3: executable path}. Reports of several processes get the first one.
+    """
+    with path.open("rb") as f:
+        head = f.read(1 << 16)
+    for m in _PROCESS_RE.finditer(head):
+        total = m.group(1)[0]
+        host_len = m.group(3)[0]
+        p = m.end() + host_len
+        if p + 2 > len(head) or head[p] != 0x1A:
+            continue
+        path_len = head[p + 1]
+        if p + 2 + path_len - (m.start() + 2) != total:
+            continue
+        pid = 0
+        for i, b in enumerate(m.group(2)):
+            pid |= (b & 0x7F) << (7 * i)
+        host = head[m.end():p].decode("utf-8", "replace")
+        exe = head[p + 2:p + 2 + path_len].decode("utf-8", "replace")
+        return str(pid), exe.rsplit("/", 1)[-1], host
+    return "", "", ""
+
+
+def _value(action: Any, name: str) -> Any:
+    m = action.metric_by_name(name)
+    if m is None or not m.has_value():
+        return None
+    return m.value()
+
+
+def _section_table(action: Any) -> list[tuple[str, str, int, tuple[tuple[str, str], ...]]]:
+    """Our section table plus any rule-carrying section the report has and the table lacks."""
+    known = {s[0] for s in _SECTIONS}
+    extra: list[tuple[str, str, int, tuple[tuple[str, str], ...]]] = []
+    try:
+        for s in action.sections():
+            if s.identifier() not in known:
+                extra.append((str(s.identifier()), str(s.name()), int(s.order()), ()))
+    except AttributeError:  # older wheels have no sections()
+        pass
+    return sorted(_SECTIONS + extra, key=lambda s: (s[2], s[1]))
+
+
+def _plain_message(text: str) -> str:
+    """A rule message with its link markup replaced by the words ncu prints."""
+    return _URL_LINK.sub(r"\1 (\2)", _SECTION_LINK.sub(r"\1", text))
+
+
+def _unit(name: str, metric: Any) -> str:
+    """The unit ncu 2025.3 prints for a metric on the raw page."""
+    unit = _RAW_UNIT_OVERRIDES.get(name, str(metric.unit()))
+    if unit == "inst" and _THREAD_INST_DERIVED.fullmatch(name):
+        return "thread"
+    return unit
+
+
+def _rule_rows(action: Any) -> dict[str, list[list[str]]]:
+    """Rule results of an action, by section identifier, as the five rule columns."""
+    out: dict[str, list[list[str]]] = {}
+    for r in action.rule_results_as_dicts():
+        msg = r.get("rule_message") or {}
+        rtype = _RULE_TYPES.get(int(msg.get("type", 0) or 0), "")
+        sp_type = sp = ""
+        est = r.get("speedup_estimation")
+        if est:
+            sp_type = _SPEEDUP_TYPES.get(int(est.get("type", 0)), "")
+            sp = format_speedup(float(est.get("speedup", math.nan)))
+        out.setdefault(str(r.get("section_identifier", "")), []).append(
+            [str(r.get("rule_identifier", "")), rtype, _plain_message(str(msg.get("message", ""))),
+             sp_type, sp]
+        )
+    return out
+
+
+def _dim(action: Any, prefix: str) -> tuple[int, int, int]:
+    return tuple(int(_value(action, f"{prefix}_{a}") or 0) for a in "xyz")  # type: ignore[return-value]
+
+
+def _nvtx_range(action: Any) -> str:
+    state = action.nvtx_state()
+    if state is None:
+        return ""
+    names: list[str] = []
+    try:
+        for domain_id in state.domains():
+            dom = state.domain_by_id(domain_id)
+            names.extend(str(n) for n in dom.push_pop_ranges())
+    except Exception:  # noqa: BLE001 - NVTX is optional decoration, never a reason to fail
+        return ""
+    return "/".join(names)
+
+
+def read_ncu_rep(path: str | Path) -> NcuReport:
+    """Read a ``.ncu-rep`` file into tables.
+
+    Args:
+        path: The report file.
+
+    Returns:
+        The report's kernels, details-page metrics and raw-page metrics.
+
+    Raises:
+        ReportError: The file is missing, a folder, empty, truncated or not an Nsight Compute report.
+    """
+    import pandas as pd
+
+    p = Path(path)
+    _check_file(p)
+    ncu = _import_ncu_report()
+    try:
+        ctx = ncu.load_report(str(p))
+        actions = [ctx.range_by_idx(i).action_by_idx(j)
+                   for i in range(ctx.num_ranges()) for j in range(ctx.range_by_idx(i).num_actions())]
+    except Exception as exc:  # noqa: BLE001 - the native reader's errors are not for people
+        raise ReportError(f"{p} could not be read by ncu_report ({exc}); record the report again.") from exc
+    if not actions:
+        raise ReportError(f"{p} holds no profiled kernels; check the ncu filters and profile again.")
+    pid, pname, host = _process_info(p)
+
+    kernels: list[dict[str, Any]] = []
+    details: list[list[Any]] = []
+    raw_rows: list[dict[str, str]] = []
+    raw_units: dict[str, str] = {}
+    for idx, a in enumerate(actions):
+        block, grid = _dim(a, "launch__block_dim"), _dim(a, "launch__grid_dim")
+        major = _value(a, "device__attribute_compute_capability_major")
+        minor = _value(a, "device__attribute_compute_capability_minor")
+        cc = f"{major}.{minor}" if major is not None else ""
+        demangled = _CAST_INT.sub(r"\1", str(a.name(a.NameBase_DEMANGLED)))
+        ident = [
+            str(idx), pid, pname, host, demangled, str(_value(a, "launch__context_id") or ""),
+            str(_value(a, "launch__stream_id") or ""), "({}, {}, {})".format(*block),
+            "({}, {}, {})".format(*grid), str(_value(a, "launch__device_id") or 0), cc,
+        ]
+        dur = _value(a, "gpu__time_duration.sum")
+        kernels.append({
+            "ID": idx, "Kernel Name": demangled, "Base Name": str(a.name(a.NameBase_FUNCTION)),
+            "Mangled Name": str(a.name(a.NameBase_MANGLED)), "Process ID": pid, "Process Name": pname,
+            "Context": ident[5], "Stream": ident[6], "Grid Size": ident[8], "Block Size": ident[7],
+            "grid_x": grid[0], "grid_y": grid[1], "grid_z": grid[2],
+            "block_x": block[0], "block_y": block[1], "block_z": block[2],
+            "Registers Per Thread": _value(a, "launch__registers_per_thread"),
+            "Static Shared Memory Per Block": _value(a, "launch__shared_mem_per_block_static"),
+            "Dynamic Shared Memory Per Block": _value(a, "launch__shared_mem_per_block_dynamic"),
+            "Device": ident[9], "Device Name": _value(a, "device__attribute_display_name") or "",
+            "CC": cc, "duration_ns": float(dur) if dur is not None else math.nan,
+            "NVTX Range": _nvtx_range(a),
+        })
+        rules = _rule_rows(a)
+        for sid, sname, _order, header in _section_table(a):
+            for metric_name, label in header:
+                m = a.metric_by_name(metric_name)
+                if m is None:
+                    continue
+                text, num = _metric_text(m)
+                details.append([*ident, sname, label, str(m.unit()), text, "", "", "", "", "", num,
+                                metric_name])
+            for rule in rules.get(sid, []):
+                details.append([*ident, sid, "", "", "", *rule, math.nan, ""])
+        row = dict(zip(ID_COLUMNS, ident, strict=True))
+        for name in a.metric_names():
+            if name.startswith(("breakdown:", "group:")):
+                continue
+            m = a.metric_by_name(name)
+            row[name] = _metric_text(m)[0]
+            raw_units.setdefault(name, _unit(name, m))
+        raw_rows.append(row)
+
+    metrics = pd.DataFrame(details, columns=[*DETAILS_COLUMNS, "value", "metric"])
+    cols = ID_COLUMNS + sorted(raw_units)
+    raw = pd.DataFrame(raw_rows).reindex(columns=cols).fillna("")
+    return NcuReport(p, "ncu-rep", pd.DataFrame(kernels, columns=KERNEL_COLUMNS), metrics, raw, raw_units)
+
+
+# ---------------------------------------------------------------------------------------------
+# CSV exports
+
+_PREFIX = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "m": 1e-3, "u": 1e-6, "n": 1e-9}
+_TIME_TO_NS = {"ns": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6, "s": 1e9, "second": 1e9}
+_PER_TIME = {"ns": 1e9, "us": 1e6, "ms": 1e3}
+
+
+def to_base_unit(unit: str) -> tuple[str, float]:
+    """The base unit ncu's ``--print-units base`` uses for a scaled unit, and the factor to it.
+
+    The factor is the one ncu applies (it multiplies by the prefix wherever it sits, so
+    ``%/Kbyte`` values are multiplied by 1000, as ncu prints them).
+    """
+    if unit in _TIME_TO_NS:
+        return "ns", _TIME_TO_NS[unit]
+    num, sep, den = unit.partition("/")
+    factor = 1.0
+    m = re.fullmatch(r"([KMGTP])(byte|hz|B)(.*)", num)
+    if m:
+        factor *= _PREFIX[m.group(1)]
+        num = m.group(2) + m.group(3)
+    if sep:
+        if den in _PER_TIME:
+            factor *= _PER_TIME[den]
+            den = "s"
+        else:
+            m = re.fullmatch(r"([KMGTP])(byte|B)", den)
+            if m:
+                factor *= _PREFIX[m.group(1)]
+                den = m.group(2)
+    return num + sep + den, factor
+
+
+def parse_number(text: str) -> float:
+    """A number as ncu prints it, with or without locale thousands separators; NaN if not a number."""
+    s = text.strip()
+    if not s:
+        return math.nan
+    if re.fullmatch(r"-?\d{1,3}(\.\d{3})+(,\d+)?", s):  # 1.234,5 (decimal comma locales)
+        s = s.replace(".", "").replace(",", ".")
+    else:
+        s = s.replace(",", "")
+    try:
+        return float(s)
+    except ValueError:
+        return math.nan
+
+
+def _base(text: str, unit: str) -> tuple[str, str, float]:
+    """(base unit, printed text in base units, value) for one CSV cell."""
+    value = parse_number(text)
+    base, factor = to_base_unit(unit)
+    if math.isnan(value):
+        return base, text, value
+    value *= factor
+    if factor != 1.0:
+        value = round(value, 6)
+    return base, format_number(value), value
+
+
+def _read_csv_rows(path: Path) -> list[list[str]]:
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ReportError(f"{path} is not a text CSV export of ncu; export it with `ncu --csv`.") from exc
+    rows = [r for r in csv.reader(io.StringIO(text)) if r]
+    if not rows or rows[0][:1] != ["ID"] or rows[0][:len(ID_COLUMNS)] != ID_COLUMNS:
+        raise ReportError(
+            f"{path} is not an `ncu --csv --page details` or `--page raw` export; export it again."
+        )
+    return rows
+
+
+def _kernels_from(ident_rows: dict[str, list[str]], values: dict[str, dict[str, float]]) -> pd.DataFrame:
+    import pandas as pd
+
+    out = []
+    for key, ident in ident_rows.items():
+        v = values.get(key, {})
+        dims = []
+        for col in (ident[8], ident[7]):
+            nums = [int(x) for x in re.findall(r"\d+", col)] + [1, 1, 1]
+            dims.append(nums[:3])
+        out.append({
+            "ID": int(ident[0]), "Kernel Name": ident[4], "Base Name": ident[4].split("(")[0].split(" ")[-1],
+            "Mangled Name": "", "Process ID": ident[1], "Process Name": ident[2], "Context": ident[5],
+            "Stream": ident[6], "Grid Size": ident[8], "Block Size": ident[7],
+            "grid_x": dims[0][0], "grid_y": dims[0][1], "grid_z": dims[0][2],
+            "block_x": dims[1][0], "block_y": dims[1][1], "block_z": dims[1][2],
+            "Registers Per Thread": v.get("launch__registers_per_thread"),
+            "Static Shared Memory Per Block": v.get("launch__shared_mem_per_block_static"),
+            "Dynamic Shared Memory Per Block": v.get("launch__shared_mem_per_block_dynamic"),
+            "Device": ident[9], "Device Name": "", "CC": ident[10],
+            "duration_ns": v.get("gpu__time_duration.sum", math.nan), "NVTX Range": "",
+        })
+    return pd.DataFrame(out, columns=KERNEL_COLUMNS)
+
+
+def read_ncu_csv(path: str | Path) -> NcuReport:
+    """Read an ``ncu --import R --csv --page details`` or ``--page raw`` export.
+
+    Values are converted to base units (as ``--print-units base`` would print them); locale
+    thousands separators are understood.
+
+    Raises:
+        ReportError: The file is missing, a folder, or not such an export.
+    """
+    import pandas as pd
+
+    p = Path(path)
+    if not p.exists():
+        raise ReportError(f"{p} does not exist; check the path.")
+    if p.is_dir():
+        raise ReportError(f"{p} is a folder, not a report; give the path of a .ncu-rep or .csv file.")
+    rows = _read_csv_rows(p)
+    header = rows[0]
+    labels = {(s[1], label): metric for s in _SECTIONS for metric, label in s[3]}
+    idents: dict[str, list[str]] = {}
+    values: dict[str, dict[str, float]] = {}
+    n_id = len(ID_COLUMNS)
+    if header[n_id:n_id + 4] == ["Section Name", "Metric Name", "Metric Unit", "Metric Value"]:
+        details = []
+        for r in rows[1:]:
+            r = (r + [""] * len(DETAILS_COLUMNS))[:len(DETAILS_COLUMNS)]
+            ident = r[:n_id]
+            idents.setdefault(ident[0], ident)
+            section, label, unit, text = r[n_id:n_id + 4]
+            metric = labels.get((section, label), "")
+            if r[n_id + 4]:  # a rule row
+                details.append([*r, math.nan, ""])
+                continue
+            unit, text, value = _base(text, unit)
+            if metric:
+                values.setdefault(ident[0], {})[metric] = value
+            details.append([*ident, section, label, unit, text, "", "", "", "", "", value, metric])
+        metrics = pd.DataFrame(details, columns=[*DETAILS_COLUMNS, "value", "metric"])
+        raw = pd.DataFrame(columns=ID_COLUMNS)
+        return NcuReport(p, "csv-details", _kernels_from(idents, values), metrics, raw, {})
+
+    if len(rows) < 2:
+        raise ReportError(f"{p} has no units row; export it again with `ncu --csv --page raw`.")
+    units_row = rows[1]
+    names = header[n_id:]
+    raw_units: dict[str, str] = {}
+    factors: list[float] = []
+    for name, unit in zip(names, units_row[n_id:], strict=False):
+        base, factor = to_base_unit(unit)
+        raw_units[name] = base
+        factors.append(factor)
+    raw_rows = []
+    for r in rows[2:]:
+        ident = r[:n_id]
+        idents[ident[0]] = ident
+        row = dict(zip(ID_COLUMNS, ident, strict=False))
+        vals: dict[str, float] = {}
+        for name, cell, unit in zip(names, r[n_id:], units_row[n_id:], strict=False):
+            _, text, value = _base(cell, unit)
+            if cell in ("", "no data"):
+                text = cell
+            row[name] = text
+            vals[name] = value
+        values[ident[0]] = vals
+        raw_rows.append(row)
+    raw = pd.DataFrame(raw_rows).reindex(columns=ID_COLUMNS + names).fillna("")
+    # The details rows that the raw page can answer (no rule results: the raw page has none).
+    details = []
+    for key, ident in idents.items():
+        for _sid, sname, _order, header_metrics in sorted(_SECTIONS, key=lambda s: (s[2], s[1])):
+            for metric, label in header_metrics:
+                if metric not in raw_units:
+                    continue
+                text = str(raw.loc[raw["ID"] == key, metric].iloc[0])
+                details.append([*ident, sname, label, raw_units[metric], text, "", "", "", "", "",
+                                values[key].get(metric, math.nan), metric])
+    metrics = pd.DataFrame(details, columns=[*DETAILS_COLUMNS, "value", "metric"])
+    return NcuReport(p, "csv-raw", _kernels_from(idents, values), metrics, raw, raw_units)
+
+
+def read_ncu(path: str | Path) -> NcuReport:
+    """Read an Nsight Compute report (``.ncu-rep``) or its CSV export (``.csv``).
+
+    Raises:
+        ReportError: The file cannot be read; the message says what to do.
+    """
+    p = Path(path)
+    if p.suffix.lower() == ".csv":
+        return read_ncu_csv(p)
+    return read_ncu_rep(p)
