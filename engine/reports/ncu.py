@@ -551,13 +551,17 @@ def _kernels_from(ident_rows: dict[str, list[str]], values: dict[str, dict[str, 
             "Stream": ident[6], "Grid Size": ident[8], "Block Size": ident[7],
             "grid_x": dims[0][0], "grid_y": dims[0][1], "grid_z": dims[0][2],
             "block_x": dims[1][0], "block_y": dims[1][1], "block_z": dims[1][2],
-            "Registers Per Thread": v.get("launch__registers_per_thread"),
-            "Static Shared Memory Per Block": v.get("launch__shared_mem_per_block_static"),
-            "Dynamic Shared Memory Per Block": v.get("launch__shared_mem_per_block_dynamic"),
+            "Registers Per Thread": _int_or_none(v.get("launch__registers_per_thread")),
+            "Static Shared Memory Per Block": _int_or_none(v.get("launch__shared_mem_per_block_static")),
+            "Dynamic Shared Memory Per Block": _int_or_none(v.get("launch__shared_mem_per_block_dynamic")),
             "Device": ident[9], "Device Name": "", "CC": ident[10],
             "duration_ns": v.get("gpu__time_duration.sum", math.nan), "NVTX Range": "",
         })
     return pd.DataFrame(out, columns=KERNEL_COLUMNS)
+
+
+def _int_or_none(v: float | None) -> int | None:
+    return None if v is None or math.isnan(v) else int(v)
 
 
 def read_ncu_csv(path: str | Path) -> NcuReport:

@@ -156,3 +156,48 @@ def test_bad_inputs(tmp_path: Path) -> None:
             read_ncu(path)
         assert words in str(ei.value)
         _one_sentence(ei.value)
+
+
+# --- the `ncu` subcommand ------------------------------------------------------------------------
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    import argparse
+
+    from engine.cli_ncu import add_parser
+
+    p = argparse.ArgumentParser()
+    add_parser(p.add_subparsers())
+    args = p.parse_args(argv)
+    rc = args.func(args)
+    return rc, capsys.readouterr().out
+
+
+def test_cli_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out = _run(["ncu", str(NCU / "host_overhead_fixed.ncu-rep")], capsys)
+    assert rc == 0
+    lines = out.splitlines()
+    assert "Compute (SM) %" in lines[0] and len(lines) == 4
+    assert "2,101.89" in lines[2] and "73.38" in lines[2] and "97.51" in lines[2]
+
+
+def test_cli_pages_and_filter(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    rc, out = _run(["ncu", str(NCU / "torch_sdpa.ncu-rep"), "--page", "details"], capsys)
+    assert out == (ORACLES / "torch_sdpa.details.csv").read_text()
+    rc, out = _run(["ncu", str(NCU / "host_overhead_fixed.ncu-rep"), "--page", "raw", "--kernel", "saxpy"],
+                   capsys)
+    rows = _rows(out)
+    assert len(rows) == 3 and rows[2][4].startswith("saxpy")
+    rc, out = _run(["ncu", str(NCU / "host_overhead_fixed_details.csv"), "--json"], capsys)
+    data = json.loads(out)
+    assert [d["Registers Per Thread"] for d in data] == [32, 16]
+
+
+def test_cli_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    from engine.errors import KernelscopeError
+
+    with pytest.raises(KernelscopeError, match="No kernel name matches"):
+        _run(["ncu", str(NCU / "host_overhead_fixed.ncu-rep"), "--kernel", "nomatch"], capsys)
+    with pytest.raises(KernelscopeError, match="no raw page"):
+        _run(["ncu", str(NCU / "host_overhead_fixed_details.csv"), "--page", "raw"], capsys)
