@@ -285,6 +285,10 @@ def build_parser() -> argparse.ArgumentParser:
     i = sub.add_parser("info", help="what a report contains and what it lacks")
     i.add_argument("input", metavar="REPORT")
     i.set_defaults(func=cmd_info)
+
+    from engine.cli_ncu import add_parser as add_ncu_parser
+
+    add_ncu_parser(sub)
     return p
 
 
