@@ -17,7 +17,7 @@ from engine.telemetry.nvml import Nvml, load_pynvml, nvml_available
 from engine.telemetry.snapshot import GpuSample, Snapshot
 
 GPM_MIN_WINDOW_S = 0.1  # NVML wants GPM samples at least 100 ms apart
-SLOW_PERIOD_S = 1.0  # processes, ECC, power limit: costly or slow-changing, read once a second
+SLOW_PERIOD_S = 1.0  # processes, ECC, energy, power limit, legacy PCIe: costly or slow, once a second
 
 # GpuSample field -> pynvml GPM metric constant; PCIe/NVLink rates are MiB/s in NVML.
 GPM_METRICS: dict[str, tuple[str, float]] = {
@@ -77,7 +77,9 @@ class NvmlSource:
 
     GPM metrics (Hopper and newer) are read only on GPUs where ``nvmlGpmQueryDeviceSupport`` says
     so, over windows of at least 100 ms: a read less than 100 ms after the last window repeats that
-    window's values. Processes, ECC counts and the power limit are refreshed once a second.
+    window's values. Processes, ECC counts, energy and the power limit are refreshed once a second
+    (energy costs ~3.5 ms of CPU per call). PCIe rates come from GPM where supported; elsewhere from
+    ``nvmlDeviceGetPcieThroughput`` once a second, since each call blocks ~20 ms.
 
     Args:
         lib: The ``pynvml`` module, or a stand-in for tests; None loads ``pynvml``.
@@ -196,9 +198,6 @@ class NvmlSource:
         util = q("nvmlDeviceGetUtilizationRates", h)
         mem = q("nvmlDeviceGetMemoryInfo", h)
         power_mw = q("nvmlDeviceGetPowerUsage", h)
-        energy_mj = q("nvmlDeviceGetTotalEnergyConsumption", h)
-        tx = q("nvmlDeviceGetPcieThroughput", h, getattr(lib, "NVML_PCIE_UTIL_TX_BYTES", 0))
-        rx = q("nvmlDeviceGetPcieThroughput", h, getattr(lib, "NVML_PCIE_UTIL_RX_BYTES", 1))
         reasons = q("nvmlDeviceGetCurrentClocksEventReasons", h)
         if reasons is None:
             reasons = q("nvmlDeviceGetCurrentClocksThrottleReasons", h)
@@ -208,6 +207,9 @@ class NvmlSource:
             g.slow = self._read_slow(g)
         if g.gpm_ids:
             self._read_gpm(g, now)
+        tx, rx = g.gpm_values.get("gpm_pcie_tx_bytes_per_s"), g.gpm_values.get("gpm_pcie_rx_bytes_per_s")
+        if tx is None and rx is None:
+            tx, rx = g.slow.get("pcie_tx_bytes_per_s"), g.slow.get("pcie_rx_bytes_per_s")
         return GpuSample(
             timestamp_ns=ts,
             gpu=g.index,
@@ -221,10 +223,10 @@ class NvmlSource:
             mem_clock_mhz=q("nvmlDeviceGetClockInfo", h, getattr(lib, "NVML_CLOCK_MEM", 2)),
             power_w=None if power_mw is None else power_mw / 1000.0,
             power_limit_w=g.slow.get("power_limit_w"),
-            energy_j=None if energy_mj is None else energy_mj / 1000.0,
+            energy_j=g.slow.get("energy_j"),
             temp_c=_float(q("nvmlDeviceGetTemperature", h, getattr(lib, "NVML_TEMPERATURE_GPU", 0))),
-            pcie_tx_bytes_per_s=None if tx is None else tx * 1024.0,  # NVML: KiB/s over 20 ms
-            pcie_rx_bytes_per_s=None if rx is None else rx * 1024.0,
+            pcie_tx_bytes_per_s=tx,
+            pcie_rx_bytes_per_s=rx,
             throttle_reasons=None if reasons is None else tuple(
                 name for bit, name in self._throttle_names if int(reasons) & bit),
             ecc_errors=g.slow.get("ecc_errors"),
@@ -235,6 +237,13 @@ class NvmlSource:
     def _read_slow(self, g: _Gpu) -> dict[str, Any]:
         q, h, lib = self.nvml.query, g.handle, self.nvml.lib
         limit_mw = q("nvmlDeviceGetEnforcedPowerLimit", h)
+        energy_mj = q("nvmlDeviceGetTotalEnergyConsumption", h)  # ~3.5 ms of CPU on an H200
+        pcie: dict[str, float | None] = {"pcie_tx_bytes_per_s": None, "pcie_rx_bytes_per_s": None}
+        if not g.gpm_ids:  # each call blocks ~20 ms (NVML measures over 20 ms); GPM has these rates
+            for key, const, default in (("pcie_tx_bytes_per_s", "NVML_PCIE_UTIL_TX_BYTES", 0),
+                                        ("pcie_rx_bytes_per_s", "NVML_PCIE_UTIL_RX_BYTES", 1)):
+                kib = q("nvmlDeviceGetPcieThroughput", h, getattr(lib, const, default))
+                pcie[key] = None if kib is None else kib * 1024.0  # NVML: KiB/s
         ecc = q("nvmlDeviceGetTotalEccErrors", h, getattr(lib, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
                 getattr(lib, "NVML_VOLATILE_ECC", 0))
         procs: dict[int, int | None] = {}
@@ -254,6 +263,8 @@ class NvmlSource:
             "power_limit_w": None if limit_mw is None else limit_mw / 1000.0,
             "ecc_errors": None if ecc is None else int(ecc),
             "processes": processes,
+            "energy_j": None if energy_mj is None else energy_mj / 1000.0,
+            **pcie,
         }
 
     def _proc_name(self, pid: int) -> str:
