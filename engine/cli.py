@@ -289,6 +289,10 @@ def build_parser() -> argparse.ArgumentParser:
     from engine.cli_ncu import add_parser as add_ncu_parser
 
     add_ncu_parser(sub)
+
+    from engine.telemetry.cli import add_parser as add_telemetry_parser
+
+    add_telemetry_parser(sub)
     return p
 
 
