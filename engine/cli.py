@@ -90,6 +90,24 @@ def _ext(fmt: str) -> str:
     return {"csv": "csv", "json": "json", "table": "txt"}[fmt]
 
 
+def _emit(args: argparse.Namespace, name: str, title: str, text: str, json_out: dict[str, Any]) -> None:
+    """Send one report's or rule's text where the user asked: PREFIX_<name> file, JSON, stdout.
+
+    An empty text stays an empty file (nsys writes 0-byte files for rules that found nothing).
+    """
+    if args.output:
+        target = Path(f"{args.output}_{name}.{_ext(args.format)}")
+        _write(target, text if not text or text.endswith("\n") else text + "\n")
+        print(f"kernelscope: wrote {target}", file=sys.stderr)
+    elif args.format == "json":
+        json_out[name] = json.loads(text)
+    else:
+        if args.format == "table":
+            print(f"\n ** {title} ({name}):\n")
+        if text:
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
 # -- stats -------------------------------------------------------------------------------------
 def cmd_stats(args: argparse.Namespace) -> int:
     """Run nsys-style statistics reports (results are cached per file and engine version)."""
@@ -131,16 +149,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
             if fmt == "json" and not args.output:
                 json_out[name] = []
             continue
-        if args.output:
-            target = Path(f"{args.output}_{name}.{_ext(fmt)}")
-            _write(target, text if text.endswith("\n") or not text else text + "\n")
-            print(f"kernelscope: wrote {target}", file=sys.stderr)
-        elif fmt == "json":
-            json_out[name] = json.loads(text)
-        else:
-            if fmt == "table":
-                print(f"\n ** {stats.REPORTS[name]} ({name}):\n")
-            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        _emit(args, name, stats.REPORTS[name], text, json_out)
     if fmt == "json" and not args.output:
         print(json.dumps(json_out, indent=1))
     return EXIT_OK
@@ -166,7 +175,6 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from engine.analysis import expert
 
     specs = [expert.parse_rule_spec(s) for s in _split_names(args.rule, DEFAULT_RULES)]
-    # Options given with --option apply to every rule that accepts them (like nsys's rule args).
     trace = _open(args.input)
     fmt = args.format
     json_out: dict[str, Any] = {}
@@ -180,19 +188,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                                "fix": result.fix}, indent=1)
         else:
             text = (_table_text(result.table) if found else "") + _explain(result)
-        if args.output:
-            target = Path(f"{args.output}_{name}.{_ext(fmt)}")
-            _write(target, text)
-            print(f"kernelscope: wrote {target}", file=sys.stderr)
-        elif fmt == "json":
-            json_out[name] = json.loads(text)
-        else:
-            if fmt == "table":
-                print(f"\n ** {expert.RULES[name]} ({name}):\n")
-            if text:
-                sys.stdout.write(text if text.endswith("\n") else text + "\n")
-            if fmt == "csv":
-                print(f"kernelscope: {name}: {result.explanation}", file=sys.stderr)
+        _emit(args, name, expert.RULES[name], text, json_out)
+        if fmt == "csv" and not args.output:
+            print(f"kernelscope: {name}: {result.explanation}", file=sys.stderr)
     if fmt == "json" and not args.output:
         print(json.dumps(json_out, indent=1))
     return EXIT_OK

@@ -88,17 +88,6 @@ def nsys_candidates(env: Mapping[str, str] | None = None, root: str = "/") -> li
     return found
 
 
-def qdstrm_importer_for(nsys: Path) -> Path | None:
-    """The QdstrmImporter that ships beside an nsys (the ``host/linux-desktop-*`` folder)."""
-    base = nsys.resolve().parent
-    for pattern in ("../host/linux-desktop-*/QdstrmImporter", "../linux-desktop-*/QdstrmImporter",
-                    "QdstrmImporter"):
-        hits = sorted(glob.glob(str(base / pattern)))
-        if hits:
-            return Path(hits[0]).resolve()
-    return None
-
-
 def tool_version(path: Path, timeout_s: float = 30.0) -> str | None:
     """Run ``TOOL --version`` and return the version it prints (None on any failure)."""
     try:
