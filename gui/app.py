@@ -1,4 +1,4 @@
-"""Entry point: ``kernelscope-gui [REPORT ...] [--screenshot FILE.png] [--view summary|stats|info]``.
+"""Entry point: ``kernelscope-gui [REPORT ...] [--screenshot FILE.png] [--view VIEW]``.
 
 Kept light: only argparse and PySide6 at import; the engine, pandas and pyqtgraph load when the
 first report does, so the window appears fast.
@@ -12,8 +12,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from gui.views.registry import view_keys
+
+VIEW_CHOICES = view_keys()
+
 SCREENSHOT_SIZE = (1600, 1000)
-VIEW_CHOICES = ("summary", "stats", "info")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -75,10 +78,12 @@ def take_screenshot(window: object, view: str, out: Path, timeout_ms: int = 120_
     if window.reports.current is None:
         return "No report was opened, so there is nothing to take a screenshot of."
     window.set_view(view)
-    if view == "stats":
-        stats = window.views["stats"]
-        if stats.is_busy():  # type: ignore[attr-defined]
-            stats.sig_table_ready.connect(loop.quit)  # type: ignore[attr-defined]
+    shown = window.views.get(view)
+    is_busy = getattr(shown, "is_busy", None)
+    if is_busy is not None and is_busy():
+        ready = getattr(shown, "sig_ready", None) or getattr(shown, "sig_table_ready", None)
+        if ready is not None:
+            ready.connect(loop.quit)
             loop.exec()
     timer.stop()
     for _ in range(3):

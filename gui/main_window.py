@@ -30,12 +30,14 @@ from PySide6.QtWidgets import (
 from gui import settings as gsettings
 from gui.documents import OpenReports
 from gui.log_panel import LogPanel
+from gui.views.registry import VIEW_SPECS
+from gui.views.registry import spec as view_spec
 from gui.views.welcome_view import WelcomeView
 from gui.workers import Job, LoadedReport, LoadWorker, Opener
 
 APP_NAME = "Kernelscope"
 #: view key -> tab title, in tab and shortcut order (Ctrl+1, Ctrl+2, ...)
-VIEWS = {"summary": "Summary", "stats": "Statistics", "info": "Info"}
+VIEWS = {s.key: s.title for s in VIEW_SPECS}
 OPEN_FILTER = (
     "Reports (*.nsys-rep *.sqlite *.json *.json.gz *.gz);;Nsight Systems (*.nsys-rep *.sqlite);;"
     "PyTorch profiler traces (*.json *.json.gz);;All files (*)"
@@ -152,7 +154,9 @@ class MainWindow(QMainWindow):
         self.view_group = QActionGroup(self)
         self.view_actions: dict[str, QAction] = {}
         for i, (key, title) in enumerate(VIEWS.items(), start=1):
-            act = QAction(title, self, checkable=True, shortcut=QKeySequence(f"Ctrl+{i}"))
+            act = QAction(title, self, checkable=True)
+            if i <= 9:
+                act.setShortcut(QKeySequence(f"Ctrl+{i}"))
             act.triggered.connect(lambda _=False, k=key: self.set_view(k))
             self.view_group.addAction(act)
             self.view_actions[key] = act
@@ -203,18 +207,16 @@ class MainWindow(QMainWindow):
         """Build the views on first use (imports pyqtgraph and pandas)."""
         if self.views:
             return
-        from gui.views.info_view import InfoView
-        from gui.views.stats_view import StatsView
-        from gui.views.summary_view import SummaryView
+        import importlib
 
-        self.views = {
-            "summary": SummaryView(self.reports),
-            "stats": StatsView(self.reports),
-            "info": InfoView(self.reports),
-        }
-        self.views["stats"].sig_message.connect(self.log.add)
-        for key, title in VIEWS.items():
-            self.tabs.addTab(self.views[key], title)
+        for vs in VIEW_SPECS:
+            cls = getattr(importlib.import_module(vs.module), vs.cls)
+            view = cls(self.reports)
+            self.views[vs.key] = view
+            sig = getattr(view, "sig_message", None)
+            if sig is not None:
+                sig.connect(self.log.add)
+            self.tabs.addTab(view, vs.title)
 
     # -- public API --------------------------------------------------------------------------------
     def open_dialog(self) -> None:
@@ -276,9 +278,12 @@ class MainWindow(QMainWindow):
             self.log.add(f"Closed {rep.name}.")
 
     def set_view(self, key: str) -> None:
-        if key not in VIEWS:
-            raise KeyError(f"unknown view {key!r}; choose one of {', '.join(VIEWS)}")
+        vs = view_spec(key)  # KeyError naming the choices
         self.view_actions[key].setChecked(True)
+        if not vs.needs_report:
+            # Telemetry and Run work without a report: show the tabs even on the welcome page.
+            self._ensure_views()
+            self.center.setCurrentWidget(self.tabs)
         if self.views:
             self.tabs.setCurrentWidget(self.views[key])
 
@@ -304,9 +309,10 @@ class MainWindow(QMainWindow):
         for job in list(self._jobs.values()):
             job.stop()
         self._jobs.clear()
-        stats = self.views.get("stats")
-        if stats is not None:
-            stats.shutdown()  # type: ignore[attr-defined]
+        for view in self.views.values():
+            stop = getattr(view, "shutdown", None)
+            if stop is not None:
+                stop()
 
     # -- load results --------------------------------------------------------------------------------
     def _on_load_progress(self, msg: str) -> None:
