@@ -291,6 +291,14 @@ def build_parser() -> argparse.ArgumentParser:
     from engine.telemetry.cli import add_parser as add_telemetry_parser
 
     add_telemetry_parser(sub)
+
+    from engine.guide_cli import add_parsers as add_guide_parsers
+
+    add_guide_parsers(sub)  # findings, checklist, compare, gate, export, walkthrough
+
+    from engine.sessions.bench_cli import add_parsers as add_bench_parsers
+
+    add_bench_parsers(sub)
     return p
 
 

@@ -128,7 +128,8 @@ def main(name: str, argv: Sequence[str] | None = None) -> int:
     w = get_workload(name)
     ap = argparse.ArgumentParser(prog=f"python -m {w.module}", description=w.description)
     ap.add_argument("--param", action="append", metavar="K=V",
-                    help="; ".join(f"{k} (default {v}): {w.param_help.get(k, '')}" for k, v in w.params.items()))
+                    help="; ".join(f"{k} (default {v}): {w.param_help.get(k, '')}"
+                                   for k, v in w.params.items()))
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args(argv)
     try:
@@ -169,7 +170,8 @@ def main(name: str, argv: Sequence[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"{name} {' '.join(f'{k}={v}' for k, v in params.items())}: median {result['median_ms']:.3f} ms, "
+        shown = " ".join(f"{k}={v}" for k, v in params.items())
+        print(f"{name} {shown}: median {result['median_ms']:.3f} ms, "
               f"min {result['min_ms']:.3f} ms over {iters} iterations"
               + (f", rel. error vs reference {rel_err:.2e}" if rel_err is not None else ""))
     return 0

@@ -107,7 +107,8 @@ class Workload:
     def _impl(self) -> Any:
         return importlib.import_module(self.module)
 
-    def make(self, params: Mapping[str, str] | None = None, device: str | None = None) -> tuple[Fn, Fn | None]:
+    def make(self, params: Mapping[str, str] | None = None,
+             device: str | None = None) -> tuple[Fn, Fn | None]:
         """Build the callables the harness times.
 
         Args:
