@@ -39,8 +39,8 @@ APP_NAME = "Kernelscope"
 #: view key -> tab title, in tab and shortcut order (Ctrl+1, Ctrl+2, ...)
 VIEWS = {s.key: s.title for s in VIEW_SPECS}
 OPEN_FILTER = (
-    "Reports (*.nsys-rep *.sqlite *.json *.json.gz *.gz);;Nsight Systems (*.nsys-rep *.sqlite);;"
-    "PyTorch profiler traces (*.json *.json.gz);;All files (*)"
+    "Reports (*.nsys-rep *.sqlite *.json *.json.gz *.gz *.ncu-rep);;Nsight Systems (*.nsys-rep *.sqlite);;"
+    "Nsight Compute (*.ncu-rep *.csv);;PyTorch profiler traces (*.json *.json.gz);;All files (*)"
 )
 
 
@@ -322,8 +322,13 @@ class MainWindow(QMainWindow):
         self._ensure_views()
         self.reports.add(report)
         s = report.summary
-        self.log.add(f"Opened {report.path} in {report.load_s:.2f} s: "
-                     f"{_fmt_ms(s['wall']['span_ns'])} capture, {len(s['findings'])} findings.")
+        if report.is_ncu:
+            n = len(report.ncu.kernels)
+            self.log.add(f"Opened {report.path} in {report.load_s:.2f} s: Nsight Compute report, "
+                         f"{n} profiled kernel{'s' if n != 1 else ''} (see the Kernels view).")
+        else:
+            self.log.add(f"Opened {report.path} in {report.load_s:.2f} s: "
+                         f"{_fmt_ms(s['wall']['span_ns'])} capture, {len(s['findings'])} findings.")
         recent = gsettings.add_recent(self.settings, report.path)
         self.welcome.set_recent(recent)
         self.statusBar().showMessage(f"Opened {report.name}", 5000)

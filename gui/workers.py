@@ -112,6 +112,18 @@ class LoadedReport:
     def name(self) -> str:
         return self.path.name
 
+    @property
+    def ncu(self) -> Any:
+        """The :class:`engine.reports.ncu.NcuReport` of an Nsight Compute report, else None."""
+        from engine.reports.ncu_trace import NcuTrace
+
+        return self.trace.ncu if isinstance(self.trace, NcuTrace) else None
+
+    @property
+    def is_ncu(self) -> bool:
+        """True for an Nsight Compute report (kernels, no timeline)."""
+        return self.ncu is not None
+
 
 Opener = Callable[..., Any]
 
@@ -134,9 +146,12 @@ class LoadWorker(Worker):
         self.sig_progress.emit(f"Opening {self.path.name}…")
         opener = self._opener
         if opener is None:
+            import functools
+
             from engine.reports import open_report
 
-            opener = open_report
+            # The window lists Nsight Compute reports beside timelines (the Kernels view shows them).
+            opener = functools.partial(open_report, ncu=True)
         trace = opener(self.path, progress=self._progress, cancel=self.cancel_event)
         try:
             self.check_cancel()

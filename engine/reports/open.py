@@ -41,7 +41,7 @@ def sniff_kind(path: Path) -> str:
         return "json"
     if head.lstrip()[:1] in (b"{", b"["):
         return "json"
-    if path.suffix == ".ncu-rep" or head.startswith(b"NVIDIA Nsight Compute"):
+    if path.suffix == ".ncu-rep" or head.startswith((b"NVIDIA Nsight Compute", b"NVR\x00")):
         return "ncu-rep"
     return "unknown"
 
@@ -51,6 +51,7 @@ def open_report(
     *,
     progress: ProgressFn | None = None,
     cancel: threading.Event | None = None,
+    ncu: bool = False,
 ) -> Trace:
     """Open an nsys report (.nsys-rep or .sqlite) or a Kineto trace.
 
@@ -58,6 +59,9 @@ def open_report(
         path: the report file.
         progress: called with (message, fraction or None) during long steps (nsys export).
         cancel: set it to abandon a running export.
+        ncu: also open Nsight Compute reports (.ncu-rep, ncu CSV exports) as an
+            :class:`~engine.reports.ncu_trace.NcuTrace` (the window lists them beside timelines);
+            without it they are refused with a sentence pointing to ``kernelscope ncu``.
 
     Raises:
         ReportError: the file cannot be read, is not a supported report, or is damaged.
@@ -85,6 +89,10 @@ def open_report(
         from engine.reports.kineto import KinetoTrace
 
         return KinetoTrace(path)
+    if ncu and (kind == "ncu-rep" or (kind == "unknown" and path.suffix.lower() == ".csv")):
+        from engine.reports.ncu_trace import open_ncu
+
+        return open_ncu(path)
     if kind == "ncu-rep":
         raise ReportError(
             f"{path} is an Nsight Compute report; open it with `kernelscope ncu` or the Kernels "

@@ -11,6 +11,7 @@ KIND_LABELS = {
     "nsys-sqlite": "Nsight Systems SQLite export",
     "nsys-rep": "Nsight Systems report",
     "kineto": "PyTorch profiler trace",
+    "ncu": "Nsight Compute report",
 }
 
 

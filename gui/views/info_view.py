@@ -104,6 +104,8 @@ class InfoView(QWidget):
             item.setToolTip(text)
             self.tables.setItem(r, 2, item)
         lines = report.trace.missing_report()
+        if report.is_ncu:
+            lines = [next(iter(missing.values()))]  # one sentence: no timeline tables at all
         self.missing.setText("\n".join(f"• {m[0].upper()}{m[1:]}." for m in lines) if lines
                              else "Everything Kernelscope reads was captured.")
 

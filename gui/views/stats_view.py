@@ -201,6 +201,13 @@ class StatsView(QWidget):
             self.model.set_frame(None)
             self._show_placeholder("Open a report to see its statistics.")
             return
+        if report.is_ncu:
+            from gui.views.summary_view import ncu_notice_text
+
+            self.model.set_frame(None)
+            self._show_placeholder(ncu_notice_text(report.name).replace("to summarize", "for nsys statistics"))
+            self.sig_table_ready.emit("")
+            return
         self._request(report, self.combo.currentData())
 
     def _on_removed(self, report: LoadedReport) -> None:
@@ -211,7 +218,7 @@ class StatsView(QWidget):
         name = self.combo.currentData()
         if self.stats is not None and name:
             self.description.setText(self.stats.REPORTS.get(name, ""))
-        if self.reports.current is not None and name:
+        if self.reports.current is not None and name and not self.reports.current.is_ncu:
             self._request(self.reports.current, name)
 
     def _on_filter(self, text: str) -> None:

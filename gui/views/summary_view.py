@@ -222,7 +222,16 @@ class SummaryView(QWidget):
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self._scroll = scroll
         outer.addWidget(scroll)
+        # Nsight Compute reports have no timeline to summarize: one sentence instead of the page.
+        self.ncu_notice = QLabel()
+        self.ncu_notice.setObjectName("NcuNotice")
+        self.ncu_notice.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.ncu_notice.setWordWrap(True)
+        self.ncu_notice.setStyleSheet("#NcuNotice { background: white; color: #5f6b7a; font-size: 13pt; }")
+        self.ncu_notice.hide()
+        outer.addWidget(self.ncu_notice)
         body = QWidget()
         body.setObjectName("SummaryBody")
         body.setStyleSheet("#SummaryBody { background: white; }")
@@ -317,6 +326,12 @@ class SummaryView(QWidget):
             self.summary = None
             self.title.setText("No report open")
             self.subtitle.setText("Open a report with File ▸ Open… or drop one on the window.")
+            return
+        self._scroll.setVisible(not report.is_ncu)
+        self.ncu_notice.setVisible(report.is_ncu)
+        if report.is_ncu:
+            self.summary = None
+            self.ncu_notice.setText(ncu_notice_text(report.name))
             return
         self.set_summary(report.summary, report.name)
 
@@ -430,6 +445,13 @@ class SummaryView(QWidget):
             "idle": self.card_idle.value.text(),
             "kernels": self.card_kernels.value.text(),
         }
+
+
+def ncu_notice_text(name: str) -> str:
+    """What the timeline views say about an Nsight Compute report."""
+    return (f"{name} is an Nsight Compute report: its kernels were profiled one at a time, so "
+            "there is no timeline to summarize.\nSee the Kernels view (and Roofline) for its kernels, "
+            "their sections, rule results and estimated speedups.")
 
 
 def _sentence(text: str) -> str:
