@@ -30,6 +30,7 @@ class ViewSpec:
 #: tab order; the first nine get Ctrl+1 ... Ctrl+9
 VIEW_SPECS: tuple[ViewSpec, ...] = (
     ViewSpec("summary", "Summary", "gui.views.summary_view", "SummaryView"),
+    ViewSpec("timeline", "Timeline", "gui.views.timeline_view", "TimelineView"),
     ViewSpec("stats", "Statistics", "gui.views.stats_view", "StatsView"),
     ViewSpec("info", "Info", "gui.views.info_view", "InfoView"),
 )
