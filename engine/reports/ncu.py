@@ -190,9 +190,25 @@ _SPEEDUP_TYPES = {0: "", 1: "local", 2: "global"}
 _KIND_UNKNOWN, _KIND_ANY, _KIND_STRING, _KIND_FLOAT, _KIND_DOUBLE, _KIND_UINT32, _KIND_UINT64 = range(7)
 
 
+RULE_TABLE_COLUMNS = [
+    "ID", "rule", "name", "section", "type", "title", "message", "speedup_type", "speedup_pct",
+]
+SOURCE_COLUMNS = [
+    "ID", "pc", "samples", "top_stall", "top_stall_samples", "inst_executed", "sass", "file", "line",
+]
+
+
 @dataclass
 class NcuReport:
-    """What one Nsight Compute report (or its CSV export) holds, as plain tables."""
+    """What one Nsight Compute report (or its CSV export) holds, as plain tables.
+
+    ``values`` holds every metric as a float in base units (one row per kernel, indexed by ID, one
+    column per metric; NaN for text metrics and metrics without a single value), ``units`` their
+    base units, ``labels`` the names ncu's sections print for them. ``rules`` holds the rule results
+    stored in the report (``speedup_pct`` as a float, NaN when the rule gave no estimate) and
+    ``source`` the hottest sampled SASS instructions per kernel (empty when source counters were
+    not collected).
+    """
 
     path: Path
     source: str  # "ncu-rep", "csv-details" or "csv-raw"
@@ -201,6 +217,24 @@ class NcuReport:
     raw: pd.DataFrame
     raw_units: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    values: pd.DataFrame | None = None
+    units: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    rules: pd.DataFrame | None = None
+    sources: pd.DataFrame | None = None
+    sections: dict[int, list[str]] = field(default_factory=dict)
+
+    def value(self, kernel_id: int, metric: str) -> float | None:
+        """One metric of one kernel as a float in base units, or None when it was not collected."""
+        v = self.values
+        if v is None or metric not in v.columns or kernel_id not in v.index:
+            return None
+        x: Any = v.at[kernel_id, metric]
+        try:
+            f = float(x)
+        except (TypeError, ValueError):
+            return None
+        return None if math.isnan(f) else f
 
 
 # ---------------------------------------------------------------------------------------------
@@ -361,6 +395,74 @@ def _rule_rows(action: Any) -> dict[str, list[list[str]]]:
     return out
 
 
+def _rule_records(kid: int, action: Any) -> list[list[Any]]:
+    """Rule results of an action as :data:`RULE_TABLE_COLUMNS` rows (speedup as a float)."""
+    out: list[list[Any]] = []
+    for r in action.rule_results_as_dicts():
+        msg = r.get("rule_message") or {}
+        est = r.get("speedup_estimation") or {}
+        sp = float(est["speedup"]) if "speedup" in est else math.nan
+        out.append([
+            kid, str(r.get("rule_identifier", "")), str(r.get("name", "")),
+            str(r.get("section_identifier", "")), _RULE_TYPES.get(int(msg.get("type", 0) or 0), ""),
+            str(msg.get("title", "")), _plain_message(str(msg.get("message", ""))),
+            _SPEEDUP_TYPES.get(int(est.get("type", 0) or 0), "") if est else "", sp,
+        ])
+    return out
+
+
+_SOURCE_TOP = 10
+
+
+def _source_records(kid: int, action: Any) -> list[list[Any]]:
+    """The most sampled SASS instructions of an action (Source Counters), hottest first.
+
+    ``smsp__pcsamp_sample_count`` is instanced by program counter; each PC gets its SASS text,
+    its dominant stall reason and, when the kernel was built with ``-lineinfo``, its file:line.
+    """
+    samples = action.metric_by_name("smsp__pcsamp_sample_count")
+    if samples is None or samples.num_instances() == 0 or not samples.has_correlation_ids():
+        return []
+    ids = samples.correlation_ids()
+    n = samples.num_instances()
+    counts = [(int(samples.as_uint64(i)), i) for i in range(n)]
+    counts.sort(reverse=True)
+    top = [(c, i) for c, i in counts[:_SOURCE_TOP] if c > 0]
+    if not top:
+        return []
+    pcs = {i: int(ids.as_uint64(i)) for _, i in top}
+    stalls: dict[int, tuple[str, int]] = {}
+    for name in action.metric_names():
+        if not name.startswith("smsp__pcsamp_warps_issue_stalled_") or name.endswith("_not_issued"):
+            continue
+        m = action.metric_by_name(name)
+        if m is None or m.num_instances() != n:
+            continue
+        reason = name[len("smsp__pcsamp_warps_issue_stalled_"):]
+        for _, i in top:
+            c = int(m.as_uint64(i))
+            if c > stalls.get(i, ("", -1))[1]:
+                stalls[i] = (reason, c)
+    executed: dict[int, int] = {}
+    inst = action.metric_by_name("inst_executed")
+    if inst is not None and inst.has_correlation_ids():
+        inst_ids = inst.correlation_ids()
+        wanted = set(pcs.values())
+        for j in range(inst.num_instances()):
+            pc = int(inst_ids.as_uint64(j))
+            if pc in wanted:
+                executed[pc] = int(inst.as_uint64(j))
+    out: list[list[Any]] = []
+    for c, i in top:
+        pc = pcs[i]
+        info = action.source_info(pc)
+        file, line = (str(info.file_name()), int(info.line())) if info is not None else ("", None)
+        reason, rc = stalls.get(i, ("", 0))
+        out.append([kid, pc, c, reason, rc, executed.get(pc), str(action.sass_by_pc(pc) or "").strip(),
+                    file, line])
+    return out
+
+
 def _dim(action: Any, prefix: str) -> tuple[int, int, int]:
     return tuple(int(_value(action, f"{prefix}_{a}") or 0) for a in "xyz")  # type: ignore[return-value]
 
@@ -379,22 +481,78 @@ def _nvtx_range(action: Any) -> str:
     return "/".join(names)
 
 
-def read_ncu_rep(path: str | Path) -> NcuReport:
+def read_ncu_rep(path: str | Path, *, use_cache: bool = True) -> NcuReport:
     """Read a ``.ncu-rep`` file into tables.
+
+    Decoding a kernel in ``ncu_report`` costs about 0.1 s, so the tables are cached (pickled under
+    the user cache directory, keyed by the file's identity and the engine's code); ``use_cache=False``
+    neither reads nor writes the cache.
 
     Args:
         path: The report file.
+        use_cache: Read and write the on-disk cache.
 
     Returns:
-        The report's kernels, details-page metrics and raw-page metrics.
+        The report's kernels, details-page metrics, raw-page metrics, numeric values, rules and
+        hottest source lines.
 
     Raises:
         ReportError: The file is missing, a folder, empty, truncated or not an Nsight Compute report.
     """
-    import pandas as pd
-
     p = Path(path)
     _check_file(p)
+    if use_cache:
+        cached = _cache_load(p)
+        if cached is not None:
+            return cached
+    report = _read_ncu_rep(p)
+    if use_cache:
+        _cache_store(p, report)
+    return report
+
+
+_CACHE_FORMAT = 1
+
+
+def _cache_file(path: Path) -> Path:
+    from engine.reports.cache import cache_root, file_identity
+
+    return cache_root() / "ncu-report" / f"{file_identity(path)}-{_CACHE_FORMAT}.pickle"
+
+
+def _cache_load(path: Path) -> NcuReport | None:
+    import pickle
+
+    try:
+        with _cache_file(path).open("rb") as f:
+            report = pickle.load(f)  # noqa: S301 - our own cache in the user's cache directory
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
+        return None
+    if not isinstance(report, NcuReport):
+        return None
+    report.path = path
+    return report
+
+
+def _cache_store(path: Path, report: NcuReport) -> None:
+    import os
+    import pickle
+    import tempfile
+
+    target = _cache_file(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(report, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, target)
+    except OSError:
+        pass  # a read-only or full cache only costs speed
+
+
+def _read_ncu_rep(p: Path) -> NcuReport:
+    import pandas as pd
+
     ncu = _import_ncu_report()
     try:
         ctx = ncu.load_report(str(p))
@@ -410,6 +568,11 @@ def read_ncu_rep(path: str | Path) -> NcuReport:
     details: list[list[Any]] = []
     raw_rows: list[dict[str, str]] = []
     raw_units: dict[str, str] = {}
+    numeric: list[dict[str, float]] = []
+    labels: dict[str, str] = {}
+    rule_records: list[list[Any]] = []
+    source_records: list[list[Any]] = []
+    sections: dict[int, list[str]] = {}
     for idx, a in enumerate(actions):
         block, grid = _dim(a, "launch__block_dim"), _dim(a, "launch__grid_dim")
         major = _value(a, "device__attribute_compute_capability_major")
@@ -447,18 +610,47 @@ def read_ncu_rep(path: str | Path) -> NcuReport:
             for rule in rules.get(sid, []):
                 details.append([*ident, sid, "", "", "", *rule, math.nan, ""])
         row = dict(zip(ID_COLUMNS, ident, strict=True))
+        nums: dict[str, float] = {}
         for name in a.metric_names():
             if name.startswith(("breakdown:", "group:")):
                 continue
             m = a.metric_by_name(name)
-            row[name] = _metric_text(m)[0]
+            row[name], nums[name] = _metric_text(m)
             raw_units.setdefault(name, _unit(name, m))
         raw_rows.append(row)
+        numeric.append(nums)
+        rule_records.extend(_rule_records(idx, a))
+        source_records.extend(_source_records(idx, a))
+        sections[idx] = _labels(a, labels)
 
     metrics = pd.DataFrame(details, columns=[*DETAILS_COLUMNS, "value", "metric"])
     cols = ID_COLUMNS + sorted(raw_units)
     raw = pd.DataFrame(raw_rows).reindex(columns=cols).fillna("")
-    return NcuReport(p, "ncu-rep", pd.DataFrame(kernels, columns=KERNEL_COLUMNS), metrics, raw, raw_units)
+    values = pd.DataFrame(numeric, index=pd.Index(range(len(numeric)), name="ID"), dtype="float64")
+    return NcuReport(
+        p, "ncu-rep", pd.DataFrame(kernels, columns=KERNEL_COLUMNS), metrics, raw, raw_units,
+        values=values, units=dict(raw_units), labels=labels,
+        rules=pd.DataFrame(rule_records, columns=RULE_TABLE_COLUMNS),
+        sources=pd.DataFrame(source_records, columns=SOURCE_COLUMNS), sections=sections,
+    )
+
+
+def _labels(action: Any, labels: dict[str, str]) -> list[str]:
+    """Record the labels ncu's sections give their metrics; return the action's section identifiers."""
+    idents: list[str] = []
+    try:
+        secs = list(action.sections())
+    except AttributeError:  # older wheels have no sections()
+        return idents
+    for s in secs:
+        idents.append(str(s.identifier()))
+        for m in (*s.header_metrics(), *s.body_metrics()):
+            name = str(m.name())
+            if name not in labels:
+                label = str(m.label())
+                if label:
+                    labels[name] = label
+    return idents
 
 
 # ---------------------------------------------------------------------------------------------
@@ -603,7 +795,17 @@ def read_ncu_csv(path: str | Path) -> NcuReport:
             details.append([*ident, section, label, unit, text, "", "", "", "", "", value, metric])
         metrics = pd.DataFrame(details, columns=[*DETAILS_COLUMNS, "value", "metric"])
         raw = pd.DataFrame(columns=ID_COLUMNS)
-        return NcuReport(p, "csv-details", _kernels_from(idents, values), metrics, raw, {})
+        units = {str(m): str(u) for m, u in zip(metrics["metric"], metrics["Metric Unit"], strict=True) if m}
+        rules = [
+            [int(r[0]), r[n_id + 4], r[n_id + 4], r[n_id], r[n_id + 5], "", r[n_id + 6], r[n_id + 7],
+             parse_number(r[n_id + 8])]
+            for r in metrics[DETAILS_COLUMNS].itertuples(index=False, name=None) if r[n_id + 4]
+        ]
+        return NcuReport(p, "csv-details", _kernels_from(idents, values), metrics, raw, {},
+                         values=_values_frame(idents, values), units=units,
+                         labels={m: lab for (_s, lab), m in labels.items()},
+                         rules=pd.DataFrame(rules, columns=RULE_TABLE_COLUMNS),
+                         sources=pd.DataFrame(columns=SOURCE_COLUMNS))
 
     if len(rows) < 2:
         raise ReportError(f"{p} has no units row; export it again with `ncu --csv --page raw`.")
@@ -641,7 +843,19 @@ def read_ncu_csv(path: str | Path) -> NcuReport:
                 details.append([*ident, sname, label, raw_units[metric], text, "", "", "", "", "",
                                 values[key].get(metric, math.nan), metric])
     metrics = pd.DataFrame(details, columns=[*DETAILS_COLUMNS, "value", "metric"])
-    return NcuReport(p, "csv-raw", _kernels_from(idents, values), metrics, raw, raw_units)
+    return NcuReport(p, "csv-raw", _kernels_from(idents, values), metrics, raw, raw_units,
+                     values=_values_frame(idents, values), units=dict(raw_units),
+                     labels={m: lab for (_s, lab), m in labels.items()},
+                     rules=pd.DataFrame(columns=RULE_TABLE_COLUMNS),
+                     sources=pd.DataFrame(columns=SOURCE_COLUMNS))
+
+
+def _values_frame(idents: dict[str, list[str]], values: dict[str, dict[str, float]]) -> pd.DataFrame:
+    import pandas as pd
+
+    keys = list(idents)
+    return pd.DataFrame([values.get(k, {}) for k in keys],
+                        index=pd.Index([int(k) for k in keys], name="ID"), dtype="float64")
 
 
 def read_ncu(path: str | Path) -> NcuReport:
