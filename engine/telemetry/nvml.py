@@ -106,7 +106,7 @@ def nvml_available(lib: ModuleType | Any | None = None) -> tuple[bool, str]:
     try:
         lib.nvmlInit()
     except Exception as exc:  # noqa: BLE001 - turned into a sentence
-        return False, _init_failure_sentence(exc)
+        return False, init_failure_sentence(exc)
     try:
         nvml = Nvml(lib)
         count = nvml.query("nvmlDeviceGetCount")
@@ -124,7 +124,8 @@ def nvml_available(lib: ModuleType | Any | None = None) -> tuple[bool, str]:
             pass
 
 
-def _init_failure_sentence(exc: BaseException) -> str:
+def init_failure_sentence(exc: BaseException) -> str:
+    """The one sentence for an ``nvmlInit`` failure (by its NVML error code)."""
     code = _error_code(exc)
     if code == 12:  # LIBRARY_NOT_FOUND
         what = "no NVIDIA driver (libnvidia-ml.so.1 not found). Install the NVIDIA driver"

@@ -9,15 +9,50 @@ from __future__ import annotations
 import json
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from engine.telemetry.errors import RecordingError, TelemetryError, TelemetryUnavailable
-from engine.telemetry.nvml import Nvml, load_pynvml, nvml_available
+from engine.telemetry.nvml import UNAVAILABLE_HINT, Nvml, init_failure_sentence, load_pynvml, nvml_available
 from engine.telemetry.snapshot import GpuSample, Snapshot
 
 GPM_MIN_WINDOW_S = 0.1  # NVML wants GPM samples at least 100 ms apart
-SLOW_PERIOD_S = 1.0  # processes, ECC, energy, power limit, legacy PCIe: costly or slow, once a second
+
+
+@dataclass(frozen=True)
+class SamplingRates:
+    """How often each group of NVML readings is refreshed (seconds); the rest repeat the last value.
+
+    The sampler's period only sets how often the fast group (utilization, memory, SM clock, power)
+    is read. The groups are refreshed when their period has passed, less a small tolerance so a
+    group on a multiple of the sampler's period does not slip one tick on timer jitter.
+
+    Attributes:
+        gpm_s: GPM window (Hopper and newer); at least 0.1 s, as NVML asks. 0.2 s halves the
+            ``nvmlGpmSampleGet`` calls of a 10 Hz sampler.
+        medium_s: temperature, memory clock, clock-event (throttle) reasons, power limit.
+        slow_s: energy (~3.5 ms of CPU per call on an H200), ECC counts, the process list.
+        pcie_s: legacy ``nvmlDeviceGetPcieThroughput`` (each call blocks ~20 ms), only where GPM
+            does not give the PCIe rates.
+    """
+
+    gpm_s: float = 0.2
+    medium_s: float = 1.0
+    slow_s: float = 5.0
+    pcie_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.gpm_s < GPM_MIN_WINDOW_S:
+            raise ValueError(f"GPM windows must be at least {GPM_MIN_WINDOW_S} s, not {self.gpm_s}.")
+        for name in ("medium_s", "slow_s", "pcie_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive, not {getattr(self, name)}.")
+
+
+def _due(now: float, last: float, period: float) -> bool:
+    """Whether a group read at ``last`` is due again at ``now`` (tolerating 10 ms of timer jitter)."""
+    return now - last >= period - min(0.01, period / 4)
 
 # GpuSample field -> pynvml GPM metric constant; PCIe/NVLink rates are MiB/s in NVML.
 GPM_METRICS: dict[str, tuple[str, float]] = {
@@ -62,8 +97,11 @@ class _Gpu:
         self.gpm_prev: int | None = None  # index of the buffer holding the previous sample
         self.gpm_prev_t = 0.0
         self.gpm_values: dict[str, float | None] = {}
-        self.slow_t = -1e18
+        self.medium_t = self.slow_t = self.pcie_t = -1e18
+        self.medium: dict[str, Any] = {}
         self.slow: dict[str, Any] = {}
+        self.pcie: tuple[float | None, float | None] = (None, None)
+        self.pcie_from_gpm = False  # True once GPM has given a PCIe rate: no legacy calls then
 
 
 def _text(v: Any) -> str | None:
@@ -75,42 +113,51 @@ def _text(v: Any) -> str | None:
 class NvmlSource:
     """Live readings from NVML, every call through :class:`~engine.telemetry.nvml.Nvml`.
 
-    GPM metrics (Hopper and newer) are read only on GPUs where ``nvmlGpmQueryDeviceSupport`` says
-    so, over windows of at least 100 ms: a read less than 100 ms after the last window repeats that
-    window's values. Processes, ECC counts, energy and the power limit are refreshed once a second
-    (energy costs ~3.5 ms of CPU per call). PCIe rates come from GPM where supported; elsewhere from
-    ``nvmlDeviceGetPcieThroughput`` once a second, since each call blocks ~20 ms.
+    Each tick reads the fast group (utilization, memory, SM clock, power); the other readings are
+    refreshed at the slower :class:`SamplingRates` and repeated in between, which is what keeps a
+    10 Hz sampler under 1 % of a core. GPM metrics (Hopper and newer) are read only on GPUs where
+    ``nvmlGpmQueryDeviceSupport`` says so, over windows of at least 100 ms. PCIe rates come from GPM
+    where it gives them; elsewhere from ``nvmlDeviceGetPcieThroughput`` (each call blocks ~20 ms).
 
     Args:
         lib: The ``pynvml`` module, or a stand-in for tests; None loads ``pynvml``.
+        rates: How often the slower groups are refreshed.
     """
 
     paced = False
 
-    def __init__(self, lib: Any | None = None) -> None:
+    def __init__(self, lib: Any | None = None, rates: SamplingRates | None = None) -> None:
         self.nvml = Nvml(lib if lib is not None else load_pynvml())
+        self.rates = rates or SamplingRates()
         self._gpus: list[_Gpu] = []
         self._wanted: frozenset[int] | None = None
         self._open = False
         self._throttle_names: list[tuple[int, str]] = []
         self._proc_names: dict[int, str] = {}
+        self._const: dict[str, Any] = {}
 
     def open(self, gpus: frozenset[int] | None = None) -> None:
-        """Initialise NVML and find the GPUs.
+        """Initialise NVML (once) and find the GPUs.
 
         Raises:
             TelemetryUnavailable: no driver, no GPU, no permission, or a requested GPU is missing.
         """
-        ok, reason = nvml_available(self.nvml.lib)
-        if not ok:
-            raise TelemetryUnavailable(reason)
+        lib = self.nvml.lib
+        if lib is None:
+            raise TelemetryUnavailable(nvml_available(None)[1])
         try:
-            self.nvml.lib.nvmlInit()
-        except Exception as exc:  # noqa: BLE001 - raced with the driver going away
-            raise TelemetryUnavailable(f"Telemetry is unavailable: NVML could not start ({exc}).") from exc
+            lib.nvmlInit()
+        except Exception as exc:  # noqa: BLE001 - turned into the sentence nvml_available gives
+            raise TelemetryUnavailable(init_failure_sentence(exc)) from exc
         self._open = True
         self._wanted = gpus
-        count = self.nvml.query("nvmlDeviceGetCount", default=0)
+        count = self.nvml.query("nvmlDeviceGetCount", default=0) or 0
+        if not count:
+            self.close()
+            raise TelemetryUnavailable(
+                "Telemetry is unavailable: the NVIDIA driver is loaded but reports no GPU. "
+                f"Check that `nvidia-smi` lists one, {UNAVAILABLE_HINT}"
+            )
         missing = sorted(i for i in (gpus or ()) if i >= count)
         if missing:
             self.close()
@@ -118,6 +165,11 @@ class NvmlSource:
                 f"GPU {', '.join(map(str, missing))} does not exist: this machine has {count} GPU(s) "
                 f"(indices 0-{count - 1}); pick one with --gpu."
             )
+        self._const = {
+            "clock_sm": self.nvml.const("NVML_CLOCK_SM", 1),
+            "clock_mem": self.nvml.const("NVML_CLOCK_MEM", 2),
+            "temp_gpu": self.nvml.const("NVML_TEMPERATURE_GPU", 0),
+        }
         self._throttle_names = self._reason_names()
         self._gpus = []
         for i in range(count):
@@ -186,6 +238,8 @@ class NvmlSource:
             fatal = self.nvml.take_fatal()
             if fatal:
                 lost.append(f"GPU {g.index}: {fatal}")
+                g.medium_t = g.slow_t = g.pcie_t = -1e18  # re-read everything once it is back
+                g.gpm_prev = None
             else:
                 samples.append(s)
         if lost:
@@ -194,22 +248,30 @@ class NvmlSource:
         return Snapshot(ts, tuple(samples))
 
     def _read_gpu(self, g: _Gpu, ts: int) -> GpuSample:
-        q, h, lib = self.nvml.query, g.handle, self.nvml.lib
+        q, h, c, rates = self.nvml.query, g.handle, self._const, self.rates
         util = q("nvmlDeviceGetUtilizationRates", h)
         mem = q("nvmlDeviceGetMemoryInfo", h)
         power_mw = q("nvmlDeviceGetPowerUsage", h)
-        reasons = q("nvmlDeviceGetCurrentClocksEventReasons", h)
-        if reasons is None:
-            reasons = q("nvmlDeviceGetCurrentClocksThrottleReasons", h)
+        sm_clock = q("nvmlDeviceGetClockInfo", h, c["clock_sm"])
         now = time.monotonic()
-        if now - g.slow_t >= SLOW_PERIOD_S:
+        if _due(now, g.medium_t, rates.medium_s):
+            g.medium_t = now
+            g.medium = self._read_medium(g)
+        if _due(now, g.slow_t, rates.slow_s):
             g.slow_t = now
             g.slow = self._read_slow(g)
-        if g.gpm_ids:
+        if g.gpm_ids and g.gpm_samples:
             self._read_gpm(g, now)
         tx, rx = g.gpm_values.get("gpm_pcie_tx_bytes_per_s"), g.gpm_values.get("gpm_pcie_rx_bytes_per_s")
-        if tx is None and rx is None:
-            tx, rx = g.slow.get("pcie_tx_bytes_per_s"), g.slow.get("pcie_rx_bytes_per_s")
+        if tx is not None or rx is not None:
+            g.pcie_from_gpm = True
+        elif not g.pcie_from_gpm:
+            if _due(now, g.pcie_t, rates.pcie_s):
+                g.pcie_t = now
+                g.pcie = self._read_pcie(g)
+            tx, rx = g.pcie
+        medium, slow = g.medium, g.slow
+        gv = g.gpm_values
         return GpuSample(
             timestamp_ns=ts,
             gpu=g.index,
@@ -219,31 +281,53 @@ class NvmlSource:
             util_mem_pct=None if util is None else float(util.memory),
             mem_used_bytes=None if mem is None else int(mem.used),
             mem_total_bytes=None if mem is None else int(mem.total),
-            sm_clock_mhz=q("nvmlDeviceGetClockInfo", h, getattr(lib, "NVML_CLOCK_SM", 1)),
-            mem_clock_mhz=q("nvmlDeviceGetClockInfo", h, getattr(lib, "NVML_CLOCK_MEM", 2)),
+            sm_clock_mhz=sm_clock,
+            mem_clock_mhz=medium.get("mem_clock_mhz"),
             power_w=None if power_mw is None else power_mw / 1000.0,
-            power_limit_w=g.slow.get("power_limit_w"),
-            energy_j=g.slow.get("energy_j"),
-            temp_c=_float(q("nvmlDeviceGetTemperature", h, getattr(lib, "NVML_TEMPERATURE_GPU", 0))),
+            power_limit_w=medium.get("power_limit_w"),
+            energy_j=slow.get("energy_j"),
+            temp_c=medium.get("temp_c"),
             pcie_tx_bytes_per_s=tx,
             pcie_rx_bytes_per_s=rx,
-            throttle_reasons=None if reasons is None else tuple(
-                name for bit, name in self._throttle_names if int(reasons) & bit),
-            ecc_errors=g.slow.get("ecc_errors"),
-            processes=g.slow.get("processes"),
-            **{k: g.gpm_values.get(k) for k in GPM_METRICS},
+            throttle_reasons=medium.get("throttle_reasons"),
+            ecc_errors=slow.get("ecc_errors"),
+            processes=slow.get("processes"),
+            gpm_sm_util_pct=gv.get("gpm_sm_util_pct"),
+            gpm_sm_occupancy_pct=gv.get("gpm_sm_occupancy_pct"),
+            gpm_tensor_util_pct=gv.get("gpm_tensor_util_pct"),
+            gpm_dram_bw_util_pct=gv.get("gpm_dram_bw_util_pct"),
+            gpm_graphics_util_pct=gv.get("gpm_graphics_util_pct"),
+            gpm_pcie_tx_bytes_per_s=gv.get("gpm_pcie_tx_bytes_per_s"),
+            gpm_pcie_rx_bytes_per_s=gv.get("gpm_pcie_rx_bytes_per_s"),
+            gpm_nvlink_tx_bytes_per_s=gv.get("gpm_nvlink_tx_bytes_per_s"),
+            gpm_nvlink_rx_bytes_per_s=gv.get("gpm_nvlink_rx_bytes_per_s"),
         )
+
+    def _read_medium(self, g: _Gpu) -> dict[str, Any]:
+        q, h, c = self.nvml.query, g.handle, self._const
+        reasons = q("nvmlDeviceGetCurrentClocksEventReasons", h)
+        if reasons is None:
+            reasons = q("nvmlDeviceGetCurrentClocksThrottleReasons", h)
+        limit_mw = q("nvmlDeviceGetEnforcedPowerLimit", h)
+        return {
+            "mem_clock_mhz": q("nvmlDeviceGetClockInfo", h, c["clock_mem"]),
+            "temp_c": _float(q("nvmlDeviceGetTemperature", h, c["temp_gpu"])),
+            "power_limit_w": None if limit_mw is None else limit_mw / 1000.0,
+            "throttle_reasons": None if reasons is None else tuple(
+                name for bit, name in self._throttle_names if int(reasons) & bit),
+        }
+
+    def _read_pcie(self, g: _Gpu) -> tuple[float | None, float | None]:
+        q, h = self.nvml.query, g.handle
+        out: list[float | None] = []
+        for const, default in (("NVML_PCIE_UTIL_TX_BYTES", 0), ("NVML_PCIE_UTIL_RX_BYTES", 1)):
+            kib = q("nvmlDeviceGetPcieThroughput", h, self.nvml.const(const, default))
+            out.append(None if kib is None else kib * 1024.0)  # NVML: KiB/s
+        return out[0], out[1]
 
     def _read_slow(self, g: _Gpu) -> dict[str, Any]:
         q, h, lib = self.nvml.query, g.handle, self.nvml.lib
-        limit_mw = q("nvmlDeviceGetEnforcedPowerLimit", h)
         energy_mj = q("nvmlDeviceGetTotalEnergyConsumption", h)  # ~3.5 ms of CPU on an H200
-        pcie: dict[str, float | None] = {"pcie_tx_bytes_per_s": None, "pcie_rx_bytes_per_s": None}
-        if not g.gpm_ids:  # each call blocks ~20 ms (NVML measures over 20 ms); GPM has these rates
-            for key, const, default in (("pcie_tx_bytes_per_s", "NVML_PCIE_UTIL_TX_BYTES", 0),
-                                        ("pcie_rx_bytes_per_s", "NVML_PCIE_UTIL_RX_BYTES", 1)):
-                kib = q("nvmlDeviceGetPcieThroughput", h, getattr(lib, const, default))
-                pcie[key] = None if kib is None else kib * 1024.0  # NVML: KiB/s
         ecc = q("nvmlDeviceGetTotalEccErrors", h, getattr(lib, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
                 getattr(lib, "NVML_VOLATILE_ECC", 0))
         procs: dict[int, int | None] = {}
@@ -260,11 +344,9 @@ class NvmlSource:
         if got_any:
             processes = tuple((pid, self._proc_name(pid), used) for pid, used in sorted(procs.items()))
         return {
-            "power_limit_w": None if limit_mw is None else limit_mw / 1000.0,
             "ecc_errors": None if ecc is None else int(ecc),
             "processes": processes,
             "energy_j": None if energy_mj is None else energy_mj / 1000.0,
-            **pcie,
         }
 
     def _proc_name(self, pid: int) -> str:
@@ -279,7 +361,8 @@ class NvmlSource:
     def _read_gpm(self, g: _Gpu, now: float) -> None:
         """Take a GPM sample if the window since the last one is >= 100 ms, and compute metrics."""
         q = self.nvml.query
-        if g.gpm_prev is not None and now - g.gpm_prev_t < GPM_MIN_WINDOW_S:
+        window = max(self.rates.gpm_s - 0.01, GPM_MIN_WINDOW_S - 0.002)  # 2 ms of timer jitter at most
+        if g.gpm_prev is not None and now - g.gpm_prev_t < window:
             return  # too soon: keep the last window's values
         cur = 0 if g.gpm_prev in (None, 1) else 1
         if q("nvmlGpmSampleGet", g.handle, g.gpm_samples[cur]) is None:
