@@ -33,7 +33,7 @@ CALIBRATION_FIELDS: dict[tuple[str, str], str] = {
     ("Host-to-Device", "Pageable"): "h2d_pageable_bytes_per_s",
     ("Device-to-Host", "Pinned"): "d2h_pinned_bytes_per_s",
     ("Device-to-Host", "Pageable"): "d2h_pageable_bytes_per_s",
-    ("Device-to-Device", "Device"): "d2d_bytes_per_s",
+    ("Device-to-Device", "Device"): "d2d_copy_bytes_per_s",
 }
 
 TRANSFER_COLUMNS = [
@@ -267,15 +267,20 @@ def histogram(xfers: pd.DataFrame, bins: int = 30, log: bool = True) -> pd.DataF
 # Ceilings
 
 
+#: The last sentence explaining why a stored calibration could not be used (shown as a note).
+_calibration_problem: dict[str, str] = {}
+
+
 def _load_calibration(uuid: str | None) -> Any:
     """The calibration of this machine's GPU ``uuid`` (None if none, or if calibration is absent)."""
     try:
-        from engine.sessions.calibrate import load_calibration  # type: ignore[import-not-found,unused-ignore]
+        from engine.sessions.calibrate import load_calibration
     except ImportError:
         return None
     try:
         return load_calibration(uuid)
-    except Exception:  # noqa: BLE001 - a damaged calibration file must not break the view; use the spec
+    except Exception as exc:  # noqa: BLE001 - a damaged calibration file must not break the view; use the spec
+        _calibration_problem[str(uuid)] = str(exc)
         return None
 
 
@@ -322,7 +327,7 @@ def ceilings(
         measured = getattr(cal, attr, None) if cal is not None else None
         if isinstance(measured, (int, float)) and measured > 0 and not math.isnan(float(measured)):
             where = getattr(cal, "gpu_name", None) or getattr(cal, "name", None) or "this GPU"
-            when = getattr(cal, "created", None) or getattr(cal, "timestamp", None)
+            when = getattr(cal, "measured_at", None)
             detail = f"measured by `kernelscope calibrate` on {where}" + (f" ({when})" if when else "")
             out.append(Ceiling(direction, memory, float(measured), "calibration",
                                f"calibrated {float(measured) / 1e9:,.1f} GB/s", detail))
@@ -370,8 +375,11 @@ def analyze(trace: Trace, *, calibration: Any = None, use_calibration: bool = Tr
     """
     x = transfers(trace)
     name, uuid = report_gpu(trace)
+    _calibration_problem.pop(str(uuid), None)
     ceil = ceilings(name, uuid, calibration=calibration, use_calibration=use_calibration)
     notes: list[str] = []
+    if str(uuid) in _calibration_problem:
+        notes.append(_calibration_problem.pop(str(uuid)))
     if not len(x):
         why = trace.missing.get("memcpy")
         notes.append(f"This report has no memory copies ({why})." if why

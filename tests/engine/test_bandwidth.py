@@ -158,8 +158,11 @@ def test_spec_agrees_with_the_bandwidth_the_report_recorded():
 
 
 def test_calibration_wins_where_it_measured():
-    cal = types.SimpleNamespace(h2d_pinned_bytes_per_s=55.0e9, d2h_pinned_bytes_per_s=None,
-                                gpu_name="NVIDIA H200")
+    from engine.sessions.calibrate import Calibration
+
+    cal = Calibration(gpu_uuid="GPU-x", gpu_name="NVIDIA H200", device="cuda", measured_at="today",
+                      torch_version="2.11", timer="cuda-event", copy_bytes=1, matmul_n=1,
+                      h2d_pinned_bytes_per_s=55.0e9)
     ceil = {(c.direction, c.memory): c for c in bw.ceilings("NVIDIA H200", "GPU-x", calibration=cal)}
     assert ceil[("Host-to-Device", "Pinned")].source == "calibration"
     assert ceil[("Host-to-Device", "Pinned")].bytes_per_s == 55.0e9
@@ -167,6 +170,44 @@ def test_calibration_wins_where_it_measured():
     assert ceil[("Device-to-Host", "Pinned")].source == "spec"  # not measured: the spec
     assert ceil[("Device-to-Device", "Device")].bytes_per_s == 2.4e12
     assert ceil[("Device-to-Device", "Device")].source == "spec"
+
+
+def test_stored_calibration_of_the_reports_gpu_is_used(tmp_path, monkeypatch):
+    """A calibration saved for the H200 of the fixture (by UUID) gives measured ceilings."""
+    from engine.sessions.calibrate import Calibration, save_calibration
+
+    monkeypatch.setenv("KERNELSCOPE_DATA", str(tmp_path))
+    with open_report(FIXED) as trace:
+        name, uuid = bw.report_gpu(trace)
+        assert uuid == "85577ab8-2cf2-3688-0198-3f3659a3e7e9"
+        save_calibration(Calibration(
+            gpu_uuid=f"GPU-{uuid}", gpu_name=name, device="cuda", measured_at="2026-11-26T00:00:00Z",
+            torch_version="2.11.0", timer="cuda-event", copy_bytes=1 << 28, matmul_n=8192,
+            h2d_pinned_bytes_per_s=55.02e9, d2h_pinned_bytes_per_s=54.85e9, d2d_copy_bytes_per_s=1.9e12))
+        a = bw.analyze(trace)
+    ceil = {(c.direction, c.memory): c for c in a.ceilings}
+    assert ceil[("Host-to-Device", "Pinned")].source == "calibration"
+    assert ceil[("Host-to-Device", "Pinned")].bytes_per_s == 55.02e9
+    assert "2026-11-26" in ceil[("Host-to-Device", "Pinned")].detail
+    assert ceil[("Device-to-Device", "Device")].bytes_per_s == 1.9e12
+    assert ceil[("Host-to-Device", "Pageable")].source == "spec"  # not measured
+    row = a.stats.set_index("kind").loc["Host-to-Device · Pinned"]
+    assert row["ceiling_source"] == "calibration"
+    assert row["pct_of_ceiling"] == pytest.approx(100 * row["gb_per_s"] / 55.02, rel=1e-12)
+    assert not any("specification" in n for n in a.notes)
+
+
+def test_damaged_calibration_is_named_and_spec_used(tmp_path, monkeypatch):
+    from engine.sessions.calibrate import calibration_path
+
+    monkeypatch.setenv("KERNELSCOPE_DATA", str(tmp_path))
+    path = calibration_path("85577ab8-2cf2-3688-0198-3f3659a3e7e9")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("{not json")
+    with open_report(FIXED) as trace:
+        a = bw.analyze(trace)
+    assert all(c.source == "spec" for c in a.ceilings)
+    assert any("damaged" in n and str(path) in n for n in a.notes)
 
 
 def test_missing_calibration_module_falls_back_to_spec(monkeypatch):
