@@ -292,6 +292,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_telemetry_parser(sub)
 
+    from engine.sessions.cli import add_parsers as add_session_parsers
+
+    add_session_parsers(sub)
+
     from engine.guide_cli import add_parsers as add_guide_parsers
 
     add_guide_parsers(sub)  # findings, checklist, compare, gate, export, walkthrough

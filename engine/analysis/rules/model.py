@@ -1,0 +1,132 @@
+"""The finding: what is wrong, the numbers that show it, how to fix it, what it should gain.
+
+Every rule (nsys, ncu, telemetry) returns :class:`Finding` objects. A finding's expected gain is
+computed from the user's own data and carries the formula it used, so a person can check it; the
+walkthrough later compares it with the gain measured by a re-run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SCHEMA = "kernelscope.findings/1"
+
+#: Severities, most urgent first.
+SEVERITIES = ("critical", "warning", "info")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One number behind a finding.
+
+    Attributes:
+        label: what the number is, in words.
+        value: the number (or a short text, e.g. a kernel name).
+        unit: its unit ("ns", "B", "GB/s", "%", "calls", ...; "" for plain counts or text).
+        source: the table it comes from (an nsys stats report, an nsys SQLite table, an ncu
+            section or metric, a telemetry column), so the user can look it up.
+
+    """
+
+    label: str
+    value: float | int | str
+    unit: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Gain:
+    """The expected saving of a fix, computed from the report.
+
+    Attributes:
+        seconds: saving in seconds over the captured run (None when it cannot be computed).
+        pct_of_wall: that saving as a percentage of the capture's wall span.
+        formula: the formula with the report's numbers filled in.
+        kind: "estimate" (the fix removes this time) or "upper bound" (at most this much).
+
+    """
+
+    seconds: float | None
+    pct_of_wall: float | None
+    formula: str
+    kind: str = "estimate"
+
+
+@dataclass
+class Finding:
+    """One problem found in a report.
+
+    Attributes:
+        id: stable identifier (checklist items refer to it), e.g. ``nsys.per-iteration-alloc``.
+        title: short headline.
+        severity: "critical", "warning" or "info".
+        source: "nsys", "ncu", "telemetry" or "capture".
+        summary: one or two plain sentences with the key numbers.
+        evidence: the numbers behind it.
+        fix: what to change, in words.
+        fix_cuda: a short CUDA C++ example ("" when it does not apply).
+        fix_torch: a short PyTorch example ("" when it does not apply).
+        gain: the expected saving, or None where no saving applies (e.g. a broken capture).
+        verify: how to check that the fix worked.
+        subject: what it is about when not the whole run (a kernel name, a GPU).
+
+    """
+
+    id: str
+    title: str
+    severity: str
+    source: str
+    summary: str
+    evidence: list[Evidence] = field(default_factory=list)
+    fix: str = ""
+    fix_cuda: str = ""
+    fix_torch: str = ""
+    gain: Gain | None = None
+    verify: str = ""
+    subject: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return asdict(self)
+
+    def evidence_value(self, label: str) -> float | int | str:
+        """The value of the evidence item called ``label`` (KeyError if absent)."""
+        for e in self.evidence:
+            if e.label == label:
+                return e.value
+        raise KeyError(f"finding {self.id} has no evidence {label!r}")
+
+
+def severity_for(pct_of_wall: float | None, *, critical: float = 20.0, warning: float = 5.0) -> str:
+    """Severity from the share of wall time a fix would save."""
+    if pct_of_wall is None:
+        return "info"
+    if pct_of_wall >= critical:
+        return "critical"
+    if pct_of_wall >= warning:
+        return "warning"
+    return "info"
+
+
+def pct(part: float, whole: float) -> float | None:
+    """``100 * part / whole`` rounded to 2 decimals, None when ``whole`` is 0."""
+    return round(100.0 * part / whole, 2) if whole else None
+
+
+def sort_findings(findings: list[Finding]) -> list[Finding]:
+    """Most severe first, then by expected gain (largest first)."""
+    def key(f: Finding) -> tuple[int, float]:
+        gain = f.gain.seconds if f.gain and f.gain.seconds is not None else 0.0
+        return SEVERITIES.index(f.severity), -gain
+
+    return sorted(findings, key=key)
+
+
+def fmt_time(ns: float) -> str:
+    """Readable duration from nanoseconds."""
+    if abs(ns) >= 1e9:
+        return f"{ns / 1e9:,.2f} s"
+    if abs(ns) >= 1e5:
+        return f"{ns / 1e6:,.2f} ms"
+    return f"{ns / 1e3:,.1f} µs"
