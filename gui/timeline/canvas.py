@@ -1,0 +1,528 @@
+"""The timeline canvas: one widget that paints every lane for the visible time range.
+
+There is no item per event. Each paint asks the model which events of each lane fall in view:
+when a lane has few, they are drawn as rectangles (labelled where wide enough); when it has many,
+the lane's busy fraction per pixel column is drawn as one filled path per event kind. A frame
+therefore costs about the same at any zoom level, on a 400,000-kernel report too.
+
+Mouse: wheel zooms around the pointer, Shift+wheel (or a horizontal wheel) and left-drag pan,
+right-drag (or Shift+left-drag) zooms to the dragged time range, click selects an event,
+double-click shows everything. Keys: Home / 0 fit, + / - zoom, arrows pan.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import (
+    QBrush,
+    QColor,
+    QFont,
+    QFontMetrics,
+    QKeyEvent,
+    QMouseEvent,
+    QPainter,
+    QPainterPath,
+    QPaintEvent,
+    QPen,
+    QResizeEvent,
+    QWheelEvent,
+)
+from PySide6.QtWidgets import QScrollBar, QSizePolicy, QToolTip, QWidget
+
+from gui.timeline import model as tm
+from gui.timeline.style import GROUP_TINT, KIND_COLORS, PALETTE, tooltip_text
+
+GUTTER = 260  # px for lane labels
+AXIS_H = 28
+LANE_H = 24
+METRIC_H = 34
+LANE_GAP = 4
+#: a lane with at most this many events in view is drawn event by event
+DETAIL_MAX = 2000
+LABEL_MIN_PX = 46
+MIN_SPAN_NS = 50.0
+
+
+def nice_step(span: float, target_ticks: int) -> float:
+    """A 1/2/5 x 10^k step that cuts ``span`` into about ``target_ticks`` pieces."""
+    if span <= 0:
+        return 1.0
+    raw = span / max(target_ticks, 1)
+    mag = 10 ** math.floor(math.log10(raw))
+    for m in (1, 2, 5, 10):
+        if raw <= m * mag:
+            return float(m * mag)
+    return float(10 * mag)
+
+
+def tick_label(t_ns: float, step: float) -> str:
+    """A tick's time since capture start, with as many decimals as the step needs."""
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if step >= scale / 1000 or unit == "µs":
+            if step >= scale / 1000 and (unit != "µs" or step >= 1):
+                decimals = max(0, -int(math.floor(math.log10(step / scale))))
+                return f"{t_ns / scale:.{min(decimals, 6)}f} {unit}"
+    return f"{t_ns:.0f} ns"
+
+
+class TimelineCanvas(QWidget):
+    """Paints the lanes of a :class:`gui.timeline.model.TimelineModel` for the visible range."""
+
+    sig_range_changed = Signal(float, float)
+    sig_event_clicked = Signal(object)  # event dict (model.event), or None when empty space
+    sig_painted = Signal(float)  # ms the last paint took
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setMouseTracking(True)
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+        self.setMinimumSize(400, 160)
+        self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
+        self.model: tm.TimelineModel | None = None
+        self.t0 = 0.0
+        self.t1 = 1.0
+        self.v_offset = 0
+        self.hover: tuple[int, int] | None = None  # (lane index, event index)
+        self.selected: tuple[int, int] | None = None
+        self.hover_text = ""
+        self._press: QPointF | None = None
+        self._press_range: tuple[float, float] = (0.0, 1.0)
+        self._band: tuple[float, float] | None = None  # box zoom, in px
+        self._dragging = False
+        #: per lane key: "detail" or "coverage" and the events in view, from the last paint
+        self.draw_stats: dict[str, tuple[str, int]] = {}
+        #: per lane key and kind: the coverage fractions drawn in the last paint
+        self.last_coverage: dict[tuple[str, int], np.ndarray] = {}
+        self.last_paint_ms = 0.0
+        self.paint_count = 0
+        self._brushes = {i: QBrush(QColor(c)) for i, c in enumerate(PALETTE)}
+        self._kind_brushes = {k: QBrush(QColor(c)) for k, c in KIND_COLORS.items()}
+        self._metric_brush = QBrush(QColor("#3b8ea5"))
+        self._font = QFont(self.font())
+        self._small = QFont(self.font())
+        self._small.setPointSizeF(max(self.font().pointSizeF() - 1.5, 7.5))
+        self.vbar = QScrollBar(Qt.Orientation.Vertical, self)
+        self.vbar.valueChanged.connect(self._on_vscroll)
+        self.vbar.hide()
+
+    # -- model and range -----------------------------------------------------------------------------
+    def set_model(self, model: tm.TimelineModel | None) -> None:
+        self.model = model
+        self.hover = self.selected = None
+        self.v_offset = 0
+        self.draw_stats.clear()
+        self.last_coverage.clear()
+        if model is not None:
+            self.fit()
+        self._update_vbar()
+        self.update()
+
+    def fit(self) -> None:
+        """Show all CUDA and NVTX activity (with a small margin); zoom out for the metrics around it."""
+        if self.model is None:
+            return
+        a, b = self.model.activity_min, self.model.activity_max
+        pad = (b - a) * 0.01
+        self.set_range(a - pad, b + pad)
+
+    def visible_range(self) -> tuple[float, float]:
+        return self.t0, self.t1
+
+    def set_range(self, t0: float, t1: float) -> None:
+        """Show [t0, t1] ns (clamped to a little beyond the capture, at least 50 ns wide)."""
+        if t1 < t0:
+            t0, t1 = t1, t0
+        if t1 - t0 < MIN_SPAN_NS:
+            mid = (t0 + t1) / 2
+            t0, t1 = mid - MIN_SPAN_NS / 2, mid + MIN_SPAN_NS / 2
+        if self.model is not None:
+            full = self.model.t_max - self.model.t_min
+            lo, hi = self.model.t_min - full * 0.05, self.model.t_max + full * 0.05
+            span = min(t1 - t0, hi - lo)
+            t0 = min(max(t0, lo), hi - span)
+            t1 = t0 + span
+        if (t0, t1) != (self.t0, self.t1):
+            self.t0, self.t1 = float(t0), float(t1)
+            self.sig_range_changed.emit(self.t0, self.t1)
+            self.update()
+
+    def zoom(self, factor: float, at_t: float | None = None) -> None:
+        """Zoom in (factor > 1) or out (< 1) keeping time ``at_t`` (default: the centre) in place."""
+        t0, t1 = self.t0, self.t1
+        c = (t0 + t1) / 2 if at_t is None else at_t
+        self.set_range(c - (c - t0) / factor, c + (t1 - c) / factor)
+
+    def pan(self, fraction: float) -> None:
+        """Move the view by ``fraction`` of its width (positive: later in time)."""
+        d = (self.t1 - self.t0) * fraction
+        self.set_range(self.t0 + d, self.t1 + d)
+
+    # -- geometry ----------------------------------------------------------------------------------------
+    def plot_width(self) -> int:
+        return max(self.width() - GUTTER - (self.vbar.width() if self.vbar.isVisible() else 0), 10)
+
+    def t_at(self, x: float) -> float:
+        return self.t0 + (x - GUTTER) / self.plot_width() * (self.t1 - self.t0)
+
+    def x_at(self, t: float) -> float:
+        return GUTTER + (t - self.t0) / (self.t1 - self.t0) * self.plot_width()
+
+    def lane_height(self, lane: tm.Lane) -> int:
+        return METRIC_H if lane.is_metric else LANE_H
+
+    def lane_tops(self) -> list[int]:
+        """Top y of each lane in content coordinates (before scrolling)."""
+        tops, y = [], AXIS_H + LANE_GAP
+        prev = None
+        for ln in self.model.lanes if self.model else []:
+            if prev is not None and ln.group != prev:
+                y += 8  # a little air between groups
+            tops.append(y)
+            y += self.lane_height(ln) + LANE_GAP
+            prev = ln.group
+        self._content_h = y
+        return tops
+
+    def lane_at(self, y: float) -> int | None:
+        if self.model is None or y < AXIS_H:
+            return None
+        for i, top in enumerate(self.lane_tops()):
+            ln = self.model.lanes[i]
+            top -= self.v_offset
+            if top <= y < top + self.lane_height(ln):
+                return i
+        return None
+
+    def event_at(self, x: float, y: float) -> tuple[int, int] | None:
+        """(lane index, event index) under the pointer, or None."""
+        i = self.lane_at(y)
+        if i is None or self.model is None or x < GUTTER:
+            return None
+        ln = self.model.lanes[i]
+        t = self.t_at(x)
+        if ln.is_metric:
+            j = ln.sample_at(t)
+        else:
+            j = ln.event_at(t, tol=2.0 * (self.t1 - self.t0) / self.plot_width())
+        return None if j is None else (i, j)
+
+    def _update_vbar(self) -> None:
+        self.lane_tops()
+        h = getattr(self, "_content_h", 0)
+        over = h - self.height()
+        if over > 0:
+            self.vbar.setRange(0, over)
+            self.vbar.setPageStep(self.height())
+            self.vbar.setSingleStep(LANE_H)
+            self.vbar.setGeometry(self.width() - 14, AXIS_H, 14, self.height() - AXIS_H)
+            self.vbar.show()
+        else:
+            self.vbar.hide()
+            self.vbar.setValue(0)
+            self.v_offset = 0
+
+    def _on_vscroll(self, v: int) -> None:
+        self.v_offset = v
+        self.update()
+
+    # -- painting ----------------------------------------------------------------------------------------
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 - Qt override
+        t_start = time.perf_counter()
+        p = QPainter(self)
+        p.fillRect(self.rect(), QColor("#ffffff"))
+        if self.model is None:
+            p.end()
+            return
+        p.setFont(self._font)
+        w = self.plot_width()
+        tops = self.lane_tops()
+        stats: dict[str, tuple[str, int]] = {}
+        self.last_coverage.clear()
+        fm = QFontMetrics(self._small)
+        # lanes
+        for i, ln in enumerate(self.model.lanes):
+            top = tops[i] - self.v_offset
+            h = self.lane_height(ln)
+            if top + h < AXIS_H or top > self.height():
+                continue
+            tint = QColor(GROUP_TINT.get(ln.group, "#f4f6f8"))
+            p.fillRect(QRectF(GUTTER, top, w, h), tint)
+            p.save()
+            p.setClipRect(QRectF(GUTTER, max(top, AXIS_H), w, h))
+            if ln.is_metric:
+                self._paint_metric(p, ln, top, h, w)
+                stats[ln.key] = ("coverage", 0)
+            else:
+                stats[ln.key] = self._paint_intervals(p, ln, top, h, w, fm)
+            self._paint_marks(p, i, ln, top, h)
+            p.restore()
+        # gutter labels (drawn over anything that spilled left)
+        p.fillRect(QRectF(0, AXIS_H, GUTTER - 1, self.height() - AXIS_H), QColor("#fafbfc"))
+        p.setPen(QColor("#dde3ea"))
+        p.drawLine(GUTTER - 1, AXIS_H, GUTTER - 1, self.height())
+        fm_big = QFontMetrics(self._font)
+        for i, ln in enumerate(self.model.lanes):
+            top = tops[i] - self.v_offset
+            h = self.lane_height(ln)
+            if top + h < AXIS_H or top > self.height():
+                continue
+            p.fillRect(QRectF(6, top + 4, 4, h - 8), QColor(_GROUP_SWATCH.get(ln.group, "#888")))
+            p.setPen(QColor("#2c3e50"))
+            if ln.sublabel:
+                p.setFont(self._small)
+                text = fm.elidedText(ln.label, Qt.TextElideMode.ElideRight, GUTTER - 22)
+                p.drawText(QRectF(16, top + 1, GUTTER - 20, h / 2), Qt.AlignmentFlag.AlignVCenter, text)
+                p.setPen(QColor("#5f6b7a"))
+                text = fm.elidedText(ln.sublabel, Qt.TextElideMode.ElideRight, GUTTER - 22)
+                p.drawText(QRectF(16, top + h / 2 - 1, GUTTER - 20, h / 2), Qt.AlignmentFlag.AlignVCenter,
+                           text)
+                p.setFont(self._font)
+            else:
+                text = fm_big.elidedText(ln.label, Qt.TextElideMode.ElideMiddle, GUTTER - 22)
+                p.drawText(QRectF(16, top, GUTTER - 20, h), Qt.AlignmentFlag.AlignVCenter, text)
+        self._paint_axis(p, w)
+        if self._band is not None:
+            a, b = sorted(self._band)
+            p.fillRect(QRectF(a, AXIS_H, b - a, self.height() - AXIS_H), QColor(47, 111, 186, 50))
+            p.setPen(QPen(QColor("#2f6fba"), 1))
+            p.drawLine(QPointF(a, AXIS_H), QPointF(a, self.height()))
+            p.drawLine(QPointF(b, AXIS_H), QPointF(b, self.height()))
+        p.end()
+        self.draw_stats = stats
+        self.paint_count += 1
+        self.last_paint_ms = (time.perf_counter() - t_start) * 1e3
+        self.sig_painted.emit(self.last_paint_ms)
+
+    def _paint_axis(self, p: QPainter, w: int) -> None:
+        p.fillRect(QRectF(0, 0, self.width(), AXIS_H), QColor("#f5f7fa"))
+        p.setPen(QColor("#dde3ea"))
+        p.drawLine(0, AXIS_H - 1, self.width(), AXIS_H - 1)
+        assert self.model is not None
+        base = self.model.t_min
+        span = self.t1 - self.t0
+        step = nice_step(span, max(w // 120, 2))
+        first = math.ceil((self.t0 - base) / step) * step
+        p.setFont(self._small)
+        grid = QPen(QColor(0, 0, 0, 22), 1)
+        text_pen = QPen(QColor("#2c3e50"))
+        n = 0
+        t = first
+        while t <= self.t1 - base and n < 200:
+            x = self.x_at(base + t)
+            if x >= GUTTER:
+                p.setPen(grid)
+                p.drawLine(QPointF(x, AXIS_H), QPointF(x, self.height()))
+                p.setPen(text_pen)
+                p.drawLine(QPointF(x, AXIS_H - 6), QPointF(x, AXIS_H - 1))
+                p.drawText(QRectF(x + 3, 2, 120, AXIS_H - 6), Qt.AlignmentFlag.AlignVCenter,
+                           tick_label(t, step))
+            t += step
+            n += 1
+        p.setPen(QColor("#5f6b7a"))
+        p.drawText(QRectF(8, 2, GUTTER - 12, AXIS_H - 4), Qt.AlignmentFlag.AlignVCenter,
+                   f"Time since start · {tick_label(span, nice_step(span, 10))} shown")
+        p.setFont(self._font)
+
+    def _paint_intervals(self, p: QPainter, ln: tm.Lane, top: float, h: float, w: int,
+                         fm: QFontMetrics) -> tuple[str, int]:
+        assert self.model is not None
+        lo, hi = ln.visible_slice(self.t0, self.t1)
+        n = hi - lo
+        if n == 0:
+            return ("detail", 0)
+        scale = w / (self.t1 - self.t0)
+        if n <= DETAIL_MAX:
+            s = ln.starts[lo:hi]
+            e = ln.ends[lo:hi]
+            x0 = GUTTER + (s - self.t0) * scale
+            x1 = GUTTER + (e - self.t0) * scale
+            x0 = np.maximum(x0, GUTTER - 2.0)
+            x1 = np.minimum(x1, GUTTER + w + 2.0)
+            widths = np.maximum(x1 - x0, 1.0)
+            inside = (x1 >= GUTTER - 1) & (x0 <= GUTTER + w + 1)
+            colors = self.model.name_colors[ln.names[lo:hi]]
+            p.setPen(Qt.PenStyle.NoPen)
+            y0, hh = top + 2, h - 4
+            for c in np.unique(colors[inside]).tolist():
+                sel = np.flatnonzero(inside & (colors == c))
+                p.setBrush(self._brushes[c])
+                p.drawRects([QRectF(float(x0[k]), y0, float(widths[k]), hh) for k in sel.tolist()])
+            wide = np.flatnonzero(inside & (widths >= LABEL_MIN_PX))
+            if len(wide):
+                p.setFont(self._small)
+                p.setPen(QColor("#ffffff"))
+                for k in wide[:400].tolist():
+                    name = str(self.model.names[ln.names[lo + k]])
+                    vis0 = max(float(x0[k]), GUTTER)
+                    vis1 = min(float(x0[k] + widths[k]), GUTTER + w)
+                    if vis1 - vis0 < LABEL_MIN_PX:
+                        continue
+                    text = fm.elidedText(name, Qt.TextElideMode.ElideRight, int(vis1 - vis0 - 6))
+                    p.drawText(QRectF(vis0 + 3, y0, vis1 - vis0 - 6, hh), Qt.AlignmentFlag.AlignVCenter, text)
+                p.setFont(self._font)
+            return ("detail", n)
+        # aggregated: busy fraction per pixel column, one path per kind
+        from pyqtgraph.functions import arrayToQPath
+
+        n_bins = int(w)
+        kinds = [k for k in ln.union if k >= 0]
+        base_y = top + h - 1
+        xs = GUTTER + np.repeat(np.arange(n_bins + 1, dtype=np.float64), 2)[1:-1]
+        for k in kinds:
+            cov = tm.coverage(ln.union[k], self.t0, self.t1, n_bins)
+            self.last_coverage[(ln.key, k)] = cov
+            height = np.where(cov > 0, np.maximum(cov * (h - 3), 2.0), 0.0)
+            ys = base_y - np.repeat(height, 2)
+            x = np.concatenate(([GUTTER], xs, [GUTTER + n_bins]))
+            y = np.concatenate(([base_y], ys, [base_y]))
+            path: QPainterPath = arrayToQPath(x, y, connect="all")
+            path.closeSubpath()
+            p.fillPath(path, self._kind_brushes[k])
+        return ("coverage", n)
+
+    def _paint_metric(self, p: QPainter, ln: tm.Lane, top: float, h: float, w: int) -> None:
+        from pyqtgraph.functions import arrayToQPath
+
+        n_bins = int(w)
+        mx, _mean = tm.metric_envelope(ln, self.t0, self.t1, n_bins)
+        self.last_coverage[(ln.key, -2)] = mx
+        frac = np.nan_to_num(np.clip(mx / ln.value_max, 0.0, 1.0))
+        base_y = top + h - 1
+        xs = GUTTER + np.repeat(np.arange(n_bins + 1, dtype=np.float64), 2)[1:-1]
+        ys = base_y - np.repeat(frac * (h - 3), 2)
+        x = np.concatenate(([GUTTER], xs, [GUTTER + n_bins]))
+        y = np.concatenate(([base_y], ys, [base_y]))
+        path: QPainterPath = arrayToQPath(x, y, connect="all")
+        path.closeSubpath()
+        p.fillPath(path, self._metric_brush)
+
+    def _paint_marks(self, p: QPainter, i: int, ln: tm.Lane, top: float, h: float) -> None:
+        for sel, color in ((self.selected, "#111111"), (self.hover, "#f39c12")):
+            if sel is None or sel[0] != i or ln.is_metric:
+                continue
+            j = sel[1]
+            x0 = self.x_at(float(ln.starts[j]))
+            x1 = max(self.x_at(float(ln.ends[j])), x0 + 1)
+            p.setBrush(Qt.BrushStyle.NoBrush)
+            p.setPen(QPen(QColor(color), 2))
+            p.drawRect(QRectF(x0 - 1, top + 1, x1 - x0 + 2, h - 2))
+
+    # -- events ------------------------------------------------------------------------------------------
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        self._update_vbar()
+
+    def wheelEvent(self, event: QWheelEvent) -> None:  # noqa: N802 - Qt override
+        if self.model is None:
+            return
+        d = event.angleDelta()
+        x = event.position().x()
+        if event.modifiers() & Qt.KeyboardModifier.ControlModifier and self.vbar.isVisible():
+            self.vbar.setValue(self.vbar.value() - d.y() // 2)
+        elif d.x() != 0 or event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+            delta = d.x() if d.x() != 0 else d.y()
+            self.pan(-delta / 120 * 0.1)
+        elif d.y() != 0:
+            at = self.t_at(x) if x >= GUTTER else None
+            self.zoom(1.25 ** (d.y() / 120), at)
+        event.accept()
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt override
+        self._press = event.position()
+        self._press_range = (self.t0, self.t1)
+        self._dragging = False
+        event.accept()
+
+    def _box_mode(self, event: QMouseEvent) -> bool:
+        return bool(event.buttons() & Qt.MouseButton.RightButton
+                    or event.modifiers() & Qt.KeyboardModifier.ShiftModifier)
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt override
+        pos = event.position()
+        if self._press is not None and event.buttons():
+            dx = pos.x() - self._press.x()
+            if abs(dx) > 3:
+                self._dragging = True
+            if self._dragging:
+                if self._box_mode(event):
+                    self._band = (max(self._press.x(), GUTTER), max(pos.x(), GUTTER))
+                    self.update()
+                else:
+                    t0, t1 = self._press_range
+                    dt = dx / self.plot_width() * (t1 - t0)
+                    self.set_range(t0 - dt, t1 - dt)
+            return
+        self._update_hover(pos, event.globalPosition().toPoint())
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt override
+        pos = event.position()
+        if self._band is not None:
+            a, b = sorted(self._band)
+            self._band = None
+            if b - a > 3:
+                self.set_range(self.t_at(a), self.t_at(b))
+            self.update()
+        elif not self._dragging and event.button() == Qt.MouseButton.LeftButton:
+            self.click_at(pos.x(), pos.y())
+        self._press = None
+        self._dragging = False
+        event.accept()
+
+    def mouseDoubleClickEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt override
+        if self.event_at(event.position().x(), event.position().y()) is None:
+            self.fit()
+        event.accept()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt override
+        k = event.key()
+        if k in (Qt.Key.Key_Home, Qt.Key.Key_0):
+            self.fit()
+        elif k in (Qt.Key.Key_Plus, Qt.Key.Key_Equal):
+            self.zoom(1.5)
+        elif k == Qt.Key.Key_Minus:
+            self.zoom(1 / 1.5)
+        elif k == Qt.Key.Key_Left:
+            self.pan(-0.1)
+        elif k == Qt.Key.Key_Right:
+            self.pan(0.1)
+        else:
+            super().keyPressEvent(event)
+
+    def leaveEvent(self, event: Any) -> None:  # noqa: N802 - Qt override
+        if self.hover is not None:
+            self.hover = None
+            self.update()
+        super().leaveEvent(event)
+
+    def click_at(self, x: float, y: float) -> dict[str, Any] | None:
+        """Select the event at (x, y) and emit it (None when there is none)."""
+        hit = self.event_at(x, y)
+        self.selected = hit
+        self.update()
+        rec = None
+        if hit is not None and self.model is not None:
+            rec = self.model.event(self.model.lanes[hit[0]], hit[1])
+        self.sig_event_clicked.emit(rec)
+        return rec
+
+    def _update_hover(self, pos: QPointF, global_pos: Any) -> None:
+        hit = self.event_at(pos.x(), pos.y())
+        if hit != self.hover:
+            self.hover = hit
+            self.update()
+        if hit is None or self.model is None:
+            self.hover_text = ""
+            QToolTip.hideText()
+            return
+        rec = self.model.event(self.model.lanes[hit[0]], hit[1])
+        self.hover_text = tooltip_text(rec)
+        QToolTip.showText(global_pos, self.hover_text, self)
+
+
+_GROUP_SWATCH = {"api": "#8e5cb5", "gpu": "#3a7bd5", "nvtx": "#e8871e", "metric": "#3b8ea5"}

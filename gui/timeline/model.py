@@ -1,0 +1,501 @@
+"""Timeline rows as sorted numpy arrays, built once per report off the GUI thread.
+
+No Qt here: the canvas asks this module what to draw for a visible time range at screen
+resolution. A row is either a lane of intervals (CUDA API calls of one CPU thread, the kernels /
+copies / memsets of one GPU stream, one nesting level of NVTX ranges of one thread) or a lane of
+samples (one GPU metric of one GPU).
+
+Level of detail: when a lane has more intervals in view than the canvas can draw one by one,
+the canvas draws the fraction of each pixel column that the lane is busy (:func:`coverage`).
+That is computed exactly from the union of the lane's intervals and its running total, so one
+frame costs O(pixels · log n) whatever the zoom, instead of O(events).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+#: event kinds inside a GPU stream lane (index into KIND_NAMES)
+KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_API, KIND_NVTX = range(5)
+KIND_NAMES = ("kernel", "memcpy", "memset", "api", "nvtx")
+KIND_TABLES = ("kernels", "memcpy", "memset", "api", "nvtx")
+
+#: the columns the timeline reads from each table (everything the tooltips and details show)
+COLUMNS: dict[str, list[str]] = {
+    "kernels": [
+        "start", "end", "deviceId", "streamId", "correlationId", "pid", "name", "shortName",
+        "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread",
+        "staticSharedMemory", "dynamicSharedMemory",
+    ],
+    "memcpy": [
+        "start", "end", "deviceId", "streamId", "correlationId", "pid", "bytes", "operation",
+        "srcKindName", "dstKindName",
+    ],
+    "memset": ["start", "end", "deviceId", "streamId", "correlationId", "pid", "bytes", "memKindName"],
+    "api": ["start", "end", "pid", "tid", "correlationId", "name"],
+    "nvtx": ["start", "end", "eventType", "text", "domain", "pid", "tid"],
+    "gpu_metrics": ["timestamp", "gpu", "metricName", "value"],
+}
+
+#: NVTX event types drawn as ranges (push/pop, start/end) and marks (instants)
+NVTX_RANGE_TYPES = (59, 60)
+NVTX_MARK_TYPE = 34
+
+
+@dataclass
+class Lane:
+    """One row of the timeline: intervals sorted by start (or metric samples sorted by time)."""
+
+    key: str
+    label: str
+    group: str  # "api", "gpu", "nvtx", "metric"
+    starts: np.ndarray  # int64 ns (metric lanes: sample times)
+    ends: np.ndarray  # int64 ns (metric lanes: the next sample's time)
+    kinds: np.ndarray  # int8 KIND_* of each event (metric lanes: empty)
+    rows: np.ndarray  # int64 row of each event in its source table (trace.table(KIND_TABLES[kind]))
+    names: np.ndarray  # int32 code into TimelineModel.names
+    values: np.ndarray | None = None  # metric lanes: sample values
+    value_max: float = 1.0  # metric lanes: top of the lane's scale
+    unit: str = ""
+    sublabel: str = ""  # second line under the label (metric lanes: GPU and scale)
+    # derived, for fast queries
+    run_max_end: np.ndarray = field(init=False, repr=False)
+    union: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.run_max_end = np.maximum.accumulate(self.ends) if len(self.ends) else self.ends
+        self.union = {}
+        if self.values is None:
+            for k in np.unique(self.kinds).tolist():
+                sel = self.kinds == k
+                self.union[int(k)] = union_intervals(self.starts[sel], self.ends[sel])
+            self.union[-1] = union_intervals(self.starts, self.ends)
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    @property
+    def is_metric(self) -> bool:
+        return self.values is not None
+
+    def visible_slice(self, t0: float, t1: float) -> tuple[int, int]:
+        """Index range [lo, hi) of the events that may overlap [t0, t1] (sorted by start)."""
+        if not len(self.starts):
+            return 0, 0
+        lo = int(np.searchsorted(self.run_max_end, t0, side="left"))
+        hi = int(np.searchsorted(self.starts, t1, side="right"))
+        return lo, max(lo, hi)
+
+    def event_at(self, t: float, tol: float) -> int | None:
+        """Index of the event under time ``t`` (within ``tol`` ns); the shortest wins when nested."""
+        if self.is_metric or not len(self.starts):
+            return None
+        lo, hi = self.visible_slice(t - tol, t + tol)
+        if hi <= lo:
+            return None
+        lo = max(lo, hi - 20_000)  # a long event early on must not make a hover scan everything
+        s = self.starts[lo:hi]
+        e = self.ends[lo:hi]
+        hit = np.nonzero((e >= t - tol) & (s <= t + tol))[0]
+        if not len(hit):
+            return None
+        inside = hit[(s[hit] <= t) & (e[hit] >= t)]
+        pick = inside if len(inside) else hit
+        best = pick[np.argmin((e[pick] - s[pick]) + np.abs((s[pick] + e[pick]) / 2 - t) * 1e-9)]
+        return lo + int(best)
+
+    def sample_at(self, t: float) -> int | None:
+        """Index of the metric sample in effect at time ``t``."""
+        if not self.is_metric or not len(self.starts):
+            return None
+        i = int(np.searchsorted(self.starts, t, side="right")) - 1
+        return i if 0 <= i < len(self.starts) else None
+
+
+@dataclass
+class TimelineModel:
+    """Everything the canvas draws for one report."""
+
+    lanes: list[Lane]
+    names: np.ndarray  # object array of event names (codes in Lane.names)
+    name_colors: np.ndarray  # int8 palette index of each name (gui.timeline.style.PALETTE)
+    tables: dict[str, Any]  # table name -> the DataFrame the lane rows index into
+    t_min: int
+    t_max: int
+    missing: list[str]  # sentences: what this report lacks for the timeline
+    #: kernels-table row -> its launch index among kernels of the same short name (for the ncu link)
+    ncu_order: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: span of the CUDA and NVTX events (GPU metrics are sampled over the whole capture)
+    activity_min: int = 0
+    activity_max: int = 1
+
+    def counts(self) -> dict[str, int]:
+        """Events per group: api, gpu (kernels + memcpy + memset), nvtx, metric samples."""
+        out = {"api": 0, "gpu": 0, "nvtx": 0, "metric": 0}
+        for ln in self.lanes:
+            out[ln.group] += len(ln)
+        return out
+
+    def lane(self, key: str) -> Lane:
+        return next(ln for ln in self.lanes if ln.key == key)
+
+    def event(self, lane: Lane, i: int) -> dict[str, Any]:
+        """The source-table row of event ``i`` of ``lane`` as a dict, plus kind and name."""
+        if lane.is_metric:
+            assert lane.values is not None
+            return {"kind": "metric", "name": lane.label, "start": int(lane.starts[i]),
+                    "end": int(lane.ends[i]), "value": float(lane.values[i]), "unit": lane.unit}
+        kind = int(lane.kinds[i])
+        table = KIND_TABLES[kind]
+        row = int(lane.rows[i])
+        rec = {k: _py(v) for k, v in self.tables[table].iloc[row].items()}
+        rec["kind"] = KIND_NAMES[kind]
+        rec["row"] = row
+        rec["name"] = str(self.names[lane.names[i]])
+        rec["start"], rec["end"] = int(lane.starts[i]), int(lane.ends[i])
+        rec["lane"] = lane.label
+        return rec
+
+
+def _py(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def union_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Merge overlapping intervals (sorted by start) -> (starts, ends, covered ns before each)."""
+    if not len(starts):
+        z = np.zeros(0, dtype=np.int64)
+        return z, z, np.zeros(1, dtype=np.int64)
+    run = np.maximum.accumulate(ends)
+    new = np.ones(len(starts), dtype=bool)
+    new[1:] = starts[1:] > run[:-1]
+    idx = np.flatnonzero(new)
+    us = starts[idx]
+    ue = np.maximum.reduceat(ends, idx)
+    cum = np.zeros(len(us) + 1, dtype=np.int64)
+    np.cumsum(ue - us, out=cum[1:])
+    return us, ue, cum
+
+
+def covered_before(union: tuple[np.ndarray, np.ndarray, np.ndarray], x: np.ndarray) -> np.ndarray:
+    """Busy ns of the merged intervals before each time in ``x`` (float64 array)."""
+    us, ue, cum = union
+    if not len(us):
+        return np.zeros(len(x))
+    k = np.searchsorted(us, x, side="right") - 1
+    kc = np.clip(k, 0, len(us) - 1)
+    part = np.clip(x - us[kc], 0, (ue - us)[kc])
+    return np.where(k >= 0, cum[kc] + part, 0.0)
+
+
+def coverage(
+    union: tuple[np.ndarray, np.ndarray, np.ndarray], t0: float, t1: float, n_bins: int
+) -> np.ndarray:
+    """Fraction (0..1) of each of ``n_bins`` equal columns of [t0, t1] that the intervals cover."""
+    edges = np.linspace(t0, t1, n_bins + 1)
+    busy = np.diff(covered_before(union, edges))
+    width = (t1 - t0) / n_bins
+    return np.clip(busy / width, 0.0, 1.0) if width > 0 else np.zeros(n_bins)
+
+
+def metric_envelope(lane: Lane, t0: float, t1: float, n_bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-column max and mean of a metric lane's samples in [t0, t1] (NaN where no sample)."""
+    assert lane.values is not None
+    # sample i holds from starts[i] to ends[i]: the value in effect at a column's start counts too
+    first = max(int(np.searchsorted(lane.starts, t0, side="right")) - 1, 0)
+    last = int(np.searchsorted(lane.starts, t1, side="right"))
+    s = lane.starts[first:last]
+    v = lane.values[first:last]
+    mx = np.full(n_bins, np.nan)
+    mean = np.full(n_bins, np.nan)
+    if not len(s):
+        return mx, mean
+    col = np.clip(((s - t0) / (t1 - t0) * n_bins).astype(np.int64), 0, n_bins - 1)
+    counts = np.bincount(col, minlength=n_bins)
+    sums = np.bincount(col, weights=v, minlength=n_bins)
+    starts_idx = np.flatnonzero(np.r_[True, col[1:] != col[:-1]])
+    mx_vals = np.maximum.reduceat(v, starts_idx)
+    mx[col[starts_idx]] = mx_vals
+    has = counts > 0
+    mean[has] = sums[has] / counts[has]
+    # columns narrower than the sampling period: carry the value in effect forward
+    idx = np.where(has, np.arange(n_bins), -1)
+    np.maximum.accumulate(idx, out=idx)
+    fill = idx >= 0
+    mx[fill] = mx[idx[fill]]
+    mean[fill] = mean[idx[fill]]
+    return mx, mean
+
+
+# -- building -------------------------------------------------------------------------------------
+
+
+def _ints(s: Any) -> np.ndarray:
+    return np.asarray(s, dtype=np.float64).astype(np.int64)
+
+
+def _label_int(v: Any) -> str:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return str(v)
+    return "?" if math.isnan(f) else str(int(f))
+
+
+def _lane_from(key: str, label: str, group: str, parts: list[tuple[int, Any, np.ndarray]],
+               codes: dict[str, np.ndarray]) -> Lane:
+    """Concatenate (kind, frame, source rows) parts into one lane sorted by start."""
+    st = np.concatenate([_ints(f["start"]) for _, f, _r in parts])
+    en = np.concatenate([_ints(f["end"].fillna(f["start"])) for _, f, _r in parts])
+    kd = np.concatenate([np.full(len(f), k, dtype=np.int8) for k, f, _r in parts])
+    rw = np.concatenate([r for _, _f, r in parts])
+    nm = np.concatenate([codes[KIND_TABLES[k]][r] for k, _f, r in parts])
+    en = np.maximum(en, st)
+    order = np.argsort(st, kind="stable")
+    return Lane(key, label, group, st[order], en[order], kd[order], rw[order], nm[order])
+
+
+def build_model(trace: Any, cancel: Any = None) -> TimelineModel:
+    """Read the trace's tables once and build every lane (runs in a worker thread).
+
+    Args:
+        trace: an engine ``Trace``.
+        cancel: optional ``threading.Event``; building stops early (raising) when it is set.
+
+    """
+    import pandas as pd
+
+    def check() -> None:
+        if cancel is not None and cancel.is_set():
+            from gui.workers import Cancelled
+
+            raise Cancelled
+
+    tables: dict[str, Any] = {}
+    missing: list[str] = []
+    for name, cols in COLUMNS.items():
+        df = trace.table(name, columns=cols)
+        if name in trace.missing:
+            missing.append(_missing_sentence(name, trace.missing[name]))
+        tables[name] = df.reset_index(drop=True)
+        check()
+
+    # One name table for every event: factorize each table's names, then offset the codes.
+    from gui.timeline.style import color_index
+
+    name_parts: list[np.ndarray] = []
+    color_parts: list[np.ndarray] = []
+    codes: dict[str, np.ndarray] = {}
+    offset = 0
+    for kind, table in enumerate(KIND_TABLES):
+        df = tables[table]
+        if table == "kernels":
+            src = df["name"]
+        elif table == "memcpy":
+            src = "[CUDA memcpy " + df["operation"].astype(str) + "]"
+        elif table == "memset":
+            src = pd.Series(["[CUDA memset]"] * len(df), dtype=object)
+        elif table == "api":
+            src = df["name"]
+        else:
+            src = df["text"]
+        c, uniq = pd.factorize(src.fillna("").astype(str) if len(src) else src)
+        codes[table] = np.asarray(c, dtype=np.int32) + offset
+        name_parts.append(np.asarray(uniq, dtype=object))
+        color_parts.append(np.array([color_index(kind, str(u)) for u in uniq], dtype=np.int8))
+        offset += len(uniq)
+    names = np.concatenate(name_parts)
+    name_colors = np.concatenate(color_parts)
+    check()
+
+    lanes: list[Lane] = []
+    # CPU threads: CUDA API calls
+    api = tables["api"]
+    if len(api):
+        for (pid, tid), g in api.groupby(["pid", "tid"], sort=True, dropna=False):
+            rows = g.index.to_numpy()
+            lanes.append(_lane_from(f"api:{_label_int(pid)}:{_label_int(tid)}",
+                                    f"Thread {_label_int(tid)} · CUDA API", "api",
+                                    [(KIND_API, g, rows)], codes))
+            check()
+    # GPU streams: kernels, memcpy and memset of one (device, stream)
+    frames = [(KIND_KERNEL, tables["kernels"]), (KIND_MEMCPY, tables["memcpy"]),
+              (KIND_MEMSET, tables["memset"])]
+    keyed = {k: (_int_key(df["deviceId"]), _int_key(df["streamId"])) for k, df in frames if len(df)}
+    pairs = np.concatenate([np.stack(v, axis=1) for v in keyed.values()]) if keyed else np.zeros((0, 2))
+    for dev, stream in np.unique(pairs, axis=0).tolist() if len(pairs) else []:
+        parts = []
+        for k, df in frames:
+            if k not in keyed:
+                continue
+            sel = (keyed[k][0] == dev) & (keyed[k][1] == stream)
+            if sel.any():
+                rows = np.flatnonzero(sel)
+                parts.append((k, df.iloc[rows], rows))
+        lanes.append(_lane_from(f"gpu:{_key_text(dev)}:{_key_text(stream)}",
+                                f"GPU {_key_text(dev)} · stream {_key_text(stream)}", "gpu", parts, codes))
+        check()
+    # NVTX: one lane per nesting level of each thread's ranges; marks on level 0
+    nvtx = tables["nvtx"]
+    if len(nvtx):
+        keep = nvtx["eventType"].isin([*NVTX_RANGE_TYPES, NVTX_MARK_TYPE]).to_numpy()
+        nv = nvtx[keep]
+        for (pid, tid), g in nv.groupby(["pid", "tid"], sort=True, dropna=False):
+            depth = nesting_depth(_ints(g["start"]), _ints(g["end"].fillna(g["start"])))
+            for d in range(int(depth.max()) + 1 if len(depth) else 0):
+                sub = g[depth == d]
+                suffix = "" if d == 0 else f" · level {d + 1}"
+                lanes.append(_lane_from(f"nvtx:{_label_int(pid)}:{_label_int(tid)}:{d}",
+                                        f"Thread {_label_int(tid)} · NVTX{suffix}", "nvtx",
+                                        [(KIND_NVTX, sub, sub.index.to_numpy())], codes))
+            check()
+    # GPU metrics: one lane per (gpu, metric), the [Throughput %] ones first
+    gm = tables["gpu_metrics"]
+    if len(gm):
+        groups = sorted(gm.groupby(["gpu", "metricName"], sort=True, dropna=False),
+                        key=lambda kv: ("%" not in str(kv[0][1]), kv[0][0], str(kv[0][1])))
+        for (gpu, metric), g in groups:
+            g = g.sort_values("timestamp", kind="stable")
+            t = _ints(g["timestamp"])
+            v = np.asarray(g["value"], dtype=np.float64)
+            nxt = np.empty_like(t)
+            if len(t) > 1:
+                nxt[:-1] = t[1:]
+                nxt[-1] = t[-1] + (t[-1] - t[-2])
+            elif len(t):
+                nxt[:] = t
+            unit = _metric_unit(str(metric))
+            top = 100.0 if unit == "%" else float(np.nanmax(v)) if len(v) and np.isfinite(v).any() else 1.0
+            top = max(top, 1e-12)
+            if not np.nanmax(np.abs(v), initial=0.0):
+                scale = "always 0"
+            elif unit == "%":
+                scale = "0–100 %"
+            else:
+                scale = f"0–{top:,.4g}"
+            lanes.append(Lane(f"metric:{_label_int(gpu)}:{metric}", str(metric),
+                              "metric", t, nxt, np.zeros(0, dtype=np.int8),
+                              g.index.to_numpy(), np.zeros(0, dtype=np.int32), values=v,
+                              value_max=top, unit=unit, sublabel=f"GPU {_label_int(gpu)} · {scale}"))
+        check()
+
+    lo = [int(ln.starts[0]) for ln in lanes if len(ln)]
+    hi = [int(ln.run_max_end[-1]) for ln in lanes if len(ln)]
+    t_min = min(lo) if lo else 0
+    t_max = max(hi) if hi else 1
+    if t_max <= t_min:
+        t_max = t_min + 1
+    # the span of CUDA and NVTX activity: what "show all" fits (metrics are sampled all along)
+    act = [ln for ln in lanes if len(ln) and not ln.is_metric]
+    a_min = min(int(ln.starts[0]) for ln in act) if act else t_min
+    a_max = max(int(ln.run_max_end[-1]) for ln in act) if act else t_max
+
+    # launch order of each kernel among kernels of the same short name (for the ncu link)
+    k = tables["kernels"]
+    ncu_order = np.zeros(len(k), dtype=np.int64)
+    if len(k):
+        base = k["shortName"].where(k["shortName"].notna(), k["name"]).astype(str)
+        order = k.assign(_b=base).sort_values("start", kind="stable").groupby("_b").cumcount()
+        ncu_order[order.index.to_numpy()] = order.to_numpy()
+    return TimelineModel(lanes, names, name_colors, tables, t_min, t_max, missing, ncu_order,
+                         a_min, max(a_max, a_min + 1))
+
+
+_NO_ID = -(1 << 62)
+
+
+def _int_key(s: Any) -> np.ndarray:
+    """An id column as int64 (missing ids become a sentinel that prints as '?')."""
+    v = np.asarray(s, dtype=np.float64)
+    return np.where(np.isnan(v), _NO_ID, np.nan_to_num(v)).astype(np.int64)
+
+
+def _key_text(v: int) -> str:
+    return "?" if v == _NO_ID else str(v)
+
+
+def _metric_unit(name: str) -> str:
+    if "%" in name:
+        return "%"
+    if "[" in name and name.endswith("]"):
+        return name[name.rindex("[") + 1:-1]
+    return ""
+
+
+def nesting_depth(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Depth of each range inside the ranges of the same thread that enclose it (0 = outermost)."""
+    order = np.lexsort((-ends, starts))
+    depth = np.zeros(len(starts), dtype=np.int64)
+    open_ends: list[int] = []
+    for i in order.tolist():
+        s, e = int(starts[i]), int(ends[i])
+        while open_ends and open_ends[-1] <= s:
+            open_ends.pop()
+        depth[i] = len(open_ends)
+        if e > s:
+            open_ends.append(e)
+    return depth
+
+
+def _missing_sentence(table: str, why: str) -> str:
+    what = {"kernels": "kernels", "memcpy": "memory copies", "memset": "memsets",
+            "api": "CUDA API calls", "nvtx": "NVTX ranges", "gpu_metrics": "GPU metrics"}[table]
+    return f"No {what}: {why}."
+
+
+# -- ncu link -------------------------------------------------------------------------------------
+
+
+def base_name(name: str) -> str:
+    """A kernel's base name: 'void sgemm_tiled<(int)16>(int, …)' -> 'sgemm_tiled'."""
+    s = name.split("(")[0] if not name.startswith("void ") else name[5:].split("(")[0]
+    s = s.split("<")[0].strip()
+    return s.split(" ")[-1].split("::")[-1] if s else name
+
+
+def ncu_kernels(report: Any) -> Any:
+    """The kernel table of an open Nsight Compute report (None when ``report`` is not one).
+
+    Accepts the shapes an ncu trace may have: an object with ``.kernels`` (engine.reports.ncu's
+    NcuReport) held as ``trace.ncu`` / ``trace.report``, or a trace whose ``table('kernels')``
+    has ncu's 'Kernel Name' column.
+    """
+    trace = getattr(report, "trace", report)
+    kind = str(getattr(getattr(trace, "info", None), "kind", "") or getattr(trace, "source", ""))
+    if not kind.startswith("ncu"):
+        return None
+    for attr in ("ncu", "report", "ncu_report"):
+        obj = getattr(trace, attr, None)
+        if obj is not None and hasattr(obj, "kernels"):
+            return obj.kernels
+    if hasattr(trace, "kernels") and hasattr(trace.kernels, "columns"):
+        return trace.kernels
+    try:
+        return trace.table("kernels")
+    except Exception:  # noqa: BLE001 - any other shape: no link
+        return None
+
+
+def match_ncu(name: str, short_name: str | None, launch_index: int, kernels: Any) -> dict[str, Any] | None:
+    """The ncu result of the ``launch_index``-th launch of this kernel (by base name), or None."""
+    if kernels is None or not len(kernels):
+        return None
+    cols = set(kernels.columns)
+    name_col = next((c for c in ("Kernel Name", "name", "Function Name") if c in cols), None)
+    if name_col is None:
+        return None
+    want = base_name(short_name or name)
+    bases = kernels["Base Name"] if "Base Name" in cols else kernels[name_col].astype(str).map(base_name)
+    same = kernels[bases.astype(str).map(lambda b: base_name(b) == want).to_numpy()]
+    if "ID" in cols:
+        same = same.sort_values("ID", kind="stable")
+    if launch_index >= len(same):
+        return None
+    row = same.iloc[launch_index]
+    return {k: _py(v) for k, v in row.items()}

@@ -1,0 +1,275 @@
+"""Timeline view: CUDA API calls per CPU thread, kernels / copies / memsets per GPU stream, NVTX
+ranges and GPU metrics on one time axis, with hover tooltips, a details panel and a link to the
+kernel's Nsight Compute results when an ncu report of the same run is open.
+
+The lanes are built once per report in a worker thread (:func:`gui.timeline.model.build_model`)
+and kept while the report is open; the canvas draws level-of-detail from them.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSplitter,
+    QTextBrowser,
+    QVBoxLayout,
+    QWidget,
+)
+
+from gui.documents import OpenReports
+from gui.timeline import model as tm
+from gui.timeline.canvas import TimelineCanvas
+from gui.timeline.style import facts
+from gui.views.common import MUTED, WrapLabel, heading
+from gui.workers import Job, LoadedReport, Worker
+
+HINT = ("Wheel: zoom · Shift+wheel or drag: pan · Right-drag: zoom to a range · "
+        "Click: details · Double-click or Home: show all")
+
+
+class BuildWorker(Worker):
+    """Build the timeline lanes of one report in the worker thread."""
+
+    def __init__(self, report: LoadedReport) -> None:
+        super().__init__()
+        self.report = report
+
+    def work(self) -> Any:
+        return self.report, tm.build_model(self.report.trace, self.cancel_event)
+
+
+class TimelineView(QWidget):
+    """The timeline of the current report plus a details panel for the clicked event."""
+
+    sig_message = Signal(str)
+    sig_ready = Signal()
+    #: the ncu result (dict with the ncu report's path, ID and kernel name) to show in Kernels
+    sig_show_in_kernels = Signal(object)
+
+    def __init__(self, reports: OpenReports, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.reports = reports
+        self._models: dict[int, tm.TimelineModel] = {}
+        self._job: Job | None = None
+        self._old_jobs: list[Job] = []
+        self._shown: LoadedReport | None = None
+        self.current_event: dict[str, Any] | None = None
+        self.current_ncu: dict[str, Any] | None = None
+
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(10, 8, 10, 8)
+        lay.setSpacing(6)
+        bar = QHBoxLayout()
+        self.title = heading("Timeline", 3)
+        bar.addWidget(self.title)
+        bar.addStretch(1)
+        self.range_label = QLabel("")
+        self.range_label.setStyleSheet(f"color: {MUTED};")
+        bar.addWidget(self.range_label)
+        self.btn_out = QPushButton("−")
+        self.btn_out.setToolTip("Zoom out (-)")
+        self.btn_in = QPushButton("+")
+        self.btn_in.setToolTip("Zoom in (+)")
+        self.btn_fit = QPushButton("Show all")
+        self.btn_fit.setToolTip("Show the whole capture (Home)")
+        for b in (self.btn_out, self.btn_in):
+            b.setFixedWidth(34)
+        for b in (self.btn_out, self.btn_in, self.btn_fit):
+            bar.addWidget(b)
+        lay.addLayout(bar)
+        self.status = WrapLabel("", muted=True)
+        lay.addWidget(self.status)
+
+        self.canvas = TimelineCanvas()
+        self.details = QTextBrowser()
+        self.details.setOpenLinks(False)
+        self.details.setMinimumWidth(260)
+        self.ncu_button = QPushButton("Show in Kernels view")
+        self.ncu_button.setEnabled(False)
+        self.ncu_button.setToolTip("Open an Nsight Compute report of this run to link its kernels")
+        side = QWidget()
+        side_lay = QVBoxLayout(side)
+        side_lay.setContentsMargins(0, 0, 0, 0)
+        side_lay.addWidget(heading("Details", 1))
+        side_lay.addWidget(self.details, 1)
+        side_lay.addWidget(self.ncu_button)
+        self.split = QSplitter(Qt.Orientation.Horizontal)
+        self.split.addWidget(self.canvas)
+        self.split.addWidget(side)
+        self.split.setStretchFactor(0, 1)
+        self.split.setStretchFactor(1, 0)
+        self.split.setSizes([1200, 320])
+        lay.addWidget(self.split, 1)
+        hint = QLabel(HINT)
+        hint.setStyleSheet(f"color: {MUTED};")
+        lay.addWidget(hint)
+        self._show_details(None)
+
+        self.btn_in.clicked.connect(lambda: self.canvas.zoom(2.0))
+        self.btn_out.clicked.connect(lambda: self.canvas.zoom(0.5))
+        self.btn_fit.clicked.connect(self.canvas.fit)
+        self.canvas.sig_range_changed.connect(self._on_range_changed)
+        self.canvas.sig_event_clicked.connect(self._on_event_clicked)
+        self.ncu_button.clicked.connect(self._on_show_in_kernels)
+        reports.sig_current_changed.connect(self._on_current_changed)
+        reports.sig_removed.connect(self._on_removed)
+        reports.sig_added.connect(self._on_added)
+        self._on_current_changed(reports.current)
+
+    # -- hooks used by the window and --screenshot ------------------------------------------------
+    def is_busy(self) -> bool:
+        return self._job is not None
+
+    def shutdown(self) -> None:
+        for job in [self._job, *self._old_jobs]:
+            if job is not None:
+                job.stop()
+        self._job = None
+        self._old_jobs.clear()
+
+    @property
+    def model(self) -> tm.TimelineModel | None:
+        return self.canvas.model
+
+    # -- report changes ---------------------------------------------------------------------------
+    def _on_current_changed(self, report: LoadedReport | None) -> None:
+        self._shown = report
+        self._show_details(None)
+        if report is None:
+            self.canvas.set_model(None)
+            self.title.setText("Timeline")
+            self.status.setText("Open a report to see its timeline.")
+            return
+        self.title.setText(f"Timeline — {report.name}")
+        cached = self._models.get(id(report))
+        if cached is not None:
+            self._show_model(cached)
+            return
+        self.canvas.set_model(None)
+        self.status.setText(f"Preparing the timeline of {report.name}…")
+        if self._job is not None:  # the latest report wins; the old build is cancelled
+            self._job.cancel()
+            self._old_jobs.append(self._job)
+        job = Job(BuildWorker(report), self)
+        self._job = job
+        job.sig_finished.connect(self._on_built)
+        job.sig_errored.connect(self._on_build_failed)
+        job.sig_done.connect(lambda j=job: self._on_job_done(j))
+        job.start()
+
+    def _on_built(self, result: tuple[LoadedReport, tm.TimelineModel]) -> None:
+        report, model = result
+        if report in self.reports.reports:
+            self._models[id(report)] = model
+        if report is self._shown:
+            self._show_model(model)
+
+    def _on_build_failed(self, msg: str) -> None:
+        self.status.setText(f"The timeline could not be built: {msg}")
+        self.sig_message.emit(f"Timeline: {msg}")
+
+    def _on_job_done(self, job: Job) -> None:
+        if job is self._job:
+            self._job = None
+            self.sig_ready.emit()
+        elif job in self._old_jobs:
+            self._old_jobs.remove(job)
+        job.deleteLater()
+
+    def _on_removed(self, report: LoadedReport) -> None:
+        self._models.pop(id(report), None)
+        self._refresh_ncu()
+
+    def _on_added(self, _report: LoadedReport) -> None:
+        self._refresh_ncu()  # a newly opened ncu report may link the selected kernel
+
+    def _show_model(self, model: tm.TimelineModel) -> None:
+        self.canvas.set_model(model)
+        c = model.counts()
+        n_lanes = {g: sum(1 for ln in model.lanes if ln.group == g) for g in c}
+        parts = [f"{c['api']:,} CUDA API calls on {n_lanes['api']} CPU thread(s)",
+                 f"{c['gpu']:,} GPU operations on {n_lanes['gpu']} stream(s)"]
+        if n_lanes["nvtx"]:
+            parts.append(f"{c['nvtx']:,} NVTX ranges")
+        if n_lanes["metric"]:
+            parts.append(f"{n_lanes['metric']} GPU metrics")
+        text = "; ".join(parts) + "."
+        if model.missing:
+            text += " " + " ".join(model.missing)
+        self.status.setText(text)
+
+    # -- range and selection ------------------------------------------------------------------------
+    def _on_range_changed(self, t0: float, t1: float) -> None:
+        from gui import format as fmt
+
+        m = self.canvas.model
+        if m is None:
+            self.range_label.setText("")
+            return
+        self.range_label.setText(f"{fmt.duration(max(t0 - m.t_min, 0))} – {fmt.duration(t1 - m.t_min)}"
+                                 f"  ({fmt.duration(t1 - t0)} shown)")
+
+    def _on_event_clicked(self, rec: dict[str, Any] | None) -> None:
+        self._show_details(rec)
+
+    def _show_details(self, rec: dict[str, Any] | None) -> None:
+        self.current_event = rec
+        if rec is None:
+            self.details.setHtml(f"<p style='color:{MUTED}'>Click an event in the timeline to see "
+                                 "its details here.</p>")
+            self.current_ncu = None
+            self.ncu_button.setEnabled(False)
+            return
+        rows = "".join(
+            f"<tr><td style='color:{MUTED}; padding-right:10px'>{html.escape(k)}</td>"
+            f"<td>{html.escape(v)}</td></tr>" for k, v in facts(rec)
+        )
+        self.details.setHtml(f"<p><b>{html.escape(str(rec['name']))}</b></p><table>{rows}</table>"
+                             + self._ncu_html(rec))
+
+    def _ncu_html(self, rec: dict[str, Any]) -> str:
+        self.current_ncu = self.find_ncu(rec)
+        self.ncu_button.setEnabled(self.current_ncu is not None)
+        if rec["kind"] != "kernel":
+            return ""
+        hit = self.current_ncu
+        if hit is None:
+            return (f"<p style='color:{MUTED}'>No Nsight Compute data for this launch: open an "
+                    ".ncu-rep of the same run to link its kernels.</p>")
+        dur = hit.get("duration_ns")
+        from gui import format as fmt
+
+        return (f"<p>Nsight Compute: result {hit.get('ID')} in {html.escape(hit['ncu_report'])}"
+                f" ({fmt.duration(dur)} under ncu).</p>")
+
+    def find_ncu(self, rec: dict[str, Any]) -> dict[str, Any] | None:
+        """The ncu result of this kernel launch in any open ncu report (by name and launch order)."""
+        m = self.canvas.model
+        if rec.get("kind") != "kernel" or m is None:
+            return None
+        launch = int(m.ncu_order[rec["row"]]) if rec["row"] < len(m.ncu_order) else 0
+        for rep in self.reports.reports:
+            kernels = tm.ncu_kernels(rep)
+            hit = tm.match_ncu(str(rec["name"]), rec.get("shortName"), launch, kernels)
+            if hit is not None:
+                hit["ncu_report"] = rep.name
+                hit["ncu_path"] = str(rep.path)
+                hit["launch_index"] = launch
+                return hit
+        return None
+
+    def _refresh_ncu(self) -> None:
+        if self.current_event is not None:
+            self._show_details(self.current_event)
+
+    def _on_show_in_kernels(self) -> None:
+        if self.current_ncu is not None:
+            self.sig_show_in_kernels.emit(self.current_ncu)
+            self.sig_message.emit(f"Timeline: kernel {self.current_ncu.get('Kernel Name', '')} → "
+                                  f"ncu result {self.current_ncu.get('ID')}")
