@@ -11,6 +11,8 @@ from typing import Any
 
 from engine.errors import KernelscopeError
 
+PAGES = ["details", "raw", "rules", "roofline", "sections", "verdict"]
+
 #: Summary columns: (header, metric name or kernels-table column).
 _SUMMARY = [
     ("Compute (SM) %", "sm__throughput.avg.pct_of_peak_sustained_elapsed"),
@@ -33,12 +35,30 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("input", metavar="REPORT")
     p.add_argument("--kernel", metavar="REGEX", help="only kernels whose name matches REGEX (re.search)")
-    p.add_argument("--page", choices=["details", "raw"],
-                   help="print this page as `ncu --import REPORT --page PAGE --print-units base` does")
+    p.add_argument("--page", choices=PAGES,
+                   help="details|raw: as `ncu --import REPORT --page PAGE --print-units base` prints them; "
+                        "rules: rule results ranked by estimated speedup x duration; roofline: points and "
+                        "ceilings; sections: every kernel's sections; verdict: the bottleneck per kernel")
+    p.add_argument("--compare", metavar="AFTER", help="compare REPORT (before) with AFTER, kernel by kernel")
+    p.add_argument("--ceilings", metavar="JSON",
+                   help="measured ceilings for --page roofline: a JSON object name -> FLOP/s or byte/s "
+                        '(e.g. {"DRAM": 4.0e12, "FP32": 6.0e13})')
     fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--csv", action="store_true", help="CSV output (the default for --page)")
+    fmt.add_argument("--csv", action="store_true", help="CSV output (the default for --page details|raw)")
     fmt.add_argument("--json", action="store_true", help="JSON output")
     p.set_defaults(func=cmd_ncu)
+
+    c: argparse.ArgumentParser = subparsers.add_parser(
+        "ncu-compare",
+        help="two Nsight Compute reports side by side: kernels matched by name and launch order",
+    )
+    c.add_argument("before", metavar="BEFORE")
+    c.add_argument("after", metavar="AFTER")
+    c.add_argument("--kernel", metavar="REGEX", help="only kernels whose name matches REGEX (re.search)")
+    cfmt = c.add_mutually_exclusive_group()
+    cfmt.add_argument("--csv", action="store_true", help="CSV output")
+    cfmt.add_argument("--json", action="store_true", help="JSON output")
+    c.set_defaults(func=cmd_ncu_compare)
     return p
 
 
@@ -72,29 +92,58 @@ def _jsonable(v: Any) -> Any:
     return int(f) if f == int(f) else f
 
 
+def _filter(report: Any, pattern: str | None) -> Any:
+    """Keep only the kernels whose name matches ``pattern`` (re.search)."""
+    if not pattern:
+        return report
+    try:
+        rx = re.compile(pattern)
+    except re.error as exc:
+        raise KernelscopeError(f"--kernel {pattern!r} is not a valid regular expression ({exc}).") from exc
+    keep = {str(i) for i, n in zip(report.kernels["ID"], report.kernels["Kernel Name"], strict=True)
+            if rx.search(str(n))}
+    if not keep:
+        raise KernelscopeError(f"No kernel name matches {pattern!r}; run without --kernel to list them.")
+    report.kernels = report.kernels[report.kernels["ID"].astype(str).isin(keep)]
+    report.metrics = report.metrics[report.metrics["ID"].isin(keep)]
+    if len(report.raw):
+        report.raw = report.raw[report.raw["ID"].isin(keep)]
+    if report.rules is not None and len(report.rules):
+        report.rules = report.rules[report.rules["ID"].astype(str).isin(keep)]
+    return report
+
+
+def _read_ceilings(path: str | None) -> dict[str, float] | None:
+    if not path:
+        return None
+    from pathlib import Path
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise KernelscopeError(f"--ceilings {path} is not a readable JSON file ({exc}).") from exc
+    if not isinstance(data, dict) or not all(isinstance(v, (int, float)) for v in data.values()):
+        raise KernelscopeError(
+            f"--ceilings {path} must be a JSON object of numbers, "
+            'e.g. {"DRAM": 4.0e12, "FP32": 6.0e13}.'
+        )
+    return {str(k): float(v) for k, v in data.items()}
+
+
 def cmd_ncu(args: argparse.Namespace) -> int:
-    """Print an Nsight Compute report's per-kernel summary, or its details/raw page."""
+    """Print an Nsight Compute report's per-kernel summary, one of its pages, or a comparison."""
     from engine.analysis.ncu_pages import details_csv, raw_csv
     from engine.reports.ncu import read_ncu
 
-    report = read_ncu(args.input)
-    if args.kernel:
-        try:
-            rx = re.compile(args.kernel)
-        except re.error as exc:
-            raise KernelscopeError(f"--kernel {args.kernel!r} is not a valid regular expression ({exc}).") \
-                from exc
-        keep = {str(i) for i, n in zip(report.kernels["ID"], report.kernels["Kernel Name"], strict=True)
-                if rx.search(str(n))}
-        if not keep:
-            raise KernelscopeError(
-                f"No kernel name matches {args.kernel!r}; run without --kernel to list them."
-            )
-        report.kernels = report.kernels[report.kernels["ID"].astype(str).isin(keep)]
-        report.metrics = report.metrics[report.metrics["ID"].isin(keep)]
-        if len(report.raw):
-            report.raw = report.raw[report.raw["ID"].isin(keep)]
+    if args.compare:
+        args.before, args.after = args.input, args.compare
+        return cmd_ncu_compare(args)
+    report = _filter(read_ncu(args.input), args.kernel)
+    for note in report.notes:
+        sys.stderr.write(f"kernelscope: {note}\n")
     out = sys.stdout
+    if args.page in ("rules", "roofline", "sections", "verdict"):
+        return _analysis_page(report, args, out)
     if args.page:
         if args.page == "raw" and not len(report.raw.columns) > 11:
             raise KernelscopeError(
@@ -149,3 +198,113 @@ def _print_table(rows: list[dict[str, Any]], out: Any) -> None:
                   .rstrip() + "\n")
         if n == 0:
             out.write("  ".join("-" * w for w in widths) + "\n")
+
+
+def _emit(df: Any, args: argparse.Namespace, out: Any, widths: dict[str, int] | None = None) -> None:
+    """A table as CSV, JSON records or aligned text (long cells cut in text only)."""
+    if args.csv:
+        df.to_csv(out, index=False, lineterminator="\n")
+        return
+    if args.json:
+        json.dump([{str(k): _jsonable(v) for k, v in r.items()} for r in df.to_dict("records")], out,
+                  indent=1)
+        out.write("\n")
+        return
+    widths = widths or {}
+    cols = [str(c) for c in df.columns]
+
+    def cell(c: str, v: Any) -> str:
+        j = _jsonable(v)
+        if j is None:
+            return "-"
+        text = f"{j:,.2f}" if isinstance(j, float) else (f"{j:,}" if isinstance(j, int) else str(j))
+        w = widths.get(c, 60)
+        return text if len(text) <= w else text[: w - 3] + "..."
+
+    table = [cols] + [[cell(c, v) for c, v in zip(cols, r, strict=True)]
+                      for r in df.itertuples(index=False, name=None)]
+    ws = [max(len(t[i]) for t in table) for i in range(len(cols))]
+    for n, t in enumerate(table):
+        out.write("  ".join(x.ljust(w) for x, w in zip(t, ws, strict=True)).rstrip() + "\n")
+        if n == 0:
+            out.write("  ".join("-" * w for w in ws) + "\n")
+
+
+def _analysis_page(report: Any, args: argparse.Namespace, out: Any) -> int:
+    import pandas as pd
+
+    from engine.analysis.ncu_roofline import roofline
+    from engine.analysis.ncu_sections import kernel_sections, kernel_table, rules_table
+
+    if args.page == "rules":
+        df = rules_table(report)
+        if not len(df):
+            sys.stderr.write("kernelscope: this report holds no rule results (CSV raw exports have none; "
+                             "use the .ncu-rep or a --page details export).\n")
+        df.insert(0, "rank", range(1, len(df) + 1))
+        if not (args.csv or args.json):
+            df = df[["rank", "id", "kernel", "rule", "type", "speedup_pct", "weighted_ns", "message"]]
+        _emit(df, args, out, {"kernel": 40, "message": 90})
+    elif args.page == "verdict":
+        kt = kernel_table(report)
+        cols = ["id", "name", "duration_ns", "sm_throughput_pct", "memory_throughput_pct", "verdict",
+                "verdict_reason"]
+        _emit(kt[cols], args, out, {"name": 40, "verdict_reason": 110})
+    elif args.page == "roofline":
+        rf = roofline(report, _read_ceilings(args.ceilings))
+        for note in rf.notes:
+            sys.stderr.write(f"kernelscope: {note}\n")
+        if args.json:
+            json.dump({"points": [{k: _jsonable(v) for k, v in r.items()}
+                                  for r in rf.points.to_dict("records")],
+                       "ceilings": [{k: _jsonable(v) for k, v in r.items()}
+                                    for r in rf.ceilings.to_dict("records")],
+                       "notes": rf.notes}, out, indent=1)
+            out.write("\n")
+            return 0
+        pts = rf.points
+        if not args.csv:
+            pts = pts.assign(gflops=pts["flops_per_s"] / 1e9, gbytes=pts["bytes_per_s"] / 1e9)[
+                ["id", "kernel", "precision", "path", "level", "gflops", "gbytes",
+                 "intensity_flop_per_byte", "pct_of_roof", "bound"]
+            ].rename(columns={"gflops": "GFLOP/s", "gbytes": "GB/s", "intensity_flop_per_byte": "FLOP/byte",
+                              "pct_of_roof": "% of roof"})
+        _emit(pts, args, out, {"kernel": 40})
+        if not args.csv:
+            out.write("\nCeilings\n")
+            ce = rf.ceilings.assign(value=[f"{v:.4g}" for v in rf.ceilings["value"]])
+            _emit(ce, args, out)
+    else:  # sections
+        frames = []
+        for k in report.kernels.to_dict("records"):
+            for title, df in kernel_sections(report, int(k["ID"])).items():
+                frames.append(df.assign(id=int(k["ID"]), kernel=k["Kernel Name"], section=title))
+        allrows = pd.concat(frames, ignore_index=True)
+        if args.csv or args.json:
+            _emit(allrows[["id", "kernel", "section", "metric", "value", "unit", "name", "note"]], args, out)
+            return 0
+        for key, df in allrows.groupby(["id", "section"], sort=False):
+            kid, sec = key if isinstance(key, tuple) else (key, "")
+            name = str(df["kernel"].iloc[0])
+            out.write(f"\n== [{kid}] {name[:70]} : {sec}\n")
+            _emit(df[["metric", "text", "note"]], args, out, {"note": 90})
+    return 0
+
+
+def cmd_ncu_compare(args: argparse.Namespace) -> int:
+    """Print two reports side by side: kernels matched by name and launch order, with deltas."""
+    from engine.analysis.ncu_compare import compare_reports
+    from engine.reports.ncu import read_ncu
+
+    before = _filter(read_ncu(args.before), getattr(args, "kernel", None))
+    after = _filter(read_ncu(args.after), getattr(args, "kernel", None))
+    df = compare_reports(before, after)
+    if not (args.csv or args.json):
+        df = df.assign(before_us=df["duration_ns_before"] / 1e3, after_us=df["duration_ns_after"] / 1e3)[
+            ["name", "occurrence", "status", "before_us", "after_us", "duration_delta_pct", "speedup",
+             "sm_throughput_pct_delta", "memory_throughput_pct_delta", "verdict_before", "verdict_after"]
+        ].rename(columns={"before_us": "before (us)", "after_us": "after (us)",
+                          "duration_delta_pct": "delta %", "sm_throughput_pct_delta": "d SM %",
+                          "memory_throughput_pct_delta": "d mem %"})
+    _emit(df, args, sys.stdout, {"name": 50})
+    return 0

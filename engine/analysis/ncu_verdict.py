@@ -32,6 +32,8 @@ _KEYS = {
     "sm_pct": ("sm_throughput_pct", "sm__throughput.avg.pct_of_peak_sustained_elapsed"),
     "mem_pct": ("memory_throughput_pct", "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"),
     "dram_pct": ("dram_throughput_pct", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"),
+    "l1_pct": ("l1_throughput_pct", "l1tex__throughput.avg.pct_of_peak_sustained_active"),
+    "l2_pct": ("l2_throughput_pct", "lts__throughput.avg.pct_of_peak_sustained_elapsed"),
     "duration_ns": ("duration_ns", "gpu__time_duration.sum"),
     "blocks": ("grid_blocks", "launch__grid_size"),
     "sms": ("sm_count", "launch__sm_count", "device__attribute_multiprocessor_count"),
@@ -83,11 +85,13 @@ def verdict(row_or_metrics: Mapping[str, Any]) -> Verdict:
     m = row_or_metrics
     sm, mem = _get(m, "sm_pct"), _get(m, "mem_pct")
     dram, dur = _get(m, "dram_pct"), _get(m, "duration_ns")
+    units = {"DRAM": dram, "L1/TEX": _get(m, "l1_pct"), "L2": _get(m, "l2_pct")}
     blocks, sms, waves = _get(m, "blocks"), _get(m, "sms"), _get(m, "waves")
     occ, tocc = _get(m, "achieved_occ"), _get(m, "theoretical_occ")
     stall, stall_cycles = _get(m, "top_stall"), _get(m, "top_stall_cycles")
     numbers = {k: v for k, v in {
         "sm_throughput_pct": sm, "memory_throughput_pct": mem, "dram_throughput_pct": dram,
+        "l1_throughput_pct": units["L1/TEX"], "l2_throughput_pct": units["L2"],
         "duration_ns": dur, "grid_blocks": blocks, "sm_count": sms, "waves_per_sm": waves,
         "achieved_occupancy_pct": occ, "theoretical_occupancy_pct": tocc,
         "top_stall": stall, "top_stall_cycles": stall_cycles,
@@ -102,7 +106,8 @@ def verdict(row_or_metrics: Mapping[str, Any]) -> Verdict:
                        "launch it in a CUDA graph.", numbers)
     if max(sm, mem) >= HIGH_PCT:
         if mem >= sm:
-            where = f" (DRAM {dram:.1f} %)" if dram is not None else ""
+            busy = sorted(((v, k) for k, v in units.items() if v is not None), reverse=True)
+            where = f" (busiest: {busy[0][1]} at {busy[0][0]:.1f} %)" if busy else ""
             return Verdict(MEMORY_BOUND, f"Memory throughput is {mem:.1f} % of peak{where}, above "
                            f"compute at {sm:.1f} %: reduce or coalesce memory traffic, reuse data in "
                            "shared memory or L2.", numbers)

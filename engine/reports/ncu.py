@@ -304,6 +304,44 @@ def _check_file(path: Path) -> None:
             )
 
 
+#: The newest report file format this code was checked with (Nsight Compute 2025.3 writes 7).
+KNOWN_FORMAT = 7
+
+
+def report_format_version(path: Path) -> int | None:
+    """The format version in a report's first block (protobuf field 1), or None if unreadable."""
+    with path.open("rb") as f:
+        head = f.read(24)
+    if len(head) < 10 or head[:4] != b"NVR\x00" or head[8] != 0x08:
+        return None
+    value, shift = 0, 0
+    for b in head[9:19]:
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            return value
+    return None
+
+
+def _newer_message(p: Path, fmt: int, *, partly: bool = False) -> str:
+    try:
+        version = _wheel_version()
+    except Exception:  # noqa: BLE001 - only decoration for the message
+        version = "(installed)"
+    verb = "may not read all of it" if partly else "cannot read it"
+    return (
+        f"{p} was written by a newer Nsight Compute (report format {fmt}) and ncu-report {version} "
+        f"{verb}; run `pip install -U ncu-report`, or export it with that ncu "
+        "(`ncu --import R --csv --page raw`) and open the CSV."
+    )
+
+
+def _wheel_version() -> str:
+    from importlib.metadata import version
+
+    return version("ncu-report")
+
+
 def _import_ncu_report() -> Any:
     try:
         import ncu_report  # noqa: PLC0415 - heavy native module, loaded only for .ncu-rep files
@@ -554,14 +592,25 @@ def _read_ncu_rep(p: Path) -> NcuReport:
     import pandas as pd
 
     ncu = _import_ncu_report()
+    fmt = report_format_version(p)
     try:
         ctx = ncu.load_report(str(p))
         actions = [ctx.range_by_idx(i).action_by_idx(j)
                    for i in range(ctx.num_ranges()) for j in range(ctx.range_by_idx(i).num_actions())]
     except Exception as exc:  # noqa: BLE001 - the native reader's errors are not for people
+        if fmt is not None and fmt > KNOWN_FORMAT:
+            raise ReportError(_newer_message(p, fmt)) from exc
         raise ReportError(f"{p} could not be read by ncu_report ({exc}); record the report again.") from exc
     if not actions:
-        raise ReportError(f"{p} holds no profiled kernels; check the ncu filters and profile again.")
+        if fmt is not None and fmt > KNOWN_FORMAT:
+            raise ReportError(_newer_message(p, fmt))
+        raise ReportError(
+            f"{p} has no kernel that ncu_report can read: it is damaged or holds no profiled kernel; "
+            "copy it again, or profile again and check the ncu filters."
+        )
+    notes: list[str] = []
+    if fmt is not None and fmt > KNOWN_FORMAT:
+        notes.append(_newer_message(p, fmt, partly=True))
     pid, pname, host = _process_info(p)
 
     kernels: list[dict[str, Any]] = []
@@ -629,7 +678,7 @@ def _read_ncu_rep(p: Path) -> NcuReport:
     values = pd.DataFrame(numeric, index=pd.Index(range(len(numeric)), name="ID"), dtype="float64")
     return NcuReport(
         p, "ncu-rep", pd.DataFrame(kernels, columns=KERNEL_COLUMNS), metrics, raw, raw_units,
-        values=values, units=dict(raw_units), labels=labels,
+        notes=notes, values=values, units=dict(raw_units), labels=labels,
         rules=pd.DataFrame(rule_records, columns=RULE_TABLE_COLUMNS),
         sources=pd.DataFrame(source_records, columns=SOURCE_COLUMNS), sections=sections,
     )
