@@ -32,6 +32,7 @@ VIEW_SPECS: tuple[ViewSpec, ...] = (
     ViewSpec("summary", "Summary", "gui.views.summary_view", "SummaryView"),
     ViewSpec("timeline", "Timeline", "gui.views.timeline_view", "TimelineView"),
     ViewSpec("stats", "Statistics", "gui.views.stats_view", "StatsView"),
+    ViewSpec("bandwidth", "Bandwidth", "gui.views.bandwidth_view", "BandwidthView"),
     ViewSpec("info", "Info", "gui.views.info_view", "InfoView"),
 )
 

@@ -1,0 +1,334 @@
+"""Bandwidth view: the achieved rate of every memory copy over time and as a histogram, against
+the ceilings (measured by ``kernelscope calibrate`` when available, else the GPU's specification)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFont
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QSplitter,
+    QStackedWidget,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from gui import format as fmt
+from gui.documents import OpenReports
+from gui.table_model import DataFrameModel, NumericSortProxy
+from gui.views.background import LatestCall
+from gui.views.common import WrapLabel, heading, swatch
+from gui.workers import LoadedReport
+
+#: (direction, memory) -> colour; pageable in warm colours, pinned in cool ones.
+KIND_COLORS = {
+    ("Host-to-Device", "Pageable"): "#e8871e",
+    ("Host-to-Device", "Pinned"): "#1f5fa8",
+    ("Device-to-Host", "Pageable"): "#c0392b",
+    ("Device-to-Host", "Pinned"): "#17a2b8",
+    ("Device-to-Device", "Device"): "#2e9e5b",
+    ("Peer-to-Peer", "Device"): "#8e5cb5",
+}
+OTHER_COLOR = "#8a94a0"
+CEILING_COLOR = {"calibration": "#2c3e50", "spec": "#7f8c8d"}
+
+
+def kind_color(direction: str, memory: str) -> str:
+    return KIND_COLORS.get((direction, memory), OTHER_COLOR)
+
+
+def compute(trace: Any) -> Any:
+    """The analysis the view shows (runs in a worker thread)."""
+    from engine.analysis.bandwidth import analyze
+
+    return analyze(trace)
+
+
+def table_frame(stats: Any) -> Any:
+    """The per-kind statistics as the table shows them (column names with units)."""
+    import pandas as pd
+
+    return pd.DataFrame({
+        "Direction": stats["direction"].astype(str),
+        "Memory": stats["memory"].astype(str),
+        "Copies": stats["count"].astype("int64"),
+        "Bytes (MB)": stats["bytes"].astype(float) / 1e6,
+        "Time (ms)": stats["total_ns"].astype(float) / 1e6,
+        "Achieved (GB/s)": stats["gb_per_s"].astype(float),
+        "Median (GB/s)": stats["median_gb_per_s"].astype(float),
+        "P10 (GB/s)": stats["p10_gb_per_s"].astype(float),
+        "P90 (GB/s)": stats["p90_gb_per_s"].astype(float),
+        "Ceiling (GB/s)": stats["ceiling_gb_per_s"].astype(float),
+        "Ceiling from": stats["ceiling_source"].astype(str),
+        "% of ceiling": stats["pct_of_ceiling"].astype(float),
+    })
+
+
+def _style_plot(pg: Any, plot: Any, font: QFont) -> None:
+    item = plot.getPlotItem()
+    item.setMenuEnabled(False)
+    item.showGrid(x=True, y=True, alpha=0.2)
+    for name in ("left", "bottom"):
+        ax = item.getAxis(name)
+        ax.setPen(pg.mkPen("#9aa5b1"))
+        ax.setTextPen(pg.mkPen("#2c3e50"))
+        ax.setStyle(tickFont=font)
+
+
+class BandwidthView(QWidget):
+    sig_ready = Signal()
+    sig_message = Signal(str)
+
+    def __init__(self, reports: OpenReports, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        import pyqtgraph as pg  # heavy: imported when the view is built
+
+        self._pg = pg
+        self.reports = reports
+        self.analysis: Any = None
+        self._calls = LatestCall(self)
+        self._calls.sig_result.connect(self._on_result)
+        self._calls.sig_error.connect(self._on_error)
+
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(14, 10, 14, 8)
+        lay.setSpacing(6)
+        self.title = heading("", 4)
+        lay.addWidget(self.title)
+        self.notes = WrapLabel(muted=True)
+        lay.addWidget(self.notes)
+
+        self.stack = QStackedWidget()
+        lay.addWidget(self.stack, 1)
+        self.placeholder = QLabel()
+        self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.placeholder.setWordWrap(True)
+        self.placeholder.setStyleSheet("color: #5f6b7a; font-size: 13pt;")
+
+        body = QWidget()
+        blay = QVBoxLayout(body)
+        blay.setContentsMargins(0, 0, 0, 0)
+        self.legend = QHBoxLayout()
+        self.legend.setSpacing(6)
+        blay.addLayout(self.legend)
+        plots = QSplitter(Qt.Orientation.Horizontal)
+        font = QFont(self.font())
+        font.setPointSizeF(max(self.font().pointSizeF(), 9.0))
+        self.scatter_plot = pg.PlotWidget(background="w")
+        self.hist_plot = pg.PlotWidget(background="w")
+        for p in (self.scatter_plot, self.hist_plot):
+            _style_plot(pg, p, font)
+            p.getPlotItem().setLogMode(x=False, y=True)
+        self.scatter_plot.setLabel("left", "achieved rate (GB/s)")
+        self.scatter_plot.setLabel("bottom", "time since the first copy (s)")
+        self.scatter_plot.getPlotItem().getAxis("bottom").enableAutoSIPrefix(False)
+        self.scatter_plot.setTitle("Every copy: bytes ÷ duration", color="#2c3e50")
+        self.hist_plot.setLabel("bottom", "copies")
+        self.hist_plot.setTitle("Histogram", color="#2c3e50")
+        self.hist_plot.setYLink(self.scatter_plot)
+        self.hist_plot.getPlotItem().hideAxis("left")
+        plots.addWidget(self.scatter_plot)
+        plots.addWidget(self.hist_plot)
+        plots.setStretchFactor(0, 3)
+        plots.setStretchFactor(1, 1)
+
+        self.model = DataFrameModel()
+        self.proxy = NumericSortProxy(self)
+        self.proxy.setSourceModel(self.model)
+        self.table = QTableView()
+        self.table.setModel(self.proxy)
+        self.table.setSortingEnabled(True)
+        self.table.setAlternatingRowColors(True)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().hide()
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        blay.addWidget(plots, 1)
+        blay.addWidget(self.table)
+        self.ceiling_text = WrapLabel(muted=True)
+        blay.addWidget(self.ceiling_text)
+        self.stack.addWidget(body)
+        self.stack.addWidget(self.placeholder)
+        self._body = body
+
+        #: for tests: kind -> (x seconds, y GB/s) drawn; ceiling label -> GB/s; histogram counts.
+        self.drawn: dict[str, tuple[Any, Any]] = {}
+        self.ceiling_lines: dict[str, float] = {}
+        self.hist_counts: dict[str, Any] = {}
+        self._scatters: dict[str, Any] = {}
+
+        reports.sig_current_changed.connect(self._on_current_changed)
+        reports.sig_removed.connect(lambda r: self._calls.forget(id(r)))
+        self._on_current_changed(reports.current)
+
+    # -- hooks ------------------------------------------------------------------------------------
+    def is_busy(self) -> bool:
+        return self._calls.busy()
+
+    def shutdown(self) -> None:
+        self._calls.stop()
+
+    # -- slots ------------------------------------------------------------------------------------
+    def _on_current_changed(self, report: LoadedReport | None) -> None:
+        self.analysis = None
+        if report is None:
+            self.title.setText("No report open")
+            self.notes.setText("")
+            self._show_placeholder("Open an Nsight Systems report or a PyTorch trace to see its copy bandwidth.")
+            return
+        self.title.setText(f"Copy bandwidth — {report.name}")
+        if report.is_ncu:
+            self.notes.setText("")
+            self._show_placeholder(f"{report.name} is an Nsight Compute report: it has no memory copies "
+                                   "on a timeline. See the Kernels and Roofline views.")
+            self.sig_ready.emit()
+            return
+        self.notes.setText("Computing…")
+        self._calls.request(id(report), compute, report.trace)
+
+    def _on_result(self, key: Any, analysis: Any) -> None:
+        cur = self.reports.current
+        if cur is None or id(cur) != key:
+            return
+        self.show_analysis(analysis)
+        self.sig_ready.emit()
+
+    def _on_error(self, key: Any, msg: str) -> None:
+        self.sig_message.emit(f"Bandwidth: {msg}")
+        self._show_placeholder(msg)
+        self.sig_ready.emit()
+
+    # -- drawing ----------------------------------------------------------------------------------
+    def _show_placeholder(self, text: str) -> None:
+        self.placeholder.setText(text)
+        self.stack.setCurrentWidget(self.placeholder)
+
+    def show_analysis(self, a: Any) -> None:
+        self.analysis = a
+        self.notes.setText(" ".join(a.notes))
+        if not len(a.transfers):
+            self._show_placeholder(a.notes[0] if a.notes else "This report has no memory copies.")
+            return
+        self.stack.setCurrentWidget(self._body)
+        self._draw_scatter(a)
+        self._draw_histogram(a)
+        self._draw_ceilings(a)
+        self.model.set_frame(table_frame(a.stats))
+        self.table.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
+        self.proxy.sort(-1)
+        # Fit the table to its rows (a handful of kinds): the plots get the rest.
+        self.table.resizeRowsToContents()
+        h = self.table.horizontalHeader().height() + 2 * self.table.frameWidth() + 2
+        h += sum(self.table.rowHeight(r) for r in range(self.proxy.rowCount()))
+        self.table.setFixedHeight(h)
+        present = set(zip(a.stats["direction"], a.stats["memory"], strict=True))
+        by_detail: dict[str, list[str]] = {}
+        for c in a.ceilings:
+            if (c.direction, c.memory) in present:
+                by_detail.setdefault(f"{c.label} from {c.detail}", []).append(f"{c.direction} · {c.memory}")
+        lines = [f"{what} ({', '.join(kinds)})" for what, kinds in by_detail.items()]
+        self.ceiling_text.setText("Ceilings: " + "; ".join(lines) + "." if lines else
+                                  "No ceilings: the GPU is not in Kernelscope's specification data "
+                                  "and there is no calibration.")
+
+    def _draw_scatter(self, a: Any) -> None:
+        pg = self._pg
+        plot = self.scatter_plot
+        plot.clear()
+        self.drawn.clear()
+        self._scatters.clear()
+        while self.legend.count():
+            w = self.legend.takeAt(0).widget()
+            if w is not None:
+                w.hide()
+                w.deleteLater()
+        x = a.transfers
+        t0 = int(x["start"].min())
+        for (direction, memory), g in x.groupby(["direction", "memory"], sort=True):
+            kind = f"{direction} · {memory}"
+            color = kind_color(str(direction), str(memory))
+            g = g[g["gb_per_s"].notna() & (g["gb_per_s"] > 0)]
+            xs = (g["start"].to_numpy(dtype=float) - t0) / 1e9
+            ys = g["gb_per_s"].to_numpy(dtype=float)
+            self.drawn[kind] = (xs, ys)
+            tips = [f"{kind}\n{fmt.nbytes(b)} in {fmt.duration(d)}\n{r:,.2f} GB/s\nstart {s:.6f} s"
+                    for b, d, r, s in zip(g["bytes"], g["duration_ns"], ys, xs, strict=True)]
+            # The rate axis is in log mode; bars, lines and scatter points are placed in log10 space.
+            sc = pg.ScatterPlotItem(x=xs, y=np.log10(ys), data=tips, size=9, pen=pg.mkPen("w", width=0.5),
+                                    brush=pg.mkBrush(color), hoverable=True,
+                                    hoverBrush=pg.mkBrush("#f1c40f"),
+                                    tip=lambda x, y, data: data, name=kind)
+            plot.addItem(sc)
+            self._scatters[kind] = sc
+            self.legend.addWidget(swatch(color))
+            n = len(g)
+            self.legend.addWidget(QLabel(f"{kind} ({n} cop{'y' if n == 1 else 'ies'})"))
+            self.legend.addSpacing(14)
+        self.legend.addStretch(1)
+
+    def _draw_histogram(self, a: Any) -> None:
+        pg = self._pg
+        plot = self.hist_plot
+        plot.clear()
+        self.hist_counts.clear()
+        h = a.histogram
+        if not len(h):
+            return
+        base: Any = None  # kinds stack: bars of one bin sit end to end
+        for kind, g in h.groupby("kind", sort=True):
+            direction, memory = str(g["direction"].iloc[0]), str(g["memory"].iloc[0])
+            counts = g["count"].to_numpy(dtype=float)
+            self.hist_counts[str(kind)] = counts
+            lo = np.log10(g["lo_gb_per_s"].to_numpy(dtype=float))
+            hi = np.log10(g["hi_gb_per_s"].to_numpy(dtype=float))
+            keep = counts > 0
+            if base is None:
+                base = np.zeros(len(counts))
+            # Horizontal bars on the rate axis (log10 space: the axis is in log mode).
+            bars = pg.BarGraphItem(x0=base[keep], y0=lo[keep], width=counts[keep],
+                                   height=(hi - lo)[keep], brush=pg.mkBrush(kind_color(direction, memory) + "c0"),
+                                   pen=pg.mkPen("w", width=0.5))
+            plot.addItem(bars)
+            base = base + counts
+
+    def _draw_ceilings(self, a: Any) -> None:
+        pg = self._pg
+        self.ceiling_lines.clear()
+        present = set(zip(a.stats["direction"], a.stats["memory"], strict=True))
+        seen: dict[tuple[str, float], list[str]] = {}
+        for c in a.ceilings:
+            if (c.direction, c.memory) not in present:
+                continue
+            seen.setdefault((c.source, c.gb_per_s), []).append(f"{c.direction} · {c.memory}")
+            self.ceiling_lines[f"{c.direction} · {c.memory}"] = c.gb_per_s
+        top = max([float(np.nanmax(y)) for _, y in self.drawn.values() if len(y)] or [1.0])
+        for (source, gbs), kinds in seen.items():
+            label = next(c.label for c in a.ceilings if c.source == source and c.gb_per_s == gbs)
+            who = "all copies" if len(kinds) == len(present) else ", ".join(kinds)
+            pen = pg.mkPen(CEILING_COLOR.get(source, "#7f8c8d"), width=1.5,
+                           style=Qt.PenStyle.DashLine if source == "spec" else Qt.PenStyle.SolidLine)
+            line = pg.InfiniteLine(pos=math.log10(gbs), angle=0, pen=pen,
+                                   label=f"{label} — {who}",
+                                   labelOpts={"position": 0.02, "color": CEILING_COLOR.get(source),
+                                              "anchors": [(0, 1), (0, 1)]})
+            self.scatter_plot.addItem(line)
+            self.hist_plot.addItem(pg.InfiniteLine(pos=math.log10(gbs), angle=0, pen=pen))
+            top = max(top, gbs)
+        lows = [float(np.nanmin(y)) for _, y in self.drawn.values() if len(y)]
+        bottom = min(lows) if lows else 0.1
+        self.scatter_plot.getPlotItem().setYRange(math.log10(bottom) - 0.15, math.log10(top) + 0.15, padding=0)
+
+    # -- for tests --------------------------------------------------------------------------------
+    def table_rows(self) -> list[dict[str, str]]:
+        cols = self.model.column_names()
+        return [{c: self.proxy.index(r, i).data() for i, c in enumerate(cols)}
+                for r in range(self.proxy.rowCount())]
+
