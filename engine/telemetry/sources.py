@@ -398,16 +398,24 @@ def _float(v: Any) -> float | None:
 class ReplaySource:
     """Replays a recording (ours, CSV or Parquet, or the fixture CSV format).
 
-    Snapshots keep the recorded timestamps. ``speed`` 1.0 replays in real time, 10 ten times
-    faster, and 0 as fast as possible.
+    Snapshots keep the recorded (wall-clock) timestamps, so a replay lines up with nsys/ncu
+    sessions recorded at the same time. ``speed`` 1.0 replays in real time, 10 ten times faster,
+    and 0 as fast as possible.
+
+    Args:
+        path: The recording.
+        speed: Replay speed.
+        start_ns: Only for a recording with times relative to its start (the fixture format): its
+            wall-clock start in epoch ns, added to every timestamp.
 
     Raises:
-        RecordingError: (from the constructor) the file is missing, corrupt or foreign.
+        RecordingError: (from the constructor) the file is missing, corrupt or foreign, or
+            ``start_ns`` is given for a recording that already has wall-clock times.
     """
 
     paced = True
 
-    def __init__(self, path: str | Path, speed: float = 1.0) -> None:
+    def __init__(self, path: str | Path, speed: float = 1.0, start_ns: int | None = None) -> None:
         if not speed >= 0:
             raise RecordingError(f"--speed must be 0 (as fast as possible) or more, not {speed}.")
         from engine.telemetry.recording import read_recording
@@ -415,6 +423,13 @@ class ReplaySource:
         self.path = Path(path)
         self.speed = float(speed)
         self.frame = read_recording(self.path)
+        if start_ns is not None:
+            from engine.telemetry.align import absolute_times
+
+            try:
+                self.frame = absolute_times(self.frame, start_ns)
+            except TelemetryError as exc:
+                raise RecordingError(f"{self.path}: {exc}") from exc
         self.relative_time = bool(self.frame.attrs.get("relative_time"))
         self._snaps: list[Snapshot] | None = None
         self._pos = 0

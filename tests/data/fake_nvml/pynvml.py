@@ -18,13 +18,12 @@ Environment:
 from __future__ import annotations
 
 import csv
+import importlib.util as _ilu
 import os
+import sys as _sys
 import time
 from pathlib import Path
 from typing import Any
-
-import importlib.util as _ilu
-import sys as _sys
 
 # Load the real nvidia-ml-py under another name (this module shadows it on sys.path).
 _real_path = None
@@ -45,7 +44,8 @@ NVMLError = _real.NVMLError
 FAKE = True
 
 _HERE = Path(__file__).resolve()
-_DEFAULT_REC = Path(os.environ.get("KERNELSCOPE_SHARED", _HERE.parents[4] / "shared")) / "fixtures" / "telemetry" / "telemetry_h200.csv"
+_SHARED = Path(os.environ.get("KERNELSCOPE_SHARED", _HERE.parents[4] / "shared"))
+_DEFAULT_REC = _SHARED / "fixtures" / "telemetry" / "telemetry_h200.csv"
 _DEFAULT_COSTS = "nvmlDeviceGetTotalEnergyConsumption=3500,nvmlDeviceGetPcieThroughput=0:20000"
 
 
