@@ -17,12 +17,13 @@ import time
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtCore import QEvent, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import (
     QBrush,
     QColor,
     QFont,
     QFontMetrics,
+    QGuiApplication,
     QKeyEvent,
     QMouseEvent,
     QPainter,
@@ -92,6 +93,7 @@ class TimelineCanvas(QWidget):
         self.selected: tuple[int, int] | None = None
         self.hover_text = ""
         self._press: QPointF | None = None
+        self._last_pos: QPointF | None = None
         self._press_range: tuple[float, float] = (0.0, 1.0)
         self._band: tuple[float, float] | None = None  # box zoom, in px
         self._dragging = False
@@ -100,6 +102,7 @@ class TimelineCanvas(QWidget):
         #: per lane key and kind: the coverage fractions drawn in the last paint
         self.last_coverage: dict[tuple[str, int], np.ndarray] = {}
         self.last_paint_ms = 0.0
+        self.detail_max = DETAIL_MAX
         self.paint_count = 0
         self._brushes = {i: QBrush(QColor(c)) for i, c in enumerate(PALETTE)}
         self._kind_brushes = {k: QBrush(QColor(c)) for k, c in KIND_COLORS.items()}
@@ -150,6 +153,8 @@ class TimelineCanvas(QWidget):
         if (t0, t1) != (self.t0, self.t1):
             self.t0, self.t1 = float(t0), float(t1)
             self.sig_range_changed.emit(self.t0, self.t1)
+            if self._last_pos is not None and self._press is None:
+                self._update_hover(self._last_pos)  # the event under a still pointer changed
             self.update()
 
     def zoom(self, factor: float, at_t: float | None = None) -> None:
@@ -337,7 +342,7 @@ class TimelineCanvas(QWidget):
         if n == 0:
             return ("detail", 0)
         scale = w / (self.t1 - self.t0)
-        if n <= DETAIL_MAX:
+        if n <= self.detail_max:
             s = ln.starts[lo:hi]
             e = ln.ends[lo:hi]
             x0 = GUTTER + (s - self.t0) * scale
@@ -458,7 +463,8 @@ class TimelineCanvas(QWidget):
                     dt = dx / self.plot_width() * (t1 - t0)
                     self.set_range(t0 - dt, t1 - dt)
             return
-        self._update_hover(pos, event.globalPosition().toPoint())
+        self._last_pos = QPointF(pos)
+        self._update_hover(pos)
 
     def mouseReleaseEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt override
         pos = event.position()
@@ -494,7 +500,20 @@ class TimelineCanvas(QWidget):
         else:
             super().keyPressEvent(event)
 
+    def event(self, e: QEvent) -> bool:
+        if e.type() == QEvent.Type.ToolTip:
+            # Qt asks after the pointer rested: show the hovered event's facts.
+            if self.hover_text and QGuiApplication.platformName() != "offscreen":
+                QToolTip.showText(e.globalPos(), self.hover_text, self)  # type: ignore[attr-defined]
+            else:
+                QToolTip.hideText()
+                e.ignore()
+            return True
+        return super().event(e)
+
     def leaveEvent(self, event: Any) -> None:  # noqa: N802 - Qt override
+        self._last_pos = None
+        self.hover_text = ""
         if self.hover is not None:
             self.hover = None
             self.update()
@@ -511,18 +530,21 @@ class TimelineCanvas(QWidget):
         self.sig_event_clicked.emit(rec)
         return rec
 
-    def _update_hover(self, pos: QPointF, global_pos: Any) -> None:
+    def _update_hover(self, pos: QPointF) -> None:
         hit = self.event_at(pos.x(), pos.y())
         if hit != self.hover:
             self.hover = hit
             self.update()
         if hit is None or self.model is None:
             self.hover_text = ""
-            QToolTip.hideText()
+            if QToolTip.isVisible():
+                QToolTip.hideText()
             return
         rec = self.model.event(self.model.lanes[hit[0]], hit[1])
-        self.hover_text = tooltip_text(rec)
-        QToolTip.showText(global_pos, self.hover_text, self)
+        text = tooltip_text(rec)
+        if text != self.hover_text and QToolTip.isVisible() and QGuiApplication.platformName() != "offscreen":
+            QToolTip.showText(self.mapToGlobal(pos.toPoint()), text, self)  # follow the pointer
+        self.hover_text = text
 
 
 _GROUP_SWATCH = {"api": "#8e5cb5", "gpu": "#3a7bd5", "nvtx": "#e8871e", "metric": "#3b8ea5"}

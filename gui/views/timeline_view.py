@@ -147,6 +147,14 @@ class TimelineView(QWidget):
             self.status.setText("Open a report to see its timeline.")
             return
         self.title.setText(f"Timeline — {report.name}")
+        if tm.ncu_kernels(report) is not None:
+            self.canvas.set_model(None)
+            self.status.setText(
+                f"{report.name} is an Nsight Compute report, which has no timeline: the Kernels view "
+                "shows it. Select an Nsight Systems report or PyTorch trace of the same run here, and "
+                "its kernels link to these results."
+            )
+            return
         cached = self._models.get(id(report))
         if cached is not None:
             self._show_model(cached)
