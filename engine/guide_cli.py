@@ -45,8 +45,76 @@ def add_parsers(sub: Any) -> None:
         extra(sub)
 
 
-#: Further parser builders, appended by the modules below as they are added.
-_EXTRA: list[Any] = []
+def cmd_checklist(args: argparse.Namespace) -> int:
+    """List checklists, or show one with its project state and the report's matching findings."""
+    from engine.analysis.rules import checklists as cl
+
+    if not args.name:
+        for n in cl.list_checklists():
+            c = cl.load_checklist(n)
+            print(f"{n:<14} {c.title} ({len(c.items)} items)")
+        return 0
+    checklist = cl.load_checklist(args.name)
+    if args.set:
+        if not args.project:
+            raise cl.ChecklistError("--set needs --project DIR: states are saved per project.")
+        item, _, state = args.set.partition("=")
+        entry = cl.set_state(args.project, checklist.name, item.strip(), state.strip(), args.note or "")
+        print(f"kernelscope: {item.strip()} is now {entry['state']} in {cl.state_path(args.project)}",
+              file=sys.stderr)
+    ids: set[str] | None = None
+    if args.report:
+        from engine.analysis.rules import findings_for
+
+        ids = {f.id for f in findings_for(args.report)}
+    states = cl.load_states(args.project, checklist.name) if args.project else {}
+    rows = cl.annotate(checklist, ids, states)
+    if args.json:
+        _dump({"checklist": checklist.name, "title": checklist.title, "items": rows})
+    else:
+        sys.stdout.write(cl.format_checklist(checklist, rows))
+    return 0
+
+
+def _add_checklist(sub: Any) -> None:
+    c = sub.add_parser("checklist", help="optimization checklists tied to findings, with per-project state")
+    c.add_argument("name", nargs="?", metavar="NAME", help="roadmap, attention, memory_bound or a .toml path")
+    c.add_argument("--project", metavar="DIR", help="project folder whose item states to show or change")
+    c.add_argument("--report", metavar="REPORT", help="mark the items this report's findings trigger")
+    c.add_argument("--set", metavar="ITEM=STATE", help="set an item to open|applied|verified|rejected")
+    c.add_argument("--note", help="a note stored with --set")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=cmd_checklist)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Compare run B against baseline A."""
+    from engine.analysis.compare import compare_traces, format_comparison
+    from engine.reports import open_report
+
+    c = compare_traces(open_report(_path(args.a)), open_report(_path(args.b)), range_name=args.range,
+                       telemetry_a=args.telemetry_a, telemetry_b=args.telemetry_b)
+    if args.json:
+        _dump(c.to_dict())
+    else:
+        sys.stdout.write(format_comparison(c))
+    return 0
+
+
+def _add_compare(sub: Any) -> None:
+    c = sub.add_parser("compare", help="compare two nsys runs: iteration statistics, deltas, fairness")
+    c.add_argument("a", metavar="A", help="baseline report")
+    c.add_argument("b", metavar="B", help="new report")
+    c.add_argument("--range", metavar="NVTX", help="iteration range text (default: the repeating range "
+                   "with the largest total in each report)")
+    c.add_argument("--telemetry-a", metavar="FILE", help="telemetry recording made during A")
+    c.add_argument("--telemetry-b", metavar="FILE", help="telemetry recording made during B")
+    c.add_argument("--json", action="store_true", help="print kernelscope.compare/1 JSON")
+    c.set_defaults(func=cmd_compare)
+
+
+#: Further parser builders.
+_EXTRA: list[Any] = [_add_checklist, _add_compare]
 
 
 def _path(p: str) -> Path:

@@ -1,0 +1,135 @@
+"""Compare naive vs fixed fixtures; Mann-Whitney and bootstrap checked against hand-derived values."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import sqlite3
+
+import numpy as np
+import pytest
+
+from engine.analysis.compare import (
+    bootstrap_median_diff_ci,
+    compare_traces,
+    iterations,
+    mann_whitney_u,
+)
+from engine.cli import main
+from engine.reports import open_report
+from tests.conftest import FIXTURES, NSYS_DIR
+
+NAIVE = NSYS_DIR / "host_overhead_naive.sqlite"
+FIXED = NSYS_DIR / "host_overhead_fixed.sqlite"
+TELEMETRY = FIXTURES / "telemetry" / "telemetry_h200.csv"
+
+
+def nvtx_durations(path, text):
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    rows = con.execute(
+        "select end - start from NVTX_EVENTS n left join StringIds s on s.id = n.textId "
+        "where coalesce(n.text, s.value) = ? and end is not null order by start", (text,)).fetchall()
+    con.close()
+    return [r[0] for r in rows]
+
+
+def brute_force_p(x, y):
+    """Two-sided exact p by enumerating every split of the pooled sample."""
+    pooled = list(x) + list(y)
+    n1 = len(x)
+
+    def u_of(idx):
+        a = [pooled[i] for i in idx]
+        b = [pooled[i] for i in range(len(pooled)) if i not in idx]
+        return sum((ai > bj) + 0.5 * (ai == bj) for ai in a for bj in b)
+
+    u_obs = u_of(tuple(range(n1)))
+    us = [u_of(c) for c in itertools.combinations(range(len(pooled)), n1)]
+    mean = n1 * len(y) / 2
+    return sum(abs(u - mean) >= abs(u_obs - mean) - 1e-12 for u in us) / len(us), u_obs
+
+
+@pytest.mark.parametrize("x,y", [
+    ([1.0, 2, 3, 4, 5], [6.0, 7, 8, 9, 10]),
+    ([3.1, 0.5, 2.2, 7.0], [4.4, 5.5, 1.1, 9.9, 8.8]),
+    ([10.0, 11, 12], [1.0, 2, 13.5]),
+])
+def test_mann_whitney_exact_matches_enumeration(x, y):
+    mw = mann_whitney_u(x, y)
+    p, u = brute_force_p(x, y)
+    assert mw.method == "exact"
+    # U counts pairs where x beats y, i.e. the rank-sum definition.
+    assert mw.u == pytest.approx(u)
+    assert mw.p_value == pytest.approx(p)
+
+
+def test_mann_whitney_normal_approximation_with_ties():
+    x = [1, 2, 2, 3, 3, 3, 4, 5] * 4
+    y = [3, 4, 4, 5, 5, 6, 6, 7] * 4
+    mw = mann_whitney_u(x, y)
+    assert mw.method.startswith("normal")
+    # Hand computation of the tie-corrected z with continuity correction.
+    allv = np.array(x + y, dtype=float)
+    n1, n2, n = len(x), len(y), len(x) + len(y)
+    _, t = np.unique(allv, return_counts=True)
+    sigma = math.sqrt(n1 * n2 / 12 * ((n + 1) - ((t ** 3 - t).sum()) / (n * (n - 1))))
+    z = (abs(mw.u - n1 * n2 / 2) - 0.5) / sigma
+    assert mw.p_value == pytest.approx(math.erfc(z / math.sqrt(2)))
+    assert mw.p_value < 1e-4
+
+
+def test_bootstrap_ci_contains_true_difference_and_is_reproducible():
+    rng = np.random.default_rng(1)
+    a = rng.normal(100, 1, 30)
+    b = rng.normal(90, 1, 30)
+    lo, hi = bootstrap_median_diff_ci(a, b)
+    assert lo < np.median(b) - np.median(a) < hi
+    assert -11.5 < lo < hi < -8.5
+    assert (lo, hi) == bootstrap_median_diff_ci(a, b)
+
+
+def test_naive_vs_fixed_iteration_time_improves_significantly():
+    a, b = open_report(NAIVE), open_report(FIXED)
+    da = nvtx_durations(NAIVE, "iteration(naive)")
+    db = nvtx_durations(FIXED, "iteration(fixed)")
+    assert len(da) == len(db) == 5
+    ia, ib = iterations(a), iterations(b)
+    assert ia.durations_ns == da and ib.durations_ns == db
+    c = compare_traces(a, b)
+    it = c.iterations
+    assert it["median_ns_a"] == pytest.approx(float(np.median(da[1:])))
+    assert it["median_ns_b"] == pytest.approx(float(np.median(db[1:])))
+    assert it["speedup"] == pytest.approx(np.median(da[1:]) / np.median(db[1:]))
+    assert 4.4 < it["speedup"] < 4.7
+    # Every fixed iteration is faster than every naive one: U = 16 of 16 and the exact two-sided
+    # p for 4 vs 4 is 2 / C(8, 4) = 2/70.
+    assert it["mann_whitney_u"] == 16
+    assert it["p_value"] == pytest.approx(2 / 70)
+    assert it["significant"] and it["verdict"] == "faster"
+    lo, hi = it["delta_median_ci95_ns"]
+    assert lo <= it["delta_median_ns"] <= hi < 0
+    # Deltas by API: the 20 cudaMemcpy calls are gone, cudaMemcpyAsync is new.
+    memcpy = next(r for r in c.api if r["name"] == "cudaMemcpy")
+    assert (memcpy["count_a"], memcpy["count_b"]) == (20, 0)
+    # Same GPU, driver, grids and bytes: no fairness warning.
+    assert c.warnings == []
+    assert c.facts["driver"] == ["580.159.04", "580.159.04"]
+
+
+def test_fairness_warns_on_different_work_and_one_sided_telemetry():
+    c = compare_traces(open_report(FIXED), open_report(NSYS_DIR / "torch_sdpa_gemm.sqlite"),
+                       telemetry_a=TELEMETRY)
+    text = " ".join(c.warnings)
+    assert "Different kernel launch counts: A 10, B 31" in text
+    assert "Different bytes copied" in text
+    assert "only one run" in text
+
+
+def test_cli_compare_json(capsys):
+    assert main(["compare", str(NAIVE), str(FIXED), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == "kernelscope.compare/1"
+    assert doc["iterations"]["verdict"] == "faster"
+    assert main(["compare", str(NAIVE), str(FIXED)]) == 0
+    assert "p=0.0286 -> faster" in capsys.readouterr().out
