@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import ReportError
+from engine.reports.ncu_names import simplify_demangled
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -181,8 +182,6 @@ _THREAD_INST_DERIVED = re.compile(r"derived__(sm|smsp)__sass_thread_inst_execute
 # Rule messages carry links as markup: @section:ID:Name@ and @url:Text:URL@ (ncu prints Name, Text (URL)).
 _SECTION_LINK = re.compile(r"@section:[^:@]*:([^@]*)@")
 _URL_LINK = re.compile(r"@url:([^:@]*):([^@]*)@")
-# Template arguments that the wheel's demangler prints with a cast: sgemm<(int)16> (ncu prints <16>).
-_CAST_INT = re.compile(r"\((?:unsigned |signed )?(?:int|long|long long|short|char|bool)\)(-?\d+)")
 _RULE_TYPES = {0: "", 1: "INF", 2: "OPT", 3: "WRN", 4: "ERR"}
 _SPEEDUP_TYPES = {0: "", 1: "local", 2: "global"}
 
@@ -627,7 +626,7 @@ def _read_ncu_rep(p: Path) -> NcuReport:
         major = _value(a, "device__attribute_compute_capability_major")
         minor = _value(a, "device__attribute_compute_capability_minor")
         cc = f"{major}.{minor}" if major is not None else ""
-        demangled = _CAST_INT.sub(r"\1", str(a.name(a.NameBase_DEMANGLED)))
+        demangled = simplify_demangled(str(a.name(a.NameBase_DEMANGLED)))  # as ncu prints it
         ident = [
             str(idx), pid, pname, host, demangled, str(_value(a, "launch__context_id") or ""),
             str(_value(a, "launch__stream_id") or ""), "({}, {}, {})".format(*block),
