@@ -192,8 +192,11 @@ _WORKLOADS: dict[str, Workload] = {
            {"dtype": _DTYPES}),
         _w("triton_matmul",
            "A Triton matmul kernel (the tutorial's blocked kernel) checked against torch",
-           {"M": "4096", "N": "4096", "K": "4096", "dtype": "fp16"},
-           {"M": "rows of A", "N": "columns of B", "K": "inner dimension", "dtype": "fp16 or bf16"},
+           {"M": "4096", "N": "4096", "K": "4096", "dtype": "fp16", "block_m": "128", "block_n": "128",
+            "block_k": "64"},
+           {"M": "rows of A", "N": "columns of B", "K": "inner dimension", "dtype": "fp16 or bf16",
+            "block_m": "tile rows", "block_n": "tile columns",
+            "block_k": "tile depth (all powers of 2, >= 16)"},
            {"dtype": ("fp16", "bf16")}, requires=("torch", "triton", "cuda")),
     ]
 }

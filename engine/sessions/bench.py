@@ -182,11 +182,14 @@ def tolerance_for(out: Any, params: Mapping[str, str] | None = None) -> float:
 def relative_error(out: Any, ref: Any) -> float:
     """‖out − ref‖₂ / ‖ref‖₂ in float64 (‖out − ref‖₂ when ref is all zeros); NaN if out has NaN/Inf.
 
-    Accepts torch tensors (any device) or anything numpy can convert.
+    Accepts torch tensors (any device; compared on the output's device in chunks, so a multi-GB
+    attention output needs no host copy) or anything numpy can convert.
 
     Raises:
         BenchError: shapes differ.
     """
+    if hasattr(out, "detach") and hasattr(ref, "detach"):
+        return _relative_error_torch(out, ref)
     import numpy as np
 
     def arr(x: Any) -> Any:
@@ -202,6 +205,23 @@ def relative_error(out: Any, ref: Any) -> float:
     diff = float(np.linalg.norm((o - r).ravel()))
     denom = float(np.linalg.norm(r.ravel()))
     return diff / denom if denom > 0 else diff
+
+
+def _relative_error_torch(out: Any, ref: Any, chunk: int = 1 << 24) -> float:
+    if tuple(out.shape) != tuple(ref.shape):
+        raise BenchError(f"The output has shape {tuple(out.shape)} but the reference has {tuple(ref.shape)}.")
+    o = out.detach().reshape(-1)
+    r = ref.detach().reshape(-1)
+    diff_sq = ref_sq = 0.0
+    for i in range(0, o.numel(), chunk):
+        oc = o[i:i + chunk].double()
+        rc = r[i:i + chunk].to(oc.device).double()
+        if not bool(oc.isfinite().all()):
+            return math.nan
+        diff_sq += float(((oc - rc) ** 2).sum())
+        ref_sq += float((rc * rc).sum())
+    diff = math.sqrt(diff_sq)
+    return diff / math.sqrt(ref_sq) if ref_sq > 0 else diff
 
 
 def check_output(out: Any, ref: Any, params: Mapping[str, str] | None = None,
