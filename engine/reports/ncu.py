@@ -846,7 +846,7 @@ def read_ncu_csv(path: str | Path) -> NcuReport:
         units = {str(m): str(u) for m, u in zip(metrics["metric"], metrics["Metric Unit"], strict=True) if m}
         rules = [
             [int(r[0]), r[n_id + 4], r[n_id + 4], r[n_id], r[n_id + 5], "", r[n_id + 6], r[n_id + 7],
-             parse_number(r[n_id + 8])]
+             _parse_speedup(r[n_id + 8])]
             for r in metrics[DETAILS_COLUMNS].itertuples(index=False, name=None) if r[n_id + 4]
         ]
         return NcuReport(p, "csv-details", _kernels_from(idents, values), metrics, raw, {},
@@ -896,6 +896,14 @@ def read_ncu_csv(path: str | Path) -> NcuReport:
                      labels={m: lab for (_s, lab), m in labels.items()},
                      rules=pd.DataFrame(columns=RULE_TABLE_COLUMNS),
                      sources=pd.DataFrame(columns=SOURCE_COLUMNS))
+
+
+def _parse_speedup(text: str) -> float:
+    """An estimated speedup: ncu prints it with 4 significant digits and no grouping ("6.327")."""
+    try:
+        return float(text)
+    except ValueError:
+        return parse_number(text.replace(",", "."))
 
 
 def _values_frame(idents: dict[str, list[str]], values: dict[str, dict[str, float]]) -> pd.DataFrame:
