@@ -389,16 +389,18 @@ def _value(action: Any, name: str) -> Any:
 
 
 def _section_table(action: Any) -> list[tuple[str, str, int, tuple[tuple[str, str], ...]]]:
-    """Our section table plus any rule-carrying section the report has and the table lacks."""
-    known = {s[0] for s in _SECTIONS}
-    extra: list[tuple[str, str, int, tuple[tuple[str, str], ...]]] = []
+    """The sections the action was profiled with (ncu prints no other), ours first, in print order.
+
+    A section the table lacks is printed with its rule results only.
+    """
     try:
-        for s in action.sections():
-            if s.identifier() not in known:
-                extra.append((str(s.identifier()), str(s.name()), int(s.order()), ()))
-    except AttributeError:  # older wheels have no sections()
-        pass
-    return sorted(_SECTIONS + extra, key=lambda s: (s[2], s[1]))
+        present = {str(s.identifier()): s for s in action.sections()}
+    except AttributeError:  # older wheels have no sections(): print every section we know
+        return sorted(_SECTIONS, key=lambda s: (s[2], s[1]))
+    table = [s for s in _SECTIONS if s[0] in present]
+    known = {s[0] for s in _SECTIONS}
+    table += [(i, str(s.name()), int(s.order()), ()) for i, s in present.items() if i not in known]
+    return sorted(table, key=lambda s: (s[2], s[1]))
 
 
 def _plain_message(text: str) -> str:
@@ -419,6 +421,8 @@ def _rule_rows(action: Any) -> dict[str, list[list[str]]]:
     out: dict[str, list[list[str]]] = {}
     for r in action.rule_results_as_dicts():
         msg = r.get("rule_message") or {}
+        if not msg.get("message"):
+            continue  # a rule's second, empty result (e.g. UncoalescedSharedAccess): ncu prints none
         rtype = _RULE_TYPES.get(int(msg.get("type", 0) or 0), "")
         sp_type = sp = ""
         est = r.get("speedup_estimation")
