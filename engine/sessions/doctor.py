@@ -101,7 +101,7 @@ def qdstrm_importer_candidates(nsys: Path, env: Mapping[str, str] | None = None)
     here = real.parent
     for pattern in ("QdstrmImporter", "../host-linux-*/QdstrmImporter", "../linux-desktop-*/QdstrmImporter",
                     "../*/QdstrmImporter", "../../host-linux-*/QdstrmImporter"):
-        out += [Path(p) for p in sorted(glob.glob(str(here / pattern)), reverse=True)]
+        out += [Path(os.path.normpath(p)) for p in sorted(glob.glob(str(here / pattern)), reverse=True)]
     seen: list[Path] = []
     for p in out:
         if p.is_file() and os.access(p, os.X_OK) and p.resolve() not in [s.resolve() for s in seen]:

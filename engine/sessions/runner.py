@@ -22,6 +22,7 @@ import secrets
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -319,6 +320,8 @@ def run_session(
     except OSError as exc:
         raise _output_error(sdir if out_root.exists() else out_root, exc) from exc
     target_label = "local" if spec.target.is_local else spec.target.ssh_target().display
+    if not spec.target.is_local and spec.workload and target and target[0] == sys.executable:
+        target = ["python3", *target[1:]]  # the registry names this machine's interpreter
     tool_path = resolve_tool(spec, env) if spec.target.is_local else (spec.tool_path or spec.tool)
     base = str(sdir / spec.report_name) if spec.target.is_local else spec.report_name
     main_argv = A.session_argv(spec, tool_path, base, target) if (tool_path or spec.tool == "bench") else []
@@ -463,12 +466,12 @@ def _run_remote(sess: _Session, sid: str, sdir: Path, main_argv: list[str], targ
 
     spec = sess.spec
     t = spec.target.ssh_target()
-    remote_dir = f"{REMOTE_ROOT}/{sid}"
+    remote_dir = f"{spec.target.remote_dir.rstrip('/') or REMOTE_ROOT}/{sid}"
     env_words = [f"{k}={v}" for k, v in spec.env.items()]
     wrapped = ["sh", "-c", REMOTE_WRAPPER, "kernelscope-session", remote_dir,
                *(["env", *env_words] if env_words else []), *main_argv]
     argv = ssh_argv(t, wrapped)
-    sess.note(f"running on {t.display} in ~/{remote_dir}: " + " ".join(main_argv))
+    sess.note(f"running on {t.display} in {_remote_display(remote_dir)}: " + " ".join(main_argv))
     res = sess.run_step(argv, keep_stdin=True)
     prog = _program_name(target)
     if res.start_error is not None:
@@ -499,8 +502,8 @@ def _run_remote(sess: _Session, sid: str, sdir: Path, main_argv: list[str], targ
                 reports.append(p)
         if cp.returncode != 0:
             why = explain_ssh_failure(t, cp.returncode or 1, cp.output) or cp.output.strip()
-            notes.append(f"Copying the reports back failed ({why}); they are still in ~/{remote_dir} on "
-                         f"{t.display}.")
+            notes.append(f"Copying the reports back failed ({why}); they are still in "
+                         f"{_remote_display(remote_dir)} on {t.display}.")
     rep_name = f"{spec.report_name}{A.report_suffix(spec.tool) or ''}"
     kind, msg = classify(spec.tool, res.returncode, res.output, killed=res.killed,
                          report_exists=(sdir / rep_name).is_file() if spec.tool != "bench" else False,
@@ -517,3 +520,7 @@ def describe(outcome: Outcome) -> dict[str, Any]:
         "duration_s": round(outcome.duration_s, 3), "reports": [str(p) for p in outcome.reports],
         "notes": list(outcome.notes), "log": str(outcome.log_path),
     }
+
+
+def _remote_display(remote_dir: str) -> str:
+    return remote_dir if remote_dir.startswith("/") else f"~/{remote_dir}"

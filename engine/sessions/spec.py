@@ -83,7 +83,8 @@ class NcuOptions:
 class TargetSpec:
     """Where the session runs: this machine (``host`` None) or an SSH host.
 
-    The SSH fields mirror :class:`engine.sessions.ssh.SshTarget`.
+    The SSH fields mirror :class:`engine.sessions.ssh.SshTarget`; ``remote_dir`` is the folder on the
+    host that receives one sub-folder per session (relative paths are under the remote home).
     """
 
     host: str | None = None
@@ -92,6 +93,7 @@ class TargetSpec:
     identity_file: str | None = None
     known_hosts: str | None = None
     ssh_options: tuple[str, ...] = ()
+    remote_dir: str = ".kernelscope/sessions"
 
     @property
     def is_local(self) -> bool:

@@ -1,0 +1,70 @@
+# Fake nsys. FAKE_MODE: ok | importer_fail | paranoid | export_fail. Writes $FAKE_NSYS_REP / _SQLITE.
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+args = sys.argv[1:]
+if os.environ.get("FAKE_ARGV_LOG"):
+    with open(os.environ["FAKE_ARGV_LOG"], "a") as fh:
+        fh.write(json.dumps(["nsys", *args]) + "\n")
+mode = os.environ.get("FAKE_MODE", "ok")
+if args[:1] == ["--version"]:
+    print("NVIDIA Nsight Systems version 2025.3.1.90-253135822126v0")
+    sys.exit(0)
+VALUED = {"--output", "-o", "--force-overwrite", "-f", "--type"}
+
+
+def split(argv):
+    opts, i = {}, 0
+    while i < len(argv) and argv[i].startswith("-"):
+        a = argv[i]
+        if "=" in a:
+            k, v = a.split("=", 1)
+            opts[k] = v
+            i += 1
+        elif a in VALUED:
+            opts[a] = argv[i + 1]
+            i += 2
+        else:
+            opts[a] = True
+            i += 1
+    return opts, argv[i:]
+
+
+if args[:1] == ["export"]:
+    opts, rest = split(args[1:])
+    if mode == "export_fail":
+        print("Error: the report is damaged", file=sys.stderr)
+        sys.exit(1)
+    shutil.copyfile(os.environ["FAKE_NSYS_SQLITE"], opts["--output"])
+    sys.exit(0)
+if args[:1] != ["profile"]:
+    print(f"unknown command {args[:1]}", file=sys.stderr)
+    sys.exit(1)
+opts, target = split(args[1:])
+out = opts["--output"]
+if mode == "paranoid":
+    print("The perf_event_paranoid level is 4; CPU sampling and context switch tracing need it to be 2 or "
+          "lower.", file=sys.stderr)
+    print("Error: cannot continue.", file=sys.stderr)
+    sys.exit(1)
+print("Collecting data...", flush=True)
+rc = subprocess.call(target)
+print("Generating '/tmp/nsys-report-5f1e.qdstrm'", flush=True)
+if rc < 0:
+    print(f"The target application terminated with signal {-rc} (SIGSEGV).", file=sys.stderr)
+elif rc > 0:
+    print(f"The target application returned non-zero exit code {rc}", file=sys.stderr)
+if mode == "importer_fail":
+    with open(out + ".qdstrm", "wb") as fh:
+        fh.write(b"QDSTRM fake stream")
+    print("Importer error status: An unknown error occurred.", file=sys.stderr)
+    print(f"Generated:\n    {out}.qdstrm")
+    sys.exit(0)
+print(f"[1/1] [========================100%] {os.path.basename(out)}.nsys-rep\r", end="", flush=True)
+print(f"[1/1] [========================100%] {os.path.basename(out)}.nsys-rep")
+shutil.copyfile(os.environ["FAKE_NSYS_REP"], out + ".nsys-rep")
+print(f"Generated:\n    {out}.nsys-rep")
+sys.exit(0)
