@@ -34,6 +34,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     t.add_argument("--replay", metavar="FILE", help="replay a recording instead of sampling NVML")
     t.add_argument("--speed", type=float, default=1.0, metavar="X",
                    help="replay speed: 1 real time, 10 ten times faster, 0 as fast as possible")
+    t.add_argument("--host", metavar="[USER@]HOST[:PORT]",
+                   help="sample that host's GPUs through ssh (runs python -m engine.telemetry.agent there)")
+    t.add_argument("--remote-python", default="python3", metavar="PY",
+                   help="the Python on --host that has Kernelscope and nvidia-ml-py (python3)")
+    t.add_argument("--remote-dir", metavar="DIR",
+                   help="a Kernelscope checkout on --host to run the agent from")
     t.set_defaults(func=cmd_telemetry)
     return t  # type: ignore[no-any-return]
 
@@ -57,6 +63,13 @@ def cmd_telemetry(args: argparse.Namespace) -> int:
     source: Source
     if args.replay:
         source = ReplaySource(args.replay, speed=args.speed)
+    elif args.host:
+        from engine.sessions.ssh import parse_target
+        from engine.telemetry.remote import RemoteSource
+
+        gpu_arg = "all" if gpus is None else ",".join(map(str, sorted(gpus)))
+        source = RemoteSource.over_ssh(parse_target(args.host), period_s=args.period, gpus=gpu_arg,
+                                       python=args.remote_python, remote_dir=args.remote_dir)
     else:
         ok, reason = nvml_available()
         if not ok:
