@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
-from engine.reports.ncu import DETAILS_COLUMNS, ID_COLUMNS
+from engine.reports.ncu import DETAILS_COLUMNS, ID_COLUMNS, format_number
 
 if TYPE_CHECKING:
     from engine.reports.ncu import NcuReport
@@ -16,24 +17,81 @@ def _quote(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
 
 
-def details_csv(report: NcuReport) -> str:
-    """The details page as ``ncu --csv --page details --print-units base`` prints it.
+#: ``--print-units auto`` (ncu's default): the units it scales, and their prefixes by powers of 1000.
+_AUTO_PREFIXES = {
+    "byte": ("", "K", "M", "G", "T", "P"),
+    "hz": ("", "K", "M", "G"),
+}
+_AUTO_TIME = (("ns", 1.0), ("us", 1e3), ("ms", 1e6), ("s", 1e9))
+PRINT_UNITS = ("base", "auto")
+
+
+def auto_unit(unit: str, value: float) -> tuple[str, str] | None:
+    """A base-unit value as ``ncu --print-units auto`` prints it: (scaled unit, printed value).
+
+    Bytes (also per second, per block, ...) and hertz get the largest SI prefix that keeps the
+    value at 1 or more (``30,998,528 byte`` -> ``31.00 Mbyte``; ``1,941,243,489.58 hz`` ->
+    ``1.94 Ghz``); nanoseconds become us, ms or s the same way. Other units are printed unscaled.
+
+    Args:
+        unit: The base unit (``byte/s``, ``hz``, ``ns``, ...).
+        value: The value in that unit.
+
+    Returns:
+        The scaled unit and the value's text, or None when ncu leaves the value as it is.
+    """
+    if math.isnan(value) or math.isinf(value):
+        return None
+    if unit == "ns":
+        name, factor = "ns", 1.0
+        for n, f in _AUTO_TIME:
+            if abs(value) >= f:
+                name, factor = n, f
+        return (name, format_number(value / factor)) if factor != 1.0 else None
+    head, sep, tail = unit.partition("/")
+    prefixes = _AUTO_PREFIXES.get(head)
+    if prefixes is None:
+        return None
+    k = 0
+    while k + 1 < len(prefixes) and abs(value) >= 1000.0 ** (k + 1):
+        k += 1
+    if k == 0:
+        return None
+    return prefixes[k] + head + sep + tail, format_number(value / 1000.0**k)
+
+
+def details_csv(report: NcuReport, print_units: str = "base") -> str:
+    """The details page as ``ncu --csv --page details --print-units base|auto`` prints it.
 
     Metric rows carry the identity, section and metric columns and end with an empty unquoted field;
     rule rows carry all twenty columns.
 
     Args:
         report: A report read by :func:`engine.reports.ncu.read_ncu`.
+        print_units: ``base`` (values in base units, as with ``--print-units base``) or ``auto``
+            (ncu's default: bytes, hertz and nanoseconds scaled, see :func:`auto_unit`).
 
     Returns:
         The CSV text, one line per row, newline line ends.
+
+    Raises:
+        ValueError: ``print_units`` is neither ``base`` nor ``auto``.
     """
+    if print_units not in PRINT_UNITS:
+        raise ValueError(f"print_units must be one of {PRINT_UNITS}, not {print_units!r}")
+    auto = print_units == "auto"
+    n_id = len(ID_COLUMNS)
     lines = [",".join(_quote(c) for c in DETAILS_COLUMNS)]
-    for row in report.metrics[DETAILS_COLUMNS].itertuples(index=False, name=None):
-        if row[len(ID_COLUMNS) + 4]:  # Rule Name set: a rule row
-            lines.append(",".join(_quote(str(c)) for c in row))
-        else:
-            lines.append(",".join(_quote(str(c)) for c in row[:_N_METRIC_FIELDS]) + ",")
+    for row in report.metrics[[*DETAILS_COLUMNS, "value"]].itertuples(index=False, name=None):
+        if row[n_id + 4]:  # Rule Name set: a rule row
+            lines.append(",".join(_quote(str(c)) for c in row[:-1]))
+            continue
+        cells = [str(c) for c in row[:_N_METRIC_FIELDS]]
+        if auto:
+            scaled = auto_unit(cells[n_id + 2], float(row[-1]))
+            if scaled is not None:
+                cells[n_id + 2], cells[n_id + 3] = scaled
+        lines.append(",".join(_quote(c) for c in cells) + ",")
     return "\n".join(lines) + "\n"
 
 
