@@ -39,6 +39,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="details|raw: as `ncu --import REPORT --page PAGE --print-units base` prints them; "
                         "rules: rule results ranked by estimated speedup x duration; roofline: points and "
                         "ceilings; sections: every kernel's sections; verdict: the bottleneck per kernel")
+    p.add_argument("--print-units", choices=["base", "auto"], default="base",
+                   help="--page details: base (default, as `--print-units base`) or auto (ncu's own default: "
+                        "bytes, Hz and ns scaled, e.g. 31.00 Mbyte)")
     p.add_argument("--compare", metavar="AFTER", help="compare REPORT (before) with AFTER, kernel by kernel")
     p.add_argument("--ceilings", metavar="JSON",
                    help="measured ceilings for --page roofline: a JSON object name -> FLOP/s or byte/s "
@@ -150,13 +153,18 @@ def cmd_ncu(args: argparse.Namespace) -> int:
                 f"{args.input} is a details export and has no raw page; "
                 "use the .ncu-rep or a --page raw export."
             )
+        if args.print_units != "base" and (args.page != "details" or args.json):
+            raise KernelscopeError(
+                "--print-units auto is available for --page details as CSV only; "
+                "drop it or use --page details --csv."
+            )
         if args.json:
             table = report.metrics if args.page == "details" else report.raw
             cols = [c for c in table.columns if c not in ("value", "metric")]
             json.dump(table[cols].to_dict(orient="records"), out, indent=1)
             out.write("\n")
         else:
-            out.write(details_csv(report) if args.page == "details" else raw_csv(report))
+            out.write(details_csv(report, args.print_units) if args.page == "details" else raw_csv(report))
         return 0
     rows = _summary_rows(report)
     if args.json:
