@@ -113,8 +113,77 @@ def _add_compare(sub: Any) -> None:
     c.set_defaults(func=cmd_compare)
 
 
+def cmd_gate(args: argparse.Namespace) -> int:
+    """Evaluate CI gates; exit 0 when all pass, 4 when one fails."""
+    from engine.analysis.gate import EXIT_GATE_FAILED, load_rules, run_gates, to_markdown
+
+    results = run_gates(args.input, load_rules(args.rules), args.baseline)
+    md = to_markdown(args.input, results, args.baseline)
+    if args.output:
+        from engine.analysis.export import write_text
+
+        write_text(_path(args.output), md)
+    sys.stdout.write(md)
+    return 0 if all(r.passed for r in results) else EXIT_GATE_FAILED
+
+
+def _add_gate(sub: Any) -> None:
+    g = sub.add_parser("gate", help="CI gates: ncu metric thresholds and no slowdown beyond noise "
+                       "(exit 0 pass, 4 fail, 1 error)")
+    g.add_argument("input", metavar="REPORT", help="an .ncu-rep (metric gates) or nsys report (timing gates)")
+    g.add_argument("--baseline", metavar="BASE", help="baseline report for timing gates")
+    g.add_argument("--rules", metavar="GATES.toml", required=True, help="[[gate]] tables (see docs)")
+    g.add_argument("-o", "--output", metavar="FILE.md", help="also write the Markdown summary here")
+    g.set_defaults(func=cmd_gate)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Export a session, a comparison (--compare B) or a timeline (perfetto)."""
+    from engine.analysis import export
+    from engine.reports import open_report
+
+    out = _path(args.output)
+    if args.format == "perfetto":
+        if args.compare:
+            raise _usage("--format perfetto exports one timeline; leave out --compare.")
+        export.write_text(out, export.perfetto_json(open_report(_path(args.input))))
+    elif args.compare:
+        from engine.analysis.compare import compare_traces
+
+        c = compare_traces(open_report(_path(args.input)), open_report(_path(args.compare)))
+        text = export.comparison_markdown(c) if args.format == "md" else export.comparison_html(c)
+        export.write_text(out, text)
+    else:
+        from engine.analysis.rules import findings_for
+        from engine.analysis.summary import summarize
+
+        s = summarize(open_report(_path(args.input)))
+        found = findings_for(args.input, reference=args.pinned_from)
+        export.write_text(out, export.session_markdown(s, found) if args.format == "md"
+                          else export.session_html(s, found))
+    print(f"kernelscope: wrote {out}", file=sys.stderr)
+    return 0
+
+
+def _usage(msg: str) -> Exception:
+    from engine.errors import KernelscopeError
+
+    return KernelscopeError(msg)
+
+
+def _add_export(sub: Any) -> None:
+    e = sub.add_parser("export", help="a session or comparison as Markdown / self-contained HTML, or a "
+                       "timeline as Perfetto (Chrome trace-event) JSON")
+    e.add_argument("input", metavar="REPORT")
+    e.add_argument("--format", choices=["md", "html", "perfetto"], required=True)
+    e.add_argument("-o", "--output", metavar="FILE", required=True)
+    e.add_argument("--compare", metavar="B", help="export the comparison REPORT (baseline) vs B")
+    e.add_argument("--pinned-from", metavar="REPORT", help="pinned-ceiling reference for the findings")
+    e.set_defaults(func=cmd_export)
+
+
 #: Further parser builders.
-_EXTRA: list[Any] = [_add_checklist, _add_compare]
+_EXTRA: list[Any] = [_add_checklist, _add_compare, _add_gate, _add_export]
 
 
 def _path(p: str) -> Path:

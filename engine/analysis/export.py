@@ -1,0 +1,419 @@
+"""Reports to share: Markdown and self-contained HTML (inline SVG plots), and Perfetto timelines.
+
+Nothing here needs Qt or matplotlib: plots are hand-written SVG (a few rectangles and labels), so
+an HTML file opens anywhere, offline, with no external files.
+
+- :func:`session_markdown` / :func:`session_html`: a report's summary and findings.
+- :func:`comparison_markdown` / :func:`comparison_html`: two runs compared (iteration statistics,
+  deltas, fairness).
+- :func:`perfetto_trace`: a timeline in the Chrome trace-event JSON format that ui.perfetto.dev and
+  chrome://tracing load: CUDA API calls and NVTX ranges per CPU thread, kernels / copies / memsets
+  per GPU stream, as complete ("X") events with microsecond times.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from engine.analysis.rules.model import Finding, fmt_time
+from engine.errors import KernelscopeError
+
+if TYPE_CHECKING:
+    from engine.analysis.compare import Comparison
+    from engine.reports.base import Trace
+
+#: Synthetic Perfetto process ids for GPUs (real pids are < 2**22 on Linux).
+GPU_PID_BASE = 1 << 24
+NVTX_STARTEND_TID = (1 << 24) - 1
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write a file atomically (a reader never sees half of it).
+
+    Raises:
+        KernelscopeError: the folder is not writable.
+
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report is meant to be shared
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise KernelscopeError(f"Could not write {path} ({exc.strerror}); choose another -o path.") from exc
+
+
+# -- SVG -----------------------------------------------------------------------------------------
+_COLORS = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#9c755f"]
+
+
+def svg_bars(title: str, items: list[tuple[str, float]], unit: str, width: int = 720) -> str:
+    """A horizontal bar chart as an SVG string (values >= 0)."""
+    bar_h, gap, left, top = 22, 6, 260, 30
+    h = top + len(items) * (bar_h + gap) + 10
+    vmax = max([v for _, v in items] + [1e-12])
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h}" '
+             f'font-family="sans-serif" font-size="12" role="img" aria-label="{html.escape(title)}">',
+             f'<text x="0" y="16" font-weight="bold">{html.escape(title)}</text>']
+    for i, (label, v) in enumerate(items):
+        y = top + i * (bar_h + gap)
+        w = max((width - left - 110) * v / vmax, 1)
+        parts.append(f'<text x="{left - 6}" y="{y + 15}" text-anchor="end">{html.escape(label[:40])}</text>')
+        parts.append(f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{bar_h}" '
+                     f'fill="{_COLORS[i % len(_COLORS)]}"><title>{html.escape(label)}: {v:,.3f} {unit}'
+                     '</title></rect>')
+        parts.append(f'<text x="{left + w + 6:.1f}" y="{y + 15}">{v:,.2f} {html.escape(unit)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def svg_samples(title: str, groups: list[tuple[str, list[float]]], unit: str, width: int = 720) -> str:
+    """Dot plot of samples per group with the median marked (for iteration times)."""
+    row_h, left, top = 40, 160, 30
+    h = top + len(groups) * row_h + 30
+    vals = [v for _, vs in groups for v in vs] or [0.0, 1.0]
+    lo, hi = 0.0, max(vals) * 1.05 or 1.0
+    span = width - left - 30
+
+    def x(v: float) -> float:
+        return left + span * (v - lo) / (hi - lo)
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h}" '
+             f'font-family="sans-serif" font-size="12" role="img" aria-label="{html.escape(title)}">',
+             f'<text x="0" y="16" font-weight="bold">{html.escape(title)}</text>']
+    for i, (label, vs) in enumerate(groups):
+        y = top + i * row_h + row_h / 2
+        parts.append(f'<text x="{left - 8}" y="{y + 4}" text-anchor="end">{html.escape(label)}</text>')
+        for v in vs:
+            parts.append(f'<circle cx="{x(v):.1f}" cy="{y}" r="5" fill="{_COLORS[i % 8]}" '
+                         f'fill-opacity="0.7"><title>{v:,.3f} {unit}</title></circle>')
+        if vs:
+            m = float(np.median(vs))
+            parts.append(f'<line x1="{x(m):.1f}" x2="{x(m):.1f}" y1="{y - 12}" y2="{y + 12}" '
+                         'stroke="black" stroke-width="2"/>')
+    axis_y = top + len(groups) * row_h + 5
+    parts.append(f'<line x1="{left}" x2="{left + span}" y1="{axis_y}" y2="{axis_y}" stroke="#888"/>')
+    for k in range(5):
+        v = lo + (hi - lo) * k / 4
+        parts.append(f'<text x="{x(v):.1f}" y="{axis_y + 16}" text-anchor="middle">{v:,.2f}</text>')
+    parts.append(f'<text x="{left + span}" y="{axis_y + 28}" text-anchor="end">{html.escape(unit)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+# -- Markdown / HTML -----------------------------------------------------------------------------
+def _findings_md(findings: list[Finding]) -> list[str]:
+    if not findings:
+        return ["No findings."]
+    out = ["| severity | finding | expected gain | how the gain is computed |", "| --- | --- | --- | --- |"]
+    for f in findings:
+        g = f.gain
+        gain = "n/a" if g is None or g.seconds is None else (
+            f"{g.seconds * 1e3:,.2f} ms" + (f" ({g.pct_of_wall:.1f} %)" if g.pct_of_wall is not None else "")
+            + (" max" if g.kind == "upper bound" else ""))
+        subj = f" [{f.subject[:40]}]" if f.subject else ""
+        formula = (g.formula if g else "").replace("|", "/")
+        out.append(f"| {f.severity} | **{f.title}**{subj} (`{f.id}`) | {gain} | {formula} |")
+    out.append("")
+    for f in findings:
+        out.append(f"### {f.title}" + (f" — {f.subject}" if f.subject else ""))
+        out.append("")
+        out.append(f.summary)
+        out.append("")
+        for e in f.evidence:
+            v = fmt_time(float(e.value)) if e.unit == "ns" and isinstance(e.value, (int, float)) else (
+                f"{e.value:,}" if isinstance(e.value, int) else
+                f"{e.value:,.3f}" if isinstance(e.value, float) else str(e.value))
+            unit = "" if e.unit == "ns" else e.unit
+            out.append(f"- {e.label}: {v} {unit} _({e.source})_".replace("  ", " "))
+        if f.fix:
+            out += ["", f"**Fix:** {f.fix}"]
+        if f.fix_cuda:
+            out += ["", "```cuda", f.fix_cuda, "```"]
+        if f.fix_torch:
+            out += ["", "```python", f.fix_torch, "```"]
+        if f.verify:
+            out += ["", f"**Verify:** {f.verify}"]
+        out.append("")
+    return out
+
+
+def _summary_plots(s: dict[str, Any]) -> list[str]:
+    plots = []
+    cats = [(c["label"], c["total_ns"] / 1e6) for c in s["host"]["categories"]]
+    if cats:
+        plots.append(svg_bars("CUDA API time by category", cats, "ms"))
+    parts = [(p["part"], p["total_ns"] / 1e6) for p in s["gpu"]["parts"]]
+    if parts:
+        parts.append(("GPU idle", s["gpu"]["idle_ns"] / 1e6))
+        plots.append(svg_bars("GPU time", parts, "ms"))
+    # From bytes and time (summary's gb_per_s is already rounded to 3 decimals).
+    bw = [(f"{b['direction']} ({b['memory']})", b["bytes"] / b["total_ns"] if b["total_ns"] else 0.0)
+          for b in s["bandwidth"]]
+    if bw:
+        plots.append(svg_bars("Achieved copy bandwidth", bw, "GB/s"))
+    return plots
+
+
+def session_markdown(summary: dict[str, Any], findings: list[Finding]) -> str:
+    """A report's headline numbers and findings as Markdown."""
+    r = summary["report"]
+    gpus = ", ".join(g["name"] for g in r["gpus"]) or "unknown GPU"
+    lines = [f"# Kernelscope report: {Path(r['path']).name}", "",
+             f"- Recorded by: {r['product_version'] or 'unknown'} on {gpus}",
+             f"- Capture: {fmt_time(summary['wall']['span_ns'])} wall span; CUDA API "
+             f"{fmt_time(summary['host']['total_ns'])}; GPU busy {fmt_time(summary['gpu']['busy_ns'])} "
+             f"({summary['gpu']['busy_pct_of_wall'] or 0:.1f} %)"]
+    it = summary.get("iterations")
+    if it:
+        lines.append(f"- Iterations ({it['range']}): {it['count']}, median "
+                     f"{fmt_time(it['median_ns'])}, first {fmt_time(it['first_ns'])}")
+    if summary["missing"]:
+        lines.append(f"- Not captured: {'; '.join(summary['missing'])}")
+    lines += ["", "## Findings", ""] + _findings_md(findings)
+    return "\n".join(lines) + "\n"
+
+
+_CSS = ("body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222}"
+        "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;"
+        "text-align:left;vertical-align:top}th{background:#f3f3f3}pre{background:#f6f8fa;padding:8px;"
+        "overflow:auto}.critical{color:#b00020;font-weight:bold}.warning{color:#b35c00}"
+        ".info{color:#555}.warn{color:#b00020}svg{display:block;margin:1em 0}")
+
+
+def _md_to_html(md: str) -> str:
+    """Enough Markdown for our own output: headings, lists, tables, code blocks, bold/code spans."""
+    import re
+
+    out: list[str] = []
+    lines = md.splitlines()
+    i = 0
+
+    def inline(t: str) -> str:
+        t = html.escape(t)
+        t = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", t)
+        t = re.sub(r"`(.+?)`", r"<code>\1</code>", t)
+        t = re.sub(r"(?<![\w*])_(\(.+?\))_(?![\w*])", r"<em>\1</em>", t)
+        for sev in ("critical", "warning", "info"):
+            t = t.replace(f"<td>{sev}</td>", f'<td class="{sev}">{sev}</td>')
+        return t
+
+    while i < len(lines):
+        ln = lines[i]
+        if ln.startswith("```"):
+            j = i + 1
+            buf = []
+            while j < len(lines) and not lines[j].startswith("```"):
+                buf.append(lines[j])
+                j += 1
+            out.append("<pre><code>" + html.escape("\n".join(buf)) + "</code></pre>")
+            i = j + 1
+            continue
+        if ln.startswith("<svg"):
+            out.append(ln)
+        elif ln.startswith("#"):
+            level = len(ln) - len(ln.lstrip("#"))
+            out.append(f"<h{level}>{inline(ln[level:].strip())}</h{level}>")
+        elif ln.startswith("| "):
+            rows = []
+            while i < len(lines) and lines[i].startswith("| "):
+                rows.append(lines[i])
+                i += 1
+            cells = [[c.strip() for c in r.strip().strip("|").split(" | ")] for r in rows]
+            body = [c for c in cells if not all(set(x) <= set("- ") for x in c)]
+            out.append("<table><tr>" + "".join(f"<th>{inline(c)}</th>" for c in body[0]) + "</tr>"
+                       + "".join("<tr>" + "".join(f"<td>{inline(c)}</td>".replace(
+                           "<td><strong>FAIL</strong></td>", '<td class="warn"><strong>FAIL</strong></td>')
+                           for c in r) + "</tr>" for r in body[1:]) + "</table>")
+            continue
+        elif ln.startswith("- "):
+            buf = []
+            while i < len(lines) and lines[i].startswith("- "):
+                buf.append(f"<li>{inline(lines[i][2:])}</li>")
+                i += 1
+            out.append("<ul>" + "".join(buf) + "</ul>")
+            continue
+        elif ln.strip():
+            out.append(f"<p>{inline(ln)}</p>")
+        i += 1
+    return "\n".join(out)
+
+
+def html_page(title: str, markdown: str, plots: list[str]) -> str:
+    """A self-contained HTML page: inline CSS, the Markdown rendered, SVG plots after the headline."""
+    body = _md_to_html(markdown)
+    # Plots go after the first list (the headline facts).
+    cut = body.find("</ul>")
+    cut = cut + len("</ul>") if cut >= 0 else 0
+    body = body[:cut] + "\n" + "\n".join(plots) + "\n" + body[cut:]
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}'
+            f"</title><style>{_CSS}</style></head><body>\n{body}\n"
+            "<p class=\"info\">Made by Kernelscope.</p></body></html>\n")
+
+
+def session_html(summary: dict[str, Any], findings: list[Finding]) -> str:
+    """The session report as one self-contained HTML file with plots."""
+    return html_page(f"Kernelscope: {Path(summary['report']['path']).name}",
+                     session_markdown(summary, findings), _summary_plots(summary))
+
+
+def comparison_markdown(c: Comparison) -> str:
+    """A comparison (see :mod:`engine.analysis.compare`) as Markdown."""
+    lines = ["# Kernelscope comparison", "", f"- A (baseline): `{c.a}`", f"- B: `{c.b}`"]
+    it = c.iterations
+    if it:
+        lines.append(
+            f"- Iteration median: {fmt_time(it['median_ns_a'])} -> {fmt_time(it['median_ns_b'])} "
+            f"({it['change_pct']:+.1f} %, speedup {it['speedup']:.2f}x); 95 % CI of the change "
+            f"[{fmt_time(it['delta_median_ci95_ns'][0])}, {fmt_time(it['delta_median_ci95_ns'][1])}]; "
+            f"{it['test']} p = {it['p_value']:.4f}: **{it['verdict']}**")
+    lines += ["", "## Fairness", ""]
+    lines += [f"- {w}" for w in c.warnings] or [
+        "- Same GPU and driver, same launches, grids and bytes copied."]
+    for title, rows in (("Kernels", c.kernels), ("CUDA API", c.api), ("NVTX ranges", c.nvtx)):
+        if not rows:
+            continue
+        lines += ["", f"## {title}", "", "| name | A total | B total | change | calls A | calls B |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for r in rows:
+            pct = f"{r['delta_pct']:+.1f} %" if r["delta_pct"] is not None else "new"
+            lines.append(f"| `{r['name'][:70].replace('|', '/')}` | {fmt_time(r['total_ns_a'])} | "
+                         f"{fmt_time(r['total_ns_b'])} | {pct} | {r['count_a']} | {r['count_b']} |")
+    return "\n".join(lines) + "\n"
+
+
+def comparison_plots(c: Comparison) -> list[str]:
+    """SVG plots of a comparison: iteration times of A and B, biggest kernel changes."""
+    plots = []
+    it = c.iterations
+    if it:
+        plots.append(svg_samples("Iteration times (each dot one iteration; bar: median)", [
+            ("A " + it["range_a"], [d / 1e6 for d in it["durations_ns_a"]]),
+            ("B " + it["range_b"], [d / 1e6 for d in it["durations_ns_b"]])], "ms"))
+    rows = c.kernels[:6]
+    if rows:
+        items: list[tuple[str, float]] = []
+        for r in rows:
+            items += [(f"A {r['name'][:34]}", r["total_ns_a"] / 1e6),
+                      (f"B {r['name'][:34]}", r["total_ns_b"] / 1e6)]
+        plots.append(svg_bars("Kernel time, A vs B", items, "ms"))
+    return plots
+
+
+def comparison_html(c: Comparison) -> str:
+    """The comparison as one self-contained HTML file with plots."""
+    return html_page("Kernelscope comparison", comparison_markdown(c), comparison_plots(c))
+
+
+# -- Perfetto / Chrome trace-event JSON ------------------------------------------------------------
+def _us(ns: np.ndarray, t0: int) -> list[float]:
+    return [round(v, 3) for v in ((ns.astype(np.int64) - t0) / 1000.0).tolist()]
+
+
+def perfetto_trace(trace: Trace) -> dict[str, Any]:
+    """The trace as a Chrome trace-event document (``{"traceEvents": [...]}``).
+
+    Times are microseconds from the first event (``ts``/``dur`` floats with ns precision). CPU
+    events use the real pid/tid; GPU events use pid ``GPU_PID_BASE + deviceId`` and tid = stream.
+    """
+    from engine.analysis.summary import _wall
+
+    t0, _ = _wall(trace)
+    ev: list[dict[str, Any]] = []
+    procs = trace.table("processes", ["pid", "name"])
+    pnames = {int(p): str(n) for p, n in zip(procs["pid"], procs["name"], strict=False)} if len(procs) else {}
+    threads = trace.table("threads", ["pid", "tid", "name"])
+    seen_pids: set[int] = set()
+
+    def add(df: Any, cat: str, name_col: str, pid: Any, tid: Any, args: dict[str, str] | None = None) -> None:
+        if not len(df):
+            return
+        ts = _us(df["start"].to_numpy(), t0)
+        dur = [round(v, 3) for v in ((df["end"].to_numpy(np.int64) - df["start"].to_numpy(np.int64))
+                                     / 1000.0).tolist()]
+        names = df[name_col].astype(str).tolist()
+        pids = pid if isinstance(pid, list) else [pid] * len(df)
+        tids = tid if isinstance(tid, list) else [tid] * len(df)
+        extra = {k: df[c].tolist() for k, c in (args or {}).items()}
+        for i in range(len(df)):
+            e = {"ph": "X", "cat": cat, "name": names[i], "ts": ts[i], "dur": dur[i], "pid": pids[i],
+                 "tid": tids[i]}
+            if extra:
+                e["args"] = {k: (v[i].item() if hasattr(v[i], "item") else v[i]) for k, v in extra.items()}
+            ev.append(e)
+            seen_pids.add(pids[i])
+
+    api = trace.table("api", ["start", "end", "pid", "tid", "baseName", "correlationId"])
+    add(api, "cuda_api", "baseName", [int(p) for p in api["pid"]], [int(t) for t in api["tid"]],
+        {"correlationId": "correlationId"})
+    nv = trace.table("nvtx", ["start", "end", "eventType", "text", "pid", "tid"])
+    if len(nv):
+        rng = nv[nv["end"].notna() & nv["eventType"].isin([59, 60])]
+        rng = rng.assign(text=rng["text"].fillna(""))
+        pushpop = rng[rng["eventType"] == 59]
+        add(pushpop, "nvtx", "text", [int(p) for p in pushpop["pid"]], [int(t) for t in pushpop["tid"]])
+        startend = rng[rng["eventType"] == 60]
+        add(startend, "nvtx", "text", [int(p) for p in startend["pid"]], NVTX_STARTEND_TID)
+        marks = nv[nv["eventType"] == 34]
+        for s, text, p, t in zip(marks["start"], marks["text"].fillna(""), marks["pid"], marks["tid"],
+                                 strict=False):
+            ev.append({"ph": "i", "s": "t", "cat": "nvtx", "name": str(text),
+                       "ts": round((int(s) - t0) / 1000.0, 3), "pid": int(p), "tid": int(t)})
+    gpu_cols = ["start", "end", "deviceId", "streamId", "correlationId"]
+    k = trace.table("kernels", [*gpu_cols, "name", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"])
+    if len(k):
+        k = k.assign(
+            grid=[f"({x},{y},{z})" for x, y, z in zip(k["gridX"], k["gridY"], k["gridZ"], strict=False)],
+            block=[f"({x},{y},{z})" for x, y, z in zip(k["blockX"], k["blockY"], k["blockZ"], strict=False)])
+    add(k, "kernel", "name", [GPU_PID_BASE + int(d) for d in k["deviceId"]], [int(s) for s in k["streamId"]],
+        {"correlationId": "correlationId", "grid": "grid", "block": "block"} if len(k) else None)
+    m = trace.table("memcpy", [*gpu_cols, "bytes", "operation"])
+    if len(m):
+        m = m.assign(label=["[CUDA memcpy " + str(o) + "]" for o in m["operation"]])
+    add(m, "memcpy", "label", [GPU_PID_BASE + int(d) for d in m["deviceId"]], [int(s) for s in m["streamId"]],
+        {"bytes": "bytes", "correlationId": "correlationId"} if len(m) else None)
+    ms = trace.table("memset", [*gpu_cols, "bytes"])
+    if len(ms):
+        ms = ms.assign(label="[CUDA memset]")
+    add(ms, "memset", "label", [GPU_PID_BASE + int(d) for d in ms["deviceId"]],
+        [int(s) for s in ms["streamId"]], {"bytes": "bytes"} if len(ms) else None)
+    # Metadata: names for processes and threads / streams.
+    meta: list[dict[str, Any]] = []
+    gpus = trace.table("gpus", ["id", "name"])
+    gnames = {int(i): str(n) for i, n in zip(gpus["id"], gpus["name"], strict=False)} if len(gpus) else {}
+    for pid in sorted(seen_pids):
+        if pid >= GPU_PID_BASE:
+            dev = pid - GPU_PID_BASE
+            name = f"GPU {dev}" + (f" {gnames[dev]}" if dev in gnames else "")
+        else:
+            name = pnames.get(pid, f"process {pid}")
+        meta.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
+    streams = {(e["pid"], e["tid"]) for e in ev if e["pid"] >= GPU_PID_BASE}
+    for pid, tid in sorted(streams):
+        meta.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                     "args": {"name": f"stream {tid}"}})
+    used = {(e["pid"], e["tid"]) for e in ev}
+    if len(threads):
+        for p, t, n in zip(threads["pid"], threads["tid"], threads["name"], strict=False):
+            if (int(p), int(t)) in used and n is not None:
+                meta.append({"ph": "M", "name": "thread_name", "pid": int(p), "tid": int(t),
+                             "args": {"name": str(n)}})
+    return {"traceEvents": meta + ev, "displayTimeUnit": "ns",
+            "otherData": {"source": str(trace.info.path), "producer": "kernelscope",
+                          "time_origin_ns": t0}}
+
+
+def perfetto_json(trace: Trace) -> str:
+    """:func:`perfetto_trace` serialized (compact)."""
+    return json.dumps(perfetto_trace(trace), separators=(",", ":"))
