@@ -218,12 +218,17 @@ def top_stalls(report: NcuReport, kid: int, n: int = 5) -> list[tuple[str, float
     return out[:n]
 
 
-def kernel_sections(report: NcuReport, action_id: int) -> dict[str, pd.DataFrame]:
+def kernel_sections(
+    report: NcuReport, action_id: int, *, resolve_source: bool = True
+) -> dict[str, pd.DataFrame]:
     """One kernel's sections as tables, in ncu's order.
 
     Args:
         report: A report read by :func:`engine.reports.ncu.read_ncu`.
         action_id: The kernel's ID (``kernels["ID"]``).
+        resolve_source: Disassemble the hottest instructions (SASS text, file:line). The first time
+            per kernel this costs 50-100 ms of ncu_report decoding; without it the Source Counters
+            rows carry PCs, sample counts and stall reasons only.
 
     Returns:
         Section title → DataFrame with columns ``metric`` (the label ncu prints), ``value`` (a float
@@ -279,6 +284,10 @@ def kernel_sections(report: NcuReport, action_id: int) -> dict[str, pd.DataFrame
                    f"{STALL_PREFIX}{reason}{STALL_SUFFIX}", ""])
 
     src = rows["Source Counters"]
+    if resolve_source:
+        from engine.reports.ncu import resolve_sources
+
+        resolve_sources(report, kid)
     hot = report.sources
     mine = hot[hot["ID"] == kid] if hot is not None and len(hot) else None
     if mine is None or not len(mine):
@@ -288,11 +297,12 @@ def kernel_sections(report: NcuReport, action_id: int) -> dict[str, pd.DataFrame
         total = report.value(kid, "smsp__pcsamp_sample_count")
         for r in mine.to_dict("records"):
             where = f"{r['file']}:{r['line']}" if r["file"] else f"PC 0x{int(r['pc']):x}"
-            note = f"{r['sass']}  [top stall: {r['top_stall']} {r['top_stall_samples']}]"
+            sass = r["sass"] if isinstance(r["sass"], str) else ""
+            note = f"{sass}  [top stall: {r['top_stall']} {r['top_stall_samples']}]".strip()
             n = int(r["samples"])
             src.append([where, float(n), "samples",
                         f"{n:,} samples" + (f" of {int(total):,}" if total else ""), "", note])
-        if not any(mine["file"].astype(str) != ""):
+        if resolve_source and not any(mine["file"].astype(str) != ""):
             src.append(["file:line", NOT_COLLECTED, "", NOT_COLLECTED, "",
                         "build the kernel with `nvcc -lineinfo` to map instructions to source lines"])
     return {title: pd.DataFrame(r, columns=SECTION_COLUMNS) for title, r in rows.items()}

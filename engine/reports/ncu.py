@@ -222,6 +222,7 @@ class NcuReport:
     rules: pd.DataFrame | None = None
     sources: pd.DataFrame | None = None
     sections: dict[int, list[str]] = field(default_factory=dict)
+    action_refs: list[tuple[int, int]] = field(default_factory=list)  # kernel ID -> (range, action)
 
     def value(self, kernel_id: int, metric: str) -> float | None:
         """One metric of one kernel as a float in base units, or None when it was not collected."""
@@ -455,7 +456,7 @@ def _rule_records(kid: int, action: Any) -> list[list[Any]]:
 _SOURCE_TOP = 10
 
 
-def _source_records(kid: int, action: Any) -> list[list[Any]]:
+def _source_records(kid: int, action: Any, names: list[str]) -> list[list[Any]]:
     """The most sampled SASS instructions of an action (Source Counters), hottest first.
 
     ``smsp__pcsamp_sample_count`` is instanced by program counter; each PC gets its SASS text,
@@ -473,7 +474,7 @@ def _source_records(kid: int, action: Any) -> list[list[Any]]:
         return []
     pcs = {i: int(ids.as_uint64(i)) for _, i in top}
     stalls: dict[int, tuple[str, int]] = {}
-    for name in action.metric_names():
+    for name in names:
         if not name.startswith("smsp__pcsamp_warps_issue_stalled_") or name.endswith("_not_issued"):
             continue
         m = action.metric_by_name(name)
@@ -496,12 +497,60 @@ def _source_records(kid: int, action: Any) -> list[list[Any]]:
     out: list[list[Any]] = []
     for c, i in top:
         pc = pcs[i]
-        info = action.source_info(pc)
-        file, line = (str(info.file_name()), int(info.line())) if info is not None else ("", None)
         reason, rc = stalls.get(i, ("", 0))
-        out.append([kid, pc, c, reason, rc, executed.get(pc), str(action.sass_by_pc(pc) or "").strip(),
-                    file, line])
+        # SASS text and file:line are filled in by resolve_sources(), when a kernel is looked at
+        out.append([kid, pc, c, reason, rc, executed.get(pc), None, "", None])
     return out
+
+
+def _sass_and_lines(action: Any, pcs: list[int]) -> dict[int, tuple[str, str, int | None]]:
+    """SASS text, file and line per PC.
+
+    The first source call decodes the kernel's SASS and line table (50-100 ms per kernel on a
+    2-core machine), so this runs only for kernels someone looks at.
+    """
+    files = action.source_files()
+    has_lines = files is not None and len(files) > 0
+    out: dict[int, tuple[str, str, int | None]] = {}
+    for pc in pcs:
+        info = action.source_info(pc) if has_lines else None
+        file, line = (str(info.file_name()), int(info.line())) if info is not None else ("", None)
+        out[pc] = (str(action.sass_by_pc(pc) or "").strip(), file, line)
+    return out
+
+
+_OPEN_REPORTS: dict[Path, Any] = {}
+
+
+def resolve_sources(report: NcuReport, kernel_id: int) -> None:
+    """Fill in the SASS text and file:line of one kernel's hottest instructions (``report.sources``).
+
+    Reopens the ``.ncu-rep`` (kept open for later kernels); does nothing for CSV exports, for
+    kernels already resolved, or when the file is gone (the rows keep their PCs and counts).
+    """
+    src = report.sources
+    if report.source != "ncu-rep" or src is None or not len(src):
+        return
+    mine = src.index[(src["ID"] == kernel_id) & src["sass"].isna()]
+    if not len(mine):
+        return
+    try:
+        ctx = _OPEN_REPORTS.get(report.path)
+        if ctx is None:
+            ctx = _import_ncu_report().load_report(str(report.path))
+            _OPEN_REPORTS.clear()  # keep one report open at a time
+            _OPEN_REPORTS[report.path] = ctx
+        i, j = report.action_refs[kernel_id]
+        action = ctx.range_by_idx(i).action_by_idx(j)
+        found = _sass_and_lines(action, [int(pc) for pc in src.loc[mine, "pc"]])
+    except Exception:  # noqa: BLE001 - the SASS text is decoration; the counts are already there
+        return
+    src = src.astype({"sass": "object", "file": "object", "line": "object"})
+    for idx in mine:
+        pc: Any = src.at[idx, "pc"]
+        sass, file, line = found[int(pc)]
+        src.at[idx, "sass"], src.at[idx, "file"], src.at[idx, "line"] = sass, file, line
+    report.sources = src
 
 
 def _dim(action: Any, prefix: str) -> tuple[int, int, int]:
@@ -552,7 +601,7 @@ def read_ncu_rep(path: str | Path, *, use_cache: bool = True) -> NcuReport:
     return report
 
 
-_CACHE_FORMAT = 1
+_CACHE_FORMAT = 2
 
 
 def _cache_file(path: Path) -> Path:
@@ -598,8 +647,8 @@ def _read_ncu_rep(p: Path) -> NcuReport:
     fmt = report_format_version(p)
     try:
         ctx = ncu.load_report(str(p))
-        actions = [ctx.range_by_idx(i).action_by_idx(j)
-                   for i in range(ctx.num_ranges()) for j in range(ctx.range_by_idx(i).num_actions())]
+        refs = [(i, j) for i in range(ctx.num_ranges()) for j in range(ctx.range_by_idx(i).num_actions())]
+        actions = [ctx.range_by_idx(i).action_by_idx(j) for i, j in refs]
     except Exception as exc:  # noqa: BLE001 - the native reader's errors are not for people
         if fmt is not None and fmt > KNOWN_FORMAT:
             raise ReportError(_newer_message(p, fmt)) from exc
@@ -663,16 +712,18 @@ def _read_ncu_rep(p: Path) -> NcuReport:
                 details.append([*ident, sid, "", "", "", *rule, math.nan, ""])
         row = dict(zip(ID_COLUMNS, ident, strict=True))
         nums: dict[str, float] = {}
-        for name in a.metric_names():
+        names = [str(n) for n in a.metric_names()]
+        for name in names:
             if name.startswith(("breakdown:", "group:")):
                 continue
             m = a.metric_by_name(name)
             row[name], nums[name] = _metric_text(m)
-            raw_units.setdefault(name, _unit(name, m))
+            if name not in raw_units:
+                raw_units[name] = _unit(name, m)
         raw_rows.append(row)
         numeric.append(nums)
         rule_records.extend(_rule_records(idx, a))
-        source_records.extend(_source_records(idx, a))
+        source_records.extend(_source_records(idx, a, names))
         sections[idx] = _labels(a, labels)
 
     metrics = pd.DataFrame(details, columns=[*DETAILS_COLUMNS, "value", "metric"])
@@ -684,6 +735,7 @@ def _read_ncu_rep(p: Path) -> NcuReport:
         notes=notes, values=values, units=dict(raw_units), labels=labels,
         rules=pd.DataFrame(rule_records, columns=RULE_TABLE_COLUMNS),
         sources=pd.DataFrame(source_records, columns=SOURCE_COLUMNS), sections=sections,
+        action_refs=refs,
     )
 
 
