@@ -62,6 +62,8 @@ class BenchOptions:
         timer: ``auto``, ``cuda`` (events) or ``host``.
         check: Compare the output with the reference.
         rtol: Tolerance override (None: by dtype, see TOLERANCES).
+        cpu_threads: torch intra-op threads on CPU while measuring (None: torch's default). On a
+            busy machine 1 avoids scheduler stalls of several ms per call.
     """
 
     warmup: int = 3
@@ -73,6 +75,7 @@ class BenchOptions:
     timer: str = "auto"
     check: bool = True
     rtol: float | None = None
+    cpu_threads: int | None = None
 
     def validate(self) -> None:
         """Raise BenchError on options that cannot work."""
@@ -274,6 +277,19 @@ def measure(fn: Callable[[], Any], reference: Callable[[], Any] | None, *, devic
     if opts.timer == "cuda" and not cuda:
         raise BenchError("CUDA-event timing needs device=cuda; use the host timer on CPU.")
     use_events = cuda and not host_timer and opts.timer != "host"
+    threads_before = torch.get_num_threads()
+    if opts.cpu_threads and not cuda:
+        torch.set_num_threads(opts.cpu_threads)
+    try:
+        return _measure(torch, dev, fn, reference, opts, use_events, params, name, device)
+    finally:
+        torch.set_num_threads(threads_before)
+
+
+def _measure(torch: Any, dev: Any, fn: Callable[[], Any], reference: Callable[[], Any] | None,
+             opts: BenchOptions, use_events: bool, params: Mapping[str, str] | None, name: str,
+             device: str) -> BenchResult:
+    cuda = dev.type == "cuda"
 
     def sync() -> None:
         if cuda:
@@ -442,7 +458,9 @@ def format_table(results: Sequence[BenchResult]) -> str:
     widths = [max(len(row[i]) for row in lines) for i in range(len(header))]
     out = ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in lines]
     r0 = results[0]
-    fixed = " ".join(f"{k}={v}" for k, v in r0.params.items() if k not in varying)
+    standalone_only = ("iters", "warmup")  # used by `python -m kernels.X`, not by the harness
+    fixed = " ".join(f"{k}={v}" for k, v in r0.params.items()
+                     if k not in varying and k not in standalone_only)
     head = f"{r0.workload} on {r0.device_name} ({r0.device}, timer: {r0.timer}) {fixed}"
     notes = [head, *out]
     if r0.timer == "host":

@@ -54,6 +54,8 @@ def add_parsers(subparsers: Any) -> None:
     b.add_argument("--timer", choices=["auto", "cuda", "host"], default="auto")
     b.add_argument("--no-check", action="store_true", help="skip the correctness check")
     b.add_argument("--rtol", type=float, help="correctness tolerance (default: by dtype)")
+    b.add_argument("--cpu-threads", type=int, metavar="N",
+                   help="torch threads for device=cpu runs (1 is steadier on a busy machine)")
     b.set_defaults(func=cmd_bench)
 
     c: argparse.ArgumentParser = subparsers.add_parser(
@@ -96,7 +98,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
             w.resolve({k: v})
     opts = BenchOptions(warmup=args.warmup, min_repeats=args.min_repeats, max_repeats=args.max_repeats,
                         target_rel_ci=args.target_ci, budget_s=args.budget, flush_l2=args.flush_l2,
-                        timer=args.timer, check=not args.no_check, rtol=args.rtol)
+                        timer=args.timer, check=not args.no_check, rtol=args.rtol,
+                        cpu_threads=args.cpu_threads)
     opts.validate()
 
     def progress(i: int, n: int, combo: dict[str, str]) -> None:

@@ -188,3 +188,11 @@ def test_cli_bench_list(capsys):
     assert main(["bench", "--list"]) == 0
     out = capsys.readouterr().out
     assert "sdpa: torch scaled_dot_product_attention" in out and "    dtype=bf16: " in out
+
+
+def test_cpu_threads_apply_while_measuring_only():
+    before = torch.get_num_threads()
+    seen = []
+    measure(lambda: seen.append(torch.get_num_threads()), None,
+            options=BenchOptions(warmup=1, min_repeats=2, max_repeats=2, cpu_threads=1))
+    assert seen == [1, 1, 1] and torch.get_num_threads() == before  # 1 warm-up + 2 timed calls
