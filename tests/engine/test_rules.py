@@ -217,3 +217,23 @@ def test_format_findings_text_has_gain_and_snippets(naive_findings):
     text = format_findings(naive_findings)
     assert "Expected gain (estimate): 57.98 ms" in text
     assert "cudaMallocHost" in text and "pin_memory" in text
+
+
+def test_pinned_ceiling_from_this_gpus_calibration(tmp_path, monkeypatch):
+    from engine.sessions.calibrate import Calibration, save_calibration
+
+    monkeypatch.setenv("KERNELSCOPE_DATA", str(tmp_path))
+    (uuid,), = q(NAIVE, "select uuid from TARGET_INFO_GPU")
+    save_calibration(Calibration(gpu_uuid=f"GPU-{uuid}", gpu_name="NVIDIA H200", device="cuda",
+                                 measured_at="2026-11-26T00:00:00+00:00", torch_version="2.11",
+                                 timer="cuda-event", copy_bytes=1 << 28, matmul_n=8192,
+                                 h2d_pinned_bytes_per_s=50.0e9, d2h_pinned_bytes_per_s=52.0e9))
+    rate, where = pinned_ceiling("Host-to-Device", open_report(NAIVE))
+    assert rate == 50.0e9 and uuid in where
+    f = by_id(nsys_findings(open_report(NAIVE)), "nsys.pageable-copies", "Host-to-Device")
+    (pg_b, pg_ns), = q(NAIVE, "select sum(bytes), sum(end-start) from CUPTI_ACTIVITY_KIND_MEMCPY "
+                              "where copyKind = 1 and srcKind = 0")
+    assert f.gain.seconds == pytest.approx((pg_ns - pg_b / 50.0e9 * 1e9) / 1e9, rel=1e-6)
+    # A reference report still wins over the calibration.
+    assert pinned_ceiling("Host-to-Device", open_report(NAIVE), open_report(FIXED))[0] / 1e9 == pytest.approx(
+        55.20, abs=0.01)

@@ -105,17 +105,15 @@ def _host_memory(row_op: str, src: str, dst: str) -> str:
     return str(src)
 
 
-def _calibrated_rate(direction: str) -> tuple[float, str] | None:
-    """Pinned copy rate from ``engine.sessions.calibrate`` when that module and a calibration exist."""
+def _calibrated_rate(direction: str, trace: Trace) -> tuple[float, str] | None:
+    """Pinned copy rate from ``kernelscope calibrate`` for the GPU the trace ran on (by UUID)."""
+    uuids = [str(u) for u in trace.table("gpus", ["uuid"])["uuid"].dropna() if str(u)]
+    if len(uuids) != 1:
+        return None  # no UUID (or several GPUs): never borrow another machine's calibration
     try:
-        from engine.sessions import calibrate  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    load = getattr(calibrate, "load_calibration", None)
-    if load is None:
-        return None
-    try:
-        cal = load()
+        from engine.sessions.calibrate import load_calibration
+
+        cal: Any = load_calibration(uuids[0])
     except Exception:  # noqa: BLE001 - a missing or broken calibration means: use another source
         return None
     if cal is None:
@@ -123,7 +121,7 @@ def _calibrated_rate(direction: str) -> tuple[float, str] | None:
     key = {"Host-to-Device": "h2d_pinned_bytes_per_s", "Device-to-Host": "d2h_pinned_bytes_per_s"}[direction]
     value = cal.get(key) if isinstance(cal, dict) else getattr(cal, key, None)
     if value:
-        return float(value), "this machine's calibration (kernelscope calibrate)"
+        return float(value), f"the calibration of GPU {uuids[0]} (kernelscope calibrate)"
     return None
 
 
@@ -162,7 +160,7 @@ def pinned_ceiling(direction: str, trace: Trace, reference: Trace | None = None
         if direction in rates:
             return rates[direction][0], (
                 f"pinned {direction} copies measured in {reference.info.path.name}")
-    cal = _calibrated_rate(direction)
+    cal = _calibrated_rate(direction, trace)
     if cal:
         return cal
     rates = pinned_rates(trace)
