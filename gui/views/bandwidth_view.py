@@ -182,7 +182,8 @@ class BandwidthView(QWidget):
         if report is None:
             self.title.setText("No report open")
             self.notes.setText("")
-            self._show_placeholder("Open an Nsight Systems report or a PyTorch trace to see its copy bandwidth.")
+            self._show_placeholder("Open an Nsight Systems report or a PyTorch trace to see its "
+                                   "copy bandwidth.")
             return
         self.title.setText(f"Copy bandwidth — {report.name}")
         if report.is_ncu:
@@ -294,7 +295,8 @@ class BandwidthView(QWidget):
                 base = np.zeros(len(counts))
             # Horizontal bars on the rate axis (log10 space: the axis is in log mode).
             bars = pg.BarGraphItem(x0=base[keep], y0=lo[keep], width=counts[keep],
-                                   height=(hi - lo)[keep], brush=pg.mkBrush(kind_color(direction, memory) + "c0"),
+                                   height=(hi - lo)[keep],
+                                   brush=pg.mkBrush(kind_color(direction, memory) + "c0"),
                                    pen=pg.mkPen("w", width=0.5))
             plot.addItem(bars)
             base = base + counts
@@ -324,7 +326,8 @@ class BandwidthView(QWidget):
             top = max(top, gbs)
         lows = [float(np.nanmin(y)) for _, y in self.drawn.values() if len(y)]
         bottom = min(lows) if lows else 0.1
-        self.scatter_plot.getPlotItem().setYRange(math.log10(bottom) - 0.15, math.log10(top) + 0.15, padding=0)
+        self.scatter_plot.getPlotItem().setYRange(math.log10(bottom) - 0.15, math.log10(top) + 0.15,
+                                                  padding=0)
 
     # -- for tests --------------------------------------------------------------------------------
     def table_rows(self) -> list[dict[str, str]]:

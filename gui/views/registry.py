@@ -33,7 +33,10 @@ VIEW_SPECS: tuple[ViewSpec, ...] = (
     ViewSpec("timeline", "Timeline", "gui.views.timeline_view", "TimelineView"),
     ViewSpec("stats", "Statistics", "gui.views.stats_view", "StatsView"),
     ViewSpec("bandwidth", "Bandwidth", "gui.views.bandwidth_view", "BandwidthView"),
+    ViewSpec("kernels", "Kernels", "gui.views.kernels_view", "KernelsView"),
+    ViewSpec("roofline", "Roofline", "gui.views.roofline_view", "RooflineView"),
     ViewSpec("info", "Info", "gui.views.info_view", "InfoView"),
+    ViewSpec("telemetry", "Telemetry", "gui.views.telemetry_view", "TelemetryView", needs_report=False),
 )
 
 

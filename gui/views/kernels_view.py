@@ -1,0 +1,358 @@
+"""Kernels view (Nsight Compute): the kernel table, the sections of the chosen kernel, and the rule
+results ranked by estimated time saved ("what to fix first")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QItemSelectionModel, Qt, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QSplitter,
+    QStackedWidget,
+    QTableView,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from gui import format as fmt
+from gui.documents import OpenReports
+from gui.table_model import RAW_ROLE, DataFrameModel, NumericSortProxy
+from gui.views.background import LatestCall
+from gui.views.common import WrapLabel, heading
+from gui.workers import LoadedReport
+
+VERDICT_COLORS = {
+    "memory-bound": "#2f6fba",
+    "compute-bound": "#2e9e5b",
+    "latency-bound": "#c0392b",
+}
+
+
+def compute(ncu: Any) -> dict[str, Any]:
+    """Kernel table and ranked rules of an Nsight Compute report (runs in a worker thread)."""
+    from engine.analysis.ncu_sections import kernel_table, rules_table
+
+    return {"kernels": kernel_table(ncu), "rules": rules_table(ncu)}
+
+
+def kernel_frame(kt: Any) -> Any:
+    """The kernel table as shown (units in the column names, raw numbers for sorting)."""
+    import pandas as pd
+
+    return pd.DataFrame({
+        "ID": kt["id"].astype("int64"),
+        "Kernel": kt["short_name"].astype(str),
+        "Duration (µs)": kt["duration_ns"].astype(float) / 1e3,
+        "Grid": kt["grid"].astype(str),
+        "Block": kt["block"].astype(str),
+        "Registers": kt["registers"],
+        "SM %": kt["sm_throughput_pct"].astype(float),
+        "Memory %": kt["memory_throughput_pct"].astype(float),
+        "DRAM %": kt["dram_throughput_pct"].astype(float),
+        "Achieved occupancy %": kt["achieved_occupancy_pct"].astype(float),
+        "Theoretical occupancy %": kt["theoretical_occupancy_pct"].astype(float),
+        "Bottleneck": kt["verdict"].astype(str),
+        "Top rule": kt["top_rule"].astype(str),
+        "Est. speedup %": kt["top_speedup_pct"].astype(float),
+    })
+
+
+def rules_frame(rt: Any) -> Any:
+    """The ranked rule results as shown."""
+    import pandas as pd
+
+    return pd.DataFrame({
+        "Rank": range(1, len(rt) + 1),
+        "ID": rt["id"].astype("int64"),
+        "Kernel": rt["kernel"].astype(str).str.slice(0, 60),
+        "Rule": rt["name"].astype(str) if "name" in rt.columns else rt["rule"].astype(str),
+        "Type": rt["type"].astype(str),
+        "Est. speedup %": rt["speedup_pct"].astype(float),
+        "Est. time saved (µs)": rt["weighted_ns"].astype(float) / 1e3,
+        "Message": rt["message"].astype(str).str.replace("\n", " "),
+    })
+
+
+def _table(sorting: bool = True) -> tuple[QTableView, DataFrameModel, NumericSortProxy]:
+    model = DataFrameModel()
+    proxy = NumericSortProxy()
+    proxy.setSourceModel(model)
+    view = QTableView()
+    view.setModel(proxy)
+    view.setSortingEnabled(sorting)
+    view.setAlternatingRowColors(True)
+    view.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+    view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+    view.setWordWrap(False)
+    view.verticalHeader().hide()
+    hh = view.horizontalHeader()
+    hh.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+    hh.setStretchLastSection(True)
+    return view, model, proxy
+
+
+class KernelsView(QWidget):
+    sig_ready = Signal()
+    sig_message = Signal(str)
+    #: (kernel id) emitted when the user picks a kernel
+    sig_kernel_selected = Signal(int)
+
+    def __init__(self, reports: OpenReports, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.reports = reports
+        self.data: dict[str, Any] | None = None
+        self.selected_id: int | None = None
+        self.sections: dict[str, Any] = {}
+        self._calls = LatestCall(self)
+        self._calls.sig_result.connect(self._on_result)
+        self._calls.sig_error.connect(self._on_error)
+
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(14, 10, 14, 8)
+        lay.setSpacing(6)
+        self.title = heading("", 4)
+        lay.addWidget(self.title)
+        self.headline = WrapLabel()
+        lay.addWidget(self.headline)
+        self.stack = QStackedWidget()
+        lay.addWidget(self.stack, 1)
+        self.placeholder = QLabel()
+        self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.placeholder.setWordWrap(True)
+        self.placeholder.setStyleSheet("color: #5f6b7a; font-size: 13pt;")
+
+        body = QSplitter(Qt.Orientation.Vertical)
+        self.table, self.model, self.proxy = _table()
+        self.proxy.setParent(self)
+        body.addWidget(self.table)
+        lower = QSplitter(Qt.Orientation.Horizontal)
+        left = QWidget()
+        llay = QVBoxLayout(left)
+        llay.setContentsMargins(0, 4, 0, 0)
+        self.details_title = WrapLabel("Sections")
+        self.details_title.setStyleSheet("font-weight: 600;")
+        llay.addWidget(self.details_title)
+        self.details = QTreeWidget()
+        self.details.setColumnCount(2)
+        self.details.setHeaderLabels(["Metric", "Value"])
+        self.details.setAlternatingRowColors(True)
+        self.details.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
+        self.details.header().resizeSection(0, 330)
+        llay.addWidget(self.details, 1)
+        lower.addWidget(left)
+        right = QWidget()
+        rlay = QVBoxLayout(right)
+        rlay.setContentsMargins(0, 4, 0, 0)
+        bar = QHBoxLayout()
+        bar.addWidget(heading("What to fix first", 1))
+        bar.addStretch(1)
+        self.only_selected = QCheckBox("Only the selected kernel")
+        bar.addWidget(self.only_selected)
+        rlay.addLayout(bar)
+        rlay.addWidget(WrapLabel("Rule results ranked by estimated time saved = estimated speedup × "
+                                 "kernel duration.", muted=True))
+        self.rules, self.rules_model, self.rules_proxy = _table()
+        self.rules_proxy.setParent(self)
+        self.rules_proxy.setFilterKeyColumn(1)  # the ID column
+        rlay.addWidget(self.rules, 1)
+        self.rule_message = WrapLabel(muted=True)
+        rlay.addWidget(self.rule_message)
+        lower.addWidget(right)
+        lower.setStretchFactor(0, 2)
+        lower.setStretchFactor(1, 3)
+        body.addWidget(lower)
+        body.setStretchFactor(0, 2)
+        body.setStretchFactor(1, 3)
+        self.stack.addWidget(body)
+        self.stack.addWidget(self.placeholder)
+        self._body = body
+
+        self.table.selectionModel().currentRowChanged.connect(self._on_row_changed)
+        self.rules.selectionModel().currentRowChanged.connect(self._on_rule_changed)
+        self.only_selected.toggled.connect(lambda _on: self._filter_rules())
+        reports.sig_current_changed.connect(self._on_current_changed)
+        reports.sig_removed.connect(lambda r: self._calls.forget(id(r)))
+        self._on_current_changed(reports.current)
+
+    # -- hooks ------------------------------------------------------------------------------------
+    def is_busy(self) -> bool:
+        return self._calls.busy()
+
+    def shutdown(self) -> None:
+        self._calls.stop()
+
+    # -- slots ------------------------------------------------------------------------------------
+    def _on_current_changed(self, report: LoadedReport | None) -> None:
+        self.data = None
+        self.selected_id = None
+        if report is None:
+            self.title.setText("No report open")
+            self.headline.setText("")
+            self._show_placeholder("Open an Nsight Compute report (.ncu-rep) to see its kernels.")
+            return
+        self.title.setText(f"Kernels — {report.name}")
+        if not report.is_ncu:
+            self.headline.setText("")
+            self._show_placeholder(
+                f"{report.name} is not an Nsight Compute report. Profile the kernels with "
+                "`ncu --set full -o report ./app` (or `kernelscope run` with ncu) and open the "
+                ".ncu-rep here to see their throughput, occupancy, bottleneck and rule results.")
+            self.sig_ready.emit()
+            return
+        self.headline.setText("Reading the kernels…")
+        self._calls.request(id(report), compute, report.ncu)
+
+    def _on_result(self, key: Any, data: dict[str, Any]) -> None:
+        cur = self.reports.current
+        if cur is None or id(cur) != key:
+            return
+        self.show_data(data)
+        self.sig_ready.emit()
+
+    def _on_error(self, key: Any, msg: str) -> None:
+        self.sig_message.emit(f"Kernels: {msg}")
+        self._show_placeholder(msg)
+        self.sig_ready.emit()
+
+    def _on_row_changed(self, current: Any, _prev: Any = None) -> None:
+        if not current.isValid():
+            return
+        kid = int(self.proxy.index(current.row(), 0).data(RAW_ROLE))
+        self.select_kernel(kid)
+
+    def _on_rule_changed(self, current: Any, _prev: Any = None) -> None:
+        if not current.isValid():
+            return
+        cols = self.rules_model.column_names()
+        msg = self.rules_proxy.index(current.row(), cols.index("Message")).data()
+        rule = self.rules_proxy.index(current.row(), cols.index("Rule")).data()
+        self.rule_message.setText(f"<b>{rule}</b>: {msg}")
+
+    # -- display ------------------------------------------------------------------------------------
+    def _show_placeholder(self, text: str) -> None:
+        self.placeholder.setText(text)
+        self.stack.setCurrentWidget(self.placeholder)
+
+    def show_data(self, data: dict[str, Any]) -> None:
+        self.data = data
+        kt, rt = data["kernels"], data["rules"]
+        self.stack.setCurrentWidget(self._body)
+        self.model.set_frame(kernel_frame(kt))
+        self.table.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
+        self.proxy.sort(-1)
+        self.table.resizeColumnsToContents()
+        hh = self.table.horizontalHeader()
+        kcol = self.model.column_names().index("Kernel")
+        hh.resizeSection(kcol, min(hh.sectionSize(kcol), 320))
+        self.rules_model.set_frame(rules_frame(rt))
+        self.rules.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
+        self.rules_proxy.sort(-1)
+        self.rules.resizeColumnsToContents()
+        rh = self.rules.horizontalHeader()
+        for name, width in (("Kernel", 220), ("Rule", 200)):
+            c = self.rules_model.column_names().index(name)
+            rh.resizeSection(c, min(rh.sectionSize(c), width))
+        total = float(kt["duration_ns"].sum())
+        counts = kt["verdict"].value_counts()
+        verdicts = ", ".join(f"{n} {v}" for v, n in counts.items())
+        lines = [f"<b>{len(kt)}</b> profiled kernel{'s' if len(kt) != 1 else ''}, "
+                 f"{fmt.duration(total)} in total; bottlenecks: {verdicts}."]
+        if len(rt):
+            top = rt.iloc[0]
+            short = dict(zip(kt["id"], kt["short_name"], strict=True)).get(top["id"], str(top["kernel"]))
+            lines.append(f"Fix first: <b>{top.get('name') or top['rule']}</b> in "
+                         f"<b>{short}</b> (ID {int(top['id'])}): an estimated "
+                         f"{top['speedup_pct']:.1f} % of its {fmt.duration(top['duration_ns'])}, "
+                         f"~{fmt.duration(top['weighted_ns'])} saved.")
+        else:
+            lines.append("The report holds no rule results; profile with `ncu --set full` for them.")
+        self.headline.setText("<br>".join(lines))
+        if len(kt):
+            self.table.selectionModel().setCurrentIndex(
+                self.proxy.index(0, 0),
+                QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
+
+    def select_kernel(self, kid: int) -> None:
+        """Show the sections and rule results of kernel ``kid``."""
+        report = self.reports.current
+        if report is None or not report.is_ncu:
+            return
+        from engine.analysis.ncu_sections import kernel_sections
+
+        self.selected_id = kid
+        try:
+            self.sections = kernel_sections(report.ncu, kid)
+        except Exception as exc:  # noqa: BLE001 - one kernel's details must not take the view down
+            from engine.errors import KernelscopeError
+
+            msg = str(exc) if isinstance(exc, KernelscopeError) else (
+                f"The sections of kernel {kid} could not be read ({type(exc).__name__}: {exc}).")
+            self.sig_message.emit(f"Kernels: {msg}")
+            self.sections = {}
+            self.details.clear()
+            self.details.addTopLevelItem(QTreeWidgetItem([msg, ""]))
+            self._filter_rules()
+            return
+        name = ""
+        if self.data is not None:
+            kt = self.data["kernels"]
+            row = kt[kt["id"] == kid]
+            if len(row):
+                r = row.iloc[0]
+                name = f"{r['short_name']} (ID {kid}) — {r['verdict']}: {r.get('verdict_reason', '')}"
+        self.details_title.setText(f"Sections of {name}" if name else f"Sections of kernel {kid}")
+        self.details_title.setToolTip(name)
+        self.details.clear()
+        for section, df in self.sections.items():
+            top = QTreeWidgetItem([section, ""])
+            f = top.font(0)
+            f.setBold(True)
+            top.setFont(0, f)
+            for rec in df.to_dict("records"):
+                text = rec.get("text") or _value_text(rec.get("value"), rec.get("unit"))
+                note = rec.get("note") or ""
+                child = QTreeWidgetItem([str(rec["metric"]), f"{text}  {note}".strip()])
+                child.setToolTip(0, str(rec.get("name") or rec["metric"]))
+                child.setToolTip(1, str(note or text))
+                top.addChild(child)
+            self.details.addTopLevelItem(top)
+            top.setExpanded(True)
+        self._filter_rules()
+        self.sig_kernel_selected.emit(kid)
+
+    def _filter_rules(self) -> None:
+        if self.only_selected.isChecked() and self.selected_id is not None:
+            self.rules_proxy.setFilterRegularExpression(f"^{self.selected_id}$")
+        else:
+            self.rules_proxy.setFilterRegularExpression("")
+
+    # -- for tests --------------------------------------------------------------------------------
+    def column(self, name: str, proxy: NumericSortProxy | None = None) -> list[Any]:
+        p = proxy or self.proxy
+        model = p.sourceModel()
+        c = model.column_names().index(name)
+        return [p.index(r, c).data(RAW_ROLE) for r in range(p.rowCount())]
+
+    def detail_texts(self) -> dict[str, dict[str, str]]:
+        out: dict[str, dict[str, str]] = {}
+        for i in range(self.details.topLevelItemCount()):
+            top = self.details.topLevelItem(i)
+            out[top.text(0)] = {top.child(j).text(0): top.child(j).text(1) for j in range(top.childCount())}
+        return out
+
+
+def _value_text(value: Any, unit: Any) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "not collected"
+    u = f" {unit}" if unit else ""
+    if isinstance(value, float):
+        return f"{value:,.2f}{u}"
+    return f"{value}{u}"
