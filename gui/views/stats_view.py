@@ -205,7 +205,8 @@ class StatsView(QWidget):
             from gui.views.summary_view import ncu_notice_text
 
             self.model.set_frame(None)
-            self._show_placeholder(ncu_notice_text(report.name).replace("to summarize", "for nsys statistics"))
+            text = ncu_notice_text(report.name).replace("to summarize", "for nsys statistics")
+            self._show_placeholder(text)
             self.sig_table_ready.emit("")
             return
         self._request(report, self.combo.currentData())
