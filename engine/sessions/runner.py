@@ -38,12 +38,18 @@ from engine.sessions.store import REPORT_SUFFIXES, SessionStore
 
 KILL_GRACE_S = 3.0
 REMOTE_ROOT = ".kernelscope/sessions"  # relative to the remote home directory
-# Remote wrapper: run "$@" in its own process group inside the session folder; when our ssh dies or is
-# killed (its stdin reaches EOF on the remote side), kill that group. Exit with the program's status.
+# Remote wrapper: run "$@" in its own session/process group (setsid, when the host has it) inside the
+# session folder; a shell-builtin `read` loop watches our ssh's stdin, and when it reaches EOF (our ssh
+# was killed or lost) the whole group is killed. (Background jobs of a non-interactive shell read
+# /dev/null, hence the copy of stdin on fd 3.) Exits with the program's status.
 REMOTE_WRAPPER = (
-    'set -m; mkdir -p "$1" && cd "$1" || exit 96; shift; "$@" </dev/null & p=$!; '
-    '(cat >/dev/null 2>&1; kill -TERM -"$p" 2>/dev/null; sleep 3; kill -KILL -"$p" 2>/dev/null) & w=$!; '
-    'wait "$p"; rc=$?; kill -KILL -"$w" 2>/dev/null; exit "$rc"'
+    'mkdir -p "$1" && cd "$1" || exit 96; shift; exec 3<&0; '
+    'if command -v setsid >/dev/null 2>&1; then setsid "$@" </dev/null 3<&- & '
+    'else "$@" </dev/null 3<&- & fi; p=$!; '
+    '(while IFS= read -r _; do :; done <&3; '
+    'kill -TERM -"$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null; sleep 3; '
+    'kill -KILL -"$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null) >/dev/null 2>&1 & w=$!; '
+    'wait "$p"; rc=$?; kill "$w" 2>/dev/null; exit "$rc"'
 )
 
 

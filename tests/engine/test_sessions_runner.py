@@ -211,7 +211,8 @@ def _kern_sum_csv(sqlite: Path) -> str:
     return to_csv(run_report(open_report(sqlite), "cuda_gpu_kern_sum"))
 
 
-def test_nsys_session_exports_and_reads_back(tmp_path: Path, store: SessionStore, fake: FakeInstall) -> None:
+def test_nsys_session_exports_and_reads_back(tmp_path: Path, store: SessionStore,
+        fake: FakeInstall) -> None:
     spec = _spec(tmp_path, PY, "-c", "print('app ran')", tool="nsys", name="fixed",
                  nsys=NsysOptions(cuda_memory_usage=True))
     lines: list[LogLine] = []
@@ -231,7 +232,8 @@ def test_nsys_session_exports_and_reads_back(tmp_path: Path, store: SessionStore
     assert sorted(p.name for p in store.get(out.session_id).reports) == ["fixed.nsys-rep", "fixed.sqlite"]  # type: ignore[union-attr]
 
 
-def test_nsys_importer_failure_is_recovered_with_libs(tmp_path: Path, store: SessionStore, fake: FakeInstall) -> None:
+def test_nsys_importer_failure_is_recovered_with_libs(tmp_path: Path, store: SessionStore,
+        fake: FakeInstall) -> None:
     env = fake_tools.env_for(fake, "importer_fail", KERNELSCOPE_IMPORTER_LIBS=str(fake.libs))
     out = run_session(_spec(tmp_path, PY, "-c", "pass", tool="nsys", name="app"), store=store, env=env)
     assert out.kind is OutcomeKind.SUCCESS, out.message
@@ -245,7 +247,8 @@ def test_nsys_importer_failure_is_recovered_with_libs(tmp_path: Path, store: Ses
         (ORACLES / "host_overhead_fixed_cuda_gpu_kern_sum.csv").read_text()
 
 
-def test_nsys_importer_failure_without_libs_says_what(tmp_path: Path, store: SessionStore, fake: FakeInstall) -> None:
+def test_nsys_importer_failure_without_libs_says_what(tmp_path: Path, store: SessionStore,
+        fake: FakeInstall) -> None:
     out = run_session(_spec(tmp_path, PY, "-c", "pass", tool="nsys", name="app"), store=store,
                       env=fake_tools.env_for(fake, "importer_fail"))
     assert out.kind is OutcomeKind.IMPORTER_FAILED
@@ -255,7 +258,8 @@ def test_nsys_importer_failure_without_libs_says_what(tmp_path: Path, store: Ses
     assert [p.name for p in store.get(out.session_id).reports] == ["app.qdstrm"]  # type: ignore[union-attr]
 
 
-def test_nsys_permission_and_export_failure(tmp_path: Path, store: SessionStore, fake: FakeInstall) -> None:
+def test_nsys_permission_and_export_failure(tmp_path: Path, store: SessionStore,
+        fake: FakeInstall) -> None:
     out = run_session(_spec(tmp_path, PY, "-c", "pass", tool="nsys", nsys=NsysOptions(sample="process-tree")),
                       store=store, env=fake_tools.env_for(fake, "paranoid"))
     assert out.kind is OutcomeKind.PERMISSION and "perf_event_paranoid" in out.message
@@ -265,7 +269,8 @@ def test_nsys_permission_and_export_failure(tmp_path: Path, store: SessionStore,
     assert "SQLite export failed" in out.notes[0]
 
 
-def test_nsys_target_crash_keeps_report(tmp_path: Path, store: SessionStore, fake: FakeInstall) -> None:
+def test_nsys_target_crash_keeps_report(tmp_path: Path, store: SessionStore,
+        fake: FakeInstall) -> None:
     code = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
     out = run_session(_spec(tmp_path, PY, "-c", code, tool="nsys"), store=store, env=fake_tools.env_for(fake))
     assert out.kind is OutcomeKind.CRASHED and "killed by SIGSEGV (the report up to the crash is kept)" in \
@@ -273,7 +278,8 @@ def test_nsys_target_crash_keeps_report(tmp_path: Path, store: SessionStore, fak
     assert ".nsys-rep" in [p.suffix for p in out.reports]
 
 
-def test_ncu_session_reads_back(tmp_path: Path, store: SessionStore, fake: FakeInstall) -> None:
+def test_ncu_session_reads_back(tmp_path: Path, store: SessionStore,
+        fake: FakeInstall) -> None:
     pytest.importorskip("ncu_report")
     from engine.reports.ncu import read_ncu
 

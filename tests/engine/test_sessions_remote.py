@@ -1,0 +1,137 @@
+"""Sessions on an SSH host, through a real sshd on 127.0.0.1: streaming, copy-back, cancel, failures."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from engine.sessions.doctor import run_remote_doctor
+from engine.sessions.outcome import OutcomeKind
+from engine.sessions.runner import LogLine, run_session
+from engine.sessions.spec import NcuOptions, SessionSpec, TargetSpec
+from engine.sessions.store import SessionStore
+from tests.conftest import FIXTURES
+from tests.engine import fake_tools
+from tests.engine.sshd_fixture import Sshd, keygen, sshd  # noqa: F401  (fixture)
+
+
+def _target(server: Sshd, remote: Path, **kw: object) -> TargetSpec:
+    fields: dict[str, object] = {
+        "host": "127.0.0.1", "user": server.user, "port": server.port,
+        "identity_file": str(server.client_key), "known_hosts": str(server.known_hosts),
+        "remote_dir": str(remote),
+    }
+    fields.update(kw)
+    return TargetSpec(**fields)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SessionStore:
+    return SessionStore(tmp_path / "data" / "sessions.sqlite")
+
+
+def test_remote_bench_streams(sshd: Sshd, tmp_path: Path, store: SessionStore) -> None:  # noqa: F811
+    lines: list[LogLine] = []
+    spec = SessionSpec(command=("python3", "-c", "import os; print('remote hi', os.getcwd())"),
+                       out_dir=str(tmp_path / "out"), target=_target(sshd, tmp_path / "remote"))
+    out = run_session(spec, on_line=lines.append, store=store)
+    assert out.kind is OutcomeKind.SUCCESS, out.message
+    cwd = str(tmp_path / "remote" / out.session_id)
+    assert ("stdout", f"remote hi {cwd}") in [(ln.stream, ln.text) for ln in lines]
+    assert f"remote hi {cwd}" in out.log_path.read_text()
+    assert store.get(out.session_id).target == f"{sshd.user}@127.0.0.1:{sshd.port}"  # type: ignore[union-attr]
+
+
+def test_remote_ncu_report_is_copied_back(sshd: Sshd, tmp_path: Path, store: SessionStore) -> None:  # noqa: F811
+    pytest.importorskip("ncu_report")
+    from engine.reports.ncu import read_ncu
+
+    fake = fake_tools.install(tmp_path / "root")
+    env = fake_tools.env_for(fake)
+    spec = SessionSpec(
+        tool="ncu", command=("python3", "-c", "pass"), name="remote k", out_dir=str(tmp_path / "out"),
+        target=_target(sshd, tmp_path / "remote"), tool_path=str(fake.ncu), ncu=NcuOptions(launch_count=2),
+        env={k: env[k] for k in ("FAKE_MODE", "FAKE_NCU_REP", "FAKE_ARGV_LOG")},
+    )
+    out = run_session(spec, store=store)
+    assert out.kind is OutcomeKind.SUCCESS, out.message
+    assert [p.name for p in out.reports] == ["remote_k.ncu-rep"]
+    assert out.reports[0].parent == out.session_dir
+    assert out.reports[0].read_bytes() == (FIXTURES / "ncu" / "host_overhead_fixed.ncu-rep").read_bytes()
+    assert len(read_ncu(out.reports[0]).kernels) == 2
+    assert "--clock-control none" in fake.argv_log.read_text().replace('", "', " ")
+    assert [p.name for p in store.get(out.session_id).reports] == ["remote_k.ncu-rep"]  # type: ignore[union-attr]
+
+
+def test_remote_cancel_kills_the_remote_program(sshd: Sshd, tmp_path: Path, store: SessionStore) -> None:  # noqa: F811
+    cancel = threading.Event()
+    pids: list[int] = []
+
+    def on_line(ln: LogLine) -> None:
+        if ln.text.startswith("pid "):
+            pids.append(int(ln.text.split()[1]))
+            cancel.set()
+
+    code = "import os, time; print('pid', os.getpid(), flush=True); time.sleep(120)"
+    spec = SessionSpec(command=("python3", "-c", code), out_dir=str(tmp_path / "out"),
+                       target=_target(sshd, tmp_path / "remote"))
+    out = run_session(spec, on_line=on_line, cancel=cancel, store=store)
+    assert out.kind is OutcomeKind.CANCELLED
+    assert pids
+    import time
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _alive(pids[0]):
+        time.sleep(0.1)
+    assert not _alive(pids[0]), "the remote program survived the cancel"
+
+
+def test_remote_timeout(sshd: Sshd, tmp_path: Path, store: SessionStore) -> None:  # noqa: F811
+    spec = SessionSpec(command=("sleep", "60"), out_dir=str(tmp_path / "out"), timeout_s=2,
+                       target=_target(sshd, tmp_path / "remote"))
+    out = run_session(spec, store=store)
+    assert out.kind is OutcomeKind.TIMEOUT and out.duration_s < 10
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def test_remote_missing_tool(sshd: Sshd, tmp_path: Path, store: SessionStore) -> None:  # noqa: F811
+    spec = SessionSpec(tool="nsys", command=("true",), out_dir=str(tmp_path / "out"),
+                       tool_path="/nonexistent/nsys", target=_target(sshd, tmp_path / "remote"))
+    out = run_session(spec, store=store)
+    assert out.kind is OutcomeKind.MISSING_TOOL
+    assert out.message.startswith(f"/nonexistent/nsys was not found on {sshd.user}@127.0.0.1:{sshd.port}")
+
+
+def test_remote_trust_failures_are_one_sentence(sshd: Sshd, tmp_path: Path, store: SessionStore) -> None:  # noqa: F811
+    empty = tmp_path / "kh"
+    empty.write_text("")
+    spec = SessionSpec(command=("true",), out_dir=str(tmp_path / "out"),
+                       target=_target(sshd, tmp_path / "remote", known_hosts=str(empty)))
+    out = run_session(spec, store=store)
+    assert out.kind is OutcomeKind.SSH_ERROR and "is not in known_hosts" in out.message
+    keygen(tmp_path / "stranger")
+    stranger = _target(sshd, tmp_path / "r", identity_file=str(tmp_path / "stranger"))
+    out = run_session(spec.with_(target=stranger), store=store)
+    assert out.kind is OutcomeKind.SSH_ERROR and "refused our SSH key" in out.message
+    assert "Permission denied" in out.log_path.read_text()  # ssh's own words stay in the log
+    assert all(r.state == "finished" for r in store.list())
+
+
+def test_remote_doctor(sshd: Sshd) -> None:  # noqa: F811
+    checks = {c.name: c for c in run_remote_doctor(sshd.target())}
+    assert checks["python"].status == "ok" and checks["python"].path
+    assert checks["ncu"].status == "missing"
+    assert checks["driver"].status == "missing" and "remote host" in checks["driver"].detail
