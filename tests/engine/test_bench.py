@@ -196,3 +196,57 @@ def test_cpu_threads_apply_while_measuring_only():
     measure(lambda: seen.append(torch.get_num_threads()), None,
             options=BenchOptions(warmup=1, min_repeats=2, max_repeats=2, cpu_threads=1))
     assert seen == [1, 1, 1] and torch.get_num_threads() == before  # 1 warm-up + 2 timed calls
+
+
+class _FakeGpu:
+    """Stands in for the GPU (the one thing this machine cannot have): a GPU clock that each
+    call of the workload advances by 0.25 ms, CUDA events that read it, and NVTX that records."""
+
+    def __init__(self):
+        self.clock_ms = 0.0
+        self.syncs = 0
+        self.nvtx = []
+        gpu = self
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                assert enable_timing
+                self.t = None
+
+            def record(self, stream=None):
+                self.t = gpu.clock_ms
+
+            def synchronize(self):
+                gpu.syncs += 1
+
+            def elapsed_time(self, end):
+                return end.t - self.t
+
+        self.Event = Event
+
+    def install(self, monkeypatch):
+        monkeypatch.setattr(torch.cuda, "Event", self.Event)
+        monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+        monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
+        monkeypatch.setattr(torch.cuda.nvtx, "range_push", lambda msg: self.nvtx.append(("push", msg)))
+        monkeypatch.setattr(torch.cuda.nvtx, "range_pop", lambda: self.nvtx.append(("pop",)))
+
+    def kernel(self):
+        self.clock_ms += 0.25
+        return torch.ones(4)
+
+
+def test_cuda_event_timing_path(monkeypatch):
+    gpu = _FakeGpu()
+    gpu.install(monkeypatch)
+    r = measure(gpu.kernel, lambda: torch.ones(4), device="cuda", name="k",
+                options=BenchOptions(warmup=2, min_repeats=4, max_repeats=50, target_rel_ci=0.01))
+    assert r.timer == "cuda-events" and r.device_name == "NVIDIA H200"
+    assert r.timer_note == "GPU time between CUDA events recorded around each call"
+    assert r.samples_ns == [250_000.0] * 4 and r.stop_reason == "ci-target"  # zero spread: stops at min
+    assert r.stats.median == 250_000.0 and r.stats.ci95_half_width == 0.0
+    assert r.check.ok is True and gpu.syncs == 4  # one event wait per timed call
+    assert gpu.nvtx == [("push", "bench:k:warmup"), ("pop",), ("push", "bench:k"), ("pop",)]
+    host = measure(gpu.kernel, None, device="cuda", host_timer=True,
+                   options=BenchOptions(warmup=1, min_repeats=2, max_repeats=3))
+    assert host.timer == "host" and host.timer_note == HOST_TIMER_NOTE
