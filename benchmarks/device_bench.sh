@@ -57,7 +57,7 @@ if [ "$DEV" = cuda ]; then
         --sweep memory=pageable,pinned --sweep size_mb=1,16,256
     bench triton_matmul triton_matmul "${B[@]}" --sweep dtype=fp16,bf16
     if command -v nvcc >/dev/null; then
-        bench host_overhead_cuda host_overhead_cuda --budget 20 --max-repeats 5 --target-ci 0.05 \
+        bench host_overhead_cuda host_overhead_cuda --budget 20 --warmup 1 --max-repeats 5 --target-ci 0.05 \
             --param iters=5 --sweep variant=naive,fixed
     else
         echo "(nvcc not on PATH: skipping the CUDA C++ host-overhead demo)"

@@ -4,6 +4,7 @@
     python -m kernels.host_overhead_cuda --param variant=naive --param iters=10
     python -m kernels.host_overhead_cuda --param variant=fixed --param iters=10
 
+``-arch=native`` by default (the GPU of the build machine); ``KERNELSCOPE_CUDA_ARCH=sm_90`` overrides.
 The binary prints ``mode=... C00=... ref=...`` and exits nonzero when C[0][0] is wrong. naive
 allocates with cudaMalloc and copies pageable memory synchronously every iteration; fixed keeps its
 buffers and copies pinned memory asynchronously. NVTX ranges: iteration(naive|fixed) with
@@ -63,7 +64,7 @@ def build(cache_dir: Path | None = None, timeout_s: float = 300) -> Path:
     if out.exists():
         return out
     tmp = out.with_suffix(".tmp")
-    proc = subprocess.run(build_argv(nvcc, SOURCE, tmp, os.environ.get("KERNELSCOPE_CUDA_ARCH")),
+    proc = subprocess.run(build_argv(nvcc, SOURCE, tmp, os.environ.get("KERNELSCOPE_CUDA_ARCH", "native")),
                           capture_output=True, text=True, timeout=timeout_s)
     if proc.returncode != 0:
         raise WorkloadError(f"nvcc could not build {SOURCE.name}: {proc.stderr.strip().splitlines()[-1:]}.")
