@@ -81,7 +81,7 @@ def make(params: dict[str, str]) -> tuple[Any, Any]:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
         if proc.returncode != 0:
             raise WorkloadError(f"The host-overhead demo failed (exit {proc.returncode}): "
-                                f"{(proc.stdout + proc.stderr).strip()[-300:]}")
+                                f"{(proc.stdout + proc.stderr).strip()[-300:]}.")
         return None
 
     return fn, None

@@ -5,6 +5,7 @@ import importlib.util
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -268,3 +269,30 @@ def test_relative_error_in_chunks_equals_numpy():
     bad = out.clone()
     bad[4, 6] = float("nan")  # in the last chunk
     assert math.isnan(_relative_error_torch(bad, ref, chunk=4))
+
+
+def test_cuda_demo_without_nvcc_is_one_sentence(monkeypatch, tmp_path):
+    from kernels import host_overhead_cuda as demo
+
+    monkeypatch.setattr(demo.shutil, "which", lambda name: None)
+    monkeypatch.setattr(demo.Path, "glob", lambda self, pattern: iter(()))
+    with pytest.raises(WorkloadUnavailable, match=r"needs nvcc \(the CUDA toolkit\); put it on PATH"):
+        demo.build(tmp_path)
+    assert demo.binary_path(tmp_path).name.startswith("host_overhead-")
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_cuda_demo_builds_once_and_reports_a_missing_gpu(monkeypatch, tmp_path):
+    from kernels import host_overhead_cuda as demo
+
+    monkeypatch.setenv("KERNELSCOPE_CUDA_ARCH", "sm_90")  # no GPU here for -arch=native to find
+    binary = demo.build(tmp_path)
+    assert binary == demo.binary_path(tmp_path) and binary.stat().st_size > 0
+    mtime = binary.stat().st_mtime_ns
+    assert demo.build(tmp_path) == binary and binary.stat().st_mtime_ns == mtime  # cached
+    monkeypatch.setattr(demo, "build", lambda: binary)
+    fn, ref = get_workload("host_overhead_cuda").make({"variant": "naive", "n": "64", "iters": "1"})
+    assert ref is None
+    failed = r"The host-overhead demo failed \(exit 1\): .*host_overhead.cu:\d+ "
+    with pytest.raises(WorkloadError, match=failed):
+        fn()  # this machine has no GPU/driver: the program's own CUDA error comes back in the sentence
