@@ -182,8 +182,75 @@ def _add_export(sub: Any) -> None:
     e.set_defaults(func=cmd_export)
 
 
+def cmd_walkthrough(args: argparse.Namespace) -> int:
+    """Walkthrough steps: start, status, pick, verify, rerun, report."""
+    from engine import walkthrough as wt
+
+    step = args.step
+    if step == "start":
+        if not args.args:
+            raise wt.WalkthroughError("Give the baseline report: `kernelscope walkthrough start BASELINE "
+                                      "--project DIR`.")
+        wt.start(args.project, args.args[0], checklist=args.checklist, reference=args.pinned_from,
+                 range_name=args.range)
+    elif step == "pick":
+        if not args.args:
+            raise wt.WalkthroughError("Name the checklist items you will apply (see `walkthrough status`).")
+        wt.pick(args.project, list(args.args))
+    elif step == "verify":
+        if not args.args:
+            raise wt.WalkthroughError("Give the report recorded after the change: `kernelscope walkthrough "
+                                      "verify AFTER --project DIR`.")
+        wt.verify(args.project, args.args[0])
+    elif step == "rerun":
+        from engine.sessions.spec import SessionSpec
+
+        if not args.workload:
+            raise wt.WalkthroughError("rerun needs --workload NAME (a kernels/ workload) and its "
+                                      "--param k=v.")
+        params = dict(p.split("=", 1) for p in args.param or [])
+        spec = SessionSpec(tool="nsys", workload=args.workload, params=params,
+                           out_dir=str(_path(args.project) / "sessions"))
+        wt.rerun(args.project, spec)
+    elif step == "report":
+        doc = wt.load(args.project)
+        if not args.output:
+            sys.stdout.write(wt.walkthrough_markdown(doc))
+            return 0
+        from engine.analysis.export import write_text
+
+        out = _path(args.output)
+        write_text(out, wt.walkthrough_html(doc) if out.suffix in (".html", ".htm")
+                   else wt.walkthrough_markdown(doc))
+        print(f"kernelscope: wrote {out}", file=sys.stderr)
+        return 0
+    doc = wt.load(args.project)
+    if args.json:
+        _dump(doc)
+    else:
+        sys.stdout.write(wt.format_status(doc))
+    return 0
+
+
+def _add_walkthrough(sub: Any) -> None:
+    w = sub.add_parser("walkthrough", help="baseline -> findings -> pick items -> re-run -> verified by "
+                       "statistics (start|status|pick|verify|rerun|report)")
+    w.add_argument("step", choices=["start", "status", "pick", "verify", "rerun", "report"])
+    w.add_argument("args", nargs="*", metavar="ARG",
+                   help="start: BASELINE report; pick: checklist ITEM ids; verify: AFTER report")
+    w.add_argument("--project", metavar="DIR", default=".", help="project folder (state in DIR/.kernelscope)")
+    w.add_argument("--checklist", default="roadmap", help="start: the checklist to follow (default roadmap)")
+    w.add_argument("--pinned-from", metavar="REPORT", help="start: pinned-ceiling reference report")
+    w.add_argument("--range", metavar="NVTX", help="start: the iteration range (default: auto)")
+    w.add_argument("--workload", help="rerun: kernels/ workload to record under nsys")
+    w.add_argument("--param", action="append", metavar="K=V", help="rerun: workload parameter")
+    w.add_argument("-o", "--output", metavar="FILE", help="report: write .md or .html here")
+    w.add_argument("--json", action="store_true", help="print the state as JSON")
+    w.set_defaults(func=cmd_walkthrough)
+
+
 #: Further parser builders.
-_EXTRA: list[Any] = [_add_checklist, _add_compare, _add_gate, _add_export]
+_EXTRA: list[Any] = [_add_checklist, _add_compare, _add_gate, _add_export, _add_walkthrough]
 
 
 def _path(p: str) -> Path:
