@@ -1,0 +1,88 @@
+"""Bandwidth view on the real fixtures: what it draws and lists is the engine's analysis."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtCore import Qt
+
+from gui import format as fmt
+from tests.conftest import FIXTURES, NSYS_DIR
+from tests.gui.conftest import KINETO, LOAD_TIMEOUT_MS, open_and_wait, screenshot
+
+REPORTS = [NSYS_DIR / "host_overhead_naive.sqlite", NSYS_DIR / "host_overhead_fixed.sqlite",
+           NSYS_DIR / "torch_sdpa_gemm.sqlite", NSYS_DIR / "legacy2022_partial_naive.sqlite", KINETO]
+
+
+def _show(qtbot, window):
+    window.set_view("bandwidth")
+    view = window.views["bandwidth"]
+    qtbot.waitUntil(lambda: view.analysis is not None or view.stack.currentWidget() is view.placeholder
+                    and not view.is_busy(), timeout=LOAD_TIMEOUT_MS)
+    return view
+
+
+@pytest.mark.parametrize("path", REPORTS, ids=[p.stem for p in REPORTS])
+def test_view_shows_the_engine_analysis(qtbot, window, path):
+    from engine.analysis.bandwidth import analyze
+
+    report = open_and_wait(qtbot, window, path)
+    view = _show(qtbot, window)
+    expected = analyze(report.trace)
+    a = view.analysis
+    assert a is not None
+    # Every copy is a point at its own rate, grouped by direction x memory kind.
+    assert sum(len(x) for x, _ in view.drawn.values()) == len(expected.transfers)
+    for kind, (_x, y) in view.drawn.items():
+        want = expected.transfers.loc[expected.transfers["kind"] == kind, "gb_per_s"].to_numpy()
+        np.testing.assert_allclose(y, want, rtol=1e-12)
+    # The histogram counts every copy once.
+    assert {k: int(c.sum()) for k, c in view.hist_counts.items()} == \
+        expected.transfers["kind"].value_counts().to_dict()
+    # The table: one row per kind, the engine's numbers as the table formats them.
+    rows = view.table_rows()
+    assert len(rows) == len(expected.stats)
+    for row, (_, s) in zip(rows, expected.stats.iterrows(), strict=True):
+        assert (row["Direction"], row["Memory"]) == (s["direction"], s["memory"])
+        assert row["Copies"] == fmt.count(s["count"])
+        assert row["Achieved (GB/s)"] == fmt.cell(float(s["gb_per_s"]), 3)
+        assert row["Ceiling (GB/s)"] == fmt.cell(float(s["ceiling_gb_per_s"]), 3)
+        assert row["Ceiling from"] == "spec"
+    # Ceilings: the H200's PCIe Gen5 x16 per direction, from the spec (no calibration here).
+    assert set(view.ceiling_lines.values()) == {64.0}
+    assert "PCIe Gen5 x16 (spec)" in view.ceiling_text.text()
+    assert "run `kernelscope calibrate`" in view.notes.text()
+    screenshot(window, f"{path.stem}_bandwidth")
+
+
+def test_pinned_and_pageable_are_told_apart(qtbot, window):
+    open_and_wait(qtbot, window, NSYS_DIR / "torch_sdpa_gemm.sqlite")
+    view = _show(qtbot, window)
+    assert set(view.drawn) == {"Host-to-Device · Pageable", "Host-to-Device · Pinned",
+                               "Device-to-Host · Pageable", "Device-to-Host · Pinned"}
+    pinned = np.median(view.drawn["Host-to-Device · Pinned"][1])
+    pageable = np.median(view.drawn["Host-to-Device · Pageable"][1])
+    assert pinned > 5 * pageable  # 55.5 vs 6.7 GB/s on the H200
+
+
+def test_sort_by_achieved_rate(qtbot, window):
+    open_and_wait(qtbot, window, NSYS_DIR / "torch_sdpa_gemm.sqlite")
+    view = _show(qtbot, window)
+    col = view.model.column_names().index("Achieved (GB/s)")
+    header = view.table.horizontalHeader()
+    x = header.sectionViewportPosition(col) + header.sectionSize(col) // 2
+    from PySide6.QtCore import QPoint
+
+    qtbot.mouseClick(header.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(x, header.height() // 2))
+    shown = [float(r["Achieved (GB/s)"].replace(",", "")) for r in view.table_rows()]
+    assert shown == sorted(shown) or shown == sorted(shown, reverse=True)
+    assert len(set(shown)) == 4
+
+
+def test_ncu_report_says_it_has_no_copies(qtbot, window):
+    open_and_wait(qtbot, window, FIXTURES / "ncu" / "host_overhead_fixed.ncu-rep")
+    window.set_view("bandwidth")
+    view = window.views["bandwidth"]
+    assert view.stack.currentWidget() is view.placeholder
+    assert "Nsight Compute report" in view.placeholder.text()
+    assert "Kernels" in view.placeholder.text()

@@ -1,0 +1,122 @@
+"""Kernels view on the real Nsight Compute fixtures: the table, sections and rules are the engine's."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from PySide6.QtCore import QPoint, Qt
+
+from tests.conftest import FIXTURES, NSYS_DIR, REPO
+from tests.gui.conftest import LOAD_TIMEOUT_MS, SCREENSHOTS, open_and_wait, screenshot
+
+NCU = FIXTURES / "ncu"
+
+
+def _show(qtbot, window):
+    window.set_view("kernels")
+    view = window.views["kernels"]
+    qtbot.waitUntil(lambda: view.data is not None, timeout=LOAD_TIMEOUT_MS)
+    return view
+
+
+def _click_row(qtbot, table, row):
+    rect = table.visualRect(table.model().index(row, 1))
+    qtbot.mouseClick(table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+
+
+@pytest.mark.parametrize("name", ["host_overhead_fixed.ncu-rep", "torch_sdpa.ncu-rep"])
+def test_kernel_table_is_the_engines(qtbot, window, name):
+    from engine.analysis.ncu_sections import kernel_table, rules_table
+
+    report = open_and_wait(qtbot, window, NCU / name)
+    view = _show(qtbot, window)
+    kt = kernel_table(report.ncu)
+    assert view.column("ID") == [float(i) for i in kt["id"]]
+    assert view.column("Duration (µs)") == pytest.approx(list(kt["duration_ns"] / 1e3))
+    assert view.column("SM %") == pytest.approx(list(kt["sm_throughput_pct"]))
+    assert view.column("Achieved occupancy %") == pytest.approx(list(kt["achieved_occupancy_pct"]))
+    assert view.column("Bottleneck") == list(kt["verdict"])
+    rt = rules_table(report.ncu)
+    saved = [None if v != v else pytest.approx(v) for v in rt["weighted_ns"] / 1e3]  # NaN: no estimate
+    assert view.column("Est. time saved (µs)", view.rules_proxy) == saved
+    assert view.column("Rank", view.rules_proxy)[0] == 1.0
+    top = rt.iloc[0]
+    assert f"ID {int(top['id'])}" in view.headline.text()
+    assert "Fix first" in view.headline.text()
+    screenshot(window, f"{NCU.joinpath(name).stem}_kernels")
+
+
+def test_click_a_kernel_shows_its_sections_and_rules(qtbot, window):
+    from engine.analysis.ncu_sections import kernel_sections, rules_table
+
+    report = open_and_wait(qtbot, window, NCU / "host_overhead_fixed.ncu-rep")
+    view = _show(qtbot, window)
+    assert view.selected_id == 0  # the first kernel is shown at once
+    with qtbot.waitSignal(view.sig_kernel_selected) as blocker:
+        _click_row(qtbot, view.table, 1)
+    assert blocker.args == [1]
+    assert "saxpy" in view.details_title.text()
+    expected = kernel_sections(report.ncu, 1)
+    shown = view.detail_texts()
+    assert list(shown) == list(expected)
+    sol = expected["GPU Speed Of Light"]
+    dur = sol[sol["metric"] == "Duration"].iloc[0]
+    assert shown["GPU Speed Of Light"]["Duration"].startswith(dur["text"])
+    # Only the selected kernel's rule results when asked.
+    view.only_selected.setChecked(True)
+    ids = view.column("ID", view.rules_proxy)
+    assert ids and set(ids) == {1.0}
+    assert len(ids) == int((rules_table(report.ncu)["id"] == 1).sum())
+    view.only_selected.setChecked(False)
+    assert view.rules_proxy.rowCount() == len(rules_table(report.ncu))
+    screenshot(window, "host_overhead_fixed_kernels_saxpy")
+
+
+def test_sort_by_duration(qtbot, window):
+    open_and_wait(qtbot, window, NCU / "torch_sdpa.ncu-rep")
+    view = _show(qtbot, window)
+    col = view.model.column_names().index("Duration (µs)")
+    header = view.table.horizontalHeader()
+    x = header.sectionViewportPosition(col) + header.sectionSize(col) // 2
+    qtbot.mouseClick(header.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(x, header.height() // 2))
+    d = view.column("Duration (µs)")
+    assert d == sorted(d) or d == sorted(d, reverse=True)
+    assert d != view.model.df["Duration (µs)"].tolist()  # the launches were not in duration order
+
+
+def test_nsys_report_says_what_to_record(qtbot, window):
+    open_and_wait(qtbot, window, NSYS_DIR / "host_overhead_fixed.sqlite")
+    window.set_view("kernels")
+    view = window.views["kernels"]
+    assert view.stack.currentWidget() is view.placeholder
+    assert "not an Nsight Compute report" in view.placeholder.text()
+    assert "ncu --set full" in view.placeholder.text()
+
+
+def test_ncu_report_in_summary_and_stats(qtbot, window):
+    open_and_wait(qtbot, window, NCU / "host_overhead_fixed.ncu-rep")
+    summary = window.views["summary"]
+    assert summary.ncu_notice.isVisibleTo(window) and not summary._scroll.isVisibleTo(window)
+    assert "Nsight Compute report" in summary.ncu_notice.text()
+    window.set_view("stats")
+    stats = window.views["stats"]
+    assert "Nsight Compute report" in stats.placeholder.text()
+    assert window.log.errors() == []
+
+
+@pytest.mark.parametrize("view", ["kernels", "roofline"])
+def test_screenshot_command(tmp_path, view):
+    out = SCREENSHOTS / f"cli_torch_sdpa_{view}.png"
+    proc = subprocess.run(
+        [sys.executable, "-m", "gui.app", str(NCU / "torch_sdpa.ncu-rep"), "--screenshot", str(out),
+         "--view", view],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+        env={**__import__("os").environ, "QT_QPA_PLATFORM": "offscreen", "KERNELSCOPE_CONFIG": str(tmp_path)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    from PySide6.QtGui import QImage
+
+    img = QImage(str(out))
+    assert (img.width(), img.height()) == (1600, 1000)
