@@ -212,6 +212,8 @@ class _Session:
                     self.emit(name, text)
             except queue.Empty:
                 pass
+            except KeyboardInterrupt:  # Ctrl-C in a terminal: the program is in its own group, stop it
+                self.cancel.set()
             if killed is None:
                 if self.cancel.is_set():
                     killed = "cancel"
@@ -371,7 +373,7 @@ def _program_name(target: list[str]) -> str:
 def _run_local(sess: _Session, sid: str, sdir: Path, tool_path: str | None, main_argv: list[str],
                target: list[str], env: dict[str, str], store: SessionStore) -> Outcome:
     spec = sess.spec
-    prog = _program_name(target)
+    prog = spec.workload or _program_name(target)
     if not main_argv:
         msg = (f"No {spec.tool} was found on this machine; install Nsight "
                f"{'Systems' if spec.tool == 'nsys' else 'Compute'} or pass its path (`kernelscope doctor` "
@@ -479,7 +481,7 @@ def _run_remote(sess: _Session, sid: str, sdir: Path, main_argv: list[str], targ
     argv = ssh_argv(t, wrapped)
     sess.note(f"running on {t.display} in {_remote_display(remote_dir)}: " + " ".join(main_argv))
     res = sess.run_step(argv, keep_stdin=True)
-    prog = _program_name(target)
+    prog = spec.workload or _program_name(target)
     if res.start_error is not None:
         msg = "The ssh program was not found; install the OpenSSH client (openssh-client)."
         return Outcome(OutcomeKind.MISSING_TOOL, msg, sid, sdir, None, sess.elapsed())

@@ -65,3 +65,29 @@ def test_run_workload_options_after_name() -> None:
         ["run", "--tool", "nsys", "--gpu-metrics", "0", "--", "./app", "--x", "1"])
     spec = _spec_from_args(args)
     assert spec.command == ("./app", "--x", "1") and spec.nsys.gpu_metrics_devices == "0"
+
+
+def test_ctrl_c_cancels_the_session_and_its_children(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import time
+
+    code = ("import subprocess, sys, time\n"
+            "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+            "print('child', c.pid, flush=True)\ntime.sleep(60)")
+    env = {**os.environ, "KERNELSCOPE_DATA": str(tmp_path / "data")}
+    argv = [PY, "-m", "engine.cli", "run", "--out", str(tmp_path / "o"), "--", PY, "-c", code]
+    proc = subprocess.Popen(argv,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            cwd=Path(__file__).resolve().parents[2])
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("child ")
+    child = int(line.split()[1])
+    proc.send_signal(signal.SIGINT)  # what Ctrl-C sends to the CLI
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1
+    assert err.strip().splitlines()[-1].startswith("kernelscope: The session was cancelled after")
+    time.sleep(0.5)
+    assert not Path(f"/proc/{child}").exists() or Path(f"/proc/{child}/stat").read_text().split()[2] == "Z"
