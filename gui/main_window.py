@@ -217,6 +217,11 @@ class MainWindow(QMainWindow):
             if sig is not None:
                 sig.connect(self.log.add)
             self.tabs.addTab(view, vs.title)
+        # A Timeline kernel's "Show in Kernels view" opens its Nsight Compute result.
+        timeline, kernels = self.views.get("timeline"), self.views.get("kernels")
+        link = getattr(timeline, "sig_show_in_kernels", None)
+        if link is not None and hasattr(kernels, "show_ncu_result"):
+            link.connect(lambda hit: (self.set_view("kernels"), kernels.show_ncu_result(hit)))
 
     # -- public API --------------------------------------------------------------------------------
     def open_dialog(self) -> None:

@@ -110,6 +110,7 @@ class KernelsView(QWidget):
         self.reports = reports
         self.data: dict[str, Any] | None = None
         self.selected_id: int | None = None
+        self._select_when_ready: int | None = None
         self.sections: dict[str, Any] = {}
         self._calls = LatestCall(self)
         self._calls.sig_result.connect(self._on_result)
@@ -215,6 +216,9 @@ class KernelsView(QWidget):
         if cur is None or id(cur) != key:
             return
         self.show_data(data)
+        if self._select_when_ready is not None:
+            kid, self._select_when_ready = self._select_when_ready, None
+            self.select_row(kid)
         self.sig_ready.emit()
 
     def _on_error(self, key: Any, msg: str) -> None:
@@ -327,6 +331,31 @@ class KernelsView(QWidget):
             top.setExpanded(True)
         self._filter_rules()
         self.sig_kernel_selected.emit(kid)
+
+    def select_row(self, kid: int) -> None:
+        """Select kernel ``kid`` in the table (which shows its sections)."""
+        col = self.model.column_names().index("ID") if self.model.column_names() else -1
+        for r in range(self.proxy.rowCount()):
+            if col >= 0 and self.proxy.index(r, col).data(RAW_ROLE) == float(kid):
+                self.table.selectionModel().setCurrentIndex(
+                    self.proxy.index(r, 0),
+                    QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
+                self.table.scrollTo(self.proxy.index(r, 0))
+                return
+
+    def show_ncu_result(self, hit: dict[str, Any]) -> None:
+        """Show the ncu result a Timeline kernel links to (``ncu_path`` and ``ID`` of the hit)."""
+        from pathlib import Path
+
+        report = self.reports.find(Path(str(hit.get("ncu_path", ""))))
+        if report is None or hit.get("ID") is None:
+            return
+        kid = int(hit["ID"])
+        if self.reports.current is report and self.data is not None:
+            self.select_row(kid)
+            return
+        self._select_when_ready = kid
+        self.reports.set_current(report)
 
     def _filter_rules(self) -> None:
         if self.only_selected.isChecked() and self.selected_id is not None:

@@ -120,3 +120,17 @@ def test_screenshot_command(tmp_path, view):
 
     img = QImage(str(out))
     assert (img.width(), img.height()) == (1600, 1000)
+
+
+def test_timeline_link_opens_the_ncu_result(qtbot, window):
+    """The Timeline's "Show in Kernels view" hit (ncu_path + ID) selects that result here."""
+    ncu = open_and_wait(qtbot, window, NCU / "host_overhead_fixed.ncu-rep")
+    open_and_wait(qtbot, window, NSYS_DIR / "host_overhead_fixed.sqlite")
+    assert window.reports.current is not ncu
+    view = window.views["kernels"]
+    window.views["timeline"].sig_show_in_kernels.emit({"ncu_path": str(ncu.path), "ID": 1,
+                                                       "Kernel Name": "saxpy"})
+    qtbot.waitUntil(lambda: view.selected_id == 1, timeout=LOAD_TIMEOUT_MS)
+    assert window.reports.current is ncu
+    assert window.current_view() == "kernels"
+    assert "saxpy" in view.details_title.text()
