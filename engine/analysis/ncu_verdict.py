@@ -3,7 +3,8 @@
 The thresholds follow Nsight Compute's own SOLBottleneck rule: a unit above 60 % of its peak is
 "high", so the larger of compute (SM) and memory throughput decides between compute- and
 memory-bound; when both are below 60 % the kernel is latency-bound (warps wait, see the stall
-reasons) unless it is too small to fill the GPU or so short that launch overhead dominates.
+reasons) unless it is too small to fill the GPU (blocks for at most half the SMs) or so short
+(under 5 us) that launch overhead dominates.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ if TYPE_CHECKING:
 HIGH_PCT = 60.0
 #: Kernels shorter than this are dominated by launch overhead (a launch costs a few microseconds).
 SHORT_NS = 5_000.0
+
+#: A grid with at most this fraction of the SM count leaves most SMs idle: "too small". (A
+#: persistent kernel with 128 blocks on 132 SMs is not small; 8 blocks on 132 SMs is.)
+SMALL_GRID_FRACTION = 0.5
 
 MEMORY_BOUND = "memory-bound"
 COMPUTE_BOUND = "compute-bound"
@@ -114,7 +119,7 @@ def verdict(row_or_metrics: Mapping[str, Any]) -> Verdict:
         return Verdict(COMPUTE_BOUND, f"Compute (SM) throughput is {sm:.1f} % of peak, above memory "
                        f"at {mem:.1f} %: use cheaper or tensor-core instructions, or do less work.",
                        numbers)
-    if blocks is not None and sms is not None and blocks < sms:
+    if blocks is not None and sms is not None and blocks <= SMALL_GRID_FRACTION * sms:
         return Verdict(LAUNCH_BOUND, f"Too small: {blocks:.0f} blocks for {sms:.0f} SMs leaves SMs idle "
                        f"(compute {sm:.1f} %, memory {mem:.1f} %): give it more blocks or batch "
                        "launches.", numbers)

@@ -728,8 +728,19 @@ def _read_ncu_rep(p: Path) -> NcuReport:
 
     metrics = pd.DataFrame(details, columns=[*DETAILS_COLUMNS, "value", "metric"])
     cols = ID_COLUMNS + sorted(raw_units)
-    raw = pd.DataFrame(raw_rows).reindex(columns=cols).fillna("")
-    values = pd.DataFrame(numeric, index=pd.Index(range(len(numeric)), name="ID"), dtype="float64")
+    # Built as one 2-D block each: per-column construction of ~2,000 columns costs ~0.5 s.
+    import numpy as np
+
+    cells = np.empty((len(raw_rows), len(cols)), dtype=object)
+    for r, row in enumerate(raw_rows):
+        cells[r] = [row.get(c, "") for c in cols]
+    raw = pd.DataFrame(cells, columns=cols, dtype=object)
+    names = sorted({n for nums in numeric for n in nums})
+    pos = {n: i for i, n in enumerate(names)}
+    table = np.full((len(numeric), len(names)), np.nan)
+    for r, nums in enumerate(numeric):
+        table[r, [pos[n] for n in nums]] = list(nums.values())
+    values = pd.DataFrame(table, index=pd.Index(range(len(numeric)), name="ID"), columns=names)
     return NcuReport(
         p, "ncu-rep", pd.DataFrame(kernels, columns=KERNEL_COLUMNS), metrics, raw, raw_units,
         notes=notes, values=values, units=dict(raw_units), labels=labels,
