@@ -81,7 +81,7 @@ def svg_bars(title: str, items: list[tuple[str, float]], unit: str, width: int =
 def svg_samples(title: str, groups: list[tuple[str, list[float]]], unit: str, width: int = 720) -> str:
     """Dot plot of samples per group with the median marked (for iteration times)."""
     row_h, left, top = 40, 160, 30
-    h = top + len(groups) * row_h + 30
+    h = top + len(groups) * row_h + 45
     vals = [v for _, vs in groups for v in vs] or [0.0, 1.0]
     lo, hi = 0.0, max(vals) * 1.05 or 1.0
     span = width - left - 30

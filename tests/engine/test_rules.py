@@ -149,6 +149,13 @@ def test_sdpa_ncu_tensor_pipe_and_occupancy_evidence():
     assert occ.evidence_value("theoretical occupancy") == pytest.approx(18.75)
     assert occ.evidence_value("block limit (registers)") == 1
     assert "registers and shared memory" in occ.summary
+    # Latency-bound as engine.analysis.ncu_verdict says, with the top stall (barrier) as evidence.
+    lat = by_id(found, "ncu.latency-bound")
+    stall = "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"
+    # ncu prints it with 2 decimals; the finding keeps 3.
+    barrier = parse_number(raw[stall].iloc[0])
+    assert lat.evidence_value("warp stall: barrier") == pytest.approx(barrier, abs=6e-3)
+    assert "barrier" in lat.summary and "14.1 %" in lat.summary
     # The kernel uses wgmma and TMA, so that rule stays silent; ncu's own rules are carried over.
     assert "ncu.no-wgmma-tma" not in {f.id for f in found}
     own = by_id(found, "ncu.rule.TheoreticalOccupancy")

@@ -74,6 +74,8 @@ def _value(e: Evidence) -> str:
         return fmt_time(float(v))
     if e.unit == "B" and isinstance(v, (int, float)):
         return f"{v / 1e6:,.1f} MB"
+    if isinstance(v, float) and v.is_integer() and abs(v) >= 1000:
+        return f"{int(v):,} {e.unit}".strip()
     if isinstance(v, float):
         return f"{v:,.2f} {e.unit}".strip()
     if isinstance(v, int):

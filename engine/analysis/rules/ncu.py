@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -67,6 +67,9 @@ class KernelGroup:
     duration_ns: float  # summed over launches
     cc: str
     metrics: dict[str, float]
+    first_id: int | None = None
+    verdict: Any = None  # engine.analysis.ncu_verdict.Verdict of the first launch
+    stalls: list[tuple[str, float]] = field(default_factory=list)
 
     def m(self, name: str) -> float | None:
         """Mean value of a metric over the launches, None when not collected."""
@@ -117,7 +120,14 @@ def kernel_groups(report: NcuReport) -> list[KernelGroup]:
             if vals:
                 metrics[col] = float(np.mean(vals))
         dur = float(g["duration_ns"].fillna(0).sum())
-        out.append(KernelGroup(str(name), len(g), dur, str(g["CC"].iloc[0]), metrics))
+        kg = KernelGroup(str(name), len(g), dur, str(g["CC"].iloc[0]), metrics)
+        try:
+            kg.first_id = int(g["ID"].iloc[0])
+        except (TypeError, ValueError):
+            kg.first_id = None
+        if kg.first_id is not None:
+            kg.verdict, kg.stalls = _verdict_and_stalls(report, kg.first_id)
+        out.append(kg)
     del ids
     out.sort(key=lambda kg: -kg.duration_ns)
     return out
@@ -125,6 +135,17 @@ def kernel_groups(report: NcuReport) -> list[KernelGroup]:
 
 def _or_na(v: float | None) -> float | str:
     return "n/a" if v is None else v
+
+
+def _verdict_and_stalls(report: NcuReport, kid: int) -> tuple[Any, list[tuple[str, float]]]:
+    """The bottleneck verdict (engine.analysis.ncu_verdict) and top stalls of one launch."""
+    try:
+        from engine.analysis.ncu_sections import top_stalls
+        from engine.analysis.ncu_verdict import kernel_metrics, verdict
+
+        return verdict(kernel_metrics(report, kid)), top_stalls(report, kid, 3)
+    except Exception:  # noqa: BLE001 - a verdict is extra evidence; rules still run without it
+        return None, []
 
 
 def _gain(kg: KernelGroup, saved_ns: float, formula: str, kind: str = "upper bound") -> Gain:
@@ -146,13 +167,21 @@ def rule_latency_bound(kg: KernelGroup) -> list[Finding]:
     sm, mem = kg.m(SOL), kg.m(MEM)
     if sm is None or mem is None or max(sm, mem) >= LATENCY_SOL_PCT:
         return []
+    if kg.verdict is not None and kg.verdict.kind != "latency-bound":
+        return []  # e.g. launch-bound (too small or too short): see rule_launch_bound_kernel
     busiest = max(sm, mem)
     at_line = kg.duration_ns * busiest / LATENCY_SOL_PCT
+    ev = [Evidence("compute (SM) throughput", sm, "%", SOL), Evidence("memory throughput", mem, "%", MEM)]
+    for reason, cyc in kg.stalls:
+        ev.append(Evidence(f"warp stall: {reason}", round(cyc, 3), "cycles/inst",
+                           f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio"))
+    why = kg.verdict.reason if kg.verdict is not None else (
+        f"both under {LATENCY_SOL_PCT:.0f} %, so warps mostly wait (dependencies, barriers, too few "
+        "warps).")
     return [_base(
         kg, "ncu.latency-bound", "Latency-bound: neither compute nor memory is busy", "warning",
-        f"{kg.name} reaches {sm:.1f} % of compute and {mem:.1f} % of memory peak: both under "
-        f"{LATENCY_SOL_PCT:.0f} %, so warps mostly wait (dependencies, barriers, too few warps).",
-        [Evidence("compute (SM) throughput", sm, "%", SOL), Evidence("memory throughput", mem, "%", MEM)],
+        f"{kg.name}: {why}",
+        ev,
         fix="Expose more parallelism: more warps per SM (see the occupancy finding), more independent "
             "work per thread (ILP), fewer barriers; check the Warp State stall reasons.",
         fix_cuda=("#pragma unroll 4\n"
@@ -378,9 +407,27 @@ def rule_ncu_own(report: NcuReport, groups: list[KernelGroup]) -> list[Finding]:
     return out
 
 
+def rule_launch_bound_kernel(kg: KernelGroup) -> list[Finding]:
+    """ncu_verdict's launch-bound: the kernel is too short or too small to fill the GPU."""
+    if kg.verdict is None or kg.verdict.kind != "launch-bound":
+        return []
+    return [_base(
+        kg, "ncu.kernel-launch-bound", "Too short or too small to fill the GPU", "warning",
+        f"{kg.name}: {kg.verdict.reason}",
+        [Evidence(k, v, "", "engine.analysis.ncu_verdict") for k, v in kg.verdict.numbers.items()
+         if isinstance(v, (int, float)) and k in ("duration_ns", "grid_blocks", "sm_count")],
+        fix="Fuse it with its neighbours, batch more work per launch, or replay it in a CUDA Graph.",
+        fix_cuda="cudaGraphLaunch(exec, stream);   // many small launches captured once",
+        fix_torch="torch.compile(model, mode='reduce-overhead')   # CUDA graphs + fusion",
+        gain=Gain(None, None, "see nsys.launch-bound in an nsys report of the same run: launch "
+                  "overhead is a host-side cost that ncu does not measure"),
+        verify="Re-profile: fewer, longer kernels.",
+    )]
+
+
 KERNEL_RULES: list[Callable[[KernelGroup], list[Finding]]] = [
-    rule_latency_bound, rule_tensor_pipes, rule_fp32_gemm, rule_no_wgmma_tma, rule_occupancy,
-    rule_uncoalesced, rule_bank_conflicts, rule_spills,
+    rule_latency_bound, rule_launch_bound_kernel, rule_tensor_pipes, rule_fp32_gemm, rule_no_wgmma_tma,
+    rule_occupancy, rule_uncoalesced, rule_bank_conflicts, rule_spills,
 ]
 
 
