@@ -491,6 +491,14 @@ def test_cache_round_trip(tmp_path: Path) -> None:
     assert again.path == src
     assert again.values.equals(first.values) and again.rules.equals(first.rules)
     assert kernel_table(again).equals(kernel_table(first))
+    # SASS and file:line are resolved on demand, also for a report that came from the cache
+    bare = kernel_sections(again, 0, resolve_source=False)["Source Counters"]
+    hot = bare[bare["unit"] == "samples"]
+    assert hot["metric"].str.startswith("PC 0x").all() and len(hot) == 10
+    full = kernel_sections(again, 0)["Source Counters"]
+    hot = full[full["unit"] == "samples"]
+    assert hot["metric"].str.contains(r"host_overhead\.cu:\d+$").all()
+    assert list(hot["value"]) == list(bare[bare["unit"] == "samples"]["value"])
 
 
 # --- CLI -------------------------------------------------------------------------------------------
