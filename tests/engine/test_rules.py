@@ -203,8 +203,11 @@ def test_power_cap_and_other_processes_edge_cases():
 
 
 def test_pinned_ceiling_falls_back_to_spec_without_measurement():
+    from engine.analysis.bandwidth import gpu_spec
+
     rate, where = pinned_ceiling("Host-to-Device", open_report(LEGACY))
-    assert rate == 63.0e9 and "PCIe 5.0" in where and "H200" in where
+    assert rate == gpu_spec("NVIDIA H200").pcie_bytes_per_s_per_direction == 64e9
+    assert "PCIe Gen5 x16" in where and "H200" in where
 
 
 def test_cli_findings_json_and_text(capsys):

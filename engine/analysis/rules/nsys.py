@@ -22,14 +22,6 @@ if TYPE_CHECKING:
 
     from engine.reports.base import Trace
 
-#: Theoretical PCIe data rate per direction (bytes/s) by GPU name, used only when neither a
-#: reference report, a calibration nor pinned copies in the report give a measured pinned rate.
-#: PCIe 5.0 x16: 32 GT/s x 16 lanes x 128/130 / 8 = 63.0 GB/s; PCIe 4.0 x16: 31.5 GB/s.
-PCIE_SPEC_BYTES_PER_S: list[tuple[str, float, str]] = [
-    (r"H100|H200|H20\b|GH200|B200|B100|GB200|RTX PRO 6000|RTX 50", 63.0e9, "PCIe 5.0 x16"),
-    (r"A100|A30|A10\b|A40|L40|L4\b|RTX 40|RTX 30|RTX A", 31.5e9, "PCIe 4.0 x16"),
-]
-
 _DIRECTIONS = ("Host-to-Device", "Device-to-Host")
 
 
@@ -149,7 +141,8 @@ def pinned_ceiling(direction: str, trace: Trace, reference: Trace | None = None
     """The pinned-memory copy rate to compare pageable copies with, and where it came from.
 
     Order: pinned copies in ``reference`` (a run of the fixed program on the same machine), this
-    machine's calibration, pinned copies in the same report, the GPU's PCIe specification.
+    GPU's calibration, pinned copies in the same report, the GPU's PCIe specification
+    (``resources/gpu_specs.toml``, shared with the Bandwidth view).
 
     Returns:
         (bytes per second, a sentence naming the source), or None when nothing is known.
@@ -166,11 +159,14 @@ def pinned_ceiling(direction: str, trace: Trace, reference: Trace | None = None
     rates = pinned_rates(trace)
     if direction in rates:
         return rates[direction][0], f"pinned {direction} copies measured in this report"
-    gpus = trace.table("gpus", ["name"])
-    for name in gpus["name"].astype(str):
-        for pattern, rate, label in PCIE_SPEC_BYTES_PER_S:
-            if re.search(pattern, name):
-                return rate, f"the {label} specification of the {name} (no measured pinned rate)"
+    from engine.analysis.bandwidth import gpu_spec  # resources/gpu_specs.toml, as the Bandwidth view
+
+    for name in trace.table("gpus", ["name"])["name"].astype(str):
+        spec = gpu_spec(name)
+        if spec is not None and spec.pcie_bytes_per_s_per_direction:
+            return spec.pcie_bytes_per_s_per_direction, (
+                f"the PCIe Gen{spec.pcie_gen} x16 specification of the {name} ({spec.source}; no measured "
+                "pinned rate: an upper bound)")
     return None
 
 
