@@ -309,7 +309,7 @@ class TimelineCanvas(QWidget):
         p.setPen(QColor("#dde3ea"))
         p.drawLine(0, AXIS_H - 1, self.width(), AXIS_H - 1)
         assert self.model is not None
-        base = self.model.t_min
+        base = 0.0  # times are since the start of the capture, as in the tables and the details
         span = self.t1 - self.t0
         step = nice_step(span, max(w // 120, 2))
         first = math.ceil((self.t0 - base) / step) * step

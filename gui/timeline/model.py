@@ -70,7 +70,8 @@ class Lane:
         self.run_max_end = np.maximum.accumulate(self.ends) if len(self.ends) else self.ends
         self.union = {}
         if self.values is None:
-            for k in np.unique(self.kinds).tolist():
+            present = np.flatnonzero(np.bincount(self.kinds, minlength=len(KIND_NAMES)))
+            for k in present.tolist():
                 sel = self.kinds == k
                 self.union[int(k)] = union_intervals(self.starts[sel], self.ends[sel])
             self.union[-1] = union_intervals(self.starts, self.ends)
@@ -184,11 +185,14 @@ def union_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, n
 
 
 def covered_before(union: tuple[np.ndarray, np.ndarray, np.ndarray], x: np.ndarray) -> np.ndarray:
-    """Busy ns of the merged intervals before each time in ``x`` (float64 array)."""
+    """Busy ns of the merged intervals before each time in ``x`` (a sorted float64 array)."""
     us, ue, cum = union
     if not len(us):
         return np.zeros(len(x))
-    k = np.searchsorted(us, x, side="right") - 1
+    # x is sorted: search only the merged intervals that start inside [x[0], x[-1]]
+    base = int(np.searchsorted(us, x[0], side="right"))
+    top = int(np.searchsorted(us, x[-1], side="right"))
+    k = base + np.searchsorted(us[base:top], x, side="right") - 1
     kc = np.clip(k, 0, len(us) - 1)
     part = np.clip(x - us[kc], 0, (ue - us)[kc])
     return np.where(k >= 0, cum[kc] + part, 0.0)
@@ -248,17 +252,36 @@ def _label_int(v: Any) -> str:
     return "?" if math.isnan(f) else str(int(f))
 
 
-def _lane_from(key: str, label: str, group: str, parts: list[tuple[int, Any, np.ndarray]],
-               codes: dict[str, np.ndarray]) -> Lane:
-    """Concatenate (kind, frame, source rows) parts into one lane sorted by start."""
-    st = np.concatenate([_ints(f["start"]) for _, f, _r in parts])
-    en = np.concatenate([_ints(f["end"].fillna(f["start"])) for _, f, _r in parts])
-    kd = np.concatenate([np.full(len(f), k, dtype=np.int8) for k, f, _r in parts])
-    rw = np.concatenate([r for _, _f, r in parts])
-    nm = np.concatenate([codes[KIND_TABLES[k]][r] for k, _f, r in parts])
-    en = np.maximum(en, st)
-    order = np.argsort(st, kind="stable")
-    return Lane(key, label, group, st[order], en[order], kd[order], rw[order], nm[order])
+def _lane_from(key: str, label: str, group: str, parts: list[tuple[int, np.ndarray]],
+               times: dict[str, tuple[np.ndarray, np.ndarray]], codes: dict[str, np.ndarray]) -> Lane:
+    """Concatenate (kind, source rows) parts into one lane sorted by start."""
+    def cat(arrays: list[np.ndarray]) -> np.ndarray:
+        return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+
+    st = cat([times[KIND_TABLES[k]][0][r] for k, r in parts])
+    en = cat([times[KIND_TABLES[k]][1][r] for k, r in parts])
+    kd = cat([np.full(len(r), k, dtype=np.int8) for k, r in parts])
+    rw = cat([r for _k, r in parts])
+    nm = cat([codes[KIND_TABLES[k]][r] for k, r in parts])
+    if len(st) > 1 and not bool(np.all(st[1:] >= st[:-1])):
+        order = np.argsort(st, kind="stable")
+        st, en, kd, rw, nm = st[order], en[order], kd[order], rw[order], nm[order]
+    return Lane(key, label, group, st, en, kd, rw, nm)
+
+
+def _groups(*keys: np.ndarray) -> list[tuple[tuple[int, ...], np.ndarray]]:
+    """Rows of each distinct combination of integer keys, in key order (one pass, no pandas)."""
+    n = len(keys[0])
+    if n == 0:
+        return []
+    stacked = np.stack(keys, axis=1)
+    if bool(np.all(stacked == stacked[0])):  # the usual case: one thread, one stream
+        return [(tuple(int(v) for v in stacked[0]), np.arange(n))]
+    uniq, inv = np.unique(stacked, axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    order = np.argsort(inv, kind="stable")
+    bounds = np.searchsorted(inv[order], np.arange(len(uniq) + 1))
+    return [(tuple(int(v) for v in uniq[i]), order[bounds[i]:bounds[i + 1]]) for i in range(len(uniq))]
 
 
 def build_model(trace: Any, cancel: Any = None) -> TimelineModel:
@@ -315,45 +338,52 @@ def build_model(trace: Any, cancel: Any = None) -> TimelineModel:
     check()
 
     lanes: list[Lane] = []
+    # start/end of every event as int64 (a missing end: an instant)
+    times: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for table in KIND_TABLES:
+        df = tables[table]
+        st = _ints(df["start"]) if len(df) else np.zeros(0, dtype=np.int64)
+        en = np.asarray(df["end"], dtype=np.float64) if len(df) else np.zeros(0)
+        en = np.where(np.isnan(en), st, en).astype(np.int64)
+        times[table] = (st, np.maximum(en, st))
+    check()
+
     # CPU threads: CUDA API calls
     api = tables["api"]
-    if len(api):
-        for (pid, tid), g in api.groupby(["pid", "tid"], sort=True, dropna=False):
-            rows = g.index.to_numpy()
-            lanes.append(_lane_from(f"api:{_label_int(pid)}:{_label_int(tid)}",
-                                    f"Thread {_label_int(tid)} · CUDA API", "api",
-                                    [(KIND_API, g, rows)], codes))
-            check()
+    api_groups = _groups(_int_key(api["pid"]), _int_key(api["tid"])) if len(api) else []
+    for (pid, tid), rows in api_groups:
+        lanes.append(_lane_from(f"api:{_key_text(pid)}:{_key_text(tid)}",
+                                f"Thread {_key_text(tid)} · CUDA API", "api", [(KIND_API, rows)], times, codes))
+        check()
     # GPU streams: kernels, memcpy and memset of one (device, stream)
     frames = [(KIND_KERNEL, tables["kernels"]), (KIND_MEMCPY, tables["memcpy"]),
               (KIND_MEMSET, tables["memset"])]
     keyed = {k: (_int_key(df["deviceId"]), _int_key(df["streamId"])) for k, df in frames if len(df)}
     pairs = np.concatenate([np.stack(v, axis=1) for v in keyed.values()]) if keyed else np.zeros((0, 2))
-    for dev, stream in np.unique(pairs, axis=0).tolist() if len(pairs) else []:
+    for dev, stream in [g for g, _r in _groups(pairs[:, 0], pairs[:, 1])] if len(pairs) else []:
         parts = []
-        for k, df in frames:
-            if k not in keyed:
-                continue
-            sel = (keyed[k][0] == dev) & (keyed[k][1] == stream)
-            if sel.any():
-                rows = np.flatnonzero(sel)
-                parts.append((k, df.iloc[rows], rows))
+        for k, (d, st) in keyed.items():
+            rows = np.flatnonzero((d == dev) & (st == stream))
+            if len(rows):
+                parts.append((k, rows))
         lanes.append(_lane_from(f"gpu:{_key_text(dev)}:{_key_text(stream)}",
-                                f"GPU {_key_text(dev)} · stream {_key_text(stream)}", "gpu", parts, codes))
+                                f"GPU {_key_text(dev)} · stream {_key_text(stream)}", "gpu", parts,
+                                times, codes))
         check()
     # NVTX: one lane per nesting level of each thread's ranges; marks on level 0
     nvtx = tables["nvtx"]
     if len(nvtx):
-        keep = nvtx["eventType"].isin([*NVTX_RANGE_TYPES, NVTX_MARK_TYPE]).to_numpy()
-        nv = nvtx[keep]
-        for (pid, tid), g in nv.groupby(["pid", "tid"], sort=True, dropna=False):
-            depth = nesting_depth(_ints(g["start"]), _ints(g["end"].fillna(g["start"])))
-            for d in range(int(depth.max()) + 1 if len(depth) else 0):
-                sub = g[depth == d]
+        keep = np.flatnonzero(nvtx["eventType"].isin([*NVTX_RANGE_TYPES, NVTX_MARK_TYPE]).to_numpy())
+        pid_k, tid_k = _int_key(nvtx["pid"])[keep], _int_key(nvtx["tid"])[keep]
+        n_st, n_en = times["nvtx"]
+        for (pid, tid), sub in _groups(pid_k, tid_k) if len(keep) else []:
+            rows = keep[sub]
+            depth = nesting_depth(n_st[rows], n_en[rows])
+            for d in range(int(depth.max()) + 1):
                 suffix = "" if d == 0 else f" · level {d + 1}"
-                lanes.append(_lane_from(f"nvtx:{_label_int(pid)}:{_label_int(tid)}:{d}",
-                                        f"Thread {_label_int(tid)} · NVTX{suffix}", "nvtx",
-                                        [(KIND_NVTX, sub, sub.index.to_numpy())], codes))
+                lanes.append(_lane_from(f"nvtx:{_key_text(pid)}:{_key_text(tid)}:{d}",
+                                        f"Thread {_key_text(tid)} · NVTX{suffix}", "nvtx",
+                                        [(KIND_NVTX, rows[depth == d])], times, codes))
             check()
     # GPU metrics: one lane per (gpu, metric), the [Throughput %] ones first
     gm = tables["gpu_metrics"]

@@ -220,7 +220,7 @@ class TimelineView(QWidget):
         if m is None:
             self.range_label.setText("")
             return
-        self.range_label.setText(f"{fmt.duration(max(t0 - m.t_min, 0))} – {fmt.duration(t1 - m.t_min)}"
+        self.range_label.setText(f"{fmt.duration(max(t0, 0))} – {fmt.duration(t1)}"
                                  f"  ({fmt.duration(t1 - t0)} shown)")
 
     def _on_event_clicked(self, rec: dict[str, Any] | None) -> None:
