@@ -218,8 +218,14 @@ class SessionSpec:
             raise SpecError(f"Could not read the session spec {path} ({exc.strerror}).") from exc
         try:
             if str(path).endswith(".toml"):
-                import tomllib
-
+                try:
+                    import tomllib
+                except ImportError:  # Python 3.10
+                    try:
+                        import tomli as tomllib  # type: ignore[no-redef]
+                    except ImportError as exc:
+                        raise SpecError("Reading a TOML spec needs Python 3.11 or the tomli package "
+                                        "(pip install tomli); or save the spec as JSON.") from exc
                 data = tomllib.loads(text)
             else:
                 data = json.loads(text)
