@@ -222,7 +222,7 @@ class SessionSpec:
                     import tomllib
                 except ImportError:  # Python 3.10
                     try:
-                        import tomli as tomllib  # type: ignore[no-redef]
+                        import tomli as tomllib  # type: ignore[no-redef,import-not-found]
                     except ImportError as exc:
                         raise SpecError("Reading a TOML spec needs Python 3.11 or the tomli package "
                                         "(pip install tomli); or save the spec as JSON.") from exc
