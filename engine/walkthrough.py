@@ -187,6 +187,55 @@ def verify(project: str | Path, after: str | Path) -> dict[str, Any]:
     return run
 
 
+def compare_runs(baseline: Any, after: Any, predicted_per_iteration_ns: float | None = None,
+                 range_name: str | None = None) -> dict[str, Any]:
+    """Before/after statistics of two opened traces, without a project (the GUI's walkthrough).
+
+    Returns:
+        ``{"stats", "measured_per_iteration_ns", "predicted_per_iteration_ns", "verdict", "why"}``.
+
+    Raises:
+        WalkthroughError: a trace has no repeating NVTX range.
+
+    """
+    from engine.analysis.compare import ALPHA, iteration_stats, iterations
+
+    ia, ib = iterations(baseline, range_name), iterations(after, range_name)
+    if ia is None or ib is None:
+        raise WalkthroughError("Both runs need a repeating NVTX range (one per iteration) to compare "
+                               "iteration times.")
+    stats = iteration_stats(ia, ib)
+    improved = bool(stats["significant"] and stats["delta_median_ci95_ns"][1] < 0)
+    return {
+        "stats": stats, "measured_per_iteration_ns": stats["median_ns_a"] - stats["median_ns_b"],
+        "predicted_per_iteration_ns": predicted_per_iteration_ns,
+        "verdict": "verified" if improved else "not verified",
+        "why": (f"iteration median {fmt_time(stats['median_ns_a'])} -> {fmt_time(stats['median_ns_b'])}, "
+                f"p = {stats['p_value']:.4f}" + ("" if improved else
+                                                  f": not a significant improvement at alpha = {ALPHA}")),
+    }
+
+
+def predicted_gain(findings: list[Any], checklist: str, item_ids: list[str], n_iterations: int
+                   ) -> tuple[float, list[str]]:
+    """Predicted saving per iteration (ns) of applying ``item_ids``, and the findings it counts.
+
+    ``findings`` are :class:`~engine.analysis.rules.model.Finding` objects or their dicts.
+    """
+    cl = load_checklist(checklist)
+    ids = {fid for i in item_ids for fid in cl.item(i).findings}
+    total_s = 0.0
+    used: set[str] = set()
+    for f in findings:
+        fid = f["id"] if isinstance(f, dict) else f.id
+        if fid not in ids:
+            continue
+        gain = f.get("gain_s") if isinstance(f, dict) else (f.gain.seconds if f.gain else None)
+        total_s += gain or 0.0
+        used.add(fid)
+    return (total_s * 1e9 / n_iterations if n_iterations else 0.0), sorted(used)
+
+
 def rerun(project: str | Path, spec: Any, *, env: dict[str, str] | None = None, store: Any = None
           ) -> dict[str, Any]:
     """Record the new run with the session runner (an nsys ``SessionSpec``) and verify it.

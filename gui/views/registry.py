@@ -36,6 +36,7 @@ VIEW_SPECS: tuple[ViewSpec, ...] = (
     ViewSpec("kernels", "Kernels", "gui.views.kernels_view", "KernelsView"),
     ViewSpec("roofline", "Roofline", "gui.views.roofline_view", "RooflineView"),
     ViewSpec("info", "Info", "gui.views.info_view", "InfoView"),
+    ViewSpec("findings", "Findings", "gui.views.walkthrough_view", "WalkthroughView"),
     ViewSpec("telemetry", "Telemetry", "gui.views.telemetry_view", "TelemetryView", needs_report=False),
 )
 

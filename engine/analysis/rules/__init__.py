@@ -68,7 +68,8 @@ def to_document(path: str | Path, findings: list[Finding]) -> dict[str, Any]:
     return {"schema": SCHEMA, "report": str(path), "findings": [f.to_dict() for f in findings]}
 
 
-def _value(e: Evidence) -> str:
+def evidence_text(e: Evidence) -> str:
+    """An evidence value with its unit, readable (ns as ms/µs, bytes as MB)."""
     v = e.value
     if e.unit == "ns" and isinstance(v, (int, float)):
         return fmt_time(float(v))
@@ -93,7 +94,7 @@ def format_findings(findings: list[Finding], *, snippets: bool = True) -> str:
         lines.append(f"{i}. [{f.severity.upper()}] {f.title}{subject}  ({f.id})")
         lines.append(f"   {f.summary}")
         for e in f.evidence:
-            lines.append(f"     - {e.label}: {_value(e)}   ({e.source})")
+            lines.append(f"     - {e.label}: {evidence_text(e)}   ({e.source})")
         if f.gain is not None:
             g = f.gain
             head = (f"{g.seconds * 1e3:,.2f} ms" if g.seconds is not None else "n/a")
