@@ -77,7 +77,8 @@ def detail_html(f: Any) -> str:
     parts = [f"<h3 style='color:{SEVERITY_COLORS.get(f.severity, '#222')}'>{e(f.title)}</h3>",
              f"<p><b>{e(f.severity)}</b> · <code>{e(f.id)}</code>"
              + (f" · {e(f.subject)}" if f.subject else "") + "</p>", f"<p>{e(f.summary)}</p>", "<ul>"]
-    parts += [f"<li>{e(ev.label)}: <b>{e(evidence_text(ev))}</b> <i>({e(ev.source)})</i></li>" for ev in f.evidence]
+    parts += [f"<li>{e(ev.label)}: <b>{e(evidence_text(ev))}</b> <i>({e(ev.source)})</i></li>"
+              for ev in f.evidence]
     parts.append("</ul>")
     if f.gain is not None:
         parts.append(f"<p><b>Expected gain:</b> {e(_gain_text(f))}<br><i>{e(f.gain.formula)}</i></p>")
@@ -258,7 +259,8 @@ class WalkthroughView(QWidget):
         pred = v["predicted_per_iteration_ns"]
         lines = [f"<b style='color:{color}'>{v['verdict'].upper()}</b>: {html.escape(v['why'])} "
                  f"({s['test']}, n = {s['n_a']}/{s['n_b']} after warm-up; 95 % CI of the change "
-                 f"{s['delta_median_ci95_ns'][0] / 1e6:,.2f} to {s['delta_median_ci95_ns'][1] / 1e6:,.2f} ms).",
+                 f"{s['delta_median_ci95_ns'][0] / 1e6:,.2f} to "
+                 f"{s['delta_median_ci95_ns'][1] / 1e6:,.2f} ms).",
                  f"Measured gain {v['measured_per_iteration_ns'] / 1e6:,.2f} ms per iteration (speedup "
                  f"{s['speedup']:.2f}x)"
                  + (f"; predicted {pred / 1e6:,.2f} ms from {', '.join(v['findings_counted'])}."
