@@ -216,6 +216,10 @@ class MainWindow(QMainWindow):
             sig = getattr(view, "sig_message", None)
             if sig is not None:
                 sig.connect(self.log.add)
+            # The Run view's finished session (or a past one) opens its report here.
+            opener = getattr(view, "sig_open_report", None)
+            if opener is not None:
+                opener.connect(lambda p: self.open_path(p, interactive=True))
             self.tabs.addTab(view, vs.title)
         # A Timeline kernel's "Show in Kernels view" opens its Nsight Compute result.
         timeline, kernels = self.views.get("timeline"), self.views.get("kernels")

@@ -38,6 +38,7 @@ VIEW_SPECS: tuple[ViewSpec, ...] = (
     ViewSpec("info", "Info", "gui.views.info_view", "InfoView"),
     ViewSpec("findings", "Findings", "gui.views.walkthrough_view", "WalkthroughView"),
     ViewSpec("telemetry", "Telemetry", "gui.views.telemetry_view", "TelemetryView", needs_report=False),
+    ViewSpec("run", "Run", "gui.views.run_view", "RunView", needs_report=False),
 )
 
 

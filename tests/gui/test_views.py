@@ -87,11 +87,25 @@ def test_naive_sample_numbers(qtbot, window):
 def test_views_switch_with_shortcuts(qtbot, window):
     from gui.settings import default_sample
 
+    from gui.views.registry import VIEW_SPECS
+
     open_and_wait(qtbot, window, default_sample())
-    for key, i in (("stats", 1), ("info", 2), ("summary", 0)):
+    keys = [s.key for s in VIEW_SPECS]
+    assert [window.tabs.tabText(i) for i in range(window.tabs.count())] == [s.title for s in VIEW_SPECS]
+    # every view, in the registry's order, then back to the first
+    for i, key in [*enumerate(keys), (0, keys[0])]:
         window.view_actions[key].trigger()
         assert window.tabs.currentIndex() == i
-    assert window.view_actions["info"].shortcut().toString() == "Ctrl+3"
+        assert window.current_view() == key
+    for i, key in enumerate(keys, start=1):
+        want = f"Ctrl+{i}" if i <= 9 else ""
+        assert window.view_actions[key].shortcut().toString() == want
+    # the shortcut itself (not only the action) switches the tab
+    from PySide6.QtCore import Qt
+
+    last = min(len(keys), 9)
+    qtbot.keyClick(window, Qt.Key(Qt.Key.Key_0 + last), Qt.KeyboardModifier.ControlModifier)
+    assert window.tabs.currentIndex() == last - 1
 
 
 def test_stats_unavailable_is_explained(qtbot, window, monkeypatch):

@@ -1,0 +1,331 @@
+"""Run view: real sessions of harmless local commands, cancel, crash, an nsys session with the fake
+tools whose report opens in the window, validation, the sessions browser, the doctor, --screenshot."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+
+from tests.conftest import FIXTURES, REPO
+from tests.engine import fake_tools
+from tests.gui.conftest import SCREENSHOTS, screenshot
+
+PY = sys.executable
+RUN_TIMEOUT_MS = 60_000
+
+
+@pytest.fixture(autouse=True)
+def _data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private session store for every test."""
+    data = tmp_path / "data"
+    monkeypatch.setenv("KERNELSCOPE_DATA", str(data))
+    return data
+
+
+@pytest.fixture
+def view(qtbot, tmp_path: Path):
+    from gui.documents import OpenReports
+    from gui.views.run_view import RunView
+
+    v = RunView(OpenReports())
+    qtbot.addWidget(v)
+    v.resize(1400, 900)
+    v.show()
+    qtbot.waitUntil(lambda: not v.is_busy(), timeout=10_000)
+    v.out_edit.setText(str(tmp_path / "out"))
+    return v
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def _run(qtbot, view, timeout_ms: int = RUN_TIMEOUT_MS):
+    with qtbot.waitSignal(view.sig_session_finished, timeout=timeout_ms) as blocker:
+        assert view.start()
+    qtbot.waitUntil(lambda: not view.is_running() and not view.is_busy(), timeout=10_000)
+    return blocker.args[0]
+
+
+def _table(view) -> list[list[str]]:
+    t = view.sessions
+    return [[t.item(r, c).text() for c in range(t.columnCount())] for r in range(t.rowCount())]
+
+
+# -- the form as a spec (pure) ------------------------------------------------------------------------
+def test_spec_from_form_workload_command_and_options(tmp_path: Path) -> None:
+    from engine.errors import KernelscopeError
+    from gui.views.run_view import FormValues, spec_from_form
+    from kernels.registry import get_workload
+
+    defaults = dict(get_workload("sdpa").params)
+    spec = spec_from_form(FormValues(workload="sdpa", params={**defaults, "S": "1024", "dtype": "bf16"},
+                                     tool="ncu", ncu_kernel="regex:flash", ncu_launch_count=3,
+                                     out_dir=str(tmp_path), timeout_s=0))
+    # only the changed parameters are kept; the rest are the workload's defaults
+    assert (spec.workload, spec.params, spec.command) == ("sdpa", {"S": "1024", "dtype": "bf16"}, ())
+    assert (spec.ncu.set, spec.ncu.kernel_name, spec.ncu.launch_count, spec.ncu.clock_control) == (
+        "full", "regex:flash", 3, "none")
+    assert spec.timeout_s is None and spec.target.is_local
+    spec = spec_from_form(FormValues(what="command", command="python3 -c 'print(1 + 1)'", tool="nsys",
+                                     nsys_trace=("cuda",), nsys_cuda_memory=True, nsys_gpu_metrics=True,
+                                     out_dir=str(tmp_path), target="ssh", host="gpu1", user="me", port=2222))
+    assert spec.command == ("python3", "-c", "print(1 + 1)")
+    assert (spec.nsys.trace, spec.nsys.cuda_memory_usage, spec.nsys.gpu_metrics_devices) == (
+        ("cuda",), True, "all")
+    assert (spec.target.host, spec.target.user, spec.target.port) == ("gpu1", "me", 2222)
+    bad = [
+        (FormValues(what="command", command="  ", out_dir=str(tmp_path)), "Enter a command line"),
+        (FormValues(what="command", command="python3 'unclosed", out_dir=str(tmp_path)), "check its quotes"),
+        (FormValues(workload="sdpa", params={"dtype": "int4"}, out_dir=str(tmp_path)),
+         "Parameter dtype=int4 is not valid for 'sdpa'; choose one of: fp16, bf16, fp32."),
+        (FormValues(workload="gemm", params={"M": ""}, out_dir=str(tmp_path)), "Parameter M of gemm is empty"),
+        (FormValues(what="command", command="ls", target="ssh", out_dir=str(tmp_path)), "Enter the SSH host"),
+        (FormValues(what="command", command="ls", out_dir=""), "Choose an output folder"),
+        (FormValues(what="command", command="ls", tool="nsys", nsys_trace=(), out_dir=str(tmp_path)),
+         "at least one API"),
+    ]
+    for values, words in bad:
+        with pytest.raises(KernelscopeError, match=None) as info:
+            spec_from_form(values)
+        assert words in str(info.value), str(info.value)
+
+
+def test_report_to_open_prefers_the_sqlite_export() -> None:
+    from gui.views.run_view import report_to_open
+
+    assert report_to_open([Path("a.nsys-rep"), Path("a.sqlite")]) == Path("a.sqlite")
+    assert report_to_open([Path("a.qdstrm"), Path("b.ncu-rep")]) == Path("b.ncu-rep")
+    assert report_to_open([Path("a.qdstrm")]) is None and report_to_open([]) is None
+
+
+# -- real sessions ----------------------------------------------------------------------------------------
+def test_local_command_streams_succeeds_and_is_listed(qtbot, view, tmp_path: Path) -> None:
+    from engine.sessions.store import SessionStore
+
+    assert _table(view) == [] and view.sessions_note.text() == "No sessions yet."
+    code = "import sys\nfor i in range(3):\n    print(f'hello {i}', flush=True)\nprint('to stderr', file=sys.stderr)"
+    view.set_command([PY, "-c", code])
+    view.set_tool("bench")
+    opened: list[str] = []
+    view.sig_open_report.connect(opened.append)
+    # Ctrl+Enter starts it
+    view.command_edit.setFocus()
+    with qtbot.waitSignal(view.sig_session_finished, timeout=RUN_TIMEOUT_MS) as blocker:
+        qtbot.keyClick(view.command_edit, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: not view.is_running() and not view.is_busy(), timeout=10_000)
+    outcome = blocker.args[0]
+    assert outcome.ok and outcome.returncode == 0
+    log = view.log.toPlainText().splitlines()
+    assert [ln for ln in log if ln.startswith("hello")] == ["hello 0", "hello 1", "hello 2"]
+    assert "to stderr" in log and log[-1].startswith("[kernelscope] success")
+    assert view.outcome_kind == "success" and view.outcome_label.text() == "The session finished."
+    assert "#1e7b34" in view.outcome_label.styleSheet()
+    assert view.progress.value() == view.progress.maximum() == 1000
+    assert opened == []  # a benchmark keeps no report
+    # the store has it and the browser shows it
+    rec = SessionStore().list()[0]
+    assert rec.id == outcome.session_id and rec.kind == "success"
+    row = _table(view)[0]
+    assert row[1:4] == ["bench", "local", "success"] and row[5] == "—"
+    assert row[0] == time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(rec.created))
+    assert row[4] == f"{rec.duration_s:.1f} s"
+    # Show log: the session.log of the selected session
+    view.sessions.selectRow(0)
+    assert view.showlog_button.isEnabled() and not view.open_button.isEnabled()
+    view.log.clear()
+    qtbot.mouseClick(view.showlog_button, Qt.MouseButton.LeftButton)
+    shown = view.log.toPlainText()
+    assert outcome.log_path.read_text() in shown and str(outcome.log_path) in shown
+    screenshot(view, "run_view_success")
+
+
+def test_cancel_kills_the_program_within_seconds(qtbot, view) -> None:
+    view.set_command([PY, "-c", "import os, time; print('pid', os.getpid(), flush=True); time.sleep(60)"])
+    with qtbot.waitSignal(view.sig_session_finished, timeout=RUN_TIMEOUT_MS) as blocker:
+        assert view.start()
+        assert view.is_running() and view.cancel_button.isEnabled() and not view.start_button.isEnabled()
+        qtbot.waitUntil(lambda: "pid " in view.log.toPlainText(), timeout=20_000)
+        pid = int(next(ln for ln in view.log.toPlainText().splitlines() if ln.startswith("pid ")).split()[1])
+        assert _alive(pid)
+        t0 = time.monotonic()
+        view.log.setFocus()
+        qtbot.keyClick(view.log, Qt.Key.Key_Escape)  # Esc cancels
+    took = time.monotonic() - t0
+    outcome = blocker.args[0]
+    assert outcome.kind.value == "cancelled" and took < 8, took
+    assert not _alive(pid)
+    assert view.outcome_kind == "cancelled" and "cancelled" in view.outcome_label.text()
+    qtbot.waitUntil(lambda: not view.is_running() and not view.is_busy(), timeout=10_000)
+    assert _table(view)[0][3] == "cancelled"
+    assert view.start_button.isEnabled() and not view.cancel_button.isEnabled()
+
+
+def test_failing_command_shows_the_crash_sentence(qtbot, view) -> None:
+    view.set_command([PY, "-c", "import sys; print('bad input'); sys.exit(3)"])
+    outcome = _run(qtbot, view)
+    assert outcome.kind.value == "crashed"
+    name = Path(PY).name
+    assert view.outcome_label.text() == f"{name} exited with status 3; see session.log for its output."
+    assert "#b03a2e" in view.outcome_label.styleSheet()
+    assert "bad input" in view.log.toPlainText()
+    assert _table(view)[0][3] == "crashed"
+    screenshot(view, "run_view_crashed")
+
+
+def test_validation_error_for_an_empty_command(qtbot, view) -> None:
+    view.set_command("")
+    assert view.start() is False
+    assert not view.is_running()
+    assert view.error_label.isVisible()
+    assert view.error_label.text() == "Enter a command line to run (for example: python3 train.py --steps 10)."
+    view.set_workload("gemm", dtype="fp16", M="")
+    assert view.start() is False
+    assert view.error_label.text().startswith("Parameter M of gemm is empty")
+    screenshot(view, "run_view_validation")
+    # a valid form clears the message
+    view.set_command([PY, "-c", "pass"])
+    _run(qtbot, view)
+    assert not view.error_label.isVisible()
+
+
+def test_workload_parameters_are_editable_fields_with_defaults(view) -> None:
+    from PySide6.QtWidgets import QComboBox, QLineEdit
+
+    from kernels.registry import get_workload
+
+    view.set_workload("sdpa")
+    w = get_workload("sdpa")
+    assert list(view._param_widgets) == list(w.params)
+    for k, default in w.params.items():
+        wdg = view._param_widgets[k]
+        assert (wdg.currentText() if isinstance(wdg, QComboBox) else wdg.text()) == default
+        assert isinstance(wdg, QComboBox) == bool(w.choices.get(k))
+        assert isinstance(wdg, (QComboBox, QLineEdit))
+    view.set_workload("sdpa", S="2048", device="cpu")
+    from gui.views.run_view import spec_from_form
+
+    spec = spec_from_form(view.form_values())
+    assert spec.workload == "sdpa" and spec.params == {"S": "2048", "device": "cpu"}
+
+
+def test_chatty_program_is_batched(qtbot, view) -> None:
+    """20,000 lines as fast as Python prints them: all arrive, in few appends, the GUI keeps ticking."""
+    from PySide6.QtCore import QTimer
+
+    n = 20_000
+    view.set_command([PY, "-c", f"for i in range({n}): print('line', i)"])
+    appends: list[int] = []
+    orig = view.log.appendPlainText
+    view.log.appendPlainText = lambda text: (appends.append(text.count("\n") + 1), orig(text))  # type: ignore[method-assign]
+    ticks: list[float] = []
+    timer = QTimer()
+    timer.timeout.connect(lambda: ticks.append(time.monotonic()))
+    timer.start(10)
+    try:
+        _run(qtbot, view)
+    finally:
+        timer.stop()
+    text = view.log.toPlainText()
+    assert f"line {n - 1}" in text
+    shown = [ln for ln in text.splitlines() if ln.startswith("line ")]
+    skipped = sum(int(ln.split()[1]) for ln in text.splitlines() if ln.startswith("… "))
+    assert len(shown) + skipped == n
+    assert len(appends) < n / 50, len(appends)  # batched, not one append per line
+    gaps = [b - a for a, b in zip(ticks, ticks[1:], strict=False)]
+    print(f"chatty: {n} lines in {len(appends)} appends; longest GUI stall {max(gaps) * 1000:.0f} ms")
+    assert max(gaps) < 1.0
+
+
+def test_doctor_runs_off_the_gui_thread_and_shows_its_table(qtbot, view) -> None:
+    qtbot.mouseClick(view.doctor_button, Qt.MouseButton.LeftButton)
+    assert not view.doctor_button.isEnabled()
+    qtbot.waitUntil(view.doctor_button.isEnabled, timeout=60_000)
+    text = view.log.toPlainText()
+    assert "Doctor (this machine):" in text
+    from engine.sessions import doctor
+
+    names = [c.name for c in doctor.run_doctor()]
+    body = text.split("Doctor (this machine):", 1)[1]
+    for name in names:
+        assert name in body
+
+
+def test_nsys_session_report_opens_in_the_window(qtbot, window, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from engine.analysis.summary import summarize
+    from engine.reports import open_report
+
+    fake = fake_tools.install(tmp_path / "root")
+    for k, val in fake_tools.env_for(fake).items():
+        monkeypatch.setenv(k, val)
+    window.set_view("run")
+    view = window.views["run"]
+    assert window.tabs.currentWidget() is view
+    qtbot.waitUntil(lambda: not view.is_busy(), timeout=10_000)
+    view.out_edit.setText(str(tmp_path / "out"))
+    view.set_command([PY, "-c", "print('app ran')"])
+    view.set_tool("nsys")
+    view.cuda_mem_check.setChecked(True)
+    with qtbot.waitSignal(window.sig_report_opened, timeout=RUN_TIMEOUT_MS) as opened, \
+            qtbot.waitSignal(view.sig_open_report, timeout=RUN_TIMEOUT_MS) as asked:
+        assert view.start()
+    qtbot.waitUntil(lambda: not window.is_loading() and not view.is_running() and not view.is_busy(),
+                    timeout=RUN_TIMEOUT_MS)
+    outcome = view.last_outcome
+    assert outcome.ok and [p.suffix for p in outcome.reports] == [".nsys-rep", ".sqlite"]
+    assert asked.args[0] == str(outcome.reports[1])
+    report = opened.args[0]
+    assert report.path == outcome.reports[1] and window.reports.current is report
+    with open_report(FIXTURES / "nsys" / "host_overhead_fixed.sqlite") as tr:
+        expected = summarize(tr)
+    assert report.summary["wall"]["span_ns"] == expected["wall"]["span_ns"]
+    assert report.summary["gpu"]["busy_ns"] == expected["gpu"]["busy_ns"]
+    argv = [json.loads(ln) for ln in fake.argv_log.read_text().splitlines()]
+    profile = next(a for a in argv if a[:2] == ["nsys", "profile"])
+    assert "--trace=cuda,nvtx,osrt" in profile and "--cuda-memory-usage=true" in profile
+    assert "app ran" in view.log.toPlainText()
+    assert window.windowTitle() == f"Kernelscope — {outcome.reports[1].name}"
+    row = _table(view)[0]
+    assert row[1:4] == ["nsys", "local", "success"] and row[5] == outcome.reports[1].name
+    screenshot(window, "run_view_nsys_window")
+    # double-clicking the session opens its report again (already open: the window says so)
+    rect = view.sessions.visualItemRect(view.sessions.item(0, 5))
+    qtbot.mouseClick(view.sessions.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    qtbot.mouseDClick(view.sessions.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    assert window.log.entries[-1] == ("info", f"{outcome.reports[1].name} is already open.")
+
+
+def test_screenshot_cli_view_run(tmp_path: Path) -> None:
+    out = SCREENSHOTS / "run_view_cli.png"
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    data = tmp_path / "data"
+    env = {"QT_QPA_PLATFORM": "offscreen", "KERNELSCOPE_CONFIG": str(tmp_path / "cfg"),
+           "KERNELSCOPE_CACHE": str(tmp_path / "cache"), "KERNELSCOPE_DATA": str(data),
+           "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    # one real session in the store, so the browser has a row to show
+    r = subprocess.run([PY, "-m", "engine.cli", "run", "--out", str(tmp_path / "out"), "--", PY, "-c",
+                        "print('hi')"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([PY, "-m", "gui.app", "--screenshot", str(out), "--view", "run"],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr
+    from PySide6.QtGui import QImage
+
+    img = QImage(str(out))
+    assert (img.width(), img.height()) == (1600, 1000)
