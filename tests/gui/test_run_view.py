@@ -92,7 +92,8 @@ def test_spec_from_form_workload_command_and_options(tmp_path: Path) -> None:
         (FormValues(what="command", command="python3 'unclosed", out_dir=str(tmp_path)), "check its quotes"),
         (FormValues(workload="sdpa", params={"dtype": "int4"}, out_dir=str(tmp_path)),
          "Parameter dtype=int4 is not valid for 'sdpa'; choose one of: fp16, bf16, fp32."),
-        (FormValues(workload="gemm", params={"M": ""}, out_dir=str(tmp_path)), "Parameter M of gemm is empty"),
+        (FormValues(workload="gemm", params={"M": ""}, out_dir=str(tmp_path)),
+         "Parameter M of gemm is empty"),
         (FormValues(what="command", command="ls", target="ssh", out_dir=str(tmp_path)), "Enter the SSH host"),
         (FormValues(what="command", command="ls", out_dir=""), "Choose an output folder"),
         (FormValues(what="command", command="ls", tool="nsys", nsys_trace=(), out_dir=str(tmp_path)),
@@ -117,7 +118,8 @@ def test_local_command_streams_succeeds_and_is_listed(qtbot, view, tmp_path: Pat
     from engine.sessions.store import SessionStore
 
     assert _table(view) == [] and view.sessions_note.text() == "No sessions yet."
-    code = "import sys\nfor i in range(3):\n    print(f'hello {i}', flush=True)\nprint('to stderr', file=sys.stderr)"
+    code = ("import sys\nfor i in range(3):\n    print(f'hello {i}', flush=True)\n"
+            "print('to stderr', file=sys.stderr)")
     view.set_command([PY, "-c", code])
     view.set_tool("bench")
     opened: list[str] = []
@@ -191,7 +193,8 @@ def test_validation_error_for_an_empty_command(qtbot, view) -> None:
     assert view.start() is False
     assert not view.is_running()
     assert view.error_label.isVisible()
-    assert view.error_label.text() == "Enter a command line to run (for example: python3 train.py --steps 10)."
+    assert view.error_label.text() == ("Enter a command line to run (for example: python3 train.py "
+                                       "--steps 10).")
     view.set_workload("gemm", dtype="fp16", M="")
     assert view.start() is False
     assert view.error_label.text().startswith("Parameter M of gemm is empty")

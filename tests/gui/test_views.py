@@ -86,7 +86,6 @@ def test_naive_sample_numbers(qtbot, window):
 
 def test_views_switch_with_shortcuts(qtbot, window):
     from gui.settings import default_sample
-
     from gui.views.registry import VIEW_SPECS
 
     open_and_wait(qtbot, window, default_sample())
