@@ -352,8 +352,9 @@ def build_model(trace: Any, cancel: Any = None) -> TimelineModel:
     api = tables["api"]
     api_groups = _groups(_int_key(api["pid"]), _int_key(api["tid"])) if len(api) else []
     for (pid, tid), rows in api_groups:
-        lanes.append(_lane_from(f"api:{_key_text(pid)}:{_key_text(tid)}",
-                                f"Thread {_key_text(tid)} · CUDA API", "api", [(KIND_API, rows)], times, codes))
+        label = f"Thread {_key_text(tid)} · CUDA API"
+        lanes.append(_lane_from(f"api:{_key_text(pid)}:{_key_text(tid)}", label, "api",
+                                [(KIND_API, rows)], times, codes))
         check()
     # GPU streams: kernels, memcpy and memset of one (device, stream)
     frames = [(KIND_KERNEL, tables["kernels"]), (KIND_MEMCPY, tables["memcpy"]),

@@ -277,7 +277,9 @@ class TimelineView(QWidget):
             self._show_details(self.current_event)
 
     def _on_show_in_kernels(self) -> None:
-        if self.current_ncu is not None:
-            self.sig_show_in_kernels.emit(self.current_ncu)
-            self.sig_message.emit(f"Timeline: kernel {self.current_ncu.get('Kernel Name', '')} → "
-                                  f"ncu result {self.current_ncu.get('ID')}")
+        hit = self.current_ncu
+        if hit is not None:
+            # the receiver may switch reports (which clears the selection here): keep our copy
+            self.sig_message.emit(f"Timeline: {hit.get('Kernel Name', '')} → Nsight Compute result "
+                                  f"{hit.get('ID')} in {hit.get('ncu_report')}")
+            self.sig_show_in_kernels.emit(dict(hit))

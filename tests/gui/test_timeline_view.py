@@ -246,41 +246,9 @@ def test_hover_tooltip_of_a_known_kernel_and_copy(qtbot, window):
     qtbot.waitUntil(lambda: c.hover_text == "")
 
 
-class _NcuTrace:
-    """Stand-in for an open Nsight Compute report: the real file read by the engine's ncu reader."""
-
-    def __init__(self, path: Path) -> None:
-        from engine.reports.base import ReportInfo
-        from engine.reports.ncu import read_ncu
-
-        self.info = ReportInfo(path=path, kind="ncu")
-        self.ncu = read_ncu(path)
-
-    def close(self) -> None:
-        pass
-
-
-def test_click_kernel_shows_details_and_links_ncu(qtbot):
+def test_click_kernel_shows_details_and_links_ncu(qtbot, window):
     pytest.importorskip("ncu_report")
-    from gui.documents import OpenReports
-    from gui.views.timeline_view import TimelineView
-    from gui.workers import LoadedReport, LoadWorker
-
-    from PySide6.QtWidgets import QLayout, QVBoxLayout, QWidget
-
-    reports = OpenReports()
-    host = QWidget()  # a top level whose minimum size never follows its contents (like the window)
-    qtbot.addWidget(host)
-    lay = QVBoxLayout(host)
-    lay.setSizeConstraint(QLayout.SizeConstraint.SetNoConstraint)
-    view = TimelineView(reports)
-    lay.addWidget(view)
-    host.setMinimumSize(900, 600)
-    host.resize(1500, 700)
-    host.show()
-    nsys = LoadWorker(FIXED).work()
-    reports.add(nsys)
-    qtbot.waitUntil(lambda: not view.is_busy() and view.model is not None, timeout=LOAD_TIMEOUT_MS)
+    nsys, view = show_timeline(qtbot, window, FIXED)
     c = view.canvas
     kernels = nsys.trace.table("kernels").sort_values("start")
 
@@ -298,11 +266,11 @@ def test_click_kernel_shows_details_and_links_ncu(qtbot):
     assert str(k["name"]) in shown and fmt.duration(int(k["end"] - k["start"])) in shown
     assert "No Nsight Compute data" in shown and not view.ncu_button.isEnabled()
 
-    ncu = LoadedReport(NCU_FIXED, _NcuTrace(NCU_FIXED), {})
-    reports.add(ncu)  # becomes current: it has no timeline and says so
-    assert "Nsight Compute report" in view.status.text()
-    reports.set_current(nsys)
-    assert view.model is not None  # the built lanes were kept
+    ncu = open_and_wait(qtbot, window, NCU_FIXED)  # the real .ncu-rep, opened like a user would
+    window.set_view("timeline")
+    assert "Nsight Compute report" in view.status.text() and view.model is None
+    window.reports.set_current(nsys)
+    assert view.model is not None and not view.is_busy()  # the lanes built before were kept
     ncu_k = ncu.trace.ncu.kernels
     # ncu profiled one launch each: sgemm_tiled is result 0, saxpy result 1 (by name and order)
     for i, want in ((0, 0), (1, 1), (2, None), (3, None)):
@@ -313,14 +281,15 @@ def test_click_kernel_shows_details_and_links_ncu(qtbot):
             continue
         row = ncu_k[ncu_k["ID"] == want].iloc[0]
         assert hit["ID"] == want and hit["Base Name"] == k["shortName"] == row["Base Name"]
+        assert hit["duration_ns"] == row["duration_ns"]
         assert view.ncu_button.isEnabled()
         assert f"result {want} in {NCU_FIXED.name}" in view.details.toPlainText()
         with qtbot.waitSignal(view.sig_show_in_kernels) as blocker:
             view.ncu_button.click()
         assert blocker.args[0]["ID"] == want and blocker.args[0]["ncu_path"] == str(NCU_FIXED)
-    screenshot(view, "host_overhead_fixed_timeline_details")
-    reports.remove(ncu)
-    reports.remove(nsys)
+        window.reports.set_current(nsys)
+        window.set_view("timeline")
+    screenshot(window, "host_overhead_fixed_timeline_details")
 
 
 def test_gpu_metric_lane_shows_the_samples(qtbot, window):
