@@ -13,5 +13,5 @@ ncu --section SpeedOfLight --clock-control none --launch-count 40 -f -o "$OUT/na
 ncu --import "$OUT/names40.ncu-rep" --csv --page raw --print-units base > "$OUT/names40.raw.csv"
 ncu --import "$OUT/names40.ncu-rep" --csv --page raw --print-units base --rename-kernels off \
     > "$OUT/names40.raw_rename_off.csv"
-PYTHONPATH=. python3 benchmarks/ncu_names_check.py "$OUT/names40.ncu-rep" "$OUT/names40.raw.csv" \
+PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} python3 benchmarks/ncu_names_check.py "$OUT/names40.ncu-rep" "$OUT/names40.raw.csv" \
     "$OUT/names40.raw_rename_off.csv" | tee "$OUT/names40.check.txt"
