@@ -674,6 +674,7 @@ def _read_ncu_rep(p: Path) -> NcuReport:
     rule_records: list[list[Any]] = []
     source_records: list[list[Any]] = []
     sections: dict[int, list[str]] = {}
+    detail_units: dict[str, str] = {}
     for idx, a in enumerate(actions):
         block, grid = _dim(a, "launch__block_dim"), _dim(a, "launch__grid_dim")
         major = _value(a, "device__attribute_compute_capability_major")
@@ -706,8 +707,10 @@ def _read_ncu_rep(p: Path) -> NcuReport:
                 if m is None:
                     continue
                 text, num = _metric_text(m)
-                details.append([*ident, sname, label, str(m.unit()), text, "", "", "", "", "", num,
-                                metric_name])
+                unit = detail_units.get(metric_name)
+                if unit is None:  # unit() costs ~60 us a call; a metric's unit is the same in every kernel
+                    unit = detail_units[metric_name] = str(m.unit())
+                details.append([*ident, sname, label, unit, text, "", "", "", "", "", num, metric_name])
             for rule in rules.get(sid, []):
                 details.append([*ident, sid, "", "", "", *rule, math.nan, ""])
         row = dict(zip(ID_COLUMNS, ident, strict=True))
