@@ -39,6 +39,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QLayout,
     QLineEdit,
     QPlainTextEdit,
     QProgressBar,
@@ -284,6 +285,9 @@ class RunView(QWidget):
         split.setSizes([470, 1000])
         lay = QVBoxLayout(self)
         lay.setContentsMargins(8, 8, 8, 8)
+        # The form's pages change height; the view's own minimum size must not follow them (a
+        # top-level view would then resize its window, which offscreen Qt warns about).
+        lay.setSizeConstraint(QLayout.SizeConstraint.SetNoConstraint)
         lay.addWidget(split)
 
         self.drain_timer = QTimer(self)
@@ -377,7 +381,7 @@ class RunView(QWidget):
         clv.addStretch(1)
         self.what_stack.addWidget(cl)
         wv.addWidget(self.what_stack)
-        self.radio_workload.toggled.connect(lambda on: self.what_stack.setCurrentIndex(0 if on else 1))
+        self.radio_workload.toggled.connect(lambda on: _show_page(self.what_stack, 0 if on else 1))
         self._fill_workloads()
         self.workload_combo.currentIndexChanged.connect(self._on_workload_changed)
         v.addWidget(g)
@@ -438,7 +442,9 @@ class RunView(QWidget):
         cf.addRow("Clock control", self.ncu_clock_combo)
         self.tool_stack.addWidget(cw)
         tv.addWidget(self.tool_stack)
-        self.tool_combo.currentIndexChanged.connect(self.tool_stack.setCurrentIndex)
+        self.tool_combo.currentIndexChanged.connect(lambda i: _show_page(self.tool_stack, i))
+        _show_page(self.tool_stack, 0)
+        _show_page(self.what_stack, 0)
         v.addWidget(g)
 
         # output
@@ -506,6 +512,7 @@ class RunView(QWidget):
         self.progress = QProgressBar()
         self.progress.setRange(0, 100)
         self.progress.setValue(0)
+        self.progress.setTextVisible(False)
         self.elapsed_label = QLabel("")
         self.elapsed_label.setMinimumWidth(80)
         self.elapsed_label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
@@ -613,7 +620,7 @@ class RunView(QWidget):
     def set_command(self, argv: list[str] | str) -> None:
         """Choose 'Command line' and fill it (a list is quoted for the shell-like split)."""
         self.radio_command.setChecked(True)
-        self.command_edit.setText(argv if isinstance(argv, str) else shlex.join(argv))
+        self.command_edit.setText(argv if isinstance(argv, str) else quote_command(argv))
 
     def set_tool(self, tool: str) -> None:
         self.tool_combo.setCurrentIndex(self.tool_combo.findData(tool))
@@ -680,12 +687,13 @@ class RunView(QWidget):
         job.sig_finished.connect(self._on_finished)
         job.sig_errored.connect(self._on_errored)
         job.sig_done.connect(self._on_done)
-        what = spec.workload or shlex.join(spec.command)
+        what = spec.workload or quote_command(list(spec.command))
         where = "this machine" if spec.target.is_local else spec.target.host
         self._set_outcome("running", f"Running {what} ({spec.tool}) on {where}…")
         self.sig_message.emit(f"Run: started {what} ({spec.tool}) on {where}.")
         self._t0 = time.monotonic()
         self.progress.setRange(0, 0)
+        self.progress.setTextVisible(True)
         self.phase_label.setText("starting")
         self._set_running(True)
         self.clock.start()
@@ -951,6 +959,33 @@ def _fmt_s(s: float) -> str:
     return f"{h} h {m:02d} min"
 
 
+def _show_page(stack: QStackedWidget, index: int) -> None:
+    """Show one page of a stack and size the stack to that page (not to its tallest page)."""
+    from PySide6.QtWidgets import QSizePolicy
+
+    for i in range(stack.count()):
+        page = stack.widget(i)
+        ignored = QSizePolicy.Policy.Ignored
+        page.setSizePolicy(QSizePolicy.Policy.Preferred,
+                           QSizePolicy.Policy.Preferred if i == index else ignored)
+    stack.setCurrentIndex(index)
+    stack.updateGeometry()
+
+
+def quote_command(argv: list[str]) -> str:
+    """A command line that ``shlex.split`` turns back into ``argv``, readable when an argument holds
+    single quotes (``-c "print('hi')"`` rather than shlex.join's ``'print('"'"'hi'"'"')'``)."""
+    out = []
+    for a in argv:
+        if a and shlex.quote(a) == a:
+            out.append(a)
+        elif not any(c in a for c in '"\\$`!'):
+            out.append(f'"{a}"')
+        else:
+            out.append(shlex.quote(a))
+    return " ".join(out)
+
+
 def _with_button(edit: QLineEdit, text: str, slot: Any) -> QWidget:
     w = QWidget()
     h = QHBoxLayout(w)
@@ -963,4 +998,4 @@ def _with_button(edit: QLineEdit, text: str, slot: Any) -> QWidget:
     return w
 
 
-__all__ = ["FormValues", "RunView", "RunWorker", "report_to_open", "spec_from_form"]
+__all__ = ["FormValues", "RunView", "RunWorker", "quote_command", "report_to_open", "spec_from_form"]

@@ -105,6 +105,18 @@ def test_spec_from_form_workload_command_and_options(tmp_path: Path) -> None:
         assert words in str(info.value), str(info.value)
 
 
+def test_quote_command_round_trips_through_shlex() -> None:
+    import shlex
+
+    from gui.views.run_view import quote_command
+
+    cases = [["python3", "-c", "print('hi')"], ["a b", "", "x\"y", "$HOME", "back\\slash", "it's \"both\""],
+             ["plain", "--k=v", "/p/a.py"]]
+    for argv in cases:
+        assert shlex.split(quote_command(argv)) == argv
+    assert quote_command(["python3", "-c", "print('hi')"]) == 'python3 -c "print(\'hi\')"'
+
+
 def test_report_to_open_prefers_the_sqlite_export() -> None:
     from gui.views.run_view import report_to_open
 
