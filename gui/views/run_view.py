@@ -48,7 +48,6 @@ from PySide6.QtWidgets import (
     QScrollArea,
     QSpinBox,
     QSplitter,
-    QStackedWidget,
     QStyle,
     QTableWidget,
     QTableWidgetItem,
@@ -357,7 +356,7 @@ class RunView(QWidget):
         row.addWidget(self.radio_command)
         row.addStretch(1)
         wv.addLayout(row)
-        self.what_stack = QStackedWidget()
+        self.what_stack = _Pages()
         wl = QWidget()
         wlv = QVBoxLayout(wl)
         wlv.setContentsMargins(0, 0, 0, 0)
@@ -378,7 +377,6 @@ class RunView(QWidget):
         clv.addWidget(self.command_edit)
         clv.addWidget(WrapLabel("Split into words like a shell would (quotes work), but run without a shell.",
                                 muted=True))
-        clv.addStretch(1)
         self.what_stack.addWidget(cl)
         wv.addWidget(self.what_stack)
         self.radio_workload.toggled.connect(lambda on: _show_page(self.what_stack, 0 if on else 1))
@@ -393,7 +391,7 @@ class RunView(QWidget):
         for key, label in TOOL_LABELS.items():
             self.tool_combo.addItem(label, key)
         tv.addWidget(self.tool_combo)
-        self.tool_stack = QStackedWidget()
+        self.tool_stack = _Pages()
         self.tool_stack.addWidget(WrapLabel("Runs the program as is, timed, with its output kept.",
                                             muted=True))
         nw = QWidget()
@@ -951,7 +949,9 @@ def _line_text(ln: Any) -> str:
 
 def _fmt_s(s: float) -> str:
     if s < 60:
-        return f"{s:.1f} s"
+        from gui.format import duration
+
+        return duration(s * 1e9)
     m, sec = divmod(int(s), 60)
     if m < 60:
         return f"{m} min {sec:02d} s"
@@ -959,17 +959,35 @@ def _fmt_s(s: float) -> str:
     return f"{h} h {m:02d} min"
 
 
-def _show_page(stack: QStackedWidget, index: int) -> None:
-    """Show one page of a stack and size the stack to that page (not to its tallest page)."""
-    from PySide6.QtWidgets import QSizePolicy
+class _Pages(QWidget):
+    """Like QStackedWidget, but as tall as the page shown (hidden pages take no space)."""
 
-    for i in range(stack.count()):
-        page = stack.widget(i)
-        ignored = QSizePolicy.Policy.Ignored
-        page.setSizePolicy(QSizePolicy.Policy.Preferred,
-                           QSizePolicy.Policy.Preferred if i == index else ignored)
+    def __init__(self) -> None:
+        super().__init__()
+        self._lay = QVBoxLayout(self)
+        self._lay.setContentsMargins(0, 0, 0, 0)
+        self._pages: list[QWidget] = []
+        self._index = 0
+
+    def addWidget(self, page: QWidget) -> None:  # noqa: N802 - QStackedWidget's name
+        self._pages.append(page)
+        self._lay.addWidget(page)
+        page.setVisible(len(self._pages) - 1 == self._index)
+
+    def setCurrentIndex(self, index: int) -> None:  # noqa: N802
+        self._index = index
+        for i, page in enumerate(self._pages):
+            page.setVisible(i == index)
+
+    def currentIndex(self) -> int:  # noqa: N802
+        return self._index
+
+    def currentWidget(self) -> QWidget:  # noqa: N802
+        return self._pages[self._index]
+
+
+def _show_page(stack: _Pages, index: int) -> None:
     stack.setCurrentIndex(index)
-    stack.updateGeometry()
 
 
 def quote_command(argv: list[str]) -> str:

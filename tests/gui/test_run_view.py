@@ -156,7 +156,9 @@ def test_local_command_streams_succeeds_and_is_listed(qtbot, view, tmp_path: Pat
     row = _table(view)[0]
     assert row[1:4] == ["bench", "local", "success"] and row[5] == "—"
     assert row[0] == time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(rec.created))
-    assert row[4] == f"{rec.duration_s:.1f} s"
+    from gui import format as fmt
+
+    assert rec.duration_s is not None and row[4] == fmt.duration(rec.duration_s * 1e9)
     # Show log: the session.log of the selected session
     view.sessions.selectRow(0)
     assert view.showlog_button.isEnabled() and not view.open_button.isEnabled()
