@@ -302,6 +302,12 @@ def kernel_sections(
             n = int(r["samples"])
             src.append([where, float(n), "samples",
                         f"{n:,} samples" + (f" of {int(total):,}" if total else ""), "", note])
+        lines = report.source_lines.get(kid)
+        if lines is not None:
+            for rank, ln in enumerate(lines.to_dict("records"), 1):
+                src.append([f"Hottest line #{rank}: {ln['file']}:{ln['line']}", float(ln["samples"]),
+                            "samples", f"{int(ln['samples']):,} samples ({ln['pct']:.1f} %)", "",
+                            "samples of every instruction on that line"])
         if resolve_source and not any(mine["file"].astype(str) != ""):
             src.append(["file:line", NOT_COLLECTED, "", NOT_COLLECTED, "",
                         "build the kernel with `nvcc -lineinfo` to map instructions to source lines"])

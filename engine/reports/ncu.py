@@ -223,6 +223,8 @@ class NcuReport:
     sources: pd.DataFrame | None = None
     sections: dict[int, list[str]] = field(default_factory=dict)
     action_refs: list[tuple[int, int]] = field(default_factory=list)  # kernel ID -> (range, action)
+    pc_samples: pd.DataFrame | None = None  # ID, pc, samples: every sampled instruction
+    source_lines: dict[int, pd.DataFrame] = field(default_factory=dict)  # filled by resolve_sources
 
     def value(self, kernel_id: int, metric: str) -> float | None:
         """One metric of one kernel as a float in base units, or None when it was not collected."""
@@ -456,7 +458,9 @@ def _rule_records(kid: int, action: Any) -> list[list[Any]]:
 _SOURCE_TOP = 10
 
 
-def _source_records(kid: int, action: Any, names: list[str]) -> list[list[Any]]:
+def _source_records(
+    kid: int, action: Any, names: list[str], all_samples: list[tuple[int, int, int]]
+) -> list[list[Any]]:
     """The most sampled SASS instructions of an action (Source Counters), hottest first.
 
     ``smsp__pcsamp_sample_count`` is instanced by program counter; each PC gets its SASS text,
@@ -468,6 +472,7 @@ def _source_records(kid: int, action: Any, names: list[str]) -> list[list[Any]]:
     ids = samples.correlation_ids()
     n = samples.num_instances()
     counts = [(int(samples.as_uint64(i)), i) for i in range(n)]
+    all_samples.extend((kid, int(ids.as_uint64(i)), c) for c, i in counts if c > 0)
     counts.sort(reverse=True)
     top = [(c, i) for c, i in counts[:_SOURCE_TOP] if c > 0]
     if not top:
@@ -519,6 +524,32 @@ def _sass_and_lines(action: Any, pcs: list[int]) -> dict[int, tuple[str, str, in
     return out
 
 
+LINE_COLUMNS = ["file", "line", "samples", "pct"]
+
+
+def _hottest_lines(action: Any, report: NcuReport, kernel_id: int, top: int = 10) -> pd.DataFrame:
+    """Sampled instructions summed per source line, hottest first.
+
+    Columns file, line, samples, pct (of the kernel's samples); empty without ``-lineinfo``.
+    """
+    import pandas as pd
+
+    ps = report.pc_samples
+    files = action.source_files()
+    if ps is None or files is None or not len(files):
+        return pd.DataFrame(columns=LINE_COLUMNS)
+    mine = ps[ps["ID"] == kernel_id]
+    totals: dict[tuple[str, int], int] = {}
+    for pc, n in zip(mine["pc"], mine["samples"], strict=True):
+        info = action.source_info(int(pc))
+        if info is not None:
+            key = (str(info.file_name()), int(info.line()))
+            totals[key] = totals.get(key, 0) + int(n)
+    all_samples = int(mine["samples"].sum()) or 1
+    rows = sorted(totals.items(), key=lambda kv: -kv[1])[:top]
+    return pd.DataFrame([[f, ln, n, 100.0 * n / all_samples] for (f, ln), n in rows], columns=LINE_COLUMNS)
+
+
 _OPEN_REPORTS: dict[Path, Any] = {}
 
 
@@ -532,7 +563,7 @@ def resolve_sources(report: NcuReport, kernel_id: int) -> None:
     if report.source != "ncu-rep" or src is None or not len(src):
         return
     mine = src.index[(src["ID"] == kernel_id) & src["sass"].isna()]
-    if not len(mine):
+    if not len(mine) or kernel_id in report.source_lines:
         return
     try:
         ctx = _OPEN_REPORTS.get(report.path)
@@ -543,6 +574,7 @@ def resolve_sources(report: NcuReport, kernel_id: int) -> None:
         i, j = report.action_refs[kernel_id]
         action = ctx.range_by_idx(i).action_by_idx(j)
         found = _sass_and_lines(action, [int(pc) for pc in src.loc[mine, "pc"]])
+        report.source_lines[kernel_id] = _hottest_lines(action, report, kernel_id)
     except Exception:  # noqa: BLE001 - the SASS text is decoration; the counts are already there
         return
     src = src.astype({"sass": "object", "file": "object", "line": "object"})
@@ -673,6 +705,7 @@ def _read_ncu_rep(p: Path) -> NcuReport:
     labels: dict[str, str] = {}
     rule_records: list[list[Any]] = []
     source_records: list[list[Any]] = []
+    all_samples: list[tuple[int, int, int]] = []
     sections: dict[int, list[str]] = {}
     detail_units: dict[str, str] = {}
     for idx, a in enumerate(actions):
@@ -726,7 +759,7 @@ def _read_ncu_rep(p: Path) -> NcuReport:
         raw_rows.append(row)
         numeric.append(nums)
         rule_records.extend(_rule_records(idx, a))
-        source_records.extend(_source_records(idx, a, names))
+        source_records.extend(_source_records(idx, a, names, all_samples))
         sections[idx] = _labels(a, labels)
 
     metrics = pd.DataFrame(details, columns=[*DETAILS_COLUMNS, "value", "metric"])
@@ -749,7 +782,7 @@ def _read_ncu_rep(p: Path) -> NcuReport:
         notes=notes, values=values, units=dict(raw_units), labels=labels,
         rules=pd.DataFrame(rule_records, columns=RULE_TABLE_COLUMNS),
         sources=pd.DataFrame(source_records, columns=SOURCE_COLUMNS), sections=sections,
-        action_refs=refs,
+        action_refs=refs, pc_samples=pd.DataFrame(all_samples, columns=["ID", "pc", "samples"]),
     )
 
 

@@ -309,9 +309,29 @@ def test_sections_hold_report_values(case) -> None:  # type: ignore[no-untyped-d
     assert cw.loc["Uses wgmma (Hopper)", "value"] == ("yes" if name == "torch_sdpa" else "no")
 
 
+def _per_pc(section):  # type: ignore[no-untyped-def]
+    """The per-instruction rows of a Source Counters table (not the per-line totals)."""
+    return section[(section["unit"] == "samples") & ~section["metric"].str.startswith("Hottest line")]
+
+
 def test_source_counters() -> None:
-    ho = kernel_sections(read_ncu(NCU / "host_overhead_fixed.ncu-rep"), 0)["Source Counters"]
-    lines = ho[ho["unit"] == "samples"]
+    report = read_ncu(NCU / "host_overhead_fixed.ncu-rep")
+    ho = kernel_sections(report, 0)["Source Counters"]
+    # every sampled instruction is kept: their samples add up to ncu's own total
+    ps = report.pc_samples
+    for kid in (0, 1):
+        assert ps[ps["ID"] == kid]["samples"].sum() == report.value(kid, "smsp__pcsamp_sample_count")
+    hot_lines = ho[ho["metric"].str.startswith("Hottest line #")]
+    lines = report.source_lines[0]
+    assert len(hot_lines) == len(lines) > 0
+    assert list(lines["samples"]) == sorted(lines["samples"], reverse=True)
+    assert lines["samples"].sum() <= report.value(0, "smsp__pcsamp_sample_count")
+    # a line's total is at least the samples of its hottest instructions listed above it
+    per_pc = _per_pc(ho)
+    top_file, top_line = lines.iloc[0]["file"], lines.iloc[0]["line"]
+    on_top = per_pc[per_pc["metric"] == f"{top_file}:{top_line}"]["value"].sum()
+    assert 0 < on_top <= lines.iloc[0]["samples"]
+    lines = _per_pc(ho)
     assert len(lines) == 10 and lines["metric"].str.match(r".*host_overhead\.cu:\d+$").all()
     assert list(lines["value"]) == sorted(lines["value"], reverse=True)
     assert "LDS" in " ".join(lines["note"]) or "STS" in " ".join(lines["note"])
@@ -492,13 +512,12 @@ def test_cache_round_trip(tmp_path: Path) -> None:
     assert again.values.equals(first.values) and again.rules.equals(first.rules)
     assert kernel_table(again).equals(kernel_table(first))
     # SASS and file:line are resolved on demand, also for a report that came from the cache
-    bare = kernel_sections(again, 0, resolve_source=False)["Source Counters"]
-    hot = bare[bare["unit"] == "samples"]
+    bare = _per_pc(kernel_sections(again, 0, resolve_source=False)["Source Counters"])
+    hot = bare
     assert hot["metric"].str.startswith("PC 0x").all() and len(hot) == 10
-    full = kernel_sections(again, 0)["Source Counters"]
-    hot = full[full["unit"] == "samples"]
+    hot = _per_pc(kernel_sections(again, 0)["Source Counters"])
     assert hot["metric"].str.contains(r"host_overhead\.cu:\d+$").all()
-    assert list(hot["value"]) == list(bare[bare["unit"] == "samples"]["value"])
+    assert list(hot["value"]) == list(bare["value"])
 
 
 # --- CLI -------------------------------------------------------------------------------------------
