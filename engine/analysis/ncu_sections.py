@@ -176,10 +176,17 @@ def _check_id(report: NcuReport, action_id: int) -> None:
         )
 
 
+def _missing_note(report: NcuReport, section: str) -> str:
+    if report.source == "csv-details":  # the page holds only the sections' header metrics
+        return ("not in a `--page details` export: open the .ncu-rep or a `--page raw` export; if it "
+                f"was never collected, {how_to_collect(section)}")
+    return how_to_collect(section)
+
+
 def _row(report: NcuReport, kid: int, metric: str, label: str, section: str) -> list[Any]:
     v = report.value(kid, metric)
     if v is None:
-        return [label, NOT_COLLECTED, "", NOT_COLLECTED, metric, how_to_collect(section)]
+        return [label, NOT_COLLECTED, "", NOT_COLLECTED, metric, _missing_note(report, section)]
     unit = report.units.get(metric, "")
     return [label, v, unit, _fmt(v, unit), metric, ""]
 
@@ -257,7 +264,8 @@ def kernel_sections(
     occ = rows["Occupancy"]
     lim = occupancy_limiter(report, kid)
     if lim is None:
-        occ.append(["Occupancy Limiter", NOT_COLLECTED, "", NOT_COLLECTED, "", how_to_collect("Occupancy")])
+        occ.append(["Occupancy Limiter", NOT_COLLECTED, "", NOT_COLLECTED, "",
+                    _missing_note(report, "Occupancy")])
     else:
         words, limits = lim
         blocks = limits[words.split(" and ")[0]]
@@ -268,7 +276,7 @@ def kernel_sections(
     cc = str(report.kernels.loc[report.kernels["ID"].astype(int) == kid, "CC"].iloc[0])
     if gmma is None:
         cw.append(["Uses wgmma (Hopper)", NOT_COLLECTED, "", NOT_COLLECTED, "",
-                   how_to_collect("ComputeWorkloadAnalysis")])
+                   _missing_note(report, "ComputeWorkloadAnalysis")])
     else:
         used = "yes" if gmma > 0 else ("no" if cc.startswith("9.") else "no (needs compute capability 9.x)")
         cw.append(["Uses wgmma (Hopper)", used, "", used, "", ""])
@@ -277,7 +285,7 @@ def kernel_sections(
     stalls = top_stalls(report, kid)
     if not stalls:
         ws.append(["Top Stall Reasons", NOT_COLLECTED, "", NOT_COLLECTED, "",
-                   how_to_collect("WarpStateStats")])
+                   _missing_note(report, "WarpStateStats")])
     for rank, (reason, cycles) in enumerate(stalls, 1):
         ws.append([f"Stall #{rank}: {reason.replace('_', ' ')}", cycles, "cycles/inst",
                    f"{cycles:,.2f} cycles per issued instruction",
@@ -292,7 +300,7 @@ def kernel_sections(
     mine = hot[hot["ID"] == kid] if hot is not None and len(hot) else None
     if mine is None or not len(mine):
         src.append(["Hottest Instructions", NOT_COLLECTED, "", NOT_COLLECTED, "",
-                    how_to_collect("SourceCounters") + "; build with `-lineinfo` for file:line"])
+                    _missing_note(report, "SourceCounters") + "; build with `-lineinfo` for file:line"])
     else:
         total = report.value(kid, "smsp__pcsamp_sample_count")
         for r in mine.to_dict("records"):

@@ -99,6 +99,10 @@ def test_roofline_points_match_raw_oracle(case) -> None:  # type: ignore[no-unty
         assert _close(
             ffma2, 2 * m["smsp__sass_thread_inst_executed_op_ffma_pred_on.sum.per_cycle_elapsed"], 1e-3
         )
+        for op, factor in [("hadd", 2), ("hmul", 2), ("hfma", 4)]:
+            derived = m[f"derived__smsp__sass_thread_inst_executed_op_{op}_pred_on_x{factor}"]
+            per_cycle = m[f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum.per_cycle_elapsed"]
+            assert math.isclose(derived, factor * per_cycle, rel_tol=1e-3, abs_tol=0.02)
         hfma4 = m["derived__sm__sass_thread_inst_executed_op_hfma_pred_on_x4"]
         assert _close(hfma4, 4 * m["sm__sass_thread_inst_executed_op_hfma_pred_on.sum.peak_sustained"])
     assert n == 9 * len(raw)
@@ -362,6 +366,15 @@ def test_rules_table_ranked(case) -> None:  # type: ignore[no-untyped-def]
     if name == "host_overhead_fixed":
         top = rt.iloc[0]
         assert (top["id"], top["rule"], f"{top['speedup_pct']:.4g}") == (0, "HighPipeUtilization", "83.93")
+
+
+def test_details_export_sections_say_where_the_rest_is() -> None:
+    secs = kernel_sections(read_ncu(NCU / "host_overhead_fixed_details.csv"), 0)
+    sol = secs["GPU Speed Of Light"].set_index("metric")
+    assert sol.loc["Duration", "value"] == 2_100_000  # "2.10" ms in the export
+    bank = secs["Memory Workload Analysis"].set_index("metric").loc["Shared Load Bank Conflicts"]
+    assert bank["value"] == NOT_COLLECTED and "`--page raw` export" in bank["note"]
+    assert "--section MemoryWorkloadAnalysis_Tables" in bank["note"]
 
 
 def test_rules_from_details_csv_export() -> None:
