@@ -91,6 +91,8 @@ class FormValues:
     user: str = ""
     port: int = 0  # 0: ssh's default
     identity_file: str = ""
+    known_hosts: str = ""  # empty: ssh's own (~/.ssh/known_hosts)
+    remote_dir: str = ""  # empty: ~/.kernelscope/sessions on the host
     what: str = "workload"  # workload | command
     workload: str = ""
     params: dict[str, str] = field(default_factory=dict)
@@ -129,8 +131,13 @@ def spec_from_form(v: FormValues) -> Any:
         if ident and not Path(ident).expanduser().is_file():
             raise RunFormError(f"The identity file {ident} does not exist; choose an existing key file or "
                                "leave it empty.")
+        known = v.known_hosts.strip()
+        if known and not Path(known).expanduser().is_file():
+            raise RunFormError(f"The known-hosts file {known} does not exist; choose an existing file or "
+                               "leave it empty.")
         target = TargetSpec(host=host, user=v.user.strip() or None, port=v.port or None,
-                            identity_file=ident or None)
+                            identity_file=ident or None, known_hosts=known or None,
+                            **({"remote_dir": v.remote_dir.strip()} if v.remote_dir.strip() else {}))
     else:
         target = TargetSpec()
     command: tuple[str, ...] = ()
@@ -331,6 +338,10 @@ class RunView(QWidget):
         self.ident_edit = QLineEdit()
         self.ident_edit.setPlaceholderText("(ssh's default keys)")
         ident_row = _with_button(self.ident_edit, "…", self._browse_identity)
+        self.known_edit = QLineEdit()
+        self.known_edit.setPlaceholderText("(ssh's default)")
+        self.remote_dir_edit = QLineEdit()
+        self.remote_dir_edit.setPlaceholderText("~/.kernelscope/sessions")
         self.ssh_box = QWidget()
         sf = QFormLayout(self.ssh_box)
         sf.setContentsMargins(0, 0, 0, 0)
@@ -338,6 +349,8 @@ class RunView(QWidget):
         sf.addRow("User", self.user_edit)
         sf.addRow("Port", self.port_spin)
         sf.addRow("Identity file", ident_row)
+        sf.addRow("Known hosts", self.known_edit)
+        sf.addRow("Remote folder", self.remote_dir_edit)
         f.addRow(self.ssh_box)
         self.target_combo.currentIndexChanged.connect(self._on_target_changed)
         v.addWidget(g)
@@ -630,6 +643,7 @@ class RunView(QWidget):
         return FormValues(
             target=self.target_combo.currentData(), host=self.host_edit.text(), user=self.user_edit.text(),
             port=self.port_spin.value(), identity_file=self.ident_edit.text(),
+            known_hosts=self.known_edit.text(), remote_dir=self.remote_dir_edit.text(),
             what="workload" if self.radio_workload.isChecked() else "command",
             workload=self.workload_combo.currentData() or "", params=params,
             command=self.command_edit.text(), tool=self.tool_combo.currentData(),

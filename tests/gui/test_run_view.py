@@ -14,6 +14,7 @@ from PySide6.QtCore import Qt
 
 from tests.conftest import FIXTURES, REPO
 from tests.engine import fake_tools
+from tests.engine.sshd_fixture import Sshd, sshd  # noqa: F401  (fixture)
 from tests.gui.conftest import SCREENSHOTS, screenshot
 
 PY = sys.executable
@@ -326,6 +327,28 @@ def test_nsys_session_report_opens_in_the_window(qtbot, window, tmp_path: Path,
     qtbot.mouseClick(view.sessions.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
     qtbot.mouseDClick(view.sessions.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
     assert window.log.entries[-1] == ("info", f"{outcome.reports[1].name} is already open.")
+
+
+def test_ssh_session_streams_and_is_listed_with_its_host(qtbot, view, sshd: Sshd,  # noqa: F811
+                                                         tmp_path: Path) -> None:
+    view.target_combo.setCurrentIndex(view.target_combo.findData("ssh"))
+    assert view.ssh_box.isVisible()
+    view.host_edit.setText("127.0.0.1")
+    view.user_edit.setText(sshd.user)
+    view.port_spin.setValue(sshd.port)
+    view.ident_edit.setText(str(sshd.client_key))
+    view.known_edit.setText(str(sshd.known_hosts))
+    view.remote_dir_edit.setText(str(tmp_path / "remote"))
+    view.set_command(["python3", "-c", "import os; print('remote hi', os.getcwd())"])
+    outcome = _run(qtbot, view)
+    assert outcome.ok, outcome.message
+    assert f"remote hi {tmp_path / 'remote' / outcome.session_id}" in view.log.toPlainText().splitlines()
+    assert _table(view)[0][1:4] == ["bench", f"{sshd.user}@127.0.0.1:{sshd.port}", "success"]
+    # the doctor follows the chosen target
+    qtbot.mouseClick(view.doctor_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(view.doctor_button.isEnabled, timeout=60_000)
+    assert f"Doctor ({sshd.user}@127.0.0.1:{sshd.port}):" in view.log.toPlainText()
+    screenshot(view, "run_view_ssh")
 
 
 def test_screenshot_cli_view_run(tmp_path: Path) -> None:
