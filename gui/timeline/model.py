@@ -87,8 +87,9 @@ class Lane:
         """Index range [lo, hi) of the events that may overlap [t0, t1] (sorted by start)."""
         if not len(self.starts):
             return 0, 0
-        lo = int(np.searchsorted(self.run_max_end, t0, side="left"))
-        hi = int(np.searchsorted(self.starts, t1, side="right"))
+        # integer queries: a float one would make numpy convert the whole int64 array each time
+        lo = int(np.searchsorted(self.run_max_end, math.ceil(t0), side="left"))
+        hi = int(np.searchsorted(self.starts, math.floor(t1), side="right"))
         return lo, max(lo, hi)
 
     def event_at(self, t: float, tol: float) -> int | None:
@@ -113,7 +114,7 @@ class Lane:
         """Index of the metric sample in effect at time ``t``."""
         if not self.is_metric or not len(self.starts):
             return None
-        i = int(np.searchsorted(self.starts, t, side="right")) - 1
+        i = int(np.searchsorted(self.starts, math.floor(t), side="right")) - 1
         return i if 0 <= i < len(self.starts) else None
 
 
@@ -190,9 +191,11 @@ def covered_before(union: tuple[np.ndarray, np.ndarray, np.ndarray], x: np.ndarr
     if not len(us):
         return np.zeros(len(x))
     # x is sorted: search only the merged intervals that start inside [x[0], x[-1]]
-    base = int(np.searchsorted(us, x[0], side="right"))
-    top = int(np.searchsorted(us, x[-1], side="right"))
-    k = base + np.searchsorted(us[base:top], x, side="right") - 1
+    # us <= x  <=>  us <= floor(x) for integer us; int64 queries avoid a float copy of us
+    xi = np.floor(x).astype(np.int64)
+    base = int(np.searchsorted(us, xi[0], side="right"))
+    top = int(np.searchsorted(us, xi[-1], side="right"))
+    k = base + np.searchsorted(us[base:top], xi, side="right") - 1
     kc = np.clip(k, 0, len(us) - 1)
     part = np.clip(x - us[kc], 0, (ue - us)[kc])
     return np.where(k >= 0, cum[kc] + part, 0.0)
@@ -212,8 +215,8 @@ def metric_envelope(lane: Lane, t0: float, t1: float, n_bins: int) -> tuple[np.n
     """Per-column max and mean of a metric lane's samples in [t0, t1] (NaN where no sample)."""
     assert lane.values is not None
     # sample i holds from starts[i] to ends[i]: the value in effect at a column's start counts too
-    first = max(int(np.searchsorted(lane.starts, t0, side="right")) - 1, 0)
-    last = int(np.searchsorted(lane.starts, t1, side="right"))
+    first = max(int(np.searchsorted(lane.starts, math.floor(t0), side="right")) - 1, 0)
+    last = int(np.searchsorted(lane.starts, math.floor(t1), side="right"))
     s = lane.starts[first:last]
     v = lane.values[first:last]
     mx = np.full(n_bins, np.nan)
