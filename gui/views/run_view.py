@@ -137,7 +137,7 @@ def spec_from_form(v: FormValues) -> Any:
                                "leave it empty.")
         target = TargetSpec(host=host, user=v.user.strip() or None, port=v.port or None,
                             identity_file=ident or None, known_hosts=known or None,
-                            **({"remote_dir": v.remote_dir.strip()} if v.remote_dir.strip() else {}))
+                            remote_dir=v.remote_dir.strip() or TargetSpec.remote_dir)
     else:
         target = TargetSpec()
     command: tuple[str, ...] = ()
@@ -196,7 +196,7 @@ def report_to_open(reports: tuple[Path, ...] | list[Path]) -> Path | None:
     report that is not a raw ``.qdstrm`` stream."""
     usable = [Path(p) for p in reports if not str(p).endswith(".qdstrm")]
     sqlite = [p for p in usable if p.suffix == ".sqlite"]
-    return (sqlite or usable or [None])[0]
+    return (sqlite or usable)[0] if usable else None
 
 
 def default_out_dir() -> Path:
@@ -276,6 +276,7 @@ class RunView(QWidget):
         self._aux: list[Job] = []
         self._list_job: Job | None = None
         self._list_again = False
+        self._closed = False  # after shutdown() nothing new is started
         self._t0 = 0.0
         self.last_outcome: Any = None
         self.records: list[Any] = []
@@ -682,7 +683,7 @@ class RunView(QWidget):
     @Slot()
     def start(self) -> bool:
         """Validate the form and start the session; False (with the reason shown) if it cannot."""
-        if self._job is not None:
+        if self._job is not None or self._closed:
             return False
         try:
             spec = spec_from_form(self.form_values())
@@ -801,6 +802,8 @@ class RunView(QWidget):
     @Slot()
     def run_doctor(self) -> None:
         """Run the doctor for the chosen target in a worker thread; its table goes to the log."""
+        if self._closed:
+            return
         target = None
         if self.target_combo.currentData() == "ssh":
             try:
@@ -831,6 +834,8 @@ class RunView(QWidget):
     @Slot()
     def refresh_sessions(self) -> None:
         """Re-read the session store in a worker thread."""
+        if self._closed:
+            return
         if self._list_job is not None:
             self._list_again = True
             return
@@ -942,6 +947,7 @@ class RunView(QWidget):
     # -- teardown ----------------------------------------------------------------------------------
     def shutdown(self) -> None:
         """Cancel a running session (its process group is killed) and join every thread."""
+        self._closed = True
         self.clock.stop()
         self.drain_timer.stop()
         for job in [self._job, self._list_job, *self._aux]:
@@ -958,14 +964,14 @@ class RunView(QWidget):
 def _line_text(ln: Any) -> str:
     if ln.stream == "kernelscope":
         return f"[kernelscope] {ln.text}"
-    return ln.text
+    return str(ln.text)
 
 
 def _fmt_s(s: float) -> str:
     if s < 60:
         from gui.format import duration
 
-        return duration(s * 1e9)
+        return str(duration(s * 1e9))
     m, sec = divmod(int(s), 60)
     if m < 60:
         return f"{m} min {sec:02d} s"

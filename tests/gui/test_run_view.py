@@ -240,6 +240,17 @@ def test_workload_parameters_are_editable_fields_with_defaults(view) -> None:
     assert spec.workload == "sdpa" and spec.params == {"S": "2048", "device": "cpu"}
 
 
+def test_workload_runs_with_the_fields_values(qtbot, view) -> None:
+    """A real kernels/ workload (gemm on the CPU at a tiny size) run from the form's fields."""
+    pytest.importorskip("torch")
+    view.set_workload("gemm", M="64", N="48", K="32", dtype="fp32", device="cpu", iters="3", warmup="1")
+    outcome = _run(qtbot, view, timeout_ms=180_000)
+    assert outcome.ok, outcome.message
+    line = next(ln for ln in view.log.toPlainText().splitlines() if ln.startswith("gemm "))
+    assert line.startswith("gemm M=64 N=48 K=32 dtype=fp32 device=cpu iters=3 warmup=1 rotate=1: median ")
+    assert "over 3 iterations" in line
+
+
 def test_chatty_program_is_batched(qtbot, view) -> None:
     """20,000 lines as fast as Python prints them: all arrive, in few appends, the GUI keeps ticking."""
     from PySide6.QtCore import QTimer
@@ -349,6 +360,26 @@ def test_ssh_session_streams_and_is_listed_with_its_host(qtbot, view, sshd: Sshd
     qtbot.waitUntil(view.doctor_button.isEnabled, timeout=60_000)
     assert f"Doctor ({sshd.user}@127.0.0.1:{sshd.port}):" in view.log.toPlainText()
     screenshot(view, "run_view_ssh")
+
+
+def test_closing_the_window_stops_a_running_session(qtbot, tmp_path: Path) -> None:
+    from gui.main_window import MainWindow
+    from gui.settings import make_settings
+
+    w = MainWindow(make_settings(), error_dialogs=False, restore_geometry=False)
+    qtbot.addWidget(w)
+    w.show()
+    w.set_view("run")
+    view = w.views["run"]
+    view.out_edit.setText(str(tmp_path / "out"))
+    view.set_command([PY, "-c", "import os, time; print('pid', os.getpid(), flush=True); time.sleep(60)"])
+    assert view.start()
+    qtbot.waitUntil(lambda: "pid " in view.log.toPlainText(), timeout=20_000)
+    pid = int(next(ln for ln in view.log.toPlainText().splitlines() if ln.startswith("pid ")).split()[1])
+    t0 = time.monotonic()
+    w.close()  # shutdown(): the session is cancelled and its thread joined before the window goes
+    assert time.monotonic() - t0 < 10 and not _alive(pid)
+    assert not view.is_running()
 
 
 def test_screenshot_cli_view_run(tmp_path: Path) -> None:
