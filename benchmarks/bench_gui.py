@@ -85,7 +85,18 @@ def child(report: str, spawn_wall: float, out_path: str) -> int:
             c = self.canvas
             if c is not None and c.model is not None and "timeline_first_paint_s" not in marks:
                 mark("timeline_first_paint_s")
-                QTimer.singleShot(0, self.drive)
+                QTimer.singleShot(0, self.settle)
+
+        def settle(self) -> None:
+            """Wait until the other views' first background work is done (it holds the GIL)."""
+            from gui.workers import running_threads
+
+            busy = [k for k, v in self.window.views.items() if getattr(v, "is_busy", lambda: False)()]
+            if (busy or running_threads()) and time.time() - spawn_wall < 90:
+                QTimer.singleShot(50, self.settle)
+                return
+            mark("views_idle_s")
+            self.drive()
 
         def drive(self) -> None:
             try:
@@ -229,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         "window_shown_s": med("window_shown_s"),
         "report_loaded_s": med("report_loaded_s"),
         "timeline_first_paint_s": med("timeline_first_paint_s"),
+        "views_idle_s": med("views_idle_s"),
         "timeline_after_load_s": statistics.median(
             r["marks"]["timeline_first_paint_s"] - r["marks"]["report_loaded_s"] for r in runs),
         "frame_p50_ms": pct(fr, 0.5), "frame_p95_ms": pct(fr, 0.95), "frame_max_ms": max(fr),
@@ -251,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:
         ("report loaded (engine, worker thread)", res["report_loaded_s"], "s", None),
         ("timeline first paint with data", res["timeline_first_paint_s"], "s", "timeline_first_paint_s"),
         ("  of which after the report loaded", res["timeline_after_load_s"], "s", None),
-        ("zoom/pan frame p50", res["frame_p50_ms"], "ms", None),
+        ("every view's first background work done", res["views_idle_s"], "s", None),
+        ("zoom/pan frame p50 (after that)", res["frame_p50_ms"], "ms", None),
         ("zoom/pan frame p95", res["frame_p95_ms"], "ms", "frame_p95_ms"),
         ("  aggregated frames p95", res["aggregated_frame_p95_ms"], "ms", None),
         ("  event-by-event frames p95", res["detail_frame_p95_ms"], "ms", None),
