@@ -60,14 +60,17 @@ def nice_step(span: float, target_ticks: int) -> float:
     return float(10 * mag)
 
 
+_TICK_UNITS = (("s", 1e9, 1e8), ("ms", 1e6, 1e5), ("µs", 1e3, 100.0))
+
+
 def tick_label(t_ns: float, step: float) -> str:
-    """A tick's time since capture start, with as many decimals as the step needs."""
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if step >= scale / 1000 or unit == "µs":
-            if step >= scale / 1000 and (unit != "µs" or step >= 1):
-                decimals = max(0, -int(math.floor(math.log10(step / scale))))
-                return f"{t_ns / scale:.{min(decimals, 6)}f} {unit}"
-    return f"{t_ns:.0f} ns"
+    """A tick's time in the unit that suits the tick step, with the decimals the step needs."""
+    chosen = next(((u, sc) for u, sc, min_step in _TICK_UNITS if step >= min_step), None)
+    if chosen is None:
+        return f"{t_ns:,.0f} ns"
+    unit, scale = chosen
+    decimals = max(0, -math.floor(math.log10(step / scale) + 1e-9))
+    return f"{t_ns / scale:,.{decimals}f} {unit}"
 
 
 def pixel_runs(x0: np.ndarray, x1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -130,6 +133,7 @@ class TimelineCanvas(QWidget):
         self.paint_count = 0
         self._brushes = {i: QBrush(QColor(c)) for i, c in enumerate(PALETTE)}
         self._kind_brushes = {k: QBrush(QColor(c)) for k, c in KIND_COLORS.items()}
+        self._pale_brushes = {k: QBrush(_alpha(c, 70)) for k, c in KIND_COLORS.items()}
         self._metric_brush = QBrush(QColor("#3b8ea5"))
         self._font = QFont(self.font())
         self._small = QFont(self.font())
@@ -338,6 +342,7 @@ class TimelineCanvas(QWidget):
         step = nice_step(span, max(w // 120, 2))
         first = math.ceil((self.t0 - base) / step) * step
         p.setFont(self._small)
+        fm = QFontMetrics(self._small)
         grid = QPen(QColor(0, 0, 0, 22), 1)
         text_pen = QPen(QColor("#2c3e50"))
         n = 0
@@ -349,8 +354,9 @@ class TimelineCanvas(QWidget):
                 p.drawLine(QPointF(x, AXIS_H), QPointF(x, self.height()))
                 p.setPen(text_pen)
                 p.drawLine(QPointF(x, AXIS_H - 6), QPointF(x, AXIS_H - 1))
-                p.drawText(QRectF(x + 3, 2, 120, AXIS_H - 6), Qt.AlignmentFlag.AlignVCenter,
-                           tick_label(t, step))
+                label = tick_label(t, step)
+                if x + 3 + fm.horizontalAdvance(label) <= GUTTER + w:
+                    p.drawText(QRectF(x + 3, 2, 160, AXIS_H - 6), Qt.AlignmentFlag.AlignVCenter, label)
             t += step
             n += 1
         p.setPen(QColor("#5f6b7a"))
@@ -406,6 +412,9 @@ class TimelineCanvas(QWidget):
             cov = tm.coverage(ln.union[k], self.t0, self.t1, n_bins)
             self.last_coverage[(ln.key, k)] = cov
             height = np.where(cov > 0, np.maximum(np.rint(cov * (h - 3)), 2), 0).astype(np.int64)
+            # a pale full-height band where the kind has any event, the busy fraction solid on it
+            p.setBrush(self._pale_brushes[k])
+            p.drawRects(self._bars(np.where(cov > 0, h - 3, 0).astype(np.int64), base_y))
             p.setBrush(self._kind_brushes[k])
             p.drawRects(self._bars(height, base_y))
         return ("coverage", n)
@@ -571,6 +580,12 @@ class TimelineCanvas(QWidget):
         if text != self.hover_text and QToolTip.isVisible() and QGuiApplication.platformName() != "offscreen":
             QToolTip.showText(self.mapToGlobal(pos.toPoint()), text, self)  # follow the pointer
         self.hover_text = text
+
+
+def _alpha(color: str, a: int) -> QColor:
+    c = QColor(color)
+    c.setAlpha(a)
+    return c
 
 
 _GROUP_SWATCH = {"api": "#8e5cb5", "gpu": "#3a7bd5", "nvtx": "#e8871e", "metric": "#3b8ea5"}

@@ -16,10 +16,10 @@ PALETTE = (
     "#7f8c8d",  # 4 memcpy other
     "#d4a017",  # 5 memset
     "#c0392b",  # 6 API: synchronization
-    "#2f6fba",  # 7 API: copies and memsets
+    "#7b8d42",  # 7 API: copies and memsets
     "#2e9e5b",  # 8 API: launches
     "#e8871e",  # 9 API: allocation
-    "#8e5cb5",  # 10 API: other
+    "#95a5a6",  # 10 API: other
     "#e67e22",  # 11 NVTX
 )
 #: colour of each event kind when a lane is drawn aggregated (model.KIND_*)

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
+    QSizePolicy,
     QSplitter,
     QTextBrowser,
     QVBoxLayout,
@@ -29,8 +30,19 @@ from gui.timeline.style import facts
 from gui.views.common import MUTED, WrapLabel, heading
 from gui.workers import Job, LoadedReport, Worker
 
-HINT = ("Wheel: zoom · Shift+wheel or drag: pan · Right-drag: zoom to a range · "
-        "Click: details · Double-click or Home: show all")
+HINT = "Wheel: zoom · drag: pan · right-drag: zoom to range · click: details · Home: all"
+
+
+LEGEND = (("Kernel", 0), ("H→D", 1), ("D→H", 2), ("D→D", 3), ("Memset", 5), ("Sync", 6),
+          ("Copy call", 7), ("Launch", 8), ("Alloc/free", 9), ("Other API", 10), ("NVTX", 11))
+
+
+def legend_html() -> str:
+    """Colour squares with what each colour means."""
+    from gui.timeline.style import PALETTE
+
+    return "&nbsp;&nbsp;".join(
+        f"<span style='color:{PALETTE[i]}'>■</span>&nbsp;{html.escape(name)}" for name, i in LEGEND)
 
 
 class BuildWorker(Worker):
@@ -106,9 +118,22 @@ class TimelineView(QWidget):
         self.split.setStretchFactor(1, 0)
         self.split.setSizes([1200, 320])
         lay.addWidget(self.split, 1)
+        foot = QHBoxLayout()
         hint = QLabel(HINT)
         hint.setStyleSheet(f"color: {MUTED};")
-        lay.addWidget(hint)
+        hint.setToolTip(HINT)
+        self.legend = QLabel(legend_html())
+        for lab in (hint, self.legend):  # never let a long line widen the window
+            lab.setMinimumWidth(1)
+            lab.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.legend.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
+        foot.addWidget(self.legend)  # the hint gives way first when the window is narrow
+        foot.addSpacing(12)
+        foot.addWidget(hint, 1)
+        self.legend.setToolTip("Zoomed out, a pale band marks columns with any event and the solid "
+                               "bar how busy the lane was in that column.")
+        hint.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        lay.addLayout(foot)
         self._show_details(None)
 
         self.btn_in.clicked.connect(lambda: self.canvas.zoom(2.0))
