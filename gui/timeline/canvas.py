@@ -69,7 +69,9 @@ def tick_label(t_ns: float, step: float) -> str:
     if chosen is None:
         return f"{t_ns:,.0f} ns"
     unit, scale = chosen
-    decimals = max(0, -math.floor(math.log10(step / scale) + 1e-9))
+    decimals = 0  # as many as the step needs: 0.2 ms steps -> 1, 0.25 ms -> 2
+    while decimals < 6 and abs(round(step / scale, decimals) - step / scale) > 1e-9 * step / scale:
+        decimals += 1
     return f"{t_ns / scale:,.{decimals}f} {unit}"
 
 
@@ -434,7 +436,7 @@ class TimelineCanvas(QWidget):
 
     def _paint_metric(self, p: QPainter, ln: tm.Lane, top: float, h: float, w: int) -> None:
         n_bins = int(w)
-        mx, _mean = tm.metric_envelope(ln, self.t0, self.t1, n_bins)
+        mx = tm.metric_envelope(ln, self.t0, self.t1, n_bins)
         self.last_coverage[(ln.key, -2)] = mx
         frac = np.nan_to_num(np.clip(mx / ln.value_max, 0.0, 1.0))
         height = np.rint(frac * (h - 3)).astype(np.int64)

@@ -211,33 +211,26 @@ def coverage(
     return np.clip(busy / width, 0.0, 1.0) if width > 0 else np.zeros(n_bins)
 
 
-def metric_envelope(lane: Lane, t0: float, t1: float, n_bins: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per-column max and mean of a metric lane's samples in [t0, t1] (NaN where no sample)."""
+def metric_envelope(lane: Lane, t0: float, t1: float, n_bins: int) -> np.ndarray:
+    """Per-column maximum of a metric lane's step function over [t0, t1] (NaN before the first sample).
+
+    A sample holds its value until the next one, so a column's maximum is the larger of the value
+    in effect when the column starts and every sample taken inside it.
+    """
     assert lane.values is not None
-    # sample i holds from starts[i] to ends[i]: the value in effect at a column's start counts too
-    first = max(int(np.searchsorted(lane.starts, math.floor(t0), side="right")) - 1, 0)
-    last = int(np.searchsorted(lane.starts, math.floor(t1), side="right"))
-    s = lane.starts[first:last]
-    v = lane.values[first:last]
-    mx = np.full(n_bins, np.nan)
-    mean = np.full(n_bins, np.nan)
-    if not len(s):
-        return mx, mean
-    col = np.clip(((s - t0) / (t1 - t0) * n_bins).astype(np.int64), 0, n_bins - 1)
-    counts = np.bincount(col, minlength=n_bins)
-    sums = np.bincount(col, weights=v, minlength=n_bins)
-    starts_idx = np.flatnonzero(np.r_[True, col[1:] != col[:-1]])
-    mx_vals = np.maximum.reduceat(v, starts_idx)
-    mx[col[starts_idx]] = mx_vals
-    has = counts > 0
-    mean[has] = sums[has] / counts[has]
-    # columns narrower than the sampling period: carry the value in effect forward
-    idx = np.where(has, np.arange(n_bins), -1)
-    np.maximum.accumulate(idx, out=idx)
-    fill = idx >= 0
-    mx[fill] = mx[idx[fill]]
-    mean[fill] = mean[idx[fill]]
-    return mx, mean
+    edges = np.linspace(t0, t1, n_bins + 1)
+    v = lane.values
+    eff = np.searchsorted(lane.starts, np.floor(edges[:-1]).astype(np.int64), side="right") - 1
+    out = np.where(eff >= 0, v[np.clip(eff, 0, None)], np.nan) if len(v) else np.full(n_bins, np.nan)
+    lo = int(np.searchsorted(lane.starts, math.floor(t0), side="right"))
+    hi = int(np.searchsorted(lane.starts, math.floor(t1), side="right"))
+    if hi > lo:
+        col = np.searchsorted(edges, lane.starts[lo:hi], side="right") - 1
+        col = np.clip(col, 0, n_bins - 1)
+        first = np.flatnonzero(np.r_[True, col[1:] != col[:-1]])
+        within = np.maximum.reduceat(v[lo:hi], first)
+        out[col[first]] = np.fmax(out[col[first]], within)
+    return out
 
 
 # -- building -------------------------------------------------------------------------------------

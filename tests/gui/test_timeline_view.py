@@ -303,7 +303,9 @@ def test_gpu_metric_lane_shows_the_samples(qtbot, window):
     peak = c.last_coverage[(lane.key, -2)]
     t0, t1 = c.visible_range()
     inside = sm[(sm["timestamp"] >= t0) & (sm["timestamp"] <= t1)]
-    assert np.nanmax(peak) == inside["value"].max()
+    before = sm[sm["timestamp"] <= t0]["value"].tail(1)  # the value in effect when the view starts
+    assert np.nanmax(peak) == max(inside["value"].max(), *before.tolist())
+    assert np.nanmax(peak) == 100  # SMs were fully active while the kernels ran
     # hover at a sample's time shows its value
     row = sm.iloc[len(sm) // 2]
     ts = int(row["timestamp"])
@@ -313,6 +315,20 @@ def test_gpu_metric_lane_shows_the_samples(qtbot, window):
     qtbot.mouseMove(c, _center_of(c, lane.key, ts + 1))
     qtbot.waitUntil(lambda: c.hover_text.startswith("SMs Active"))
     assert f"Value: {row['value']:,.4g} %" in c.hover_text.split("\n")
+
+
+def test_switching_reports_keeps_each_timeline(qtbot, window):
+    first, view = show_timeline(qtbot, window, FIXED)
+    model_first = view.model
+    second, _view = show_timeline(qtbot, window, KINETO)
+    assert view.model is not model_first and view.title.text() == f"Timeline — {KINETO.name}"
+    assert sum(len(ln) for ln in view.model.lanes if ln.group == "api") == len(second.trace.table("api"))
+    window.reports.set_current(first)  # built once per report: no new job, same lanes
+    assert not view.is_busy() and view.model is model_first
+    window.close_current()
+    assert view.model is not model_first  # the closed report's lanes are gone with it
+    window.close_current()
+    assert view.model is None and "Open a report" in view.status.text()
 
 
 def test_screenshot_cli_renders_the_timeline(tmp_path):
