@@ -24,7 +24,7 @@ KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_API, KIND_NVTX = range(5)
 KIND_NAMES = ("kernel", "memcpy", "memset", "api", "nvtx")
 KIND_TABLES = ("kernels", "memcpy", "memset", "api", "nvtx")
 
-#: the columns the timeline reads from each table (everything the tooltips and details show)
+#: the columns the timeline reads from each table (what the tooltips and details show)
 COLUMNS: dict[str, list[str]] = {
     "kernels": [
         "start", "end", "deviceId", "streamId", "correlationId", "pid", "name", "shortName",
@@ -56,7 +56,7 @@ class Lane:
     starts: np.ndarray  # int64 ns (metric lanes: sample times)
     ends: np.ndarray  # int64 ns (metric lanes: the next sample's time)
     kinds: np.ndarray  # int8 KIND_* of each event (metric lanes: empty)
-    rows: np.ndarray  # int64 row of each event in its source table (trace.table(KIND_TABLES[kind]))
+    rows: np.ndarray  # int32 position of each event in its source table (trace.table(KIND_TABLES[kind]))
     names: np.ndarray  # int32 code into TimelineModel.names
     values: np.ndarray | None = None  # metric lanes: sample values
     value_max: float = 1.0  # metric lanes: top of the lane's scale
@@ -64,17 +64,22 @@ class Lane:
     sublabel: str = ""  # second line under the label (metric lanes: GPU and scale)
     # derived, for fast queries
     run_max_end: np.ndarray = field(init=False, repr=False)
+    #: per event kind: the merged intervals and their running busy total (for coverage)
     union: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.run_max_end = np.maximum.accumulate(self.ends) if len(self.ends) else self.ends
+        e = self.ends
+        monotonic = len(e) < 2 or bool(np.all(e[1:] >= e[:-1]))
+        self.run_max_end = e if monotonic else np.maximum.accumulate(e)  # shared when already sorted
         self.union = {}
         if self.values is None:
             present = np.flatnonzero(np.bincount(self.kinds, minlength=len(KIND_NAMES)))
             for k in present.tolist():
-                sel = self.kinds == k
-                self.union[int(k)] = union_intervals(self.starts[sel], self.ends[sel])
-            self.union[-1] = union_intervals(self.starts, self.ends)
+                if len(present) == 1:  # one kind (every lane but GPU streams): no selection copy
+                    self.union[int(k)] = union_intervals(self.starts, self.ends)
+                else:
+                    sel = self.kinds == k
+                    self.union[int(k)] = union_intervals(self.starts[sel], self.ends[sel])
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -257,7 +262,7 @@ def _lane_from(key: str, label: str, group: str, parts: list[tuple[int, np.ndarr
     st = cat([times[KIND_TABLES[k]][0][r] for k, r in parts])
     en = cat([times[KIND_TABLES[k]][1][r] for k, r in parts])
     kd = cat([np.full(len(r), k, dtype=np.int8) for k, r in parts])
-    rw = cat([r for _k, r in parts])
+    rw = cat([r.astype(np.int32) for _k, r in parts])
     nm = cat([codes[KIND_TABLES[k]][r] for k, r in parts])
     if len(st) > 1 and not bool(np.all(st[1:] >= st[:-1])):
         order = np.argsort(st, kind="stable")
@@ -298,11 +303,13 @@ def build_model(trace: Any, cancel: Any = None) -> TimelineModel:
 
     tables: dict[str, Any] = {}
     missing: list[str] = []
-    for name, cols in COLUMNS.items():
-        df = trace.table(name, columns=cols)
+    for name in COLUMNS:
+        # the whole table: the very frame the trace caches (a column subset would be a copy, and
+        # the window has loaded every column already); rows are addressed by position
+        df = trace.table(name)
         if name in trace.missing:
             missing.append(_missing_sentence(name, trace.missing[name]))
-        tables[name] = df.reset_index(drop=True)
+        tables[name] = df
         check()
 
     # One name table for every event: factorize each table's names, then offset the codes.

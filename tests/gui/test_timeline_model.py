@@ -69,7 +69,7 @@ def test_union_and_coverage_against_brute_force(fixed):
     lane = model.lane("api:2102:2102")
     t0 = int(lane.starts[0])
     n_bins, per = 400, 700_000
-    got = tm.coverage(lane.union[-1], t0, t0 + n_bins * per, n_bins)
+    got = tm.coverage(lane.union[tm.KIND_API], t0, t0 + n_bins * per, n_bins)
     mask = np.zeros(n_bins * per, dtype=bool)
     for s, e in zip(lane.starts, lane.ends, strict=True):
         mask[max(s - t0, 0):max(min(e - t0, len(mask)), 0)] = True
