@@ -18,7 +18,7 @@ PALETTE = (
     "#c0392b",  # 6 API: synchronization
     "#7b8d42",  # 7 API: copies and memsets
     "#2e9e5b",  # 8 API: launches
-    "#e8871e",  # 9 API: allocation
+    "#a0522d",  # 9 API: allocation
     "#95a5a6",  # 10 API: other
     "#e67e22",  # 11 NVTX
 )
@@ -53,6 +53,11 @@ def color_index(kind: int, name: str) -> int:
             return 9
         return 10
     return 11
+
+
+def time_point(ns: float) -> str:
+    """A time since capture start to the microsecond: '616.956 ms' (durations use gui.format)."""
+    return f"{ns / 1e6:,.3f} ms"
 
 
 def _num(v: Any) -> float | None:
@@ -95,10 +100,10 @@ def facts(rec: dict[str, Any]) -> list[tuple[str, str]]:
     }[kind])]
     if kind == "metric":
         out += [("Value", f"{rec['value']:,.4g} {rec['unit']}".rstrip()),
-                ("At", fmt.duration(rec["start"]))]
+                ("At", time_point(rec["start"]))]
         return out
-    out += [("Duration", fmt.duration(dur)), ("Start", fmt.duration(rec["start"])),
-            ("End", fmt.duration(rec["end"]))]
+    out += [("Duration", fmt.duration(dur)), ("Start", time_point(rec["start"])),
+            ("End", time_point(rec["end"]))]
     if kind == "kernel":
         out += [("Grid", _dims(rec, "grid")), ("Block", _dims(rec, "block")),
                 ("Registers / thread", fmt.cell(rec.get("registersPerThread"), 0)),

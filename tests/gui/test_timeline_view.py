@@ -264,6 +264,8 @@ def test_click_kernel_shows_details_and_links_ncu(qtbot, window):
     assert rec["name"] == k["name"] and rec["end"] - rec["start"] == k["end"] - k["start"]
     shown = view.details.toPlainText()
     assert str(k["name"]) in shown and fmt.duration(int(k["end"] - k["start"])) in shown
+    assert f"Start {k['start'] / 1e6:,.3f} ms" in shown.replace("\t", " ").replace("\n", " ")
+    assert f"Grid {int(k['gridX'])} × {int(k['gridY'])} × {int(k['gridZ'])}" in shown.replace("\n", " ")
     assert "No Nsight Compute data" in shown and not view.ncu_button.isEnabled()
 
     ncu = open_and_wait(qtbot, window, NCU_FIXED)  # the real .ncu-rep, opened like a user would
