@@ -19,9 +19,10 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 @pytest.fixture(autouse=True)
 def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Never touch the real user cache/config from tests."""
+    """Never touch the real user cache, config or data (session store, calibrations) from tests."""
     monkeypatch.setenv("KERNELSCOPE_CACHE", str(tmp_path_factory.mktemp("cache")))
     monkeypatch.setenv("KERNELSCOPE_CONFIG", str(tmp_path_factory.mktemp("config")))
+    monkeypatch.setenv("KERNELSCOPE_DATA", str(tmp_path_factory.mktemp("data")))
 
 
 def pytest_report_header(config: pytest.Config) -> str:
