@@ -225,7 +225,7 @@ class TimelineCanvas(QWidget):
         return tops
 
     def lane_at(self, y: float) -> int | None:
-        if self.model is None or y < AXIS_H:
+        if self.model is None or y < AXIS_H or y >= self.height():
             return None
         for i, top in enumerate(self.lane_tops()):
             ln = self.model.lanes[i]

@@ -160,6 +160,27 @@ def test_zoom_by_wheel_range_drag_and_box(qtbot, window):
     screenshot(view, "host_overhead_fixed_timeline_zoomed")
 
 
+def test_keys_and_vertical_scroll(qtbot, window):
+    _report, view = show_timeline(qtbot, window, NSYS_DIR / "host_overhead_gpumetrics.sqlite")
+    c = view.canvas
+    t0, t1 = c.visible_range()
+    qtbot.keyClick(c, Qt.Key.Key_Plus)
+    assert c.visible_range()[1] - c.visible_range()[0] == pytest.approx((t1 - t0) / 1.5)
+    qtbot.keyClick(c, Qt.Key.Key_Right)
+    qtbot.keyClick(c, Qt.Key.Key_Home)
+    assert c.visible_range() == pytest.approx((t0, t1))
+    # 4 CUDA/NVTX lanes + 22 metric lanes do not fit: the lanes scroll, the time axis stays
+    assert c.vbar.isVisible() and c.vbar.maximum() > 0
+    last = c.model.lanes[-1]
+    assert c.lane_at(c.lane_tops()[-1] + 5) is None  # below the visible area at first
+    _wheel(c, 500, 300, -1200, Qt.KeyboardModifier.ControlModifier)
+    assert c.vbar.value() > 0 and c.visible_range() == pytest.approx((t0, t1))
+    c.vbar.setValue(c.vbar.maximum())
+    y = c.lane_tops()[-1] - c.v_offset + 5
+    assert c.model.lanes[c.lane_at(y)] is last
+    screenshot(view, "host_overhead_gpumetrics_timeline_scrolled")
+
+
 def _mask_coverage(intervals, t0: int, n_bins: int, per_bin: int) -> np.ndarray:
     """Busy fraction per bin from a 1-ns boolean raster: independent of the model's arithmetic."""
     mask = np.zeros(n_bins * per_bin, dtype=bool)
