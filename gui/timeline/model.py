@@ -383,11 +383,11 @@ def build_model(trace: Any, cancel: Any = None) -> TimelineModel:
         for (pid, tid), sub in _groups(pid_k, tid_k) if len(keep) else []:
             rows = keep[sub]
             depth = nesting_depth(n_st[rows], n_en[rows])
-            for d in range(int(depth.max()) + 1):
-                suffix = "" if d == 0 else f" · level {d + 1}"
-                lanes.append(_lane_from(f"nvtx:{_key_text(pid)}:{_key_text(tid)}:{d}",
+            for level in range(int(depth.max()) + 1):
+                suffix = "" if level == 0 else f" · level {level + 1}"
+                lanes.append(_lane_from(f"nvtx:{_key_text(pid)}:{_key_text(tid)}:{level}",
                                         f"Thread {_key_text(tid)} · NVTX{suffix}", "nvtx",
-                                        [(KIND_NVTX, rows[depth == d])], times, codes))
+                                        [(KIND_NVTX, rows[depth == level])], times, codes))
             check()
     # GPU metrics: one lane per (gpu, metric), the [Throughput %] ones first
     gm = tables["gpu_metrics"]

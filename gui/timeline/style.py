@@ -78,7 +78,7 @@ def _dims(rec: dict[str, Any], prefix: str) -> str:
 def bandwidth(rec: dict[str, Any]) -> float | None:
     """Bytes per second of a copy or memset (None when unknown or instantaneous)."""
     b = _num(rec.get("bytes"))
-    d = rec["end"] - rec["start"]
+    d = float(rec["end"] - rec["start"])
     if b is None or d <= 0:
         return None
     return b / (d * 1e-9)
