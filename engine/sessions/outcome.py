@@ -12,6 +12,8 @@ import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine.analysis.ncu_logs import explain_ncu_log
+
 
 class OutcomeKind(str, enum.Enum):
     """How a session ended."""
@@ -70,11 +72,9 @@ class Outcome:
         return self.session_dir / "session.log"
 
 
-PERM_FIX = (
-    "GPU performance counters are restricted to administrators on this machine (ERR_NVGPUCTRPERM); run "
-    "ncu as root (sudo), or allow all users once with `options nvidia NVreg_RestrictProfilingToAdminUsers=0` "
-    "in /etc/modprobe.d/nvidia-profiling.conf and a reboot (see https://developer.nvidia.com/ERR_NVGPUCTRPERM)."
-)
+#: The sentence for refused GPU counters comes from ncu's log explanations, so ``kernelscope run`` and
+#: ``kernelscope ncu`` say the same thing (root / CAP_SYS_ADMIN / NVreg_RestrictProfilingToAdminUsers=0).
+PERM_FIX: str = explain_ncu_log("==ERROR== ERR_NVGPUCTRPERM") or "GPU performance counters were refused."
 PARANOID_FIX = (
     "CPU sampling needs Linux perf events, which this machine refuses (kernel.perf_event_paranoid is too "
     "high); run `sudo sysctl kernel.perf_event_paranoid=2`, or profile with CPU sampling off "
@@ -160,7 +160,7 @@ def classify(
             "(raise the timeout if it needs longer)."
         )
     if "ERR_NVGPUCTRPERM" in output:
-        return OutcomeKind.PERMISSION, PERM_FIX
+        return OutcomeKind.PERMISSION, explain_ncu_log(output) or PERM_FIX
     if tool == "nsys" and not report_exists and "perf_event_paranoid" in output:
         return OutcomeKind.PERMISSION, PARANOID_FIX
     crash = crash_of(tool, returncode, output)
@@ -173,11 +173,9 @@ def classify(
     if crash:
         kept = " (the report up to the crash is kept)" if report_exists else ""
         return OutcomeKind.CRASHED, f"{program} {crash}{kept}; see session.log for its output."
-    if tool != "bench" and "No kernels were profiled" in output:
-        return OutcomeKind.TOOL_ERROR, (
-            "ncu profiled no kernels: the program launched none, or the kernel filter / launch skip matched "
-            "none; check the kernel name and launch skip."
-        )
+    known = explain_ncu_log(output) if tool == "ncu" else None
+    if known and (returncode != 0 or not report_exists):
+        return OutcomeKind.TOOL_ERROR, known  # no kernels, unsupported GPU, no driver, unknown metric
     if returncode != 0 or (tool != "bench" and not report_exists):
         detail = _last_error_line(output)
         what = f"{tool} failed" if tool != "bench" else f"{program} failed"

@@ -91,3 +91,19 @@ def test_ctrl_c_cancels_the_session_and_its_children(tmp_path: Path) -> None:
     assert err.strip().splitlines()[-1].startswith("kernelscope: The session was cancelled after")
     time.sleep(0.5)
     assert not Path(f"/proc/{child}").exists() or Path(f"/proc/{child}/stat").read_text().split()[2] == "Z"
+
+
+def test_run_ncu_refused_counters_explains_the_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.analysis.ncu_logs import explain_ncu_log
+    from tests.engine import fake_tools
+
+    fake = fake_tools.install(tmp_path / "root")
+    for key, value in fake_tools.env_for(fake, "perm").items():
+        monkeypatch.setenv(key, value)
+    code = main(["run", "--tool", "ncu", "--tool-path", str(fake.ncu), "--out", str(tmp_path / "out"), "--",
+                 PY, "-c", "pass"])
+    assert code == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last == "kernelscope: " + explain_ncu_log("ERR_NVGPUCTRPERM")  # type: ignore[operator]
+    assert "CAP_SYS_ADMIN" in last and "NVreg_RestrictProfilingToAdminUsers=0" in last

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.sessions.outcome import OutcomeKind, classify, crash_of
+from engine.analysis.ncu_logs import explain_ncu_log
+from engine.sessions.outcome import PERM_FIX, OutcomeKind, classify, crash_of
 
 NCU_PERM = ("==PROF== Connected to process 4242 (/work/app)\n==ERROR== ERR_NVGPUCTRPERM - The user does not "
             "have permission to access NVIDIA GPU Performance Counters on the target device 0.\n"
@@ -30,7 +31,7 @@ NSYS_IMPORT = ("Collecting data...\nGenerating '/tmp/nsys-report-5f1e.qdstrm'\n"
     ("ncu", 0, "==ERROR== The application returned an error code (4).", {"report_exists": True},
      OutcomeKind.CRASHED, "exited with status 4"),
     ("ncu", 0, "==PROF== Disconnected\n==WARNING== No kernels were profiled.", {}, OutcomeKind.TOOL_ERROR,
-     "profiled no kernels"),
+     "profiled no kernel"),
     ("nsys", 1, "Collecting data...\nError: unrecognised option '--bogus'", {}, OutcomeKind.TOOL_ERROR,
      "nsys failed (exit 1) and wrote no report: Error: unrecognised option '--bogus'"),
     ("ncu", 0, "==PROF== Report: /o/k.ncu-rep", {"report_exists": True}, OutcomeKind.SUCCESS, "finished"),
@@ -53,3 +54,19 @@ def test_permission_wins_over_crash_and_perf_warning_ignored_when_report_exists(
 def test_crash_of_ignores_zero_codes() -> None:
     assert crash_of("ncu", 0, "==ERROR== The application returned an error code (0).") is None
     assert crash_of("bench", 0, "") is None
+
+
+def test_refused_counters_say_the_fix_in_the_same_words_as_the_ncu_log_explainer() -> None:
+    kind, msg = classify("ncu", 1, NCU_PERM, program="app")
+    assert kind is OutcomeKind.PERMISSION
+    assert msg == explain_ncu_log(NCU_PERM) == PERM_FIX  # one source of truth
+    for fix in ("root", "CAP_SYS_ADMIN", "NVreg_RestrictProfilingToAdminUsers=0", "/etc/modprobe.d/"):
+        assert fix in msg
+    # other known ncu problems are explained by the same table, not by a second copy here
+    for log in ("==WARNING== No kernels were profiled.",
+                "==ERROR== Failed to find metric sm__bogus for the current device"):
+        kind, msg = classify("ncu", 1, log, program="app")
+        assert kind is OutcomeKind.TOOL_ERROR and msg == explain_ncu_log(log)
+    # ...but a finished report with a harmless warning is still a success
+    assert classify("ncu", 0, "==WARNING== Failed to find metric x\n", report_exists=True)[0] is \
+        OutcomeKind.SUCCESS

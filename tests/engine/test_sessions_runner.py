@@ -302,7 +302,7 @@ def test_ncu_session_reads_back(tmp_path: Path, store: SessionStore,
 
 @pytest.mark.parametrize(("mode", "code", "kind", "words"), [
     ("perm", "pass", OutcomeKind.PERMISSION, "ERR_NVGPUCTRPERM"),
-    ("nokernels", "pass", OutcomeKind.TOOL_ERROR, "profiled no kernels"),
+    ("nokernels", "pass", OutcomeKind.TOOL_ERROR, "profiled no kernel"),
     ("ok", "import sys; sys.exit(5)", OutcomeKind.CRASHED, "exited with status 5"),
 ])
 def test_ncu_failures(tmp_path: Path, store: SessionStore, fake: FakeInstall, mode: str, code: str,
