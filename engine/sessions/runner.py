@@ -10,6 +10,14 @@ the thread that runs the session, so GUIs should forward it to their own thread.
 kills the whole process group (or, over SSH, the remote process group) and returns a ``cancelled``
 outcome. Everything printed goes to ``session.log`` in the session folder as it arrives, so a crash
 of Kernelscope itself keeps the log up to that point.
+
+``on_progress`` (optional) receives a :class:`Progress` about every :data:`PROGRESS_INTERVAL_S` while a
+step runs, even when the program prints nothing, so a progress bar moves for quiet programs whose
+duration is known from an earlier run. It is called on the same thread as ``on_line`` (from the loop
+that waits for the step), never concurrently with it.
+
+If the process that runs the session dies (SIGKILL, a crash of the GUI), a small watchdog process kills
+the step's whole process group, so no profiled program is left running unseen.
 """
 
 from __future__ import annotations
@@ -37,6 +45,16 @@ from engine.sessions.spec import SessionSpec
 from engine.sessions.store import REPORT_SUFFIXES, SessionStore
 
 KILL_GRACE_S = 3.0
+PROGRESS_INTERVAL_S = 0.5
+# Local watchdog, one per step, in its own session: it blocks reading a pipe whose write end only the
+# runner holds. The runner writes "done" when the step is over; end-of-file without it means the runner
+# died, and the step's process group gets SIGTERM, then SIGKILL after the grace period. (Chosen over
+# prctl(PR_SET_PDEATHSIG) in a preexec_fn: that reaches only the direct child, not the program under
+# nsys/ncu, fires when the *thread* that started it ends, and preexec_fn is unsafe with threads.)
+WATCHDOG = (
+    'IFS= read -r line; [ "$line" = done ] && exit 0; '
+    f'kill -TERM -"$1" 2>/dev/null || exit 0; sleep {KILL_GRACE_S:g}; kill -KILL -"$1" 2>/dev/null; exit 0'
+)
 REMOTE_ROOT = ".kernelscope/sessions"  # relative to the remote home directory
 # Remote wrapper: run "$@" in its own session/process group (setsid, when the host has it) inside the
 # session folder; a shell-builtin `read` loop watches our ssh's stdin, and when it reaches EOF (our ssh
@@ -59,10 +77,19 @@ class OutputError(KernelscopeError):
 
 @dataclass(frozen=True)
 class Progress:
-    """A progress estimate: a phase in words and a fraction in [0, 1] when one can be estimated."""
+    """A progress estimate.
+
+    Attributes:
+        phase: What is happening, in words (``collecting``, ``importing``, ``profiled 3 kernel launch(es)``).
+        fraction: Done so far in [0, 1], when it can be estimated.
+        elapsed_s: Seconds since the session started (None when not known to the producer).
+        expected_s: How long the same command took last time (None: no earlier run).
+    """
 
     phase: str
     fraction: float | None = None
+    elapsed_s: float | None = None
+    expected_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +110,7 @@ class LogLine:
 
 
 OnLine = Callable[[LogLine], None]
+OnProgress = Callable[[Progress], None]
 _NCU_PROFILING_RE = re.compile(r'^==PROF== Profiling "')
 
 
@@ -121,13 +149,14 @@ class ProgressEstimator:
 
     def estimate(self, elapsed_s: float) -> Progress:
         """The current estimate."""
+        fraction: float | None = None
         if self.done:
-            return Progress(self.phase, 1.0)
-        if self.tool == "ncu" and self.launch_count:
-            return Progress(self.phase, min(1.0, self.profiled / self.launch_count))
-        if self.expected_s:
-            return Progress(self.phase, min(0.99, elapsed_s / self.expected_s))
-        return Progress(self.phase, None)
+            fraction = 1.0
+        elif self.tool == "ncu" and self.launch_count:
+            fraction = min(1.0, self.profiled / self.launch_count)
+        elif self.expected_s:
+            fraction = min(0.99, elapsed_s / self.expected_s)
+        return Progress(self.phase, fraction, elapsed_s, self.expected_s)
 
 
 @dataclass
@@ -142,10 +171,13 @@ class _Session:
     """State shared by the steps of one session (log file, callbacks, deadline)."""
 
     def __init__(self, spec: SessionSpec, log: IO[str], on_line: OnLine | None,
-                 cancel: threading.Event, estimator: ProgressEstimator) -> None:
+                 cancel: threading.Event, estimator: ProgressEstimator,
+                 on_progress: OnProgress | None = None) -> None:
         self.spec = spec
         self.log = log
         self.on_line = on_line
+        self.on_progress = on_progress
+        self.last_tick = 0.0
         self.cancel = cancel
         self.est = estimator
         self.t0 = time.monotonic()
@@ -171,6 +203,13 @@ class _Session:
     def note(self, text: str) -> None:
         self.emit("kernelscope", text)
 
+    def tick(self) -> None:
+        """Report progress if :data:`PROGRESS_INTERVAL_S` passed since the last report."""
+        now = time.monotonic()
+        if self.on_progress is not None and now - self.last_tick >= PROGRESS_INTERVAL_S:
+            self.last_tick = now
+            self.on_progress(self.est.estimate(now - self.t0))
+
     def run_step(self, argv: list[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None,
                  keep_stdin: bool = False) -> _StepResult:
         """Run argv in a new process group, stream its lines, honour cancel and the deadline."""
@@ -183,6 +222,16 @@ class _Session:
             )
         except OSError as exc:
             return _StepResult(None, None, "", exc)
+        watchdog = _start_watchdog(proc.pid)
+        try:
+            return self._wait_step(proc, captured)
+        except BaseException:  # a callback raised, or Ctrl-C: the program must not outlive us
+            _kill_group(proc, grace_s=0.5)
+            raise
+        finally:
+            _stop_watchdog(watchdog)
+
+    def _wait_step(self, proc: subprocess.Popen[bytes], captured: list[str]) -> _StepResult:
         lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
 
         def pump(stream: IO[bytes], name: str) -> None:
@@ -202,6 +251,7 @@ class _Session:
         open_streams = 2
         killed: str | None = None
         exited_at: float | None = None
+        self.tick()
         while open_streams:
             try:
                 name, text = lines.get(timeout=0.1)
@@ -214,6 +264,7 @@ class _Session:
                 pass
             except KeyboardInterrupt:  # Ctrl-C in a terminal: the program is in its own group, stop it
                 self.cancel.set()
+            self.tick()
             if killed is None:
                 if self.cancel.is_set():
                     killed = "cancel"
@@ -234,6 +285,36 @@ class _Session:
             except OSError:
                 pass
         return _StepResult(rc, killed, "\n".join(captured))
+
+
+def _start_watchdog(pgid: int) -> subprocess.Popen[bytes] | None:
+    """Start the watchdog that kills process group ``pgid`` if this process dies (see WATCHDOG)."""
+    sh = "/bin/sh" if os.access("/bin/sh", os.X_OK) else shutil.which("sh")
+    if sh is None:
+        return None
+    try:
+        return subprocess.Popen([sh, "-c", WATCHDOG, "kernelscope-watchdog", str(pgid)],
+                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+    except OSError:
+        return None  # no watchdog: the session still runs, only a SIGKILLed runner could orphan it
+
+
+def _stop_watchdog(watchdog: subprocess.Popen[bytes] | None) -> None:
+    """Tell the watchdog the step is over (it exits without killing anything)."""
+    if watchdog is None:
+        return
+    assert watchdog.stdin is not None
+    try:
+        watchdog.stdin.write(b"done\n")
+        watchdog.stdin.close()
+    except OSError:
+        pass
+    try:
+        watchdog.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        watchdog.kill()
+        watchdog.wait()
 
 
 def _kill_group(proc: subprocess.Popen[bytes], grace_s: float = KILL_GRACE_S) -> None:
@@ -295,6 +376,7 @@ def run_session(
     *,
     store: SessionStore | None = None,
     env: Mapping[str, str] | None = None,
+    on_progress: OnProgress | None = None,
 ) -> Outcome:
     """Run one session to the end and register it in the store.
 
@@ -304,6 +386,8 @@ def run_session(
         cancel: Set it to stop the session (kills the process group).
         store: The session store (default: the user's).
         env: Environment for tool discovery and the program (default: ``os.environ``).
+        on_progress: Called about every :data:`PROGRESS_INTERVAL_S` while a step runs (on this
+            thread), with the phase, fraction, elapsed and expected seconds, even when nothing is printed.
 
     Returns:
         The outcome; every failure of the program or tool is an outcome, not an exception.
@@ -336,7 +420,7 @@ def run_session(
     store.begin(sid, spec.to_dict(), sdir, main_argv or target, target_label)
     expected = store.last_duration(spec.tool, main_argv or target, target_label)
     est = ProgressEstimator(spec.tool, spec.ncu.launch_count if spec.tool == "ncu" else None, expected)
-    sess = _Session(spec, log, on_line, cancel, est)
+    sess = _Session(spec, log, on_line, cancel, est, on_progress)
     try:
         with log:
             if spec.target.is_local:

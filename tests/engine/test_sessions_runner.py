@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from engine.sessions.outcome import OutcomeKind
-from engine.sessions.runner import LogLine, OutputError, run_session
+from engine.sessions.runner import LogLine, OutputError, Progress, run_session
 from engine.sessions.spec import NcuOptions, NsysOptions, SessionSpec
 from engine.sessions.store import SessionStore
 from tests.conftest import FIXTURES, ORACLES
@@ -70,6 +70,34 @@ def test_bench_streams_lines_keeps_log_and_registers(tmp_path: Path, store: Sess
     lines2: list[LogLine] = []
     run_session(_spec(tmp_path, PY, "-c", code), on_line=lines2.append, store=store)
     assert any(ln.progress.fraction is not None and ln.progress.fraction < 1 for ln in lines2[:-1])
+
+
+def test_quiet_program_gets_periodic_progress_from_the_last_duration(tmp_path: Path,
+        store: SessionStore) -> None:
+    quiet = _spec(tmp_path, PY, "-c", "import time; time.sleep(1.6)")
+    first: list[Progress] = []
+    out = run_session(quiet, store=store, on_progress=first.append)
+    assert out.kind is OutcomeKind.SUCCESS
+    assert first and all(p.fraction is None and p.expected_s is None for p in first)  # nothing to go by
+    expected = store.last_duration("bench", list(quiet.command), "local")
+    assert expected is not None and expected >= 1.6
+    ticks: list[tuple[float, Progress]] = []
+    lines: list[LogLine] = []
+    out = run_session(quiet, store=store, on_line=lines.append,
+                      on_progress=lambda p: ticks.append((time.monotonic(), p)))
+    assert out.kind is OutcomeKind.SUCCESS
+    assert all(ln.stream == "kernelscope" for ln in lines)  # the program printed nothing
+    progs = [p for _, p in ticks]
+    assert len(progs) >= 3  # about every 0.5 s over 1.6 s, with no output to drive on_line
+    assert all(p.expected_s == expected for p in progs)
+    gaps = [b - a for (a, _), (b, _) in zip(ticks, ticks[1:], strict=False)]
+    assert all(0.45 <= g <= 1.0 for g in gaps), gaps
+    elapsed = [p.elapsed_s or 0.0 for p in progs]
+    fractions = [p.fraction or 0.0 for p in progs]
+    assert elapsed == sorted(elapsed) and fractions == sorted(fractions)
+    for p in progs:
+        assert p.fraction == pytest.approx(min(0.99, (p.elapsed_s or 0.0) / expected))
+    assert 0.4 < fractions[-1] < 1.0 and fractions[0] < 0.2
 
 
 @pytest.mark.parametrize(("code", "words"), [
@@ -194,13 +222,69 @@ run_session(SessionSpec(command=(sys.executable, "-c", "import time; open('part.
     assert "session.log" in (rec.message or "") and "1 report file(s) were kept" in (rec.message or "")
     assert [p.name for p in rec.reports] == ["part.ncu-rep"]
     assert "started" in rec.log_path.read_text()
-    # the orphaned program is still in its own group; end it (tests must not leave processes behind)
+    # the watchdog ends the program (test_sigkilled_runner_leaves_no_orphans); this is only a safety net
     for line in Path("/proc").glob("[0-9]*/cmdline"):
         try:
             if b"part.ncu-rep" in line.read_bytes() and int(line.parent.name) != os.getpid():
                 os.kill(int(line.parent.name), signal.SIGKILL)
         except OSError:
             pass
+
+
+def test_sigkilled_runner_leaves_no_orphans(tmp_path: Path) -> None:
+    import subprocess
+
+    script = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
+from engine.sessions.runner import run_session
+from engine.sessions.spec import SessionSpec
+run_session(SessionSpec(command=(sys.executable, "-c", {HANG!r}), out_dir={str(tmp_path / 'out')!r}),
+            on_line=lambda ln: print(ln.stream, ln.text, flush=True))
+"""
+    env = {**os.environ, "KERNELSCOPE_DATA": str(tmp_path / "data")}
+    runner = subprocess.Popen([PY, "-c", script], env=env, stdout=subprocess.PIPE, text=True)
+    assert runner.stdout is not None
+    program = child = None
+    for line in runner.stdout:
+        words = line.split()
+        if words[:2] == ["stdout", "child"]:
+            child = int(words[2])
+        if words[:2] == ["stdout", "ready"]:
+            break
+    program_pids = [int(p.parent.name) for p in Path("/proc").glob("[0-9]*/stat")
+                    if _ppid(p) == runner.pid and "time.sleep(120)" in _cmdline(p.parent)]
+    assert child is not None and len(program_pids) == 1, program_pids
+    program = program_pids[0]
+    try:
+        assert _alive(program) and _alive(child)
+        runner.send_signal(signal.SIGKILL)
+        runner.wait()
+        deadline = time.monotonic() + 6
+        while time.monotonic() < deadline and (_alive(program) or _alive(child)):
+            time.sleep(0.05)
+        assert not _alive(program), "the program outlived its SIGKILLed runner"
+        assert not _alive(child), "the program's child outlived the SIGKILLed runner"
+    finally:
+        for pid in (program, child):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, TypeError):
+                pass
+
+
+def _ppid(stat: Path) -> int:
+    try:
+        return int(stat.read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
+def _cmdline(proc_dir: Path) -> str:
+    try:
+        return (proc_dir / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
 
 
 # -- nsys / ncu through stand-ins -----------------------------------------------------------------
