@@ -27,7 +27,7 @@ class ViewSpec:
     needs_report: bool = True
 
 
-#: tab order; the first nine get Ctrl+1 ... Ctrl+9
+#: tab order; the first nine get Ctrl+1 ... Ctrl+9 (Info, the last, is in the View menu)
 VIEW_SPECS: tuple[ViewSpec, ...] = (
     ViewSpec("summary", "Summary", "gui.views.summary_view", "SummaryView"),
     ViewSpec("timeline", "Timeline", "gui.views.timeline_view", "TimelineView"),
@@ -35,10 +35,10 @@ VIEW_SPECS: tuple[ViewSpec, ...] = (
     ViewSpec("bandwidth", "Bandwidth", "gui.views.bandwidth_view", "BandwidthView"),
     ViewSpec("kernels", "Kernels", "gui.views.kernels_view", "KernelsView"),
     ViewSpec("roofline", "Roofline", "gui.views.roofline_view", "RooflineView"),
-    ViewSpec("info", "Info", "gui.views.info_view", "InfoView"),
     ViewSpec("findings", "Findings", "gui.views.walkthrough_view", "WalkthroughView"),
     ViewSpec("telemetry", "Telemetry", "gui.views.telemetry_view", "TelemetryView", needs_report=False),
     ViewSpec("run", "Run", "gui.views.run_view", "RunView", needs_report=False),
+    ViewSpec("info", "Info", "gui.views.info_view", "InfoView"),
 )
 
 
