@@ -43,6 +43,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="--page details: base (default, as `--print-units base`) or auto (ncu's own default: "
                         "bytes, Hz and ns scaled, e.g. 31.00 Mbyte)")
     p.add_argument("--compare", metavar="AFTER", help="compare REPORT (before) with AFTER, kernel by kernel")
+    p.add_argument("--rename-kernels", choices=["on", "off"], default="on",
+                   help="on (ncu's default): kernel names simplified as ncu prints them; off: the demangled "
+                        "names the report stores, as `ncu --rename-kernels off` prints them (.ncu-rep only)")
     p.add_argument("--ceilings", metavar="JSON",
                    help="measured ceilings for --page roofline: a JSON object name -> FLOP/s or byte/s "
                         '(e.g. {"DRAM": 4.0e12, "FP32": 6.0e13})')
@@ -58,6 +61,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     c.add_argument("before", metavar="BEFORE")
     c.add_argument("after", metavar="AFTER")
     c.add_argument("--kernel", metavar="REGEX", help="only kernels whose name matches REGEX (re.search)")
+    c.add_argument("--rename-kernels", choices=["on", "off"], default="on",
+                   help="off: match and print the demangled names the reports store (.ncu-rep only)")
     cfmt = c.add_mutually_exclusive_group()
     cfmt.add_argument("--csv", action="store_true", help="CSV output")
     cfmt.add_argument("--json", action="store_true", help="JSON output")
@@ -116,6 +121,25 @@ def _filter(report: Any, pattern: str | None) -> Any:
     return report
 
 
+def _named(report: Any, path: str, rename: str) -> Any:
+    """The report with ``--rename-kernels off`` applied: kernels named as the report stores them."""
+    if rename != "off":
+        return report
+    stored = getattr(report, "stored_names", None)
+    if not stored:
+        raise KernelscopeError(
+            f"{path} is a CSV export, which holds only the names ncu printed; "
+            "use the .ncu-rep for --rename-kernels off."
+        )
+    by_id = {str(i): n for i, n in enumerate(stored)}
+    report.kernels = report.kernels.assign(**{"Kernel Name": report.kernels["ID"].astype(str).map(by_id)})
+    for attr in ("metrics", "raw"):
+        table = getattr(report, attr)
+        if "Kernel Name" in table.columns:
+            setattr(report, attr, table.assign(**{"Kernel Name": table["ID"].astype(str).map(by_id)}))
+    return report
+
+
 def _read_ceilings(path: str | None) -> dict[str, float] | None:
     if not path:
         return None
@@ -141,7 +165,7 @@ def cmd_ncu(args: argparse.Namespace) -> int:
     if args.compare:
         args.before, args.after = args.input, args.compare
         return cmd_ncu_compare(args)
-    report = _filter(read_ncu(args.input), args.kernel)
+    report = _filter(_named(read_ncu(args.input), args.input, args.rename_kernels), args.kernel)
     for note in report.notes:
         sys.stderr.write(f"kernelscope: {note}\n")
     out = sys.stdout
@@ -304,8 +328,9 @@ def cmd_ncu_compare(args: argparse.Namespace) -> int:
     from engine.analysis.ncu_compare import compare_reports
     from engine.reports.ncu import read_ncu
 
-    before = _filter(read_ncu(args.before), getattr(args, "kernel", None))
-    after = _filter(read_ncu(args.after), getattr(args, "kernel", None))
+    rename = getattr(args, "rename_kernels", "on")
+    before = _filter(_named(read_ncu(args.before), args.before, rename), getattr(args, "kernel", None))
+    after = _filter(_named(read_ncu(args.after), args.after, rename), getattr(args, "kernel", None))
     df = compare_reports(before, after)
     if not (args.csv or args.json):
         df = df.assign(before_us=df["duration_ns_before"] / 1e3, after_us=df["duration_ns_after"] / 1e3)[

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import ReportError
-from engine.reports.ncu_names import simplify_demangled
+from engine.reports.ncu_names import simplify_names
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -225,6 +225,8 @@ class NcuReport:
     action_refs: list[tuple[int, int]] = field(default_factory=list)  # kernel ID -> (range, action)
     pc_samples: pd.DataFrame | None = None  # ID, pc, samples: every sampled instruction
     source_lines: dict[int, pd.DataFrame] = field(default_factory=dict)  # filled by resolve_sources
+    # kernel ID -> demangled name as the report stores it (``ncu --rename-kernels off``); .ncu-rep only
+    stored_names: list[str] = field(default_factory=list)
 
     def value(self, kernel_id: int, metric: str) -> float | None:
         """One metric of one kernel as a float in base units, or None when it was not collected."""
@@ -633,7 +635,7 @@ def read_ncu_rep(path: str | Path, *, use_cache: bool = True) -> NcuReport:
     return report
 
 
-_CACHE_FORMAT = 2
+_CACHE_FORMAT = 3  # 3: report-wide kernel names (simplify_names), stored_names
 
 
 def _cache_file(path: Path) -> Path:
@@ -708,12 +710,14 @@ def _read_ncu_rep(p: Path) -> NcuReport:
     all_samples: list[tuple[int, int, int]] = []
     sections: dict[int, list[str]] = {}
     detail_units: dict[str, str] = {}
+    stored_names = [str(a.name(a.NameBase_DEMANGLED)) for a in actions]
+    printed_names = simplify_names(stored_names)  # as ncu prints them: depends on the whole report
     for idx, a in enumerate(actions):
         block, grid = _dim(a, "launch__block_dim"), _dim(a, "launch__grid_dim")
         major = _value(a, "device__attribute_compute_capability_major")
         minor = _value(a, "device__attribute_compute_capability_minor")
         cc = f"{major}.{minor}" if major is not None else ""
-        demangled = simplify_demangled(str(a.name(a.NameBase_DEMANGLED)))  # as ncu prints it
+        demangled = printed_names[idx]
         ident = [
             str(idx), pid, pname, host, demangled, str(_value(a, "launch__context_id") or ""),
             str(_value(a, "launch__stream_id") or ""), "({}, {}, {})".format(*block),
@@ -783,6 +787,7 @@ def _read_ncu_rep(p: Path) -> NcuReport:
         rules=pd.DataFrame(rule_records, columns=RULE_TABLE_COLUMNS),
         sources=pd.DataFrame(source_records, columns=SOURCE_COLUMNS), sections=sections,
         action_refs=refs, pc_samples=pd.DataFrame(all_samples, columns=["ID", "pc", "samples"]),
+        stored_names=stored_names,
     )
 
 

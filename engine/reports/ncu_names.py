@@ -4,42 +4,62 @@
 default since 2024): names listed in an ``ncu-kernel-renames.yaml`` are replaced, and every other
 demangled name is "auto-simplified to some extent" (NVIDIA's words; the algorithm is not
 documented, and the ``ncu_report`` module returns the unsimplified name that the report stores).
+``ncu --rename-kernels off`` prints the stored name verbatim, casts included.
 
-What :func:`simplify_demangled` does was derived from the 18 PyTorch kernels of
-``tests/data/ncu/torch18_full.ncu-rep`` (their stored names against ``ncu 2025.3.1 --import``'s
-output) and checked against ncu output published for other libraries (FlashInfer, CUB):
+The simplification is not a function of one name: the same stored name
+``void at::native::<unnamed>::distribution_elementwise_grid_stride_kernel<...>`` prints as
+``void at::<unnamed>::distribution_...`` in one report and as ``void native::<unnamed>::...`` in
+another. :func:`simplify_names` therefore works on all the names of a report. Its rule was inferred
+from two recordings made with ncu 2025.3.1 on an H200, every stored name against ncu's printed one:
+the 18 kernels of ``tests/data/ncu/torch18_full`` and 29 of the 40 of the CUB / thrust / ATen
+``names40`` run (``tests/data/ncu/names40_pairs.json``); it reproduces all 47. It is an inference,
+not NVIDIA's algorithm: a report with other namespaces may print differently.
 
-1. Integer template arguments lose their cast: ``<(int)4, (bool)0>`` -> ``<4, 0>``,
-   ``std::array<char *, (unsigned long)2>`` -> ``std::array<char *, 2>``.
-2. Each qualifier chain (a run of ``name::`` scopes) keeps one scope only: the innermost one that
-   is not an implementation namespace (``native``, ``cuda``, ``cub``). So
-   ``at::native::reduce_kernel`` -> ``at::reduce_kernel``,
-   ``at::native::binary_internal::MulFunctor`` -> ``binary_internal::MulFunctor``,
-   ``at::native::templates::cuda::normal_kernel`` -> ``templates::normal_kernel``; published
-   ncu output shows ``flashinfer::norm::RMSNormKernel`` -> ``norm::RMSNormKernel`` and
-   ``at_cuda_detail::cub::DeviceScanKernel`` -> ``at_cuda_detail::DeviceScanKernel``.
-   ``<unnamed>`` (an anonymous namespace) and ``Class<args>::`` end a chain and are kept:
-   ``at::native::<unnamed>::f`` -> ``at::<unnamed>::f``.
+1. A cast on an integer literal is dropped, whatever the type: ``<(int)4, (bool)0>``
+   -> ``<4, 0>``, ``(unsigned long)2`` -> ``2``, ``(at_cuda_detail::cub::SortOrder)0`` -> ``0``.
+2. Each qualifier chain of two or more plain scopes (``a::b::c::``, ending at an identifier,
+   ``<unnamed>`` or ``[lambda``) keeps exactly one of its scopes; one-scope chains (``at::``,
+   ``std::``, ``c10::``) are kept as they are. Which scope is kept depends on the report: for each
+   scope name, count the distinct qualified identifiers (chain plus the name it qualifies, e.g.
+   ``at_cuda_detail::cub::NullType``) of the report's multi-scope chains that contain it; the chain
+   keeps its scope with the smallest count, the outermost one on a tie, and never ``std`` while
+   another scope is there. So the rarer, more specific scope survives and the ones that are
+   everywhere (``cub``, ``detail``, ``at``) go:
 
-The set of implementation namespaces is what the evidence shows, not NVIDIA's list: a name with
-another such namespace may print differently in ncu. ``ncu --rename-kernels off`` prints the
-unsimplified name, which is :func:`strip_literal_casts` of the stored one.
+   - ``at_cuda_detail::cub::detail::radix_sort::X`` -> ``radix_sort::X``;
+     ``at_cuda_detail::cub::NullType`` -> ``at_cuda_detail::NullType`` (a tie, the outer one);
+   - ``at::cuda::cub::detail::OpaqueType`` -> ``cuda::OpaqueType``;
+     ``cuda::std::__4::equal_to`` -> ``__4::equal_to``;
+     ``thrust::THRUST_300001_SM_..._NS::use_default`` -> ``thrust::use_default``;
+   - ``at::native::`` -> ``at::`` where ``at`` and ``native`` tie (torch18: every multi-scope
+     ``at`` chain goes through ``native``), ``native::`` where ``at`` also heads ``at::cuda::``
+     chains (names40).
+
+:func:`simplify_demangled` is the earlier rule for one name without its report (drop the casts,
+keep each chain's innermost scope that is not ``native``, ``cuda`` or ``cub``); it agrees with ncu
+on torch18 but not on CUB-heavy reports.
 """
 
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 
-#: Namespaces ncu drops from a qualifier chain (seen: at::native, templates::cuda, at_cuda_detail::cub).
+#: Namespaces the single-name rule (:func:`simplify_demangled`) drops from a qualifier chain.
 IMPLEMENTATION_NAMESPACES = frozenset({"native", "cuda", "cub"})
 
-# A cast on an integer literal template argument, as EDG-style demanglers print it: (int)4, (bool)0.
-_CAST_INT = re.compile(
-    r"\((?:unsigned |signed )?(?:int|long|long long|short|char|bool|__int128)\)(-?\d+)"
-)
+#: Scopes :func:`simplify_names` keeps only when a chain has nothing else (``cuda::std::__4``).
+NEVER_KEPT = frozenset({"std"})
+
+# A cast on an integer literal: (int)4, (bool)0, (unsigned long)2, (ns::Enum)0, (long)-3. Unverified
+# for negative literals: ncu output published for ATen (version unknown) shows (int)-1 unchanged.
+_CAST = re.compile(r"\((?:[A-Za-z_][\w:]*(?: [A-Za-z_]\w*)*)\)(-?\d+)")
 # A chain of plain scope qualifiers: at::native::  (an identifier not preceded by an identifier char,
 # each followed by ::). Scopes with template arguments (Foo<int>::) or <unnamed>:: end a chain.
 _CHAIN = re.compile(r"(?<![\w$])((?:[A-Za-z_$][\w$]*::)+)")
+_MULTI_CHAIN = re.compile(r"(?<![\w$])((?:[A-Za-z_$][\w$]*::){2,})")
+# A qualified identifier: its scopes (<unnamed> included) and the name they qualify.
+_QUALIFIED = re.compile(r"(?<![\w$])((?:(?:[A-Za-z_$][\w$]*|<unnamed>)::)+)(~?[A-Za-z_$][\w$]*|\[)")
 
 
 def strip_literal_casts(name: str) -> str:
@@ -49,9 +69,10 @@ def strip_literal_casts(name: str) -> str:
         name: A demangled kernel name as ``ncu_report`` returns it.
 
     Returns:
-        The name with each ``(type)N`` literal printed as ``N``.
+        The name with each ``(type)N`` literal printed as ``N`` (``type`` may be an enum,
+        ``(ns::Order)0`` -> ``0``).
     """
-    return _CAST_INT.sub(r"\1", name)
+    return _CAST.sub(r"\1", name)
 
 
 def _keep_one(match: re.Match[str]) -> str:
@@ -61,9 +82,11 @@ def _keep_one(match: re.Match[str]) -> str:
 
 
 def simplify_demangled(name: str) -> str:
-    """The demangled kernel name as ``ncu --import R --csv`` prints it (kernel renaming on).
+    """One demangled name simplified without its report (the single-name approximation).
 
-    A pure function of the stored demangled name; see the module documentation for the rules.
+    ncu's simplification depends on every name in the report; use :func:`simplify_names` when the
+    report's names are at hand. This rule drops literal casts and keeps each qualifier chain's
+    innermost scope that is not an implementation namespace (``native``, ``cuda``, ``cub``).
 
     Args:
         name: A demangled kernel name as ``ncu_report``'s ``IAction.name(NameBase_DEMANGLED)``
@@ -77,3 +100,50 @@ def simplify_demangled(name: str) -> str:
         'void at::reduce_kernel<512, 1>(T3)'
     """
     return _CHAIN.sub(_keep_one, strip_literal_casts(name))
+
+
+def scope_counts(names: list[str]) -> dict[str, int]:
+    """For each scope name, the distinct qualified identifiers of multi-scope chains that hold it.
+
+    Args:
+        names: Demangled names with their literal casts already dropped; duplicates count once.
+
+    Returns:
+        Scope name -> count (``<unnamed>`` is not counted; one-scope chains are not counted).
+    """
+    seen: dict[str, set[str]] = defaultdict(set)
+    for name in dict.fromkeys(names):
+        for m in _QUALIFIED.finditer(name):
+            scopes = [s for s in m.group(1).split("::")[:-1] if s != "<unnamed>"]
+            if len(scopes) > 1:
+                for s in scopes:
+                    seen[s].add(m.group(0))
+    return {s: len(ids) for s, ids in seen.items()}
+
+
+def simplify_names(stored_names: list[str]) -> list[str]:
+    """All the demangled kernel names of one report as ``ncu --import R`` prints them.
+
+    Args:
+        stored_names: Every kernel's demangled name as the report stores it
+            (``IAction.name(NameBase_DEMANGLED)``), in any order; the whole report, since the
+            result for one name depends on the others.
+
+    Returns:
+        The printed names, in the order given.
+
+    Examples:
+        >>> simplify_names(["void at::native::<unnamed>::k<(int)4>(int)"])
+        ['void at::<unnamed>::k<4>(int)']
+        >>> simplify_names(["void at::native::<unnamed>::k<(int)4>(at::cuda::detail::IntDivider<int>)"])
+        ['void native::<unnamed>::k<4>(cuda::IntDivider<int>)']
+    """
+    plain = [strip_literal_casts(n) for n in stored_names]
+    counts = scope_counts(plain)
+
+    def keep(match: re.Match[str]) -> str:
+        scopes = match.group(1).split("::")[:-1]
+        candidates = [s for s in scopes if s not in NEVER_KEPT] or scopes
+        return min(candidates, key=lambda s: counts.get(s, 0)) + "::"  # min(): the first on a tie
+
+    return [_MULTI_CHAIN.sub(keep, n) for n in plain]
