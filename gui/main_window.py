@@ -209,6 +209,10 @@ class MainWindow(QMainWindow):
             return
         import importlib
 
+        keep = self.current_view()
+        # addTab on an empty QTabWidget selects the first tab and would move the checked view
+        # (the one asked for with --view) back to Summary.
+        self.tabs.blockSignals(True)
         for vs in VIEW_SPECS:
             cls = getattr(importlib.import_module(vs.module), vs.cls)
             view = cls(self.reports)
@@ -221,6 +225,8 @@ class MainWindow(QMainWindow):
             if opener is not None:
                 opener.connect(lambda p: self.open_path(p, interactive=True))
             self.tabs.addTab(view, vs.title)
+        self.tabs.blockSignals(False)
+        self.tabs.setCurrentWidget(self.views[keep])
         # A Timeline kernel's "Show in Kernels view" opens its Nsight Compute result.
         timeline, kernels = self.views.get("timeline"), self.views.get("kernels")
         link = getattr(timeline, "sig_show_in_kernels", None)

@@ -172,6 +172,18 @@ class Trace:
         self._probe(name)
         return name not in self.missing
 
+    def row_count(self, name: str) -> int | None:
+        """Rows of table ``name``; None when it was not captured.
+
+        The default reads one column; readers that can count without reading override it.
+        """
+        if not self.has(name):
+            return None
+        cached = self._cache.get(name)
+        if cached is not None:
+            return len(cached)
+        return len(self.table(name, columns=[TABLES[name][0][0]]))
+
     def missing_report(self) -> list[str]:
         """Sentences naming every table that this capture lacks."""
         for name in TABLES:

@@ -333,6 +333,13 @@ class NsysSqliteTrace(Trace):
         if name == "cpu_ops" or _NSYS_TABLES[name] not in self._tables:
             self._missing_or_none(name)
 
+    def row_count(self, name: str) -> int | None:
+        """Rows of a table; the big event tables are counted in SQLite without reading them."""
+        if name in _DERIVED and self.has(name):  # one row per row of the export's table
+            n: int = self._con.execute(f"SELECT count(*) FROM {_NSYS_TABLES[name]}").fetchone()[0]
+            return n
+        return super().row_count(name)
+
     # -- table loaders -------------------------------------------------------------------------
     def _load(self, name: str, columns: list[str]) -> pd.DataFrame | None:
         if name == "cpu_ops":

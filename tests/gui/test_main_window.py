@@ -210,3 +210,21 @@ def test_interactive_open_error_shows_a_non_blocking_dialog(qtbot, tmp_path):
     with qtbot.waitSignal(w.sig_load_failed, timeout=LOAD_TIMEOUT_MS):
         w.open_path(bad)
     assert not any(b.isVisible() for b in w.findChildren(QMessageBox))
+
+
+def test_view_chosen_before_the_first_report_is_kept(qtbot, window):
+    # `kernelscope-gui REPORT --view timeline`: the view is set before the views exist.
+    window.set_view("timeline")
+    open_and_wait(qtbot, window, NAIVE)
+    assert window.current_view() == "timeline"
+    assert window.tabs.currentWidget() is window.views["timeline"]
+
+
+def test_loaded_report_counts_rows_like_the_tables(qtbot, window):
+    report = open_and_wait(qtbot, window, NAIVE)
+    from engine.reports import open_report
+
+    with open_report(NAIVE) as trace:
+        expected = {n: (len(trace.table(n)) if trace.has(n) else None) for n in report.table_rows}
+    assert report.table_rows == expected
+    assert report.table_rows["kernels"] == 10 and report.table_rows["memory_usage"] is not None
