@@ -54,6 +54,38 @@ def importer_argv(importer: str, qdstrm: str, rep: str) -> list[str]:
     return [importer, "-i", qdstrm, "-o", rep]
 
 
+# Remote lookup of QdstrmImporter: $1 an explicit path (may be empty), $2 the nsys to look beside (a path
+# or a name on the remote PATH). Prints the importer's path; exit 3: no such nsys, 4: no importer. The
+# candidates are those of engine.sessions.doctor.qdstrm_importer_candidates (Nsight Systems' layout and
+# the copy inside Nsight Compute).
+FIND_IMPORTER_SCRIPT = (
+    'e=$1; n=$2; '
+    'if [ -n "$e" ]; then if [ -f "$e" ] && [ -x "$e" ]; then echo "$e"; exit 0; fi; exit 4; fi; '
+    'case $n in */*) ;; *) n=$(command -v "$n") || exit 3;; esac; '
+    'n=$(readlink -f "$n" 2>/dev/null || echo "$n"); d=${n%/*}; '
+    'for c in "$d/QdstrmImporter" "$d"/../host-linux-*/QdstrmImporter "$d"/../linux-desktop-*/QdstrmImporter '
+    '"$d"/../*/QdstrmImporter "$d"/../../host-linux-*/QdstrmImporter; do '
+    'if [ -f "$c" ] && [ -x "$c" ]; then readlink -f "$c" 2>/dev/null || echo "$c"; exit 0; fi; done; exit 4'
+)
+# Run "$@" with $1 prepended to LD_LIBRARY_PATH (for one program only).
+LIBRARY_PATH_SCRIPT = (
+    'l=$1; shift; LD_LIBRARY_PATH="$l${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; export LD_LIBRARY_PATH; '
+    'exec "$@"'
+)
+
+
+def find_importer_argv(nsys: str, explicit: str | None = None) -> list[str]:
+    """The remote argv that prints where QdstrmImporter is, for ``nsys`` (or checks ``explicit``)."""
+    return ["sh", "-c", FIND_IMPORTER_SCRIPT, "kernelscope-find-importer", explicit or "", nsys]
+
+
+def with_library_path_argv(libs: str | None, argv: list[str]) -> list[str]:
+    """``argv`` run with ``libs`` prepended to LD_LIBRARY_PATH (unchanged when ``libs`` is empty)."""
+    if not libs:
+        return list(argv)
+    return ["sh", "-c", LIBRARY_PATH_SCRIPT, "kernelscope-libs", libs, *argv]
+
+
 def nsys_export_argv(nsys: str, rep: str, sqlite: str) -> list[str]:
     """``nsys export`` of a report to SQLite (the same argv as engine.reports.nsys_rep uses)."""
     return [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", sqlite, rep]

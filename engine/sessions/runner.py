@@ -537,12 +537,7 @@ def _recover_import(sess: _Session, nsys: str, qdstrm: Path, rep: Path, env: dic
         return classify("nsys", imp.returncode, imp.output, killed=imp.killed, elapsed_s=sess.elapsed(),
                         program=prog) + (False,)
     if imp.returncode == 0 and rep.is_file() and rep.stat().st_size > 0:
-        kind, text = classify("nsys", res.returncode, res.output.replace("Importer error", "importer note"),
-                              report_exists=True, elapsed_s=sess.elapsed(), program=prog)
-        if kind is OutcomeKind.SUCCESS:
-            text = ("The session finished (nsys's import step failed; Kernelscope imported the .qdstrm "
-                    "itself).")
-        return kind, text, True
+        return _recovered(res, prog, sess.elapsed()) + (True,)
     lib = re.search(r"error while loading shared libraries: (\S+?):", imp.output)
     hint = (f"it needs {lib.group(1)}: set KERNELSCOPE_IMPORTER_LIBS to a folder that has it"
             if lib else f"exit {imp.returncode}: {(imp.output.strip().splitlines() or ['no output'])[-1]}")
@@ -552,19 +547,70 @@ def _recover_import(sess: _Session, nsys: str, qdstrm: Path, rep: Path, env: dic
     ), False
 
 
+def _recovered(res: _StepResult, prog: str, elapsed_s: float) -> tuple[OutcomeKind, str]:
+    """How a session ends once Kernelscope imported the .qdstrm that nsys left."""
+    kind, text = classify("nsys", res.returncode, res.output.replace("Importer error", "importer note"),
+                          report_exists=True, elapsed_s=elapsed_s, program=prog)
+    if kind is OutcomeKind.SUCCESS:
+        text = "The session finished (nsys's import step failed; Kernelscope imported the .qdstrm itself)."
+    return kind, text
+
+
+def _pick_qdstrm(names: list[str], report_name: str) -> str | None:
+    own = f"{report_name}.qdstrm"
+    if own in names:
+        return own
+    others = sorted(n for n in names if n.endswith(".qdstrm"))
+    return others[0] if others else None
+
+
+class _Remote:
+    """One session folder on an SSH host: run steps there, list it."""
+
+    def __init__(self, sess: _Session, remote_dir: str) -> None:
+        from engine.sessions.ssh import ssh_argv
+
+        self.sess = sess
+        self.t = sess.spec.target.ssh_target()
+        self.dir = remote_dir
+        self.env_words = [f"{k}={v}" for k, v in sess.spec.env.items()]
+        self._ssh_argv = ssh_argv
+
+    def step(self, argv: list[str]) -> _StepResult:
+        """Run argv in the remote session folder, in its own process group, killed when we go away."""
+        wrapped = ["sh", "-c", REMOTE_WRAPPER, "kernelscope-session", self.dir,
+                   *(["env", *self.env_words] if self.env_words else []), *argv]
+        return self.sess.run_step(self._ssh_argv(self.t, wrapped), keep_stdin=True)
+
+    def query(self, argv: list[str], timeout_s: float = 60.0) -> subprocess.CompletedProcess[str] | None:
+        """A short remote command's output (None when ssh could not run it in time)."""
+        try:
+            return subprocess.run(self._ssh_argv(self.t, argv), stdin=subprocess.DEVNULL, capture_output=True,
+                                  text=True, timeout=timeout_s, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+
+    def ls(self) -> list[str]:
+        """The report files in the remote session folder."""
+        res = self.query(["ls", "-1A", self.dir])
+        if res is None or res.returncode != 0:
+            return []
+        return [n for n in res.stdout.splitlines() if n.endswith(REPORT_SUFFIXES)]
+
+    @property
+    def display(self) -> str:
+        return _remote_display(self.dir)
+
+
 def _run_remote(sess: _Session, sid: str, sdir: Path, main_argv: list[str], target: list[str],
                 store: SessionStore) -> Outcome:
-    from engine.sessions.ssh import explain_ssh_failure, scp_from_argv, ssh_argv
+    from engine.sessions.ssh import explain_ssh_failure, scp_from_argv
 
     spec = sess.spec
     t = spec.target.ssh_target()
-    remote_dir = f"{spec.target.remote_dir.rstrip('/') or REMOTE_ROOT}/{sid}"
-    env_words = [f"{k}={v}" for k, v in spec.env.items()]
-    wrapped = ["sh", "-c", REMOTE_WRAPPER, "kernelscope-session", remote_dir,
-               *(["env", *env_words] if env_words else []), *main_argv]
-    argv = ssh_argv(t, wrapped)
-    sess.note(f"running on {t.display} in {_remote_display(remote_dir)}: " + " ".join(main_argv))
-    res = sess.run_step(argv, keep_stdin=True)
+    remote = _Remote(sess, f"{spec.target.remote_dir.rstrip('/') or REMOTE_ROOT}/{sid}")
+    sess.note(f"running on {t.display} in {remote.display}: " + " ".join(main_argv))
+    res = remote.step(main_argv)
     prog = spec.workload or _program_name(target)
     if res.start_error is not None:
         msg = "The ssh program was not found; install the OpenSSH client (openssh-client)."
@@ -577,16 +623,41 @@ def _run_remote(sess: _Session, sid: str, sdir: Path, main_argv: list[str], targ
         msg = (f"{main_argv[0]} was not found on {t.display}; install it there or pass its path "
                "(`kernelscope doctor --host` shows what is installed).")
         return Outcome(OutcomeKind.MISSING_TOOL, msg, sid, sdir, 127, sess.elapsed())
-    # copy back every report the remote session folder holds
     reports: list[Path] = []
     notes: list[str] = []
-    ls = subprocess.run(ssh_argv(t, ["ls", "-1A", remote_dir]), stdin=subprocess.DEVNULL,
-                        capture_output=True, text=True, timeout=60, check=False)
-    names = [n for n in ls.stdout.splitlines() if n.endswith(REPORT_SUFFIXES)] if ls.returncode == 0 else []
+    names = remote.ls()
+    rep_name = f"{spec.report_name}{A.report_suffix(spec.tool) or ''}"
+    recovery: tuple[OutcomeKind, str] | None = None
+    recovered = False
+    if spec.tool == "nsys" and res.killed is None:
+        nsys = main_argv[0]
+        qdstrm = _pick_qdstrm(names, spec.report_name)
+        if rep_name not in names and qdstrm is not None and classify(
+                "nsys", res.returncode, res.output, qdstrm_exists=True, program=prog)[0] is \
+                OutcomeKind.IMPORTER_FAILED:
+            kind_r, msg_r, ok = _recover_remote_import(sess, remote, nsys, qdstrm, rep_name, res, prog)
+            recovery, recovered = (kind_r, msg_r), ok
+            if ok:
+                notes.append(f"nsys's import step failed on {t.display}; Kernelscope ran QdstrmImporter "
+                             "itself there.")
+                names = remote.ls()
+        if rep_name in names and not sess.cancel.is_set():
+            sqlite = rep_name[: -len(".nsys-rep")] + ".sqlite"
+            sess.est.set_phase("exporting")
+            sess.note(f"exporting to SQLite on {t.display}: {sqlite}")
+            exp = remote.step(A.nsys_export_argv(nsys, rep_name, sqlite))
+            if exp.killed:
+                stopped = "cancelled" if exp.killed == "cancel" else "timed out"
+                notes.append(f"The SQLite export was {stopped}; the .nsys-rep is kept and opens later.")
+            elif exp.returncode != 0:
+                notes.append("The SQLite export failed on the host; the .nsys-rep is kept (open it to retry "
+                             "the export here).")
+            names = remote.ls()
+    # copy back every report the remote session folder holds
     if names:
         sess.est.set_phase("copying reports")
         sess.note(f"copying {', '.join(names)} from {t.display}")
-        cp = sess.run_step(scp_from_argv(t, [f"{remote_dir}/{n}" for n in names], sdir))
+        cp = sess.run_step(scp_from_argv(t, [f"{remote.dir}/{n}" for n in names], sdir))
         for n in names:
             p = sdir / n
             if p.is_file():
@@ -595,13 +666,60 @@ def _run_remote(sess: _Session, sid: str, sdir: Path, main_argv: list[str], targ
         if cp.returncode != 0:
             why = explain_ssh_failure(t, cp.returncode or 1, cp.output) or cp.output.strip()
             notes.append(f"Copying the reports back failed ({why}); they are still in "
-                         f"{_remote_display(remote_dir)} on {t.display}.")
-    rep_name = f"{spec.report_name}{A.report_suffix(spec.tool) or ''}"
-    kind, msg = classify(spec.tool, res.returncode, res.output, killed=res.killed,
-                         report_exists=(sdir / rep_name).is_file() if spec.tool != "bench" else False,
-                         qdstrm_exists=any(n.endswith(".qdstrm") for n in names),
-                         elapsed_s=sess.elapsed(), program=prog)
+                         f"{remote.display} on {t.display}.")
+    if recovery is not None:
+        kind, msg = recovery
+        if recovered and not (sdir / rep_name).is_file():
+            kind, msg = OutcomeKind.SSH_ERROR, (
+                f"The report was imported on {t.display} but could not be copied back; it is in "
+                f"{remote.display} there.")
+    else:
+        kind, msg = classify(spec.tool, res.returncode, res.output, killed=res.killed,
+                             report_exists=(sdir / rep_name).is_file() if spec.tool != "bench" else False,
+                             qdstrm_exists=any(n.endswith(".qdstrm") for n in names),
+                             elapsed_s=sess.elapsed(), program=prog)
     return Outcome(kind, msg, sid, sdir, res.returncode, sess.elapsed(), tuple(reports), tuple(notes))
+
+
+def _recover_remote_import(sess: _Session, remote: _Remote, nsys: str, qdstrm: str, rep_name: str,
+                           res: _StepResult, prog: str) -> tuple[OutcomeKind, str, bool]:
+    """Find and run QdstrmImporter on the host, in the remote session folder; classify what follows."""
+    spec = sess.spec
+    where = remote.t.display
+    explicit = spec.target.remote_importer or spec.env.get("KERNELSCOPE_IMPORTER")
+    libs = spec.target.remote_importer_libs or spec.env.get("KERNELSCOPE_IMPORTER_LIBS")
+    found = remote.query(A.find_importer_argv(nsys, explicit))
+    importer = found.stdout.strip().splitlines()[-1] if found and found.returncode == 0 and \
+        found.stdout.strip() else None
+    if importer is None:
+        if explicit:
+            why = f"the QdstrmImporter given ({explicit}) is not an executable file there"
+        else:
+            why = f"no QdstrmImporter was found beside {nsys} there"
+        sess.note(f"nsys's import step failed on {where} and {why}.")
+        return OutcomeKind.IMPORTER_FAILED, (
+            f"nsys recorded the run on {where} but could not import it, and {why}; set the target's "
+            f"remote_importer to the importer's path on the host, or run QdstrmImporter -i {qdstrm} -o "
+            f"{rep_name} in {remote.display} there."
+        ), False
+    sess.est.set_phase("importing")
+    argv = A.with_library_path_argv(libs, A.importer_argv(importer, qdstrm, rep_name))
+    sess.note(f"nsys left {qdstrm} on {where}; importing it there ourselves: " + " ".join(argv))
+    imp = remote.step(argv)
+    if imp.killed:
+        return classify("nsys", imp.returncode, imp.output, killed=imp.killed, elapsed_s=sess.elapsed(),
+                        program=prog) + (False,)
+    if imp.returncode == 0 and rep_name in remote.ls():
+        return _recovered(res, prog, sess.elapsed()) + (True,)
+    lib = re.search(r"error while loading shared libraries: (\S+?):", imp.output)
+    hint = (f"it needs {lib.group(1)}: set the target's remote_importer_libs to a folder on {where} that "
+            "has it" if lib else
+            f"exit {imp.returncode}: {(imp.output.strip().splitlines() or ['no output'])[-1]}")
+    return OutcomeKind.IMPORTER_FAILED, (
+        f"nsys could not import its recording on {where} and QdstrmImporter failed too ({hint}); the raw "
+        f"{qdstrm} is kept: run {' '.join(A.importer_argv(importer, qdstrm, rep_name))} in "
+        f"{remote.display} there once that is fixed."
+    ), False
 
 
 def describe(outcome: Outcome) -> dict[str, Any]:

@@ -94,6 +94,8 @@ class TargetSpec:
     known_hosts: str | None = None
     ssh_options: tuple[str, ...] = ()
     remote_dir: str = ".kernelscope/sessions"
+    remote_importer: str | None = None
+    remote_importer_libs: str | None = None
 
     @property
     def is_local(self) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from pathlib import Path
@@ -13,7 +14,7 @@ from engine.sessions.outcome import OutcomeKind
 from engine.sessions.runner import LogLine, run_session
 from engine.sessions.spec import NcuOptions, SessionSpec, TargetSpec
 from engine.sessions.store import SessionStore
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, ORACLES
 from tests.engine import fake_tools
 from tests.engine.sshd_fixture import Sshd, keygen, sshd  # noqa: F401  (fixture)
 
@@ -135,3 +136,75 @@ def test_remote_doctor(sshd: Sshd) -> None:  # noqa: F811
     assert checks["python"].status == "ok" and checks["python"].path
     assert checks["ncu"].status == "missing"
     assert checks["driver"].status == "missing" and "remote host" in checks["driver"].detail
+
+
+NSYS_FAKE_ENV = ("FAKE_MODE", "FAKE_NSYS_REP", "FAKE_NSYS_SQLITE", "FAKE_ARGV_LOG")
+
+
+def _kern_sum_csv(sqlite: Path) -> str:
+    from engine.analysis.stats import run_report, to_csv
+    from engine.reports import open_report
+
+    return to_csv(run_report(open_report(sqlite), "cuda_gpu_kern_sum"))
+
+
+def test_remote_nsys_importer_failure_is_recovered_on_the_host(sshd: Sshd, tmp_path: Path,  # noqa: F811
+                                                               store: SessionStore) -> None:
+    fake = fake_tools.install(tmp_path / "root")
+    env = fake_tools.env_for(fake, "importer_fail")
+    remote = tmp_path / "remote"
+    spec = SessionSpec(
+        tool="nsys", command=("python3", "-c", "print('remote app ran')"), name="app",
+        out_dir=str(tmp_path / "out"), tool_path=str(fake.nsys),
+        target=_target(sshd, remote, remote_importer_libs=str(fake.libs)),
+        env={k: env[k] for k in NSYS_FAKE_ENV},
+    )
+    lines: list[LogLine] = []
+    out = run_session(spec, on_line=lines.append, store=store)
+    assert out.kind is OutcomeKind.SUCCESS, out.message
+    assert "imported the .qdstrm itself" in out.message
+    assert any("QdstrmImporter itself there" in n for n in out.notes)
+    assert sorted(p.name for p in out.reports) == ["app.nsys-rep", "app.qdstrm", "app.sqlite"]
+    assert all(p.parent == out.session_dir for p in out.reports)
+    # the importer beside the remote nsys ran in the remote session folder, with the libs on its path
+    argvs = [json.loads(x) for x in fake.argv_log.read_text().splitlines()]
+    assert [a[:2] for a in argvs] == [["nsys", "profile"], ["QdstrmImporter", "-i"], ["nsys", "export"]]
+    assert argvs[1] == ["QdstrmImporter", "-i", "app.qdstrm", "-o", "app.nsys-rep",
+                        f"LD_LIBRARY_PATH={fake.libs}"]
+    assert argvs[2] == ["nsys", "export", "--type", "sqlite", "--force-overwrite", "true", "--output",
+                        "app.sqlite", "app.nsys-rep"]
+    rdir = remote / out.session_id
+    assert sorted(p.name for p in rdir.iterdir() if p.suffix != ".json") == \
+        ["app.nsys-rep", "app.qdstrm", "app.sqlite"]
+    # what came back is the recording, and reads back equal to NVIDIA's own numbers
+    assert (out.session_dir / "app.nsys-rep").read_bytes() == \
+        (FIXTURES / "nsys" / "host_overhead_fixed.nsys-rep").read_bytes()
+    assert _kern_sum_csv(out.session_dir / "app.sqlite") == \
+        (ORACLES / "host_overhead_fixed_cuda_gpu_kern_sum.csv").read_text()
+    assert sorted(p.name for p in store.get(out.session_id).reports) == \
+        ["app.nsys-rep", "app.qdstrm", "app.sqlite"]  # type: ignore[union-attr]
+    phases = [ln.progress.phase for ln in lines]
+    assert "importing" in phases and "exporting" in phases and "copying reports" in phases
+    assert "remote app ran" in out.log_path.read_text()
+
+
+def test_remote_nsys_importer_failure_without_libs_says_what(sshd: Sshd, tmp_path: Path,  # noqa: F811
+                                                             store: SessionStore) -> None:
+    fake = fake_tools.install(tmp_path / "root")
+    env = fake_tools.env_for(fake, "importer_fail")
+    spec = SessionSpec(
+        tool="nsys", command=("python3", "-c", "pass"), name="app", out_dir=str(tmp_path / "out"),
+        tool_path=str(fake.nsys), target=_target(sshd, tmp_path / "remote"),
+        env={k: env[k] for k in NSYS_FAKE_ENV},
+    )
+    out = run_session(spec, store=store)
+    assert out.kind is OutcomeKind.IMPORTER_FAILED
+    where = f"{sshd.user}@127.0.0.1:{sshd.port}"
+    assert f"needs libdw.so.1: set the target's remote_importer_libs to a folder on {where}" in out.message
+    assert f"{fake.importer} -i app.qdstrm -o app.nsys-rep" in out.message
+    assert [p.name for p in out.reports] == ["app.qdstrm"]  # the raw recording is copied back and kept
+    # an importer path that is not there is named as such
+    missing = _target(sshd, tmp_path / "remote", remote_importer="/no/QdstrmImporter")
+    out = run_session(spec.with_(target=missing), store=store)
+    assert out.kind is OutcomeKind.IMPORTER_FAILED
+    assert "the QdstrmImporter given (/no/QdstrmImporter) is not an executable file there" in out.message

@@ -53,6 +53,45 @@ def test_importer_and_export_argv() -> None:
         "a.nsys-rep"]
 
 
+def test_remote_importer_argv_finds_it_beside_nsys(tmp_path: Path) -> None:
+    import subprocess
+
+    from tests.engine import fake_tools
+
+    fake = fake_tools.install(tmp_path / "root")
+    argv = A.find_importer_argv(str(fake.nsys))
+    assert argv[:2] == ["sh", "-c"] and argv[3:] == ["kernelscope-find-importer", "", str(fake.nsys)]
+    # the script is the one the remote shell runs: run it with this machine's sh
+    found = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert (found.returncode, found.stdout.strip()) == (0, str(fake.importer))
+    link = tmp_path / "bin" / "nsys"  # a symlink on the PATH: the importer is beside its real location
+    link.parent.mkdir()
+    link.symlink_to(fake.nsys)
+    env = {"PATH": f"{link.parent}:/usr/bin:/bin"}
+    found = subprocess.run(A.find_importer_argv("nsys"), capture_output=True, text=True, env=env, check=False)
+    assert found.stdout.strip() == str(fake.importer)
+    assert subprocess.run(A.find_importer_argv("no-such-nsys"), env=env, check=False).returncode == 3
+    assert subprocess.run(A.find_importer_argv(str(fake.nsys), str(tmp_path / "none")),
+                          check=False).returncode == 4
+    assert subprocess.run(A.find_importer_argv("x", str(fake.importer)), capture_output=True, text=True,
+                          check=False).stdout.strip() == str(fake.importer)
+
+
+def test_with_library_path_argv_prepends_for_one_program() -> None:
+    import subprocess
+
+    show = [sys.executable, "-c", "import os; print(os.environ.get('LD_LIBRARY_PATH'))"]
+    assert A.with_library_path_argv(None, show) == show
+    argv = A.with_library_path_argv("/kit/libs dir", show)
+    assert argv[:2] == ["sh", "-c"] and argv[3:5] == ["kernelscope-libs", "/kit/libs dir"]
+    assert argv[5:] == show
+    run = subprocess.run(argv, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}, check=True)
+    assert run.stdout.strip() == "/kit/libs dir"
+    run = subprocess.run(argv, capture_output=True, text=True, check=True,
+                         env={"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": "/usr/lib/x"})
+    assert run.stdout.strip() == "/kit/libs dir:/usr/lib/x"
+
+
 def test_session_argv_per_tool() -> None:
     s = SessionSpec(tool="bench", command=("./app",))
     assert A.session_argv(s, None, "/o/app", ["./app"]) == ["./app"]
@@ -110,9 +149,11 @@ def test_json_round_trip(tmp_path: Path) -> None:
 def test_toml_load(tmp_path: Path) -> None:
     (tmp_path / "s.toml").write_text(
         'tool = "nsys"\nworkload = "sdpa"\ntimeout_s = 120\n[params]\nS = 1024\n'
-        '[nsys]\ntrace = ["cuda", "nvtx"]\ncuda_memory_usage = true\n[target]\nhost = "gpu1"\n')
+        '[nsys]\ntrace = ["cuda", "nvtx"]\ncuda_memory_usage = true\n[target]\nhost = "gpu1"\n'
+        'remote_importer_libs = "/opt/kit/libs"\n')
     spec = SessionSpec.load(tmp_path / "s.toml")
     assert spec.params == {"S": "1024"} and spec.nsys.trace == ("cuda", "nvtx")
+    assert spec.target.remote_importer_libs == "/opt/kit/libs" and spec.target.remote_importer is None
     assert spec.nsys.cuda_memory_usage and spec.target.host == "gpu1" and spec.timeout_s == 120
 
 
