@@ -704,7 +704,9 @@ def _recover_remote_import(sess: _Session, remote: _Remote, nsys: str, qdstrm: s
         ), False
     sess.est.set_phase("importing")
     argv = A.with_library_path_argv(libs, A.importer_argv(importer, qdstrm, rep_name))
-    sess.note(f"nsys left {qdstrm} on {where}; importing it there ourselves: " + " ".join(argv))
+    shown = " ".join([*([f"LD_LIBRARY_PATH={libs}"] if libs else []), *A.importer_argv(importer, qdstrm,
+                                                                                     rep_name)])
+    sess.note(f"nsys left {qdstrm} on {where}; importing it there ourselves: {shown}")
     imp = remote.step(argv)
     if imp.killed:
         return classify("nsys", imp.returncode, imp.output, killed=imp.killed, elapsed_s=sess.elapsed(),
