@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 from gui import format as fmt
 from gui.documents import OpenReports
 from gui.table_model import DataFrameModel, NumericSortProxy
+from gui.views.axes import LogAxis
 from gui.views.background import LatestCall
 from gui.views.common import WrapLabel, heading, swatch
 from gui.workers import LoadedReport
@@ -122,12 +123,14 @@ class BandwidthView(QWidget):
         plots = QSplitter(Qt.Orientation.Horizontal)
         font = QFont(self.font())
         font.setPointSizeF(max(self.font().pointSizeF(), 9.0))
-        self.scatter_plot = pg.PlotWidget(background="w")
+        # Rates are plotted in GB/s; the axis labels decades in engineering units ("10 GB/s").
+        self.scatter_plot = pg.PlotWidget(background="w",
+                                          axisItems={"left": LogAxis("left", unit="B/s", scale=1e9)})
         self.hist_plot = pg.PlotWidget(background="w")
         for p in (self.scatter_plot, self.hist_plot):
             _style_plot(pg, p, font)
             p.getPlotItem().setLogMode(x=False, y=True)
-        self.scatter_plot.setLabel("left", "achieved rate (GB/s)")
+        self.scatter_plot.setLabel("left", "achieved rate")
         self.scatter_plot.setLabel("bottom", "time since the first copy (s)")
         self.scatter_plot.getPlotItem().getAxis("bottom").enableAutoSIPrefix(False)
         self.scatter_plot.setTitle("Every copy: bytes ÷ duration", color="#2c3e50")

@@ -65,7 +65,14 @@ class WrapLabel(QLabel):
             self.setStyleSheet(f"color: {MUTED};")
 
     def _fit(self) -> None:
+        # QLabel.heightForWidth never answers less than the minimum height: clear it first, or a
+        # label that once held three lines keeps their height after its text gets shorter.
+        old = self.minimumHeight()
+        if old:
+            super().setMinimumHeight(0)
         h = self.heightForWidth(self.width())
+        if h <= 0:
+            h = old
         if h > 0 and h != self.minimumHeight():
             self.setMinimumHeight(h)
 

@@ -12,6 +12,7 @@ from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QStackedWidget, QVBoxLayout, QWidget
 
 from gui.documents import OpenReports
+from gui.views.axes import LogAxis
 from gui.views.background import LatestCall
 from gui.views.common import WrapLabel, heading, swatch
 from gui.workers import LoadedReport
@@ -102,7 +103,8 @@ class RooflineView(QWidget):
         self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.placeholder.setWordWrap(True)
         self.placeholder.setStyleSheet("color: #5f6b7a; font-size: 13pt;")
-        self.plot = pg.PlotWidget(background="w")
+        self.plot = pg.PlotWidget(background="w", axisItems={"left": LogAxis("left", unit="FLOP/s"),
+                                                             "bottom": LogAxis("bottom")})
         item = self.plot.getPlotItem()
         item.setMenuEnabled(False)
         item.showGrid(x=True, y=True, alpha=0.2)

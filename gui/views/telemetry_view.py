@@ -33,14 +33,20 @@ from PySide6.QtWidgets import (
 )
 
 from gui.documents import OpenReports
+from gui.views.axes import eng
 from gui.views.common import WrapLabel, heading
 
 REPLAY_ENV = "KERNELSCOPE_TELEMETRY_REPLAY"
 SPEED_ENV = "KERNELSCOPE_TELEMETRY_SPEED"
 REFRESH_MS = 100  # 10 Hz
 CAPACITY = 20_000  # samples kept per GPU (33 min at 10 Hz)
-GPU_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"]
-STYLES = [Qt.PenStyle.SolidLine, Qt.PenStyle.DashLine, Qt.PenStyle.DotLine, Qt.PenStyle.DashDotLine]
+#: one colour per metric of a plot (the n-th metric of every plot has the n-th colour)
+METRIC_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e"]
+#: GPUs are told apart by the dash of their curves: GPU 0 solid, GPU 1 dashed, ...
+GPU_STYLES = [Qt.PenStyle.SolidLine, Qt.PenStyle.DashLine, Qt.PenStyle.DotLine, Qt.PenStyle.DashDotLine]
+GPU_STYLE_NAMES = ["solid", "dashed", "dotted", "dash-dot"]
+Y_MARGIN = 0.07
+AXIS_WIDTH_PX = 58  # the same left-axis width in every plot: labels never clipped, plots aligned
 
 #: plot key -> (title, unit label, [(GpuSample field, legend name, scale)])
 PLOTS: dict[str, tuple[str, str, list[tuple[str, str, float]]]] = {
@@ -48,13 +54,47 @@ PLOTS: dict[str, tuple[str, str, list[tuple[str, str, float]]]] = {
     "memory": ("Memory used", "GiB", [("mem_used_bytes", "used", 2.0**-30)]),
     "clocks": ("Clocks", "MHz", [("sm_clock_mhz", "SM", 1.0), ("mem_clock_mhz", "memory", 1.0)]),
     "power": ("Power", "W", [("power_w", "draw", 1.0), ("power_limit_w", "limit", 1.0)]),
-    "pcie": ("PCIe", "MB/s", [("pcie_tx_bytes_per_s", "TX", 1e-6), ("pcie_rx_bytes_per_s", "RX", 1e-6)]),
-    "gpm": ("GPM (Hopper+)", "%", [("gpm_sm_util_pct", "SM util", 1.0),
-                                   ("gpm_sm_occupancy_pct", "SM occupancy", 1.0),
-                                   ("gpm_tensor_util_pct", "tensor", 1.0),
-                                   ("gpm_dram_bw_util_pct", "DRAM BW", 1.0)]),
+    "pcie": ("PCIe", "GB/s", [("pcie_tx_bytes_per_s", "TX", 1e-9), ("pcie_rx_bytes_per_s", "RX", 1e-9)]),
+    "gpm": ("GPM", "%", [("gpm_sm_util_pct", "SM", 1.0),
+                         ("gpm_sm_occupancy_pct", "occupancy", 1.0),
+                         ("gpm_tensor_util_pct", "tensor", 1.0),
+                         ("gpm_dram_bw_util_pct", "DRAM BW", 1.0)]),
 }
 FIELDS = [f for _, _, metrics in PLOTS.values() for f, _, _ in metrics]
+#: plots whose y axis is a percentage: always 0-100 so a glance compares them
+PERCENT_PLOTS = {key for key, (_, unit, _) in PLOTS.items() if unit == "%"}
+
+
+def metric_color(index: int) -> str:
+    """The colour of the ``index``-th metric of a plot."""
+    return METRIC_COLORS[index % len(METRIC_COLORS)]
+
+
+def value_text(value: float, unit: str) -> str:
+    """A current reading as the plot title shows it: '689 W', '1.92 GiB', '—' when NA."""
+    if not math.isfinite(value):
+        return "—"
+    if unit in ("%", "MHz", "W"):
+        return f"{value:,.0f} {unit}"
+    if unit == "GB/s":  # PCIe idles at kB/s: '714 kB/s', not '0.000714 GB/s'
+        return eng(value * 1e9, "B/s")
+    return f"{value:,.3g} {unit}"
+
+
+def gpu_styles_text(gpus: list[int]) -> str:
+    """'GPU 0 solid, GPU 1 dashed' for several GPUs; '' for one."""
+    if len(gpus) < 2:
+        return ""
+    return ", ".join(f"GPU {g} {GPU_STYLE_NAMES[g % len(GPU_STYLE_NAMES)]}" for g in gpus)
+
+
+def y_top(key: str, values: list[np.ndarray]) -> float:
+    """The top of a plot's y range: 100 for percentages, else the largest value plus 12 % (≥ a floor)."""
+    if key in PERCENT_PLOTS:
+        return 100.0
+    peaks = [float(np.nanmax(v)) for v in values if len(v) and np.isfinite(v).any()]
+    top = max(peaks, default=0.0)
+    return top * 1.12 if top > 0 else 1.0
 
 
 class _Series:
@@ -130,16 +170,35 @@ class TelemetryView(QWidget):
         self.plots_widget = pg.GraphicsLayoutWidget()
         self.plots_widget.setBackground("w")
         self.plots: dict[str, pg.PlotItem] = {}
-        for i, (key, (title, unit, _)) in enumerate(PLOTS.items()):
-            p = self.plots_widget.addPlot(row=i // 2, col=i % 2, title=f"{title} ({unit})")
+        self._y_tops: dict[str, float] = {}
+        #: plot key -> the title text shown now (tests read it)
+        self.titles: dict[str, str] = {}
+        for i, key in enumerate(PLOTS):
+            p = self.plots_widget.addPlot(row=i // 2, col=i % 2)
             p.showGrid(x=True, y=True, alpha=0.25)
             p.setLabel("bottom", "time", units="s")
             p.setDownsampling(mode="peak")
             p.setClipToView(True)
-            p.addLegend(offset=(5, 5), labelTextSize="8pt")
+            p.setMenuEnabled(False)
+            for name in ("left", "bottom"):
+                ax = p.getAxis(name)
+                ax.setPen(pg.mkPen("#9aa5b1"))
+                ax.setTextPen(pg.mkPen("#2c3e50"))
+            left = p.getAxis("left")
+            left.enableAutoSIPrefix(False)
+            left.setWidth(AXIS_WIDTH_PX)
+            p.setPreferredWidth(300)  # equal columns: the grid otherwise sizes them by the titles
+            # y: our own range (0 to the top of the data, or 0-100 %); x follows the data.
+            p.enableAutoRange(x=True, y=False)
+            p.setYRange(0, 100 if key in PERCENT_PLOTS else 1, padding=Y_MARGIN)
             self.plots[key] = p
+            self._set_title(key, {})
 
+        for col in (0, 1):
+            self.plots_widget.ci.layout.setColumnStretchFactor(col, 1)
         lay = QVBoxLayout(self)
+        lay.setContentsMargins(10, 8, 10, 6)
+        lay.setSpacing(4)
         lay.addLayout(top)
         lay.addWidget(self.status)
         lay.addWidget(self.plots_widget, 1)
@@ -336,9 +395,9 @@ class TelemetryView(QWidget):
         for key, curve in self._curves.items():
             self.plots[key[0]].removeItem(curve)
         self._curves.clear()
-        for p in self.plots.values():
-            if p.legend is not None:
-                p.legend.clear()
+        self._y_tops.clear()
+        for key in self.plots:
+            self._set_title(key, {})
 
     def _drain(self) -> int:
         n = 0
@@ -360,10 +419,10 @@ class TelemetryView(QWidget):
             self._redraw()
         return n
 
-    def _curve(self, key: str, field: str, legend: str, gpu: int, style: int) -> pg.PlotDataItem:
+    def _curve(self, key: str, field: str, legend: str, gpu: int, index: int) -> pg.PlotDataItem:
         curve = self._curves.get((key, field, gpu))
         if curve is None:
-            pen = pg.mkPen(GPU_COLORS[gpu % len(GPU_COLORS)], width=1.5, style=STYLES[style % len(STYLES)])
+            pen = pg.mkPen(metric_color(index), width=1.5, style=GPU_STYLES[gpu % len(GPU_STYLES)])
             name = f"GPU {gpu} {legend}" if len(self._series) > 1 or gpu else legend
             curve = self.plots[key].plot([], [], pen=pen, name=name, connect="finite")
             curve.setDownsampling(auto=True, method="peak")
@@ -372,6 +431,9 @@ class TelemetryView(QWidget):
         return curve
 
     def _redraw(self) -> None:
+        shown: dict[str, list[np.ndarray]] = {key: [] for key in PLOTS}
+        #: plot -> metric index -> [(gpu, latest value)]
+        latest: dict[str, dict[int, list[tuple[int, float]]]] = {key: {} for key in PLOTS}
         for gpu, series in sorted(self._series.items()):
             n = series.n
             for key, (_, _, metrics) in PLOTS.items():
@@ -379,7 +441,30 @@ class TelemetryView(QWidget):
                     y = series.v[field][:n]
                     if (key, field, gpu) not in self._curves and not np.isfinite(y).any():
                         continue  # NA so far: no legend entry for a metric this source lacks
-                    self._curve(key, field, legend, gpu, i).setData(series.t[:n], y * scale)
+                    ys = y * scale
+                    self._curve(key, field, legend, gpu, i).setData(series.t[:n], ys)
+                    shown[key].append(ys)
+                    latest[key].setdefault(i, []).append((gpu, float(ys[-1]) if n else math.nan))
+        for key, p in self.plots.items():
+            top = y_top(key, shown[key])
+            if self._y_tops.get(key) != top:  # only when it changes: no relayout per tick
+                self._y_tops[key] = top
+                # 7 % margins: a tick label must fit inside the plot's height or pyqtgraph drops it
+                p.setYRange(-Y_MARGIN * top, top * (1 + Y_MARGIN), padding=0)
+            self._set_title(key, latest[key])
+
+    def _set_title(self, key: str, latest: dict[int, list[tuple[int, float]]]) -> None:
+        """'Power (W) — ■ draw 689 W  ■ limit 700 W': the legend and the current readings in one row
+        above the plot (a legend inside the plot would hide data)."""
+        title, unit, metrics = PLOTS[key]
+        parts = []
+        for i, readings in sorted(latest.items()):
+            values = " / ".join(value_text(v, unit) for _, v in readings)
+            parts.append(f"<span style='color:{metric_color(i)}'>■ {metrics[i][1]} {values}</span>")
+        text = f"<b>{title} ({unit})</b>" + (" — " + " &nbsp; ".join(parts) if parts else "")
+        if self.titles.get(key) != text:
+            self.titles[key] = text
+            self.plots[key].setTitle(text, color="#2c3e50", size="10pt")
 
     def _on_tick(self) -> None:
         self._drain()
@@ -390,7 +475,7 @@ class TelemetryView(QWidget):
             total = sum(s.n for s in self._series.values())
             self.status.setText(
                 f"{self.label}: ended; {total} samples from {ngpu} GPU{'s' if ngpu != 1 else ''}"
-                + (f", {self.gaps} gaps" if self.gaps else "") + "."
+                + (f", {self.gaps} gaps" if self.gaps else "") + "." + self._styles_note()
             )
             self.start_button.setText("Start")
             self.sampler = None
@@ -401,7 +486,14 @@ class TelemetryView(QWidget):
         elif self.sampler is not None and self._series:
             last = max(s.n for s in self._series.values())
             self.status.setText(f"Sampling {self.label}: {last} samples"
-                                + (f", {self.gaps} gaps" if self.gaps else "") + ".")
+                                + (f", {self.gaps} gaps" if self.gaps else "") + "." + self._styles_note())
+
+    def _styles_note(self) -> str:
+        gpus = sorted(self._series)
+        text = gpu_styles_text(gpus)
+        if not text:
+            return ""
+        return f" Curves: {text}; readings in the titles are GPU {' / '.join(map(str, gpus))}."
 
     def curve_data(self, key: str, field: str, gpu: int = 0) -> tuple[np.ndarray, np.ndarray] | None:
         """The (x, y) a curve holds now (tests and tools), or None when it was never drawn."""

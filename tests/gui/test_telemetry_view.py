@@ -58,7 +58,7 @@ def test_replay_fills_the_curves_with_the_recordings_values(qtbot, view) -> None
     t = (rec["timestamp_ns"] - rec["timestamp_ns"].iloc[0]).to_numpy() / 1e9
     for key, field, scale in [("util", "util_gpu_pct", 1), ("power", "power_w", 1),
                               ("memory", "mem_used_bytes", 2**-30), ("clocks", "sm_clock_mhz", 1),
-                              ("pcie", "pcie_tx_bytes_per_s", 1e-6), ("gpm", "gpm_sm_util_pct", 1),
+                              ("pcie", "pcie_tx_bytes_per_s", 1e-9), ("gpm", "gpm_sm_util_pct", 1),
                               ("gpm", "gpm_dram_bw_util_pct", 1)]:
         got = view.curve_data(key, field)
         assert got is not None, field
@@ -69,6 +69,25 @@ def test_replay_fills_the_curves_with_the_recordings_values(qtbot, view) -> None
     assert view.curve_data("power", "power_limit_w") is None  # not in this recording: no curve
     assert "127 samples from 1 GPU" in view.status.text()
     assert max(view.curve_data("gpm", "gpm_sm_util_pct")[1]) > 40
+    # each metric of a plot has its own colour; the titles carry the legend and the last reading
+    for key in ("util", "clocks", "pcie", "gpm"):
+        colours = [c.opts["pen"].color().name() for (k, _f, _g), c in view._curves.items() if k == key]
+        assert len(colours) >= 2 and len(set(colours)) == len(colours), key
+    last = rec.iloc[-1]
+    assert f"draw {last['power_w']:,.0f} W" in view.titles["power"]
+    assert f"SM {last['sm_clock_mhz']:,.0f} MHz" in view.titles["clocks"]
+    assert f"memory {last['mem_clock_mhz']:,.0f} MHz" in view.titles["clocks"]
+    assert "limit" not in view.titles["power"]  # no power-limit column in this recording
+    # y axes: 0 to above the largest value (percentages 0-100), with room for the edge labels
+    for key, field, scale in [("power", "power_w", 1), ("clocks", "mem_clock_mhz", 1),
+                              ("pcie", "pcie_rx_bytes_per_s", 1e-9)]:
+        lo, hi = view.plots[key].viewRange()[1]
+        peak = float(np.nanmax(rec[field].astype("float64"))) * scale
+        assert lo < 0 < peak < hi < peak * 1.3, key
+        ax = view.plots[key].getAxis("left")
+        ticks = [v for _spacing, vs in ax.tickValues(lo, hi, ax.height()) for v in vs]
+        assert len([v for v in ticks if lo <= v <= hi]) >= 3, key  # several labelled values, not "0" alone
+    assert view.plots["util"].viewRange()[1][0] < 0 and view.plots["util"].viewRange()[1][1] > 100
     screenshot(view, "telemetry_replay_h200")
 
 
@@ -110,8 +129,15 @@ def test_two_gpus_live_from_the_stand_in_one_colour_each(qtbot, view, monkeypatc
                                     and len(view.curve_data("util", "util_gpu_pct", g)[0]) >= 8
                                     for g in (0, 1)), timeout=WAIT_MS)
         assert view.timer.isActive() and view.timer.interval() <= 100  # >= 10 Hz
-        pens = {g: view._curves[("util", "util_gpu_pct", g)].opts["pen"].color().name() for g in (0, 1)}
-        assert pens[0] != pens[1]
+        # one colour per metric, one dash per GPU
+        pens = {g: view._curves[("util", "util_gpu_pct", g)].opts["pen"] for g in (0, 1)}
+        assert pens[0].color().name() == pens[1].color().name()
+        assert pens[0].style() != pens[1].style()
+        assert view._curves[("util", "util_mem_pct", 0)].opts["pen"].color() != pens[0].color()
+        assert "GPU 0 solid, GPU 1 dashed" in view.status.text()
+        view.stop()
+        d0, d1 = (view.curve_data("power", "power_w", g)[1][-1] for g in (0, 1))
+        assert f"draw {d0:,.0f} W / {d1:,.0f} W" in view.titles["power"]  # both GPUs' last readings
         # GPU 1 of the stand-in reports the recording 10 rows later than GPU 0
         rec = read_recording(H200)["power_w"].to_numpy()
         y0, y1 = view.curve_data("power", "power_w", 0)[1], view.curve_data("power", "power_w", 1)[1]
