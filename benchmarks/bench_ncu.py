@@ -16,6 +16,11 @@ its own empty Kernelscope cache:
 Peak memory is the child's max RSS (includes Python, pandas and ncu_report, ~100 MB; the `import
 only` row is that baseline). With `ncu` on PATH, `ncu --import R --csv --page details` is timed
 too and the ratio printed; without it the script says so.
+
+Targets (issue 3, "Speed"): a cold summary of the 6 MB fixture ``torch_sdpa.ncu-rep`` in <= 0.3 s and
+of the 18-kernel ``--set full`` report ``torch18_full.ncu-rep`` in <= 1 s. For a report with one of
+those file names (or one given with ``--target NAME=SECONDS``) the script prints PASS or FAIL for
+the median cold summary, and the fastest round beside it.
 """
 
 from __future__ import annotations
@@ -32,6 +37,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+
+#: Report file name -> the most seconds a cold summary may take (issue 3).
+TARGETS = {"torch_sdpa.ncu-rep": 0.3, "torch18_full.ncu-rep": 1.0}
+SUMMARY_KEYS = ("read", "kernel_table+verdicts", "sections", "rules", "roofline")
 
 
 def child(mode: str, path: str) -> None:
@@ -100,6 +109,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("reports", nargs="*", metavar="REPORT")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--target", action="append", default=[], metavar="NAME=SECONDS",
+                    help="cold-summary target for reports with that file name (besides the built-in "
+                         + ", ".join(f"{k}={v:g}" for k, v in TARGETS.items()) + ")")
     ap.add_argument("--child", nargs=2, metavar=("MODE", "PATH"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -107,7 +119,17 @@ def main() -> None:
         return
     if not a.reports:
         ap.error("give at least one REPORT")
+    targets = dict(TARGETS)
+    for t in a.target:
+        name, sep, secs = t.partition("=")
+        try:
+            targets[name] = float(secs)
+        except ValueError:
+            ap.error(f"--target takes NAME=SECONDS, e.g. torch18_full.ncu-rep=1.0 (got {t!r})")
+        if not sep:
+            ap.error(f"--target takes NAME=SECONDS (got {t!r})")
     rows = []
+    verdicts: list[str] = []
     for path in a.reports:
         size_mb = Path(path).stat().st_size / 1e6
         runs: dict[str, list[tuple[dict[str, float], float, float]]] = {
@@ -120,11 +142,19 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as cache:
                 runs["cold +SASS"].append(measure_rss("sass", path, cache))
         ncu_s = ncu_import_seconds(path)
+        target = targets.get(Path(path).name)
+        if target is not None:
+            cold = [sum(r[0].get(k, 0.0) for k in SUMMARY_KEYS) for r in runs["cold"]]
+            med_s = statistics.median(cold)
+            verdicts.append(
+                f"{'PASS' if med_s <= target else 'FAIL'}: {Path(path).name} cold summary median "
+                f"{med_s:.3f} s (fastest round {min(cold):.3f} s) vs target {target:g} s"
+            )
         kernels = int(runs["cold"][0][0].get("kernels", 0))
         for mode, rs in runs.items():
             def med(key: str, rs: list[tuple[dict[str, float], float, float]] = rs) -> float:
                 return statistics.median(r[0].get(key, 0.0) for r in rs)
-            summary = sum(med(k) for k in ("read", "kernel_table+verdicts", "sections", "rules", "roofline"))
+            summary = sum(med(k) for k in SUMMARY_KEYS)
             rows.append({
                 "report": f"{Path(path).name} ({size_mb:.1f} MB, {kernels} kernels)",
                 "mode": mode, "summary_s": summary, "read_s": med("read"), "sections_s": med("sections"),
@@ -149,6 +179,8 @@ def main() -> None:
         print("  ".join(c.ljust(w) for c, w in zip(t, widths, strict=True)).rstrip())
         if n == 0:
             print("  ".join("-" * w for w in widths))
+    for v in verdicts:
+        print(v)
     if not shutil.which("ncu"):
         print("ncu is not installed on this machine: no ratio against `ncu --import` (install Nsight Compute "
               "and rerun to get one).")

@@ -187,7 +187,7 @@ def _row(report: NcuReport, kid: int, metric: str, label: str, section: str) -> 
     v = report.value(kid, metric)
     if v is None:
         return [label, NOT_COLLECTED, "", NOT_COLLECTED, metric, _missing_note(report, section)]
-    unit = report.units.get(metric, "")
+    unit = report.unit(metric)
     return [label, v, unit, _fmt(v, unit), metric, ""]
 
 
@@ -209,20 +209,44 @@ def occupancy_limiter(report: NcuReport, kid: int) -> tuple[str, dict[str, float
 
 def top_stalls(report: NcuReport, kid: int, n: int = 5) -> list[tuple[str, float]]:
     """The largest warp stall reasons (cycles per issued instruction), ``selected`` excluded."""
-    v = report.values
-    if v is None or kid not in v.index:
-        return []
-    row = v.loc[kid]
     out = []
-    for name in v.columns:
-        if name.startswith(STALL_PREFIX) and name.endswith(STALL_SUFFIX):
-            reason = name[len(STALL_PREFIX):-len(STALL_SUFFIX)]
-            cell: Any = row[name]
-            x = float(cell)
-            if reason != "selected" and not math.isnan(x):
-                out.append((reason, x))
+    for name in report.metric_names_matching(STALL_PREFIX, STALL_SUFFIX):
+        reason = name[len(STALL_PREFIX):-len(STALL_SUFFIX)]
+        x = report.value(kid, name)
+        if reason != "selected" and x is not None:
+            out.append((reason, x))
     out.sort(key=lambda t: -t[1])
     return out[:n]
+
+
+def summary_metrics() -> tuple[frozenset[str], tuple[tuple[str, str], ...]]:
+    """The metrics that the summary reads: kernel table, verdicts, sections, rules and roofline.
+
+    A ``.ncu-rep`` reader decodes these for every kernel up front and any other metric only when
+    it is asked for (the details and raw pages need them all).
+
+    Returns:
+        (metric names, (prefix, suffix) patterns of further names such as the stall reasons).
+    """
+    from engine.analysis import ncu_roofline as rf
+    from engine.analysis.ncu_verdict import _KEYS
+
+    names = {metric for _title, _section, metrics in LAYOUT for metric, _label in metrics}
+    names |= {metric for metric, _what in LIMITERS}
+    names |= {"dram__bytes_read.sum", "dram__bytes_write.sum", "smsp__pcsamp_sample_count",
+              "sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active"}
+    names |= {name for keys in _KEYS.values() for name in keys[1:]}
+    names |= {rf.SM_HZ, rf.SMSP_HZ}
+    for ops, (inst, _factor) in rf.SCALAR.values():
+        names.add(rf._PEAK.format(inst))
+        names |= {rf._SMSP.format(op) for op, _f in ops}
+    for path in rf.TENSOR_PATHS:
+        dense = rf.DENSE_TENSOR_PEAKS.get(path, ())
+        names |= {f"sm__ops_path_tensor_op_{d}.sum.peak_sustained" for d in dense}
+        names |= {f"sm__ops_path_tensor_src_{path}.sum.peak_sustained",
+                  f"sm__ops_path_tensor_src_{path}.sum.per_cycle_elapsed"}
+    names |= {metric for level in rf.LEVELS.values() for metric in level}
+    return frozenset(names), ((STALL_PREFIX, STALL_SUFFIX),)
 
 
 def kernel_sections(

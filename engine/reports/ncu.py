@@ -21,6 +21,7 @@ import io
 import math
 import re
 import struct
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -239,6 +240,145 @@ class NcuReport:
         except (TypeError, ValueError):
             return None
         return None if math.isnan(f) else f
+
+    def unit(self, metric: str) -> str:
+        """A metric's base unit ("" when unknown)."""
+        return self.units.get(metric, "")
+
+    def metric_names_matching(self, prefix: str, suffix: str = "") -> list[str]:
+        """The report's metric names (``values`` columns) with that prefix and suffix, sorted."""
+        v = self.values
+        if v is None:
+            return []
+        return sorted(str(c) for c in v.columns if str(c).startswith(prefix) and str(c).endswith(suffix))
+
+
+@dataclass
+class _Partial:
+    """What a summary read of a ``.ncu-rep`` decoded: a few metrics per kernel, every metric's name."""
+
+    names: list[frozenset[str]]  # per kernel ID: every metric it has (no breakdown:/group: names)
+    nums: list[dict[str, float]]  # per kernel ID: the summary metrics as floats (NaN: no value)
+    units: dict[str, str]  # the summary metrics' raw-page units
+    idents: list[list[str]]  # per kernel ID: the ID_COLUMNS cells
+    use_cache: bool
+    all_names: list[str] = field(default_factory=list)  # sorted union of names, filled on first use
+    matching: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # metric_names_matching
+
+
+class LazyNcuReport(NcuReport):
+    """A ``.ncu-rep`` read for the summary; the raw page and the full ``values`` come on first use.
+
+    Decoding every one of a kernel's ~2,300 metrics (and asking each its unit) costs more than the
+    rest of the summary together, and only the details/raw pages, rules and gates need them.
+    :meth:`value`, :meth:`unit` and :meth:`metric_names_matching` answer from the metrics the
+    summary reads (``engine.analysis.ncu_sections.summary_metrics``); reading ``raw``,
+    ``raw_units``, ``values`` or ``units``, or asking :meth:`value` for another metric a kernel has,
+    decodes the rest (from the report still open in ``ncu_report``, or by opening the file again)
+    and rewrites the cache entry with the full tables. The results are the same as a full read.
+    """
+
+    def _full(self, key: str) -> Any:
+        if self.__dict__.get("_partial") is not None:
+            self._materialize()
+        return self.__dict__[key]
+
+    @property  # type: ignore[override]
+    def raw(self) -> pd.DataFrame:
+        """The ``--page raw`` table (decoded on first use)."""
+        return self._full("_raw")  # type: ignore[no-any-return]
+
+    @raw.setter
+    def raw(self, table: pd.DataFrame) -> None:
+        self.__dict__["_raw"] = table
+
+    @property  # type: ignore[override]
+    def raw_units(self) -> dict[str, str]:
+        """The raw page's units (decoded on first use)."""
+        return self._full("_raw_units")  # type: ignore[no-any-return]
+
+    @raw_units.setter
+    def raw_units(self, units: dict[str, str]) -> None:
+        self.__dict__["_raw_units"] = units
+
+    @property  # type: ignore[override]
+    def values(self) -> pd.DataFrame | None:
+        """Every metric as a float (decoded on first use)."""
+        return self._full("_values")  # type: ignore[no-any-return]
+
+    @values.setter
+    def values(self, table: pd.DataFrame | None) -> None:
+        self.__dict__["_values"] = table
+
+    @property  # type: ignore[override]
+    def units(self) -> dict[str, str]:
+        """Every metric's base unit (decoded on first use)."""
+        return self._full("_units")  # type: ignore[no-any-return]
+
+    @units.setter
+    def units(self, units: dict[str, str]) -> None:
+        self.__dict__["_units"] = units
+
+    def value(self, kernel_id: int, metric: str) -> float | None:
+        """One metric of one kernel as a float in base units, or None when it was not collected."""
+        part: _Partial | None = self.__dict__.get("_partial")
+        if part is None:
+            return super().value(kernel_id, metric)
+        if not 0 <= kernel_id < len(part.nums):
+            return None
+        x = part.nums[kernel_id].get(metric)
+        if x is None:
+            if metric not in part.names[kernel_id]:
+                return None
+            self._materialize()
+            return super().value(kernel_id, metric)
+        return None if math.isnan(x) else x
+
+    def unit(self, metric: str) -> str:
+        """A metric's base unit ("" when unknown)."""
+        part: _Partial | None = self.__dict__.get("_partial")
+        if part is not None:
+            u = part.units.get(metric)
+            if u is not None:
+                return u
+            if not any(metric in names for names in part.names):
+                return ""
+        return super().unit(metric)
+
+    def metric_names_matching(self, prefix: str, suffix: str = "") -> list[str]:
+        """The report's metric names with that prefix and suffix, sorted."""
+        part: _Partial | None = self.__dict__.get("_partial")
+        if part is None:
+            return super().metric_names_matching(prefix, suffix)
+        found = part.matching.get((prefix, suffix))
+        if found is None:
+            if not part.all_names:
+                part.all_names = sorted(frozenset().union(*part.names))
+            found = [n for n in part.all_names if n.startswith(prefix) and n.endswith(suffix)]
+            part.matching[(prefix, suffix)] = found
+        return list(found)
+
+    def _materialize(self) -> None:
+        """Decode every metric of every kernel: the raw page, ``values`` and ``units``."""
+        with _OPEN_LOCK:
+            part: _Partial | None = self.__dict__.get("_partial")
+            if part is None:
+                return
+            try:
+                ctx = _open_report(self.path)
+                actions = [ctx.range_by_idx(i).action_by_idx(j) for i, j in self.action_refs]
+            except ReportError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the native reader's errors are not for people
+                raise ReportError(
+                    f"{self.path} could not be read again for its remaining metrics ({exc}); "
+                    "check that the file is still there and open it again."
+                ) from exc
+            raw, raw_units, values = _all_metrics(actions, part.idents)
+            self.__dict__.update(_raw=raw, _raw_units=raw_units, _values=values, _units=dict(raw_units))
+            self.__dict__["_partial"] = None
+            if part.use_cache:
+                _cache_store(self.path, self)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -552,7 +692,29 @@ def _hottest_lines(action: Any, report: NcuReport, kernel_id: int, top: int = 10
     return pd.DataFrame([[f, ln, n, 100.0 * n / all_samples] for (f, ln), n in rows], columns=LINE_COLUMNS)
 
 
-_OPEN_REPORTS: dict[Path, Any] = {}
+_OPEN_REPORTS: dict[tuple[Path, int, int], Any] = {}
+_OPEN_LOCK = threading.RLock()
+
+
+def _open_report(path: Path, ctx: Any = None) -> Any:
+    """The ``ncu_report`` context of a report file, kept open (one file at a time).
+
+    The context keeps the kernels it has decoded (decoding one costs 30-150 ms; asking again, a
+    few ms), so the summary read, the raw page and the SASS of the hottest instructions share one
+    decode. Keyed by the file's size and modification time: a rewritten file is opened again.
+    ``ctx`` registers a context the caller just opened.
+    """
+    st = path.stat()
+    key = (path, st.st_size, st.st_mtime_ns)
+    with _OPEN_LOCK:
+        if ctx is None:
+            ctx = _OPEN_REPORTS.get(key)
+            if ctx is not None:
+                return ctx
+            ctx = _import_ncu_report().load_report(str(path))
+        _OPEN_REPORTS.clear()  # keep one report open at a time
+        _OPEN_REPORTS[key] = ctx
+        return ctx
 
 
 def resolve_sources(report: NcuReport, kernel_id: int) -> None:
@@ -568,13 +730,9 @@ def resolve_sources(report: NcuReport, kernel_id: int) -> None:
     if not len(mine) or kernel_id in report.source_lines:
         return
     try:
-        ctx = _OPEN_REPORTS.get(report.path)
-        if ctx is None:
-            ctx = _import_ncu_report().load_report(str(report.path))
-            _OPEN_REPORTS.clear()  # keep one report open at a time
-            _OPEN_REPORTS[report.path] = ctx
-        i, j = report.action_refs[kernel_id]
-        action = ctx.range_by_idx(i).action_by_idx(j)
+        with _OPEN_LOCK:
+            i, j = report.action_refs[kernel_id]
+            action = _open_report(report.path).range_by_idx(i).action_by_idx(j)
         found = _sass_and_lines(action, [int(pc) for pc in src.loc[mine, "pc"]])
         report.source_lines[kernel_id] = _hottest_lines(action, report, kernel_id)
     except Exception:  # noqa: BLE001 - the SASS text is decoration; the counts are already there
@@ -612,6 +770,10 @@ def read_ncu_rep(path: str | Path, *, use_cache: bool = True) -> NcuReport:
     the user cache directory, keyed by the file's identity and the engine's code); ``use_cache=False``
     neither reads nor writes the cache.
 
+    Only the metrics the summary needs are decoded now (a :class:`LazyNcuReport`): the raw page,
+    ``values``/``units`` and any other metric are decoded on first use, and the cache entry is then
+    rewritten with the full tables.
+
     Args:
         path: The report file.
         use_cache: Read and write the on-disk cache.
@@ -629,7 +791,7 @@ def read_ncu_rep(path: str | Path, *, use_cache: bool = True) -> NcuReport:
         cached = _cache_load(p)
         if cached is not None:
             return cached
-    report = _read_ncu_rep(p)
+    report = _read_ncu_rep(p, use_cache)
     if use_cache:
         _cache_store(p, report)
     return report
@@ -674,13 +836,13 @@ def _cache_store(path: Path, report: NcuReport) -> None:
         pass  # a read-only or full cache only costs speed
 
 
-def _read_ncu_rep(p: Path) -> NcuReport:
+def _read_ncu_rep(p: Path, use_cache: bool = False) -> NcuReport:
     import pandas as pd
 
     ncu = _import_ncu_report()
     fmt = report_format_version(p)
     try:
-        ctx = ncu.load_report(str(p))
+        ctx = _open_report(p, ncu.load_report(str(p)))
         refs = [(i, j) for i in range(ctx.num_ranges()) for j in range(ctx.range_by_idx(i).num_actions())]
         actions = [ctx.range_by_idx(i).action_by_idx(j) for i, j in refs]
     except Exception as exc:  # noqa: BLE001 - the native reader's errors are not for people
@@ -701,15 +863,20 @@ def _read_ncu_rep(p: Path) -> NcuReport:
 
     kernels: list[dict[str, Any]] = []
     details: list[list[Any]] = []
-    raw_rows: list[dict[str, str]] = []
     raw_units: dict[str, str] = {}
-    numeric: list[dict[str, float]] = []
     labels: dict[str, str] = {}
     rule_records: list[list[Any]] = []
     source_records: list[list[Any]] = []
     all_samples: list[tuple[int, int, int]] = []
     sections: dict[int, list[str]] = {}
     detail_units: dict[str, str] = {}
+    from engine.analysis.ncu_sections import summary_metrics
+
+    wanted, patterns = summary_metrics()
+    name_sets: list[frozenset[str]] = []
+    partial_nums: list[dict[str, float]] = []
+    idents: list[list[str]] = []
+    canonical: dict[str, str] = {}  # one str object per metric name: the cache pickles each once
     stored_names = [str(a.name(a.NameBase_DEMANGLED)) for a in actions]
     printed_names = simplify_names(stored_names)  # as ncu prints them: depends on the whole report
     for idx, a in enumerate(actions):
@@ -738,22 +905,67 @@ def _read_ncu_rep(p: Path) -> NcuReport:
             "NVTX Range": _nvtx_range(a),
         })
         rules = _rule_rows(a)
+        nums: dict[str, float] = {}
         for sid, sname, _order, header in _section_table(a):
             for metric_name, label in header:
                 m = a.metric_by_name(metric_name)
                 if m is None:
                     continue
                 text, num = _metric_text(m)
+                nums[metric_name] = num
                 unit = detail_units.get(metric_name)
                 if unit is None:  # unit() costs ~60 us a call; a metric's unit is the same in every kernel
                     unit = detail_units[metric_name] = str(m.unit())
                 details.append([*ident, sname, label, unit, text, "", "", "", "", "", num, metric_name])
             for rule in rules.get(sid, []):
                 details.append([*ident, sid, "", "", "", *rule, math.nan, ""])
+        names = [canonical.setdefault(n, n) for n in map(str, a.metric_names())]
+        have = frozenset(n for n in names if not n.startswith(("breakdown:", "group:")))
+        # Only the summary's metrics now (the rest when the raw page or another metric is asked for).
+        nums = {n: x for n, x in nums.items() if n in have}  # the details header metrics
+        for name in wanted.intersection(have).union(
+            nums, (n for n in have for pre, suf in patterns if n.startswith(pre) and n.endswith(suf))
+        ):
+            if name not in nums or name not in raw_units:
+                m = a.metric_by_name(name)
+                if name not in nums:
+                    nums[name] = _metric_text(m)[1]
+                if name not in raw_units:
+                    raw_units[name] = _unit(name, m)
+        idents.append(ident)
+        name_sets.append(have)
+        partial_nums.append(nums)
+        rule_records.extend(_rule_records(idx, a))
+        source_records.extend(_source_records(idx, a, names, all_samples))
+        sections[idx] = _labels(a, labels)
+
+    metrics = pd.DataFrame(details, columns=[*DETAILS_COLUMNS, "value", "metric"])
+    report = LazyNcuReport(
+        p, "ncu-rep", pd.DataFrame(kernels, columns=KERNEL_COLUMNS), metrics, pd.DataFrame(), {},
+        notes=notes, values=None, units={}, labels=labels,
+        rules=pd.DataFrame(rule_records, columns=RULE_TABLE_COLUMNS),
+        sources=pd.DataFrame(source_records, columns=SOURCE_COLUMNS), sections=sections,
+        action_refs=refs, pc_samples=pd.DataFrame(all_samples, columns=["ID", "pc", "samples"]),
+        stored_names=stored_names,
+    )
+    report.__dict__["_partial"] = _Partial(name_sets, partial_nums, raw_units, idents, use_cache)
+    return report
+
+
+def _all_metrics(
+    actions: list[Any], idents: list[list[str]]
+) -> tuple[pd.DataFrame, dict[str, str], pd.DataFrame]:
+    """Every metric of every kernel: the raw page (text as ncu prints it), its units, ``values``."""
+    import numpy as np
+    import pandas as pd
+
+    raw_rows: list[dict[str, str]] = []
+    raw_units: dict[str, str] = {}
+    numeric: list[dict[str, float]] = []
+    for a, ident in zip(actions, idents, strict=True):
         row = dict(zip(ID_COLUMNS, ident, strict=True))
         nums: dict[str, float] = {}
-        names = [str(n) for n in a.metric_names()]
-        for name in names:
+        for name in map(str, a.metric_names()):
             if name.startswith(("breakdown:", "group:")):
                 continue
             m = a.metric_by_name(name)
@@ -762,15 +974,8 @@ def _read_ncu_rep(p: Path) -> NcuReport:
                 raw_units[name] = _unit(name, m)
         raw_rows.append(row)
         numeric.append(nums)
-        rule_records.extend(_rule_records(idx, a))
-        source_records.extend(_source_records(idx, a, names, all_samples))
-        sections[idx] = _labels(a, labels)
-
-    metrics = pd.DataFrame(details, columns=[*DETAILS_COLUMNS, "value", "metric"])
     cols = ID_COLUMNS + sorted(raw_units)
     # Built as one 2-D block each: per-column construction of ~2,000 columns costs ~0.5 s.
-    import numpy as np
-
     cells = np.empty((len(raw_rows), len(cols)), dtype=object)
     for r, row in enumerate(raw_rows):
         cells[r] = [row.get(c, "") for c in cols]
@@ -781,14 +986,7 @@ def _read_ncu_rep(p: Path) -> NcuReport:
     for r, nums in enumerate(numeric):
         table[r, [pos[n] for n in nums]] = list(nums.values())
     values = pd.DataFrame(table, index=pd.Index(range(len(numeric)), name="ID"), columns=names)
-    return NcuReport(
-        p, "ncu-rep", pd.DataFrame(kernels, columns=KERNEL_COLUMNS), metrics, raw, raw_units,
-        notes=notes, values=values, units=dict(raw_units), labels=labels,
-        rules=pd.DataFrame(rule_records, columns=RULE_TABLE_COLUMNS),
-        sources=pd.DataFrame(source_records, columns=SOURCE_COLUMNS), sections=sections,
-        action_refs=refs, pc_samples=pd.DataFrame(all_samples, columns=["ID", "pc", "samples"]),
-        stored_names=stored_names,
-    )
+    return raw, raw_units, values
 
 
 def _labels(action: Any, labels: dict[str, str]) -> list[str]:
