@@ -3,6 +3,7 @@ results ranked by estimated time saved ("what to fix first")."""
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 from PySide6.QtCore import QItemSelectionModel, Qt, Signal
@@ -25,7 +26,7 @@ from gui import format as fmt
 from gui.documents import OpenReports
 from gui.table_model import RAW_ROLE, DataFrameModel, NumericSortProxy
 from gui.views.background import LatestCall
-from gui.views.common import WrapLabel, heading
+from gui.views.common import WrapLabel, follow_current, heading
 from gui.workers import LoadedReport
 
 VERDICT_COLORS = {
@@ -64,24 +65,48 @@ def kernel_frame(kt: Any) -> Any:
     })
 
 
-def rules_frame(rt: Any) -> Any:
-    """The ranked rule results as shown."""
+def rules_frame(rt: Any, short_names: dict[int, str] | None = None) -> Any:
+    """The ranked rule results as shown: the kernel by its short name (from the kernel table)."""
     import pandas as pd
 
+    ids = rt["id"].astype("int64")
+    kernel = rt["kernel"].astype(str)
+    if short_names:
+        kernel = pd.Series([short_names.get(int(i), k) for i, k in zip(ids, kernel, strict=True)],
+                           index=rt.index, dtype=object)
     return pd.DataFrame({
         "Rank": range(1, len(rt) + 1),
-        "ID": rt["id"].astype("int64"),
-        "Kernel": rt["kernel"].astype(str).str.slice(0, 60),
+        "ID": ids,
+        "Kernel": kernel,
         "Rule": rt["name"].astype(str) if "name" in rt.columns else rt["rule"].astype(str),
-        "Type": rt["type"].astype(str),
         "Est. speedup %": rt["speedup_pct"].astype(float),
         "Est. time saved (µs)": rt["weighted_ns"].astype(float) / 1e3,
+        "Type": rt["type"].astype(str),
         "Message": rt["message"].astype(str).str.replace("\n", " "),
     })
 
 
+#: rules-table columns kept in the model (the filter and the message line read them) but not shown
+RULES_HIDDEN = ("Type", "Message")
+
+
+class _TipModel(DataFrameModel):
+    """A DataFrameModel whose tooltips for some columns come from another column or list
+    (the full kernel name behind the short one, the rule's message behind its name)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tips: dict[int, list[str]] = {}
+
+    def data(self, index: Any, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if role == Qt.ItemDataRole.ToolTipRole and index.isValid() and index.column() in self.tips:
+            tips = self.tips[index.column()]
+            return tips[index.row()] if index.row() < len(tips) else None
+        return super().data(index, role)
+
+
 def _table(sorting: bool = True) -> tuple[QTableView, DataFrameModel, NumericSortProxy]:
-    model = DataFrameModel()
+    model = _TipModel()
     proxy = NumericSortProxy()
     proxy.setSourceModel(model)
     view = QTableView()
@@ -92,6 +117,9 @@ def _table(sorting: bool = True) -> tuple[QTableView, DataFrameModel, NumericSor
     view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
     view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
     view.setWordWrap(False)
+    view.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # kernel names differ at both ends
+    # compact rows, as in the Statistics view
+    view.verticalHeader().setDefaultSectionSize(view.fontMetrics().height() + 8)
     view.verticalHeader().hide()
     hh = view.horizontalHeader()
     hh.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
@@ -139,14 +167,13 @@ class KernelsView(QWidget):
         llay = QVBoxLayout(left)
         llay.setContentsMargins(0, 4, 0, 0)
         self.details_title = WrapLabel("Sections")
-        self.details_title.setStyleSheet("font-weight: 600;")
         llay.addWidget(self.details_title)
         self.details = QTreeWidget()
         self.details.setColumnCount(2)
         self.details.setHeaderLabels(["Metric", "Value"])
         self.details.setAlternatingRowColors(True)
         self.details.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
-        self.details.header().resizeSection(0, 330)
+        self.details.header().resizeSection(0, 250)
         llay.addWidget(self.details, 1)
         lower.addWidget(left)
         right = QWidget()
@@ -162,7 +189,7 @@ class KernelsView(QWidget):
                                  "kernel duration.", muted=True))
         self.rules, self.rules_model, self.rules_proxy = _table()
         self.rules_proxy.setParent(self)
-        self.rules_proxy.setFilterKeyColumn(1)  # the ID column
+        self.rules_proxy.setFilterKeyColumn(1)  # the ID column (rules_frame's second)
         rlay.addWidget(self.rules, 1)
         self.rule_message = WrapLabel(muted=True)
         rlay.addWidget(self.rule_message)
@@ -179,7 +206,7 @@ class KernelsView(QWidget):
         self.table.selectionModel().currentRowChanged.connect(self._on_row_changed)
         self.rules.selectionModel().currentRowChanged.connect(self._on_rule_changed)
         self.only_selected.toggled.connect(lambda _on: self._filter_rules())
-        reports.sig_current_changed.connect(self._on_current_changed)
+        follow_current(self, reports, self._on_current_changed)
         reports.sig_removed.connect(lambda r: self._calls.forget(id(r)))
         self._on_current_changed(reports.current)
 
@@ -250,20 +277,36 @@ class KernelsView(QWidget):
         kt, rt = data["kernels"], data["rules"]
         self.stack.setCurrentWidget(self._body)
         self.model.set_frame(kernel_frame(kt))
+        kcol = self.model.column_names().index("Kernel")
+        full = [str(n) for n in kt["name"]] if "name" in kt.columns else []
+        self.model.tips = {kcol: full}  # type: ignore[attr-defined]
         self.table.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
         self.proxy.sort(-1)
         self.table.resizeColumnsToContents()
         hh = self.table.horizontalHeader()
-        kcol = self.model.column_names().index("Kernel")
-        hh.resizeSection(kcol, min(hh.sectionSize(kcol), 320))
-        self.rules_model.set_frame(rules_frame(rt))
+        hh.resizeSection(kcol, min(hh.sectionSize(kcol), 420))
+        short_names = {int(i): str(n) for i, n in zip(kt["id"], kt["short_name"], strict=True)}
+        full_names = {int(i): str(n) for i, n in zip(kt["id"], kt["name"], strict=True)} \
+            if "name" in kt.columns else {}
+        rf = rules_frame(rt, short_names)
+        self.rules_model.set_frame(rf)
+        cols = self.rules_model.column_names()
+        kernel_tips = [full_names.get(int(i), str(k)) for i, k in zip(rf["ID"], rt["kernel"], strict=True)]
+        self.rules_model.tips = {  # type: ignore[attr-defined]
+            cols.index("Kernel"): kernel_tips,
+            cols.index("Rule"): [str(m) for m in rf["Message"]],
+        }
+        for name in RULES_HIDDEN:
+            self.rules.setColumnHidden(cols.index(name), True)
         self.rules.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
         self.rules_proxy.sort(-1)
         self.rules.resizeColumnsToContents()
         rh = self.rules.horizontalHeader()
-        for name, width in (("Kernel", 220), ("Rule", 200)):
-            c = self.rules_model.column_names().index(name)
-            rh.resizeSection(c, min(rh.sectionSize(c), width))
+        rh.setStretchLastSection(False)
+        # The kernel name takes what the other columns leave; those are never cut off.
+        modes = QHeaderView.ResizeMode
+        for i, name in enumerate(cols):
+            rh.setSectionResizeMode(i, modes.Stretch if name == "Kernel" else modes.ResizeToContents)
         total = float(kt["duration_ns"].sum())
         counts = kt["verdict"].value_counts()
         verdicts = ", ".join(f"{n} {v}" for v, n in counts.items())
@@ -306,13 +349,21 @@ class KernelsView(QWidget):
             self._filter_rules()
             return
         name = ""
+        title = ""
         if self.data is not None:
             kt = self.data["kernels"]
             row = kt[kt["id"] == kid]
             if len(row):
                 r = row.iloc[0]
                 name = f"{r['short_name']} (ID {kid}) — {r['verdict']}: {r.get('verdict_reason', '')}"
-        self.details_title.setText(f"Sections of {name}" if name else f"Sections of kernel {kid}")
+                short = _elide_middle(str(r["short_name"]), 70)
+                title = (f"<b>Sections of {html.escape(short)} (ID {kid})</b> — "
+                         f"<span style='color:{VERDICT_COLORS.get(str(r['verdict']), '#2c3e50')}'>"
+                         f"{html.escape(str(r['verdict']))}</span>: "
+                         f"{html.escape(str(r.get('verdict_reason', '')))}")
+        if not name:
+            title = f"<b>Sections of kernel {kid}</b>"
+        self.details_title.setText(title)
         self.details_title.setToolTip(name)
         self.details.clear()
         for section, df in self.sections.items():
@@ -376,6 +427,14 @@ class KernelsView(QWidget):
             top = self.details.topLevelItem(i)
             out[top.text(0)] = {top.child(j).text(0): top.child(j).text(1) for j in range(top.childCount())}
         return out
+
+
+def _elide_middle(text: str, n: int) -> str:
+    """``text`` cut to ``n`` characters with '…' in the middle (kernel names differ at both ends)."""
+    if len(text) <= n:
+        return text
+    head = (n - 1) // 2
+    return text[:head] + "…" + text[len(text) - (n - 1 - head):]
 
 
 def _value_text(value: Any, unit: Any) -> str:

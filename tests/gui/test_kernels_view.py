@@ -134,3 +134,39 @@ def test_timeline_link_opens_the_ncu_result(qtbot, window):
     assert window.reports.current is ncu
     assert window.current_view() == "kernels"
     assert "saxpy" in view.details_title.text()
+
+
+def test_rules_table_reads_at_a_glance(qtbot, window):
+    """Rank, ID, short kernel name (full name in the tooltip), rule (message in the tooltip),
+    speedup and time saved all visible and never cut off; compact rows; long names elided in the middle."""
+    from engine.analysis.ncu_sections import kernel_table, rules_table
+
+    report = open_and_wait(qtbot, window, NCU / "torch_sdpa.ncu-rep")
+    view = _show(qtbot, window)
+    qtbot.wait(50)
+    kt, rt = kernel_table(report.ncu), rules_table(report.ncu)
+    cols = view.rules_model.column_names()
+    shown = [c for i, c in enumerate(cols) if not view.rules.isColumnHidden(i)]
+    assert shown == ["Rank", "ID", "Kernel", "Rule", "Est. speedup %", "Est. time saved (µs)"]
+    short = dict(zip(kt["id"], kt["short_name"], strict=True))
+    full = dict(zip(kt["id"], kt["name"], strict=True))
+    kc, rc = cols.index("Kernel"), cols.index("Rule")
+    top = rt.iloc[0]
+    assert view.rules_proxy.index(0, kc).data() == short[top["id"]]
+    assert view.rules_proxy.index(0, kc).data(Qt.ItemDataRole.ToolTipRole) == full[top["id"]]
+    message = str(top["message"]).replace("\n", " ")
+    assert view.rules_proxy.index(0, rc).data(Qt.ItemDataRole.ToolTipRole) == message
+    rh = view.rules.horizontalHeader()
+    # the 101-character cuDNN name does not fit: the column keeps the rest visible and elides it
+    assert view.rules.fontMetrics().horizontalAdvance(short[top["id"]]) > rh.sectionSize(kc)
+    for name in ("Rank", "ID", "Est. speedup %", "Est. time saved (µs)"):
+        c = cols.index(name)
+        assert rh.sectionSize(c) >= rh.sectionSizeHint(c), name  # header text not cut off
+    right = max(rh.sectionViewportPosition(c) + rh.sectionSize(c) for c in range(len(cols))
+                if not view.rules.isColumnHidden(c))
+    assert right <= view.rules.viewport().width()  # the last column ends inside the visible table
+    for table in (view.table, view.rules):
+        assert table.textElideMode() == Qt.TextElideMode.ElideMiddle
+        assert table.rowHeight(0) <= table.fontMetrics().height() + 8
+    assert view.model.index(0, view.model.column_names().index("Kernel")).data(
+        Qt.ItemDataRole.ToolTipRole) == full[kt["id"].iloc[0]]
