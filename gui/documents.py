@@ -26,6 +26,8 @@ class OpenReports(QObject):
     sig_added = Signal(object)
     sig_removed = Signal(object)
     sig_current_changed = Signal(object)
+    #: a report's summary was computed (or failed: ``report.summary_error``) in the background
+    sig_summary_ready = Signal(object)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)

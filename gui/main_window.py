@@ -6,6 +6,7 @@ first report arrives, so the window appears fast.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from gui.log_panel import LogPanel
 from gui.views.registry import VIEW_SPECS
 from gui.views.registry import spec as view_spec
 from gui.views.welcome_view import WelcomeView
-from gui.workers import Job, LoadedReport, LoadWorker, Opener
+from gui.workers import CallWorker, Job, LoadedReport, LoadWorker, Opener
 
 APP_NAME = "Kernelscope"
 #: view key -> tab title, in tab and shortcut order (Ctrl+1, Ctrl+2, ...)
@@ -67,6 +68,7 @@ class MainWindow(QMainWindow):
         self._opener = opener
         self.reports = OpenReports(self)
         self._jobs: dict[str, Job] = {}
+        self._summary_jobs: dict[int, Job] = {}
         self._interactive: dict[str, bool] = {}
         self.views: dict[str, QWidget] = {}
         self.setWindowTitle(APP_NAME)
@@ -279,6 +281,10 @@ class MainWindow(QMainWindow):
     def is_loading(self) -> bool:
         return bool(self._jobs)
 
+    def is_summarizing(self) -> bool:
+        """True while an opened report's summary is still being computed in the background."""
+        return bool(self._summary_jobs)
+
     @Slot()
     def cancel_loads(self) -> None:
         for job in self._jobs.values():
@@ -321,9 +327,10 @@ class MainWindow(QMainWindow):
 
     def shutdown(self) -> None:
         """Stop every background thread (cancel, quit, wait)."""
-        for job in list(self._jobs.values()):
+        for job in [*self._jobs.values(), *self._summary_jobs.values()]:
             job.stop()
         self._jobs.clear()
+        self._summary_jobs.clear()
         for view in self.views.values():
             stop = getattr(view, "shutdown", None)
             if stop is not None:
@@ -335,19 +342,47 @@ class MainWindow(QMainWindow):
 
     def _on_load_finished(self, key: str, report: LoadedReport) -> None:
         self._ensure_views()
-        self.reports.add(report)
-        s = report.summary
         if report.is_ncu:
             n = len(report.ncu.kernels)
             self.log.add(f"Opened {report.path} in {report.load_s:.2f} s: Nsight Compute report, "
                          f"{n} profiled kernel{'s' if n != 1 else ''} (see the Kernels view).")
         else:
-            self.log.add(f"Opened {report.path} in {report.load_s:.2f} s: "
-                         f"{_fmt_ms(s['wall']['span_ns'])} capture, {len(s['findings'])} findings.")
+            self.log.add(f"Opened {report.path} in {report.load_s:.2f} s.")
+        # Summarize in the background: the Timeline and other views need not wait for it.
+        self._start_summary(report)
+        self.reports.add(report)
         recent = gsettings.add_recent(self.settings, report.path)
         self.welcome.set_recent(recent)
         self.statusBar().showMessage(f"Opened {report.name}", 5000)
         self.sig_report_opened.emit(report)
+
+    def _start_summary(self, report: LoadedReport) -> None:
+        job = Job(CallWorker(report.ensure_summary), self)
+        self._summary_jobs[id(report)] = job
+        t0 = time.perf_counter()
+
+        def finished(s: dict[str, Any]) -> None:
+            if not report.is_ncu:
+                self.log.add(f"Summarized {report.name} in {time.perf_counter() - t0:.2f} s: "
+                             f"{_fmt_ms(s['wall']['span_ns'])} capture, {len(s['findings'])} findings.")
+            self.reports.sig_summary_ready.emit(report)
+
+        def errored(msg: str) -> None:
+            if report not in self.reports.reports:
+                return  # closed while it was being summarized
+            report.summary_error = msg
+            self.log.add(f"Could not summarize {report.name}: {msg}", "error")
+            self.reports.sig_summary_ready.emit(report)
+
+        job.sig_finished.connect(finished)
+        job.sig_errored.connect(errored)
+        def done(k: int = id(report)) -> None:
+            j = self._summary_jobs.pop(k, None)
+            if j is not None:
+                j.deleteLater()
+
+        job.sig_done.connect(done)
+        job.start()
 
     def _on_load_errored(self, key: str, msg: str) -> None:
         self.log.add(msg, "error")

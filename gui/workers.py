@@ -98,19 +98,47 @@ class Worker(QObject):
                 self.moveToThread(app.thread())
 
 
-@dataclass
+@dataclass(eq=False)
 class LoadedReport:
-    """A report opened and analysed in the background: everything the views show."""
+    """A report opened in the background: everything the views show.
+
+    The summary is computed on first use (the window starts that in a worker thread as soon as
+    the report opens, so a view that needs other tables, like the Timeline, paints without
+    waiting for it); :meth:`ensure_summary` is safe to call from any thread.
+    """
 
     path: Path
     trace: Any  # engine.reports.base.Trace
-    summary: dict[str, Any]
     table_rows: dict[str, int | None] = field(default_factory=dict)
     load_s: float = 0.0
+    _summary: dict[str, Any] | None = field(default=None, repr=False)
+    #: the sentence to show when summarizing failed (set by the window's summary job)
+    summary_error: str | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def name(self) -> str:
         return self.path.name
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """The engine's summary (``kernelscope.summary/1``); computed here if not yet done."""
+        return self.ensure_summary()
+
+    @property
+    def summary_ready(self) -> bool:
+        """True once the summary has been computed (views show "Summarizing…" until then)."""
+        return self._summary is not None
+
+    def ensure_summary(self) -> dict[str, Any]:
+        """Compute the summary once (any thread; concurrent callers wait for the first)."""
+        if self._summary is None:
+            with self._lock:
+                if self._summary is None:
+                    from engine.analysis.summary import summarize
+
+                    self._summary = summarize(self.trace)
+        return self._summary
 
     @property
     def ncu(self) -> Any:
@@ -155,19 +183,15 @@ class LoadWorker(Worker):
         trace = opener(self.path, progress=self._progress, cancel=self.cancel_event)
         try:
             self.check_cancel()
-            self.sig_progress.emit(f"Summarizing {self.path.name}…")
-            from engine.analysis.summary import summarize
             from engine.reports.base import TABLES
 
-            summary = summarize(trace)
-            self.check_cancel()
             rows: dict[str, int | None] = {}
             for name in TABLES:  # counted, not read: the views read the columns they draw
                 rows[name] = trace.row_count(name)
         except BaseException:
             trace.close()
             raise
-        return LoadedReport(self.path, trace, summary, rows, time.perf_counter() - t0)
+        return LoadedReport(self.path, trace, rows, time.perf_counter() - t0)
 
 
 class CallWorker(Worker):

@@ -26,7 +26,7 @@ from gui.documents import OpenReports
 from gui.table_model import DataFrameModel, NumericSortProxy
 from gui.views.axes import LogAxis
 from gui.views.background import LatestCall
-from gui.views.common import WrapLabel, heading, swatch
+from gui.views.common import WrapLabel, follow_current, heading, swatch
 from gui.workers import LoadedReport
 
 #: (direction, memory) -> colour; pageable in warm colours, pinned in cool ones.
@@ -151,6 +151,7 @@ class BandwidthView(QWidget):
         self.table.setSortingEnabled(True)
         self.table.setAlternatingRowColors(True)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)  # compact rows
         self.table.verticalHeader().hide()
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.horizontalHeader().setStretchLastSection(True)
@@ -168,7 +169,7 @@ class BandwidthView(QWidget):
         self.hist_counts: dict[str, Any] = {}
         self._scatters: dict[str, Any] = {}
 
-        reports.sig_current_changed.connect(self._on_current_changed)
+        follow_current(self, reports, self._on_current_changed)
         reports.sig_removed.connect(lambda r: self._calls.forget(id(r)))
         self._on_current_changed(reports.current)
 

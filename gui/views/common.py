@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QFont, QResizeEvent
-from PySide6.QtWidgets import QFrame, QLabel, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QLabel, QSizePolicy, QStackedWidget, QVBoxLayout, QWidget
 
 MUTED = "#5f6b7a"
 KIND_LABELS = {
@@ -112,3 +115,45 @@ class StatCard(QFrame):
     def set(self, value: str, detail: str = "") -> None:
         self.value.setText(value)
         self.detail.setText(detail)
+
+
+class _CurrentFollower(QObject):
+    """Forwards the current report to a view's slot, deferring it while the view is a hidden tab."""
+
+    def __init__(self, view: QWidget, reports: Any, slot: Callable[[Any], None]) -> None:
+        super().__init__(view)
+        self._view = view
+        self._slot = slot
+        self._report: Any = None
+        self._pending = False
+        self._stack: QStackedWidget | None = None
+        reports.sig_current_changed.connect(self._on_current)
+
+    def _on_current(self, report: Any) -> None:
+        self._report = report
+        parent = self._view.parentWidget()
+        stack = parent if isinstance(parent, QStackedWidget) else None
+        if report is None or stack is None or stack.currentWidget() is self._view:
+            self._pending = False
+            self._slot(report)
+            return
+        self._pending = True
+        if stack is not self._stack:
+            self._stack = stack
+            stack.currentChanged.connect(self._on_tab)
+
+    def _on_tab(self, _index: int) -> None:
+        if self._pending and self._stack is not None and self._stack.currentWidget() is self._view:
+            self._pending = False
+            self._slot(self._report)
+
+
+def follow_current(view: QWidget, reports: Any, slot: Callable[[Any], None]) -> None:
+    """Call ``slot(report)`` when the current report changes, but only while ``view`` is shown.
+
+    A view that is a hidden tab of the main window gets the latest report when its tab is
+    selected, so opening a big report starts only the work of the view the user is looking at
+    (the others would compete for the CPU and the GIL). A view outside a tab widget (tests,
+    dialogs) and a change to "no report" are forwarded at once.
+    """
+    _CurrentFollower(view, reports, slot)

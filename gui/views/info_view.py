@@ -51,6 +51,7 @@ class InfoView(QWidget):
         lay.addWidget(heading("Tables", 2))
         self.tables = QTableWidget(0, 3)
         self.tables.setHorizontalHeaderLabels(["Table", "Rows", "Contents"])
+        self.tables.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)  # compact rows
         self.tables.verticalHeader().hide()
         self.tables.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.tables.setAlternatingRowColors(True)
@@ -63,8 +64,23 @@ class InfoView(QWidget):
         lay.addWidget(heading("Not in this capture", 2))
         self.missing = muted("")
         lay.addWidget(self.missing)
+        self._reports = reports
         reports.sig_current_changed.connect(self._on_current_changed)
+        reports.sig_summary_ready.connect(self._on_summary_ready)
         self._on_current_changed(reports.current)
+
+    def _show_gpus(self, report: LoadedReport) -> None:
+        if report.summary_error or not report.summary_ready:
+            self.fields["gpus"].setText(report.summary_error and "–" or "…")
+            return
+        gpus = report.summary["report"].get("gpus") or []
+        self.fields["gpus"].setText(", ".join(
+            f"{g.get('name')} ({g.get('smCount')} SMs, {fmt.nbytes(g.get('totalMemory'))})" for g in gpus
+        ) or "not recorded")
+
+    def _on_summary_ready(self, report: LoadedReport) -> None:
+        if report is self._reports.current:
+            self._show_gpus(report)
 
     def _on_current_changed(self, report: LoadedReport | None) -> None:
         if report is None:
@@ -82,10 +98,7 @@ class InfoView(QWidget):
         self.fields["kind"].setText(KIND_LABELS.get(info.kind, info.kind))
         self.fields["producer"].setText(producer(info.kind, info.product_version))
         self.fields["schema"].setText(info.schema_version or "–")
-        gpus = report.summary["report"].get("gpus") or []
-        self.fields["gpus"].setText(", ".join(
-            f"{g.get('name')} ({g.get('smCount')} SMs, {fmt.nbytes(g.get('totalMemory'))})" for g in gpus
-        ) or "not recorded")
+        self._show_gpus(report)
         self.fields["notes"].setText("\n".join(info.notes) or "–")
         self.fields["load"].setText(f"{report.load_s:.2f} s")
 

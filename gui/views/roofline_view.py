@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QStackedWidget, QV
 from gui.documents import OpenReports
 from gui.views.axes import LogAxis
 from gui.views.background import LatestCall
-from gui.views.common import WrapLabel, heading, swatch
+from gui.views.common import WrapLabel, follow_current, heading, swatch
 from gui.workers import LoadedReport
 
 LEVEL_STYLE = {"DRAM": ("#c0392b", "o"), "L2": ("#2f6fba", "s"), "L1": ("#2e9e5b", "t")}
@@ -130,7 +130,7 @@ class RooflineView(QWidget):
         self.drawn_ceilings: dict[str, float] = {}
         self.precision.currentIndexChanged.connect(lambda _i: self._draw())
         self.level.currentIndexChanged.connect(lambda _i: self._draw())
-        reports.sig_current_changed.connect(self._on_current_changed)
+        follow_current(self, reports, self._on_current_changed)
         reports.sig_removed.connect(lambda r: self._calls.forget(id(r)))
         self._on_current_changed(reports.current)
 

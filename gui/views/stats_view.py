@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 
 from gui.documents import OpenReports
 from gui.table_model import RAW_ROLE, DataFrameModel, NumericSortProxy
-from gui.views.common import muted
+from gui.views.common import follow_current, muted
 from gui.workers import CallWorker, Job, LoadedReport
 
 DEFAULT_REPORT = "cuda_gpu_kern_sum"
@@ -97,6 +97,7 @@ class StatsView(QWidget):
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setWordWrap(False)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # templated names differ at the end
         self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)
         self.table.verticalHeader().hide()
         hh = self.table.horizontalHeader()
@@ -132,7 +133,7 @@ class StatsView(QWidget):
         copy_sc = QShortcut(QKeySequence(QKeySequence.StandardKey.Copy), self.table)
         copy_sc.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
         copy_sc.activated.connect(self.copy_selection)
-        reports.sig_current_changed.connect(self._on_current_changed)
+        follow_current(self, reports, self._on_current_changed)
         reports.sig_removed.connect(self._on_removed)
         self._on_current_changed(reports.current)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -213,6 +213,9 @@ def _right(text: str) -> QTableWidgetItem:
 class SummaryView(QWidget):
     """Headline numbers, the breakdown chart, findings, copy bandwidth, iterations, what is missing."""
 
+    #: the summary of the current report is shown (after "Summarizing…")
+    sig_ready = Signal()
+
     def __init__(self, reports: OpenReports, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.reports = reports
@@ -296,6 +299,7 @@ class SummaryView(QWidget):
         col_bw.addWidget(heading("Achieved copy bandwidth", 2))
         self.bandwidth = QTableWidget(0, 6)
         self.bandwidth.setHorizontalHeaderLabels(["Direction", "Memory", "Copies", "Bytes", "Time", "GB/s"])
+        self.bandwidth.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)  # compact rows
         self.bandwidth.verticalHeader().hide()
         self.bandwidth.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.bandwidth.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
@@ -318,7 +322,18 @@ class SummaryView(QWidget):
 
         self.finding_labels: list[QLabel] = []
         reports.sig_current_changed.connect(self._on_current_changed)
+        reports.sig_summary_ready.connect(self._on_summary_ready)
         self._on_current_changed(reports.current)
+
+    def is_busy(self) -> bool:
+        """True while the current report is still being summarized."""
+        rep = self.reports.current
+        return rep is not None and not rep.is_ncu and not rep.summary_ready and not rep.summary_error
+
+    def _on_summary_ready(self, report: LoadedReport) -> None:
+        if report is self.reports.current:
+            self._on_current_changed(report)
+            self.sig_ready.emit()
 
     # -- slots ---------------------------------------------------------------------------------
     def _on_current_changed(self, report: LoadedReport | None) -> None:
@@ -332,6 +347,14 @@ class SummaryView(QWidget):
         if report.is_ncu:
             self.summary = None
             self.ncu_notice.setText(ncu_notice_text(report.name))
+            return
+        if report.summary_error or not report.summary_ready:
+            self._scroll.setVisible(False)
+            self.ncu_notice.setVisible(True)
+            self.summary = None
+            self.title.setText(report.name)
+            self.ncu_notice.setText(report.summary_error
+                                    or "Summarizing… (the other views can be used meanwhile)")
             return
         self.set_summary(report.summary, report.name)
 

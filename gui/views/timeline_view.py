@@ -27,7 +27,7 @@ from gui.documents import OpenReports
 from gui.timeline import model as tm
 from gui.timeline.canvas import TimelineCanvas
 from gui.timeline.style import facts
-from gui.views.common import MUTED, WrapLabel, heading
+from gui.views.common import MUTED, WrapLabel, follow_current, heading
 from gui.workers import Job, LoadedReport, Worker
 
 HINT = "Wheel: zoom · drag: pan · right-drag: zoom to range · click: details · Home: all"
@@ -142,7 +142,7 @@ class TimelineView(QWidget):
         self.canvas.sig_range_changed.connect(self._on_range_changed)
         self.canvas.sig_event_clicked.connect(self._on_event_clicked)
         self.ncu_button.clicked.connect(self._on_show_in_kernels)
-        reports.sig_current_changed.connect(self._on_current_changed)
+        follow_current(self, reports, self._on_current_changed)
         reports.sig_removed.connect(self._on_removed)
         reports.sig_added.connect(self._on_added)
         self._on_current_changed(reports.current)

@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
 
 from gui.documents import OpenReports
 from gui.views.background import LatestCall
-from gui.views.common import WrapLabel, heading
+from gui.views.common import WrapLabel, follow_current, heading
 from gui.workers import LoadedReport
 
 SEVERITY_COLORS = {"critical": "#b00020", "warning": "#b35c00", "info": "#5f6b7a"}
@@ -121,6 +121,7 @@ class WalkthroughView(QWidget):
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)  # compact rows
         self.table.verticalHeader().hide()
         hh = self.table.horizontalHeader()
         hh.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
@@ -152,7 +153,7 @@ class WalkthroughView(QWidget):
         self.verdict_label = WrapLabel()
         lay.addWidget(self.verdict_label)
 
-        reports.sig_current_changed.connect(self._on_current_changed)
+        follow_current(self, reports, self._on_current_changed)
         reports.sig_added.connect(lambda _r: self._fill_after())
         reports.sig_removed.connect(self._on_removed)
         self._on_current_changed(reports.current)

@@ -49,6 +49,8 @@ def open_and_wait(qtbot, window, path: Path):
     with qtbot.waitSignal(window.sig_report_opened, timeout=LOAD_TIMEOUT_MS) as blocker:
         window.open_path(path)
     qtbot.waitUntil(lambda: not window.is_loading(), timeout=LOAD_TIMEOUT_MS)
+    # The summary follows in the background (views such as the Timeline do not wait for it).
+    qtbot.waitUntil(lambda: not window.is_summarizing(), timeout=LOAD_TIMEOUT_MS)
     return blocker.args[0]
 
 
