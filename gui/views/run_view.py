@@ -566,6 +566,7 @@ class RunView(QWidget):
         self.sessions.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.sessions.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.sessions.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)  # compact rows
+        self.sessions.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)  # compact rows
         self.sessions.verticalHeader().hide()
         hh = self.sessions.horizontalHeader()
         for c in range(5):
