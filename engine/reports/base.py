@@ -8,6 +8,7 @@ few resolved columns (``name``, ``pid``, ``tid``, label columns). Times are inte
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -123,6 +124,9 @@ class Trace:
         #: table name -> sentence saying why it is missing (not captured, too old, ...).
         self.missing: dict[str, str] = {}
         self.not_applicable: frozenset[str] = frozenset()
+        # Views and the summary read tables from several threads; a table is read once.
+        self._locks: dict[str, threading.RLock] = {}
+        self._locks_guard = threading.Lock()
 
     # -- API -----------------------------------------------------------------------------------
     def table(self, name: str, columns: list[str] | None = None) -> pd.DataFrame:
@@ -141,6 +145,19 @@ class Trace:
         unknown = [c for c in want if c not in all_cols]
         if unknown:
             raise KeyError(f"table {name!r} has no column(s) {unknown}; it has {all_cols}")
+        with self._table_lock(name):  # two threads asking for one table: one reads, one waits
+            return self._table_locked(name, want, all_cols, columns)
+
+    def _table_lock(self, name: str) -> threading.RLock:
+        with self._locks_guard:
+            lock = self._locks.get(name)
+            if lock is None:
+                lock = self._locks[name] = threading.RLock()
+            return lock
+
+    def _table_locked(
+        self, name: str, want: list[str], all_cols: list[str], columns: list[str] | None
+    ) -> pd.DataFrame:
         cached = self._cache.get(name)
         need = [c for c in want if cached is None or c not in cached.columns]
         if need and name not in self.missing:
