@@ -218,6 +218,8 @@ class RunWorker(Worker):
         self._lock = threading.Lock()
         self._buf: deque[Any] = deque()
         self.dropped = 0
+        #: the runner's latest progress estimate (also sent while the program prints nothing)
+        self.last_progress: Any = None
 
     def cancel(self) -> None:
         # Not the worker's own cancel flag: the runner must return its 'cancelled' outcome,
@@ -241,7 +243,11 @@ class RunWorker(Worker):
     def work(self) -> Any:
         from engine.sessions.runner import run_session
 
-        return run_session(self.spec, on_line=self._on_line, cancel=self.session_cancel)
+        return run_session(self.spec, on_line=self._on_line, cancel=self.session_cancel,
+                           on_progress=self._on_progress)
+
+    def _on_progress(self, progress: Any) -> None:
+        self.last_progress = progress  # read by the view's 1 s tick; a reference swap needs no lock
 
 
 def _list_sessions(limit: int) -> list[Any]:
@@ -566,7 +572,6 @@ class RunView(QWidget):
         self.sessions.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.sessions.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.sessions.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)  # compact rows
-        self.sessions.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)  # compact rows
         self.sessions.verticalHeader().hide()
         hh = self.sessions.horizontalHeader()
         for c in range(5):
@@ -742,18 +747,24 @@ class RunView(QWidget):
         text = [f"… {skipped} lines not shown here (all are in session.log) …"] if skipped else []
         text += [_line_text(ln) for ln in shown]
         self.log.appendPlainText("\n".join(text))
-        prog = lines[-1].progress
+        self._show_progress(lines[-1].progress)
+
+    def _show_progress(self, prog: Any) -> None:
         self.phase_label.setText(prog.phase)
         if prog.fraction is None:
             self.progress.setRange(0, 0)
         else:
             self.progress.setRange(0, 1000)
-            self.progress.setValue(int(prog.fraction * 1000))
+            self.progress.setValue(int(min(prog.fraction, 1.0) * 1000))
 
     @Slot()
     def _tick(self) -> None:
         if self._job is not None:
             self.elapsed_label.setText(_fmt_s(time.monotonic() - self._t0))
+            # A quiet program: the runner still reports elapsed / expected every ~0.5 s.
+            prog = getattr(self._worker, "last_progress", None)
+            if prog is not None:
+                self._show_progress(prog)
 
     @Slot(object)
     def _on_finished(self, outcome: Any) -> None:

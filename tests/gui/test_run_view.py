@@ -191,6 +191,25 @@ def test_cancel_kills_the_program_within_seconds(qtbot, view) -> None:
     assert view.start_button.isEnabled() and not view.cancel_button.isEnabled()
 
 
+def test_quiet_program_still_moves_the_progress_bar_on_its_second_run(qtbot, view) -> None:
+    # The runner knows how long the same command took last time and reports elapsed / expected
+    # every ~0.5 s even when the program prints nothing.
+    view.set_command([PY, "-c", "import time; time.sleep(2.5)"])
+    view.set_tool("bench")
+    assert _run(qtbot, view).ok
+    seen: list[int] = []
+    with qtbot.waitSignal(view.sig_session_finished, timeout=RUN_TIMEOUT_MS):
+        assert view.start()
+        qtbot.waitUntil(lambda: (seen.append(view.progress.value()) or False)
+                        or (view.progress.maximum() == 1000 and 0 < view.progress.value() < 1000),
+                        timeout=20_000)
+    moving = [v for v in seen if 0 < v < 1000]
+    assert moving, seen
+    # no program output reached the log: the bar moved on the runner's periodic progress alone
+    assert not [ln for ln in view.log.toPlainText().splitlines() if not ln.startswith("[kernelscope]")]
+    qtbot.waitUntil(lambda: not view.is_running() and not view.is_busy(), timeout=10_000)
+
+
 def test_failing_command_shows_the_crash_sentence(qtbot, view) -> None:
     view.set_command([PY, "-c", "import sys; print('bad input'); sys.exit(3)"])
     outcome = _run(qtbot, view)
