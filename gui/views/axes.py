@@ -56,7 +56,7 @@ def log_ticks(lo: float, hi: float, size_px: float, min_px: float) -> tuple[list
         return [], []
     px_per_decade = size_px / span
     d0, d1 = math.floor(lo), math.ceil(hi)
-    decades = [d for d in range(d0, d1 + 1) if lo - 1e-9 <= d <= hi + 1e-9]
+    decades = [float(d) for d in range(d0, d1 + 1) if lo - 1e-9 <= d <= hi + 1e-9]
 
     def inside(values: list[float]) -> list[float]:
         return [v for v in values if lo - 1e-9 <= v <= hi + 1e-9]
@@ -87,11 +87,11 @@ def log_ticks(lo: float, hi: float, size_px: float, min_px: float) -> tuple[list
     if px_per_decade >= 40:
         minor = [v for v in inside(mantissas) if round(v, 9) not in taken]
     else:  # too dense for 2..9: the unlabelled decades only
-        minor = [float(d) for d in decades if round(float(d), 9) not in taken]
+        minor = [d for d in decades if round(d, 9) not in taken]
     return labelled, minor
 
 
-class LogAxis(pg.AxisItem):
+class LogAxis(pg.AxisItem):  # type: ignore[misc]  # pyqtgraph is untyped
     """A log10 axis whose labels are values in engineering units ("10 GB/s", "1k").
 
     Put the plot (or this axis) in log mode as usual; positions are log10 of the value. ``scale``

@@ -396,8 +396,8 @@ class TelemetryView(QWidget):
             self.plots[key[0]].removeItem(curve)
         self._curves.clear()
         self._y_tops.clear()
-        for key in self.plots:
-            self._set_title(key, {})
+        for plot_key in self.plots:
+            self._set_title(plot_key, {})
 
     def _drain(self) -> int:
         n = 0
