@@ -877,6 +877,7 @@ def _read_ncu_rep(p: Path, use_cache: bool = False) -> NcuReport:
     partial_nums: list[dict[str, float]] = []
     idents: list[list[str]] = []
     canonical: dict[str, str] = {}  # one str object per metric name: the cache pickles each once
+    name_lists: dict[tuple[str, ...], tuple[list[str], frozenset[str], frozenset[str]]] = {}
     stored_names = [str(a.name(a.NameBase_DEMANGLED)) for a in actions]
     printed_names = simplify_names(stored_names)  # as ncu prints them: depends on the whole report
     for idx, a in enumerate(actions):
@@ -919,13 +920,18 @@ def _read_ncu_rep(p: Path, use_cache: bool = False) -> NcuReport:
                 details.append([*ident, sname, label, unit, text, "", "", "", "", "", num, metric_name])
             for rule in rules.get(sid, []):
                 details.append([*ident, sid, "", "", "", *rule, math.nan, ""])
-        names = [canonical.setdefault(n, n) for n in map(str, a.metric_names())]
-        have = frozenset(n for n in names if not n.startswith(("breakdown:", "group:")))
+        listed = tuple(map(str, a.metric_names()))
+        known = name_lists.get(listed)  # kernels of one report mostly have the same metric names
+        if known is None:
+            names = [canonical.setdefault(n, n) for n in listed]
+            have = frozenset(n for n in names if not n.startswith(("breakdown:", "group:")))
+            summary = wanted.intersection(have).union(
+                n for n in have for pre, suf in patterns if n.startswith(pre) and n.endswith(suf))
+            known = name_lists[listed] = (names, have, summary)
+        names, have, summary = known
         # Only the summary's metrics now (the rest when the raw page or another metric is asked for).
         nums = {n: x for n, x in nums.items() if n in have}  # the details header metrics
-        for name in wanted.intersection(have).union(
-            nums, (n for n in have for pre, suf in patterns if n.startswith(pre) and n.endswith(suf))
-        ):
+        for name in summary.union(nums):
             if name not in nums or name not in raw_units:
                 m = a.metric_by_name(name)
                 if name not in nums:
