@@ -52,7 +52,6 @@ class InfoView(QWidget):
         self.tables = QTableWidget(0, 3)
         self.tables.setHorizontalHeaderLabels(["Table", "Rows", "Contents"])
         self.tables.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)  # compact rows
-        self.tables.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)  # compact rows
         self.tables.verticalHeader().hide()
         self.tables.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.tables.setAlternatingRowColors(True)

@@ -98,7 +98,6 @@ class StatsView(QWidget):
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setWordWrap(False)
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # templated names differ at the end
-        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # templated names differ at the end
         self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)
         self.table.verticalHeader().hide()
         hh = self.table.horizontalHeader()

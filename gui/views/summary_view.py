@@ -300,7 +300,6 @@ class SummaryView(QWidget):
         self.bandwidth = QTableWidget(0, 6)
         self.bandwidth.setHorizontalHeaderLabels(["Direction", "Memory", "Copies", "Bytes", "Time", "GB/s"])
         self.bandwidth.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)  # compact rows
-        self.bandwidth.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)  # compact rows
         self.bandwidth.verticalHeader().hide()
         self.bandwidth.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.bandwidth.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
