@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFormLayout,
@@ -29,6 +29,9 @@ def _selectable(text: str) -> QLabel:
 
 class InfoView(QWidget):
     """File facts in a form, then one row per table: rows captured or why it is missing."""
+
+    #: the GPUs (from the background summary) are shown
+    sig_ready = Signal()
 
     def __init__(self, reports: OpenReports, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -81,6 +84,12 @@ class InfoView(QWidget):
     def _on_summary_ready(self, report: LoadedReport) -> None:
         if report is self._reports.current:
             self._show_gpus(report)
+            self.sig_ready.emit()
+
+    def is_busy(self) -> bool:
+        """True while the current report's summary (which names its GPUs) is being computed."""
+        rep = self._reports.current
+        return rep is not None and not rep.summary_ready and not rep.summary_error
 
     def _on_current_changed(self, report: LoadedReport | None) -> None:
         if report is None:
