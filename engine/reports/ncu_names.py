@@ -10,34 +10,42 @@ The simplification is not a function of one name: the same stored name
 ``void at::native::<unnamed>::distribution_elementwise_grid_stride_kernel<...>`` prints as
 ``void at::<unnamed>::distribution_...`` in one report and as ``void native::<unnamed>::...`` in
 another. :func:`simplify_names` therefore works on all the names of a report. Its rule was inferred
-from two recordings made with ncu 2025.3.1 on an H200, every stored name against ncu's printed one:
-the 18 kernels of ``tests/data/ncu/torch18_full`` and 29 of the 40 of the CUB / thrust / ATen
-``names40`` run (``tests/data/ncu/names40_pairs.json``); it reproduces all 47. It is an inference,
-not NVIDIA's algorithm: a report with other namespaces may print differently.
+from three recordings made with ncu 2025.3.1 on an H200, every stored name against ncu's printed
+one: all 59 kernels of a CUB / thrust / ATen / topk / histogram report
+(``tests/data/ncu/names59_pairs.json``), the 18 kernels of ``tests/data/ncu/torch18_full`` and the
+29 known kernels of the earlier ``names40`` run (``tests/data/ncu/names40_pairs.json``); it
+reproduces all 106. It is an inference, not NVIDIA's algorithm: a report with other namespaces may
+print differently.
 
-1. A cast on an integer literal is dropped, whatever the type: ``<(int)4, (bool)0>``
+1. A cast on a non-negative integer literal is dropped, whatever the type: ``<(int)4, (bool)0>``
    -> ``<4, 0>``, ``(unsigned long)2`` -> ``2``, ``(at_cuda_detail::cub::SortOrder)0`` -> ``0``.
+   A cast on a negative literal is kept: ``(int)-1`` prints as ``(int)-1``.
 2. Each qualifier chain of two or more plain scopes (``a::b::c::``, ending at an identifier,
    ``<unnamed>`` or ``[lambda``) keeps exactly one of its scopes; one-scope chains (``at::``,
    ``std::``, ``c10::``) are kept as they are. Which scope is kept depends on the report: for each
-   scope name, count the distinct qualified identifiers (chain plus the name it qualifies, e.g.
-   ``at_cuda_detail::cub::NullType``) of the report's multi-scope chains that contain it; the chain
-   keeps its scope with the smallest count, the outermost one on a tie, and never ``std`` while
-   another scope is there. So the rarer, more specific scope survives and the ones that are
-   everywhere (``cub``, ``detail``, ``at``) go:
+   scope name, count the distinct multi-scope chains of the report (``at::native``,
+   ``at::native::mbtopk``, ``at::cuda::detail``, ...) that contain it; the chain keeps its scope
+   with the smallest count, the outermost one on a tie, and never ``std`` while another scope is
+   there. So the rarer, more specific scope survives and the ones that head or run through many
+   chains (``cub``, ``detail``, ``at``) go:
 
    - ``at_cuda_detail::cub::detail::radix_sort::X`` -> ``radix_sort::X``;
-     ``at_cuda_detail::cub::NullType`` -> ``at_cuda_detail::NullType`` (a tie, the outer one);
+     ``at_cuda_detail::cub::NullType`` and ``at_cuda_detail::cub::detail::vsmem_t`` ->
+     ``at_cuda_detail::`` (``at_cuda_detail`` heads 8 chains, ``cub`` and ``detail`` are in 9);
    - ``at::cuda::cub::detail::OpaqueType`` -> ``cuda::OpaqueType``;
      ``cuda::std::__4::equal_to`` -> ``__4::equal_to``;
-     ``thrust::THRUST_300001_SM_..._NS::use_default`` -> ``thrust::use_default``;
+     ``thrust::THRUST_300001_SM_..._NS::use_default`` -> ``thrust::use_default`` (a tie, the outer);
    - ``at::native::`` -> ``at::`` where ``at`` and ``native`` tie (torch18: every multi-scope
      ``at`` chain goes through ``native``), ``native::`` where ``at`` also heads ``at::cuda::``
-     chains (names40).
+     chains (names59).
+
+   The previous rule got 18 of the 59 wrong: 16 because it counted distinct qualified identifiers
+   instead of distinct chains (``at_cuda_detail::cub::detail::identity_decomposer_t`` became
+   ``detail::identity_decomposer_t``), 2 because it dropped the casts on negative literals.
 
 :func:`simplify_demangled` is the earlier rule for one name without its report (drop the casts,
-keep each chain's innermost scope that is not ``native``, ``cuda`` or ``cub``); it agrees with ncu
-on torch18 but not on CUB-heavy reports.
+negative ones too, and keep each chain's innermost scope that is not ``native``, ``cuda`` or
+``cub``); it agrees with ncu on torch18 but not on CUB-heavy reports.
 """
 
 from __future__ import annotations
@@ -51,26 +59,30 @@ IMPLEMENTATION_NAMESPACES = frozenset({"native", "cuda", "cub"})
 #: Scopes :func:`simplify_names` keeps only when a chain has nothing else (``cuda::std::__4``).
 NEVER_KEPT = frozenset({"std"})
 
-# A cast on an integer literal: (int)4, (bool)0, (unsigned long)2, (ns::Enum)0, (long)-3. Unverified
-# for negative literals: ncu output published for ATen (version unknown) shows (int)-1 unchanged.
-_CAST = re.compile(r"\((?:[A-Za-z_][\w:]*(?: [A-Za-z_]\w*)*)\)(-?\d+)")
+# A cast on a non-negative integer literal: (int)4, (bool)0, (unsigned long)2, (ns::Enum)0. ncu
+# 2025.3.1 keeps the cast on a negative one: (int)-1 (names59 kernels 42 and 49).
+_CAST = re.compile(r"\((?:[A-Za-z_][\w:]*(?: [A-Za-z_]\w*)*)\)(\d+)")
+# The single-name rule's cast, negative literals included (its behaviour before names59).
+_CAST_SIGNED = re.compile(r"\((?:[A-Za-z_][\w:]*(?: [A-Za-z_]\w*)*)\)(-?\d+)")
 # A chain of plain scope qualifiers: at::native::  (an identifier not preceded by an identifier char,
 # each followed by ::). Scopes with template arguments (Foo<int>::) or <unnamed>:: end a chain.
 _CHAIN = re.compile(r"(?<![\w$])((?:[A-Za-z_$][\w$]*::)+)")
 _MULTI_CHAIN = re.compile(r"(?<![\w$])((?:[A-Za-z_$][\w$]*::){2,})")
-# A qualified identifier: its scopes (<unnamed> included) and the name they qualify.
-_QUALIFIED = re.compile(r"(?<![\w$])((?:(?:[A-Za-z_$][\w$]*|<unnamed>)::)+)(~?[A-Za-z_$][\w$]*|\[)")
 
 
 def strip_literal_casts(name: str) -> str:
-    """``name`` with casts on integer literals removed: ``kernel<(int)16>`` -> ``kernel<16>``.
+    """``name`` with casts on non-negative integer literals removed, as ncu prints it.
 
     Args:
         name: A demangled kernel name as ``ncu_report`` returns it.
 
     Returns:
         The name with each ``(type)N`` literal printed as ``N`` (``type`` may be an enum,
-        ``(ns::Order)0`` -> ``0``).
+        ``(ns::Order)0`` -> ``0``); a negative literal keeps its cast (``(int)-1``).
+
+    Examples:
+        >>> strip_literal_casts("k<(int)16, (int)-1, (bool)0>")
+        'k<16, (int)-1, 0>'
     """
     return _CAST.sub(r"\1", name)
 
@@ -85,8 +97,9 @@ def simplify_demangled(name: str) -> str:
     """One demangled name simplified without its report (the single-name approximation).
 
     ncu's simplification depends on every name in the report; use :func:`simplify_names` when the
-    report's names are at hand. This rule drops literal casts and keeps each qualifier chain's
-    innermost scope that is not an implementation namespace (``native``, ``cuda``, ``cub``).
+    report's names are at hand. This rule drops literal casts (negative ones too, unlike ncu) and
+    keeps each qualifier chain's innermost scope that is not an implementation namespace
+    (``native``, ``cuda``, ``cub``).
 
     Args:
         name: A demangled kernel name as ``ncu_report``'s ``IAction.name(NameBase_DEMANGLED)``
@@ -99,26 +112,30 @@ def simplify_demangled(name: str) -> str:
         >>> simplify_demangled("void at::native::reduce_kernel<(int)512, (int)1>(T3)")
         'void at::reduce_kernel<512, 1>(T3)'
     """
-    return _CHAIN.sub(_keep_one, strip_literal_casts(name))
+    return _CHAIN.sub(_keep_one, _CAST_SIGNED.sub(r"\1", name))
 
 
 def scope_counts(names: list[str]) -> dict[str, int]:
-    """For each scope name, the distinct qualified identifiers of multi-scope chains that hold it.
+    """For each scope name, how many distinct multi-scope qualifier chains of the report hold it.
 
     Args:
-        names: Demangled names with their literal casts already dropped; duplicates count once.
+        names: Demangled names with their literal casts already dropped.
 
     Returns:
-        Scope name -> count (``<unnamed>`` is not counted; one-scope chains are not counted).
+        Scope name -> count. A chain is a run of two or more plain scopes (``at::native::``,
+        ``at_cuda_detail::cub::detail::radix_sort::``); each distinct chain counts once however
+        often it occurs, and one-scope chains (``at::``, ``std::``) are not counted.
+
+    Examples:
+        >>> scope_counts(["a::b::f(a::b::T, a::c::U, a::b::V)"])
+        {'a': 2, 'b': 1, 'c': 1}
     """
-    seen: dict[str, set[str]] = defaultdict(set)
-    for name in dict.fromkeys(names):
-        for m in _QUALIFIED.finditer(name):
-            scopes = [s for s in m.group(1).split("::")[:-1] if s != "<unnamed>"]
-            if len(scopes) > 1:
-                for s in scopes:
-                    seen[s].add(m.group(0))
-    return {s: len(ids) for s, ids in seen.items()}
+    chains = {tuple(m.group(1).split("::")[:-1]) for name in names for m in _MULTI_CHAIN.finditer(name)}
+    counts: dict[str, int] = defaultdict(int)
+    for chain in sorted(chains):
+        for scope in dict.fromkeys(chain):
+            counts[scope] += 1
+    return dict(counts)
 
 
 def simplify_names(stored_names: list[str]) -> list[str]:
