@@ -363,7 +363,7 @@ class TimelineCanvas(QWidget):
             n += 1
         p.setPen(QColor("#5f6b7a"))
         p.drawText(QRectF(8, 2, GUTTER - 12, AXIS_H - 4), Qt.AlignmentFlag.AlignVCenter,
-                   f"Time since start · {tick_label(span, nice_step(span, 10))} shown")
+                   "Time since capture start")  # the shown span is in the view's header
         p.setFont(self._font)
 
     def _paint_intervals(self, p: QPainter, ln: tm.Lane, top: float, h: float, w: int,
