@@ -262,6 +262,7 @@ class _Partial:
     units: dict[str, str]  # the summary metrics' raw-page units
     idents: list[list[str]]  # per kernel ID: the ID_COLUMNS cells
     use_cache: bool
+    identity: tuple[int, int] = (0, 0)  # the file's (size, mtime_ns) when it was read
     all_names: list[str] = field(default_factory=list)  # sorted union of names, filled on first use
     matching: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # metric_names_matching
 
@@ -365,6 +366,12 @@ class LazyNcuReport(NcuReport):
             if part is None:
                 return
             try:
+                st = self.path.stat()
+                if part.identity != (0, 0) and (st.st_size, st.st_mtime_ns) != part.identity:
+                    raise ReportError(
+                        f"{self.path} changed since it was opened, so its remaining metrics cannot be "
+                        "read from it; open it again."
+                    )
                 ctx = _open_report(self.path)
                 actions = [ctx.range_by_idx(i).action_by_idx(j) for i, j in self.action_refs]
             except ReportError:
@@ -954,7 +961,10 @@ def _read_ncu_rep(p: Path, use_cache: bool = False) -> NcuReport:
         action_refs=refs, pc_samples=pd.DataFrame(all_samples, columns=["ID", "pc", "samples"]),
         stored_names=stored_names,
     )
-    report.__dict__["_partial"] = _Partial(name_sets, partial_nums, raw_units, idents, use_cache)
+    st = p.stat()
+    report.__dict__["_partial"] = _Partial(
+        name_sets, partial_nums, raw_units, idents, use_cache, (st.st_size, st.st_mtime_ns)
+    )
     return report
 
 

@@ -164,3 +164,14 @@ def test_report_gone_before_the_rest_is_read(tmp_path: Path) -> None:
         _ = report.raw
     assert "\n" not in str(ei.value) and str(src) in str(ei.value)
     assert kernel_table(report)["verdict"].notna().all()  # the summary still answers
+
+
+def test_report_rewritten_before_the_rest_is_read(tmp_path: Path) -> None:
+    src = tmp_path / "r.ncu-rep"
+    shutil.copyfile(NCU / "host_overhead_fixed.ncu-rep", src)
+    report = read_ncu_rep(src, use_cache=False)
+    shutil.copyfile(NCU / "torch_sdpa.ncu-rep", src)  # profiled again into the same file
+    with pytest.raises(ReportError, match="changed since it was opened") as ei:
+        report.value(0, "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum")
+    assert "\n" not in str(ei.value)
+    assert len(report.kernels) == 2 and report.value(0, "gpu__time_duration.sum") is not None
