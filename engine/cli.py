@@ -121,6 +121,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     identity = file_identity(path)
     fmt = args.format
     trace: Trace | None = None
+    fast: dict[str, stats.SummaryTable] = {}
     texts: dict[str, str] = {}  # report -> output text, or "\0SKIP" + reason
     for name in names:
         key = f"stats-{name}.{_ext(fmt)}"
@@ -128,16 +129,23 @@ def cmd_stats(args: argparse.Namespace) -> int:
         if text is None:
             if trace is None:
                 trace = _open(args.input)
+                todo = [n for n in names if result_get(identity, f"stats-{n}.{_ext(fmt)}") is None]
+                if fmt != "json":  # the core reports straight from SQLite, without pandas
+                    fast = stats.fast_reports(trace, todo)
                 prefetch = getattr(trace, "prefetch", None)
-                if prefetch is not None:  # overlap the big reads with pandas' import
-                    prefetch(stats.columns_needed(names))
-            df = stats.run_report(trace, name)
+                rest = [n for n in todo if n not in fast]
+                if prefetch is not None and rest:  # overlap the big reads with pandas' import
+                    prefetch(stats.columns_needed(rest))
+            df: pd.DataFrame | stats.SummaryTable = (
+                fast[name] if name in fast else stats.run_report(trace, name)
+            )
             if df.empty:
                 text = _SKIP + _why_empty(trace, name)
             elif fmt == "csv":
                 text = stats.to_csv(df)
             elif fmt == "json":
-                text = json.dumps(_records(df), indent=1)
+                frame = df.to_frame() if isinstance(df, stats.SummaryTable) else df
+                text = json.dumps(_records(frame), indent=1)
             else:
                 text = stats.format_table(df)
             result_put(identity, key, text)

@@ -17,6 +17,8 @@ from engine.errors import ReportError
 from engine.reports.base import TABLES, ReportInfo, Trace, decode_global_tid
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
     import pandas as pd
 
 # Fallback labels, used only if a database lacks its ENUM_* tables (values as nsys stores them).
@@ -51,6 +53,53 @@ _DERIVED: dict[str, dict[str, list[str]]] = {
     "memset": {"memKindName": ["memKind"], "pid": ["globalPid"]},
     "api": {"name": ["nameId"], "baseName": ["nameId"], "pid": ["globalTid"], "tid": ["globalTid"]},
 }
+
+
+#: Integer columns the pandas-free summaries read (``read_summary_columns``): name -> SQL
+#: expression over the export's table. A kernel's name is its demangled name, else its short name.
+_SUMMARY_EXPRS: dict[str, dict[str, str]] = {
+    "api": {"duration": '"end" - "start"', "nameId": '"nameId"'},
+    "kernels": {
+        "duration": '"end" - "start"', "nameId": 'coalesce("demangledName", "shortName")',
+    },
+    "memcpy": {"duration": '"end" - "start"', "bytes": '"bytes"', "copyKind": '"copyKind"'},
+    "memset": {"duration": '"end" - "start"', "bytes": '"bytes"'},
+}
+_SUMMARY_RAW: dict[str, list[str]] = {
+    "api": ["start", "end", "nameId"],
+    "kernels": ["start", "end", "demangledName", "shortName"],
+    "memcpy": ["start", "end", "bytes", "copyKind"],
+    "memset": ["start", "end", "bytes"],
+}
+
+
+class SummaryColumns:
+    """A column-wise read of integer expressions, running in a background thread.
+
+    :meth:`result` waits for it and returns {name: int64 array}, or None when a value is NULL (or
+    SQLite could not build the text), in which case callers use the general, pandas-based path.
+    """
+
+    def __init__(self, fut: Future[list[str | None]] | None, names: list[str], n_rows: int,
+                 texts: list[str | None] | None = None) -> None:
+        self._fut, self._names, self._n, self._texts = fut, names, n_rows, texts
+
+    def result(self) -> dict[str, npt.NDArray[np.int64]] | None:
+        """Wait for the read; the parsed columns, or None (see the class docstring)."""
+        import numpy as np
+
+        try:
+            texts = self._fut.result() if self._fut is not None else self._texts
+        except sqlite3.Error:
+            return None
+        assert texts is not None
+        out: dict[str, npt.NDArray[np.int64]] = {}
+        for name, text in zip(self._names, texts, strict=True):
+            arr = np.fromstring(text or "", dtype=np.int64, sep=",")
+            if len(arr) != self._n or (self._n and bool((arr == _NULL).any())):
+                return None
+            out[name] = arr
+        return out
 
 
 class _ColumnFuture:
@@ -327,6 +376,88 @@ class NsysSqliteTrace(Trace):
             for c in cols:
                 self._prefetched[(t, c)] = _ColumnFuture(fut, c)
         pool.shutdown(wait=False)
+
+    def read_summary_columns(self, name: str) -> SummaryColumns | None:
+        """Start reading what the pandas-free summaries need of a big table, column-wise.
+
+        For ``api`` and ``kernels``: ``duration`` (end - start) and ``nameId`` (a StringIds id);
+        ``memcpy`` adds ``bytes`` and ``copyKind``, ``memset`` ``bytes``. Tables of
+        ``_COLUMNAR_MIN_ROWS`` rows or more are read in a thread with its own connection (SQLite
+        runs without Python's lock, so several tables and the caller's imports overlap); each
+        expression becomes one ``group_concat`` text that numpy parses in C.
+
+        Returns:
+            A handle whose ``result()`` gives the columns, or None when the table was not
+            captured, has no rows, or lacks a column (callers then report it empty or fall back).
+
+        """
+        t = _NSYS_TABLES[name]
+        if t not in self._tables or not set(_SUMMARY_RAW[name]) <= set(self.columns(t)):
+            return None
+        n_rows: int = self._con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+        if n_rows == 0:
+            return None
+        exprs = _SUMMARY_EXPRS[name]
+        aggs = ", ".join(f"group_concat(coalesce({e}, {_NULL}), ',')" for e in exprs.values())
+        sql = f"SELECT {aggs} FROM {t}"
+        if n_rows < _COLUMNAR_MIN_ROWS:
+            try:
+                texts = list(self._con.execute(sql).fetchone())
+            except sqlite3.Error:
+                return None
+            return SummaryColumns(None, list(exprs), n_rows, texts)
+        path = Path(self.info.sqlite_path or self.info.path)
+
+        def read() -> list[str | None]:
+            con = connect_readonly(path)
+            try:
+                return list(con.execute(sql).fetchone())
+            finally:
+                con.close()
+
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ks-summary")
+        fut = pool.submit(read)
+        pool.shutdown(wait=False)
+        return SummaryColumns(fut, list(exprs), n_rows)
+
+    def nvtx_ranges(self) -> list[tuple[int, int, str]] | None:
+        """NVTX push/pop and start/end ranges that ended, as (eventType, duration_ns, "domain:text").
+
+        The same names as the ``nvtx`` table gives (text from StringIds when ``textId`` resolves,
+        domain names from the domain-create events), without pandas. Empty when NVTX was not
+        captured; None when a range lacks a start or a domain id (the general path handles those).
+        """
+        t = _NSYS_TABLES["nvtx"]
+        if t not in self._tables:
+            return []
+        have = set(self.columns(t))
+        cols = ", ".join(
+            f'"{c}"' if c in have else f'NULL AS "{c}"'
+            for c in ("start", "end", "eventType", "text", "textId", "domainId")
+        )
+        rows = self._con.execute(f"SELECT {cols} FROM {t} WHERE eventType IN (59, 60, 75)").fetchall()
+        s = self.strings()
+
+        def text(r: tuple[object, ...]) -> object:
+            tid = r[4]
+            if tid is not None and tid in s:
+                return s[tid]  # type: ignore[index]
+            return r[3]
+
+        domains = {r[5]: text(r) for r in rows if r[2] == 75}
+        out: list[tuple[int, int, str]] = []
+        for r in rows:
+            if r[2] == 75 or r[1] is None:
+                continue
+            if r[0] is None or r[5] is None:
+                return None
+            dom, txt = domains.get(r[5], ""), text(r)
+            out.append((
+                int(r[2]),  # type: ignore[call-overload]
+                int(r[1]) - int(r[0]),  # type: ignore[call-overload]
+                f"{'' if dom is None else dom}:{'' if txt is None else txt}",
+            ))
+        return out
 
     def _probe(self, name: str) -> None:
         # The export creates a table only when it has rows: the schema alone answers.
