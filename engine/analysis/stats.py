@@ -607,36 +607,38 @@ def _segment_stats(
     """Per group code 0..n_groups-1: (sum, count, mean, median, min, max, sample stddev).
 
     Values are sorted within their group with one sort: when the codes and the value range fit
-    in 63 bits, of ``code * span + value - min`` (a plain int64 sort), else a lexsort. Sums are
+    in 63 bits, of ``code * span + value`` (a plain int64 sort), else a lexsort. Sums are
     exact (int64); the mean is sum / count in doubles; an even count's median is the mean of the
     two middle values; the stddev is two-pass over doubles, 0 for a single value. A group with no
     values gets None.
     """
     import numpy as np
 
-    n = len(values)
+    counts = np.bincount(codes, minlength=n_groups)
     vmin, vmax = int(values.min()), int(values.max())
     span = vmax - vmin + 1
-    if n_groups * span < 2**62:
-        key = codes * span + (values - vmin)
+    if n_groups * span < 2**62 and max(-vmin, vmax) < 2**62:  # one int64 sort: group, then value
+        key = codes * span
+        key += values
         key.sort()
-        s_codes, s_vals = key // span, key % span + vmin
+        base = np.repeat(np.arange(n_groups, dtype=np.int64) * span, counts)
+        s_vals = key - base  # the values, sorted within each group
     else:  # pragma: no cover - needs durations of centuries or billions of names
-        order = np.lexsort((values, codes))
-        s_codes, s_vals = codes[order], values[order]
-    counts = np.bincount(s_codes, minlength=n_groups)
+        s_vals = values[np.lexsort((values, codes))]
     present = np.flatnonzero(counts)
-    starts = np.searchsorted(s_codes, present)
     cnt = counts[present]
-    ends = starts + cnt
-    sums = np.add.reduceat(s_vals, starts) if n else np.zeros(0, np.int64)
-    mean = sums.astype(np.float64) / cnt.astype(np.float64)
+    ends = np.cumsum(counts)[present]
+    starts = ends - cnt
+    sums = np.add.reduceat(s_vals, starts)
+    mean = sums / cnt  # int64 / int64: both as doubles, like the DataFrame path
     lo, hi = starts + (cnt - 1) // 2, starts + cnt // 2
     median = (s_vals[lo].astype(np.float64) + s_vals[hi].astype(np.float64)) / 2.0
-    dev = s_vals.astype(np.float64) - np.repeat(mean, cnt)
-    ss = np.add.reduceat(dev * dev, starts)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        std = np.where(cnt > 1, np.sqrt(ss / np.maximum(cnt - 1, 1)), 0.0)
+    dev = s_vals.astype(np.float64)
+    dev -= np.repeat(mean, cnt)
+    dev *= dev
+    ss = np.add.reduceat(dev, starts)
+    std = np.sqrt(ss / np.maximum(cnt - 1, 1))
+    std[cnt == 1] = 0.0
     out: list[Any] = [None] * n_groups
     rows = zip(present.tolist(), sums.tolist(), cnt.tolist(), mean.tolist(), median.tolist(),
                s_vals[starts].tolist(), s_vals[ends - 1].tolist(), std.tolist(), strict=True)
@@ -695,20 +697,28 @@ def _id_groups(
     ids = cols["nameId"]
     if int(ids.min()) < 0:
         return None
-    if int(ids.max()) <= 4 * len(ids) + 1_000_000:  # StringIds ids are small: count, don't sort
+    small = int(ids.max()) <= 4 * len(ids) + 1_000_000  # StringIds ids are: count, don't sort
+    if small:
         present = np.flatnonzero(np.bincount(ids))
-        dense = np.zeros(int(present[-1]) + 1, dtype=np.int64)
-        dense[present] = np.arange(len(present))
-        codes = dense[ids]
     else:
-        present, codes = np.unique(ids, return_inverse=True)
+        present, inverse = np.unique(ids, return_inverse=True)
     labels: list[str] = []
     for i in present.tolist():
         name = name_of(i)
         if name is None:
             return None
         labels.append(name)
-    return _grouped(labels, codes, cols["duration"])
+    names = sorted(set(labels))  # codes in name order: ties in total then keep name order
+    rank = {n: i for i, n in enumerate(names)}
+    ranks = np.array([rank[n] for n in labels], dtype=np.int64)
+    if small:
+        lut = np.zeros(int(present[-1]) + 1, dtype=np.int64)
+        lut[present] = ranks
+        codes = lut[ids]
+    else:
+        codes = ranks[inverse]
+    stats = _segment_stats(codes, cols["duration"], len(names))
+    return [(n, st) for n, st in zip(names, stats, strict=True) if st is not None]
 
 
 def _memop_groups(

@@ -39,6 +39,7 @@ _MEM_OPER_LABELS = {0: "Allocation", 1: "Deallocation"}
 
 _COLUMNAR_MIN_ROWS = 20_000
 _NULL = -(2**62)  # stands for SQL NULL in column-wise reads
+_SUMMARY_THREADS = 2  # threads per big table in read_summary_columns
 
 #: Resolved columns of the big tables -> the raw SQLite columns they are computed from.
 _DERIVED: dict[str, dict[str, list[str]]] = {
@@ -74,32 +75,34 @@ _SUMMARY_RAW: dict[str, list[str]] = {
 
 
 class SummaryColumns:
-    """A column-wise read of integer expressions, running in a background thread.
+    """A column-wise read of integer expressions, in background threads (see ``read_summary_columns``).
 
     :meth:`result` waits for it and returns {name: int64 array}, or None when a value is NULL (or
     SQLite could not build the text), in which case callers use the general, pandas-based path.
     """
 
-    def __init__(self, fut: Future[list[str | None]] | None, names: list[str], n_rows: int,
-                 texts: list[str | None] | None = None) -> None:
-        self._fut, self._names, self._n, self._texts = fut, names, n_rows, texts
+    def __init__(self, parts: list[Future[list[object]]], names: list[str]) -> None:
+        self._parts, self._names = parts, names
 
     def result(self) -> dict[str, npt.NDArray[np.int64]] | None:
-        """Wait for the read; the parsed columns, or None (see the class docstring)."""
+        """Wait for the read; the parsed columns in row order, or None (see the class docstring)."""
         import numpy as np
 
-        try:
-            texts = self._fut.result() if self._fut is not None else self._texts
-        except sqlite3.Error:
-            return None
-        assert texts is not None
-        out: dict[str, npt.NDArray[np.int64]] = {}
-        for name, text in zip(self._names, texts, strict=True):
-            arr = np.fromstring(text or "", dtype=np.int64, sep=",")
-            if len(arr) != self._n or (self._n and bool((arr == _NULL).any())):
+        chunks: list[list[npt.NDArray[np.int64]]] = []
+        for fut in self._parts:
+            try:
+                n_rows, *texts = fut.result()
+            except sqlite3.Error:
                 return None
-            out[name] = arr
-        return out
+            cols = [np.fromstring(str(t or ""), dtype=np.int64, sep=",") for t in texts]
+            # group_concat skips NULLs, so a NULL shows as a short column.
+            if any(len(c) != n_rows for c in cols):
+                return None
+            chunks.append(cols)
+        return {
+            name: (chunks[0][i] if len(chunks) == 1 else np.concatenate([c[i] for c in chunks]))
+            for i, name in enumerate(self._names)
+        }
 
 
 class _ColumnFuture:
@@ -394,31 +397,36 @@ class NsysSqliteTrace(Trace):
         t = _NSYS_TABLES[name]
         if t not in self._tables or not set(_SUMMARY_RAW[name]) <= set(self.columns(t)):
             return None
-        n_rows: int = self._con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-        if n_rows == 0:
-            return None
         exprs = _SUMMARY_EXPRS[name]
-        aggs = ", ".join(f"group_concat(coalesce({e}, {_NULL}), ',')" for e in exprs.values())
-        sql = f"SELECT {aggs} FROM {t}"
-        if n_rows < _COLUMNAR_MIN_ROWS:
-            try:
-                texts = list(self._con.execute(sql).fetchone())
-            except sqlite3.Error:
-                return None
-            return SummaryColumns(None, list(exprs), n_rows, texts)
+        aggs = ", ".join(f"group_concat({e}, ',')" for e in exprs.values())
+        sql = f"SELECT count(*), {aggs} FROM {t}"
+        # max(rowid) is a b-tree lookup; ranges of rowids split a big table between threads.
+        last = self._con.execute(f"SELECT max(rowid) FROM {t}").fetchone()[0]
+        if last is None:
+            return None  # no rows
+        first: int = self._con.execute(f"SELECT min(rowid) FROM {t}").fetchone()[0]
+        n_parts = 1 if last - first < _COLUMNAR_MIN_ROWS else _SUMMARY_THREADS
+        bounds = [first - 1 + (last - first + 1) * i // n_parts for i in range(n_parts + 1)]
         path = Path(self.info.sqlite_path or self.info.path)
 
-        def read() -> list[str | None]:
+        def read(lo: int, hi: int) -> list[object]:
             con = connect_readonly(path)
             try:
-                return list(con.execute(sql).fetchone())
+                return list(con.execute(f"{sql} WHERE rowid > ? AND rowid <= ?", (lo, hi)).fetchone())
             finally:
                 con.close()
 
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ks-summary")
-        fut = pool.submit(read)
+        if n_parts == 1:  # small: read it here, a thread and a connection cost more
+            done: Future[list[object]] = Future()
+            try:
+                done.set_result(list(self._con.execute(sql).fetchone()))
+            except sqlite3.Error as exc:
+                done.set_exception(exc)
+            return SummaryColumns([done], list(exprs))
+        pool = ThreadPoolExecutor(max_workers=n_parts, thread_name_prefix="ks-summary")
+        parts = [pool.submit(read, lo, hi) for lo, hi in zip(bounds, bounds[1:], strict=False)]
         pool.shutdown(wait=False)
-        return SummaryColumns(fut, list(exprs), n_rows)
+        return SummaryColumns(parts, list(exprs))
 
     def nvtx_ranges(self) -> list[tuple[int, int, str]] | None:
         """NVTX push/pop and start/end ranges that ended, as (eventType, duration_ns, "domain:text").
