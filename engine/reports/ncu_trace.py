@@ -62,20 +62,18 @@ class NcuTrace(Trace):
             "computeMajor": int(major) if major.isdigit() else None,
             "computeMinor": int(minor) if minor.isdigit() else None,
         })
-        raw = self.ncu.raw
-        if len(raw):
-            from engine.reports.ncu import parse_number
+        if self.ncu.source != "csv-details":  # a details export has no device attributes
+            kid = int(first["ID"])
 
             def attr(name: str, scale: float = 1.0) -> int | None:
-                if name not in raw.columns:
-                    return None
-                v = parse_number(str(raw[name].iloc[0]))
-                return None if v != v else int(v * scale)  # NaN: not collected
+                v = self.ncu.value(kid, name)  # no raw page needed: a .ncu-rep decodes it lazily
+                return None if v is None else int(v * scale)  # None: not collected
 
             row["smCount"] = attr("device__attribute_multiprocessor_count")
             row["l2CacheSize"] = attr("device__attribute_l2_cache_size")
             row["clockRate"] = attr("device__attribute_clock_rate", 1e3)  # ncu prints kHz
-            if not row["name"] and "device__attribute_display_name" in raw.columns:
+            raw = self.ncu.raw if self.ncu.source == "csv-raw" else None  # .ncu-rep: kernels has it
+            if not row["name"] and raw is not None and "device__attribute_display_name" in raw.columns:
                 row["name"] = str(raw["device__attribute_display_name"].iloc[0]) or None
         return pd.DataFrame([row])
 
