@@ -390,21 +390,33 @@ class NsysSqliteTrace(Trace):
         expression becomes one ``group_concat`` text that numpy parses in C.
 
         Returns:
-            A handle whose ``result()`` gives the columns, or None when the table was not
-            captured, has no rows, or lacks a column (callers then report it empty or fall back).
+            A handle whose ``result()`` gives the columns (None there when a value is NULL or the
+            table lacks a column: callers fall back), or None when the table was not captured or
+            has no rows (the reports are empty).
 
         """
         t = _NSYS_TABLES[name]
-        if t not in self._tables or not set(_SUMMARY_RAW[name]) <= set(self.columns(t)):
+        if t not in self._tables:
             return None
         exprs = _SUMMARY_EXPRS[name]
+
+        def failed(why: str) -> SummaryColumns:  # result() is None: the general path takes over
+            fut: Future[list[object]] = Future()
+            fut.set_exception(sqlite3.DatabaseError(why))
+            return SummaryColumns([fut], list(exprs))
+
+        if not set(_SUMMARY_RAW[name]) <= set(self.columns(t)):
+            return failed(f"{t} lacks a column")
         aggs = ", ".join(f"group_concat({e}, ',')" for e in exprs.values())
         sql = f"SELECT count(*), {aggs} FROM {t}"
         # max(rowid) is a b-tree lookup; ranges of rowids split a big table between threads.
-        last = self._con.execute(f"SELECT max(rowid) FROM {t}").fetchone()[0]
+        try:
+            last = self._con.execute(f"SELECT max(rowid) FROM {t}").fetchone()[0]
+            first = self._con.execute(f"SELECT min(rowid) FROM {t}").fetchone()[0]
+        except sqlite3.Error as exc:  # a WITHOUT ROWID table, say
+            return failed(str(exc))
         if last is None:
             return None  # no rows
-        first: int = self._con.execute(f"SELECT min(rowid) FROM {t}").fetchone()[0]
         n_parts = 1 if last - first < _COLUMNAR_MIN_ROWS else _SUMMARY_THREADS
         bounds = [first - 1 + (last - first + 1) * i // n_parts for i in range(n_parts + 1)]
         path = Path(self.info.sqlite_path or self.info.path)

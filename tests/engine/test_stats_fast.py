@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -95,6 +96,15 @@ def test_null_time_leaves_the_report_to_the_general_path(tmp_path: Path) -> None
     assert to_csv(got["cuda_api_sum"]) == (ORACLES / "host_overhead_naive_cuda_api_sum.csv").read_text()
 
 
+def test_a_missing_column_leaves_the_report_to_the_general_path(tmp_path: Path) -> None:
+    db = _copy(tmp_path, "host_overhead_naive")
+    with sqlite3.connect(db) as con:  # an export without short names: not "no kernels"
+        con.execute("ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN shortName")
+    got = fast_reports(open_report(db), ["cuda_gpu_kern_sum", "cuda_gpu_mem_time_sum"])
+    assert set(got) == {"cuda_gpu_mem_time_sum"}
+    assert not run_report(open_report(db), "cuda_gpu_kern_sum").empty
+
+
 def test_names_missing_from_stringids(tmp_path: Path) -> None:
     """An API name id without a string prints '<unknown ID>' as the DataFrame path does; a kernel
     whose demangled name is missing needs the short-name fallback, which the general path does."""
@@ -171,3 +181,21 @@ def test_module_has_no_pandas_at_import() -> None:
     assert r.stdout.split() == ["False", "False"], r.stderr
     assert stats.FAST_REPORTS == ("cuda_api_sum", "cuda_gpu_kern_sum", "cuda_gpu_mem_time_sum",
                                   "cuda_gpu_mem_size_sum", "nvtx_sum")
+
+
+def test_cli_computes_only_what_the_cache_lacks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from engine.cli import main
+
+    src = str(NSYS_DIR / "torch_sdpa_gemm.sqlite")
+    cache = Path(os.environ["KERNELSCOPE_CACHE"]) / "results"
+    assert main(["stats", src, "-r", "cuda_api_sum,nvtx_sum", "-f", "csv", "-o", str(tmp_path / "a")]) == 0
+    assert sorted(p.name for p in cache.rglob("stats-*")) == ["stats-cuda_api_sum.csv", "stats-nvtx_sum.csv"]
+    assert main(["stats", src, "-r", ",".join(FAST_REPORTS), "-f", "table"]) == 0
+    table = capsys.readouterr().out
+    assert main(["stats", src, "-r", ",".join(FAST_REPORTS), "-f", "csv", "-o", str(tmp_path / "b")]) == 0
+    assert len(list(cache.rglob("stats-*.csv"))) == 5 and len(list(cache.rglob("stats-*.txt"))) == 5
+    trace = open_report(NSYS_DIR / "torch_sdpa_gemm.sqlite")
+    for report in FAST_REPORTS:
+        assert (tmp_path / f"b_{report}.csv").read_text() == \
+            (ORACLES / f"torch_sdpa_gemm_{report}.csv").read_text(), report
+        assert format_table(run_report(trace, report)) in table, report
