@@ -303,10 +303,13 @@ def build_model(trace: Any, cancel: Any = None) -> TimelineModel:
 
     tables: dict[str, Any] = {}
     missing: list[str] = []
+    prefetch = getattr(trace, "prefetch", None)
+    if prefetch is not None:  # nsys SQLite: read the big integer columns in parallel threads
+        prefetch(COLUMNS)
     for name in COLUMNS:
-        # the whole table: the very frame the trace caches (a column subset would be a copy, and
-        # the window has loaded every column already); rows are addressed by position
-        df = trace.table(name)
+        # only the columns the timeline draws and shows (a big report's other columns, such as
+        # mangled names, are never read); rows are addressed by position
+        df = trace.table(name, columns=COLUMNS[name])
         if name in trace.missing:
             missing.append(_missing_sentence(name, trace.missing[name]))
         tables[name] = df
