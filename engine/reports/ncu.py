@@ -804,7 +804,7 @@ def read_ncu_rep(path: str | Path, *, use_cache: bool = True) -> NcuReport:
     return report
 
 
-_CACHE_FORMAT = 4  # 3: report-wide kernel names, stored_names; 4: names counted per chain, negative casts kept
+_CACHE_FORMAT = 4  # 3: report-wide names, stored_names; 4: per-chain name rule, negative casts kept
 
 
 def _cache_file(path: Path) -> Path:
