@@ -259,8 +259,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for tests and docs)."""
     p = argparse.ArgumentParser(
         prog="kernelscope",
-        description="Kernelscope: statistics, expert rules and time breakdowns of GPU traces "
-        "(.nsys-rep, nsys .sqlite, PyTorch profiler .json[.gz]).",
+        description="Kernelscope: read Nsight Systems (.nsys-rep, .sqlite), Nsight Compute (.ncu-rep, "
+        "CSV) and PyTorch profiler traces; run benchmarks, nsys and ncu sessions here or over SSH; "
+        "sample GPU telemetry; find what to fix and verify it.",
     )
     p.add_argument("--version", action="version", version=f"kernelscope {__version__}")
     p.add_argument("--debug", action="store_true", help="show tracebacks on errors")
