@@ -22,10 +22,11 @@ SCREENSHOT_SIZE = (1600, 1000)
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="kernelscope-gui",
-        description="Kernelscope: see where the time went in Nsight Systems reports and PyTorch traces.",
+        description="Kernelscope: see where the time went in Nsight Systems, Nsight Compute and PyTorch "
+        "profiler reports; run sessions and watch GPU telemetry.",
     )
     p.add_argument("reports", nargs="*", metavar="REPORT",
-                   help=".nsys-rep, nsys .sqlite export or PyTorch profiler .json[.gz] trace")
+                   help=".nsys-rep, nsys .sqlite, .ncu-rep, ncu CSV or PyTorch profiler .json[.gz]")
     p.add_argument("--screenshot", metavar="FILE.png",
                    help="open the report, save the chosen view at 1600x1000 as PNG, and exit")
     p.add_argument("--view", choices=VIEW_CHOICES, default="summary", help="view to show first")
