@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QSettings, Qt, Signal, Slot
+from PySide6.QtCore import QSettings, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
 from PySide6.QtWidgets import (
     QDockWidget,
@@ -43,6 +43,12 @@ OPEN_FILTER = (
     "Reports (*.nsys-rep *.sqlite *.json *.json.gz *.gz *.ncu-rep);;Nsight Systems (*.nsys-rep *.sqlite);;"
     "Nsight Compute (*.ncu-rep *.csv);;PyTorch profiler traces (*.json *.json.gz);;All files (*)"
 )
+
+
+#: views that show the summary (it starts at once there); elsewhere it waits for the view's first work
+SUMMARY_VIEWS = ("summary", "findings", "info")
+SUMMARY_MAX_DELAY_S = 3.0
+SUMMARY_POLL_MS = 100
 
 
 class MainWindow(QMainWindow):
@@ -382,7 +388,23 @@ class MainWindow(QMainWindow):
                 j.deleteLater()
 
         job.sig_done.connect(done)
-        job.start()
+        # Let the view on screen do its first work (the Timeline's build, say) before the summary
+        # competes with it for the CPU; views that show the summary get it at once.
+        deadline = time.perf_counter() + SUMMARY_MAX_DELAY_S
+
+        def start_when_free(k: int = id(report)) -> None:
+            if self._summary_jobs.get(k) is not job:
+                return  # the window shut down
+            key = self.current_view()
+            view = self.views.get(key)
+            busy = key not in SUMMARY_VIEWS and view is not None and bool(
+                getattr(view, "is_busy", lambda: False)())
+            if busy and time.perf_counter() < deadline:
+                QTimer.singleShot(SUMMARY_POLL_MS, self, start_when_free)
+                return
+            job.start()
+
+        QTimer.singleShot(0, self, start_when_free)  # after reports.add has started the view's work
 
     def _on_load_errored(self, key: str, msg: str) -> None:
         self.log.add(msg, "error")

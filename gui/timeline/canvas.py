@@ -35,6 +35,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QScrollBar, QSizePolicy, QToolTip, QWidget
 
 from gui.timeline import model as tm
+from gui.timeline import overview as tov
 from gui.timeline.style import GROUP_TINT, KIND_COLORS, PALETTE, tooltip_text
 
 GUTTER = 260  # px for lane labels
@@ -46,6 +47,8 @@ LANE_GAP = 4
 DETAIL_MAX = 2000
 LABEL_MIN_PX = 46
 MIN_SPAN_NS = 50.0
+#: what hovering the overview says (it has no events to show)
+LOADING_TEXT = "Loading details…"
 
 
 def nice_step(span: float, target_ticks: int) -> float:
@@ -115,6 +118,8 @@ class TimelineCanvas(QWidget):
         self.setMinimumSize(400, 160)
         self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
         self.model: tm.TimelineModel | None = None
+        #: a coarse overview shown until the full model arrives (big reports; see overview.py)
+        self.overview: tov.Overview | None = None
         self.t0 = 0.0
         self.t1 = 1.0
         self.v_offset = 0
@@ -146,21 +151,52 @@ class TimelineCanvas(QWidget):
 
     # -- model and range -----------------------------------------------------------------------------
     def set_model(self, model: tm.TimelineModel | None) -> None:
+        """Show ``model``; replacing an overview, the visible time range stays as it is."""
+        keep = model is not None and self.model is None and self.overview is not None
         self.model = model
+        self.overview = None
+        self.hover = self.selected = None
+        self.draw_stats.clear()
+        self.last_coverage.clear()
+        if not keep:
+            self.v_offset = 0
+        if model is not None:
+            if keep:
+                t0, t1 = self.t0, self.t1
+                self.t0 = self.t1 = 0.0  # set_range clamps to the model and announces the range
+                self.set_range(t0, t1)
+            else:
+                self.fit()
+        self._update_vbar()
+        self.update()
+
+    def set_overview(self, overview: tov.Overview | None) -> None:
+        """Show a coarse overview (no events to hover or click) until :meth:`set_model`."""
+        self.model = None
+        self.overview = overview
         self.hover = self.selected = None
         self.v_offset = 0
         self.draw_stats.clear()
         self.last_coverage.clear()
-        if model is not None:
+        if overview is not None:
             self.fit()
         self._update_vbar()
         self.update()
 
+    def _source(self) -> tm.TimelineModel | tov.Overview | None:
+        return self.model if self.model is not None else self.overview
+
+    def lanes(self) -> list[Any]:
+        """The lanes drawn: the model's, else the overview's."""
+        src = self._source()
+        return list(src.lanes) if src is not None else []
+
     def fit(self) -> None:
         """Show all CUDA and NVTX activity (with a small margin); zoom out for the metrics around it."""
-        if self.model is None:
+        src = self._source()
+        if src is None:
             return
-        a, b = self.model.activity_min, self.model.activity_max
+        a, b = src.activity_min, src.activity_max
         pad = (b - a) * 0.01
         self.set_range(a - pad, b + pad)
 
@@ -174,9 +210,10 @@ class TimelineCanvas(QWidget):
         if t1 - t0 < MIN_SPAN_NS:
             mid = (t0 + t1) / 2
             t0, t1 = mid - MIN_SPAN_NS / 2, mid + MIN_SPAN_NS / 2
-        if self.model is not None:
-            full = self.model.t_max - self.model.t_min
-            lo, hi = self.model.t_min - full * 0.05, self.model.t_max + full * 0.05
+        src = self._source()
+        if src is not None:
+            full = src.t_max - src.t_min
+            lo, hi = src.t_min - full * 0.05, src.t_max + full * 0.05
             span = min(t1 - t0, hi - lo)
             t0 = min(max(t0, lo), hi - span)
             t1 = t0 + span
@@ -215,7 +252,7 @@ class TimelineCanvas(QWidget):
         """Top y of each lane in content coordinates (before scrolling)."""
         tops, y = [], AXIS_H + LANE_GAP
         prev = None
-        for ln in self.model.lanes if self.model else []:
+        for ln in self.lanes():
             if prev is not None and ln.group != prev:
                 y += 8  # a little air between groups
             tops.append(y)
@@ -225,10 +262,11 @@ class TimelineCanvas(QWidget):
         return tops
 
     def lane_at(self, y: float) -> int | None:
-        if self.model is None or y < AXIS_H or y >= self.height():
+        lanes = self.lanes()
+        if not lanes or y < AXIS_H or y >= self.height():
             return None
         for i, top in enumerate(self.lane_tops()):
-            ln = self.model.lanes[i]
+            ln = lanes[i]
             top -= self.v_offset
             if top <= y < top + self.lane_height(ln):
                 return i
@@ -236,8 +274,10 @@ class TimelineCanvas(QWidget):
 
     def event_at(self, x: float, y: float) -> tuple[int, int] | None:
         """(lane index, event index) under the pointer, or None."""
+        if self.model is None:
+            return None
         i = self.lane_at(y)
-        if i is None or self.model is None or x < GUTTER:
+        if i is None or x < GUTTER:
             return None
         ln = self.model.lanes[i]
         t = self.t_at(x)
@@ -271,7 +311,8 @@ class TimelineCanvas(QWidget):
         t_start = time.perf_counter()
         p = QPainter(self)
         p.fillRect(self.rect(), QColor("#ffffff"))
-        if self.model is None:
+        lanes = self.lanes()
+        if self._source() is None:
             p.end()
             return
         p.setFont(self._font)
@@ -281,7 +322,7 @@ class TimelineCanvas(QWidget):
         self.last_coverage.clear()
         fm = QFontMetrics(self._small)
         # lanes
-        for i, ln in enumerate(self.model.lanes):
+        for i, ln in enumerate(lanes):
             top = tops[i] - self.v_offset
             h = self.lane_height(ln)
             if top + h < AXIS_H or top > self.height():
@@ -290,7 +331,9 @@ class TimelineCanvas(QWidget):
             p.fillRect(QRectF(GUTTER, top, w, h), tint)
             p.save()
             p.setClipRect(QRectF(GUTTER, max(top, AXIS_H), w, h))
-            if ln.is_metric:
+            if isinstance(ln, tov.OverviewLane):
+                stats[ln.key] = self._paint_overview(p, ln, top, h, w)
+            elif ln.is_metric:
                 self._paint_metric(p, ln, top, h, w)
                 stats[ln.key] = ("coverage", 0)
             else:
@@ -302,7 +345,7 @@ class TimelineCanvas(QWidget):
         p.setPen(QColor("#dde3ea"))
         p.drawLine(GUTTER - 1, AXIS_H, GUTTER - 1, self.height())
         fm_big = QFontMetrics(self._font)
-        for i, ln in enumerate(self.model.lanes):
+        for i, ln in enumerate(lanes):
             top = tops[i] - self.v_offset
             h = self.lane_height(ln)
             if top + h < AXIS_H or top > self.height():
@@ -338,7 +381,6 @@ class TimelineCanvas(QWidget):
         p.fillRect(QRectF(0, 0, self.width(), AXIS_H), QColor("#f5f7fa"))
         p.setPen(QColor("#dde3ea"))
         p.drawLine(0, AXIS_H - 1, self.width(), AXIS_H - 1)
-        assert self.model is not None
         base = 0.0  # times are since the start of the capture, as in the tables and the details
         span = self.t1 - self.t0
         step = nice_step(span, max(w // 120, 2))
@@ -421,6 +463,23 @@ class TimelineCanvas(QWidget):
             p.drawRects(self._bars(height, base_y))
         return ("coverage", n)
 
+    def _paint_overview(self, p: QPainter, ln: tov.OverviewLane, top: float, h: float,
+                        w: int) -> tuple[str, int]:
+        """The overview's busy fraction per pixel column, per kind (bucket resolution)."""
+        assert self.overview is not None
+        n_bins = int(w)
+        base_y = int(top + h - 1)
+        p.setPen(Qt.PenStyle.NoPen)
+        for k in ln.hist:
+            cov = self.overview.coverage(ln, k, self.t0, self.t1, n_bins)
+            self.last_coverage[(ln.key, k)] = cov
+            height = np.where(cov > 0, np.maximum(np.rint(cov * (h - 3)), 2), 0).astype(np.int64)
+            p.setBrush(self._pale_brushes[k])
+            p.drawRects(self._bars(np.where(cov > 0, h - 3, 0).astype(np.int64), base_y))
+            p.setBrush(self._kind_brushes[k])
+            p.drawRects(self._bars(height, base_y))
+        return ("overview", ln.n_events)
+
     @staticmethod
     def _bars(height: np.ndarray, base_y: int) -> list[QRect]:
         """One rectangle per run of pixel columns with the same non-zero bar height."""
@@ -461,7 +520,7 @@ class TimelineCanvas(QWidget):
         self._update_vbar()
 
     def wheelEvent(self, event: QWheelEvent) -> None:  # noqa: N802 - Qt override
-        if self.model is None:
+        if self._source() is None:
             return
         d = event.angleDelta()
         x = event.position().x()
@@ -568,6 +627,10 @@ class TimelineCanvas(QWidget):
         return rec
 
     def _update_hover(self, pos: QPointF) -> None:
+        if self.model is None and self.overview is not None:  # nothing to point at yet
+            over = pos.x() >= GUTTER and self.lane_at(pos.y()) is not None
+            self.hover_text = LOADING_TEXT if over else ""
+            return
         hit = self.event_at(pos.x(), pos.y())
         if hit != self.hover:
             self.hover = hit

@@ -3,7 +3,10 @@ ranges and GPU metrics on one time axis, with hover tooltips, a details panel an
 kernel's Nsight Compute results when an ncu report of the same run is open.
 
 The lanes are built once per report in a worker thread (:func:`gui.timeline.model.build_model`)
-and kept while the report is open; the canvas draws level-of-detail from them.
+and kept while the report is open; the canvas draws level-of-detail from them. On a big Nsight
+Systems report (more than ``overview_min_events`` CUDA events) a coarse overview from SQL
+aggregates (:mod:`gui.timeline.overview`, a fraction of a second) is painted first, then replaced
+by the full lanes, keeping the visible range.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from PySide6.QtWidgets import (
 
 from gui.documents import OpenReports
 from gui.timeline import model as tm
+from gui.timeline import overview as tov
 from gui.timeline.canvas import TimelineCanvas
 from gui.timeline.style import facts
 from gui.views.common import MUTED, WrapLabel, follow_current, heading
@@ -56,6 +60,33 @@ class BuildWorker(Worker):
         return self.report, tm.build_model(self.report.trace, self.cancel_event)
 
 
+class OverviewWorker(Worker):
+    """Compute the coarse overview of an nsys SQLite report in the worker thread."""
+
+    def __init__(self, report: LoadedReport, sqlite_path: Any) -> None:
+        super().__init__()
+        self.report = report
+        self.sqlite_path = sqlite_path
+
+    def work(self) -> Any:
+        return self.report, tov.build_overview(self.sqlite_path, cancel=self.cancel_event)
+
+
+#: CUDA events (API calls, kernels, copies, memsets) above which the overview is painted first
+OVERVIEW_MIN_EVENTS = 200_000
+
+
+def overview_source(report: LoadedReport, min_events: int) -> Any:
+    """The SQLite export to compute an overview from, when ``report`` is a big nsys report; else None."""
+    info = getattr(report.trace, "info", None)
+    path = getattr(info, "sqlite_path", None)
+    if path is None or not str(getattr(info, "kind", "")).startswith("nsys"):
+        return None
+    rows = report.table_rows
+    n = sum(int(rows.get(t) or 0) for t in ("kernels", "memcpy", "memset", "api"))
+    return path if n > min_events else None
+
+
 class TimelineView(QWidget):
     """The timeline of the current report plus a details panel for the clicked event."""
 
@@ -71,6 +102,7 @@ class TimelineView(QWidget):
         self._job: Job | None = None
         self._old_jobs: list[Job] = []
         self._shown: LoadedReport | None = None
+        self.overview_min_events = OVERVIEW_MIN_EVENTS
         self.current_event: dict[str, Any] | None = None
         self.current_ncu: dict[str, Any] | None = None
 
@@ -189,12 +221,46 @@ class TimelineView(QWidget):
         if self._job is not None:  # the latest report wins; the old build is cancelled
             self._job.cancel()
             self._old_jobs.append(self._job)
+            self._job = None
+        src = overview_source(report, self.overview_min_events)
+        if src is None:
+            self._start_build(report)
+            return
+        job = Job(OverviewWorker(report, src), self)  # fast: SQL aggregates; the full lanes next
+        self._job = job
+        job.sig_finished.connect(self._on_overview)
+        job.sig_errored.connect(lambda msg: self.sig_message.emit(f"Timeline overview: {msg}"))
+        job.sig_done.connect(lambda j=job, r=report: self._on_overview_done(j, r))
+        job.start()
+
+    def _start_build(self, report: LoadedReport) -> None:
         job = Job(BuildWorker(report), self)
         self._job = job
         job.sig_finished.connect(self._on_built)
         job.sig_errored.connect(self._on_build_failed)
         job.sig_done.connect(lambda j=job: self._on_job_done(j))
         job.start()
+
+    def _on_overview(self, result: tuple[LoadedReport, tov.Overview]) -> None:
+        report, ov = result
+        if report is not self._shown or self.canvas.model is not None:
+            return
+        self.canvas.set_overview(ov)
+        c = ov.counts()
+        self.status.setText(
+            f"Overview of {c['api']:,} CUDA API calls and {c['gpu']:,} GPU operations at "
+            f"{ov.n_buckets:,}-bucket resolution; loading the details (events, NVTX, GPU metrics)…")
+
+    def _on_overview_done(self, job: Job, report: LoadedReport) -> None:
+        if job is self._job:  # still the current report's: build its full lanes now
+            self._job = None
+            if report is self._shown and report in self.reports.reports:
+                self._start_build(report)
+            else:
+                self.sig_ready.emit()
+        elif job in self._old_jobs:
+            self._old_jobs.remove(job)
+        job.deleteLater()
 
     def _on_built(self, result: tuple[LoadedReport, tm.TimelineModel]) -> None:
         report, model = result
