@@ -48,6 +48,10 @@ def add_parsers(sub: Any) -> None:
     r.add_argument("--launch-skip", type=int, help="ncu: skip N launches first")
     r.add_argument("--clock-control", choices=["none", "base"], default="none",
                    help="ncu clock control (default none: leave clocks alone)")
+    r.add_argument("--telemetry", action="store_true",
+                   help="record GPU telemetry (NVML/GPM) to telemetry.csv in the session folder")
+    r.add_argument("--telemetry-period", type=float, default=0.1, metavar="S",
+                   help="seconds between telemetry samples (default 0.1)")
     r.add_argument("--json", action="store_true", help="print the outcome as JSON at the end")
     r.add_argument("--quiet", action="store_true", help="do not echo the program's output")
     r.set_defaults(func=cmd_run, run_parser=r)
@@ -102,6 +106,7 @@ def _spec_from_args(args: argparse.Namespace) -> Any:
         tool=args.tool, command=tuple(command) if not workload else (), workload=workload,
         params=parse_params(args.param), out_dir=args.out, name=args.name, timeout_s=args.timeout,
         target=target, tool_path=args.tool_path,
+        telemetry=args.telemetry, telemetry_period_s=args.telemetry_period,
         nsys=NsysOptions(trace=tuple(t for t in args.trace.split(",") if t),
                          cuda_memory_usage=args.cuda_memory_usage, gpu_metrics_devices=args.gpu_metrics),
         ncu=NcuOptions(set=args.ncu_set or None, sections=tuple(args.section), kernel_name=args.kernel_name,

@@ -43,6 +43,7 @@ from engine.sessions import argv as A
 from engine.sessions.outcome import Outcome, OutcomeKind, classify
 from engine.sessions.spec import SessionSpec
 from engine.sessions.store import REPORT_SUFFIXES, SessionStore
+from engine.sessions.telemetry_rec import recording as telemetry_recording
 
 KILL_GRACE_S = 3.0
 PROGRESS_INTERVAL_S = 0.5
@@ -422,7 +423,7 @@ def run_session(
     est = ProgressEstimator(spec.tool, spec.ncu.launch_count if spec.tool == "ncu" else None, expected)
     sess = _Session(spec, log, on_line, cancel, est, on_progress)
     try:
-        with log:
+        with log, telemetry_recording(spec, sdir, sess.note, **_telemetry_kw()):
             if spec.target.is_local:
                 outcome = _run_local(sess, sid, sdir, tool_path, main_argv, target, env, store)
             else:
@@ -441,6 +442,14 @@ def run_session(
     store.finish(sid, outcome.kind.value, outcome.message, outcome.returncode, outcome.duration_s,
                  list(outcome.reports))
     return outcome
+
+
+#: tests without a GPU replace the telemetry source here (the only stand-in: NVML needs a GPU)
+TELEMETRY_SOURCE_FACTORY: Callable[[SessionSpec], object] | None = None
+
+
+def _telemetry_kw() -> dict[str, Any]:
+    return {} if TELEMETRY_SOURCE_FACTORY is None else {"source_factory": TELEMETRY_SOURCE_FACTORY}
 
 
 def _report_files(folder: Path) -> list[Path]:

@@ -134,6 +134,9 @@ class SessionSpec:
         tool_path: Explicit nsys/ncu executable (default: discovered locally; ``nsys``/``ncu`` on the
             remote PATH).
         env: Extra environment variables for the program.
+        telemetry: Record GPU telemetry (NVML/GPM, absolute timestamps) to ``telemetry.csv`` in the
+            session folder while the session runs (locally, or through the agent over ssh).
+        telemetry_period_s: Seconds between telemetry samples.
     """
 
     tool: str = "bench"
@@ -148,6 +151,8 @@ class SessionSpec:
     ncu: NcuOptions = field(default_factory=NcuOptions)
     tool_path: str | None = None
     env: dict[str, str] = field(default_factory=dict)
+    telemetry: bool = False
+    telemetry_period_s: float = 0.1
 
     def validate(self) -> SessionSpec:
         """Check the spec; return it.
@@ -157,6 +162,9 @@ class SessionSpec:
         """
         if self.tool not in TOOLS:
             raise SpecError(f"Unknown tool {self.tool!r}; use one of {', '.join(TOOLS)}.")
+        if not self.telemetry_period_s > 0:
+            raise SpecError("The telemetry period must be more than 0 seconds, "
+                            f"not {self.telemetry_period_s}.")
         if bool(self.command) == bool(self.workload):
             raise SpecError("Give either a command line (after --) or a workload name, not both or neither.")
         if self.params and not self.workload:

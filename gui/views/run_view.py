@@ -108,6 +108,7 @@ class FormValues:
     ncu_clock_control: str = "none"
     out_dir: str = ""
     timeout_s: float = 3600.0  # 0: none
+    telemetry: bool = True  # record GPU telemetry beside the reports (said in the log when unavailable)
 
 
 def spec_from_form(v: FormValues) -> Any:
@@ -182,7 +183,7 @@ def spec_from_form(v: FormValues) -> Any:
     ncu_set = None if v.ncu_set.startswith("(") else v.ncu_set
     spec = SessionSpec(
         tool=v.tool, command=command, workload=workload, params=params, out_dir=str(out),
-        timeout_s=v.timeout_s or None, target=target,
+        timeout_s=v.timeout_s or None, target=target, telemetry=v.telemetry,
         nsys=NsysOptions(trace=tuple(v.nsys_trace), cuda_memory_usage=v.nsys_cuda_memory,
                          gpu_metrics_devices=metrics),
         ncu=NcuOptions(set=ncu_set, kernel_name=v.ncu_kernel.strip() or None,
@@ -477,6 +478,9 @@ class RunView(QWidget):
         self.timeout_spin.setSpecialValueText("none")
         self.timeout_spin.setValue(3600)
         of.addRow("Timeout", self.timeout_spin)
+        self.telemetry_check = QCheckBox("Record GPU telemetry (telemetry.csv, lines up with the report)")
+        self.telemetry_check.setChecked(True)
+        of.addRow("", self.telemetry_check)
         v.addWidget(g)
 
         self.error_label = WrapLabel("")
@@ -663,6 +667,7 @@ class RunView(QWidget):
             ncu_launch_count=self.ncu_count_spin.value(),
             ncu_clock_control=self.ncu_clock_combo.currentData(),
             out_dir=self.out_edit.text(), timeout_s=self.timeout_spin.value(),
+            telemetry=self.telemetry_check.isChecked(),
         )
 
     def _browse_out(self) -> None:

@@ -419,3 +419,13 @@ def test_screenshot_cli_view_run(tmp_path: Path) -> None:
 
     img = QImage(str(out))
     assert (img.width(), img.height()) == (1600, 1000)
+
+
+def test_telemetry_checkbox_reaches_the_spec(view) -> None:
+    from gui.views.run_view import spec_from_form
+
+    view.set_command([PY, "-c", "pass"])
+    assert view.telemetry_check.isChecked()  # on by default: the log says why when there is no GPU
+    assert spec_from_form(view.form_values()).telemetry is True
+    view.telemetry_check.setChecked(False)
+    assert spec_from_form(view.form_values()).telemetry is False
