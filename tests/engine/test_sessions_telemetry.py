@@ -32,7 +32,8 @@ def _log(outcome) -> str:  # noqa: ANN001
     return (outcome.session_dir / "session.log").read_text()
 
 
-def test_session_records_telemetry_with_absolute_times(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_session_records_telemetry_with_absolute_times(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     from engine.telemetry.sources import ReplaySource
 
     start_ns = time.time_ns()
