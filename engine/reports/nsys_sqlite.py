@@ -55,6 +55,9 @@ _DERIVED: dict[str, dict[str, list[str]]] = {
     "api": {"name": ["nameId"], "baseName": ["nameId"], "pid": ["globalTid"], "tid": ["globalTid"]},
 }
 
+#: tables whose loader keeps every row of the export's table, so ``count(*)`` is their row count
+_COUNTED = frozenset({*_DERIVED, "sync", "nvtx", "memory_usage", "gpus", "processes"})
+
 
 #: Integer columns the pandas-free summaries read (``read_summary_columns``): name -> SQL
 #: expression over the export's table. A kernel's name is its demangled name, else its short name.
@@ -486,7 +489,7 @@ class NsysSqliteTrace(Trace):
 
     def row_count(self, name: str) -> int | None:
         """Rows of a table; the big event tables are counted in SQLite without reading them."""
-        if name in _DERIVED and self.has(name):  # one row per row of the export's table
+        if name in _COUNTED and self.has(name):  # one row per row of the export's table
             n: int = self._con.execute(f"SELECT count(*) FROM {_NSYS_TABLES[name]}").fetchone()[0]
             return n
         return super().row_count(name)

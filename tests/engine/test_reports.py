@@ -204,3 +204,16 @@ def test_columnar_and_prefetched_reads_equal_row_reads(path: Path, monkeypatch: 
                 return d.astype(object).where(d.notna(), None)
 
             pd.testing.assert_frame_equal(norm(got), norm(df), check_dtype=False, obj=f"{path.stem}.{t}")
+
+
+@pytest.mark.parametrize("path", NSYS_SQLITE, ids=lambda p: p.stem)
+def test_row_count_equals_the_loaded_tables(path) -> None:
+    # Counted in SQLite (the window does this on open) and by loading: the same for every table.
+    from engine.reports import open_report
+    from engine.reports.base import TABLES
+
+    with open_report(path) as counted, open_report(path) as loaded:
+        got = {n: counted.row_count(n) for n in TABLES}
+        want = {n: (len(loaded.table(n)) if loaded.has(n) else None) for n in TABLES}
+    assert got == want
+    assert any(got.values())  # (the legacy partial capture has no kernels at all)
