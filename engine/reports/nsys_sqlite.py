@@ -56,7 +56,8 @@ _DERIVED: dict[str, dict[str, list[str]]] = {
 }
 
 #: tables whose loader keeps every row of the export's table, so ``count(*)`` is their row count
-_COUNTED = frozenset({*_DERIVED, "sync", "nvtx", "memory_usage", "gpus", "processes"})
+_COUNTED = frozenset({*_DERIVED, "sync", "nvtx", "memory_usage", "gpus", "processes", "threads",
+                      "gpu_metrics"})
 
 
 #: Integer columns the pandas-free summaries read (``read_summary_columns``): name -> SQL
