@@ -304,6 +304,10 @@ class BandwidthView(QWidget):
                                    pen=pg.mkPen("w", width=0.5))
             plot.addItem(bars)
             base = base + counts
+        # At most ~5 labelled counts on the narrow axis (1, 2, 5, 10, ... apart).
+        top = float(base.max()) if base is not None and len(base) else 1.0
+        step = next(m * 10 ** e for e in range(0, 12) for m in (1, 2, 5) if top / (m * 10 ** e) <= 5)
+        plot.getAxis("bottom").setTickSpacing(major=step, minor=step)
 
     def _draw_ceilings(self, a: Any) -> None:
         pg = self._pg
