@@ -148,7 +148,7 @@ class TimelineView(QWidget):
         self.split.addWidget(side)
         self.split.setStretchFactor(0, 1)
         self.split.setStretchFactor(1, 0)
-        self.split.setSizes([1200, 320])
+        self.split.setSizes([1300, 260])  # the details panel: narrow until an event is clicked
         lay.addWidget(self.split, 1)
         foot = QHBoxLayout()
         hint = QLabel(HINT)
