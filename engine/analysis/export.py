@@ -8,7 +8,8 @@ an HTML file opens anywhere, offline, with no external files.
   deltas, fairness).
 - :func:`perfetto_trace`: a timeline in the Chrome trace-event JSON format that ui.perfetto.dev and
   chrome://tracing load: CUDA API calls and NVTX ranges per CPU thread, kernels / copies / memsets
-  per GPU stream, as complete ("X") events with microsecond times.
+  per GPU stream, as complete ("X") events with microsecond times, and flow arrows ("s"/"f") from
+  each CUDA API launch/copy call to the kernel or memcpy it started (same correlationId and pid).
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
 #: Synthetic Perfetto process ids for GPUs (real pids are < 2**22 on Linux).
 GPU_PID_BASE = 1 << 24
 NVTX_STARTEND_TID = (1 << 24) - 1
+#: Category and name shared by both ends of a flow (Perfetto matches v1 flows on id, cat and name).
+FLOW_CAT = "cuda_flow"
+FLOW_NAME = "launch"
 
 
 def write_text(path: Path, text: str) -> None:
@@ -370,7 +374,7 @@ def perfetto_trace(trace: Trace) -> dict[str, Any]:
                                  strict=False):
             ev.append({"ph": "i", "s": "t", "cat": "nvtx", "name": str(text),
                        "ts": round((int(s) - t0) / 1000.0, 3), "pid": int(p), "tid": int(t)})
-    gpu_cols = ["start", "end", "deviceId", "streamId", "correlationId"]
+    gpu_cols = ["start", "end", "deviceId", "streamId", "correlationId", "pid"]
     k = trace.table("kernels", [*gpu_cols, "name", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"])
     if len(k):
         k = k.assign(
@@ -388,6 +392,7 @@ def perfetto_trace(trace: Trace) -> dict[str, Any]:
         ms = ms.assign(label="[CUDA memset]")
     add(ms, "memset", "label", [GPU_PID_BASE + int(d) for d in ms["deviceId"]],
         [int(s) for s in ms["streamId"]], {"bytes": "bytes"} if len(ms) else None)
+    ev.extend(flow_events(api, [(k, "kernel"), (m, "memcpy")], t0))
     # Metadata: names for processes and threads / streams.
     meta: list[dict[str, Any]] = []
     gpus = trace.table("gpus", ["id", "name"])
@@ -412,6 +417,45 @@ def perfetto_trace(trace: Trace) -> dict[str, Any]:
     return {"traceEvents": meta + ev, "displayTimeUnit": "ns",
             "otherData": {"source": str(trace.info.path), "producer": "kernelscope",
                           "time_origin_ns": t0}}
+
+
+def flow_events(api: Any, gpu: list[tuple[Any, str]], t0: int) -> list[dict[str, Any]]:
+    """Flow arrows from CUDA API calls to the GPU work they started.
+
+    A GPU row (kernel, memcpy) is linked to the API call of the same process with the same
+    ``correlationId``. Each link is a pair of trace events with one ``id``: ``"ph": "s"`` at the
+    call's start on its CPU thread and ``"ph": "f"`` with ``"bp": "e"`` (bind to the enclosing
+    slice) at the GPU row's start on its stream, so both ends sit on the slices already exported.
+    Rows without a matching call (e.g. work from a process whose API trace was not captured) get none.
+    """
+    if not len(api):
+        return []
+    calls: dict[tuple[int, int], tuple[float, int, int]] = {}
+    api_ts = _us(api["start"].to_numpy(), t0)
+    for ts, p, t, c in zip(api_ts, api["pid"].tolist(), api["tid"].tolist(), api["correlationId"].tolist(),
+                           strict=False):
+        if c is not None and c == c:  # not NULL / NaN
+            calls.setdefault((int(p), int(c)), (ts, int(p), int(t)))
+    out: list[dict[str, Any]] = []
+    fid = 0
+    for df, kind in gpu:
+        if not len(df):
+            continue
+        ts_gpu = _us(df["start"].to_numpy(), t0)
+        for ts, p, c, d, s in zip(ts_gpu, df["pid"].tolist(), df["correlationId"].tolist(),
+                                  df["deviceId"].tolist(), df["streamId"].tolist(), strict=False):
+            if p is None or c is None or p != p or c != c:
+                continue
+            call = calls.get((int(p), int(c)))
+            if call is None:
+                continue
+            fid += 1
+            args = {"correlationId": int(c), "to": kind}
+            out.append({"ph": "s", "cat": FLOW_CAT, "name": FLOW_NAME, "id": fid, "ts": call[0],
+                        "pid": call[1], "tid": call[2], "args": args})
+            out.append({"ph": "f", "bp": "e", "cat": FLOW_CAT, "name": FLOW_NAME, "id": fid, "ts": ts,
+                        "pid": GPU_PID_BASE + int(d), "tid": int(s), "args": args})
+    return out
 
 
 def perfetto_json(trace: Trace) -> str:

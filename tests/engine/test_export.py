@@ -38,7 +38,7 @@ def test_perfetto_events_match_the_tables(path, tmp_path):
     doc = json.loads(out.read_text())  # valid JSON
     events = doc["traceEvents"]
     for e in events:
-        assert e["ph"] in ("X", "M", "i")
+        assert e["ph"] in ("X", "M", "i", "s", "f")
         assert isinstance(e["pid"], int) and isinstance(e["tid"], int)
         if e["ph"] == "X":
             assert isinstance(e["ts"], float | int) and e["dur"] >= 0 and e["ts"] >= 0
@@ -105,3 +105,36 @@ def test_export_errors(tmp_path, capsys):
     blocker.write_text("")
     assert main(["export", str(NAIVE), "--format", "md", "-o", str(blocker / "x.md")]) == 1
     assert "Could not write" in capsys.readouterr().err
+
+
+FLOW_SQL = """select count(*) from {table} g where exists (select 1 from CUPTI_ACTIVITY_KIND_RUNTIME r
+              where r.correlationId = g.correlationId and (r.globalTid >> 24) = (g.globalPid >> 24))"""
+
+
+@pytest.mark.parametrize("path", [NAIVE, SDPA], ids=lambda p: p.stem)
+def test_perfetto_flows_link_each_api_call_to_its_gpu_work(path):
+    doc = json.loads(export.perfetto_json(open_report(path)))
+    events = doc["traceEvents"]
+    starts = {e["id"]: e for e in events if e["ph"] == "s"}
+    ends = {e["id"]: e for e in events if e["ph"] == "f"}
+    # One flow per kernel / memcpy whose launching API call (same correlationId and process) exists,
+    # counted from the SQLite tables directly.
+    (n_k,), = q(path, FLOW_SQL.format(table="CUPTI_ACTIVITY_KIND_KERNEL"))
+    (n_m,), = q(path, FLOW_SQL.format(table="CUPTI_ACTIVITY_KIND_MEMCPY"))
+    assert n_k > 0 and n_m > 0
+    assert len(starts) == len(ends) == n_k + n_m
+    assert set(starts) == set(ends)
+    assert Counter(e["args"]["to"] for e in ends.values()) == {"kernel": n_k, "memcpy": n_m}
+    slices = {(e["pid"], e["tid"], e["ts"]): e for e in events if e["ph"] == "X"}
+    for fid, s in starts.items():
+        f = ends[fid]
+        assert f["bp"] == "e" and (s["cat"], s["name"]) == (f["cat"], f["name"])
+        # Both ends sit on the start of an exported slice with the same correlationId: the API call
+        # on its CPU thread, the kernel / copy on its GPU stream.
+        call, work = slices[(s["pid"], s["tid"], s["ts"])], slices[(f["pid"], f["tid"], f["ts"])]
+        assert call["cat"] == "cuda_api" and work["cat"] == f["args"]["to"]
+        assert call["args"]["correlationId"] == work["args"]["correlationId"] == s["args"]["correlationId"]
+        assert f["pid"] >= export.GPU_PID_BASE > s["pid"] and f["ts"] >= s["ts"]
+    launches = Counter(slices[(s["pid"], s["tid"], s["ts"])]["name"] for s in starts.values())
+    assert set(launches) <= {"cudaLaunchKernel", "cudaMemcpy", "cudaMemcpyAsync", "cuLaunchKernel",
+                             "cudaLaunchKernelExC", "cuLaunchKernelEx"}
