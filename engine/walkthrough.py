@@ -177,14 +177,25 @@ def verify(project: str | Path, after: str | Path) -> dict[str, Any]:
     }
     doc["runs"].append(run)
     _save(project, doc)
-    for item in picked["items"]:
+    record_verdict(project, doc["checklist"], picked["items"], run)
+    return run
+
+
+def record_verdict(project: str | Path, checklist: str, item_ids: list[str], run: dict[str, Any]) -> None:
+    """Save a before/after verdict on the applied items' checklist states (CLI and GUI alike).
+
+    ``run`` needs ``verdict``, ``why``, ``report``, ``measured_per_iteration_ns`` and
+    ``predicted_per_iteration_ns`` (``findings_still_present`` is optional). Items become
+    ``verified`` on a significant improvement and stay ``applied`` otherwise; the note says why.
+    """
+    still = run.get("findings_still_present") or []
+    for item in item_ids:
         note = f"{run['verdict']}: {run['why']}"
         if still:
             note += f"; findings still present: {', '.join(still)}"
-        set_state(project, doc["checklist"], item, "verified" if improved else "applied", note,
-                  report=str(a), measured_per_iteration_ns=measured,
-                  predicted_per_iteration_ns=picked["predicted_per_iteration_ns"])
-    return run
+        set_state(project, checklist, item, "verified" if run["verdict"] == "verified" else "applied", note,
+                  report=str(run["report"]), measured_per_iteration_ns=run["measured_per_iteration_ns"],
+                  predicted_per_iteration_ns=run["predicted_per_iteration_ns"])
 
 
 def compare_runs(baseline: Any, after: Any, predicted_per_iteration_ns: float | None = None,
