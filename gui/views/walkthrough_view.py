@@ -3,20 +3,30 @@ and a before/after check of a change against another open report (Mann-Whitney o
 
 Everything is computed by the engine (``engine.analysis.rules``, ``engine.walkthrough``) in a
 background thread; this module only shows it.
+
+Checklist item states (open / applied / verified / rejected) are saved per project folder through
+the same engine functions as ``kernelscope checklist --set`` (``DIR/.kernelscope/checklists.json``,
+atomic writes): ticking an item marks it applied, unticking reopens it, "Reject" rejects it, and a
+Verify that finds a significant gain marks the ticked items verified. The project folder defaults
+to the report's folder and is remembered per report in the GUI settings.
 """
 
 from __future__ import annotations
 
+import hashlib
 import html
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
+    QFileDialog,
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QLineEdit,
     QListWidget,
     QListWidgetItem,
     QPushButton,
@@ -35,6 +45,8 @@ from gui.workers import LoadedReport
 
 SEVERITY_COLORS = {"critical": "#b00020", "warning": "#b35c00", "info": "#5f6b7a"}
 CHECKLIST = "roadmap"
+STATE_COLORS = {"open": "#5f6b7a", "applied": "#b35c00", "verified": "#1e7d32", "rejected": "#b00020"}
+SETTINGS_GROUP = "findings/project"
 
 
 def compute(path: Any) -> dict[str, Any]:
@@ -48,17 +60,47 @@ def compute(path: Any) -> dict[str, Any]:
     return {"findings": found, "items": items}
 
 
-def verify(baseline: Any, after: Any, findings: list[Any], items: list[str]) -> dict[str, Any]:
-    """Before/after statistics and predicted gain (runs in a worker thread)."""
+def verify(baseline: Any, after: Any, findings: list[Any], items: list[str],
+           project: Path | None = None) -> dict[str, Any]:
+    """Before/after statistics and predicted gain (runs in a worker thread).
+
+    With a ``project``, the ticked ``items`` get the verdict as their saved state (verified on a
+    significant gain, applied otherwise), as ``kernelscope walkthrough verify`` does.
+    """
     from engine.analysis.compare import iterations
-    from engine.walkthrough import compare_runs, predicted_gain
+    from engine.walkthrough import compare_runs, predicted_gain, record_verdict
 
     it = iterations(baseline)
     n = len(it.durations_ns) if it else 0
     predicted, used = predicted_gain(findings, CHECKLIST, items, n)
     out = compare_runs(baseline, after, predicted if items else None)
     out["findings_counted"] = used
+    out["report"] = str(after.info.path)
+    out["saved_to"] = None
+    if project is not None and items:
+        record_verdict(project, CHECKLIST, items, out)
+        out["saved_to"] = str(project)
     return out
+
+
+def load_item_states(project: Path) -> dict[str, dict[str, Any]]:
+    """The project's saved states of the checklist's items (the CLI's file; empty if none)."""
+    from engine.analysis.rules.checklists import load_states
+
+    return load_states(project, CHECKLIST)
+
+
+def save_item_state(project: Path, item_id: str, state: str, note: str = "") -> dict[str, Any]:
+    """Save one item's state in the project, exactly as ``kernelscope checklist --set`` does."""
+    from engine.analysis.rules.checklists import set_state
+
+    return set_state(project, CHECKLIST, item_id, state, note)
+
+
+def settings_key(report_path: Path) -> str:
+    """QSettings key under which a report's project folder is remembered."""
+    digest = hashlib.sha1(str(Path(report_path).resolve()).encode()).hexdigest()[:20]
+    return f"{SETTINGS_GROUP}/{digest}"
 
 
 def _gain_text(f: Any) -> str:
@@ -96,11 +138,14 @@ class WalkthroughView(QWidget):
     sig_ready = Signal()
     sig_message = Signal(str)
 
-    def __init__(self, reports: OpenReports, parent: QWidget | None = None) -> None:
+    def __init__(self, reports: OpenReports, parent: QWidget | None = None, settings: Any = None) -> None:
         super().__init__(parent)
         self.reports = reports
+        self._settings = settings
         self.result: dict[str, Any] | None = None  # compute() of the current report
         self.verdict: dict[str, Any] | None = None  # verify() of the last check
+        self.project: Path | None = None  # where the checklist item states are saved
+        self.states: dict[str, dict[str, Any]] = {}  # item id -> saved entry (the CLI's format)
         self._calls = LatestCall(self)
         self._calls.sig_result.connect(self._on_result)
         self._calls.sig_error.connect(self._on_error)
@@ -136,11 +181,31 @@ class WalkthroughView(QWidget):
         lay.addWidget(split, 3)
 
         lay.addWidget(heading("Walkthrough: apply checklist items, record again, verify", 5))
+        prow = QHBoxLayout()
+        prow.addWidget(QLabel("Project folder:"))
+        self.project_edit = QLineEdit()
+        self.project_edit.setPlaceholderText(
+            "folder whose .kernelscope/checklists.json keeps the item states")
+        self.project_edit.editingFinished.connect(self._on_project_edited)
+        prow.addWidget(self.project_edit, 1)
+        self.project_button = QPushButton("Choose…")
+        self.project_button.clicked.connect(self._on_choose_project)
+        prow.addWidget(self.project_button)
+        lay.addLayout(prow)
+        self.project_note = WrapLabel(muted=True)
+        lay.addWidget(self.project_note)
         row = QHBoxLayout()
         self.items = QListWidget()
         self.items.setMaximumHeight(130)
+        self.items.itemChanged.connect(self._on_item_changed)
+        self.items.itemSelectionChanged.connect(self._update_buttons)
         row.addWidget(self.items, 2)
         side = QVBoxLayout()
+        self.reject_button = QPushButton("Reject selected item")
+        self.reject_button.setToolTip(
+            "Tried it and it did not help, or it does not apply: saved as rejected.")
+        self.reject_button.clicked.connect(self._on_reject)
+        side.addWidget(self.reject_button)
         side.addWidget(QLabel("Run after the change:"))
         self.after = QComboBox()
         side.addWidget(self.after)
@@ -190,7 +255,14 @@ class WalkthroughView(QWidget):
         if report is None:
             self.title.setText("No report open")
             self.notes.setText("Open a report to see what to fix.")
+            self.project = None
+            self.project_edit.clear()
+            self.project_note.setText("")
+            self._update_buttons()
             return
+        remembered = self.settings().value(settings_key(report.path))
+        self.set_project(Path(str(remembered)) if remembered else report.path.resolve().parent,
+                         remember=False)
         self.title.setText(f"Findings — {report.name}")
         self.notes.setText("Computing findings…")
         self._calls.request(id(report), compute, report.path)
@@ -223,13 +295,18 @@ class WalkthroughView(QWidget):
             for c, item in enumerate(cells):
                 item.setToolTip(f.summary)
                 self.table.setItem(i, c, item)
-        self.items.clear()
-        for it in result["items"]:
-            li = QListWidgetItem(f"{it['id']}: {it['title']}  ← {', '.join(it['triggered_by'])}")
-            li.setData(Qt.ItemDataRole.UserRole, it["id"])
-            li.setFlags(li.flags() | Qt.ItemFlag.ItemIsUserCheckable)
-            li.setCheckState(Qt.CheckState.Unchecked)
-            self.items.addItem(li)
+        self.items.blockSignals(True)
+        try:
+            self.items.clear()
+            for it in result["items"]:
+                li = QListWidgetItem()
+                li.setData(Qt.ItemDataRole.UserRole, it["id"])
+                li.setData(Qt.ItemDataRole.UserRole + 1, it)
+                li.setFlags(li.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+                self.items.addItem(li)
+        finally:
+            self.items.blockSignals(False)
+        self._refresh_items()
         if found:
             self.table.selectRow(0)
         self._fill_after()
@@ -239,6 +316,117 @@ class WalkthroughView(QWidget):
         if not rows or self.result is None:
             return
         self.detail.setHtml(detail_html(self.result["findings"][rows[0].row()]))
+
+    # -- project folder and item states -------------------------------------------------------------
+    def settings(self) -> Any:
+        """The GUI settings (the window's file; made on first use when the view stands alone)."""
+        if self._settings is None:
+            from gui.settings import make_settings
+
+            self._settings = make_settings()
+        return self._settings
+
+    def set_project(self, folder: Path, remember: bool = True) -> None:
+        """Use ``folder`` for the item states (remembered for the current report) and load them."""
+        self.project = Path(folder).expanduser()
+        self.project_edit.setText(str(self.project))
+        cur = self.reports.current
+        if remember and cur is not None:
+            self.settings().setValue(settings_key(cur.path), str(self.project))
+            self.settings().sync()
+        self.reload_states()
+
+    def reload_states(self) -> None:
+        """Read the project's checklist states again and show them next to the items."""
+        from engine.analysis.rules.checklists import state_path
+        from engine.errors import KernelscopeError
+
+        self.states = {}
+        if self.project is None:
+            return
+        path = state_path(self.project)
+        try:
+            self.states = load_item_states(self.project)
+        except KernelscopeError as exc:
+            self.project_note.setText(html.escape(str(exc)))
+            self.sig_message.emit(f"Checklist: {exc}")
+        else:
+            n = sum(1 for e in self.states.values() if e.get("state", "open") != "open")
+            self.project_note.setText(
+                (f"Item states from {path} ({n} not open)." if path.exists() else
+                 f"No saved states yet; ticking an item saves it in {path}.")
+                + " Tick = applied, Reject = rejected, a significant Verify = verified; "
+                "the same file as `kernelscope checklist roadmap --project DIR`.")
+        self._refresh_items()
+
+    def item_state(self, item_id: str) -> str:
+        return str(self.states.get(item_id, {}).get("state", "open"))
+
+    def _refresh_items(self) -> None:
+        self.items.blockSignals(True)
+        try:
+            for i in range(self.items.count()):
+                li = self.items.item(i)
+                it = li.data(Qt.ItemDataRole.UserRole + 1)
+                st = self.item_state(it["id"])
+                entry = self.states.get(it["id"], {})
+                li.setText(f"[{st}]  {it['id']}: {it['title']}  ← {', '.join(it['triggered_by'])}")
+                li.setForeground(_qcolor(STATE_COLORS.get(st, "#222")))
+                li.setCheckState(Qt.CheckState.Checked if st in ("applied", "verified")
+                                 else Qt.CheckState.Unchecked)
+                tip = [f"{st}" + (f" since {entry['updated']}" if entry.get("updated") else "")]
+                if entry.get("note"):
+                    tip.append(str(entry["note"]))
+                li.setToolTip("\n".join(tip))
+        finally:
+            self.items.blockSignals(False)
+        self._update_buttons()
+
+    def _update_buttons(self) -> None:
+        sel = self.items.selectedItems()
+        self.reject_button.setEnabled(bool(sel) and self.project is not None
+                                      and self.item_state(str(sel[0].data(Qt.ItemDataRole.UserRole)))
+                                      != "rejected")
+
+    def _save_state(self, item_id: str, state: str, note: str = "") -> bool:
+        from engine.errors import KernelscopeError
+
+        if self.project is None:
+            return False
+        try:
+            self.states[item_id] = save_item_state(self.project, item_id, state, note)
+        except KernelscopeError as exc:
+            self.project_note.setText(html.escape(str(exc)))
+            self.sig_message.emit(f"Checklist: {exc}")
+            self._refresh_items()  # put the checkbox back as saved
+            return False
+        self.reload_states()
+        return True
+
+    def _on_item_changed(self, li: QListWidgetItem) -> None:
+        item_id = str(li.data(Qt.ItemDataRole.UserRole))
+        want = "applied" if li.checkState() == Qt.CheckState.Checked else "open"
+        cur = self.item_state(item_id)
+        if cur in (("applied", "verified") if want == "applied" else ("open", "rejected")):
+            return  # already saved so
+        self._save_state(item_id, want, "ticked in the Findings view" if want == "applied" else "")
+
+    def _on_reject(self) -> None:
+        sel = self.items.selectedItems()
+        if sel:
+            self._save_state(str(sel[0].data(Qt.ItemDataRole.UserRole)), "rejected",
+                             "rejected in the Findings view")
+
+    def _on_project_edited(self) -> None:
+        text = self.project_edit.text().strip()
+        if text and (self.project is None or Path(text).expanduser() != self.project):
+            self.set_project(Path(text))
+
+    def _on_choose_project(self) -> None:
+        start = str(self.project) if self.project is not None else ""
+        folder = QFileDialog.getExistingDirectory(self, "Project folder for the checklist states", start)
+        if folder:
+            self.set_project(Path(folder))
 
     def checked_items(self) -> list[str]:
         return [str(self.items.item(i).data(Qt.ItemDataRole.UserRole)) for i in range(self.items.count())
@@ -251,7 +439,7 @@ class WalkthroughView(QWidget):
         self.verdict_label.setText("Comparing iterations…")
         items = self.checked_items()
         self._checks.request((id(base), id(after), tuple(items)), verify, base.trace, after.trace,
-                             self.result["findings"], items)
+                             self.result["findings"], items, self.project)
 
     def _on_verdict(self, key: Any, v: dict[str, Any]) -> None:
         self.verdict = v
@@ -266,6 +454,11 @@ class WalkthroughView(QWidget):
                  f"{s['speedup']:.2f}x)"
                  + (f"; predicted {pred / 1e6:,.2f} ms from {', '.join(v['findings_counted'])}."
                     if pred is not None else "; tick checklist items to compare with their predicted gain.")]
+        if v.get("saved_to"):
+            lines.append(f"Saved: {', '.join(html.escape(i) for i in self.checked_items())} "
+                         f"{'verified' if v['verdict'] == 'verified' else 'kept applied'} in "
+                         f"{html.escape(v['saved_to'])}.")
+            self.reload_states()
         self.verdict_label.setText("<br>".join(lines))
         self.sig_ready.emit()
 

@@ -1,12 +1,17 @@
-"""Findings & walkthrough view on the real recordings: it lists the engine's findings and verifies
-naive -> fixed with the engine's statistics."""
+"""Findings & walkthrough view on the real recordings: it lists the engine's findings, verifies
+naive -> fixed with the engine's statistics, and saves checklist item states per project folder in
+the CLI's file (checked with the real ``kernelscope checklist`` command)."""
 
 from __future__ import annotations
+
+import json
+import subprocess
+import sys
 
 import pytest
 from PySide6.QtCore import Qt
 
-from tests.conftest import FIXTURES, NSYS_DIR
+from tests.conftest import FIXTURES, NSYS_DIR, REPO
 from tests.gui.conftest import LOAD_TIMEOUT_MS, open_and_wait, screenshot
 
 NAIVE = NSYS_DIR / "host_overhead_naive.sqlite"
@@ -20,7 +25,21 @@ def _show(qtbot, window):
     return view
 
 
-def test_lists_the_engine_findings_and_verifies_naive_to_fixed(qtbot, window):
+def _item(view, item_id):
+    for i in range(view.items.count()):
+        if view.items.item(i).data(Qt.ItemDataRole.UserRole) == item_id:
+            return view.items.item(i)
+    raise AssertionError(f"{item_id} not listed")
+
+
+def _cli_states(project):
+    """Item id -> state as the real CLI reports it (a separate process)."""
+    out = subprocess.run([sys.executable, "-m", "engine.cli", "checklist", "roadmap", "--project",
+                          str(project), "--json"], cwd=REPO, capture_output=True, text=True, check=True)
+    return {r["id"]: r["state"] for r in json.loads(out.stdout)["items"]}
+
+
+def test_lists_the_engine_findings_and_verifies_naive_to_fixed(qtbot, window, tmp_path):
     from engine.analysis.rules import findings_for
 
     open_and_wait(qtbot, window, FIXED)
@@ -33,6 +52,7 @@ def test_lists_the_engine_findings_and_verifies_naive_to_fixed(qtbot, window):
     assert "cudaMallocHost" in view.detail.toPlainText() or "pinned" in view.detail.toPlainText().lower()
     ids = [view.items.item(i).data(Qt.ItemDataRole.UserRole) for i in range(view.items.count())]
     assert {"host.allocate-once", "host.async-copies", "copies.pinned"} <= set(ids)
+    view.set_project(tmp_path)  # never write states next to the shared fixtures
     for i in range(view.items.count()):
         if view.items.item(i).data(Qt.ItemDataRole.UserRole) in ("host.allocate-once", "copies.pinned"):
             view.items.item(i).setCheckState(Qt.CheckState.Checked)
@@ -43,7 +63,89 @@ def test_lists_the_engine_findings_and_verifies_naive_to_fixed(qtbot, window):
     assert v["verdict"] == "verified" and v["stats"]["p_value"] == pytest.approx(2 / 70)
     assert set(v["findings_counted"]) == {"nsys.per-iteration-alloc", "nsys.pageable-copies"}
     assert "VERIFIED" in view.verdict_label.text() and "speedup 4.57x" in view.verdict_label.text()
+    # The significant gain marks the ticked items verified in the project, as the CLI's verify does.
+    doc = json.loads((tmp_path / ".kernelscope" / "checklists.json").read_text())
+    saved = doc["checklists"]["roadmap"]
+    assert {k: e["state"] for k, e in saved.items()} == {"host.allocate-once": "verified",
+                                                         "copies.pinned": "verified"}
+    e = saved["copies.pinned"]
+    assert e["report"] == str(FIXED) and e["measured_per_iteration_ns"] == v["measured_per_iteration_ns"]
+    assert e["predicted_per_iteration_ns"] == v["predicted_per_iteration_ns"] > 0
+    assert e["note"].startswith("verified: iteration median")
+    assert _cli_states(tmp_path)["host.allocate-once"] == "verified"
+    assert _item(view, "copies.pinned").text().startswith("[verified]")
+    assert _item(view, "host.async-copies").text().startswith("[open]")
+    assert "Saved: host.allocate-once, copies.pinned verified" in view.verdict_label.text()
     screenshot(window, "host_overhead_naive_findings")
+
+
+def test_item_states_are_saved_per_project_in_the_cli_format(qtbot, window, tmp_path):
+    from gui.main_window import MainWindow
+
+    open_and_wait(qtbot, window, NAIVE)
+    view = _show(qtbot, window)
+    assert view.project == NSYS_DIR  # default: the report's folder (only read, nothing written)
+    assert not (NSYS_DIR / ".kernelscope").exists()
+    assert all(view.items.item(i).text().startswith("[open]") for i in range(view.items.count()))
+    project = tmp_path / "proj"
+    view.project_edit.setText(str(project))
+    view.project_edit.editingFinished.emit()
+    assert view.project == project and "No saved states yet" in view.project_note.text()
+
+    _item(view, "host.allocate-once").setCheckState(Qt.CheckState.Checked)  # tick = applied
+    state_file = project / ".kernelscope" / "checklists.json"
+    doc = json.loads(state_file.read_text())
+    assert doc["schema"] == "kernelscope.checklist-state/1"
+    assert doc["checklists"]["roadmap"]["host.allocate-once"]["state"] == "applied"
+    assert set(doc["checklists"]["roadmap"]["host.allocate-once"]) == {"state", "note", "updated"}
+    assert _item(view, "host.allocate-once").text().startswith("[applied]")
+    view.items.setCurrentItem(_item(view, "copies.pinned"))
+    assert view.reject_button.isEnabled()
+    view.reject_button.click()
+    assert _item(view, "copies.pinned").checkState() == Qt.CheckState.Unchecked
+    assert _item(view, "copies.pinned").text().startswith("[rejected]")
+    assert not view.reject_button.isEnabled()
+    cli = _cli_states(project)
+    assert (cli["host.allocate-once"], cli["copies.pinned"], cli["host.async-copies"]) == (
+        "applied", "rejected", "open")
+    text = subprocess.run([sys.executable, "-m", "engine.cli", "checklist", "roadmap", "--project",
+                           str(project)], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    assert "[~] host.allocate-once" in text and "[-] copies.pinned" in text
+    # A state set by the CLI shows after a reload.
+    subprocess.run([sys.executable, "-m", "engine.cli", "checklist", "roadmap", "--project", str(project),
+                    "--set", "host.async-copies=applied"], cwd=REPO, capture_output=True, check=True)
+    view.reload_states()
+    assert _item(view, "host.async-copies").checkState() == Qt.CheckState.Checked
+    # Unticking reopens.
+    _item(view, "host.allocate-once").setCheckState(Qt.CheckState.Unchecked)
+    assert _cli_states(project)["host.allocate-once"] == "open"
+    screenshot(window, "findings_checklist_states")
+
+    # A new window (same settings) remembers the report's project folder and reads the states back.
+    other = MainWindow(window.settings, error_dialogs=False, restore_geometry=False)
+    qtbot.addWidget(other)
+    other.show()
+    open_and_wait(qtbot, other, NAIVE)
+    again = _show(qtbot, other)
+    assert again.project == project and again is not view
+    assert again.item_state("copies.pinned") == "rejected"
+    assert _item(again, "host.async-copies").text().startswith("[applied]")
+    assert _item(again, "host.async-copies").checkState() == Qt.CheckState.Checked
+    assert _item(again, "copies.pinned").checkState() == Qt.CheckState.Unchecked
+
+
+def test_unwritable_project_says_so_and_keeps_the_item_open(qtbot, window, tmp_path):
+    open_and_wait(qtbot, window, NAIVE)
+    view = _show(qtbot, window)
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    view.set_project(blocker)
+    with qtbot.waitSignal(view.sig_message) as msg:
+        _item(view, "host.allocate-once").setCheckState(Qt.CheckState.Checked)
+    assert msg.args[0].startswith("Checklist: Could not save") and "writable" in msg.args[0]
+    assert "Could not save" in view.project_note.text()
+    assert _item(view, "host.allocate-once").checkState() == Qt.CheckState.Unchecked
+    assert view.item_state("host.allocate-once") == "open"
 
 
 def test_ncu_report_findings(qtbot, window):
