@@ -1,5 +1,6 @@
 """Kernels view (Nsight Compute): the kernel table, the sections of the chosen kernel, and the rule
-results ranked by estimated time saved ("what to fix first")."""
+results ranked by estimated time saved ("what to fix first"); "Compare with:" another open report
+shows the two side by side (before/after, kernels matched by name and launch order)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from PySide6.QtCore import QItemSelectionModel, Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
+    QComboBox,
     QHBoxLayout,
     QHeaderView,
     QLabel,
     QSplitter,
     QStackedWidget,
     QTableView,
+    QToolButton,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -27,6 +30,8 @@ from gui.documents import OpenReports
 from gui.table_model import RAW_ROLE, DataFrameModel, NumericSortProxy
 from gui.views.background import LatestCall
 from gui.views.common import WrapLabel, follow_current, heading
+from gui.views.kernels_compare import CompareModel, compute_comparison
+from gui.views.kernels_compare import headline as compare_headline
 from gui.workers import LoadedReport
 
 VERDICT_COLORS = {
@@ -143,12 +148,38 @@ class KernelsView(QWidget):
         self._calls = LatestCall(self)
         self._calls.sig_result.connect(self._on_result)
         self._calls.sig_error.connect(self._on_error)
+        #: the comparison: the other report, which side the current one is, the result shown
+        self.compare_with: LoadedReport | None = None
+        self.current_is_before = False
+        self.comparison: dict[str, Any] | None = None
+        self._cmp_key: tuple[int, int] | None = None
+        self._cmp_calls = LatestCall(self)
+        self._cmp_calls.sig_result.connect(self._on_compare_result)
+        self._cmp_calls.sig_error.connect(self._on_compare_error)
 
         lay = QVBoxLayout(self)
         lay.setContentsMargins(14, 10, 14, 8)
         lay.setSpacing(6)
+        top = QHBoxLayout()
         self.title = heading("", 4)
-        lay.addWidget(self.title)
+        top.addWidget(self.title, 1)
+        self.compare_bar = QWidget()
+        cbar = QHBoxLayout(self.compare_bar)
+        cbar.setContentsMargins(0, 0, 0, 0)
+        cbar.addWidget(QLabel("Compare with:"))
+        self.compare_combo = QComboBox()
+        self.compare_combo.setMinimumContentsLength(24)
+        self.compare_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.compare_combo.setToolTip("Another open Nsight Compute report: its kernels side by side with "
+                                      "this report's, matched by name and launch order")
+        cbar.addWidget(self.compare_combo)
+        self.swap_button = QToolButton()
+        self.swap_button.setText("⇄ Swap before/after")
+        self.swap_button.setToolTip("By default the chosen report is the baseline (before) and this one "
+                                    "the change (after); swap them")
+        cbar.addWidget(self.swap_button)
+        top.addWidget(self.compare_bar)
+        lay.addLayout(top)
         self.headline = WrapLabel()
         lay.addWidget(self.headline)
         self.stack = QStackedWidget()
@@ -202,25 +233,52 @@ class KernelsView(QWidget):
         self.stack.addWidget(body)
         self.stack.addWidget(self.placeholder)
         self._body = body
+        self.compare_page = QWidget()
+        clay = QVBoxLayout(self.compare_page)
+        clay.setContentsMargins(0, 0, 0, 0)
+        self.compare_headline = WrapLabel()
+        clay.addWidget(self.compare_headline)
+        self.compare_model = CompareModel()
+        self.compare_proxy = NumericSortProxy(self)
+        self.compare_proxy.setSourceModel(self.compare_model)
+        self.compare_table = QTableView()
+        self.compare_table.setModel(self.compare_proxy)
+        self.compare_table.setSortingEnabled(True)
+        self.compare_table.setAlternatingRowColors(True)
+        self.compare_table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.compare_table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.compare_table.setWordWrap(False)
+        self.compare_table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        row_h = self.compare_table.fontMetrics().height() + 8
+        self.compare_table.verticalHeader().setDefaultSectionSize(row_h)
+        self.compare_table.verticalHeader().hide()
+        clay.addWidget(self.compare_table, 1)
+        self.stack.addWidget(self.compare_page)
 
         self.table.selectionModel().currentRowChanged.connect(self._on_row_changed)
         self.rules.selectionModel().currentRowChanged.connect(self._on_rule_changed)
         self.only_selected.toggled.connect(lambda _on: self._filter_rules())
+        self.compare_combo.currentIndexChanged.connect(self._on_compare_chosen)
+        self.swap_button.clicked.connect(self._swap)
         follow_current(self, reports, self._on_current_changed)
-        reports.sig_removed.connect(lambda r: self._calls.forget(id(r)))
+        reports.sig_removed.connect(self._on_removed)
+        reports.sig_added.connect(lambda _r: self._refresh_compare_combo())
         self._on_current_changed(reports.current)
 
     # -- hooks ------------------------------------------------------------------------------------
     def is_busy(self) -> bool:
-        return self._calls.busy()
+        return self._calls.busy() or self._cmp_calls.busy()
 
     def shutdown(self) -> None:
         self._calls.stop()
+        self._cmp_calls.stop()
 
     # -- slots ------------------------------------------------------------------------------------
     def _on_current_changed(self, report: LoadedReport | None) -> None:
         self.data = None
         self.selected_id = None
+        self._refresh_compare_combo(update=False)
+        self.headline.show()
         if report is None:
             self.title.setText("No report open")
             self.headline.setText("")
@@ -237,6 +295,7 @@ class KernelsView(QWidget):
             return
         self.headline.setText("Reading the kernels…")
         self._calls.request(id(report), compute, report.ncu)
+        self._update_compare()
 
     def _on_result(self, key: Any, data: dict[str, Any]) -> None:
         cur = self.reports.current
@@ -246,6 +305,9 @@ class KernelsView(QWidget):
         if self._select_when_ready is not None:
             kid, self._select_when_ready = self._select_when_ready, None
             self.select_row(kid)
+        if self.compare_with is not None:  # the comparison stays on top while one is chosen
+            self.stack.setCurrentWidget(self.compare_page)
+            self.headline.hide()
         self.sig_ready.emit()
 
     def _on_error(self, key: Any, msg: str) -> None:
@@ -266,6 +328,104 @@ class KernelsView(QWidget):
         msg = self.rules_proxy.index(current.row(), cols.index("Message")).data()
         rule = self.rules_proxy.index(current.row(), cols.index("Rule")).data()
         self.rule_message.setText(f"<b>{rule}</b>: {msg}")
+
+    # -- comparison ---------------------------------------------------------------------------------
+    def _refresh_compare_combo(self, update: bool = True) -> None:
+        """List the other open Nsight Compute reports; keep the choice while it is still open."""
+        cur = self.reports.current
+        others = [r for r in self.reports.reports if r is not cur and r.is_ncu]
+        keep = self.compare_with if self.compare_with in others else None
+        combo = self.compare_combo
+        combo.blockSignals(True)
+        combo.clear()
+        combo.addItem("—", None)
+        for r in others:
+            combo.addItem(r.name, id(r))
+            combo.setItemData(combo.count() - 1, str(r.path), Qt.ItemDataRole.ToolTipRole)
+        combo.setCurrentIndex(others.index(keep) + 1 if keep is not None else 0)
+        combo.blockSignals(False)
+        combo.setEnabled(bool(others))
+        self.compare_bar.setVisible(cur is not None and cur.is_ncu)
+        self.swap_button.setEnabled(keep is not None)
+        changed = keep is not self.compare_with
+        self.compare_with = keep
+        if update and changed:
+            self._update_compare()
+
+    def compare_to(self, report: LoadedReport | None) -> None:
+        """Compare the current report with ``report`` (None: stop comparing), as the combo does."""
+        i = self.compare_combo.findData(id(report)) if report is not None else 0
+        self.compare_combo.setCurrentIndex(max(i, 0))
+
+    def _on_compare_chosen(self, index: int) -> None:
+        rid = self.compare_combo.itemData(index)
+        self.compare_with = next((r for r in self.reports.reports if id(r) == rid), None)
+        self.swap_button.setEnabled(self.compare_with is not None)
+        self._update_compare()
+
+    def _swap(self) -> None:
+        self.current_is_before = not self.current_is_before
+        self._update_compare()
+
+    def _sides(self) -> tuple[LoadedReport, LoadedReport] | None:
+        """(before, after) of the comparison chosen, or None."""
+        cur, other = self.reports.current, self.compare_with
+        if cur is None or other is None or not cur.is_ncu or not other.is_ncu:
+            return None
+        return (cur, other) if self.current_is_before else (other, cur)
+
+    def _update_compare(self) -> None:
+        sides = self._sides()
+        if sides is None:
+            self.comparison = None
+            self._cmp_key = None
+            self.compare_model.set_frame(None)
+            self.headline.show()
+            if self.stack.currentWidget() is self.compare_page:
+                cur = self.reports.current
+                if self.data is not None:
+                    self.stack.setCurrentWidget(self._body)
+                elif cur is not None and cur.is_ncu:
+                    self._show_placeholder("Reading the kernels…")
+            return
+        before, after = sides
+        self._cmp_key = (id(before), id(after))
+        self.headline.hide()
+        self.stack.setCurrentWidget(self.compare_page)
+        self.compare_headline.setText(f"Comparing {before.name} (before) with {after.name} (after)…")
+        self._cmp_calls.request(self._cmp_key, compute_comparison, before.ncu, after.ncu)
+
+    def _on_compare_result(self, key: Any, result: dict[str, Any]) -> None:
+        sides = self._sides()
+        if sides is None or key != self._cmp_key:
+            return
+        before, after = sides
+        self.comparison = result
+        self.compare_model.set_result(result)
+        self.compare_table.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
+        self.compare_proxy.sort(-1)
+        # The kernel name takes what the numbers leave (elided in the middle); those are never cut off.
+        hh = self.compare_table.horizontalHeader()
+        hh.setStretchLastSection(False)
+        modes = QHeaderView.ResizeMode
+        for i, name in enumerate(self.compare_model.column_names()):
+            hh.setSectionResizeMode(i, modes.Stretch if name == "Kernel" else modes.ResizeToContents)
+        self.compare_headline.setText(compare_headline(result["table"], before.name, after.name))
+        self.sig_ready.emit()
+
+    def _on_compare_error(self, key: Any, msg: str) -> None:
+        if key != self._cmp_key:
+            return
+        self.sig_message.emit(f"Kernels comparison: {msg}")
+        self.compare_model.set_frame(None)
+        self.compare_headline.setText(f"The reports could not be compared: {html.escape(msg)}")
+        self.sig_ready.emit()
+
+    def _on_removed(self, report: LoadedReport) -> None:
+        self._calls.forget(id(report))
+        for key in [k for k in self._cmp_calls.cache if isinstance(k, tuple) and id(report) in k]:
+            self._cmp_calls.forget(key)
+        self._refresh_compare_combo()
 
     # -- display ------------------------------------------------------------------------------------
     def _show_placeholder(self, text: str) -> None:
@@ -402,6 +562,7 @@ class KernelsView(QWidget):
         if report is None or hit.get("ID") is None:
             return
         kid = int(hit["ID"])
+        self.compare_to(None)  # the linked kernel's own sections, not a comparison
         if self.reports.current is report and self.data is not None:
             self.select_row(kid)
             return
