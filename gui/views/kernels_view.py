@@ -345,6 +345,10 @@ class KernelsView(QWidget):
         combo.setCurrentIndex(others.index(keep) + 1 if keep is not None else 0)
         combo.blockSignals(False)
         combo.setEnabled(bool(others))
+        combo.setToolTip("Another open Nsight Compute report: its kernels side by side with this report's, "
+                         "matched by name and launch order" if others else
+                         "Open another Nsight Compute report (.ncu-rep) of the same program to compare "
+                         "the two, before and after a change")
         self.compare_bar.setVisible(cur is not None and cur.is_ncu)
         self.swap_button.setEnabled(keep is not None)
         changed = keep is not self.compare_with
