@@ -93,8 +93,12 @@ def load_rules(path: str | Path) -> list[dict[str, Any]]:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
     except OSError as exc:
         raise GateError(f"The gates file {p} cannot be read ({exc.strerror}).") from exc
+    except UnicodeDecodeError as exc:
+        raise GateError(
+            f"The gates file {p} is not a text file (not UTF-8); give a TOML file of [[gate]] tables."
+        ) from exc
     except tomllib.TOMLDecodeError as exc:
-        raise GateError(f"The gates file {p} is not valid TOML ({exc}).") from exc
+        raise GateError(f"The gates file {p} is not valid TOML ({exc}); fix it there.") from exc
     gates = data.get("gate", [])
     if not isinstance(gates, list) or not gates:
         raise GateError(f"The gates file {p} has no [[gate]] tables; see `kernelscope gate --help`.")

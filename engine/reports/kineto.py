@@ -36,8 +36,18 @@ def load_json_trace(path: Path) -> dict[str, Any]:
         if raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)
         doc = json.loads(raw)
+    except FileNotFoundError as exc:
+        raise ReportError(
+            f"{path} no longer exists (it was moved or deleted while being opened); check the "
+            "path and open it again."
+        ) from exc
+    except PermissionError as exc:
+        raise ReportError(f"{path} cannot be read: permission denied; check its permissions.") from exc
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise ReportError(f"{path} could not be read or decompressed ({exc}).") from exc
+        raise ReportError(
+            f"{path} could not be read or decompressed ({exc}); the file may be truncated: copy "
+            "it again or save the trace again with torch.profiler's export_chrome_trace."
+        ) from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ReportError(
             f"{path} is not valid JSON ({exc}); the trace may be truncated: save it again with "

@@ -434,11 +434,23 @@ def _check_file(path: Path) -> None:
         raise ReportError(f"{path} does not exist; check the path.")
     if path.is_dir():
         raise ReportError(f"{path} is a folder, not a report; give the path of a .ncu-rep file.")
+    if not path.is_file():
+        raise ReportError(
+            f"{path} is not a regular file (a pipe, socket or device); save the report to a file "
+            "and open that."
+        )
+    try:
+        with path.open("rb") as f:
+            head = f.read(4)
+    except PermissionError as exc:
+        raise ReportError(f"{path} cannot be read: permission denied; check its permissions.") from exc
+    except OSError as exc:
+        raise ReportError(f"{path} cannot be read ({exc.strerror}); check the file and try again.") from exc
     size = path.stat().st_size
     if size == 0:
         raise ReportError(f"{path} is empty (0 bytes); profile again or copy the report again.")
     with path.open("rb") as f:
-        if f.read(4) != b"NVR\x00":
+        if head != b"NVR\x00":
             raise ReportError(
                 f"{path} is not an Nsight Compute report (.ncu-rep); open a file written by `ncu -o`."
             )

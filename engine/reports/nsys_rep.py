@@ -160,12 +160,17 @@ def export_to_cache(
         finally:
             for p in (tmp, log_path):
                 p.unlink(missing_ok=True)
-    too_old = any("Version not supported" in f for f in failures)
     detail = "; ".join(failures)
-    if too_old or writer:
+    if writer is None:
+        # Every complete .nsys-rep carries its writer's version; without it the file is cut short.
+        raise ReportError(
+            f"{rep.name} has no Nsight Systems version record, so it is probably truncated or "
+            f"damaged, and nsys could not export it ({detail}); copy or record the report again."
+        )
+    if writer:
         raise ToolMissingError(
             f"{rep.name} was written by {written_by}, and no installed nsys could read it "
-            f"({detail}); install Nsight Systems {writer or ''} or newer (or set NSYS=/path/to/nsys), "
+            f"({detail}); install Nsight Systems {writer} or newer (or set NSYS=/path/to/nsys), "
             "or open its .sqlite export instead."
         )
     raise ReportError(f"nsys could not export {rep.name} ({detail}); the file may be damaged.")

@@ -207,6 +207,11 @@ class NsysSqliteTrace(Trace):
         info.sqlite_path = sqlite_path
         super().__init__(info)
         self.not_applicable = frozenset({"cpu_ops"})
+        if not sqlite_path.exists():
+            raise ReportError(
+                f"{sqlite_path} no longer exists (it was moved or deleted while being opened); "
+                "check the path and open it again."
+            )
         if not _is_sqlite(sqlite_path):
             raise ReportError(
                 f"{sqlite_path} is not an SQLite file; open an nsys .sqlite export, an .nsys-rep "

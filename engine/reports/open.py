@@ -24,6 +24,12 @@ def sniff_kind(path: Path) -> str:
         raise ReportError(f"{path} does not exist; check the path.")
     if path.is_dir():
         raise ReportError(f"{path} is a directory; give the path of a report file inside it.")
+    if not path.is_file():
+        # A FIFO or device would block or stream forever; reports are always regular files.
+        raise ReportError(
+            f"{path} is not a regular file (a pipe, socket or device); save the report to a file "
+            "and open that."
+        )
     try:
         with path.open("rb") as fh:
             head = fh.read(64)

@@ -226,6 +226,10 @@ class SessionSpec:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
             raise SpecError(f"Could not read the session spec {path} ({exc.strerror}).") from exc
+        except UnicodeDecodeError as exc:
+            raise SpecError(
+                f"The session spec {path} is not a text file (not UTF-8); give a .toml or .json spec."
+            ) from exc
         try:
             if str(path).endswith(".toml"):
                 try:
@@ -241,7 +245,7 @@ class SessionSpec:
                 data = json.loads(text)
         except ValueError as exc:
             raise SpecError(f"{path} is not valid {'TOML' if str(path).endswith('.toml') else 'JSON'} "
-                            f"({exc}).") from exc
+                            f"({exc}); fix it there.") from exc
         return cls.from_dict(data)
 
     def with_(self, **changes: Any) -> SessionSpec:

@@ -189,9 +189,19 @@ def read_recording(path: str | Path) -> pd.DataFrame:
 
     p = Path(path).expanduser()
     if not p.is_file():
-        raise RecordingError(f"The recording {p} does not exist or is not a file.")
-    with open(p, "rb") as f:
-        head = f.read(4)
+        raise RecordingError(
+            f"The recording {p} does not exist or is not a file; give the path of a .csv or "
+            ".parquet recording."
+        )
+    try:
+        with open(p, "rb") as f:
+            head = f.read(4)
+    except PermissionError as exc:
+        raise RecordingError(
+            f"The recording {p} cannot be read: permission denied; check its permissions."
+        ) from exc
+    except OSError as exc:
+        raise RecordingError(f"The recording {p} cannot be read ({exc.strerror}).") from exc
     if not head:
         raise RecordingError(f"The recording {p} is empty; {_HOW_TO_RECORD}.")
     if head == b"PAR1" or p.suffix.lower() in (".parquet", ".pq"):
@@ -203,7 +213,10 @@ def read_recording(path: str | Path) -> pd.DataFrame:
     else:
         try:
             raw = pd.read_csv(p, dtype=str, keep_default_na=False, encoding="utf-8")
-        except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as exc:
+        except (
+            UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError, ValueError,
+            EOFError, OSError,  # a truncated .gz (pandas decompresses by suffix)
+        ) as exc:
             raise RecordingError(
                 f"The recording {p} is not a readable CSV file ({type(exc).__name__}); {_HOW_TO_RECORD}."
             ) from exc

@@ -95,8 +95,12 @@ def load_checklist(name_or_path: str | Path) -> Checklist:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ChecklistError(f"The checklist {p} cannot be read ({exc.strerror}).") from exc
+    except UnicodeDecodeError as exc:
+        raise ChecklistError(
+            f"The checklist {p} is not a text file (not UTF-8); give a .toml checklist."
+        ) from exc
     except tomllib.TOMLDecodeError as exc:
-        raise ChecklistError(f"The checklist {p} is not valid TOML ({exc}).") from exc
+        raise ChecklistError(f"The checklist {p} is not valid TOML ({exc}); fix it there.") from exc
     try:
         items = tuple(Item(id=str(i["id"]), title=str(i["title"]),
                            findings=tuple(str(f) for f in i.get("findings", [])),
