@@ -145,8 +145,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     spec = _spec_from_args(args)
     cancel = threading.Event()
 
+    from engine.sessions.outcome import OutcomeKind
+
+    # The runner's last log line ("<kind>: <message>") is printed below as the session line and,
+    # on failure, as the final sentence: do not echo it a third time.
+    outcome_prefixes = tuple(f"{k.value}: " for k in OutcomeKind)
+
     def on_line(line: LogLine) -> None:
         if args.quiet and line.stream != "kernelscope":
+            return
+        if line.stream == "kernelscope" and line.text.startswith(outcome_prefixes):
             return
         out = sys.stderr if line.stream != "stdout" or args.json else sys.stdout
         prefix = "kernelscope: " if line.stream == "kernelscope" else ""
