@@ -84,13 +84,13 @@ def test_item_states_are_saved_per_project_in_the_cli_format(qtbot, window, tmp_
 
     open_and_wait(qtbot, window, NAIVE)
     view = _show(qtbot, window)
-    assert view.project == NSYS_DIR  # default: the report's folder (only read, nothing written)
+    assert view.project.resolve() == NSYS_DIR.resolve()  # default: the report's folder (only read)
     assert not (NSYS_DIR / ".kernelscope").exists()
     assert all(view.items.item(i).text().startswith("[open]") for i in range(view.items.count()))
     project = tmp_path / "proj"
     view.project_edit.setText(str(project))
     view.project_edit.editingFinished.emit()
-    assert view.project == project and "No saved states yet" in view.project_note.text()
+    assert view.project.resolve() == project.resolve() and "No saved states yet" in view.project_note.text()
 
     _item(view, "host.allocate-once").setCheckState(Qt.CheckState.Checked)  # tick = applied
     state_file = project / ".kernelscope" / "checklists.json"
@@ -127,7 +127,7 @@ def test_item_states_are_saved_per_project_in_the_cli_format(qtbot, window, tmp_
     other.show()
     open_and_wait(qtbot, other, NAIVE)
     again = _show(qtbot, other)
-    assert again.project == project and again is not view
+    assert again.project.resolve() == project.resolve() and again is not view
     assert again.item_state("copies.pinned") == "rejected"
     assert _item(again, "host.async-copies").text().startswith("[applied]")
     assert _item(again, "host.async-copies").checkState() == Qt.CheckState.Checked
