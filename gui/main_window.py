@@ -69,6 +69,9 @@ class MainWindow(QMainWindow):
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
+        from gui import gc_guard
+
+        gc_guard.install()  # garbage is collected on this thread only (see gui/gc_guard.py)
         self.settings = settings if settings is not None else gsettings.make_settings()
         self.error_dialogs = error_dialogs
         self._opener = opener
