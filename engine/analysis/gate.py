@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import operator
 import re
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,11 +39,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import KernelscopeError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from engine.tomlfile import read_toml
 
 EXIT_GATE_FAILED = 4
 
@@ -89,16 +84,7 @@ def load_rules(path: str | Path) -> list[dict[str, Any]]:
 
     """
     p = Path(path).expanduser()
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise GateError(f"The gates file {p} cannot be read ({exc.strerror}).") from exc
-    except UnicodeDecodeError as exc:
-        raise GateError(
-            f"The gates file {p} is not a text file (not UTF-8); give a TOML file of [[gate]] tables."
-        ) from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise GateError(f"The gates file {p} is not valid TOML ({exc}); fix it there.") from exc
+    data = read_toml(p, "The gates file", "give a TOML file of [[gate]] tables", GateError)
     gates = data.get("gate", [])
     if not isinstance(gates, list) or not gates:
         raise GateError(f"The gates file {p} has no [[gate]] tables; see `kernelscope gate --help`.")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -19,11 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import KernelscopeError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+from engine.tomlfile import read_toml
 
 STATES = ("open", "applied", "verified", "rejected")
 STATE_DIR = ".kernelscope"
@@ -91,16 +86,7 @@ def load_checklist(name_or_path: str | Path) -> Checklist:
         if not p.is_file():
             raise ChecklistError(f"There is no checklist {str(name_or_path)!r}; available: "
                                  f"{', '.join(list_checklists())}.")
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ChecklistError(f"The checklist {p} cannot be read ({exc.strerror}).") from exc
-    except UnicodeDecodeError as exc:
-        raise ChecklistError(
-            f"The checklist {p} is not a text file (not UTF-8); give a .toml checklist."
-        ) from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ChecklistError(f"The checklist {p} is not valid TOML ({exc}); fix it there.") from exc
+    data = read_toml(p, "The checklist", "give a .toml checklist", ChecklistError)
     try:
         items = tuple(Item(id=str(i["id"]), title=str(i["title"]),
                            findings=tuple(str(f) for f in i.get("findings", [])),
