@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.errors import ReportError
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -94,6 +96,37 @@ def decode_global_tid(global_tid: Any) -> tuple[Any, Any]:
     """Split an nsys ``globalTid``/``globalPid`` into (pid, tid); works on ints and pandas Series."""
     # Floor-division form works on ints and on pandas Series (which have no >> operator).
     return (global_tid // (1 << 24)) % (1 << 24), global_tid % (1 << 24)
+
+
+def read_head(path: Path, n: int, *, folder_sentence: str, unreadable_hint: str = "") -> bytes:
+    """The first ``n`` bytes of a report file, or a one-sentence ReportError saying what is wrong.
+
+    Args:
+        path: The file.
+        n: How many bytes to read.
+        folder_sentence: What to say when ``path`` is a directory (after the path).
+        unreadable_hint: Appended to the sentence for other read errors (e.g. "; check the file").
+
+    Raises:
+        ReportError: missing, a directory, not a regular file (a FIFO would block), or unreadable.
+    """
+    if not path.exists():
+        raise ReportError(f"{path} does not exist; check the path.")
+    if path.is_dir():
+        raise ReportError(f"{path} {folder_sentence}")
+    if not path.is_file():
+        # A FIFO or device would block or stream forever; reports are always regular files.
+        raise ReportError(
+            f"{path} is not a regular file (a pipe, socket or device); save the report to a file "
+            "and open that."
+        )
+    try:
+        with path.open("rb") as fh:
+            return fh.read(n)
+    except PermissionError as exc:
+        raise ReportError(f"{path} cannot be read: permission denied; check its permissions.") from exc
+    except OSError as exc:
+        raise ReportError(f"{path} cannot be read ({exc.strerror}){unreadable_hint}.") from exc
 
 
 @dataclass

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import ReportError
+from engine.reports.base import read_head
 from engine.reports.ncu_names import simplify_names
 
 if TYPE_CHECKING:
@@ -430,22 +431,8 @@ def _metric_text(metric: Any) -> tuple[str, float]:
 
 def _check_file(path: Path) -> None:
     """Raise ReportError unless ``path`` is a complete Nsight Compute report (cheap, reads headers)."""
-    if not path.exists():
-        raise ReportError(f"{path} does not exist; check the path.")
-    if path.is_dir():
-        raise ReportError(f"{path} is a folder, not a report; give the path of a .ncu-rep file.")
-    if not path.is_file():
-        raise ReportError(
-            f"{path} is not a regular file (a pipe, socket or device); save the report to a file "
-            "and open that."
-        )
-    try:
-        with path.open("rb") as f:
-            head = f.read(4)
-    except PermissionError as exc:
-        raise ReportError(f"{path} cannot be read: permission denied; check its permissions.") from exc
-    except OSError as exc:
-        raise ReportError(f"{path} cannot be read ({exc.strerror}); check the file and try again.") from exc
+    head = read_head(path, 4, folder_sentence="is a folder, not a report; give the path of a .ncu-rep file.",
+                     unreadable_hint="; check the file and try again")
     size = path.stat().st_size
     if size == 0:
         raise ReportError(f"{path} is empty (0 bytes); profile again or copy the report again.")

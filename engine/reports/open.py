@@ -6,7 +6,7 @@ import threading
 from pathlib import Path
 
 from engine.errors import ReportError
-from engine.reports.base import ReportInfo, Trace
+from engine.reports.base import ReportInfo, Trace, read_head
 from engine.reports.nsys_rep import REP_MAGIC, ProgressFn, export_to_cache, rep_writer_version
 
 SUPPORTED = ".nsys-rep, nsys .sqlite exports, and PyTorch profiler .json/.json.gz traces"
@@ -20,23 +20,7 @@ def sniff_kind(path: Path) -> str:
 
     """
     path = Path(path)
-    if not path.exists():
-        raise ReportError(f"{path} does not exist; check the path.")
-    if path.is_dir():
-        raise ReportError(f"{path} is a directory; give the path of a report file inside it.")
-    if not path.is_file():
-        # A FIFO or device would block or stream forever; reports are always regular files.
-        raise ReportError(
-            f"{path} is not a regular file (a pipe, socket or device); save the report to a file "
-            "and open that."
-        )
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(64)
-    except PermissionError as exc:
-        raise ReportError(f"{path} cannot be read: permission denied; check its permissions.") from exc
-    except OSError as exc:
-        raise ReportError(f"{path} cannot be read ({exc.strerror}).") from exc
+    head = read_head(path, 64, folder_sentence="is a directory; give the path of a report file inside it.")
     if not head:
         raise ReportError(f"{path} is empty (0 bytes); the recording probably did not finish.")
     if head.startswith(REP_MAGIC):
