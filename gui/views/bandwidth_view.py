@@ -26,7 +26,7 @@ from gui.documents import OpenReports
 from gui.table_model import DataFrameModel, NumericSortProxy
 from gui.views.axes import LogAxis
 from gui.views.background import LatestCall
-from gui.views.common import WrapLabel, follow_current, heading, swatch
+from gui.views.common import WrapLabel, follow_current, heading, placeholder_label, swatch
 from gui.workers import LoadedReport
 
 #: (direction, memory) -> colour; pageable in warm colours, pinned in cool ones.
@@ -109,10 +109,7 @@ class BandwidthView(QWidget):
 
         self.stack = QStackedWidget()
         lay.addWidget(self.stack, 1)
-        self.placeholder = QLabel()
-        self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.placeholder.setWordWrap(True)
-        self.placeholder.setStyleSheet("color: #5f6b7a; font-size: 13pt;")
+        self.placeholder = placeholder_label()
 
         body = QWidget()
         blay = QVBoxLayout(body)

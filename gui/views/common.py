@@ -27,6 +27,15 @@ def producer(kind: str, version: str | None) -> str:
     return version
 
 
+def placeholder_label() -> QLabel:
+    """The large centred grey sentence a view shows instead of its content ("No report open", ...)."""
+    label = QLabel()
+    label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+    label.setWordWrap(True)
+    label.setStyleSheet(f"color: {MUTED}; font-size: 13pt;")
+    return label
+
+
 def heading(text: str, size_delta: int = 3) -> QLabel:
     label = QLabel(text)
     f = label.font()

@@ -29,7 +29,7 @@ from gui import format as fmt
 from gui.documents import OpenReports
 from gui.table_model import RAW_ROLE, DataFrameModel, NumericSortProxy
 from gui.views.background import LatestCall
-from gui.views.common import WrapLabel, follow_current, heading
+from gui.views.common import WrapLabel, follow_current, heading, placeholder_label
 from gui.views.kernels_compare import CompareModel, compute_comparison
 from gui.views.kernels_compare import headline as compare_headline
 from gui.workers import LoadedReport
@@ -184,10 +184,7 @@ class KernelsView(QWidget):
         lay.addWidget(self.headline)
         self.stack = QStackedWidget()
         lay.addWidget(self.stack, 1)
-        self.placeholder = QLabel()
-        self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.placeholder.setWordWrap(True)
-        self.placeholder.setStyleSheet("color: #5f6b7a; font-size: 13pt;")
+        self.placeholder = placeholder_label()
 
         body = QSplitter(Qt.Orientation.Vertical)
         self.table, self.model, self.proxy = _table()

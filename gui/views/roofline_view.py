@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QStackedWidget, QV
 from gui.documents import OpenReports
 from gui.views.axes import LogAxis
 from gui.views.background import LatestCall
-from gui.views.common import WrapLabel, follow_current, heading, swatch
+from gui.views.common import WrapLabel, follow_current, heading, placeholder_label, swatch
 from gui.workers import LoadedReport
 
 LEVEL_STYLE = {"DRAM": ("#c0392b", "o"), "L2": ("#2f6fba", "s"), "L1": ("#2e9e5b", "t")}
@@ -99,10 +99,7 @@ class RooflineView(QWidget):
 
         self.stack = QStackedWidget()
         lay.addWidget(self.stack, 1)
-        self.placeholder = QLabel()
-        self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.placeholder.setWordWrap(True)
-        self.placeholder.setStyleSheet("color: #5f6b7a; font-size: 13pt;")
+        self.placeholder = placeholder_label()
         self.plot = pg.PlotWidget(background="w", axisItems={"left": LogAxis("left", unit="FLOP/s"),
                                                              "bottom": LogAxis("bottom")})
         item = self.plot.getPlotItem()

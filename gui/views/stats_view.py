@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 
 from gui.documents import OpenReports
 from gui.table_model import RAW_ROLE, DataFrameModel, NumericSortProxy
-from gui.views.common import follow_current, muted
+from gui.views.common import follow_current, muted, placeholder_label
 from gui.workers import CallWorker, Job, LoadedReport
 
 DEFAULT_REPORT = "cuda_gpu_kern_sum"
@@ -104,10 +104,7 @@ class StatsView(QWidget):
         hh.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         hh.setStretchLastSection(True)
         hh.setSortIndicatorShown(True)
-        self.placeholder = QLabel()
-        self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.placeholder.setWordWrap(True)
-        self.placeholder.setStyleSheet("color: #5f6b7a; font-size: 13pt;")
+        self.placeholder = placeholder_label()
         self.stack.addWidget(self.table)
         self.stack.addWidget(self.placeholder)
         lay.addWidget(self.stack, 1)
