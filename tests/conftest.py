@@ -25,5 +25,17 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     monkeypatch.setenv("KERNELSCOPE_DATA", str(tmp_path_factory.mktemp("data")))
 
 
+def alive(pid: int) -> bool:
+    """True while process ``pid`` runs (a zombie counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     return f"kernelscope fixtures: {FIXTURES} ({'present' if FIXTURES.is_dir() else 'MISSING'})"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import threading
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from engine.sessions.outcome import OutcomeKind
 from engine.sessions.runner import LogLine, run_session
 from engine.sessions.spec import NcuOptions, SessionSpec, TargetSpec
 from engine.sessions.store import SessionStore
-from tests.conftest import FIXTURES, ORACLES
+from tests.conftest import FIXTURES, ORACLES, alive
 from tests.engine import fake_tools
 from tests.engine.sshd_fixture import Sshd, keygen, sshd  # noqa: F401  (fixture)
 
@@ -85,9 +84,9 @@ def test_remote_cancel_kills_the_remote_program(sshd: Sshd, tmp_path: Path, stor
     import time
 
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and _alive(pids[0]):
+    while time.monotonic() < deadline and alive(pids[0]):
         time.sleep(0.1)
-    assert not _alive(pids[0]), "the remote program survived the cancel"
+    assert not alive(pids[0]), "the remote program survived the cancel"
 
 
 def test_remote_timeout(sshd: Sshd, tmp_path: Path, store: SessionStore) -> None:  # noqa: F811
@@ -95,17 +94,6 @@ def test_remote_timeout(sshd: Sshd, tmp_path: Path, store: SessionStore) -> None
                        target=_target(sshd, tmp_path / "remote"))
     out = run_session(spec, store=store)
     assert out.kind is OutcomeKind.TIMEOUT and out.duration_s < 10
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except OSError:
-        return False
 
 
 def test_remote_missing_tool(sshd: Sshd, tmp_path: Path, store: SessionStore) -> None:  # noqa: F811

@@ -17,7 +17,7 @@ from engine.sessions.outcome import OutcomeKind
 from engine.sessions.runner import LogLine, OutputError, Progress, run_session
 from engine.sessions.spec import NcuOptions, NsysOptions, SessionSpec
 from engine.sessions.store import SessionStore
-from tests.conftest import FIXTURES, ORACLES
+from tests.conftest import FIXTURES, ORACLES, alive
 from tests.engine import fake_tools
 from tests.engine.fake_tools import FakeInstall
 
@@ -36,18 +36,6 @@ def fake(tmp_path: Path) -> fake_tools.FakeInstall:
 
 def _spec(tmp_path: Path, *cmd: str, **kw: object) -> SessionSpec:
     return SessionSpec(command=tuple(cmd), out_dir=str(tmp_path / "out"), **kw)  # type: ignore[arg-type]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie is dead for our purposes
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except OSError:
-        return False
 
 
 def test_bench_streams_lines_keeps_log_and_registers(tmp_path: Path, store: SessionStore) -> None:
@@ -126,7 +114,7 @@ def test_timeout_kills_the_whole_process_group(tmp_path: Path, store: SessionSto
     out = run_session(_spec(tmp_path, PY, "-c", HANG, timeout_s=2.0), on_line=grab, store=store)
     assert out.kind is OutcomeKind.TIMEOUT and "2 s timeout" in out.message
     assert time.monotonic() - t0 < 8
-    assert pids and not _alive(pids[0])  # the grandchild died with its group
+    assert pids and not alive(pids[0])  # the grandchild died with its group
     assert "ready" in out.log_path.read_text()
     assert store.get(out.session_id).kind == "timeout"  # type: ignore[union-attr]
 
@@ -143,7 +131,7 @@ def test_cancel_kills_group_and_keeps_partial_log(tmp_path: Path, store: Session
 
     out = run_session(_spec(tmp_path, PY, "-c", HANG), on_line=on_line, cancel=cancel, store=store)
     assert out.kind is OutcomeKind.CANCELLED and out.duration_s < 8
-    assert pids and not _alive(pids[0])
+    assert pids and not alive(pids[0])
     assert "ready" in out.log_path.read_text()
 
 
@@ -257,14 +245,14 @@ run_session(SessionSpec(command=(sys.executable, "-c", {HANG!r}), out_dir={str(t
     assert child is not None and len(program_pids) == 1, program_pids
     program = program_pids[0]
     try:
-        assert _alive(program) and _alive(child)
+        assert alive(program) and alive(child)
         runner.send_signal(signal.SIGKILL)
         runner.wait()
         deadline = time.monotonic() + 6
-        while time.monotonic() < deadline and (_alive(program) or _alive(child)):
+        while time.monotonic() < deadline and (alive(program) or alive(child)):
             time.sleep(0.05)
-        assert not _alive(program), "the program outlived its SIGKILLed runner"
-        assert not _alive(child), "the program's child outlived the SIGKILLed runner"
+        assert not alive(program), "the program outlived its SIGKILLed runner"
+        assert not alive(child), "the program's child outlived the SIGKILLed runner"
     finally:
         for pid in (program, child):
             try:

@@ -3,7 +3,6 @@ tools whose report opens in the window, validation, the sessions browser, the do
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -12,7 +11,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import Qt
 
-from tests.conftest import FIXTURES, REPO
+from tests.conftest import FIXTURES, REPO, alive
 from tests.engine import fake_tools
 from tests.engine.sshd_fixture import Sshd, sshd  # noqa: F401  (fixture)
 from tests.gui.conftest import SCREENSHOTS, screenshot
@@ -41,17 +40,6 @@ def view(qtbot, tmp_path: Path):
     qtbot.waitUntil(lambda: not v.is_busy(), timeout=10_000)
     v.out_edit.setText(str(tmp_path / "out"))
     return v
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except OSError:
-        return False
 
 
 def _run(qtbot, view, timeout_ms: int = RUN_TIMEOUT_MS):
@@ -177,14 +165,14 @@ def test_cancel_kills_the_program_within_seconds(qtbot, view) -> None:
         assert view.is_running() and view.cancel_button.isEnabled() and not view.start_button.isEnabled()
         qtbot.waitUntil(lambda: "pid " in view.log.toPlainText(), timeout=20_000)
         pid = int(next(ln for ln in view.log.toPlainText().splitlines() if ln.startswith("pid ")).split()[1])
-        assert _alive(pid)
+        assert alive(pid)
         t0 = time.monotonic()
         view.log.setFocus()
         qtbot.keyClick(view.log, Qt.Key.Key_Escape)  # Esc cancels
     took = time.monotonic() - t0
     outcome = blocker.args[0]
     assert outcome.kind.value == "cancelled" and took < 8, took
-    assert not _alive(pid)
+    assert not alive(pid)
     assert view.outcome_kind == "cancelled" and "cancelled" in view.outcome_label.text()
     qtbot.waitUntil(lambda: not view.is_running() and not view.is_busy(), timeout=10_000)
     assert _table(view)[0][3] == "cancelled"
@@ -401,7 +389,7 @@ def test_closing_the_window_stops_a_running_session(qtbot, tmp_path: Path) -> No
     pid = int(next(ln for ln in view.log.toPlainText().splitlines() if ln.startswith("pid ")).split()[1])
     t0 = time.monotonic()
     w.close()  # shutdown(): the session is cancelled and its thread joined before the window goes
-    assert time.monotonic() - t0 < 10 and not _alive(pid)
+    assert time.monotonic() - t0 < 10 and not alive(pid)
     assert not view.is_running()
 
 
