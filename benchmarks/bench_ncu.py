@@ -49,8 +49,8 @@ def child(mode: str, path: str) -> None:
     sys.path.insert(0, str(REPO))
     import pandas  # noqa: F401
 
-    from engine.analysis.ncu_roofline import roofline
-    from engine.analysis.ncu_sections import kernel_sections, kernel_table, rules_table
+    from engine.analysis.ncu.roofline import roofline
+    from engine.analysis.ncu.sections import kernel_sections, kernel_table, rules_table
     from engine.reports.ncu import read_ncu
 
     t_import = time.perf_counter() - t0

@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 if "--fake" in sys.argv:
     sys.path.insert(0, str(REPO / "tests" / "data" / "fake_nvml"))
 
-from engine.telemetry.nvml import nvml_available  # noqa: E402
+from engine.system.nvml import nvml_available  # noqa: E402
 from engine.telemetry.sampler import Sampler  # noqa: E402
 from engine.telemetry.snapshot import Snapshot  # noqa: E402
 from engine.telemetry.sources import NvmlSource, SamplingRates  # noqa: E402

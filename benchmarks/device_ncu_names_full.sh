@@ -3,7 +3,7 @@
 # kernel of benchmarks/ncu_names_workload.py (device_ncu_names.sh stops at 40 launches, before the
 # index_select / embedding / bincount / nonzero / cuBLAS / softmax / max kernels), with ncu's default
 # renaming and with --rename-kernels off, and write every kernel's stored / printed / our names to
-# $OUT/names_all.pairs.json (copy it to tests/data/ncu/ to extend tests/engine/test_ncu_names40.py).
+# $OUT/names_all.pairs.json (copy it to tests/data/ncu/ to extend tests/engine/reports/test_ncu_names40.py).
 # Usage (repository root, ncu_report and pandas importable): OUT=dir bash benchmarks/device_ncu_names_full.sh
 # Prints "renamed: N/M kernel names as ncu prints them" and the same for rename-off; exit 1 on a mismatch.
 set -uo pipefail

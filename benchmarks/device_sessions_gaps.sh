@@ -73,7 +73,7 @@ elif find_sshd is not None:
         if not o.ok or not sqlite:
             status = 1
         else:
-            from engine.analysis.stats import run_report, to_csv
+            from engine.analysis.nsys.stats import run_report, to_csv
             from engine.reports import open_report
             print(to_csv(run_report(open_report(sqlite[0]), "cuda_gpu_kern_sum")))
     finally:

@@ -65,7 +65,7 @@ class Worker(QObject):
 
     def describe_error(self, exc: BaseException) -> str:
         """One sentence for an unexpected failure (engine errors already are sentences)."""
-        from engine.errors import KernelscopeError
+        from engine.system.errors import KernelscopeError
 
         if isinstance(exc, KernelscopeError):
             return str(exc)
@@ -81,7 +81,7 @@ class Worker(QObject):
         except Cancelled:
             self.sig_cancelled.emit()
         except Exception as exc:  # noqa: BLE001 - every failure must reach the user as a sentence
-            from engine.errors import KernelscopeError
+            from engine.system.errors import KernelscopeError
 
             if not isinstance(exc, KernelscopeError):
                 traceback.print_exc()

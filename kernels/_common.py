@@ -152,11 +152,11 @@ def main(name: str, argv: Sequence[str] | None = None) -> int:
                 times_ns.append(time.perf_counter_ns() - t0)
         rel_err = None
         if ref is not None and out is not None:
-            from engine.sessions.bench import relative_error
+            from kernels.verify import relative_error
 
             rel_err = relative_error(out, ref())
     except Exception as exc:  # noqa: BLE001 - one sentence for people, as the CLI does
-        from engine.errors import KernelscopeError
+        from engine.system.errors import KernelscopeError
 
         if not isinstance(exc, KernelscopeError):
             raise

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from engine.errors import KernelscopeError
+from engine.system.errors import KernelscopeError
 
 
 class WorkloadError(KernelscopeError):

@@ -274,7 +274,7 @@ _calibration_problem: dict[str, str] = {}
 def _load_calibration(uuid: str | None) -> Any:
     """The calibration of this machine's GPU ``uuid`` (None if none, or if calibration is absent)."""
     try:
-        from engine.sessions.calibrate import load_calibration
+        from engine.system.calibration import load_calibration
     except ImportError:
         return None
     try:

@@ -215,14 +215,14 @@ def _driver(trace: Trace) -> str | None:
 
 
 def _telemetry_facts(path: Any) -> dict[str, Any]:
-    from engine.analysis.rules.telemetry import BUSY_UTIL_PCT, _process_pids
+    from engine.analysis.findings.telemetry import BUSY_UTIL_PCT, process_pids
     from engine.telemetry.recording import read_recording
 
     df = read_recording(path)
     busy = df[df["util_gpu_pct"].fillna(0) >= BUSY_UTIL_PCT]
     procs: set[tuple[int, str]] = set()
     for v in df["processes"]:
-        procs |= _process_pids(v)
+        procs |= process_pids(v)
     lim = df["power_limit_w"].dropna()
     return {
         "busy_sm_clock_mhz": float(busy["sm_clock_mhz"].median()) if len(busy) else None,
@@ -348,7 +348,7 @@ def compare_traces(a: Trace, b: Trace, *, range_name: str | None = None,
 
 
 def _t(ns: float) -> str:
-    from engine.analysis.rules.model import fmt_time
+    from engine.analysis.findings.model import fmt_time
 
     return fmt_time(ns)
 

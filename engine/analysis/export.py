@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import html
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engine.analysis.rules.model import Finding, fmt_time
-from engine.errors import KernelscopeError
+from engine.analysis.findings.model import Finding, fmt_time
+from engine.system.atomic import atomic_write_text
+from engine.system.errors import KernelscopeError
 
 if TYPE_CHECKING:
     from engine.analysis.compare import Comparison
@@ -46,14 +45,7 @@ def write_text(path: Path, text: str) -> None:
 
     """
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report is meant to be shared
-        os.replace(tmp, path)
+        atomic_write_text(path, text, shared=True)  # a report is meant to be shared
     except OSError as exc:
         raise KernelscopeError(f"Could not write {path} ({exc.strerror}); choose another -o path.") from exc
 
@@ -331,9 +323,9 @@ def perfetto_trace(trace: Trace) -> dict[str, Any]:
     Times are microseconds from the first event (``ts``/``dur`` floats with ns precision). CPU
     events use the real pid/tid; GPU events use pid ``GPU_PID_BASE + deviceId`` and tid = stream.
     """
-    from engine.analysis.summary import _wall
+    from engine.analysis.summary import capture_window
 
-    t0, _ = _wall(trace)
+    t0, _ = capture_window(trace)
     ev: list[dict[str, Any]] = []
     procs = trace.table("processes", ["pid", "name"])
     pnames = {int(p): str(n) for p, n in zip(procs["pid"], procs["name"], strict=False)} if len(procs) else {}

@@ -38,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.errors import KernelscopeError
-from engine.tomlfile import read_toml
+from engine.system.errors import KernelscopeError
+from engine.system.tomlfile import read_toml
 
 EXIT_GATE_FAILED = 4
 
@@ -103,7 +103,7 @@ def load_rules(path: str | Path) -> list[dict[str, Any]]:
 
 def _ncu_values(report: Any, metric: str, kernel: str | None) -> dict[str, list[float]]:
     """Kernel name -> values of ``metric`` (alias or raw name) over its profiled launches."""
-    from engine.analysis.rules.ncu import _parse
+    from engine.analysis.findings.ncu import parse_rule_args
 
     name, fn = ALIASES.get(metric, (metric, lambda v: v))
     raw = report.raw
@@ -118,7 +118,7 @@ def _ncu_values(report: Any, metric: str, kernel: str | None) -> dict[str, list[
         kname = names.get(rid, rid)
         if rx and not rx.search(kname):
             continue
-        v = _parse(text)
+        v = parse_rule_args(text)
         if v is not None:
             out.setdefault(kname, []).append(fn(v))
     return out
@@ -160,7 +160,7 @@ def _timing(g: dict[str, Any], subject: str, a: np.ndarray, b: np.ndarray) -> Ga
 def _timing_gate(g: dict[str, Any], report: Path, baseline: Path | None) -> list[GateResult]:
     if baseline is None:
         raise GateError(f"Gate {g['name']!r} compares with a baseline: pass --baseline BASE.")
-    from engine.analysis.rules import is_ncu
+    from engine.analysis.findings import is_ncu
 
     if is_ncu(report):
         from engine.reports.ncu import read_ncu
@@ -197,7 +197,7 @@ def _timing_gate(g: dict[str, Any], report: Path, baseline: Path | None) -> list
 def run_gates(report: str | Path, rules: list[dict[str, Any]], baseline: str | Path | None = None
               ) -> list[GateResult]:
     """Evaluate every gate on ``report`` (and ``baseline`` for timing gates)."""
-    from engine.analysis.rules import is_ncu
+    from engine.analysis.findings import is_ncu
 
     rp = Path(report).expanduser()
     bp = Path(baseline).expanduser() if baseline else None

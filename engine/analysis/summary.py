@@ -120,7 +120,8 @@ def _durations(df: pd.DataFrame) -> np.ndarray:
     return d
 
 
-def _wall(trace: Trace) -> tuple[int, int]:
+def capture_window(trace: Trace) -> tuple[int, int]:
+    """The capture's (start, end) in ns: the span of everything the trace recorded."""
     starts: list[int] = []
     ends: list[int] = []
     for name in ("api", "kernels", "memcpy", "memset", "nvtx", "cpu_ops"):
@@ -357,7 +358,7 @@ def summarize(trace: Trace) -> dict[str, Any]:
         ``bandwidth``, ``iterations`` (or None) and ``findings`` (plain sentences).
 
     """
-    start, end = _wall(trace)
+    start, end = capture_window(trace)
     wall_ns = end - start
     gpus = trace.table("gpus")
     gpu_list = [

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import ReportError
+from engine.system.errors import ReportError
 
 if TYPE_CHECKING:
     import pandas as pd

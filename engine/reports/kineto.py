@@ -13,8 +13,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import ReportError
 from engine.reports.base import TABLES, ReportInfo, Trace
+from engine.system.errors import ReportError
 
 if TYPE_CHECKING:
     import pandas as pd

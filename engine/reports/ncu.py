@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import ReportError
 from engine.reports.base import read_head
 from engine.reports.ncu_names import simplify_names
+from engine.system.atomic import atomic_write
+from engine.system.errors import ReportError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -274,7 +275,7 @@ class LazyNcuReport(NcuReport):
     Decoding every one of a kernel's ~2,300 metrics (and asking each its unit) costs more than the
     rest of the summary together, and only the details/raw pages, rules and gates need them.
     :meth:`value`, :meth:`unit` and :meth:`metric_names_matching` answer from the metrics the
-    summary reads (``engine.analysis.ncu_sections.summary_metrics``); reading ``raw``,
+    summary reads (``engine.analysis.ncu.sections.summary_metrics``); reading ``raw``,
     ``raw_units``, ``values`` or ``units``, or asking :meth:`value` for another metric a kernel has,
     decodes the rest (from the report still open in ``ncu_report``, or by opening the file again)
     and rewrites the cache entry with the full tables. The results are the same as a full read.
@@ -807,7 +808,7 @@ _CACHE_FORMAT = 4  # 3: report-wide names, stored_names; 4: per-chain name rule,
 
 
 def _cache_file(path: Path) -> Path:
-    from engine.reports.cache import cache_root, file_identity
+    from engine.system.cache import cache_root, file_identity
 
     return cache_root() / "ncu-report" / f"{file_identity(path)}-{_CACHE_FORMAT}.pickle"
 
@@ -827,17 +828,12 @@ def _cache_load(path: Path) -> NcuReport | None:
 
 
 def _cache_store(path: Path, report: NcuReport) -> None:
-    import os
     import pickle
-    import tempfile
 
     target = _cache_file(path)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as f:
-            pickle.dump(report, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, target)
+        atomic_write(target, lambda f: pickle.dump(report, f, protocol=pickle.HIGHEST_PROTOCOL),
+                     binary=True, fsync=False)
     except OSError:
         pass  # a read-only or full cache only costs speed
 
@@ -876,7 +872,7 @@ def _read_ncu_rep(p: Path, use_cache: bool = False) -> NcuReport:
     all_samples: list[tuple[int, int, int]] = []
     sections: dict[int, list[str]] = {}
     detail_units: dict[str, str] = {}
-    from engine.analysis.ncu_sections import summary_metrics
+    from engine.reports.ncu_metrics import summary_metrics
 
     wanted, patterns = summary_metrics()
     name_sets: list[frozenset[str]] = []

@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from engine.errors import ReportError, ToolMissingError
-from engine.sessions.tools import Tool, find_nsys
+from engine.system.errors import ReportError, ToolMissingError
+from engine.system.tools import Tool, find_nsys
 
 ProgressFn = Callable[[str, float | None], None]
 REP_MAGIC = b"NVIDIA Tegra Profiler Report"
@@ -52,7 +52,7 @@ def rep_writer_version(path: Path) -> str | None:
 
 def default_cache_dir() -> Path:
     """Where exported SQLite files are cached (``<cache root>/nsys-export``)."""
-    from engine.reports.cache import cache_root
+    from engine.system.cache import cache_root
 
     return cache_root() / "nsys-export"
 

@@ -13,8 +13,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.errors import ReportError
 from engine.reports.base import TABLES, ReportInfo, Trace, decode_global_tid
+from engine.system.errors import ReportError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 # Fallback labels, used only if a database lacks its ENUM_* tables (values as nsys stores them).
-_COPY_KIND_LABELS = {
+COPY_KIND_LABELS = {
     0: "Unknown", 1: "Host-to-Device", 2: "Device-to-Host", 3: "Host-to-Array",
     4: "Array-to-Host", 5: "Array-to-Array", 6: "Array-to-Device", 7: "Device-to-Array",
     8: "Device-to-Device", 9: "Host-to-Host", 10: "Peer-to-Peer", 11: "Unified Host-to-Device",
@@ -547,7 +547,7 @@ class NsysSqliteTrace(Trace):
             return _map_ids(raw[col], s).to_numpy()  # shortName, mangledName
         if table == "memcpy":
             if col == "operation":
-                return raw["copyKind"].map(self.enum_labels("ENUM_CUDA_MEMCPY_OPER", _COPY_KIND_LABELS))
+                return raw["copyKind"].map(self.enum_labels("ENUM_CUDA_MEMCPY_OPER", COPY_KIND_LABELS))
             kinds = self.enum_labels("ENUM_CUDA_MEM_KIND", _MEM_KIND_LABELS)
             return raw["srcKind" if col == "srcKindName" else "dstKind"].map(kinds).to_numpy()
         if table == "memset":

@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from engine.errors import ReportError
 from engine.reports.base import ReportInfo, Trace, read_head
 from engine.reports.nsys_rep import REP_MAGIC, ProgressFn, export_to_cache, rep_writer_version
+from engine.system.errors import ReportError
 
 SUPPORTED = ".nsys-rep, nsys .sqlite exports, and PyTorch profiler .json/.json.gz traces"
 

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from engine.errors import KernelscopeError, ToolMissingError
 from engine.sessions.spec import NcuOptions, NsysOptions, SessionSpec
+from engine.system.errors import KernelscopeError, ToolMissingError
 
 
 def nsys_profile_argv(nsys: str, opts: NsysOptions, output: str, target: list[str]) -> list[str]:

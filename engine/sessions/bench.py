@@ -29,8 +29,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.errors import KernelscopeError
-from engine.sessions.stats_ci import SampleStats, summarize
+from engine.sessions.confidence import SampleStats, summarize
+from engine.system.atomic import atomic_write_text
+from engine.system.errors import KernelscopeError
 
 SCHEMA = "kernelscope.bench/1"
 
@@ -164,7 +165,8 @@ def _finite(v: Any) -> Any:
     return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
-def _torch() -> Any:
+def require_torch() -> Any:
+    """Import torch, or say in one sentence how to install it."""
     try:
         import torch
     except ImportError:
@@ -183,48 +185,24 @@ def tolerance_for(out: Any, params: Mapping[str, str] | None = None) -> float:
 
 
 def relative_error(out: Any, ref: Any) -> float:
-    """‖out − ref‖₂ / ‖ref‖₂ in float64 (‖out − ref‖₂ when ref is all zeros); NaN if out has NaN/Inf.
-
-    Accepts torch tensors (any device; compared on the output's device in chunks, so a multi-GB
-    attention output needs no host copy) or anything numpy can convert.
+    """‖out − ref‖₂ / ‖ref‖₂ (see :func:`kernels.verify.relative_error`).
 
     Raises:
         BenchError: shapes differ.
     """
-    if hasattr(out, "detach") and hasattr(ref, "detach"):
-        return _relative_error_torch(out, ref)
-    import numpy as np
+    from kernels.registry import WorkloadError
+    from kernels.verify import relative_error as _rel
 
-    def arr(x: Any) -> Any:
-        if hasattr(x, "detach"):
-            x = x.detach().to("cpu").double().numpy()
-        return np.asarray(x, dtype=np.float64)
-
-    o, r = arr(out), arr(ref)
-    if o.shape != r.shape:
-        raise BenchError(f"The output has shape {o.shape} but the reference has {r.shape}.")
-    if not np.all(np.isfinite(o)):
-        return math.nan
-    diff = float(np.linalg.norm((o - r).ravel()))
-    denom = float(np.linalg.norm(r.ravel()))
-    return diff / denom if denom > 0 else diff
+    try:
+        return _rel(out, ref)
+    except WorkloadError as exc:
+        raise BenchError(str(exc)) from None
 
 
 def _relative_error_torch(out: Any, ref: Any, chunk: int = 1 << 24) -> float:
-    if tuple(out.shape) != tuple(ref.shape):
-        raise BenchError(f"The output has shape {tuple(out.shape)} but the reference has {tuple(ref.shape)}.")
-    o = out.detach().reshape(-1)
-    r = ref.detach().reshape(-1)
-    diff_sq = ref_sq = 0.0
-    for i in range(0, o.numel(), chunk):
-        oc = o[i:i + chunk].double()
-        rc = r[i:i + chunk].to(oc.device).double()
-        if not bool(oc.isfinite().all()):
-            return math.nan
-        diff_sq += float(((oc - rc) ** 2).sum())
-        ref_sq += float((rc * rc).sum())
-    diff = math.sqrt(diff_sq)
-    return diff / math.sqrt(ref_sq) if ref_sq > 0 else diff
+    from kernels.verify import _relative_error_torch as _rel_torch
+
+    return _rel_torch(out, ref, chunk)
 
 
 def check_output(out: Any, ref: Any, params: Mapping[str, str] | None = None,
@@ -271,7 +249,7 @@ def measure(fn: Callable[[], Any], reference: Callable[[], Any] | None, *, devic
     """
     opts = options or BenchOptions()
     opts.validate()
-    torch = _torch()
+    torch = require_torch()
     dev = torch.device(device)
     cuda = dev.type == "cuda"
     if opts.timer == "cuda" and not cuda:
@@ -430,9 +408,7 @@ def write_results(results: Sequence[BenchResult], out_dir: Path) -> tuple[Path, 
         jp, cp = out_dir / "bench.json", out_dir / "bench.csv"
         for path, text in ((jp, json.dumps(results_json(results), indent=1, allow_nan=False)),
                            (cp, results_csv(results))):
-            tmp = path.with_suffix(path.suffix + ".tmp")
-            tmp.write_text(text)
-            tmp.replace(path)
+            atomic_write_text(path, text)
     except OSError as exc:
         raise BenchError(f"Cannot write benchmark results to {out_dir} ({exc.strerror or exc}); "
                          "choose a writable folder with --out.") from None

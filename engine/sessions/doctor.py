@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.sessions.tools import nsys_candidates, parse_version, tool_version
+from engine.system.tools import nsys_candidates, parse_version, tool_version
 
 OK, MISSING, WARN = "ok", "missing", "warning"
 
@@ -236,12 +236,12 @@ def check_python() -> list[Check]:
 
 def check_gpus(lib: Any | None = None) -> list[Check]:
     """Driver and GPUs through NVML (never raises; no GPU is a finding, not an error)."""
-    from engine.telemetry.nvml import Nvml, load_pynvml, nvml_available
+    from engine.system.nvml import Nvml, load_pynvml, nvml_available
 
     lib = lib if lib is not None else load_pynvml()
     ok, sentence = nvml_available(lib)
     if not ok:
-        from engine.telemetry.nvml import UNAVAILABLE_HINT
+        from engine.system.nvml import UNAVAILABLE_HINT
 
         text = sentence.replace("Telemetry is unavailable: ", "No GPU can be used here: ")
         return [Check("driver", MISSING, None, None, text.replace(f", {UNAVAILABLE_HINT}", "."))]
@@ -382,7 +382,7 @@ def run_remote_doctor(target: Any, timeout_s: float = 60.0) -> list[Check]:
     Raises:
         SshError: the host could not be reached or trusted.
     """
-    from engine.sessions.ssh import SshError, explain_ssh_failure, ssh_argv
+    from engine.system.ssh import SshError, explain_ssh_failure, ssh_argv
 
     try:
         out = subprocess.run(ssh_argv(target, ["sh", "-c", REMOTE_PROBE]), stdin=subprocess.DEVNULL,

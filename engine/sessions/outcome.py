@@ -12,7 +12,7 @@ import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.analysis.ncu_logs import explain_ncu_log
+from engine.sessions.ncu_logs import explain_ncu_log
 
 
 class OutcomeKind(str, enum.Enum):

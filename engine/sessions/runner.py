@@ -38,12 +38,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from engine.errors import KernelscopeError
 from engine.sessions import argv as A
 from engine.sessions.outcome import Outcome, OutcomeKind, classify
 from engine.sessions.spec import SessionSpec
 from engine.sessions.store import REPORT_SUFFIXES, SessionStore
-from engine.sessions.telemetry_rec import recording as telemetry_recording
+from engine.sessions.telemetry_capture import recording as telemetry_recording
+from engine.system.errors import KernelscopeError
 
 KILL_GRACE_S = 3.0
 PROGRESS_INTERVAL_S = 0.5
@@ -353,7 +353,7 @@ def _output_error(folder: Path, exc: OSError) -> OutputError:
 def resolve_tool(spec: SessionSpec, env: Mapping[str, str]) -> str | None:
     """The local nsys/ncu executable for a spec (None if not found; bench needs none)."""
     from engine.sessions.doctor import find_ncu
-    from engine.sessions.tools import find_nsys
+    from engine.system.tools import find_nsys
 
     if spec.tool == "bench":
         return None
@@ -577,7 +577,7 @@ class _Remote:
     """One session folder on an SSH host: run steps there, list it."""
 
     def __init__(self, sess: _Session, remote_dir: str) -> None:
-        from engine.sessions.ssh import ssh_argv
+        from engine.system.ssh import ssh_argv
 
         self.sess = sess
         self.t = sess.spec.target.ssh_target()
@@ -613,7 +613,7 @@ class _Remote:
 
 def _run_remote(sess: _Session, sid: str, sdir: Path, main_argv: list[str], target: list[str],
                 store: SessionStore) -> Outcome:
-    from engine.sessions.ssh import explain_ssh_failure, scp_from_argv
+    from engine.system.ssh import explain_ssh_failure, scp_from_argv
 
     spec = sess.spec
     t = spec.target.ssh_target()

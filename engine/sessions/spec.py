@@ -8,13 +8,12 @@ TOML (``SessionSpec.load``).
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from engine.errors import KernelscopeError
+from engine.system.atomic import atomic_write_text
+from engine.system.errors import KernelscopeError
 
 ToolName = Literal["bench", "nsys", "ncu"]
 TOOLS: tuple[str, ...] = ("bench", "nsys", "ncu")
@@ -83,7 +82,7 @@ class NcuOptions:
 class TargetSpec:
     """Where the session runs: this machine (``host`` None) or an SSH host.
 
-    The SSH fields mirror :class:`engine.sessions.ssh.SshTarget`; ``remote_dir`` is the folder on the
+    The SSH fields mirror :class:`engine.system.ssh.SshTarget`; ``remote_dir`` is the folder on the
     host that receives one sub-folder per session (relative paths are under the remote home).
     """
 
@@ -103,8 +102,8 @@ class TargetSpec:
         return self.host is None
 
     def ssh_target(self) -> Any:
-        """The :class:`~engine.sessions.ssh.SshTarget` for a remote target."""
-        from engine.sessions.ssh import SshTarget
+        """The :class:`~engine.system.ssh.SshTarget` for a remote target."""
+        from engine.system.ssh import SshTarget
 
         if self.host is None:
             raise SpecError("This session runs locally; it has no SSH target.")
@@ -276,18 +275,3 @@ def _convert(cls: type, data: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file in the same folder, fsync and rename."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.errors import KernelscopeError
+from engine.system.errors import KernelscopeError
 
 REPORT_SUFFIXES = (".nsys-rep", ".ncu-rep", ".sqlite", ".qdstrm")
 _SCHEMA = """

@@ -73,8 +73,8 @@ def _write(line: str) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the agent until stdin closes; returns the exit status."""
+    from engine.system.nvml import nvml_available
     from engine.telemetry.errors import TelemetryError
-    from engine.telemetry.nvml import nvml_available
     from engine.telemetry.sampler import Sampler
     from engine.telemetry.sources import NvmlSource
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.errors import KernelscopeError
+from engine.system.errors import KernelscopeError
 
 
 class TelemetryError(KernelscopeError):

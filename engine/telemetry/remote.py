@@ -1,7 +1,7 @@
 """Telemetry from another host: the agent (:mod:`engine.telemetry.agent`) run through SSH.
 
 :class:`RemoteSource` starts the agent with an argv (for SSH: :func:`ssh_agent_argv`, built with the
-sessions engine's :func:`~engine.sessions.ssh.ssh_argv`), reads its JSON lines on a reader thread,
+sessions engine's :func:`~engine.system.ssh.ssh_argv`), reads its JSON lines on a reader thread,
 and turns them into snapshots. When the connection drops (the agent or ssh exits, the network goes),
 it yields one gap snapshot saying so and reconnects with back-off (1, 2, 4 ... 10 s) until stopped;
 each failed attempt is another gap. The agent's own gaps (NVML failing remotely) pass through.
@@ -23,7 +23,7 @@ from engine.telemetry.errors import TelemetryError, TelemetryUnavailable
 from engine.telemetry.snapshot import Snapshot
 
 if TYPE_CHECKING:
-    from engine.sessions.ssh import SshTarget
+    from engine.system.ssh import SshTarget
 
 HELLO_TIMEOUT_S = 30.0
 SILENCE_TIMEOUT_S = 10.0  # no line for this long (10 s at any period <= 1 s) = connection lost
@@ -47,7 +47,7 @@ def ssh_agent_argv(target: SshTarget, period_s: float = 0.1, gpus: str = "all", 
         remote_dir: A remote Kernelscope checkout to run from (cd into), when it is not installed.
         remote_env: Extra environment variables for the agent (``env NAME=VALUE ...``).
     """
-    from engine.sessions.ssh import ssh_argv
+    from engine.system.ssh import ssh_argv
 
     cmd = agent_command(period_s, gpus, python)
     if remote_env:
@@ -87,7 +87,7 @@ class RemoteSource:
     def over_ssh(cls, target: SshTarget, period_s: float = 0.1, gpus: str = "all", python: str = "python3",
                  remote_dir: str | None = None, remote_env: dict[str, str] | None = None) -> RemoteSource:
         """A source that runs the agent on ``target`` through the system's ssh."""
-        from engine.sessions.ssh import explain_ssh_failure
+        from engine.system.ssh import explain_ssh_failure
 
         argv = ssh_agent_argv(target, period_s, gpus, python, remote_dir, remote_env)
         return cls(argv, target.display, explain=lambda rc, err: explain_ssh_failure(target, rc, err))

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from engine.system.nvml import UNAVAILABLE_HINT, Nvml, init_failure_sentence, load_pynvml, nvml_available
 from engine.telemetry.errors import RecordingError, TelemetryError, TelemetryUnavailable
-from engine.telemetry.nvml import UNAVAILABLE_HINT, Nvml, init_failure_sentence, load_pynvml, nvml_available
 from engine.telemetry.snapshot import GpuSample, Snapshot
 
 GPM_MIN_WINDOW_S = 0.1  # NVML wants GPM samples at least 100 ms apart
@@ -113,7 +113,7 @@ def _text(v: Any) -> str | None:
 
 
 class NvmlSource:
-    """Live readings from NVML, every call through :class:`~engine.telemetry.nvml.Nvml`.
+    """Live readings from NVML, every call through :class:`~engine.system.nvml.Nvml`.
 
     Each tick reads the fast group (utilization, memory, SM clock, power); the other readings are
     refreshed at the slower :class:`SamplingRates` and repeated in between, which is what keeps a

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.errors import ReportError
+from engine.system.errors import ReportError
 from gui.timeline.model import KIND_API, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET
 
 N_BUCKETS = 2000
@@ -118,7 +118,7 @@ def build_overview(sqlite_path: str | Path, n_buckets: int = N_BUCKETS,
         cancel: optional event; the function stops (raising ``gui.workers.Cancelled``) when set.
 
     Raises:
-        engine.errors.ReportError: the file is not a readable SQLite database.
+        engine.system.errors.ReportError: the file is not a readable SQLite database.
 
     """
     import time

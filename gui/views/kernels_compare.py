@@ -1,6 +1,6 @@
 """Before/after comparison of two Nsight Compute reports for the Kernels view.
 
-The numbers are :func:`engine.analysis.ncu_compare.compare_reports`'s (kernels matched by name and
+The numbers are :func:`engine.analysis.ncu.compare.compare_reports`'s (kernels matched by name and
 launch order); this module computes them off the GUI thread, shapes them into the table the view
 shows and writes the headline.
 """
@@ -61,8 +61,8 @@ def compute_comparison(before: Any, after: Any) -> dict[str, Any]:
         ``{"table": compare_reports(before, after), "short_before": {id: short name},
         "short_after": {id: short name}}``.
     """
-    from engine.analysis.ncu_compare import compare_reports
-    from engine.analysis.ncu_sections import kernel_table
+    from engine.analysis.ncu.compare import compare_reports
+    from engine.analysis.ncu.sections import kernel_table
 
     table = compare_reports(before, after)
     shorts = []

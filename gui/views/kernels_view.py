@@ -43,7 +43,7 @@ VERDICT_COLORS = {
 
 def compute(ncu: Any) -> dict[str, Any]:
     """Kernel table and ranked rules of an Nsight Compute report (runs in a worker thread)."""
-    from engine.analysis.ncu_sections import kernel_table, rules_table
+    from engine.analysis.ncu.sections import kernel_table, rules_table
 
     return {"kernels": kernel_table(ncu), "rules": rules_table(ncu)}
 
@@ -493,13 +493,13 @@ class KernelsView(QWidget):
         report = self.reports.current
         if report is None or not report.is_ncu:
             return
-        from engine.analysis.ncu_sections import kernel_sections
+        from engine.analysis.ncu.sections import kernel_sections
 
         self.selected_id = kid
         try:
             self.sections = kernel_sections(report.ncu, kid)
         except Exception as exc:  # noqa: BLE001 - one kernel's details must not take the view down
-            from engine.errors import KernelscopeError
+            from engine.system.errors import KernelscopeError
 
             msg = str(exc) if isinstance(exc, KernelscopeError) else (
                 f"The sections of kernel {kid} could not be read ({type(exc).__name__}: {exc}).")

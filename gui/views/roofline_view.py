@@ -30,7 +30,7 @@ def calibration_ceilings(gpu_name: str | None) -> dict[str, float]:
     if not gpu_name:
         return {}
     try:
-        from engine.sessions.calibrate import load_calibration
+        from engine.system.calibration import load_calibration
 
         cal = load_calibration(None)
     except Exception:  # noqa: BLE001 - no calibration module, no GPU, damaged file: the report's peaks
@@ -44,7 +44,7 @@ def calibration_ceilings(gpu_name: str | None) -> dict[str, float]:
 
 def compute(ncu: Any, gpu_name: str | None) -> Any:
     """The report's roofline (runs in a worker thread)."""
-    from engine.analysis.ncu_roofline import roofline
+    from engine.analysis.ncu.roofline import roofline
 
     return roofline(ncu, calibration_ceilings(gpu_name) or None)
 

@@ -55,7 +55,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.errors import KernelscopeError
+from engine.system.errors import KernelscopeError
 from gui.documents import OpenReports
 from gui.views.common import WrapLabel, heading
 from gui.workers import CallWorker, Job, Worker

@@ -31,9 +31,9 @@ DEFAULT_REPORT = "cuda_gpu_kern_sum"
 
 
 def load_stats_module() -> Any:
-    """``engine.analysis.stats``, or None while it is not part of this build."""
+    """``engine.analysis.nsys.stats``, or None while it is not part of this build."""
     try:
-        from engine.analysis import stats
+        from engine.analysis.nsys import stats
     except ImportError:
         return None
     if not hasattr(stats, "REPORTS") or not hasattr(stats, "run_report"):

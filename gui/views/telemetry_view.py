@@ -140,7 +140,7 @@ class TelemetryView(QWidget):
         self._busy = False
         self.gaps = 0
 
-        from engine.telemetry.nvml import nvml_available
+        from engine.system.nvml import nvml_available
 
         self.nvml_ok, reason = nvml_available()
         self.nvml_reason = reason
@@ -247,7 +247,7 @@ class TelemetryView(QWidget):
                 if path:
                     self.start_replay(path, speed=1.0)
             else:
-                from engine.sessions.ssh import parse_target
+                from engine.system.ssh import parse_target
                 from engine.telemetry.remote import RemoteSource
 
                 target = parse_target(self.host_edit.text())
@@ -263,7 +263,7 @@ class TelemetryView(QWidget):
 
     def start_replay(self, path: str | Path, speed: float = 1.0) -> None:
         """Replay a recording (ours or the fixture format) at ``speed`` (0 = as fast as possible)."""
-        from engine.errors import KernelscopeError
+        from engine.system.errors import KernelscopeError
         from engine.telemetry.sources import ReplaySource
 
         try:
@@ -341,7 +341,7 @@ class TelemetryView(QWidget):
 
     def start_recording(self, path: str | Path) -> bool:
         """Write every following snapshot to ``path`` (.csv, or .parquet with pyarrow)."""
-        from engine.errors import KernelscopeError
+        from engine.system.errors import KernelscopeError
         from engine.telemetry.recording import Recorder
 
         try:

@@ -1,7 +1,7 @@
 """Findings & walkthrough view: what to fix in the current report, with evidence and expected gain,
 and a before/after check of a change against another open report (Mann-Whitney on iterations).
 
-Everything is computed by the engine (``engine.analysis.rules``, ``engine.walkthrough``) in a
+Everything is computed by the engine (``engine.analysis.findings``, ``engine.sessions.walkthrough``) in a
 background thread; this module only shows it.
 
 Checklist item states (open / applied / verified / rejected) are saved per project folder through
@@ -51,8 +51,8 @@ SETTINGS_GROUP = "findings/project"
 
 def compute(path: Any) -> dict[str, Any]:
     """Findings and the checklist items they trigger (runs in a worker thread)."""
-    from engine.analysis.rules import findings_for
-    from engine.analysis.rules.checklists import annotate, load_checklist
+    from engine.analysis.findings import findings_for
+    from engine.analysis.findings.checklists import annotate, load_checklist
 
     found = findings_for(path)
     cl = load_checklist(CHECKLIST)
@@ -68,7 +68,7 @@ def verify(baseline: Any, after: Any, findings: list[Any], items: list[str],
     significant gain, applied otherwise), as ``kernelscope walkthrough verify`` does.
     """
     from engine.analysis.compare import iterations
-    from engine.walkthrough import compare_runs, predicted_gain, record_verdict
+    from engine.sessions.walkthrough import compare_runs, predicted_gain, record_verdict
 
     it = iterations(baseline)
     n = len(it.durations_ns) if it else 0
@@ -85,14 +85,14 @@ def verify(baseline: Any, after: Any, findings: list[Any], items: list[str],
 
 def load_item_states(project: Path) -> dict[str, dict[str, Any]]:
     """The project's saved states of the checklist's items (the CLI's file; empty if none)."""
-    from engine.analysis.rules.checklists import load_states
+    from engine.analysis.findings.checklists import load_states
 
     return load_states(project, CHECKLIST)
 
 
 def save_item_state(project: Path, item_id: str, state: str, note: str = "") -> dict[str, Any]:
     """Save one item's state in the project, exactly as ``kernelscope checklist --set`` does."""
-    from engine.analysis.rules.checklists import set_state
+    from engine.analysis.findings.checklists import set_state
 
     return set_state(project, CHECKLIST, item_id, state, note)
 
@@ -113,7 +113,7 @@ def _gain_text(f: Any) -> str:
 
 def detail_html(f: Any) -> str:
     """A finding as rich text for the detail pane."""
-    from engine.analysis.rules import evidence_text
+    from engine.analysis.findings import evidence_text
 
     e = html.escape
     parts = [f"<h3 style='color:{SEVERITY_COLORS.get(f.severity, '#222')}'>{e(f.title)}</h3>",
@@ -338,8 +338,8 @@ class WalkthroughView(QWidget):
 
     def reload_states(self) -> None:
         """Read the project's checklist states again and show them next to the items."""
-        from engine.analysis.rules.checklists import state_path
-        from engine.errors import KernelscopeError
+        from engine.analysis.findings.checklists import state_path
+        from engine.system.errors import KernelscopeError
 
         self.states = {}
         if self.project is None:
@@ -389,7 +389,7 @@ class WalkthroughView(QWidget):
                                       != "rejected")
 
     def _save_state(self, item_id: str, state: str, note: str = "") -> bool:
-        from engine.errors import KernelscopeError
+        from engine.system.errors import KernelscopeError
 
         if self.project is None:
             return False

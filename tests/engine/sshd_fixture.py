@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.sessions.ssh import SshTarget
+from engine.system.ssh import SshTarget
 
 SSHD_CANDIDATES = ["/usr/sbin/sshd", "/usr/local/sbin/sshd"]
 

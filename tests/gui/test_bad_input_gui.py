@@ -1,6 +1,6 @@
 """Bad input in the window: one sentence in the log and the status bar, no Qt warning, still usable.
 
-The same bad files as tests/engine/test_bad_input.py (truncated and foreign copies of the H200
+The same bad files as tests/engine/cli/test_bad_input.py (truncated and foreign copies of the H200
 fixtures, empty, a folder, a FIFO, /proc/1/mem), opened with MainWindow.open_path; plus an
 .nsys-rep with no nsys, bad telemetry recordings in the Telemetry view, a Nsight Compute report
 deleted after it opened, and ``kernelscope-gui --screenshot`` on a bad file.
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FIXTURES, NSYS_DIR, REPO
-from tests.engine.test_bad_input import NCU_AWARE, NCU_REP, NSYS_REP, TELEMETRY_CASES, make_bad_files
+from tests.engine.cli.test_bad_input import NCU_AWARE, NCU_REP, NSYS_REP, TELEMETRY_CASES, make_bad_files
 from tests.gui.conftest import LOAD_TIMEOUT_MS, open_and_wait, screenshot
 
 GOOD = NSYS_DIR / "host_overhead_naive.sqlite"
@@ -86,7 +86,7 @@ def test_ncu_report_deleted_after_opening(qtbot, window, tmp_path) -> None:
     report = open_and_wait(qtbot, window, copy)
     copy.unlink()
     # Its remaining metrics are read lazily; the engine says the file is gone, as one sentence.
-    from engine.errors import ReportError
+    from engine.system.errors import ReportError
 
     with pytest.raises(ReportError, match=r"could not be read again .* open it again\.$"):
         _ = report.trace.ncu.raw

@@ -57,8 +57,8 @@ def _ratio(before: float, after: float) -> str:
 
 
 def test_before_after_of_the_same_program(qtbot, window, torch18):
-    from engine.analysis.ncu_compare import compare_reports
-    from engine.analysis.ncu_sections import kernel_table
+    from engine.analysis.ncu.compare import compare_reports
+    from engine.analysis.ncu.sections import kernel_table
 
     full = open_and_wait(qtbot, window, torch18[0])
     sol = open_and_wait(qtbot, window, torch18[1])
@@ -147,7 +147,7 @@ def test_before_after_of_the_same_program(qtbot, window, torch18):
 
 
 def test_unrelated_reports_and_the_list_follows_open_reports(qtbot, window):
-    from engine.analysis.ncu_compare import compare_reports
+    from engine.analysis.ncu.compare import compare_reports
 
     before = open_and_wait(qtbot, window, NCU / "host_overhead_fixed.ncu-rep")
     view = _kernels(qtbot, window)

@@ -28,7 +28,7 @@ def _click_row(qtbot, table, row):
 
 @pytest.mark.parametrize("name", ["host_overhead_fixed.ncu-rep", "torch_sdpa.ncu-rep"])
 def test_kernel_table_is_the_engines(qtbot, window, name):
-    from engine.analysis.ncu_sections import kernel_table, rules_table
+    from engine.analysis.ncu.sections import kernel_table, rules_table
 
     report = open_and_wait(qtbot, window, NCU / name)
     view = _show(qtbot, window)
@@ -49,7 +49,7 @@ def test_kernel_table_is_the_engines(qtbot, window, name):
 
 
 def test_click_a_kernel_shows_its_sections_and_rules(qtbot, window):
-    from engine.analysis.ncu_sections import kernel_sections, rules_table
+    from engine.analysis.ncu.sections import kernel_sections, rules_table
 
     report = open_and_wait(qtbot, window, NCU / "host_overhead_fixed.ncu-rep")
     view = _show(qtbot, window)
@@ -139,7 +139,7 @@ def test_timeline_link_opens_the_ncu_result(qtbot, window):
 def test_rules_table_reads_at_a_glance(qtbot, window):
     """Rank, ID, short kernel name (full name in the tooltip), rule (message in the tooltip),
     speedup and time saved all visible and never cut off; compact rows; long names elided in the middle."""
-    from engine.analysis.ncu_sections import kernel_table, rules_table
+    from engine.analysis.ncu.sections import kernel_table, rules_table
 
     report = open_and_wait(qtbot, window, NCU / "torch_sdpa.ncu-rep")
     view = _show(qtbot, window)

@@ -9,7 +9,7 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication
 
-from engine.errors import ReportError
+from engine.system.errors import ReportError
 from gui import settings as gsettings
 from tests.conftest import NSYS_DIR
 from tests.gui.conftest import LOAD_TIMEOUT_MS, open_and_wait, screenshot

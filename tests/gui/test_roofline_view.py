@@ -35,7 +35,7 @@ def _drawn(view):
 
 
 def test_sdpa_tensor_points_and_ceilings(qtbot, window):
-    from engine.analysis.ncu_roofline import roofline
+    from engine.analysis.ncu.roofline import roofline
 
     report = open_and_wait(qtbot, window, NCU / "torch_sdpa.ncu-rep")
     view = _show(qtbot, window)
@@ -59,7 +59,7 @@ def test_sdpa_tensor_points_and_ceilings(qtbot, window):
 
 
 def test_precision_and_level_selectors(qtbot, window):
-    from engine.analysis.ncu_roofline import roofline
+    from engine.analysis.ncu.roofline import roofline
 
     report = open_and_wait(qtbot, window, NCU / "host_overhead_fixed.ncu-rep")
     view = _show(qtbot, window)

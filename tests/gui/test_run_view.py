@@ -56,7 +56,7 @@ def _table(view) -> list[list[str]]:
 
 # -- the form as a spec (pure) ------------------------------------------------------------------------
 def test_spec_from_form_workload_command_and_options(tmp_path: Path) -> None:
-    from engine.errors import KernelscopeError
+    from engine.system.errors import KernelscopeError
     from gui.views.run_view import FormValues, spec_from_form
     from kernels.registry import get_workload
 

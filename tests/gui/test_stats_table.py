@@ -17,7 +17,7 @@ def stats_view(qtbot, window):
     report = open_and_wait(qtbot, window, GEMM)
     view = wait_stats(qtbot, window, "cuda_api_sum")
     if view.stats is None:
-        pytest.skip("engine.analysis.stats is not in this build")
+        pytest.skip("engine.analysis.nsys.stats is not in this build")
     view.report = report
     return view
 

@@ -72,7 +72,7 @@ def test_naive_sample_numbers(qtbot, window):
 
     view = wait_stats(qtbot, window, "cuda_gpu_kern_sum")
     if view.stats is None:
-        pytest.skip("engine.analysis.stats is not in this build")
+        pytest.skip("engine.analysis.nsys.stats is not in this build")
     with open(ORACLES / "host_overhead_naive_cuda_gpu_kern_sum.csv", newline="") as fh:
         oracle = {r["Name"]: r for r in csv.DictReader(fh)}
     cols = view.model.column_names()

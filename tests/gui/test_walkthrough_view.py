@@ -40,7 +40,7 @@ def _cli_states(project):
 
 
 def test_lists_the_engine_findings_and_verifies_naive_to_fixed(qtbot, window, tmp_path):
-    from engine.analysis.rules import findings_for
+    from engine.analysis.findings import findings_for
 
     open_and_wait(qtbot, window, FIXED)
     open_and_wait(qtbot, window, NAIVE)  # current: the baseline

@@ -1,0 +1,444 @@
+"""Findings from an Nsight Compute report (``.ncu-rep`` or its ``--page raw`` CSV export).
+
+Kernels with the same name are grouped; metrics are their mean over the profiled launches, and a
+gain is computed over the kernels' summed duration. Every metric may be missing (other chips, other
+sections collected): a rule whose metrics are absent says nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from engine.analysis.findings.model import Evidence, Finding, Gain, fmt_time, pct
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from engine.reports.ncu import NcuReport
+
+MATMUL_LIKE = re.compile(r"gemm|matmul|mma|sdpa|attention|flash|fmha|xmma|nvjet|cutlass|cublas|conv",
+                         re.IGNORECASE)
+FP32_GEMM = re.compile(r"sm\d+_xmma_gemm_f32|sgemm|gemm\w*_f32f32|_tf32_disabled|gemm_f32", re.IGNORECASE)
+
+SOL = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
+MEM = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
+TENSOR = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"
+GMMA = "smsp__sass_inst_executed_op_shared_gmma.sum"
+TMA = "smsp__sass_inst_executed_op_tma_ld.sum"
+ACHIEVED = "sm__warps_active.avg.pct_of_peak_sustained_active"
+THEORETICAL = "sm__maximum_warps_per_active_cycle_pct"
+LIMITS = {
+    "registers": "launch__occupancy_limit_registers",
+    "shared memory": "launch__occupancy_limit_shared_mem",
+    "warps per SM": "launch__occupancy_limit_warps",
+    "blocks per SM": "launch__occupancy_limit_blocks",
+    "barriers": "launch__occupancy_limit_barriers",
+}
+LD_SECTORS = "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"
+LD_REQ = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"
+ST_SECTORS = "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"
+ST_REQ = "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"
+BANK_CONFLICTS = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum"
+SHARED_WAVEFRONTS = "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum"
+SPILLS = "sass__inst_executed_register_spilling"
+LOCAL_SPILL_REQ = "derived__local_spilling_requests"
+
+#: Thresholds (percent unless named): documented so users can tell why a rule fired.
+LATENCY_SOL_PCT = 60.0  # ncu's SOLBottleneck uses 60 % of peak as the latency line
+TENSOR_TARGET_PCT = 80.0
+LOW_ACHIEVED_OCC_PCT = 30.0
+SECTORS_PER_REQUEST_IDEAL = 4.0  # 32 threads x 4 bytes = 128 bytes = 4 sectors
+BANK_CONFLICT_SHARE_PCT = 10.0
+
+_SRC = "ncu --page raw"
+
+
+@dataclass
+class KernelGroup:
+    """Profiled launches of one kernel name."""
+
+    name: str
+    launches: int
+    duration_ns: float  # summed over launches
+    cc: str
+    metrics: dict[str, float]
+    first_id: int | None = None
+    verdict: Any = None  # engine.analysis.ncu.verdict.Verdict of the first launch
+    stalls: list[tuple[str, float]] = field(default_factory=list)
+
+    def m(self, name: str) -> float | None:
+        """Mean value of a metric over the launches, None when not collected."""
+        return self.metrics.get(name)
+
+
+def parse_rule_args(text: object) -> float | None:
+    """A number as ncu prints it in a rule or metric text ("3.568", "3,568", "40%"); None for n/a."""
+    from engine.reports.ncu import parse_number
+
+    if text is None:
+        return None
+    s = str(text).strip()
+    if not s or s in ("n/a", "no data", "nan"):
+        return None
+    try:
+        v = float(s)  # plain numbers first: "3.568" is not 3,568
+    except ValueError:
+        try:
+            v = parse_number(s)
+        except (ValueError, TypeError):
+            return None
+    return None if np.isnan(v) else float(v)
+
+
+_WANTED = [SOL, MEM, TENSOR, GMMA, TMA, ACHIEVED, THEORETICAL, *LIMITS.values(), LD_SECTORS, LD_REQ,
+           ST_SECTORS, ST_REQ, BANK_CONFLICTS, SHARED_WAVEFRONTS, SPILLS, LOCAL_SPILL_REQ,
+           "launch__registers_per_thread", "launch__block_size"]
+
+
+def kernel_groups(report: NcuReport) -> list[KernelGroup]:
+    """Group the report's kernels by name with mean metrics (longest total duration first)."""
+    k = report.kernels
+    raw: pd.DataFrame = report.raw
+    out: list[KernelGroup] = []
+    if not len(k):
+        return out
+    ids = k["ID"].astype(str).tolist()
+    raw_ids = raw["ID"].astype(str).tolist() if "ID" in raw else []
+    name_col = "Base Name" if "Base Name" in k else "Kernel Name"
+    for name, g in k.groupby(name_col, sort=False):
+        gids = set(g["ID"].astype(str))
+        rows = [i for i, rid in enumerate(raw_ids) if rid in gids]
+        metrics: dict[str, float] = {}
+        for col in _WANTED:
+            if col not in raw.columns:
+                continue
+            vals = [v for v in (parse_rule_args(raw[col].iloc[i]) for i in rows) if v is not None]
+            if vals:
+                metrics[col] = float(np.mean(vals))
+        dur = float(g["duration_ns"].fillna(0).sum())
+        kg = KernelGroup(str(name), len(g), dur, str(g["CC"].iloc[0]), metrics)
+        try:
+            kg.first_id = int(g["ID"].iloc[0])
+        except (TypeError, ValueError):
+            kg.first_id = None
+        if kg.first_id is not None:
+            kg.verdict, kg.stalls = _verdict_and_stalls(report, kg.first_id)
+        out.append(kg)
+    del ids
+    out.sort(key=lambda kg: -kg.duration_ns)
+    return out
+
+
+def _or_na(v: float | None) -> float | str:
+    return "n/a" if v is None else v
+
+
+def _verdict_and_stalls(report: NcuReport, kid: int) -> tuple[Any, list[tuple[str, float]]]:
+    """The bottleneck verdict (engine.analysis.ncu.verdict) and top stalls of one launch."""
+    try:
+        from engine.analysis.ncu.verdict import kernel_metrics, verdict
+        from engine.reports.ncu_metrics import top_stalls
+
+        return verdict(kernel_metrics(report, kid)), top_stalls(report, kid, 3)
+    except Exception:  # noqa: BLE001 - a verdict is extra evidence; rules still run without it
+        return None, []
+
+
+def _gain(kg: KernelGroup, saved_ns: float, formula: str, kind: str = "upper bound") -> Gain:
+    saved_ns = max(saved_ns, 0.0)
+    return Gain(round(saved_ns / 1e9, 12), pct(saved_ns, kg.duration_ns), formula + " (percent: of this "
+                "kernel's profiled time; ncu replays kernels, so there is no wall time)", kind)
+
+
+def _base(kg: KernelGroup, fid: str, title: str, severity: str, summary: str, ev: list[Evidence],
+          **kw: object) -> Finding:
+    ev = [Evidence("profiled launches", kg.launches, "launches", "ncu kernels"),
+          Evidence("duration (sum)", kg.duration_ns, "ns", "gpu__time_duration.sum"), *ev]
+    return Finding(id=fid, title=title, severity=severity, source="ncu", summary=summary, evidence=ev,
+                   subject=kg.name, **kw)  # type: ignore[arg-type]
+
+
+def rule_latency_bound(kg: KernelGroup) -> list[Finding]:
+    """Low speed-of-light on both compute and memory."""
+    sm, mem = kg.m(SOL), kg.m(MEM)
+    if sm is None or mem is None or max(sm, mem) >= LATENCY_SOL_PCT:
+        return []
+    if kg.verdict is not None and kg.verdict.kind != "latency-bound":
+        return []  # e.g. launch-bound (too small or too short): see rule_launch_bound_kernel
+    busiest = max(sm, mem)
+    at_line = kg.duration_ns * busiest / LATENCY_SOL_PCT
+    ev = [Evidence("compute (SM) throughput", sm, "%", SOL), Evidence("memory throughput", mem, "%", MEM)]
+    for reason, cyc in kg.stalls:
+        ev.append(Evidence(f"warp stall: {reason}", round(cyc, 3), "cycles/inst",
+                           f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio"))
+    why = kg.verdict.reason if kg.verdict is not None else (
+        f"both under {LATENCY_SOL_PCT:.0f} %, so warps mostly wait (dependencies, barriers, too few "
+        "warps).")
+    return [_base(
+        kg, "ncu.latency-bound", "Latency-bound: neither compute nor memory is busy", "warning",
+        f"{kg.name}: {why}",
+        ev,
+        fix="Expose more parallelism: more warps per SM (see the occupancy finding), more independent "
+            "work per thread (ILP), fewer barriers; check the Warp State stall reasons.",
+        fix_cuda=("#pragma unroll 4\n"
+                  "for (int k = 0; k < K; k += 4) { acc0 += a[k]*b[k]; acc1 += a[k+1]*b[k+1]; }"),
+        fix_torch="# larger batches / fused kernels (torch.compile) give each launch more parallel work",
+        gain=_gain(kg, kg.duration_ns - at_line,
+                   f"duration × (1 − busiest unit / {LATENCY_SOL_PCT:.0f} %) = {fmt_time(kg.duration_ns)} × "
+                   f"(1 − {busiest:.1f}/{LATENCY_SOL_PCT:.0f}) = {fmt_time(kg.duration_ns - at_line)} if "
+                   "the busier unit reached ncu's latency line"),
+        verify="Re-profile with ncu: compute or memory throughput above 60 % of peak.",
+    )]
+
+
+def rule_tensor_pipes(kg: KernelGroup) -> list[Finding]:
+    """A matmul-like kernel whose tensor pipes are mostly idle."""
+    t = kg.m(TENSOR)
+    if t is None or not MATMUL_LIKE.search(kg.name) or t >= TENSOR_TARGET_PCT:
+        return []
+    target_ns = kg.duration_ns * t / TENSOR_TARGET_PCT
+    ev = [Evidence("tensor pipe active", t, "%", TENSOR)]
+    if kg.m(GMMA) is not None:
+        ev.append(Evidence("wgmma instructions", kg.m(GMMA) or 0.0, "inst", GMMA))
+    return [_base(
+        kg, "ncu.tensor-pipes-idle", "Tensor pipes mostly idle in a matmul-like kernel",
+        "warning" if t < 50 else "info",
+        f"{kg.name} keeps its tensor pipes active only {t:.1f} % of active cycles (target "
+        f"{TENSOR_TARGET_PCT:.0f} %): the math units wait for data or for warps.",
+        ev,
+        fix="Feed the tensor cores: larger tiles, more pipeline stages (TMA + mbarrier), enough "
+            "warps; use a cuBLASLt/CUTLASS/cuDNN kernel tuned for this shape.",
+        fix_cuda="// CUTLASS 3.x sm90 kernel: TMA loads + wgmma, warp-specialized, 3-4 stages\n"
+                 "using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;",
+        fix_torch=("torch.backends.cuda.matmul.allow_tf32 = True\n"
+                   "model = torch.compile(model, mode='max-autotune')"),
+        gain=Gain(None, None, "see ncu.fp32-gemm-on-hopper: an FP32 SIMT GEMM cannot use the "
+                  "tensor pipes at all") if FP32_GEMM.search(kg.name) else _gain(
+            kg, kg.duration_ns - target_ns,
+            f"duration × (1 − tensor active / {TENSOR_TARGET_PCT:.0f} %) = {fmt_time(kg.duration_ns)} × "
+            f"(1 − {t:.1f}/{TENSOR_TARGET_PCT:.0f}) if the tensor pipes were the limit"),
+        verify="Re-profile: sm__pipe_tensor_cycles_active rises toward the target and the kernel is shorter.",
+    )]
+
+
+def rule_fp32_gemm(kg: KernelGroup) -> list[Finding]:
+    """FP32 GEMM kernels on Hopper (no tensor cores)."""
+    if not kg.cc.startswith("9") or not FP32_GEMM.search(kg.name):
+        return []
+    return [_base(
+        kg, "ncu.fp32-gemm-on-hopper", "FP32 GEMM on Hopper leaves the tensor cores unused", "warning",
+        f"{kg.name} is an FP32 (SIMT) GEMM on a compute capability {kg.cc} GPU, whose tensor cores "
+        "run TF32/BF16/FP16 many times faster.",
+        [Evidence("compute capability", kg.cc, "", "ncu CC"),
+         Evidence("tensor pipe active", _or_na(kg.m(TENSOR)), "%", TENSOR)],
+        fix="Use TF32 (same FP32 storage) or BF16/FP16 inputs with an sm90 kernel "
+            "(cuBLAS/cuBLASLt, CUTLASS).",
+        fix_cuda="cublasSetMathMode(handle, CUBLAS_TF32_TENSOR_OP_MATH);\n"
+                 "cublasGemmEx(handle, ..., CUDA_R_32F, ...,\n"
+                 "             CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT);",
+        fix_torch=("torch.backends.cuda.matmul.allow_tf32 = True\n"
+                   "torch.set_float32_matmul_precision('high')   # same effect"),
+        gain=Gain(None, None, "depends on the precision chosen; H200 dense TF32 peak is ~7x its FP32 SIMT "
+                  "peak, so re-measure"),
+        verify="Re-profile: the kernel name has tf32/bf16 and sm90 in it, and tensor pipes are active.",
+    )]
+
+
+def rule_no_wgmma_tma(kg: KernelGroup) -> list[Finding]:
+    """A matmul-like kernel on sm90 that issues no wgmma or no TMA loads."""
+    if not kg.cc.startswith("9") or not MATMUL_LIKE.search(kg.name):
+        return []
+    gmma, tma = kg.m(GMMA), kg.m(TMA)
+    if gmma is None or tma is None or (gmma > 0 and tma > 0):
+        return []
+    missing = [w for w, v in (("wgmma", gmma), ("TMA", tma)) if v == 0]
+    return [_base(
+        kg, "ncu.no-wgmma-tma", f"No {' / '.join(missing)} on sm90", "warning",
+        f"{kg.name} runs on Hopper but issues {int(gmma)} wgmma and {int(tma)} TMA load instructions: "
+        "it uses the pre-Hopper path (mma.sync / ld.global + shared stores).",
+        [Evidence("wgmma instructions", gmma, "inst", GMMA),
+         Evidence("TMA load instructions", tma, "inst", TMA)],
+        fix="Use an sm90 kernel: CUTLASS 3.x (TMA + wgmma, warp-specialized) or cuBLASLt; compile "
+            "for sm_90a.",
+        fix_cuda="nvcc -arch=sm_90a ...   // and a CUTLASS 3 CollectiveMma with KernelTmaWarpSpecialized",
+        fix_torch="torch.backends.cuda.matmul.allow_tf32 = True  # cuBLAS then picks sm90 TF32 kernels",
+        gain=Gain(None, None, "not computable from this report: it depends on the replacement kernel"),
+        verify="Re-profile: smsp__sass_inst_executed_op_shared_gmma.sum and _tma_ld.sum are nonzero.",
+    )]
+
+
+def rule_occupancy(kg: KernelGroup) -> list[Finding]:
+    """Low achieved occupancy, with the launch limiter that caps it."""
+    ach, theo = kg.m(ACHIEVED), kg.m(THEORETICAL)
+    if ach is None or ach >= LOW_ACHIEVED_OCC_PCT:
+        return []
+    limits = {k: v for k, v in ((k, kg.m(m)) for k, m in LIMITS.items()) if v is not None}
+    lowest = min(limits.values()) if limits else None
+    limiters = [k for k, v in limits.items() if v == lowest]
+    ev = [Evidence("achieved occupancy", ach, "%", ACHIEVED)]
+    if theo is not None:
+        ev.append(Evidence("theoretical occupancy", theo, "%", THEORETICAL))
+    for k, v in limits.items():
+        ev.append(Evidence(f"block limit ({k})", v, "blocks", LIMITS[k]))
+    regs = kg.m("launch__registers_per_thread")
+    if regs is not None:
+        ev.append(Evidence("registers per thread", regs, "", "launch__registers_per_thread"))
+    lim = " and ".join(limiters) if limiters else "unknown"
+    return [_base(
+        kg, "ncu.low-occupancy", "Low occupancy", "info" if MATMUL_LIKE.search(kg.name) else "warning",
+        f"{kg.name} runs at {ach:.1f} % achieved occupancy"
+        + (f" (theoretical {theo:.1f} %)" if theo is not None else "")
+        + f"; the limiter is {lim} ({int(lowest) if lowest is not None else '?'} block(s) per SM). "
+        "Tensor-core kernels often trade occupancy for big tiles; then check the pipe utilization.",
+        ev,
+        fix=f"Relax the {lim} limit: fewer registers (__launch_bounds__, -maxrregcount), less shared "
+            "memory per block, or smaller blocks.",
+        fix_cuda="__global__ void __launch_bounds__(256, 2) kernel(...);   // 2 blocks per SM",
+        fix_torch="# Triton: lower num_stages / BLOCK sizes, or let torch.compile autotune them",
+        gain=Gain(None, None, "not computable from occupancy alone: more warps help only if the "
+                  "kernel is latency-bound (see ncu.latency-bound)"),
+        verify="Re-profile: achieved occupancy rises and the kernel is shorter.",
+    )]
+
+
+def rule_uncoalesced(kg: KernelGroup) -> list[Finding]:
+    """Global loads/stores that touch many more sectors per request than a coalesced access."""
+    out: list[Finding] = []
+    for kind, sec, req in (("loads", LD_SECTORS, LD_REQ), ("stores", ST_SECTORS, ST_REQ)):
+        s, r = kg.m(sec), kg.m(req)
+        if not s or not r:
+            continue
+        spr = s / r
+        if spr <= 2 * SECTORS_PER_REQUEST_IDEAL:
+            continue
+        out.append(_base(
+            kg, "ncu.uncoalesced", f"Uncoalesced global {kind}", "warning",
+            f"{kg.name}: {spr:.1f} sectors per global {kind[:-1]} request (a coalesced 4-byte access "
+            f"needs {SECTORS_PER_REQUEST_IDEAL:.0f}).",
+            [Evidence("sectors", s, "sectors", sec), Evidence("requests", r, "requests", req),
+             Evidence("sectors per request", round(spr, 2), "sectors", "sectors ÷ requests")],
+            fix="Make consecutive threads access consecutive addresses (transpose through shared "
+                "memory, structure-of-arrays).",
+            fix_cuda="float v = in[blockIdx.x * blockDim.x + threadIdx.x];   // not in[threadIdx.x * stride]",
+            fix_torch="x = x.contiguous()   # before custom kernels; avoid strided views",
+            gain=_gain(kg, 0.0, "not estimated: the kernel may be bound by something else"),
+            verify="Re-profile: sectors per request close to 4.",
+        ))
+    return out
+
+
+def rule_bank_conflicts(kg: KernelGroup) -> list[Finding]:
+    """Shared-memory bank conflicts as a share of shared-memory wavefronts."""
+    c, w = kg.m(BANK_CONFLICTS), kg.m(SHARED_WAVEFRONTS)
+    if not c or not w:
+        return []
+    share = 100 * c / w
+    if share < BANK_CONFLICT_SHARE_PCT:
+        return []
+    return [_base(
+        kg, "ncu.bank-conflicts", "Shared-memory bank conflicts", "warning",
+        f"{kg.name}: {c:,.0f} bank conflicts over {w:,.0f} shared-memory wavefronts ({share:.1f} %).",
+        [Evidence("bank conflicts", c, "", BANK_CONFLICTS),
+         Evidence("shared wavefronts", w, "", SHARED_WAVEFRONTS),
+         Evidence("conflict share", round(share, 2), "%", "conflicts ÷ wavefronts")],
+        fix="Pad shared arrays by one element per row or swizzle the layout.",
+        fix_cuda="__shared__ float tile[32][33];   // +1 column avoids 32-way conflicts",
+        fix_torch="# Triton/torch.compile kernels swizzle automatically; check custom CUDA extensions",
+        gain=_gain(kg, 0.0, "not estimated"),
+        verify="Re-profile: l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum near 0.",
+    )]
+
+
+def rule_spills(kg: KernelGroup) -> list[Finding]:
+    """Register spills to local memory."""
+    sp = kg.m(SPILLS) or 0.0
+    rq = kg.m(LOCAL_SPILL_REQ) or 0.0
+    if sp <= 0 and rq <= 0:
+        return []
+    return [_base(
+        kg, "ncu.register-spills", "Registers spill to local memory", "warning",
+        f"{kg.name} executes {sp:,.0f} spill instructions ({rq:,.0f} local spilling requests).",
+        [Evidence("spill instructions", sp, "inst", SPILLS),
+         Evidence("local spilling requests", rq, "", LOCAL_SPILL_REQ)],
+        fix="Reduce live registers (smaller tiles/unrolling) or raise the register cap with "
+            "__launch_bounds__.",
+        fix_cuda="nvcc -Xptxas -v ...   // shows 'bytes spill stores'",
+        fix_torch="# Triton: smaller BLOCK sizes or num_warps",
+        gain=_gain(kg, 0.0, "not estimated"),
+        verify="Re-profile: sass__inst_executed_register_spilling is 0.",
+    )]
+
+
+def rule_ncu_own(report: NcuReport, groups: list[KernelGroup]) -> list[Finding]:
+    """Nsight Compute's own rule results with an estimated speedup (first launch of each kernel)."""
+    m = report.metrics
+    if not len(m) or "Rule Name" not in m:
+        return []
+    k = report.kernels
+    name_col = "Base Name" if "Base Name" in k else "Kernel Name"
+    out: list[Finding] = []
+    by_name = {g.name: g for g in groups}
+    firsts = k.drop_duplicates(name_col)
+    for _, kr in firsts.iterrows():
+        kg = by_name.get(str(kr[name_col]))
+        if kg is None:
+            continue
+        rows = m[(m["ID"].astype(str) == str(kr["ID"])) & (m["Rule Name"].astype(str) != "")
+                 & (m["Rule Type"].astype(str) == "OPT")]
+        rows = rows.drop_duplicates(["Rule Name", "Rule Description"])
+        for rule, g in rows.groupby("Rule Name", sort=False):
+            sp = [v for v in (parse_rule_args(x) for x in g["Estimated Speedup"]) if v is not None]
+            est = max(sp) if sp else None
+            text = " ".join(dict.fromkeys(str(d) for d in g["Rule Description"]))
+            out.append(_base(
+                kg, f"ncu.rule.{rule}", f"Nsight Compute: {rule}", "info", text[:600],
+                [Evidence("estimated speedup", est if est is not None else "n/a", "%",
+                          f"ncu rule {rule} ({g['Estimated Speedup Type'].iloc[0] or 'no'} estimate)")],
+                fix="See the rule's text; Nsight Compute's section of the same name shows the details.",
+                gain=_gain(kg, kg.duration_ns * est / 100,
+                           f"duration × ncu's estimated speedup = {fmt_time(kg.duration_ns)} × {est:.2f} %",
+                           "estimate") if est is not None else None,
+                verify=f"Re-profile: ncu no longer raises {rule}, or its estimate shrinks.",
+            ))
+    return out
+
+
+def rule_launch_bound_kernel(kg: KernelGroup) -> list[Finding]:
+    """ncu_verdict's launch-bound: the kernel is too short or too small to fill the GPU."""
+    if kg.verdict is None or kg.verdict.kind != "launch-bound":
+        return []
+    return [_base(
+        kg, "ncu.kernel-launch-bound", "Too short or too small to fill the GPU", "warning",
+        f"{kg.name}: {kg.verdict.reason}",
+        [Evidence(k, v, "", "engine.analysis.ncu.verdict") for k, v in kg.verdict.numbers.items()
+         if isinstance(v, (int, float)) and k in ("duration_ns", "grid_blocks", "sm_count")],
+        fix="Fuse it with its neighbours, batch more work per launch, or replay it in a CUDA Graph.",
+        fix_cuda="cudaGraphLaunch(exec, stream);   // many small launches captured once",
+        fix_torch="torch.compile(model, mode='reduce-overhead')   # CUDA graphs + fusion",
+        gain=Gain(None, None, "see nsys.launch-bound in an nsys report of the same run: launch "
+                  "overhead is a host-side cost that ncu does not measure"),
+        verify="Re-profile: fewer, longer kernels.",
+    )]
+
+
+KERNEL_RULES: list[Callable[[KernelGroup], list[Finding]]] = [
+    rule_latency_bound, rule_launch_bound_kernel, rule_tensor_pipes, rule_fp32_gemm, rule_no_wgmma_tma,
+    rule_occupancy, rule_uncoalesced, rule_bank_conflicts, rule_spills,
+]
+
+
+def ncu_findings(report: NcuReport, *, include_ncu_rules: bool = True) -> list[Finding]:
+    """Run every ncu rule on each kernel of the report."""
+    groups = kernel_groups(report)
+    out: list[Finding] = []
+    for kg in groups:
+        for rule in KERNEL_RULES:
+            out += rule(kg)
+    if include_ncu_rules:
+        out += rule_ncu_own(report, groups)
+    return out

@@ -1,0 +1,335 @@
+"""The ``kernelscope`` command line: a thin layer over engine.reports and engine.analysis.
+
+Mirrors ``nsys stats`` / ``nsys analyze`` so users switch without relearning. Every failure is one
+sentence on stderr and a nonzero exit status; ``--debug`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from engine import __version__
+from engine.system.errors import KernelscopeError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from engine.reports.base import Trace
+
+EXIT_OK = 0
+EXIT_ERROR = 1  # bad input, missing tool: a sentence was printed
+EXIT_USAGE = 2  # argparse's own code for bad arguments
+EXIT_INTERNAL = 3
+
+DEFAULT_STATS = [
+    "nvtx_sum", "cuda_api_sum", "cuda_gpu_kern_sum", "cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum",
+]
+DEFAULT_RULES = [
+    "cuda_memcpy_async", "cuda_memcpy_sync", "cuda_memset_sync", "cuda_api_sync", "gpu_gaps",
+    "gpu_time_util",
+]
+
+
+def _progress_printer(stream: TextIO) -> Any:
+    last = {"msg": ""}
+    tty = stream.isatty()
+
+    def show(msg: str, fraction: float | None) -> None:
+        stage = msg.split(" (")[0]
+        if tty:
+            stream.write(f"\r{msg:<60}")
+            if fraction == 1.0:
+                stream.write("\n")
+            stream.flush()
+        elif stage != last["msg"]:
+            stream.write(f"kernelscope: {msg}\n")
+            stream.flush()
+        last["msg"] = stage
+
+    return show
+
+
+def _open(path: str) -> Trace:
+    from engine.reports import open_report
+
+    return open_report(Path(path), progress=_progress_printer(sys.stderr), cancel=threading.Event())
+
+
+def _split_names(values: Sequence[str] | None, default: list[str]) -> list[str]:
+    if not values:
+        return list(default)
+    names: list[str] = []
+    for v in values:
+        names += [n.strip() for n in v.split(",") if n.strip()]
+    return names
+
+
+def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    out = json.loads(df.to_json(orient="records", double_precision=15))
+    return out if isinstance(out, list) else []
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    except OSError as exc:
+        raise KernelscopeError(
+            f"Could not write {path} ({exc.strerror}); choose another --output prefix."
+        ) from exc
+
+
+def _ext(fmt: str) -> str:
+    return {"csv": "csv", "json": "json", "table": "txt"}[fmt]
+
+
+def _emit(args: argparse.Namespace, name: str, title: str, text: str, json_out: dict[str, Any]) -> None:
+    """Send one report's or rule's text where the user asked: PREFIX_<name> file, JSON, stdout.
+
+    An empty text stays an empty file (nsys writes 0-byte files for rules that found nothing).
+    """
+    if args.output:
+        target = Path(f"{args.output}_{name}.{_ext(args.format)}")
+        _write(target, text if not text or text.endswith("\n") else text + "\n")
+        print(f"kernelscope: wrote {target}", file=sys.stderr)
+    elif args.format == "json":
+        json_out[name] = json.loads(text)
+    else:
+        if args.format == "table":
+            print(f"\n ** {title} ({name}):\n")
+        if text:
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+# -- stats -------------------------------------------------------------------------------------
+def cmd_stats(args: argparse.Namespace) -> int:
+    """Run nsys-style statistics reports (results are cached per file and engine version)."""
+    from engine.analysis.nsys import stats
+    from engine.reports.open import sniff_kind
+    from engine.system.cache import file_identity, result_get, result_put
+
+    names = [stats.resolve_report_name(n) for n in _split_names(args.report, DEFAULT_STATS)]
+    path = Path(args.input).expanduser()
+    sniff_kind(path)  # a clear sentence for missing paths, directories, empty files
+    identity = file_identity(path)
+    fmt = args.format
+    trace: Trace | None = None
+    fast: dict[str, stats.SummaryTable] = {}
+    texts: dict[str, str] = {}  # report -> output text, or "\0SKIP" + reason
+    for name in names:
+        key = f"stats-{name}.{_ext(fmt)}"
+        text = result_get(identity, key)
+        if text is None:
+            if trace is None:
+                trace = _open(args.input)
+                todo = [n for n in names if result_get(identity, f"stats-{n}.{_ext(fmt)}") is None]
+                if fmt != "json":  # the core reports straight from SQLite, without pandas
+                    fast = stats.fast_reports(trace, todo)
+                prefetch = getattr(trace, "prefetch", None)
+                rest = [n for n in todo if n not in fast]
+                if prefetch is not None and rest:  # overlap the big reads with pandas' import
+                    prefetch(stats.columns_needed(rest))
+            df: pd.DataFrame | stats.SummaryTable = (
+                fast[name] if name in fast else stats.run_report(trace, name)
+            )
+            if df.empty:
+                text = _SKIP + _why_empty(trace, name)
+            elif fmt == "csv":
+                text = stats.to_csv(df)
+            elif fmt == "json":
+                frame = df.to_frame() if isinstance(df, stats.SummaryTable) else df
+                text = json.dumps(_records(frame), indent=1)
+            else:
+                text = stats.format_table(df)
+            result_put(identity, key, text)
+        texts[name] = text
+    json_out: dict[str, Any] = {}
+    for name, text in texts.items():
+        if text.startswith(_SKIP):
+            print(f"kernelscope: {name}: skipped, {text[len(_SKIP):]}.", file=sys.stderr)
+            if fmt == "json" and not args.output:
+                json_out[name] = []
+            continue
+        _emit(args, name, stats.REPORTS[name], text, json_out)
+    if fmt == "json" and not args.output:
+        print(json.dumps(json_out, indent=1))
+    return EXIT_OK
+
+
+_SKIP = "\0SKIP"
+
+
+def _why_empty(trace: Trace, report: str) -> str:
+    needs = {
+        "cuda_api_sum": ["api"], "cuda_gpu_kern_sum": ["kernels"], "cuda_kern_exec_sum": ["kernels"],
+        "cuda_gpu_mem_time_sum": ["memcpy", "memset"], "cuda_gpu_mem_size_sum": ["memcpy", "memset"],
+        "nvtx_sum": ["nvtx"], "cuda_api_gpu_sum": ["api", "kernels", "memcpy", "memset"],
+        "cuda_gpu_sum": ["kernels", "memcpy", "memset"], "cuda_gpu_trace": ["kernels", "memcpy", "memset"],
+    }.get(report, [])
+    reasons = [trace.missing[t] for t in needs if not trace.has(t)]
+    return "; ".join(reasons) if reasons else "the report has no matching rows"
+
+
+# -- analyze -----------------------------------------------------------------------------------
+def cmd_analyze(args: argparse.Namespace) -> int:
+    """Run nsys-style expert-system rules."""
+    from engine.analysis.nsys import analyze as expert
+
+    specs = [expert.parse_rule_spec(s) for s in _split_names(args.rule, DEFAULT_RULES)]
+    trace = _open(args.input)
+    fmt = args.format
+    json_out: dict[str, Any] = {}
+    for name, options in specs:
+        result = expert.run_rule(trace, name, **options)
+        found = not result.table.empty
+        if fmt == "csv":
+            text = expert.to_csv(result)
+        elif fmt == "json":
+            text = json.dumps({"rows": _records(result.table), "explanation": result.explanation,
+                               "fix": result.fix}, indent=1)
+        else:
+            text = (_table_text(result.table) if found else "") + _explain(result)
+        _emit(args, name, expert.RULES[name], text, json_out)
+        if fmt == "csv" and not args.output:
+            print(f"kernelscope: {name}: {result.explanation}", file=sys.stderr)
+    if fmt == "json" and not args.output:
+        print(json.dumps(json_out, indent=1))
+    return EXIT_OK
+
+
+def _table_text(df: pd.DataFrame) -> str:
+    from engine.analysis.nsys import stats
+
+    return stats.format_table(df) + "\n"
+
+
+def _explain(result: Any) -> str:
+    text = f"\n{result.explanation}\n"
+    if result.fix and not result.table.empty:
+        text += f"Fix: {result.fix}\n"
+    return text
+
+
+# -- summary -----------------------------------------------------------------------------------
+def cmd_summary(args: argparse.Namespace) -> int:
+    """Print the host-vs-GPU breakdown."""
+    from engine.analysis.summary import format_summary, summarize
+
+    s = summarize(_open(args.input))
+    if args.json:
+        print(json.dumps(s, indent=1, default=_json_default))
+    else:
+        print(format_summary(s))
+    return EXIT_OK
+
+
+def _json_default(o: Any) -> Any:
+    if hasattr(o, "item"):
+        return o.item()
+    return str(o)
+
+
+# -- info --------------------------------------------------------------------------------------
+def cmd_info(args: argparse.Namespace) -> int:
+    """Describe a report: producer, schema, tables and row counts, what was not captured."""
+    from engine.reports.base import TABLES
+
+    trace = _open(args.input)
+    info = trace.info
+    print(f"file:    {info.path}")
+    print(f"kind:    {info.kind}")
+    print(f"written: {info.product_version or 'unknown'} (schema {info.schema_version or '-'})")
+    for note in info.notes:
+        print(f"note:    {note}")
+    for name in TABLES:
+        df = trace.table(name)
+        state = f"{len(df):>10,} rows" if trace.has(name) else f"{'-':>15}  ({trace.missing[name]})"
+        print(f"  {name:<13} {state}")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for tests and docs)."""
+    p = argparse.ArgumentParser(
+        prog="kernelscope",
+        description="Kernelscope: read Nsight Systems (.nsys-rep, .sqlite), Nsight Compute (.ncu-rep, "
+        "CSV) and PyTorch profiler traces; run benchmarks, nsys and ncu sessions here or over SSH; "
+        "sample GPU telemetry; find what to fix and verify it.",
+    )
+    p.add_argument("--version", action="version", version=f"kernelscope {__version__}")
+    p.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    s = sub.add_parser("stats", help="nsys-style statistics reports (like `nsys stats`)")
+    s.add_argument("input", metavar="REPORT")
+    s.add_argument("-r", "--report", action="append", metavar="NAMES",
+                   help="comma-separated report names (default: " + ",".join(DEFAULT_STATS) + ")")
+    s.add_argument("-f", "--format", choices=["csv", "json", "table"], default="table")
+    s.add_argument("-o", "--output", metavar="PREFIX", help="write PREFIX_<report>.<ext> files")
+    s.set_defaults(func=cmd_stats)
+
+    a = sub.add_parser("analyze", help="expert-system rules (like `nsys analyze`)")
+    a.add_argument("input", metavar="REPORT")
+    a.add_argument("-r", "--rule", action="append", metavar="NAMES",
+                   help="comma-separated rules, each optionally RULE:key=value[:key=value] "
+                   "(e.g. gpu_gaps:gap=100, gpu_time_util:chunks=10:threshold=40)")
+    a.add_argument("-f", "--format", choices=["csv", "json", "table"], default="table")
+    a.add_argument("-o", "--output", metavar="PREFIX", help="write PREFIX_<rule>.<ext> files")
+    a.set_defaults(func=cmd_analyze)
+
+    m = sub.add_parser("summary", help="where the time went: host API vs GPU breakdown")
+    m.add_argument("input", metavar="REPORT")
+    m.add_argument("--json", action="store_true", help="print the JSON document (schema in README)")
+    m.set_defaults(func=cmd_summary)
+
+    i = sub.add_parser("info", help="what a report contains and what it lacks")
+    i.add_argument("input", metavar="REPORT")
+    i.set_defaults(func=cmd_info)
+
+    from engine.cli import bench, findings, ncu, sessions, telemetry
+
+    for module in (ncu, telemetry, sessions, findings, bench):
+        module.register(sub)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``kernelscope`` command."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        rc: int = args.func(args)
+        return rc
+    except KernelscopeError as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"kernelscope: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("kernelscope: interrupted.", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:  # noqa: BLE001 - last line of defence: never a raw traceback
+        if args.debug:
+            traceback.print_exc()
+        print(
+            f"kernelscope: internal error ({type(exc).__name__}: {exc}); please report it, and "
+            "run again with --debug for details.",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

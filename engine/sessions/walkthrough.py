@@ -1,0 +1,348 @@
+"""Guided walkthrough: baseline -> findings -> pick checklist items -> re-run -> verified or not.
+
+The state lives in ``<project>/.kernelscope/walkthrough.json`` (atomic writes):
+
+1. :func:`start` records the baseline report, its findings (with their predicted gains) and its
+   per-iteration durations (the repeating NVTX range).
+2. :func:`pick` chooses checklist items; the predicted gain per iteration is the sum of the gains
+   of the baseline findings those items address, divided by the number of iterations.
+3. The user changes the code (for the kernels/ demos the fixed variant exists) and records a new
+   report, or :func:`rerun` records it through the session runner.
+4. :func:`verify` compares baseline and new run (medians, 95 % CIs, Mann-Whitney U, bootstrap CI of
+   the change). Items become ``verified`` only when the iteration time improved significantly
+   (p < 0.05 and the CI of the change excludes 0); otherwise they stay ``applied`` with a note.
+   The measured gain is stored next to the predicted one.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from engine.analysis.findings.checklists import (
+    ChecklistError,
+    atomic_write_json,
+    load_checklist,
+    read_json,
+    set_state,
+)
+from engine.analysis.findings.model import fmt_time
+from engine.system.errors import KernelscopeError
+
+SCHEMA = "kernelscope.walkthrough/1"
+STATE_FILE = "walkthrough.json"
+
+
+class WalkthroughError(KernelscopeError):
+    """A walkthrough step cannot run (no baseline, nothing picked, no iterations ...)."""
+
+
+def state_path(project: str | Path) -> Path:
+    """Where a project's walkthrough lives."""
+    return Path(project).expanduser() / ".kernelscope" / STATE_FILE
+
+
+def load(project: str | Path) -> dict[str, Any]:
+    """The walkthrough state (WalkthroughError when none was started)."""
+    try:
+        doc = read_json(state_path(project), SCHEMA)
+    except ChecklistError as exc:
+        raise WalkthroughError(str(exc)) from exc
+    if "baseline" not in doc:
+        raise WalkthroughError(f"No walkthrough in {project}; start one with `kernelscope walkthrough "
+                               "start BASELINE --project DIR`.")
+    return doc
+
+
+def _save(project: str | Path, doc: dict[str, Any]) -> None:
+    atomic_write_json(state_path(project), doc)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _iterations_of(report: Path, range_name: str | None) -> dict[str, Any]:
+    from engine.analysis.compare import iterations
+    from engine.reports import open_report
+
+    it = iterations(open_report(report), range_name)
+    if it is None:
+        raise WalkthroughError(
+            f"{report} has no repeating NVTX range, so there are no iterations to compare; wrap the "
+            "loop body in an NVTX range (nvtxRangePush / torch.cuda.nvtx.range) and record again.")
+    return {"range": it.range, "durations_ns": it.durations_ns}
+
+
+def start(project: str | Path, baseline: str | Path, *, checklist: str = "roadmap",
+          reference: str | Path | None = None, range_name: str | None = None) -> dict[str, Any]:
+    """Record the baseline and its findings; returns the new state."""
+    from engine.analysis.findings import findings_for
+
+    b = Path(baseline).expanduser().resolve()
+    load_checklist(checklist)
+    found = findings_for(b, reference=reference)
+    its = _iterations_of(b, range_name)
+    doc: dict[str, Any] = {
+        "schema": SCHEMA, "checklist": checklist, "started": _now(),
+        "reference": str(Path(reference).expanduser().resolve()) if reference else None,
+        "range_name": range_name,
+        "baseline": {
+            "report": str(b), "iterations": its,
+            "findings": [{"id": f.id, "subject": f.subject, "title": f.title, "severity": f.severity,
+                          "gain_s": f.gain.seconds if f.gain else None,
+                          "gain_formula": f.gain.formula if f.gain else "",
+                          "gain_kind": f.gain.kind if f.gain else ""} for f in found],
+        },
+        "picked": None, "runs": [],
+    }
+    _save(project, doc)
+    return doc
+
+
+def candidates(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Checklist items that the baseline's findings trigger, with their predicted gains."""
+    cl = load_checklist(doc["checklist"])
+    found = doc["baseline"]["findings"]
+    n = len(doc["baseline"]["iterations"]["durations_ns"])
+    out = []
+    for item in cl.items:
+        hits = [f for f in found if f["id"] in item.findings]
+        if not hits:
+            continue
+        gain = sum(f["gain_s"] or 0.0 for f in hits)
+        out.append({"id": item.id, "title": item.title, "findings": sorted({f["id"] for f in hits}),
+                    "predicted_gain_s": gain, "predicted_per_iteration_ns": gain * 1e9 / n if n else None})
+    return out
+
+
+def pick(project: str | Path, item_ids: list[str]) -> dict[str, Any]:
+    """Choose the checklist items to apply; stores the predicted gain per iteration."""
+    doc = load(project)
+    cl = load_checklist(doc["checklist"])
+    for i in item_ids:
+        cl.item(i)
+    cands = {c["id"]: c for c in candidates(doc)}
+    untriggered = [i for i in item_ids if i not in cands]
+    # Findings counted once even when two items address the same one.
+    ids = {fid for i in item_ids for fid in cl.item(i).findings}
+    hits = [f for f in doc["baseline"]["findings"] if f["id"] in ids]
+    gain_s = sum(f["gain_s"] or 0.0 for f in hits)
+    n = len(doc["baseline"]["iterations"]["durations_ns"])
+    doc["picked"] = {
+        "items": item_ids, "findings": sorted({f["id"] for f in hits}), "predicted_gain_s": gain_s,
+        "predicted_per_iteration_ns": gain_s * 1e9 / n,
+        "formula": (f"Σ expected gains of the baseline's {len(hits)} matching findings "
+                    f"({gain_s * 1e3:,.2f} ms over the capture) ÷ {n} iterations"),
+        "untriggered": untriggered, "picked_at": _now(),
+    }
+    _save(project, doc)
+    return doc
+
+
+def verify(project: str | Path, after: str | Path) -> dict[str, Any]:
+    """Compare the new report with the baseline and update the picked items' states."""
+    from engine.analysis.compare import ALPHA, Iterations, iteration_stats
+    from engine.analysis.findings import findings_for
+
+    doc = load(project)
+    picked = doc.get("picked")
+    if not picked:
+        raise WalkthroughError("Pick the checklist items you applied first: `kernelscope walkthrough "
+                               "pick ITEM... --project DIR`.")
+    a = Path(after).expanduser().resolve()
+    base_it = doc["baseline"]["iterations"]
+    new_it = _iterations_of(a, doc.get("range_name"))
+    ia = Iterations(base_it["range"], base_it["durations_ns"], 1 if len(base_it["durations_ns"]) >= 3 else 0)
+    ib = Iterations(new_it["range"], new_it["durations_ns"], 1 if len(new_it["durations_ns"]) >= 3 else 0)
+    stats = iteration_stats(ia, ib)
+    measured = stats["median_ns_a"] - stats["median_ns_b"]
+    improved = bool(stats["significant"] and stats["delta_median_ci95_ns"][1] < 0)
+    after_ids = {f.id for f in findings_for(a, reference=doc.get("reference"))}
+    still = sorted(set(picked["findings"]) & after_ids)
+    run = {
+        "report": str(a), "at": _now(), "iterations": new_it, "stats": stats,
+        "measured_per_iteration_ns": measured,
+        "predicted_per_iteration_ns": picked["predicted_per_iteration_ns"],
+        "measured_over_predicted": (measured / picked["predicted_per_iteration_ns"]
+                                    if picked["predicted_per_iteration_ns"] else None),
+        "findings_still_present": still,
+        "verdict": "verified" if improved else "not verified",
+        "why": (f"iteration median {fmt_time(stats['median_ns_a'])} -> {fmt_time(stats['median_ns_b'])}, "
+                f"p = {stats['p_value']:.4f} ({stats['test']}), 95 % CI of the change "
+                f"[{fmt_time(stats['delta_median_ci95_ns'][0])}, "
+                f"{fmt_time(stats['delta_median_ci95_ns'][1])}]"
+                + ("" if improved else f": not a significant improvement at alpha = {ALPHA}")),
+    }
+    doc["runs"].append(run)
+    _save(project, doc)
+    record_verdict(project, doc["checklist"], picked["items"], run)
+    return run
+
+
+def record_verdict(project: str | Path, checklist: str, item_ids: list[str], run: dict[str, Any]) -> None:
+    """Save a before/after verdict on the applied items' checklist states (CLI and GUI alike).
+
+    ``run`` needs ``verdict``, ``why``, ``report``, ``measured_per_iteration_ns`` and
+    ``predicted_per_iteration_ns`` (``findings_still_present`` is optional). Items become
+    ``verified`` on a significant improvement and stay ``applied`` otherwise; the note says why.
+    """
+    still = run.get("findings_still_present") or []
+    for item in item_ids:
+        note = f"{run['verdict']}: {run['why']}"
+        if still:
+            note += f"; findings still present: {', '.join(still)}"
+        set_state(project, checklist, item, "verified" if run["verdict"] == "verified" else "applied", note,
+                  report=str(run["report"]), measured_per_iteration_ns=run["measured_per_iteration_ns"],
+                  predicted_per_iteration_ns=run["predicted_per_iteration_ns"])
+
+
+def compare_runs(baseline: Any, after: Any, predicted_per_iteration_ns: float | None = None,
+                 range_name: str | None = None) -> dict[str, Any]:
+    """Before/after statistics of two opened traces, without a project (the GUI's walkthrough).
+
+    Returns:
+        ``{"stats", "measured_per_iteration_ns", "predicted_per_iteration_ns", "verdict", "why"}``.
+
+    Raises:
+        WalkthroughError: a trace has no repeating NVTX range.
+
+    """
+    from engine.analysis.compare import ALPHA, iteration_stats, iterations
+
+    ia, ib = iterations(baseline, range_name), iterations(after, range_name)
+    if ia is None or ib is None:
+        raise WalkthroughError("Both runs need a repeating NVTX range (one per iteration) to compare "
+                               "iteration times.")
+    stats = iteration_stats(ia, ib)
+    improved = bool(stats["significant"] and stats["delta_median_ci95_ns"][1] < 0)
+    return {
+        "stats": stats, "measured_per_iteration_ns": stats["median_ns_a"] - stats["median_ns_b"],
+        "predicted_per_iteration_ns": predicted_per_iteration_ns,
+        "verdict": "verified" if improved else "not verified",
+        "why": (f"iteration median {fmt_time(stats['median_ns_a'])} -> {fmt_time(stats['median_ns_b'])}, "
+                f"p = {stats['p_value']:.4f}" + ("" if improved else
+                                                  f": not a significant improvement at alpha = {ALPHA}")),
+    }
+
+
+def predicted_gain(findings: list[Any], checklist: str, item_ids: list[str], n_iterations: int
+                   ) -> tuple[float, list[str]]:
+    """Predicted saving per iteration (ns) of applying ``item_ids``, and the findings it counts.
+
+    ``findings`` are :class:`~engine.analysis.findings.model.Finding` objects or their dicts.
+    """
+    cl = load_checklist(checklist)
+    ids = {fid for i in item_ids for fid in cl.item(i).findings}
+    total_s = 0.0
+    used: set[str] = set()
+    for f in findings:
+        fid = f["id"] if isinstance(f, dict) else f.id
+        if fid not in ids:
+            continue
+        gain = f.get("gain_s") if isinstance(f, dict) else (f.gain.seconds if f.gain else None)
+        total_s += gain or 0.0
+        used.add(fid)
+    return (total_s * 1e9 / n_iterations if n_iterations else 0.0), sorted(used)
+
+
+def rerun(project: str | Path, spec: Any, *, env: dict[str, str] | None = None, store: Any = None
+          ) -> dict[str, Any]:
+    """Record the new run with the session runner (an nsys ``SessionSpec``) and verify it.
+
+    Raises:
+        WalkthroughError: the session failed or produced no nsys report.
+
+    """
+    from engine.sessions.runner import run_session
+
+    if getattr(spec, "tool", None) != "nsys":
+        raise WalkthroughError("A walkthrough re-run needs an nsys session (tool = nsys).")
+    out = run_session(spec, env=env, store=store)
+    reports = [p for p in out.reports if p.suffix == ".sqlite"] or [
+        p for p in out.reports if p.suffix == ".nsys-rep"]
+    if not reports:
+        raise WalkthroughError(f"The re-run produced no nsys report ({out.kind.value}: {out.message}); "
+                               f"see {out.session_dir / 'session.log'}.")
+    return verify(project, reports[0])
+
+
+def format_status(doc: dict[str, Any]) -> str:
+    """Readable text of where the walkthrough stands."""
+    b = doc["baseline"]
+    its = b["iterations"]["durations_ns"]
+    import numpy as np
+
+    sample = its[1:] if len(its) >= 3 else its
+    lines = [f"Baseline  {b['report']}",
+             f"          {len(its)} iterations of {b['iterations']['range']}, median "
+             f"{fmt_time(float(np.median(sample)))}"
+             + (" after the warm-up iteration" if len(its) >= 3 else ""),
+             "", f"Checklist {doc['checklist']}: items the baseline's findings trigger (predicted gain per "
+             "iteration)"]
+    for c in candidates(doc):
+        per = c["predicted_per_iteration_ns"]
+        lines.append(f"  {c['id']:<22} {fmt_time(per) if per else 'n/a':>10}  {c['title']}  "
+                     f"<- {', '.join(c['findings'])}")
+    p = doc.get("picked")
+    if p:
+        lines += ["", f"Picked    {', '.join(p['items'])}: predicted "
+                  f"{fmt_time(p['predicted_per_iteration_ns'])} per iteration ({p['formula']})"]
+        if p["untriggered"]:
+            lines.append(f"          (no baseline finding for {', '.join(p['untriggered'])})")
+    for r in doc.get("runs", []):
+        s = r["stats"]
+        ratio = r["measured_over_predicted"]
+        lines += ["", f"Run       {r['report']}",
+                  f"          {r['verdict'].upper()}: {r['why']}",
+                  f"          measured {fmt_time(r['measured_per_iteration_ns'])} per iteration vs predicted "
+                  f"{fmt_time(r['predicted_per_iteration_ns'])}"
+                  + (f" ({ratio:.2f}x of the prediction)" if ratio is not None else ""),
+                  f"          speedup {s['speedup']:.2f}x"]
+        if r["findings_still_present"]:
+            lines.append(f"          findings still present: {', '.join(r['findings_still_present'])}")
+    return "\n".join(lines) + "\n"
+
+
+def walkthrough_markdown(doc: dict[str, Any]) -> str:
+    """The walkthrough as Markdown (for :func:`walkthrough_html` and CI notes)."""
+    lines = ["# Kernelscope walkthrough", "", f"- Baseline: `{doc['baseline']['report']}`",
+             f"- Checklist: {doc['checklist']}"]
+    p = doc.get("picked")
+    if p:
+        lines.append(f"- Applied: {', '.join(p['items'])} (findings {', '.join(p['findings'])})")
+        lines.append(f"- Predicted gain: {fmt_time(p['predicted_per_iteration_ns'])} per iteration "
+                     f"({p['formula']})")
+    for r in doc.get("runs", []):
+        s = r["stats"]
+        lines += ["", f"## Re-run: {Path(r['report']).name} — **{r['verdict']}**", "",
+                  "| | baseline | after |", "| --- | --- | --- |",
+                  f"| iterations (warm-up dropped) | {s['n_a']} ({s['warmup_dropped_a']}) | {s['n_b']} "
+                  f"({s['warmup_dropped_b']}) |",
+                  f"| median | {fmt_time(s['median_ns_a'])} | {fmt_time(s['median_ns_b'])} |",
+                  f"| 95 % CI of the median | {fmt_time(s['median_ci95_ns_a'][0])} – "
+                  f"{fmt_time(s['median_ci95_ns_a'][1])} | {fmt_time(s['median_ci95_ns_b'][0])} – "
+                  f"{fmt_time(s['median_ci95_ns_b'][1])} |",
+                  "", f"- {r['why']}",
+                  f"- Measured gain {fmt_time(r['measured_per_iteration_ns'])} per iteration vs predicted "
+                  f"{fmt_time(r['predicted_per_iteration_ns'])}; speedup {s['speedup']:.2f}x"]
+        if r["findings_still_present"]:
+            lines.append(f"- Findings still present: {', '.join(r['findings_still_present'])}")
+    return "\n".join(lines) + "\n"
+
+
+def walkthrough_html(doc: dict[str, Any]) -> str:
+    """Self-contained HTML with the before/after dot plot and predicted-vs-measured bars."""
+    from engine.analysis.export import html_page, svg_bars, svg_samples
+
+    plots = []
+    b = doc["baseline"]["iterations"]["durations_ns"]
+    for r in doc.get("runs", []):
+        plots.append(svg_samples("Iteration times before and after (bar: median)", [
+            ("baseline", [d / 1e6 for d in b]),
+            (Path(r["report"]).stem[:20], [d / 1e6 for d in r["iterations"]["durations_ns"]])], "ms"))
+        plots.append(svg_bars("Gain per iteration", [
+            ("predicted", max(r["predicted_per_iteration_ns"], 0) / 1e6),
+            ("measured", max(r["measured_per_iteration_ns"], 0) / 1e6)], "ms"))
+    return html_page("Kernelscope walkthrough", walkthrough_markdown(doc), plots)
