@@ -2,7 +2,8 @@
 
 Each report returns a pandas DataFrame whose columns are named exactly as Nsight Systems 2025.3
 prints them, with numeric values kept numeric; :func:`to_csv` then reproduces ``nsys stats
---format csv`` text byte for byte (checked against NVIDIA's own output in tests/engine/analysis/test_nsys_stats.py).
+--format csv`` text byte for byte (checked against NVIDIA's own output in
+tests/engine/analysis/test_nsys_stats.py).
 
 The formulas are the public ones (see docs/FORMATS.md): durations are ``end - start``; per group the
 total, count, mean, median (mean of the two middle values for an even count), min, max and sample

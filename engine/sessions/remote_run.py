@@ -1,0 +1,216 @@
+"""Running a session on an SSH host: the remote folder, the wrapper, copying the reports back.
+
+Called by :func:`engine.sessions.runner.run_session` when the spec names a host.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from engine.sessions import argv as A
+from engine.sessions.outcome import Outcome, OutcomeKind, classify
+from engine.sessions.process import (  # noqa: F401 - LogLine, Progress, OutputError are part of this API
+    KILL_GRACE_S,
+    PROGRESS_INTERVAL_S,
+    WATCHDOG,
+    LogLine,
+    OutputError,
+    Progress,
+    ProgressEstimator,
+    Session,
+    StepResult,
+    find_qdstrm,
+    kill_group,
+    output_error,
+    pick_qdstrm,
+    program_name,
+    recovered_outcome,
+    start_watchdog,
+    stop_watchdog,
+)
+from engine.sessions.store import REPORT_SUFFIXES, SessionStore
+
+REMOTE_ROOT = ".kernelscope/sessions"  # relative to the remote home directory
+
+
+# Remote wrapper: run "$@" in its own session/process group (setsid, when the host has it) inside the
+# session folder; a shell-builtin `read` loop watches our ssh's stdin, and when it reaches EOF (our ssh
+# was killed or lost) the whole group is killed. (Background jobs of a non-interactive shell read
+# /dev/null, hence the copy of stdin on fd 3.) Exits with the program's status.
+REMOTE_WRAPPER = (
+    'mkdir -p "$1" && cd "$1" || exit 96; shift; exec 3<&0; '
+    'if command -v setsid >/dev/null 2>&1; then setsid "$@" </dev/null 3<&- & '
+    'else "$@" </dev/null 3<&- & fi; p=$!; '
+    '(while IFS= read -r _; do :; done <&3; '
+    'kill -TERM -"$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null; sleep 3; '
+    'kill -KILL -"$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null) >/dev/null 2>&1 & w=$!; '
+    'wait "$p"; rc=$?; kill "$w" 2>/dev/null; exit "$rc"'
+)
+
+
+class _Remote:
+    """One session folder on an SSH host: run steps there, list it."""
+
+    def __init__(self, sess: Session, remote_dir: str) -> None:
+        from engine.system.ssh import ssh_argv
+
+        self.sess = sess
+        self.t = sess.spec.target.ssh_target()
+        self.dir = remote_dir
+        self.env_words = [f"{k}={v}" for k, v in sess.spec.env.items()]
+        self._ssh_argv = ssh_argv
+
+    def step(self, argv: list[str]) -> StepResult:
+        """Run argv in the remote session folder, in its own process group, killed when we go away."""
+        wrapped = ["sh", "-c", REMOTE_WRAPPER, "kernelscope-session", self.dir,
+                   *(["env", *self.env_words] if self.env_words else []), *argv]
+        return self.sess.run_step(self._ssh_argv(self.t, wrapped), keep_stdin=True)
+
+    def query(self, argv: list[str], timeout_s: float = 60.0) -> subprocess.CompletedProcess[str] | None:
+        """A short remote command's output (None when ssh could not run it in time)."""
+        try:
+            return subprocess.run(self._ssh_argv(self.t, argv), stdin=subprocess.DEVNULL, capture_output=True,
+                                  text=True, timeout=timeout_s, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+
+    def ls(self) -> list[str]:
+        """The report files in the remote session folder."""
+        res = self.query(["ls", "-1A", self.dir])
+        if res is None or res.returncode != 0:
+            return []
+        return [n for n in res.stdout.splitlines() if n.endswith(REPORT_SUFFIXES)]
+
+    @property
+    def display(self) -> str:
+        return remote_display(self.dir)
+
+
+def run_remote(sess: Session, sid: str, sdir: Path, main_argv: list[str], target: list[str],
+                store: SessionStore) -> Outcome:
+    """Run the session on ``spec.host`` through ssh and copy its reports back."""
+    from engine.system.ssh import explain_ssh_failure, scp_from_argv
+
+    spec = sess.spec
+    t = spec.target.ssh_target()
+    remote = _Remote(sess, f"{spec.target.remote_dir.rstrip('/') or REMOTE_ROOT}/{sid}")
+    sess.note(f"running on {t.display} in {remote.display}: " + " ".join(main_argv))
+    res = remote.step(main_argv)
+    prog = spec.workload or program_name(target)
+    if res.start_error is not None:
+        msg = "The ssh program was not found; install the OpenSSH client (openssh-client)."
+        return Outcome(OutcomeKind.MISSING_TOOL, msg, sid, sdir, None, sess.elapsed())
+    if res.killed is None and res.returncode == 255:
+        why = explain_ssh_failure(t, 255, res.output)
+        if why:
+            return Outcome(OutcomeKind.SSH_ERROR, why, sid, sdir, 255, sess.elapsed())
+    if res.returncode == 127 and not res.killed:
+        msg = (f"{main_argv[0]} was not found on {t.display}; install it there or pass its path "
+               "(`kernelscope doctor --host` shows what is installed).")
+        return Outcome(OutcomeKind.MISSING_TOOL, msg, sid, sdir, 127, sess.elapsed())
+    reports: list[Path] = []
+    notes: list[str] = []
+    names = remote.ls()
+    rep_name = f"{spec.report_name}{A.report_suffix(spec.tool) or ''}"
+    recovery: tuple[OutcomeKind, str] | None = None
+    recovered = False
+    if spec.tool == "nsys" and res.killed is None:
+        nsys = main_argv[0]
+        qdstrm = pick_qdstrm(names, spec.report_name)
+        if rep_name not in names and qdstrm is not None and classify(
+                "nsys", res.returncode, res.output, qdstrm_exists=True, program=prog)[0] is \
+                OutcomeKind.IMPORTER_FAILED:
+            kind_r, msg_r, ok = _recover_remote_import(sess, remote, nsys, qdstrm, rep_name, res, prog)
+            recovery, recovered = (kind_r, msg_r), ok
+            if ok:
+                notes.append(f"nsys's import step failed on {t.display}; Kernelscope ran QdstrmImporter "
+                             "itself there.")
+                names = remote.ls()
+        if rep_name in names and not sess.cancel.is_set():
+            sqlite = rep_name[: -len(".nsys-rep")] + ".sqlite"
+            sess.est.set_phase("exporting")
+            sess.note(f"exporting to SQLite on {t.display}: {sqlite}")
+            exp = remote.step(A.nsys_export_argv(nsys, rep_name, sqlite))
+            if exp.killed:
+                stopped = "cancelled" if exp.killed == "cancel" else "timed out"
+                notes.append(f"The SQLite export was {stopped}; the .nsys-rep is kept and opens later.")
+            elif exp.returncode != 0:
+                notes.append("The SQLite export failed on the host; the .nsys-rep is kept (open it to retry "
+                             "the export here).")
+            names = remote.ls()
+    # copy back every report the remote session folder holds
+    if names:
+        sess.est.set_phase("copying reports")
+        sess.note(f"copying {', '.join(names)} from {t.display}")
+        cp = sess.run_step(scp_from_argv(t, [f"{remote.dir}/{n}" for n in names], sdir))
+        for n in names:
+            p = sdir / n
+            if p.is_file():
+                store.add_report(sid, p)
+                reports.append(p)
+        if cp.returncode != 0:
+            why = explain_ssh_failure(t, cp.returncode or 1, cp.output) or cp.output.strip()
+            notes.append(f"Copying the reports back failed ({why}); they are still in "
+                         f"{remote.display} on {t.display}.")
+    if recovery is not None:
+        kind, msg = recovery
+        if recovered and not (sdir / rep_name).is_file():
+            kind, msg = OutcomeKind.SSH_ERROR, (
+                f"The report was imported on {t.display} but could not be copied back; it is in "
+                f"{remote.display} there.")
+    else:
+        kind, msg = classify(spec.tool, res.returncode, res.output, killed=res.killed,
+                             report_exists=(sdir / rep_name).is_file() if spec.tool != "bench" else False,
+                             qdstrm_exists=any(n.endswith(".qdstrm") for n in names),
+                             elapsed_s=sess.elapsed(), program=prog)
+    return Outcome(kind, msg, sid, sdir, res.returncode, sess.elapsed(), tuple(reports), tuple(notes))
+
+
+def _recover_remote_import(sess: Session, remote: _Remote, nsys: str, qdstrm: str, rep_name: str,
+                           res: StepResult, prog: str) -> tuple[OutcomeKind, str, bool]:
+    """Find and run QdstrmImporter on the host, in the remote session folder; classify what follows."""
+    spec = sess.spec
+    where = remote.t.display
+    explicit = spec.target.remote_importer or spec.env.get("KERNELSCOPE_IMPORTER")
+    libs = spec.target.remote_importer_libs or spec.env.get("KERNELSCOPE_IMPORTER_LIBS")
+    found = remote.query(A.find_importer_argv(nsys, explicit))
+    importer = found.stdout.strip().splitlines()[-1] if found and found.returncode == 0 and \
+        found.stdout.strip() else None
+    if importer is None:
+        if explicit:
+            why = f"the QdstrmImporter given ({explicit}) is not an executable file there"
+        else:
+            why = f"no QdstrmImporter was found beside {nsys} there"
+        sess.note(f"nsys's import step failed on {where} and {why}.")
+        return OutcomeKind.IMPORTER_FAILED, (
+            f"nsys recorded the run on {where} but could not import it, and {why}; set the target's "
+            f"remote_importer to the importer's path on the host, or run QdstrmImporter -i {qdstrm} -o "
+            f"{rep_name} in {remote.display} there."
+        ), False
+    sess.est.set_phase("importing")
+    argv = A.with_library_path_argv(libs, A.importer_argv(importer, qdstrm, rep_name))
+    shown = " ".join([*([f"LD_LIBRARY_PATH={libs}"] if libs else []), *A.importer_argv(importer, qdstrm,
+                                                                                     rep_name)])
+    sess.note(f"nsys left {qdstrm} on {where}; importing it there ourselves: {shown}")
+    imp = remote.step(argv)
+    if imp.killed:
+        return classify("nsys", imp.returncode, imp.output, killed=imp.killed, elapsed_s=sess.elapsed(),
+                        program=prog) + (False,)
+    if imp.returncode == 0 and rep_name in remote.ls():
+        return recovered_outcome(res, prog, sess.elapsed()) + (True,)
+    lib = re.search(r"error while loading shared libraries: (\S+?):", imp.output)
+    hint = (f"it needs {lib.group(1)}: set the target's remote_importer_libs to a folder on {where} that "
+            "has it" if lib else
+            f"exit {imp.returncode}: {(imp.output.strip().splitlines() or ['no output'])[-1]}")
+    return OutcomeKind.IMPORTER_FAILED, (
+        f"nsys could not import its recording on {where} and QdstrmImporter failed too ({hint}); the raw "
+        f"{qdstrm} is kept: run {' '.join(A.importer_argv(importer, qdstrm, rep_name))} in "
+        f"{remote.display} there once that is fixed."
+    ), False
+
+
+def remote_display(remote_dir: str) -> str:
+    """The remote folder as the user would type it (``~/...`` for a home-relative path)."""
+    return remote_dir if remote_dir.startswith("/") else f"~/{remote_dir}"
