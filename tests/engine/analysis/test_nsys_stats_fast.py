@@ -16,12 +16,12 @@ import pytest
 from engine.analysis.nsys import stats
 from engine.analysis.nsys.stats import (
     FAST_REPORTS,
-    _segment_stats,
     fast_reports,
     format_table,
     run_report,
     to_csv,
 )
+from engine.analysis.nsys.stats.fast import _segment_stats
 from engine.reports import nsys_sqlite, open_report
 from tests.conftest import NSYS_DIR, NSYS_SQLITE, ORACLES, REPO
 

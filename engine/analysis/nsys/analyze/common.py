@@ -1,0 +1,306 @@
+"""What the rules share: names and options, the time window, the API join and result helpers."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from engine.system.errors import KernelscopeError
+
+if TYPE_CHECKING:
+    from engine.reports.base import Trace
+
+#: Rule name -> one-line description (names as ``nsys analyze`` 2023+ spells them).
+RULES: dict[str, str] = {
+    "cuda_memcpy_async": "CUDA Async Memcpy with Pageable Memory",
+    "cuda_memcpy_sync": "CUDA Synchronous Memcpy",
+    "cuda_memset_sync": "CUDA Synchronous Memset",
+    "cuda_api_sync": "CUDA Synchronization APIs",
+    "gpu_gaps": "GPU Gaps",
+    "gpu_time_util": "GPU Time Utilization",
+}
+
+#: Older (nsys 2022.x) rule names accepted as aliases.
+ALIASES: dict[str, str] = {
+    "cuda-async-memcpy": "cuda_memcpy_async",
+    "cuda-sync-memcpy": "cuda_memcpy_sync",
+    "cuda-sync-memset": "cuda_memset_sync",
+    "cuda-sync-api": "cuda_api_sync",
+    "gpu-starv": "gpu_gaps",
+    "gpu-low-util": "gpu_time_util",
+}
+
+_COMMON_OPTIONS = {
+    "rows": "maximum number of rows returned (default 50; a negative value means no limit)",
+    "start": "start time in ns: only records starting at or after it",
+    "end": "end time in ns: only records ending at or before it",
+    "nvtx": "range[@domain]: only records inside the first NVTX range with that text",
+}
+
+#: Rule name -> {option: help}.
+RULE_OPTIONS: dict[str, dict[str, str]] = {
+    "cuda_memcpy_async": dict(_COMMON_OPTIONS),
+    "cuda_memcpy_sync": dict(_COMMON_OPTIONS),
+    "cuda_memset_sync": dict(_COMMON_OPTIONS),
+    "cuda_api_sync": dict(_COMMON_OPTIONS),
+    "gpu_gaps": {**_COMMON_OPTIONS, "gap": "minimum gap duration in ms (default 500)"},
+    "gpu_time_util": {
+        **_COMMON_OPTIONS,
+        "threshold": "report chunks whose in-use percentage is below this (default 50)",
+        "chunks": "number of equal chunks per process and device, 1 to 1000 (default 30)",
+    },
+}
+
+_DEFAULTS: dict[str, Any] = {"rows": 50, "gap": 500, "threshold": 50, "chunks": 30}
+
+#: Host-to-device copies of at most this many bytes return early even from pageable memory.
+SMALL_H2D_BYTES = 64_000
+
+_MEMCPY_COLUMNS = [
+    "Duration (ns)", "Start (ns)", "Src Kind", "Dst Kind", "Bytes (MB)", "PID", "Device ID",
+    "Context ID", "Green Context ID", "Stream ID", "API Name",
+]
+_MEMSET_COLUMNS = [
+    "Duration (ns)", "Start (ns)", "Memory Kind", "Bytes (MB)", "PID", "Device ID", "Context ID",
+    "Green Context ID", "Stream ID", "API Name",
+]
+_API_COLUMNS = ["Duration (ns)", "Start (ns)", "PID", "TID", "API Name"]
+_GAP_COLUMNS = ["Row#", "Duration (ns)", "Start (ns)", "PID", "Device ID", "Context ID"]
+_UTIL_COLUMNS = [
+    "Row#", "In-Use (%)", "Duration (ns)", "Start (ns)", "PID", "Device ID", "Context ID",
+]
+#: Float columns and the number of decimals nsys prints.
+_DECIMALS = {"Bytes (MB)": 3, "In-Use (%)": 1}
+_PINNED, _MANAGED, _PAGEABLE = 1, 4, 0
+_H2D = 1
+
+
+@dataclass
+class RuleResult:
+    """What one rule found.
+
+    Attributes:
+        name: the rule's name (a key of :data:`RULES`).
+        table: the offending records, with nsys's column names; empty (with columns) if none.
+        explanation: a plain sentence saying what was found and why it costs time.
+        fix: a concrete way to remove the problem; empty when nothing was found.
+        options: the option values the rule ran with.
+
+    """
+
+    name: str
+    table: pd.DataFrame
+    explanation: str
+    fix: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+# -- option handling -----------------------------------------------------------------------------
+def canonical_rule_name(name: str) -> str:
+    """Return the rule's canonical name, accepting nsys 2022 aliases (``gpu-starv`` ...).
+
+    Raises:
+        KernelscopeError: the rule is unknown.
+
+    """
+    key = name.strip()
+    key = ALIASES.get(key, key)
+    if key not in RULES:
+        raise KernelscopeError(
+            f"Unknown rule {name!r}; the rules are: {', '.join(RULES)}."
+        )
+    return key
+
+
+def parse_rule_spec(spec: str) -> tuple[str, dict[str, str]]:
+    """Split an nsys-style rule spec ``rule[:key=value...]`` into its name and options.
+
+    Example: ``parse_rule_spec("gpu_gaps:gap=100")`` returns ``("gpu_gaps", {"gap": "100"})``.
+    Values stay strings; :func:`run_rule` converts and checks them.
+
+    Raises:
+        KernelscopeError: the rule or an option is unknown, or an option has no ``=value``.
+
+    """
+    name, *parts = spec.strip().split(":")
+    rule = canonical_rule_name(name)
+    options: dict[str, str] = {}
+    for part in parts:
+        if not part:
+            continue
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise KernelscopeError(
+                f"Rule option {part!r} in {spec!r} is not of the form key=value "
+                f"(for example {rule}:rows=10)."
+            )
+        _check_option_name(rule, key)
+        options[key] = value.strip()
+    return rule, options
+
+
+def _check_option_name(rule: str, key: str) -> None:
+    if key not in RULE_OPTIONS[rule]:
+        raise KernelscopeError(
+            f"Rule {rule} has no option {key!r}; its options are: "
+            f"{', '.join(RULE_OPTIONS[rule])}."
+        )
+
+
+def _number(rule: str, key: str, value: Any, *, integer: bool) -> float:
+    try:
+        num = float(value)
+        if math.isnan(num) or (integer and num != int(num)):
+            raise ValueError
+    except (TypeError, ValueError):
+        kind = "an integer" if integer else "a number"
+        raise KernelscopeError(
+            f"Option {key}={value!r} of rule {rule} must be {kind}."
+        ) from None
+    return num
+
+
+def _resolve_options(rule: str, options: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {k: v for k, v in _DEFAULTS.items() if k in RULE_OPTIONS[rule]}
+    for key, value in options.items():
+        _check_option_name(rule, key)
+        if value is None:
+            continue
+        if key == "nvtx":
+            out[key] = str(value)
+        elif key in ("rows", "start", "end"):
+            out[key] = int(_number(rule, key, value, integer=True))
+        elif key == "chunks":
+            chunks = int(_number(rule, key, value, integer=True))
+            if not 1 <= chunks <= 1000:
+                raise KernelscopeError(
+                    f"Option chunks={value} of rule {rule} must be between 1 and 1000."
+                )
+            out[key] = chunks
+        else:  # gap (ms), threshold (%)
+            out[key] = _number(rule, key, value, integer=False)
+    return out
+
+
+def _time_window(trace: Trace, opts: dict[str, Any]) -> tuple[int | None, int | None]:
+    """The [start, end] filter: explicit times win over the NVTX range's times."""
+    start, end = opts.get("start"), opts.get("end")
+    spec = opts.get("nvtx")
+    if spec:
+        text, _, domain = spec.partition("@")
+        nvtx = trace.table("nvtx")
+        hit = nvtx[(nvtx["text"] == text) & (nvtx["domain"].fillna("") == domain)]
+        hit = hit[hit["end"].notna()].sort_values("start", kind="stable")
+        if hit.empty:
+            raise KernelscopeError(
+                f"No NVTX range {spec!r} was found in this trace; check the range text "
+                "(and add @domain for ranges outside the default domain)."
+            )
+        first = hit.iloc[0]
+        start = int(first["start"]) if start is None else start
+        end = int(first["end"]) if end is None else end
+    return start, end
+
+
+def _in_window(df: pd.DataFrame, window: tuple[int | None, int | None]) -> pd.DataFrame:
+    start, end = window
+    if start is not None:
+        df = df[df["start"] >= start]
+    if end is not None:
+        df = df[df["end"] <= end]
+    return df
+
+
+def _limit(df: pd.DataFrame, rows: int) -> pd.DataFrame:
+    return df if rows < 0 else df.head(rows)
+
+
+# -- shared data preparation -----------------------------------------------------------------------
+def _int_col(s: pd.Series) -> pd.Series:
+    return pd.to_numeric(s, errors="coerce").astype("Int64")
+
+
+def _op_pids(ops: pd.DataFrame, api: pd.DataFrame) -> pd.Series:
+    """The process of each GPU op: from globalPid (nsys), else from its API call (Kineto).
+
+    Kineto puts GPU activity in a per-device "pid" lane, so the launching process is found through
+    the runtime call with the same correlation id.
+    """
+    pid = _int_col(ops["pid"])
+    no_gpid = ops["globalPid"].isna()
+    if no_gpid.any() and not api.empty:
+        calls = api[api["correlationId"].notna()]
+        corr = _int_col(calls["correlationId"])
+        first = ~corr.duplicated()
+        by_corr = pd.Series(_int_col(calls["pid"])[first].to_numpy(), index=corr[first].to_numpy())
+        mapped = _int_col(_int_col(ops["correlationId"]).map(by_corr))
+        pid = pid.where(~(no_gpid & mapped.notna()).to_numpy(), mapped)
+    return pid
+
+
+def _with_api(ops: pd.DataFrame, api: pd.DataFrame) -> pd.DataFrame:
+    """Join GPU ops with their API call on (correlationId, process); Kineto: correlationId only."""
+    ops = ops.copy()
+    ops["correlationId"] = _int_col(ops["correlationId"])
+    calls = api[["correlationId", "pid", "name"]].copy()
+    calls["correlationId"] = _int_col(calls["correlationId"])
+    calls["pid"] = _int_col(calls["pid"])
+    calls = calls.rename(columns={"name": "apiName", "pid": "apiPid"})
+    if ops["globalPid"].notna().all():
+        ops["pid"] = _int_col(ops["pid"])
+        calls = calls.drop_duplicates(["correlationId", "apiPid"])
+        merged = ops.merge(
+            calls, left_on=["correlationId", "pid"], right_on=["correlationId", "apiPid"],
+            how="inner",
+        )
+    else:
+        calls = calls.drop_duplicates("correlationId")
+        merged = ops.merge(calls, on="correlationId", how="inner")
+        merged["pid"] = merged["apiPid"]
+    return merged
+
+
+def _green(s: pd.Series) -> pd.Series:
+    """Print no green context (empty field) when the id is 0 or absent."""
+    g = _int_col(s)
+    return g.where(g != 0)
+
+
+def _mb(nbytes: pd.Series) -> pd.Series:
+    return (pd.to_numeric(nbytes, errors="coerce") / 1e6).round(3)
+
+
+def _by_duration(df: pd.DataFrame) -> pd.DataFrame:
+    return df.sort_values(["Duration (ns)", "Start (ns)"], ascending=[False, True], kind="stable")
+
+
+def _fmt_ms(ns: float) -> str:
+    """A duration for people: ms, or µs below 0.1 ms."""
+    return f"{ns / 1e6:,.1f} ms" if ns >= 1e5 else f"{ns / 1e3:,.1f} µs"
+
+
+def _fmt_mb(nbytes: float) -> str:
+    return f"{nbytes / 1e6:,.1f} MB" if nbytes < 1e9 else f"{nbytes / 1e9:,.2f} GB"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _empty(columns: list[str]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype="object") for c in columns})
+
+
+def _missing_note(trace: Trace, tables: list[str]) -> str:
+    notes = [trace.missing[t] for t in tables if t in trace.missing]
+    return f" (note: {'; '.join(notes)})" if notes else ""
+
+
+
+def _nothing(name: str, columns: list[str], opts: dict[str, Any], sentence: str) -> RuleResult:
+    return RuleResult(name, _empty(columns), sentence, "", opts)
+

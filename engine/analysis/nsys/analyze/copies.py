@@ -1,0 +1,218 @@
+"""The rules over CUDA API calls: synchronous and pageable memcpy, synchronous memset, sync APIs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+if TYPE_CHECKING:
+    from engine.reports.base import Trace
+
+from engine.analysis.nsys.analyze.common import (
+    _API_COLUMNS,
+    _H2D,
+    _MANAGED,
+    _MEMCPY_COLUMNS,
+    _MEMSET_COLUMNS,
+    _PAGEABLE,
+    _PINNED,
+    SMALL_H2D_BYTES,
+    RuleResult,
+    _by_duration,
+    _fmt_mb,
+    _fmt_ms,
+    _green,
+    _in_window,
+    _int_col,
+    _limit,
+    _mb,
+    _missing_note,
+    _nothing,
+    _plural,
+    _time_window,
+    _with_api,
+)
+
+
+# -- rules -----------------------------------------------------------------------------------------
+def _copy_table(merged: pd.DataFrame, columns: list[str], rows: int) -> pd.DataFrame:
+    table = pd.DataFrame({
+        "Duration (ns)": _int_col(merged["end"]) - _int_col(merged["start"]),
+        "Start (ns)": _int_col(merged["start"]),
+    })
+    if "Src Kind" in columns:
+        table["Src Kind"] = merged["srcKindName"].astype("object")
+        table["Dst Kind"] = merged["dstKindName"].astype("object")
+    else:
+        table["Memory Kind"] = merged["memKindName"].astype("object")
+    table["Bytes (MB)"] = _mb(merged["bytes"])
+    table["PID"] = _int_col(merged["pid"])
+    table["Device ID"] = _int_col(merged["deviceId"])
+    table["Context ID"] = _int_col(merged["contextId"])
+    table["Green Context ID"] = _green(merged["greenContextId"])
+    table["Stream ID"] = _int_col(merged["streamId"])
+    table["API Name"] = merged["apiName"].astype("object")
+    return _limit(_by_duration(table), rows).reset_index(drop=True)
+
+
+def _memcpy_calls(trace: Trace, opts: dict[str, Any]) -> pd.DataFrame:
+    memcpy = _in_window(trace.table("memcpy"), _time_window(trace, opts))
+    if memcpy.empty:
+        return memcpy.assign(apiName=pd.Series(dtype="object"))
+    return _with_api(memcpy, trace.table("api"))
+
+
+def _match_names(names: pd.Series, test: Any) -> pd.Series:
+    """Apply a string test to the few distinct names, not to every row (800k calls stay fast)."""
+    hits = [n for n in pd.unique(names.dropna()) if test(str(n))]
+    return names.isin(hits)
+
+
+def _names_like(names: pd.Series, prefix: str) -> pd.Series:
+    """SQL-like ``prefix%``, case-insensitive as SQLite's LIKE."""
+    low = prefix.lower()
+    return _match_names(names, lambda n: n.lower().startswith(low))
+
+
+def _has_async(names: pd.Series) -> pd.Series:
+    return _match_names(names, lambda n: "async" in n.lower())
+
+
+def _rule_cuda_memcpy_async(trace: Trace, opts: dict[str, Any]) -> RuleResult:
+    m = _memcpy_calls(trace, opts)
+    if not m.empty:
+        pageable = (_int_col(m["srcKind"]) == _PAGEABLE) | (_int_col(m["dstKind"]) == _PAGEABLE)
+        m = m[_names_like(m["apiName"], "cudaMemcpy") & _has_async(m["apiName"]) & pageable.fillna(False)]
+    if m.empty:
+        return _nothing("cuda_memcpy_async", _MEMCPY_COLUMNS, opts,
+                        "No asynchronous cudaMemcpy*Async call touched pageable host memory"
+                        + _missing_note(trace, ["memcpy", "api"]) + ".")
+    total_ns = float((m["end"] - m["start"]).sum())
+    n = len(m)
+    explanation = (
+        f"{_plural(n, 'cudaMemcpyAsync call')} copied {_fmt_mb(float(m['bytes'].sum()))} to or from "
+        f"pageable host memory, taking {_fmt_ms(total_ns)} of copy time on the GPU; with pageable "
+        "memory the driver stages the data through a pinned buffer, so these copies are not "
+        "asynchronous: the CPU thread blocks and the copies cannot overlap kernels."
+    )
+    fix = (
+        "Allocate the host buffers as pinned memory (cudaMallocHost / cudaHostAlloc, or "
+        "tensor.pin_memory() in PyTorch) and keep cudaMemcpyAsync on a non-default stream, so "
+        "copies run asynchronously and overlap compute."
+    )
+    return RuleResult("cuda_memcpy_async", _copy_table(m, _MEMCPY_COLUMNS, opts["rows"]),
+                      explanation, fix, opts)
+
+
+def _rule_cuda_memcpy_sync(trace: Trace, opts: dict[str, Any]) -> RuleResult:
+    m = _memcpy_calls(trace, opts)
+    if not m.empty:
+        small_h2d = (_int_col(m["copyKind"]) == _H2D) & (pd.to_numeric(m["bytes"]) <= SMALL_H2D_BYTES)
+        src, dst = _int_col(m["srcDeviceId"]), _int_col(m["dstDeviceId"])
+        same_device = (src == dst).fillna(False)
+        m = m[
+            _names_like(m["apiName"], "cudaMemcpy") & ~_has_async(m["apiName"])
+            & ~small_h2d.fillna(False) & ~same_device
+        ]
+    if m.empty:
+        return _nothing("cuda_memcpy_sync", _MEMCPY_COLUMNS, opts,
+                        "No synchronous cudaMemcpy call that blocks the CPU was found"
+                        + _missing_note(trace, ["memcpy", "api"]) + ".")
+    total_ns = float((m["end"] - m["start"]).sum())
+    n = len(m)
+    pageable = int(((_int_col(m["srcKind"]) == _PAGEABLE) | (_int_col(m["dstKind"]) == _PAGEABLE))
+                   .fillna(False).sum())
+    explanation = (
+        f"{_plural(n, 'synchronous cudaMemcpy call')} took {_fmt_ms(total_ns)} of copy time on the "
+        f"GPU ({_fmt_mb(float(m['bytes'].sum()))}"
+        + (f", {pageable} of them with pageable host memory" if pageable else "")
+        + "); each one blocks the calling CPU thread until the copy finishes, so the CPU cannot "
+        "queue further work and copies cannot overlap kernels."
+    )
+    fix = (
+        "Use pinned host memory (cudaMallocHost / cudaHostAlloc) and cudaMemcpyAsync on a "
+        "non-default stream, synchronising once when the results are needed (PyTorch: "
+        "pin_memory() and .to(device, non_blocking=True))."
+    )
+    if _lacks_green_context(trace):
+        # nsys 2025.3 reports nothing for exports without the greenContextId column (schema 3.0,
+        # nsys 2022.x). Agree with its table, and tell the user what it leaves out.
+        return RuleResult(
+            "cuda_memcpy_sync", _copy_table(m.iloc[:0], _MEMCPY_COLUMNS, opts["rows"]),
+            "nsys 2025.3 reports no rows for this older export (schema "
+            f"{trace.info.schema_version}, no green-context column). Kernelscope found in it: "
+            + explanation,
+            fix, opts)
+    return RuleResult("cuda_memcpy_sync", _copy_table(m, _MEMCPY_COLUMNS, opts["rows"]),
+                      explanation, fix, opts)
+
+
+def _lacks_green_context(trace: Trace) -> bool:
+    """True for nsys exports whose memcpy table has no greenContextId (nsys 2022.x, schema 3.0)."""
+    columns = getattr(trace, "columns", None)
+    if columns is None:
+        return False
+    cols = columns("CUPTI_ACTIVITY_KIND_MEMCPY")
+    return bool(cols) and "greenContextId" not in cols
+
+
+def _rule_cuda_memset_sync(trace: Trace, opts: dict[str, Any]) -> RuleResult:
+    memset = _in_window(trace.table("memset"), _time_window(trace, opts))
+    m = _with_api(memset, trace.table("api")) if not memset.empty else memset
+    if not m.empty:
+        kind = _int_col(m["memKind"])
+        m = m[
+            _names_like(m["apiName"], "cudaMemset") & ~_has_async(m["apiName"])
+            & kind.isin([_PINNED, _MANAGED]).fillna(False)
+        ]
+    if m.empty:
+        return _nothing("cuda_memset_sync", _MEMSET_COLUMNS, opts,
+                        "No synchronous cudaMemset on pinned or managed memory was found"
+                        + _missing_note(trace, ["memset", "api"]) + ".")
+    total_ns = float((m["end"] - m["start"]).sum())
+    explanation = (
+        f"{_plural(len(m), 'synchronous cudaMemset call')} on pinned or managed memory took "
+        f"{_fmt_ms(total_ns)} on the GPU; on such memory cudaMemset blocks the CPU thread until "
+        "the GPU has finished."
+    )
+    fix = (
+        "Use cudaMemsetAsync on a stream (or set the buffer on the device inside a kernel), and "
+        "synchronise only when the host needs the result."
+    )
+    return RuleResult("cuda_memset_sync", _copy_table(m, _MEMSET_COLUMNS, opts["rows"]),
+                      explanation, fix, opts)
+
+
+def _rule_cuda_api_sync(trace: Trace, opts: dict[str, Any]) -> RuleResult:
+    api = _in_window(trace.table("api"), _time_window(trace, opts))
+    names = api["name"]
+    calls = api[_names_like(names, "cudaDeviceSynchronize") | _names_like(names, "cudaStreamSynchronize")]
+    if calls.empty:
+        return _nothing("cuda_api_sync", _API_COLUMNS, opts,
+                        "No cudaDeviceSynchronize or cudaStreamSynchronize call was found"
+                        + _missing_note(trace, ["api"]) + ".")
+    table = pd.DataFrame({
+        "Duration (ns)": _int_col(calls["end"]) - _int_col(calls["start"]),
+        "Start (ns)": _int_col(calls["start"]),
+        "PID": _int_col(calls["pid"]),
+        "TID": _int_col(calls["tid"]),
+        "API Name": calls["name"].astype("object"),
+    })
+    total_ns = float(table["Duration (ns)"].sum())
+    counts = calls["baseName"].fillna(calls["name"]).value_counts()
+    which = ", ".join(f"{c} {n}" for n, c in counts.items())
+    explanation = (
+        f"{_plural(len(calls), 'synchronization call')} ({which}) blocked the CPU for "
+        f"{_fmt_ms(total_ns)} in total, longest {_fmt_ms(float(table['Duration (ns)'].max()))}; "
+        "while the CPU waits it cannot launch more work, and the GPU idles once its queue drains."
+    )
+    fix = (
+        "Remove synchronisations that are not needed; where the host needs a result, wait on a "
+        "cudaEvent for just that work (cudaStreamWaitEvent between streams) instead of the whole "
+        "device, and keep enough work queued ahead (in PyTorch avoid .item() / .cpu() inside loops)."
+    )
+    return RuleResult("cuda_api_sync", _limit(_by_duration(table), opts["rows"]).reset_index(drop=True),
+                      explanation, fix, opts)
+
+
