@@ -1,0 +1,435 @@
+"""Iterations found by structure: which repeated range is the training (or benchmark) step.
+
+A step is an instance of a repeated NVTX range (nsys) or ``record_function`` annotation (Kineto).
+Trailing numbers are normalised, so ``train_step 0`` … ``train_step 39`` are one range
+``train_step N`` and PyTorch's ``ProfilerStep#12`` is ``ProfilerStep#N``. Among the ranges that
+repeat inside one process, the step is the one whose instances launch the most GPU work (kernels,
+copies and memsets whose launching API call starts inside an instance); among ranges within 5 % of
+that coverage the one with the most instances wins, so an outer ``epoch`` loses to the
+``train_step`` inside it. Library ranges (NCCL, cuBLAS, cuDNN, ``aten::`` operator ranges) are used
+only when no other range repeats. Leading steps much slower than the rest are warm-up.
+
+    steps = find_steps(trace)                      # the chosen range, the main process
+    steps = find_steps(trace, range_name="train_step N", pid=1234)
+    for s in steps_per_process(trace): ...         # one Steps per process that has the range
+
+Every function here is pure (tables in, frozen values out) and never raises on odd input: a trace
+with no repeating range gives ``None``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+    import pandas as pd
+
+    from engine.reports.base import Trace
+
+#: a range counts as warm-up while it is this many times the median of the steps after it
+WARMUP_FACTOR = 1.5
+#: ranges whose GPU coverage is within this fraction of the best compete on instance count
+COVERAGE_TOLERANCE = 0.95
+_TRAILING_NUMBER = re.compile(r"(?<=\D)\d+$")
+_LIBRARY_DOMAINS = frozenset({"nccl", "cublas", "cublaslt", "cudnn", "cufft", "cusparse", "cusolver",
+                              "curand", "nvshmem", "cutlass", "tensorrt", "nvjpeg"})
+_LIBRARY_TEXT = re.compile(
+    r"^(aten::|nccl|cublas|cudnn|cufft|cusparse|c10d::|autograd::|record_param_comms)"
+    r"|, (op_id|seq) = ", re.IGNORECASE)
+_PROFILER_STEP = re.compile(r"^ProfilerStep#N$")
+_DOMAIN = re.compile(r"^([^:]+):(?!:)(.*)$")
+
+
+def normalise_range(text: str) -> str:
+    """A range name with its trailing number replaced by ``N`` ("train_step 12" → "train_step N")."""
+    t = str(text).strip()
+    return _TRAILING_NUMBER.sub("N", t)
+
+
+def range_label(domain: str | None, text: str) -> str:
+    """How a range is named to users: ``text`` or ``domain:text`` for a named NVTX domain."""
+    d = str(domain or "").strip()
+    return f"{d}:{text}" if d else str(text)
+
+
+def split_label(label: str) -> tuple[str, str]:
+    """(domain, text) of a range label; "" for the domain of a plain range ("aten::mm" has none)."""
+    m = _DOMAIN.match(label)
+    return (m.group(1), m.group(2)) if m else ("", label)
+
+
+def is_library_range(label: str) -> bool:
+    """True for ranges that libraries emit (NCCL, cuBLAS, cuDNN, aten operator ranges)."""
+    domain, text = split_label(label)
+    if domain.strip().lower() in _LIBRARY_DOMAINS:
+        return True
+    return bool(_LIBRARY_TEXT.search(text))
+
+
+def _key(values: Any) -> npt.NDArray[Any]:
+    """A process id as text, so ints, floats and strings from different tables compare equal."""
+    out = []
+    for v in values:
+        if v is None or (isinstance(v, float) and np.isnan(v)):
+            out.append("")
+        elif isinstance(v, (float, np.floating)) and float(v).is_integer():
+            out.append(str(int(v)))
+        else:
+            out.append(str(v))
+    return np.asarray(out, dtype=object)
+
+
+def pid_key(value: Any) -> str:
+    """One process id as text (the form every function here compares)."""
+    return str(_key([value])[0])
+
+
+@dataclass(frozen=True)
+class Step:
+    """One iteration: an instance of the step range."""
+
+    index: int
+    start_ns: int
+    end_ns: int
+    warmup: bool
+
+    @property
+    def duration_ns(self) -> int:
+        """End − start."""
+        return self.end_ns - self.start_ns
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {"index": self.index, "start_ns": self.start_ns, "end_ns": self.end_ns,
+                "duration_ns": self.duration_ns, "warmup": self.warmup}
+
+
+@dataclass(frozen=True)
+class RangeCandidate:
+    """A range that repeats in one process, with how much GPU work its instances launch."""
+
+    name: str
+    pid: str
+    count: int
+    total_ns: int
+    gpu_ns: int
+    library: bool
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {"name": self.name, "pid": self.pid, "count": self.count, "total_ns": self.total_ns,
+                "gpu_ns": self.gpu_ns, "library": self.library}
+
+
+@dataclass(frozen=True)
+class Steps:
+    """The iterations of one process.
+
+    Attributes:
+        range_name: the normalised range ("train_step N", "NCCL:ncclAllReduce").
+        source: "nvtx" (a user range), "profiler" (PyTorch's ProfilerStep#N) or "library".
+        pid: the process, as text.
+        steps: every instance in time order, warm-up first.
+        gpu_ns: GPU time (kernels, copies, memsets) launched inside the steps.
+        gpu_total_ns: GPU time launched by the process in the whole capture.
+        chosen_by: "structure" (picked here) or "user" (``range_name`` given).
+
+    """
+
+    range_name: str
+    source: str
+    pid: str
+    steps: tuple[Step, ...]
+    gpu_ns: int
+    gpu_total_ns: int
+    chosen_by: str = "structure"
+
+    @property
+    def count(self) -> int:
+        """Number of steps, warm-up included."""
+        return len(self.steps)
+
+    @property
+    def warmup_count(self) -> int:
+        """Leading steps that are warm-up."""
+        return sum(1 for s in self.steps if s.warmup)
+
+    @property
+    def steady(self) -> tuple[Step, ...]:
+        """The steps after warm-up."""
+        return tuple(s for s in self.steps if not s.warmup)
+
+    @property
+    def durations_ns(self) -> list[int]:
+        """Every step's duration, in time order."""
+        return [s.duration_ns for s in self.steps]
+
+    @property
+    def steady_median_ns(self) -> float:
+        """Median duration of the steady-state steps (all steps when every one is warm-up)."""
+        d = [s.duration_ns for s in (self.steady or self.steps)]
+        return float(np.median(d))
+
+    @property
+    def starts_ns(self) -> npt.NDArray[np.int64]:
+        """Step starts (sorted)."""
+        return np.array([s.start_ns for s in self.steps], dtype=np.int64)
+
+    @property
+    def ends_ns(self) -> npt.NDArray[np.int64]:
+        """Step ends."""
+        return np.array([s.end_ns for s in self.steps], dtype=np.int64)
+
+    def window(self, *, steady_only: bool = False) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """(starts, ends) of the steps, optionally of the steady ones only."""
+        chosen = self.steady if steady_only and self.steady else self.steps
+        return (np.array([s.start_ns for s in chosen], dtype=np.int64),
+                np.array([s.end_ns for s in chosen], dtype=np.int64))
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {
+            "range": self.range_name, "source": self.source, "pid": self.pid,
+            "chosen_by": self.chosen_by, "count": self.count, "warmup_count": self.warmup_count,
+            "steady_median_ns": self.steady_median_ns, "gpu_ns": self.gpu_ns,
+            "gpu_total_ns": self.gpu_total_ns,
+            "steps": [s.to_json() for s in self.steps],
+        }
+
+
+# -- tables ----------------------------------------------------------------------------------------
+def _ranges(trace: Trace) -> pd.DataFrame:
+    """Closed push/pop and start/end ranges with ``name`` (normalised label) and ``pidk``."""
+    import pandas as pd
+
+    nv = trace.table("nvtx", ["start", "end", "eventType", "text", "domain", "pid", "tid"])
+    r = nv[nv["eventType"].isin([59, 60]) & nv["end"].notna() & nv["start"].notna()]
+    if not len(r):
+        return pd.DataFrame(columns=["start", "end", "name", "pidk", "tidk"])
+    texts = r["text"].fillna("").astype(str)
+    domains = r["domain"].fillna("").astype(str)
+    names = [range_label(d, normalise_range(t)) for d, t in zip(domains, texts, strict=True)]
+    return pd.DataFrame({
+        "start": r["start"].to_numpy(dtype=np.int64), "end": r["end"].to_numpy(dtype=np.int64),
+        "name": names, "pidk": _key(r["pid"]), "tidk": _key(r["tid"]),
+    })
+
+
+def gpu_ops(trace: Trace) -> pd.DataFrame:
+    """Every kernel, copy and memset, with the time its launching API call started.
+
+    Columns: ``start``, ``end``, ``deviceId``, ``streamId``, ``pidk`` (pid as text), ``kind`` and
+    ``launch`` (start of the API call that issued it, or its own start when that call is unknown).
+    """
+    import pandas as pd
+
+    frames = []
+    for kind in ("kernels", "memcpy", "memset"):
+        df = trace.table(kind, ["start", "end", "deviceId", "streamId", "correlationId", "pid"])
+        if len(df):
+            frames.append(df.assign(kind=kind))
+    if not frames:
+        return pd.DataFrame(columns=["start", "end", "deviceId", "streamId", "pidk", "launch", "kind"])
+    ops = pd.concat(frames, ignore_index=True)
+    out = pd.DataFrame({
+        "start": ops["start"].to_numpy(dtype=np.int64), "end": ops["end"].to_numpy(dtype=np.int64),
+        "deviceId": ops["deviceId"].to_numpy(), "streamId": ops["streamId"].to_numpy(),
+        "pidk": _key(ops["pid"]), "kind": ops["kind"].to_numpy(),
+        "corr": _key(ops["correlationId"]),
+    })
+    api = trace.table("api", ["start", "correlationId", "pid"])
+    launch = out["start"].to_numpy(dtype=np.int64).copy()
+    if len(api):
+        a = pd.DataFrame({"launch": api["start"].to_numpy(dtype=np.int64), "pidk": _key(api["pid"]),
+                          "corr": _key(api["correlationId"])}).drop_duplicates(["pidk", "corr"])
+        j = out[["pidk", "corr"]].merge(a, how="left", on=["pidk", "corr"])
+        got = j["launch"].notna().to_numpy()
+        launch[got] = j["launch"].to_numpy()[got].astype(np.int64)
+    out["launch"] = launch
+    return out.drop(columns=["corr"])
+
+
+def merged(starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]
+           ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The union of intervals as sorted, disjoint blocks."""
+    if not len(starts):
+        return starts.astype(np.int64), ends.astype(np.int64)
+    order = np.argsort(starts, kind="stable")
+    s = np.asarray(starts, dtype=np.int64)[order]
+    e = np.maximum.accumulate(np.asarray(ends, dtype=np.int64)[order])
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > e[:-1]
+    idx = np.flatnonzero(new)
+    return s[idx], np.append(e[idx[1:] - 1], e[-1])
+
+
+def inside(starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64], t: npt.NDArray[np.int64]
+           ) -> npt.NDArray[np.bool_]:
+    """Which times ``t`` fall in one of the intervals (merged first, so they may overlap)."""
+    t = np.asarray(t, dtype=np.int64)
+    if not len(starts) or not len(t):
+        return np.zeros(len(t), dtype=bool)
+    s, e = merged(np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64))
+    idx = np.searchsorted(s, t, side="right") - 1
+    ok = idx >= 0
+    res = np.zeros(len(t), dtype=bool)
+    res[ok] = t[ok] < e[idx[ok]]
+    return res
+
+
+# -- candidates and choice -------------------------------------------------------------------------
+def range_candidates(trace: Trace, *, pid: Any = None, _ops: pd.DataFrame | None = None,
+                     _ranges_df: pd.DataFrame | None = None) -> list[RangeCandidate]:
+    """Ranges that repeat (≥ 2 instances) in a process, most GPU work first.
+
+    Args:
+        trace: any opened nsys or Kineto trace.
+        pid: only this process (None: every process; one entry per process and range).
+
+    """
+    r = _ranges(trace) if _ranges_df is None else _ranges_df
+    if not len(r):
+        return []
+    if pid is not None:
+        r = r[r["pidk"] == pid_key(pid)]
+    ops = gpu_ops(trace) if _ops is None else _ops
+    counts = r.groupby(["pidk", "name"]).size()
+    out: list[RangeCandidate] = []
+    for key, n in counts[counts >= 2].items():
+        pk, name = (str(v) for v in key)  # type: ignore[attr-defined]
+        sub = r[(r["pidk"] == pk) & (r["name"] == name)]
+        mine = ops[ops["pidk"] == pk] if len(ops) else ops
+        gpu = 0
+        if len(mine):
+            sel = inside(sub["start"].to_numpy(np.int64), sub["end"].to_numpy(np.int64),
+                         mine["launch"].to_numpy(np.int64))
+            gpu = int((mine["end"].to_numpy(np.int64)[sel] - mine["start"].to_numpy(np.int64)[sel]).sum())
+        total = int((sub["end"] - sub["start"]).sum())
+        out.append(RangeCandidate(name, pk, int(n), total, gpu, is_library_range(str(name))))
+    out.sort(key=lambda c: (-c.gpu_ns, -c.total_ns, c.name))
+    return out
+
+
+def _choose(cands: list[RangeCandidate]) -> RangeCandidate | None:
+    """The step range among one process's candidates (see the module docstring)."""
+    for pool in ([c for c in cands if not c.library], [c for c in cands if c.library]):
+        if not pool:
+            continue
+        best_gpu = max(c.gpu_ns for c in pool)
+        if best_gpu <= 0:  # no GPU work under any range: the longest repeated range in total
+            return max(pool, key=lambda c: (c.total_ns, c.count))
+        near = [c for c in pool if c.gpu_ns >= COVERAGE_TOLERANCE * best_gpu]
+        return max(near, key=lambda c: (c.count, c.gpu_ns, c.total_ns))
+    return None
+
+
+def _warmup_flags(durations: list[int]) -> list[bool]:
+    """Leading steps slower than WARMUP_FACTOR × the median of the steps after them (at most half)."""
+    flags = [False] * len(durations)
+    w = 0
+    while w < len(durations) // 2 + (1 if len(durations) == 2 else 0) and w + 1 < len(durations):
+        rest = float(np.median(durations[w + 1:]))
+        if durations[w] > WARMUP_FACTOR * rest:
+            flags[w] = True
+            w += 1
+        else:
+            break
+    return flags
+
+
+def _matches(name: str, wanted: str) -> bool:
+    """True when the user's ``wanted`` (raw or normalised, with or without its domain) is ``name``."""
+    w = wanted.strip()
+    domain, text = split_label(w)
+    norm = range_label(domain, normalise_range(text))
+    return name in (w, norm) or split_label(name)[1] == normalise_range(text) and not domain
+
+
+def _build(r: pd.DataFrame, ops: pd.DataFrame, pk: str, name: str, chosen_by: str) -> Steps | None:
+    sub = r[(r["pidk"] == pk) & (r["name"] == name)]
+    if not len(sub):
+        return None
+    # Several threads with the range: the thread with the most instances holds the loop.
+    tid = sub["tidk"].value_counts().index[0]
+    sub = sub[sub["tidk"] == tid].sort_values(["start", "end"])
+    # Nested instances of the same name (recursion) collapse into their outermost one.
+    s, e = merged(sub["start"].to_numpy(np.int64), sub["end"].to_numpy(np.int64))
+    durs = [int(b - a) for a, b in zip(s, e, strict=True)]
+    flags = _warmup_flags(durs)
+    steps = tuple(Step(i, int(a), int(b), flags[i]) for i, (a, b) in enumerate(zip(s, e, strict=True)))
+    mine = ops[ops["pidk"] == pk] if len(ops) else ops
+    gpu = total = 0
+    if len(mine):
+        d = mine["end"].to_numpy(np.int64) - mine["start"].to_numpy(np.int64)
+        total = int(d.sum())
+        gpu = int(d[inside(s, e, mine["launch"].to_numpy(np.int64))].sum())
+    if _PROFILER_STEP.match(split_label(name)[1]):
+        source = "profiler"
+    else:
+        source = "library" if is_library_range(name) else "nvtx"
+    return Steps(name, source, pk, steps, gpu, total, chosen_by)
+
+
+def steps_per_process(trace: Trace, *, range_name: str | None = None) -> list[Steps]:
+    """The steps of every process that has a repeating range, the busiest process first.
+
+    Args:
+        trace: any opened nsys or Kineto trace.
+        range_name: use this range (raw or normalised, with or without ``domain:``) instead of
+            the one chosen by structure.
+
+    """
+    r = _ranges(trace)
+    if not len(r):
+        return []
+    ops = gpu_ops(trace)
+    cands = range_candidates(trace, _ops=ops, _ranges_df=r)
+    out: list[Steps] = []
+    for pk in dict.fromkeys(c.pid for c in cands):
+        mine = [c for c in cands if c.pid == pk]
+        if range_name is not None:
+            pick = next((c for c in mine if _matches(c.name, range_name)), None)
+            chosen_by = "user"
+        else:
+            pick, chosen_by = _choose(mine), "structure"
+        if pick is not None:
+            st = _build(r, ops, pk, pick.name, chosen_by)
+            if st is not None:
+                out.append(st)
+    out.sort(key=lambda s: (-s.gpu_total_ns, -s.count, s.pid))
+    return out
+
+
+def find_steps(trace: Trace, *, pid: Any = None, range_name: str | None = None) -> Steps | None:
+    """The iterations of one process.
+
+    Args:
+        trace: any opened nsys or Kineto trace.
+        pid: the process (None: the process that launched the most GPU work among those with a
+            repeating range).
+        range_name: use this range instead of the one chosen by structure (see
+            :func:`steps_per_process`).
+
+    Returns:
+        The steps, or None when no range repeats (or ``range_name`` is not in the trace).
+
+    """
+    every = steps_per_process(trace, range_name=range_name)
+    if pid is None:
+        return every[0] if every else None
+    want = pid_key(pid)
+    return next((s for s in every if s.pid == want), None)
+
+
+def range_names(trace: Trace) -> list[str]:
+    """Every repeating range (normalised), most GPU work first: the choices offered to users."""
+    seen: dict[str, int] = {}
+    for c in range_candidates(trace):
+        seen[c.name] = seen.get(c.name, 0) + c.gpu_ns
+    return sorted(seen, key=lambda n: -seen[n])

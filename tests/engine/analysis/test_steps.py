@@ -1,0 +1,155 @@
+"""find_steps(): the step range chosen by structure, checked against SQL on the fixtures."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from engine.analysis.steps import (
+    find_steps,
+    is_library_range,
+    normalise_range,
+    range_candidates,
+    range_names,
+    steps_per_process,
+)
+from engine.reports import open_report
+from engine.reports.base import TABLES, ReportInfo, Trace
+from tests.conftest import FIXTURES, NSYS_DIR
+
+NAIVE = NSYS_DIR / "host_overhead_naive.sqlite"
+FIXED = NSYS_DIR / "host_overhead_fixed.sqlite"
+
+
+def _sql_ranges(path, text):
+    con = sqlite3.connect(path)
+    rows = con.execute(
+        "SELECT n.start, n.end FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId "
+        "WHERE n.eventType IN (59, 60) AND n.end IS NOT NULL AND coalesce(s.value, n.text) = ? "
+        "ORDER BY n.start", (text,)).fetchall()
+    gpu = con.execute(
+        "SELECT sum(k.end - k.start) FROM (SELECT start, end, correlationId, globalPid FROM "
+        "CUPTI_ACTIVITY_KIND_KERNEL UNION ALL SELECT start, end, correlationId, globalPid FROM "
+        "CUPTI_ACTIVITY_KIND_MEMSET UNION ALL SELECT start, end, correlationId, globalPid FROM "
+        "CUPTI_ACTIVITY_KIND_MEMCPY) k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = "
+        "k.correlationId AND (r.globalTid / 16777216) = (k.globalPid / 16777216) JOIN NVTX_EVENTS n "
+        "ON r.start >= n.start AND r.start < n.end LEFT JOIN StringIds s ON s.id = n.textId WHERE "
+        "n.eventType IN (59, 60) AND coalesce(s.value, n.text) = ?", (text,)).fetchone()[0]
+    con.close()
+    return rows, int(gpu)
+
+
+@pytest.mark.parametrize(("path", "text", "warmup"), [(NAIVE, "iteration(naive)", 1),
+                                                       (FIXED, "iteration(fixed)", 0)])
+def test_step_range_and_gpu_coverage_match_sql(path, text, warmup) -> None:
+    st = find_steps(open_report(path))
+    assert st is not None
+    rows, gpu = _sql_ranges(path, text)
+    assert st.range_name == text and st.source == "nvtx" and st.chosen_by == "structure"
+    assert [(s.start_ns, s.end_ns) for s in st.steps] == [tuple(r) for r in rows]
+    assert st.gpu_ns == gpu
+    assert st.warmup_count == warmup
+    assert st.steady_median_ns == float(np.median([b - a for a, b in rows][warmup:]))
+
+
+def test_user_range_and_unknown_range() -> None:
+    t = open_report(NAIVE)
+    st = find_steps(t, range_name="upload")
+    assert st is not None and st.range_name == "upload" and st.chosen_by == "user" and st.count == 5
+    assert find_steps(t, range_name="no such range") is None
+    assert range_names(t)[0] == "iteration(naive)"
+
+
+def test_no_repeating_range() -> None:
+    assert find_steps(open_report(NSYS_DIR / "torch_sdpa_gemm.sqlite")) is None
+    assert find_steps(open_report(FIXTURES / "torch" / "torch_sdpa_trace.json")) is None
+
+
+@pytest.mark.parametrize(("raw", "norm"), [
+    ("train_step 12", "train_step N"), ("ProfilerStep#3", "ProfilerStep#N"), ("sdpa iter 0", "sdpa iter N"),
+    ("iteration(naive)", "iteration(naive)"), ("42", "42")])
+def test_normalise(raw, norm) -> None:
+    assert normalise_range(raw) == norm
+
+
+def test_library_ranges() -> None:
+    assert is_library_range("NCCL:ncclAllReduce")
+    assert is_library_range("aten::to, op_id = N")
+    assert is_library_range("cuBLAS:cublasCreate_v2")
+    assert not is_library_range("train_step N")
+    assert not is_library_range("ProfilerStep#N")
+
+
+class _Tables(Trace):
+    """A hand-made trace for the edge cases the recordings cannot pin down."""
+
+    def __init__(self, tables: dict[str, pd.DataFrame]) -> None:
+        super().__init__(ReportInfo(path=__import__("pathlib").Path("hand-made"), kind="nsys-sqlite"))
+        self._tables = tables
+
+    def _load(self, name, columns):
+        df = self._tables.get(name)
+        if df is None:
+            return None
+        return df.reindex(columns=list(TABLES[name][0]))
+
+
+def _nvtx(rows):
+    return pd.DataFrame([{"start": a, "end": b, "eventType": 59, "text": t, "domain": d, "pid": p, "tid": p}
+                         for a, b, t, d, p in rows])
+
+
+def _kernels(rows):
+    return pd.DataFrame([{"start": a, "end": b, "deviceId": 0, "streamId": 7, "correlationId": c, "pid": p}
+                         for a, b, c, p in rows])
+
+
+def _api(rows):
+    return pd.DataFrame([{"start": a, "end": a + 5, "correlationId": c, "pid": p,
+                          "baseName": "cudaLaunchKernel"} for a, c, p in rows])
+
+
+def test_numbered_steps_beat_library_ranges_and_the_outer_epoch() -> None:
+    nv = [(0, 1000, "epoch 0", "", 1)]
+    k, a = [], []
+    for i in range(10):
+        s = 10 + i * 95
+        nv.append((s, s + 90, f"train_step {i}", "", 1))
+        for j in range(3):  # NCCL ranges repeat 30 times, with a little GPU work each
+            nv.append((s + 10 + j * 20, s + 15 + j * 20, "ncclAllReduce", "NCCL", 1))
+            a.append((s + 11 + j * 20, 100 * i + j, 1))
+            k.append((s + 12 + j * 20, s + 14 + j * 20, 100 * i + j, 1))
+        a.append((s + 80, 100 * i + 50, 1))
+        k.append((s + 81, s + 89, 100 * i + 50, 1))
+    nv.append((1000, 1500, "epoch 1", "", 1))
+    t = _Tables({"nvtx": _nvtx(nv), "kernels": _kernels(k), "api": _api(a)})
+    st = find_steps(t)
+    assert st is not None and st.range_name == "train_step N" and st.count == 10
+    names = {c.name: c for c in range_candidates(t)}
+    assert names["NCCL:ncclAllReduce"].library and names["NCCL:ncclAllReduce"].count == 30
+    # Library ranges are used when nothing else repeats.
+    only_nccl = _Tables({"nvtx": _nvtx([r for r in nv if r[3] == "NCCL"]), "kernels": _kernels(k),
+                         "api": _api(a)})
+    st2 = find_steps(only_nccl)
+    assert st2 is not None and st2.source == "library" and st2.range_name == "NCCL:ncclAllReduce"
+
+
+def test_warmup_and_one_set_per_process_with_mixed_pid_types() -> None:
+    nv, k, a = [], [], []
+    for p, pid in enumerate((11, "22")):  # Kineto traces mix int and str pids
+        for i in range(6):
+            s = 1000 * i + p
+            d = 900 if i == 0 else 100
+            nv.append((s, s + d, f"ProfilerStep#{i}", "", pid))
+            a.append((s + 1, i, pid))
+            k.append((s + 2, s + 50, i, str(pid)))
+    t = _Tables({"nvtx": _nvtx(nv), "kernels": _kernels(k), "api": _api(a)})
+    every = steps_per_process(t)
+    assert sorted(s.pid for s in every) == ["11", "22"]
+    for s in every:
+        assert s.source == "profiler" and s.count == 6 and s.warmup_count == 1
+        assert s.steady_median_ns == 100 and s.gpu_ns == 6 * 48
+    assert find_steps(t, pid=22) is not None and find_steps(t, pid=22).pid == "22"
