@@ -282,6 +282,10 @@ class NsysSqliteTrace(Trace):
         """True when the export contains SQLite table ``table``."""
         return table in self._tables
 
+    def sqlite_tables(self) -> list[str]:
+        """Names of the export's SQLite tables (the export creates only tables with rows)."""
+        return sorted(self._tables)
+
     def query(self, sql: str, params: tuple[object, ...] = ()) -> pd.DataFrame:
         """Run a read-only SQL query and return a DataFrame."""
         import pandas as pd

@@ -114,7 +114,7 @@ def test_aliases_and_unknown_names() -> None:
         resolve_report_name("cuda_gpu_kernel_summary")
     assert "Unknown report" in str(err.value)
     with pytest.raises(KernelscopeError):
-        run_report(_trace(NSYS_SQLITE[0]), "osrtsum")
+        run_report(_trace(NSYS_SQLITE[0]), "vulkanapisum")
 
 
 @pytest.mark.parametrize("db", NSYS_SQLITE, ids=lambda p: p.stem)

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from engine.analysis.nsys.stats import frames
+from engine.analysis.nsys.stats import frames, more
 from engine.analysis.nsys.stats.catalog import (
     ALIASES,
     COLUMNS,
@@ -56,6 +56,16 @@ _BUILDERS: dict[str, Callable[[Trace], pd.DataFrame]] = {
     "cuda_kern_exec_sum": frames._cuda_kern_exec_sum,
     "cuda_gpu_sum": frames._cuda_gpu_sum,
     "cuda_gpu_trace": frames._cuda_gpu_trace,
+    "cuda_api_trace": more.cuda_api_trace,
+    "cuda_kern_exec_trace": more.cuda_kern_exec_trace,
+    "cuda_gpu_kern_gb_sum": more.cuda_gpu_kern_gb_sum,
+    "nvtx_pushpop_sum": more.nvtx_pushpop_sum,
+    "nvtx_startend_sum": more.nvtx_startend_sum,
+    "osrt_sum": more.osrt_sum,
+    "openmp_sum": more.openmp_sum,
+    "um_sum": more.um_sum,
+    "um_total_sum": more.um_total_sum,
+    "um_cpu_page_faults_sum": more.um_cpu_page_faults_sum,
 }
 
 

@@ -18,6 +18,16 @@ REPORTS: dict[str, str] = {
     "cuda_kern_exec_sum": "CUDA Kernel Launch & Exec Time Summary: API, queue and kernel times",
     "cuda_gpu_sum": "GPU Summary (Kernels/MemOps): kernels and memory operations together",
     "cuda_gpu_trace": "CUDA GPU Trace: one row per kernel, memcpy and memset, by start time",
+    "cuda_api_trace": "CUDA API Trace: one row per runtime and driver call, by start time",
+    "cuda_kern_exec_trace": "CUDA Kernel Launch & Exec Time Trace: each kernel with its launch call",
+    "cuda_gpu_kern_gb_sum": "CUDA GPU Kernel/Grid/Block Summary: kernels grouped by name, grid and block",
+    "nvtx_pushpop_sum": "NVTX Push/Pop Range Summary",
+    "nvtx_startend_sum": "NVTX Start/End Range Summary",
+    "osrt_sum": "OS Runtime Summary: OS runtime calls grouped by function (--trace=osrt)",
+    "openmp_sum": "OpenMP Summary: OpenMP events grouped by name",
+    "um_sum": "Unified Memory Analysis Summary: migrations and page faults per virtual address",
+    "um_total_sum": "Unified Memory Totals Summary",
+    "um_cpu_page_faults_sum": "Unified Memory CPU Page Faults Summary: faults per CPU instruction",
 }
 
 #: nsys 2022.x report names (``nsys stats --help-reports`` of 2022.4) -> current names.
@@ -31,6 +41,15 @@ ALIASES: dict[str, str] = {
     "kernexecsum": "cuda_kern_exec_sum",
     "gpusum": "cuda_gpu_sum",
     "gputrace": "cuda_gpu_trace",
+    "cudaapitrace": "cuda_api_trace",
+    "kernexectrace": "cuda_kern_exec_trace",
+    "nvtxppsum": "nvtx_pushpop_sum",
+    "nvtxsesum": "nvtx_startend_sum",
+    "osrtsum": "osrt_sum",
+    "openmpevtsum": "openmp_sum",
+    "unifiedmemory": "um_sum",
+    "unifiedmemorytotals": "um_total_sum",
+    "umcpupagefaults": "um_cpu_page_faults_sum",
 }
 
 _STAT_COLS = ("Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)", "StdDev (ns)")
@@ -60,6 +79,28 @@ COLUMNS: dict[str, tuple[str, ...]] = {
         "Reg/Trd", "StcSMem (MB)", "DymSMem (MB)", "Bytes (MB)", "Throughput (MB/s)", "SrcMemKd",
         "DstMemKd", "Device", "Ctx", "GreenCtx", "Strm", "Name",
     ),
+    "cuda_api_trace": (
+        "Start (ns)", "Duration (ns)", "Name", "Result", "CorrID", "Pid", "Tid", "T-Pri", "Thread Name",
+    ),
+    "cuda_kern_exec_trace": (
+        "API Start (ns)", "API Dur (ns)", "Queue Start (ns)", "Queue Dur (ns)", "Kernel Start (ns)",
+        "Kernel Dur (ns)", "Total Dur (ns)", "PID", "TID", "DevId", "API Function", "GridXYZ",
+        "BlockXYZ", "Kernel Name",
+    ),
+    "cuda_gpu_kern_gb_sum": (*_SUM_COLS, "Instances", *_STAT_COLS, "GridXYZ", "BlockXYZ", "Name"),
+    "nvtx_pushpop_sum": (*_SUM_COLS, "Instances", *_STAT_COLS, "Range"),
+    "nvtx_startend_sum": (*_SUM_COLS, "Instances", *_STAT_COLS, "Range"),
+    "osrt_sum": (*_SUM_COLS, "Num Calls", *_STAT_COLS, "Name"),
+    "openmp_sum": (*_SUM_COLS, "Count", *_STAT_COLS, "Name"),
+    "um_sum": (
+        "Virtual Address", "HtoD Migration size (MB)", "DtoH Migration size (MB)", "CPU Page Faults",
+        "GPU Page Faults", "Migration Throughput (MBps)",
+    ),
+    "um_total_sum": (
+        "Total HtoD Migration Size (MB)", "Total DtoH Migration Size (MB)", "Total CPU Page Faults",
+        "Total GPU PageFaults", "Minimum Virtual Address", "Maximum Virtual Address",
+    ),
+    "um_cpu_page_faults_sum": ("CPU Page Faults", "CPU Instruction Address"),
 }
 
 # nsys strips the 4-digit CUDA-version suffix of runtime entry points (cudaMemcpy_v3020 ->
@@ -107,4 +148,8 @@ def resolve_report_name(name: str) -> str:
 
 
 #: Columns that hold text (left-aligned in tables, never formatted as numbers).
-_TEXT_COLS = frozenset({"Name", "Operation", "Style", "Range", "Category", "API Name", "Kernel Name"})
+_TEXT_COLS = frozenset({
+    "Name", "Operation", "Style", "Range", "Category", "API Name", "Kernel Name", "Thread Name",
+    "API Function", "GridXYZ", "BlockXYZ", "Virtual Address", "Minimum Virtual Address",
+    "Maximum Virtual Address", "CPU Instruction Address", "SrcMemKd", "DstMemKd", "Device",
+})

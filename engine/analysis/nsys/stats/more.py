@@ -1,0 +1,314 @@
+"""The other ``nsys stats`` reports of nsys 2025.3 for CUDA, NVTX, OS runtime and unified memory.
+
+Traces (one row per call or range) and summaries that read the export's own tables (OSRT_API,
+CUDA_UM_*_PAGE_FAULT_EVENTS, OPENMP_EVENT_KIND_*) as well as the common tables. Reports over
+tables only an nsys export has are empty for other traces. The formulas are the public ones of
+the nsys user guide's report descriptions, checked against nsys 2025.3.1 oracles in tests.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from engine.analysis.nsys.stats.frames import (
+    _api_names,
+    _durations,
+    _empty,
+    _group_stats,
+    _time_summary,
+    _usable,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from engine.reports.base import Trace
+
+#: Event types of NVTX_EVENTS: push/pop and start/end ranges (and their NVTXT twins), domain create.
+PUSHPOP, STARTEND, DOMAIN_CREATE = (59, 70), (60, 71), 75
+
+
+def _sql(trace: Trace, table: str, sql: str) -> pd.DataFrame | None:
+    """Run ``sql`` over an nsys export that has ``table`` with rows; None otherwise."""
+    has = getattr(trace, "has_sqlite_table", None)
+    query = getattr(trace, "query", None)
+    if has is None or query is None or not has(table):
+        return None
+    df: pd.DataFrame = query(sql)
+    return None if df.empty else df
+
+
+def _named_summary(trace: Trace, table: str, count_col: str, report: str, where: str = "") -> pd.DataFrame:
+    """Durations of ``table`` grouped by their nameId's string (osrt_sum, openmp_sum)."""
+    import pandas as pd
+
+    df = _sql(trace, table, f'SELECT t."start", t."end", s.value AS name FROM {table} AS t '
+                            f"LEFT JOIN StringIds AS s ON s.id = t.nameId {where}")
+    if df is None:
+        return _empty(report)
+    stats = _group_stats(pd.DataFrame({"name": df["name"].fillna("").astype(str)}), _durations(df))
+    return _time_summary(stats, count_col, {"Name": "name"})
+
+
+def osrt_sum(trace: Trace) -> pd.DataFrame:
+    """OS runtime calls (OSRT_API) grouped by function name."""
+    return _named_summary(trace, "OSRT_API", "Num Calls", "osrt_sum")
+
+
+def openmp_sum(trace: Trace) -> pd.DataFrame:
+    """OpenMP events of every OPENMP_EVENT_KIND_* table, grouped by name."""
+    import pandas as pd
+
+    tables: list[str] = getattr(trace, "sqlite_tables", lambda: [])()
+    parts = [df for t in sorted(tables) if t.startswith("OPENMP_EVENT_KIND_")
+             if (df := _sql(trace, t, f'SELECT t."start", t."end", s.value AS name FROM {t} AS t '
+                                      "LEFT JOIN StringIds AS s ON s.id = t.nameId")) is not None]
+    if not parts:
+        return _empty("openmp_sum")
+    df = pd.concat(parts, ignore_index=True)
+    stats = _group_stats(pd.DataFrame({"name": df["name"].fillna("").astype(str)}), _durations(df))
+    return _time_summary(stats, "Count", {"Name": "name"})
+
+
+def _nvtx_ranges(trace: Trace, styles: tuple[int, ...]) -> pd.DataFrame | None:
+    """Closed NVTX ranges of the given event types with their ``domain:text`` label."""
+    import pandas as pd
+
+    nvtx = _usable(trace, "nvtx")
+    if nvtx is None:
+        return None
+    etype = pd.to_numeric(nvtx["eventType"])
+    ranges = nvtx[etype.isin(list(styles)) & nvtx["end"].notna()]
+    if ranges.empty:
+        return None
+    ranges = ranges.assign(label=ranges["domain"].fillna("").astype(str) + ":"
+                           + ranges["text"].fillna("").astype(str))
+    return ranges
+
+
+def _nvtx_style_sum(trace: Trace, styles: tuple[int, ...], report: str) -> pd.DataFrame:
+    import pandas as pd
+
+    ranges = _nvtx_ranges(trace, styles)
+    if ranges is None:
+        return _empty(report)
+    stats = _group_stats(pd.DataFrame({"range": ranges["label"]}), _durations(ranges))
+    return _time_summary(stats, "Instances", {"Range": "range"})
+
+
+def nvtx_pushpop_sum(trace: Trace) -> pd.DataFrame:
+    """NVTX push/pop ranges grouped by name."""
+    return _nvtx_style_sum(trace, PUSHPOP, "nvtx_pushpop_sum")
+
+
+def nvtx_startend_sum(trace: Trace) -> pd.DataFrame:
+    """NVTX start/end ranges grouped by name."""
+    return _nvtx_style_sum(trace, STARTEND, "nvtx_startend_sum")
+
+
+def _xyz(df: pd.DataFrame, prefix: str) -> pd.Series:
+    """'%4d %4d %4d' of a kernel's grid or block dimensions, as nsys prints GridXYZ/BlockXYZ."""
+    import pandas as pd
+
+    parts = [pd.to_numeric(df[f"{prefix}{a}"]).fillna(0).astype("int64").astype(str).str.rjust(4)
+             for a in "XYZ"]
+    out: pd.Series = parts[0] + " " + parts[1] + " " + parts[2]
+    return out
+
+
+def cuda_gpu_kern_gb_sum(trace: Trace) -> pd.DataFrame:
+    """Kernels grouped by name, grid and block dimensions."""
+    import pandas as pd
+
+    k = _usable(trace, "kernels", ["start", "end", "name", "gridX", "gridY", "gridZ", "blockX",
+                                   "blockY", "blockZ"])
+    if k is None:
+        return _empty("cuda_gpu_kern_gb_sum")
+    keys = pd.DataFrame({"name": k["name"].fillna("").astype(str), "grid": _xyz(k, "grid"),
+                         "block": _xyz(k, "block")})
+    stats = _group_stats(keys, _durations(k))
+    return _time_summary(stats, "Instances", {"GridXYZ": "grid", "BlockXYZ": "block", "Name": "name"})
+
+
+def cuda_api_trace(trace: Trace) -> pd.DataFrame:
+    """One row per CUDA API call, by start time, with its thread's name and priority."""
+    import pandas as pd
+
+    api = _usable(trace, "api", ["start", "end", "name", "returnValue", "correlationId", "pid",
+                                 "tid", "globalTid"])
+    if api is None:
+        return _empty("cuda_api_trace")
+    threads = _sql(trace, "ThreadNames",
+                   "SELECT t.globalTid, t.priority, s.value AS tname FROM ThreadNames AS t "
+                   "LEFT JOIN StringIds AS s ON s.id = t.nameId")
+    prio: dict[int, object] = {}
+    tname: dict[int, object] = {}
+    if threads is not None:
+        first = threads.drop_duplicates("globalTid")
+        prio = dict(zip(first["globalTid"], first["priority"], strict=True))
+        tname = dict(zip(first["globalTid"], first["tname"], strict=True))
+    gtid = pd.to_numeric(api["globalTid"], errors="coerce")
+    out = pd.DataFrame({
+        "Start (ns)": pd.to_numeric(api["start"]).astype("int64"),
+        "Duration (ns)": _durations(api),
+        "Name": _api_names(api),
+        "Result": pd.to_numeric(api["returnValue"], errors="coerce").astype("Int64"),
+        "CorrID": pd.to_numeric(api["correlationId"], errors="coerce").astype("Int64"),
+        "Pid": pd.to_numeric(api["pid"], errors="coerce").astype("Int64"),
+        "Tid": pd.to_numeric(api["tid"], errors="coerce").astype("Int64"),
+        "T-Pri": pd.to_numeric(gtid.map(prio), errors="coerce").astype("Int64"),
+        "Thread Name": gtid.map(tname).astype("object"),
+    })
+    return out.sort_values("Start (ns)", kind="stable").reset_index(drop=True)
+
+
+def cuda_kern_exec_trace(trace: Trace) -> pd.DataFrame:
+    """Each kernel with its launch call: API, queue and kernel times, by API start."""
+    import numpy as np
+    import pandas as pd
+
+    k = _usable(trace, "kernels", ["start", "end", "correlationId", "globalPid", "deviceId", "name",
+                                   "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"])
+    api = _usable(trace, "api", ["start", "end", "correlationId", "globalTid", "pid", "tid", "name"])
+    if k is None or api is None:
+        return _empty("cuda_kern_exec_trace")
+    left = pd.DataFrame({
+        "proc": pd.to_numeric(k["globalPid"], errors="coerce") // (1 << 24),
+        "corr": pd.to_numeric(k["correlationId"]),
+        "k_start": pd.to_numeric(k["start"]).astype("int64"),
+        "k_end": pd.to_numeric(k["end"]).astype("int64"),
+        "dev": pd.to_numeric(k["deviceId"], errors="coerce").astype("Int64"),
+        "grid": _xyz(k, "grid"), "block": _xyz(k, "block"),
+        "kname": k["name"].fillna("").astype(str),
+    })
+    right = pd.DataFrame({
+        "proc": pd.to_numeric(api["globalTid"], errors="coerce") // (1 << 24),
+        "corr": pd.to_numeric(api["correlationId"]),
+        "a_start": pd.to_numeric(api["start"]).astype("int64"),
+        "a_end": pd.to_numeric(api["end"]).astype("int64"),
+        "pid": pd.to_numeric(api["pid"], errors="coerce").astype("Int64"),
+        "tid": pd.to_numeric(api["tid"], errors="coerce").astype("Int64"),
+        "aname": _api_names(api),
+    })
+    if left["proc"].isna().any() or right["proc"].isna().any():  # Kineto: correlation ids suffice
+        left["proc"], right["proc"] = 0, 0
+    j = left.merge(right[right["corr"].notna()], on=["proc", "corr"], how="inner")
+    if j.empty:
+        return _empty("cuda_kern_exec_trace")
+    queued = j["k_start"] - j["a_end"] >= 0
+    out = pd.DataFrame({
+        "API Start (ns)": j["a_start"],
+        "API Dur (ns)": j["a_end"] - j["a_start"],
+        "Queue Start (ns)": j["a_end"].where(queued).astype("Int64"),
+        "Queue Dur (ns)": (j["k_start"] - j["a_end"]).where(queued).astype("Int64"),
+        "Kernel Start (ns)": j["k_start"],
+        "Kernel Dur (ns)": j["k_end"] - j["k_start"],
+        "Total Dur (ns)": np.maximum(j["a_end"], j["k_end"]) - j["a_start"],
+        "PID": j["pid"], "TID": j["tid"], "DevId": j["dev"],
+        "API Function": j["aname"], "GridXYZ": j["grid"], "BlockXYZ": j["block"],
+        "Kernel Name": j["kname"],
+    })
+    return out.sort_values("API Start (ns)", kind="stable").reset_index(drop=True)
+
+
+def um_cpu_page_faults_sum(trace: Trace) -> pd.DataFrame:
+    """CPU page faults on unified memory, counted per CPU instruction address."""
+    df = _sql(trace, "CUDA_UM_CPU_PAGE_FAULT_EVENTS",
+              "SELECT count(*) AS n, s.value AS addr FROM CUDA_UM_CPU_PAGE_FAULT_EVENTS AS e "
+              "LEFT JOIN StringIds AS s ON s.id = e.CpuInstruction GROUP BY e.CpuInstruction")
+    if df is None:
+        return _empty("um_cpu_page_faults_sum")
+    import pandas as pd
+
+    out = pd.DataFrame({"CPU Page Faults": df["n"].astype("int64"),
+                        "CPU Instruction Address": df["addr"].astype("object")})
+    return out.sort_values("CPU Page Faults", ascending=False, kind="stable").reset_index(drop=True)
+
+
+_UM_TABLES = ("CUDA_UM_CPU_PAGE_FAULT_EVENTS", "CUDA_UM_GPU_PAGE_FAULT_EVENTS")
+_UM_HTOD, _UM_DTOH = 11, 12
+
+
+def _um_parts(trace: Trace) -> tuple[pd.DataFrame | None, pd.DataFrame | None, pd.DataFrame | None]:
+    """(CPU faults: address; GPU faults: address, n; UM migrations: address, kind, bytes, dur)."""
+    cpu = _sql(trace, _UM_TABLES[0], f"SELECT address FROM {_UM_TABLES[0]}")
+    gpu = _sql(trace, _UM_TABLES[1], f"SELECT address, numberOfPageFaults AS n FROM {_UM_TABLES[1]}")
+    mig = None
+    has: list[str] = getattr(trace, "columns", lambda t: [])("CUPTI_ACTIVITY_KIND_MEMCPY")
+    if "virtualAddress" in has:
+        mig = _sql(trace, "CUPTI_ACTIVITY_KIND_MEMCPY",
+                   'SELECT virtualAddress AS address, copyKind AS kind, bytes, "end" - "start" AS dur '
+                   f"FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind IN ({_UM_HTOD}, {_UM_DTOH})")
+    return cpu, gpu, mig
+
+
+def um_total_sum(trace: Trace) -> pd.DataFrame:
+    """Unified memory totals: migrated MB each way, CPU and GPU page faults, address range."""
+    import pandas as pd
+
+    cpu, gpu, mig = _um_parts(trace)
+    if cpu is None and gpu is None and mig is None:
+        return _empty("um_total_sum")
+    addrs = [pd.to_numeric(d["address"], errors="coerce").dropna() for d in (cpu, gpu, mig)
+             if d is not None]
+    every = pd.concat(addrs) if addrs else pd.Series(dtype="float64")
+
+    def moved(kind: int) -> float | None:
+        if mig is None or not (mig["kind"] == kind).any():
+            return None
+        return float(pd.to_numeric(mig.loc[mig["kind"] == kind, "bytes"]).sum()) / 1e6
+
+    out = pd.DataFrame({
+        "Total HtoD Migration Size (MB)": [moved(_UM_HTOD)],
+        "Total DtoH Migration Size (MB)": [moved(_UM_DTOH)],
+        "Total CPU Page Faults": pd.array([len(cpu) if cpu is not None else 0], dtype="Int64"),
+        "Total GPU PageFaults": pd.array([int(pd.to_numeric(gpu["n"]).sum()) if gpu is not None else 0],
+                                         dtype="Int64"),
+        "Minimum Virtual Address": [_hex(every.min()) if len(every) else None],
+        "Maximum Virtual Address": [_hex(every.max()) if len(every) else None],
+    })
+    return out
+
+
+def _hex(v: object) -> str:
+    return f"0x{int(v):X}"  # type: ignore[call-overload]
+
+
+def um_sum(trace: Trace) -> pd.DataFrame:
+    """Unified memory per virtual address: migrated MB each way, page faults, throughput."""
+    import pandas as pd
+
+    cpu, gpu, mig = _um_parts(trace)
+    if cpu is None and gpu is None:
+        return _empty("um_sum")
+    faults = pd.DataFrame({"address": pd.Series(dtype="int64")})
+    if cpu is not None:
+        faults = cpu.groupby("address").size().rename("cpu").reset_index()
+    if gpu is not None:
+        g = gpu.groupby("address")["n"].sum().rename("gpu").reset_index()
+        faults = faults.merge(g, on="address", how="outer") if cpu is not None else g
+    for col in ("cpu", "gpu"):
+        if col not in faults:
+            faults[col] = pd.NA
+    if mig is not None:
+        per = mig.pivot_table(index="address", columns="kind", values=["bytes", "dur"], aggfunc="sum")
+        moved = pd.DataFrame({
+            "address": per.index,
+            "h2d": per.get(("bytes", _UM_HTOD)), "d2h": per.get(("bytes", _UM_DTOH)),
+            "dur": per["dur"].T.sum(min_count=1),
+        }).reset_index(drop=True)
+        faults = faults.merge(moved, on="address", how="left")
+    else:
+        faults["h2d"], faults["d2h"], faults["dur"] = pd.NA, pd.NA, pd.NA
+    total = pd.to_numeric(faults["h2d"], errors="coerce").fillna(0) \
+        + pd.to_numeric(faults["d2h"], errors="coerce").fillna(0)
+    dur = pd.to_numeric(faults["dur"], errors="coerce")
+    out = pd.DataFrame({
+        "Virtual Address": faults["address"].map(_hex),
+        "HtoD Migration size (MB)": pd.to_numeric(faults["h2d"], errors="coerce") / 1e6,
+        "DtoH Migration size (MB)": pd.to_numeric(faults["d2h"], errors="coerce") / 1e6,
+        "CPU Page Faults": pd.to_numeric(faults["cpu"], errors="coerce").astype("Int64"),
+        "GPU Page Faults": pd.to_numeric(faults["gpu"], errors="coerce").astype("Int64"),
+        "Migration Throughput (MBps)": (total / 1e6 * (1e9 // dur)).where(dur > 0),
+    })
+    return out.reset_index(drop=True)
