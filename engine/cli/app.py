@@ -37,14 +37,22 @@ DEFAULT_RULES = [
 ]
 
 
+# Progress of long steps (nsys export) is shown on a terminal, or with --progress; never in a pipe
+# or log by default, and a pending progress line is wiped before an error sentence (see main).
+_PROGRESS = {"forced": False, "pending": False}
+
+
 def _progress_printer(stream: TextIO) -> Any:
     last = {"msg": ""}
     tty = stream.isatty()
+    if not tty and not _PROGRESS["forced"]:
+        return None
 
     def show(msg: str, fraction: float | None) -> None:
         stage = msg.split(" (")[0]
         if tty:
             stream.write(f"\r{msg:<60}")
+            _PROGRESS["pending"] = fraction != 1.0
             if fraction == 1.0:
                 stream.write("\n")
             stream.flush()
@@ -54,6 +62,13 @@ def _progress_printer(stream: TextIO) -> Any:
         last["msg"] = stage
 
     return show
+
+
+def _end_progress_line(stream: TextIO) -> None:
+    """Wipe an unfinished terminal progress line so an error sentence starts on a clean line."""
+    if _PROGRESS["pending"]:
+        stream.write("\r\x1b[K")
+        _PROGRESS["pending"] = False
 
 
 def _open(path: str) -> Trace:
@@ -265,6 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"kernelscope {__version__}")
     p.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    p.add_argument("--progress", action="store_true",
+                   help="print progress lines of long steps even when stderr is not a terminal")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     s = sub.add_parser("stats", help="nsys-style statistics reports (like `nsys stats`)")
@@ -307,10 +324,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return EXIT_USAGE
+    _PROGRESS["forced"] = bool(getattr(args, "progress", False))
     try:
         rc: int = args.func(args)
         return rc
     except KernelscopeError as exc:
+        _end_progress_line(sys.stderr)
         if args.debug:
             traceback.print_exc()
         print(f"kernelscope: {exc}", file=sys.stderr)
@@ -321,6 +340,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return EXIT_OK
     except Exception as exc:  # noqa: BLE001 - last line of defence: never a raw traceback
+        _end_progress_line(sys.stderr)
         if args.debug:
             traceback.print_exc()
         print(

@@ -123,6 +123,13 @@ def export_to_cache(
     cache_dir = cache_dir or default_cache_dir()
     tools = nsys_tools if nsys_tools is not None else find_nsys(env)
     writer = rep_writer_version(rep)
+    if writer is None and rep.stat().st_size > 0:
+        # Every complete .nsys-rep carries its writer's version; without it the file is cut short,
+        # whether or not an nsys is installed (checked first, so the sentence does not depend on it).
+        raise ReportError(
+            f"{rep.name} has no Nsight Systems version record, so it is probably truncated or "
+            "damaged; copy or record the report again."
+        )
     written_by = f"Nsight Systems {writer}" if writer else "an unknown Nsight Systems version"
     if not tools:
         raise ToolMissingError(
@@ -161,12 +168,6 @@ def export_to_cache(
             for p in (tmp, log_path):
                 p.unlink(missing_ok=True)
     detail = "; ".join(failures)
-    if writer is None:
-        # Every complete .nsys-rep carries its writer's version; without it the file is cut short.
-        raise ReportError(
-            f"{rep.name} has no Nsight Systems version record, so it is probably truncated or "
-            f"damaged, and nsys could not export it ({detail}); copy or record the report again."
-        )
     if writer:
         raise ToolMissingError(
             f"{rep.name} was written by {written_by}, and no installed nsys could read it "

@@ -144,12 +144,37 @@ COMMANDS = {
     "ncu-compare": (lambda f: ["ncu-compare", str(NCU_REP), f], NCU_CASES),
     "telemetry": (lambda f: ["telemetry", "--replay", f, "--speed", "0"], TELEMETRY_CASES),
 }
-MATRIX = [(cmd, name, frag) for cmd, (_, cases) in COMMANDS.items() for name, frag in cases.items()]
+# Rows whose answer could depend on an installed nsys run twice: with none visible and with the fake
+# nsys of tests/engine/fake_tools visible (so the suite does not depend on what this machine has).
+NSYS_VISIBILITY = ("no-nsys", "fake-nsys")
+MATRIX = [
+    (cmd, name, frag, nsys)
+    for cmd, (_, cases) in COMMANDS.items()
+    for name, frag in cases.items()
+    for nsys in (NSYS_VISIBILITY if name.endswith(".nsys-rep") else NSYS_VISIBILITY[:1])
+]
+
+
+def nsys_env(visibility: str, tmp: Path) -> dict[str, str]:
+    """The environment with no nsys anywhere, or with only the fake nsys (on PATH, not via $NSYS)."""
+    env = os.environ.copy()
+    env.pop("NSYS", None)
+    env["KERNELSCOPE_TOOL_ROOT"] = "/nonexistent"  # hides /opt/nvidia/..., /usr/local/cuda*/bin
+    env["PATH"] = str(Path(sys.executable).parent)
+    if visibility == "fake-nsys":
+        from tests.engine import fake_tools
+
+        fake = fake_tools.install(tmp / "root")
+        env = fake_tools.env_for(fake)
+        env.pop("NSYS", None)
+        env["KERNELSCOPE_TOOL_ROOT"] = "/nonexistent"
+        env["PATH"] = f"{fake.nsys.parent}{os.pathsep}{Path(sys.executable).parent}"
+    return env
 
 
 def run_cli(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(KS + args, capture_output=True, text=True, timeout=120, cwd=REPO,
-                          env=env or os.environ.copy())
+                          env=env or nsys_env("no-nsys", Path("/nonexistent")))
 
 
 def assert_one_sentence(r: subprocess.CompletedProcess[str], fragment: str) -> str:
@@ -167,27 +192,39 @@ def assert_one_sentence(r: subprocess.CompletedProcess[str], fragment: str) -> s
     return last
 
 
-@pytest.mark.parametrize(("cmd", "name", "fragment"), MATRIX, ids=[f"{c}-{n}" for c, n, _ in MATRIX])
-def test_cli_bad_file(bad: dict[str, Path], cmd: str, name: str, fragment: str) -> None:
+@pytest.mark.parametrize(("cmd", "name", "fragment", "nsys"), MATRIX,
+                         ids=[f"{c}-{n}" + ("-fake-nsys" if v != "no-nsys" else "") for c, n, _, v in MATRIX])
+def test_cli_bad_file(bad: dict[str, Path], tmp_path: Path, cmd: str, name: str, fragment: str,
+                      nsys: str) -> None:
     build, _ = COMMANDS[cmd]
-    assert_one_sentence(run_cli(build(str(bad[name]))), fragment)
-
-
-def _no_nsys_env() -> dict[str, str]:
-    env = os.environ.copy()
-    env.pop("NSYS", None)
-    env["PATH"] = str(Path(sys.executable).parent)
-    env["KERNELSCOPE_TOOL_ROOT"] = "/nonexistent"
-    return env
+    r = run_cli(build(str(bad[name])), env=nsys_env(nsys, tmp_path))
+    assert_one_sentence(r, fragment)
+    # The sentence comes first: no progress line (hashing, exporting) in front of it.
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
 @pytest.mark.parametrize("cmd", ["stats", "findings", "info"])
 def test_nsys_rep_without_nsys(cmd: str) -> None:
     last = assert_one_sentence(
-        run_cli([cmd, str(NSYS_REP)], env=_no_nsys_env()),
+        run_cli([cmd, str(NSYS_REP)], env=nsys_env("no-nsys", Path("/nonexistent"))),
         "was written by Nsight Systems 2025.3.1.0 and needs an nsys of that version or newer",
     )
     assert "set NSYS=/path/to/nsys" in last
+
+
+def test_nsys_rep_with_an_nsys_on_path(tmp_path: Path) -> None:
+    """The counterpart: the same complete report opens when an nsys is on PATH (the fake exports the
+    fixture's own SQLite), and its stats equal those of the .sqlite export."""
+    env = nsys_env("fake-nsys", tmp_path)
+    via_rep = run_cli(["stats", "-f", "csv", str(NSYS_REP)], env=env)
+    assert via_rep.returncode == 0, via_rep.stderr
+    direct = run_cli(["stats", "-f", "csv", str(NSYS_SQLITE)])
+    assert direct.returncode == 0 and via_rep.stdout == direct.stdout and "[CUDA memset]" in direct.stdout
+    # Progress lines appear only on a terminal or with --progress (stderr is a pipe here).
+    assert "kernelscope:" not in via_rep.stderr, via_rep.stderr
+    fresh_cache = dict(env, KERNELSCOPE_CACHE=str(tmp_path / "fresh-cache"))
+    shown = run_cli(["--progress", "stats", "-f", "csv", str(NSYS_REP)], env=fresh_cache)
+    assert shown.returncode == 0 and "kernelscope: hashing report" in shown.stderr, shown.stderr
 
 
 @pytest.mark.parametrize(
