@@ -63,8 +63,8 @@ def test_smoke_start_and_quit(tmp_path):
     exe = Path(sys.executable).with_name("kernelscope-gui")
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "gui.app"]
     env = _env(tmp_path)
-    env["KERNELSCOPE_SMOKE_QUIT_MS"] = "1500"
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([*cmd, "--quit-after", "1.5"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     ini = (tmp_path / "config" / "kernelscope-gui.ini").read_text()

@@ -17,7 +17,15 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FIXTURES, NSYS_DIR, REPO
-from tests.engine.cli.test_bad_input import NCU_AWARE, NCU_REP, NSYS_REP, TELEMETRY_CASES, make_bad_files
+from tests.engine.cli.test_bad_input import (
+    NCU_AWARE,
+    NCU_REP,
+    NSYS_REP,
+    NSYS_VISIBILITY,
+    TELEMETRY_CASES,
+    make_bad_files,
+    nsys_env,
+)
 from tests.gui.conftest import LOAD_TIMEOUT_MS, open_and_wait, screenshot
 
 GOOD = NSYS_DIR / "host_overhead_naive.sqlite"
@@ -42,8 +50,19 @@ def _fails_with_one_sentence(qtbot, window, path: Path, fragment: str) -> str:
     return msg
 
 
-@pytest.mark.parametrize(("name", "fragment"), sorted(NCU_AWARE.items()), ids=sorted(NCU_AWARE))
-def test_open_bad_file(qtbot, window, bad, name: str, fragment: str) -> None:
+# .nsys-rep rows run with no nsys visible and with the fake nsys on PATH (the answer must not
+# depend on what this machine has installed); the others with no nsys visible.
+CASES = [(n, f, v) for n, f in sorted(NCU_AWARE.items())
+         for v in (NSYS_VISIBILITY if n.endswith(".nsys-rep") else NSYS_VISIBILITY[:1])]
+
+
+@pytest.mark.parametrize(("name", "fragment", "nsys"), CASES,
+                         ids=[n + ("-fake-nsys" if v != "no-nsys" else "") for n, _, v in CASES])
+def test_open_bad_file(qtbot, window, bad, monkeypatch, tmp_path, name: str, fragment: str,
+                       nsys: str) -> None:
+    for key, value in nsys_env(nsys, tmp_path).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("NSYS", raising=False)
     _fails_with_one_sentence(qtbot, window, bad[name], fragment)
     if name == "half.ncu-rep":
         screenshot(window, "bad_input_half_ncu_rep")
