@@ -1,4 +1,4 @@
-"""Entry point: ``kernelscope-gui [REPORT ...] [--screenshot FILE.png] [--view VIEW]``.
+"""Entry point: ``kernelscope-gui [REPORT ...] [--screenshot FILE.png] [--view VIEW] [--quit-after S]``.
 
 Kept light: only argparse and PySide6 at import; the engine, pandas and pyqtgraph load when the
 first report does, so the window appears fast.
@@ -30,6 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--screenshot", metavar="FILE.png",
                    help="open the report, save the chosen view at 1600x1000 as PNG, and exit")
     p.add_argument("--view", choices=VIEW_CHOICES, default="summary", help="view to show first")
+    p.add_argument("--quit-after", type=float, metavar="SECONDS",
+                   help="close the window after SECONDS (a start-up check for packagers and CI)")
     return p
 
 
@@ -105,6 +107,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.screenshot:
         # A screenshot needs no screen.
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from gui.xcb_check import missing_sentence, uses_xcb
+
+    if uses_xcb(os.environ) and (problem := missing_sentence()):
+        # Qt would abort (status 134) with a misleading hint; say what is missing instead.
+        print(f"kernelscope-gui: {problem}", file=sys.stderr)
+        return 1
     app = _make_app([])
     from PySide6.QtCore import QTimer
 
@@ -136,8 +144,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # First start: show something real instead of an empty window.
         settings.setValue("sample_opened", True)
         window.open_path(gsettings.default_sample())
-    quit_ms = os.environ.get("KERNELSCOPE_SMOKE_QUIT_MS")
-    if quit_ms:
+    # --quit-after SECONDS; KERNELSCOPE_SMOKE_QUIT_MS is its older internal alias (milliseconds).
+    quit_ms = (round(args.quit_after * 1000) if args.quit_after is not None
+               else os.environ.get("KERNELSCOPE_SMOKE_QUIT_MS"))
+    if quit_ms is not None and quit_ms != "":
         QTimer.singleShot(int(quit_ms), window.close)
     return int(app.exec())  # type: ignore[attr-defined]
 
