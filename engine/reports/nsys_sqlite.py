@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.reports.base import TABLES, ReportInfo, Trace, decode_global_tid
+from engine.reports.columns import ColumnStore, PendingColumns, has_null
 from engine.system.errors import ReportError
 
 if TYPE_CHECKING:
@@ -39,7 +40,6 @@ _MEM_OPER_LABELS = {0: "Allocation", 1: "Deallocation"}
 
 _COLUMNAR_MIN_ROWS = 20_000
 _NULL = -(2**62)  # stands for SQL NULL in column-wise reads
-_SUMMARY_THREADS = 2  # threads per big table in read_summary_columns
 
 #: Resolved columns of the big tables -> the raw SQLite columns they are computed from.
 _DERIVED: dict[str, dict[str, list[str]]] = {
@@ -79,34 +79,26 @@ _SUMMARY_RAW: dict[str, list[str]] = {
 
 
 class SummaryColumns:
-    """A column-wise read of integer expressions, in background threads (see ``read_summary_columns``).
+    """A column-wise read of integer expressions (see ``read_summary_columns``).
 
     :meth:`result` waits for it and returns {name: int64 array}, or None when a value is NULL (or
-    SQLite could not build the text), in which case callers use the general, pandas-based path.
+    SQLite could not read it), in which case callers use the general, pandas-based path.
     """
 
-    def __init__(self, parts: list[Future[list[object]]], names: list[str]) -> None:
-        self._parts, self._names = parts, names
+    def __init__(self, pending: PendingColumns | None, names: list[str]) -> None:
+        self._pending, self._names = pending, names
 
     def result(self) -> dict[str, npt.NDArray[np.int64]] | None:
-        """Wait for the read; the parsed columns in row order, or None (see the class docstring)."""
-        import numpy as np
-
-        chunks: list[list[npt.NDArray[np.int64]]] = []
-        for fut in self._parts:
-            try:
-                n_rows, *texts = fut.result()
-            except sqlite3.Error:
-                return None
-            cols = [np.fromstring(str(t or ""), dtype=np.int64, sep=",") for t in texts]
-            # group_concat skips NULLs, so a NULL shows as a short column.
-            if any(len(c) != n_rows for c in cols):
-                return None
-            chunks.append(cols)
-        return {
-            name: (chunks[0][i] if len(chunks) == 1 else np.concatenate([c[i] for c in chunks]))
-            for i, name in enumerate(self._names)
-        }
+        """Wait for the read; the columns in row order, or None (see the class docstring)."""
+        if self._pending is None:
+            return None
+        try:
+            cols = self._pending.result()
+        except sqlite3.Error:
+            return None
+        if any(has_null(cols[n]) for n in self._names):
+            return None
+        return {n: cols[n] for n in self._names}
 
 
 class _ColumnFuture:
@@ -229,6 +221,7 @@ class NsysSqliteTrace(Trace):
         self._columns: dict[str, list[str]] = {}
         self._strings: dict[int, str] | None = None
         self._prefetched: dict[tuple[str, str], _ColumnFuture] = {}
+        self._store: ColumnStore | None = None
         self._read_metadata()
 
     # -- metadata ------------------------------------------------------------------------------
@@ -393,14 +386,19 @@ class NsysSqliteTrace(Trace):
                 self._prefetched[(t, c)] = _ColumnFuture(fut, c)
         pool.shutdown(wait=False)
 
+    def column_store(self) -> ColumnStore:
+        """The columnar cache of this export (see :mod:`engine.reports.columns`)."""
+        if self._store is None:
+            self._store = ColumnStore(Path(self.info.sqlite_path or self.info.path))
+        return self._store
+
     def read_summary_columns(self, name: str) -> SummaryColumns | None:
         """Start reading what the pandas-free summaries need of a big table, column-wise.
 
         For ``api`` and ``kernels``: ``duration`` (end - start) and ``nameId`` (a StringIds id);
-        ``memcpy`` adds ``bytes`` and ``copyKind``, ``memset`` ``bytes``. Tables of
-        ``_COLUMNAR_MIN_ROWS`` rows or more are read in a thread with its own connection (SQLite
-        runs without Python's lock, so several tables and the caller's imports overlap); each
-        expression becomes one ``group_concat`` text that numpy parses in C.
+        ``memcpy`` adds ``bytes`` and ``copyKind``, ``memset`` ``bytes``. The columns come from
+        the export's :class:`~engine.reports.columns.ColumnStore` (read once in threads, then
+        memory-mapped from the cache), so the caller's own work overlaps the read.
 
         Returns:
             A handle whose ``result()`` gives the columns (None there when a value is NULL or the
@@ -412,85 +410,56 @@ class NsysSqliteTrace(Trace):
         if t not in self._tables:
             return None
         exprs = _SUMMARY_EXPRS[name]
-
-        def failed(why: str) -> SummaryColumns:  # result() is None: the general path takes over
-            fut: Future[list[object]] = Future()
-            fut.set_exception(sqlite3.DatabaseError(why))
-            return SummaryColumns([fut], list(exprs))
-
         if not set(_SUMMARY_RAW[name]) <= set(self.columns(t)):
-            return failed(f"{t} lacks a column")
-        aggs = ", ".join(f"group_concat({e}, ',')" for e in exprs.values())
-        sql = f"SELECT count(*), {aggs} FROM {t}"
-        # max(rowid) is a b-tree lookup; ranges of rowids split a big table between threads.
+            return SummaryColumns(None, list(exprs))
         try:
-            last = self._con.execute(f"SELECT max(rowid) FROM {t}").fetchone()[0]
-            first = self._con.execute(f"SELECT min(rowid) FROM {t}").fetchone()[0]
-        except sqlite3.Error as exc:  # a WITHOUT ROWID table, say
-            return failed(str(exc))
-        if last is None:
-            return None  # no rows
-        n_parts = 1 if last - first < _COLUMNAR_MIN_ROWS else _SUMMARY_THREADS
-        bounds = [first - 1 + (last - first + 1) * i // n_parts for i in range(n_parts + 1)]
-        path = Path(self.info.sqlite_path or self.info.path)
+            if self._con.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() is None:
+                return None  # no rows
+        except sqlite3.Error:
+            return SummaryColumns(None, list(exprs))
+        return SummaryColumns(self.column_store().read_async(t, exprs), list(exprs))
 
-        def read(lo: int, hi: int) -> list[object]:
-            con = connect_readonly(path)
-            try:
-                return list(con.execute(f"{sql} WHERE rowid > ? AND rowid <= ?", (lo, hi)).fetchone())
-            finally:
-                con.close()
-
-        if n_parts == 1:  # small: read it here, a thread and a connection cost more
-            done: Future[list[object]] = Future()
-            try:
-                done.set_result(list(self._con.execute(sql).fetchone()))
-            except sqlite3.Error as exc:
-                done.set_exception(exc)
-            return SummaryColumns([done], list(exprs))
-        pool = ThreadPoolExecutor(max_workers=n_parts, thread_name_prefix="ks-summary")
-        parts = [pool.submit(read, lo, hi) for lo, hi in zip(bounds, bounds[1:], strict=False)]
-        pool.shutdown(wait=False)
-        return SummaryColumns(parts, list(exprs))
-
-    def nvtx_ranges(self) -> list[tuple[int, int, str]] | None:
-        """NVTX push/pop and start/end ranges that ended, as (eventType, duration_ns, "domain:text").
+    def nvtx_range_groups(self) -> list[tuple[int, str, npt.NDArray[np.int64]]] | None:
+        """NVTX push/pop and start/end ranges that ended, grouped: (eventType, "domain:text", durations).
 
         The same names as the ``nvtx`` table gives (text from StringIds when ``textId`` resolves,
-        domain names from the domain-create events), without pandas. Empty when NVTX was not
+        domain names from the domain-create events), without pandas: SQLite groups the rows and
+        joins each group's durations into one text that numpy parses. Empty when NVTX was not
         captured; None when a range lacks a start or a domain id (the general path handles those).
         """
+        import numpy as np
+
         t = _NSYS_TABLES["nvtx"]
         if t not in self._tables:
             return []
         have = set(self.columns(t))
-        cols = ", ".join(
-            f'"{c}"' if c in have else f'NULL AS "{c}"'
-            for c in ("start", "end", "eventType", "text", "textId", "domainId")
-        )
-        rows = self._con.execute(f"SELECT {cols} FROM {t} WHERE eventType IN (59, 60, 75)").fetchall()
+        text_id = '"textId"' if "textId" in have else "NULL"
+        text = '"text"' if "text" in have else "NULL"
+        dom = '"domainId"' if "domainId" in have else "NULL"
+        rows = self._con.execute(
+            f'SELECT eventType, {dom}, {text_id}, {text}, count(*), count("start"), '
+            f"group_concat(\"end\" - \"start\", ',') FROM {t} "
+            'WHERE eventType IN (59, 60) AND "end" IS NOT NULL GROUP BY 1, 2, 3, 4'
+        ).fetchall()
         s = self.strings()
 
-        def text(r: tuple[object, ...]) -> object:
-            tid = r[4]
+        def label(tid: object, txt: object) -> object:
             if tid is not None and tid in s:
                 return s[tid]  # type: ignore[index]
-            return r[3]
+            return txt
 
-        domains = {r[5]: text(r) for r in rows if r[2] == 75}
-        out: list[tuple[int, int, str]] = []
-        for r in rows:
-            if r[2] == 75 or r[1] is None:
-                continue
-            if r[0] is None or r[5] is None:
+        created = self._con.execute(
+            f"SELECT {dom}, {text_id}, {text} FROM {t} WHERE eventType = 75").fetchall()
+        domains = {d: label(tid, txt) for d, tid, txt in created}
+        merged: dict[tuple[int, str], list[npt.NDArray[np.int64]]] = {}
+        for etype, dom_id, tid, txt, n, n_start, durs in rows:
+            if n_start != n or dom_id is None:
                 return None
-            dom, txt = domains.get(r[5], ""), text(r)
-            out.append((
-                int(r[2]),  # type: ignore[call-overload]
-                int(r[1]) - int(r[0]),  # type: ignore[call-overload]
-                f"{'' if dom is None else dom}:{'' if txt is None else txt}",
-            ))
-        return out
+            d, x = domains.get(dom_id, ""), label(tid, txt)
+            name = f"{'' if d is None else d}:{'' if x is None else x}"
+            merged.setdefault((int(etype), name), []).append(
+                np.fromstring(str(durs), dtype=np.int64, sep=","))
+        return [(e, name, np.concatenate(parts)) for (e, name), parts in merged.items()]
 
     def _probe(self, name: str) -> None:
         # The export creates a table only when it has rows: the schema alone answers.

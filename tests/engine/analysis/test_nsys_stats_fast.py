@@ -21,8 +21,9 @@ from engine.analysis.nsys.stats import (
     run_report,
     to_csv,
 )
+from engine.analysis.nsys.stats import fast as stats_fast
 from engine.analysis.nsys.stats.fast import _segment_stats
-from engine.reports import nsys_sqlite, open_report
+from engine.reports import columns, open_report
 from tests.conftest import NSYS_DIR, NSYS_SQLITE, ORACLES, REPO
 
 ORACLE_CASES = [
@@ -67,22 +68,41 @@ def test_fast_reports_equal_the_dataframe_path(db: Path) -> None:
                     assert frame[col].tolist() == df[col].tolist(), f"{report} {col}"
 
 
-def test_threaded_rowid_chunks_read_the_same_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_threaded_rowid_chunks_read_the_same_columns(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Big tables are split into rowid ranges read by threads; on a real fixture forced through that
-    path, the columns come back whole and in row order, and the report keeps its oracle bytes."""
+    path, the columns come back whole and in row order, are cached as .npy files that the next
+    open maps instead of reading, and the report keeps its oracle bytes."""
     db = next(p for p in NSYS_SQLITE if p.stem == "torch_sdpa_gemm")
     direct = sqlite3.connect(db).execute(
         'SELECT "end" - "start", nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME ORDER BY rowid').fetchall()
-    monkeypatch.setattr(nsys_sqlite, "_COLUMNAR_MIN_ROWS", 100)
-    monkeypatch.setattr(nsys_sqlite, "_SUMMARY_THREADS", 3)
+    monkeypatch.setenv("KERNELSCOPE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(columns, "CHUNK_ROWS", 100)
+    monkeypatch.setattr(columns, "SMALL_ROWS", 10)
+    oracle = (ORACLES / "torch_sdpa_gemm_cuda_api_sum.csv").read_text()
+    for attempt in ("read", "cached"):
+        trace = open_report(db)
+        read = trace.read_summary_columns("api")
+        assert read is not None
+        cols = read.result()
+        assert cols is not None
+        assert list(zip(cols["duration"].tolist(), cols["nameId"].tolist(), strict=True)) == direct
+        assert isinstance(cols["duration"], np.memmap) == (attempt == "cached")
+        assert to_csv(fast_reports(trace, ["cuda_api_sum"])["cuda_api_sum"]) == oracle
+    assert len(list((tmp_path / "cache" / "columns").glob("*/CUPTI_ACTIVITY_KIND_RUNTIME.*.npy"))) == 2
+
+
+def test_per_group_statistics_equal_the_one_sort_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bounded-memory path (one group at a time) prints what the single-sort path prints."""
+    db = next(p for p in NSYS_SQLITE if p.stem == "torch_sdpa_gemm")
     trace = open_report(db)
-    read = trace.read_summary_columns("api")
-    assert read is not None and len(read._parts) == 3
-    cols = read.result()
-    assert cols is not None
-    assert list(zip(cols["duration"].tolist(), cols["nameId"].tolist(), strict=True)) == direct
-    got = to_csv(fast_reports(trace, ["cuda_api_sum"])["cuda_api_sum"])
-    assert got == (ORACLES / "torch_sdpa_gemm_cuda_api_sum.csv").read_text()
+    wanted = ["cuda_api_sum", "cuda_gpu_kern_sum", "cuda_gpu_mem_time_sum", "nvtx_sum"]
+    before = {r: to_csv(t) for r, t in fast_reports(trace, wanted).items()}
+    monkeypatch.setattr(stats_fast, "_PER_GROUP_MIN_ROWS", 0)
+    monkeypatch.setattr(stats_fast, "_PER_GROUP_MAX_GROUPS", 10_000)
+    after = {r: to_csv(t) for r, t in fast_reports(open_report(db), wanted).items()}
+    assert after == before and len(before) == 4
+    for r in wanted:
+        assert before[r] == (ORACLES / f"torch_sdpa_gemm_{r}.csv").read_text()
 
 
 def _copy(tmp_path: Path, stem: str) -> Path:

@@ -275,7 +275,10 @@ def _mb(nbytes: pd.Series) -> pd.Series:
 
 
 def _by_duration(df: pd.DataFrame) -> pd.DataFrame:
-    return df.sort_values(["Duration (ns)", "Start (ns)"], ascending=[False, True], kind="stable")
+    """Longest first; ties by PID, then start (as nsys analyze orders multi-process reports)."""
+    keys = [c for c in ("Duration (ns)", "PID", "Start (ns)") if c in df.columns]
+    return df.sort_values(keys, ascending=[k == "Start (ns)" or k == "PID" for k in keys],
+                          kind="stable")
 
 
 def _fmt_ms(ns: float) -> str:
