@@ -52,6 +52,11 @@ def register(sub: Any) -> None:
                    help="record GPU telemetry (NVML/GPM) to telemetry.csv in the session folder")
     r.add_argument("--telemetry-period", type=float, default=0.1, metavar="S",
                    help="seconds between telemetry samples (default 0.1)")
+    r.add_argument("--per-rank", action="store_true",
+                   help="the command is torchrun/srun/mpirun: profile inside every rank, one report per "
+                        "rank (NAME_rank<N>); without it one report around the whole command")
+    r.add_argument("--profile-ranks", metavar="LIST",
+                   help="with --per-rank: profile only these ranks, e.g. 0,3 or 0-3 (implies --per-rank)")
     r.add_argument("--json", action="store_true", help="print the outcome as JSON at the end")
     r.add_argument("--quiet", action="store_true", help="do not echo the program's output")
     r.set_defaults(func=cmd_run, run_parser=r)
@@ -107,6 +112,7 @@ def _spec_from_args(args: argparse.Namespace) -> Any:
         params=parse_params(args.param), out_dir=args.out, name=args.name, timeout_s=args.timeout,
         target=target, tool_path=args.tool_path,
         telemetry=args.telemetry, telemetry_period_s=args.telemetry_period,
+        per_rank=bool(args.per_rank or args.profile_ranks), profile_ranks=args.profile_ranks,
         nsys=NsysOptions(trace=tuple(t for t in args.trace.split(",") if t),
                          cuda_memory_usage=args.cuda_memory_usage, gpu_metrics_devices=args.gpu_metrics),
         ncu=NcuOptions(set=args.ncu_set or None, sections=tuple(args.section), kernel_name=args.kernel_name,

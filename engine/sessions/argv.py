@@ -161,9 +161,30 @@ def session_argv(spec: SessionSpec, tool_path: str | None, output_base: str, tar
         return list(target)
     if not tool_path:
         raise ToolMissingError(f"No {spec.tool} was found; install it or pass its path.")
+    if spec.per_rank or spec.profile_ranks:
+        return per_rank_session_argv(spec, tool_path, output_base, target)
     if spec.tool == "nsys":
         return nsys_profile_argv(tool_path, spec.nsys, output_base, target)
     return ncu_argv(tool_path, spec.ncu, output_base, target)
+
+
+def per_rank_session_argv(spec: SessionSpec, tool_path: str, output_base: str, target: list[str],
+                          env: Mapping[str, str] | None = None) -> list[str]:
+    """The launcher command with nsys/ncu inside every (chosen) rank, one report per rank.
+
+    Raises:
+        LauncherError: ``target`` does not start with a known launcher, or has no program.
+    """
+    from engine.sessions import launchers as L
+
+    line = L.split(target, env)
+    ranks = L.parse_ranks(spec.profile_ranks)
+    out = L.rank_output(output_base, L.rank_var(line, ranks))
+    if spec.tool == "nsys":
+        profiler = nsys_profile_argv(tool_path, spec.nsys, out, [])
+    else:
+        profiler = ncu_argv(tool_path, spec.ncu, out, [])
+    return L.per_rank_argv(line, profiler, ranks)
 
 
 def report_suffix(tool: str) -> str | None:

@@ -1,6 +1,7 @@
 # Fake nsys. FAKE_MODE: ok | importer_fail | paranoid | export_fail. Writes $FAKE_NSYS_REP / _SQLITE.
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -44,7 +45,9 @@ if args[:1] != ["profile"]:
     print(f"unknown command {args[:1]}", file=sys.stderr)
     sys.exit(1)
 opts, target = split(args[1:])
-out = opts["--output"]
+# like nsys: %q{VAR} in the output name is the variable's value (per-rank reports), %p the pid
+out = re.sub(r"%q\{(\w+)\}", lambda m: os.environ.get(m.group(1), ""), opts["--output"])
+out = out.replace("%p", str(os.getpid()))
 if mode == "paranoid":
     print("The perf_event_paranoid level is 4; CPU sampling and context switch tracing need it to be 2 or "
           "lower.", file=sys.stderr)

@@ -1,0 +1,303 @@
+"""Line the ranks of a job up: steps per rank, NCCL collectives across ranks, the straggler.
+
+    result = analyze_ranks([open_report(p) for p in paths])     # or analyze_paths(paths)
+    result.straggler.rank, result.straggler.wait_per_step_ns
+
+How it works:
+
+* every rank's times move to one clock: the report's UTC zero (nsys's session start, Kineto's base
+  time) plus its own times, minus the earliest event of the job;
+* the steps are each rank's step range (engine.analysis.steps); inside a step every instant is NCCL
+  (an ``ncclDevKernel_*`` runs), else compute (other GPU work), else idle; idle time while the
+  rank's launching thread is outside CUDA calls is host time;
+* the k-th NCCL kernel of one operation on each rank is one collective; an NCCL kernel cannot finish
+  before every rank joined, so the time between a rank's kernel start and the last rank's start is
+  that rank's wait, and the last rank is the one it waited for;
+* the straggler is the rank the others waited for longest; its cost per step is the others' median
+  NCCL wait per step.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from engine.analysis.ranks.load import (
+    NCCL_KERNEL,
+    RankInput,
+    align_step_ranges,
+    number_ranks,
+    ranks_of,
+    report_utc_offset_ns,
+)
+from engine.analysis.ranks.model import ClockInfo, Collective, RankRow, RanksResult, StepCost, Straggler
+from engine.analysis.steps import merged
+from engine.system.errors import ReportError
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from engine.reports.base import Trace
+
+I64 = np.int64
+#: a straggler is named only when the others wait at least this share of a step for it ...
+MIN_WAIT_SHARE = 0.02
+#: ... and at least this long per step
+MIN_WAIT_NS = 20_000
+
+
+class _Blocks:
+    """Sorted disjoint intervals with prefix sums: covered length inside any window in O(log n)."""
+
+    def __init__(self, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]) -> None:
+        self.s, self.e = merged(np.asarray(starts, dtype=I64), np.asarray(ends, dtype=I64))
+        self.cum = np.concatenate([[0], np.cumsum(self.e - self.s)]).astype(I64)
+
+    def covered(self, lo: int, hi: int) -> int:
+        if hi <= lo or not len(self.s):
+            return 0
+        i = int(np.searchsorted(self.e, lo, side="right"))  # first block ending after lo
+        j = int(np.searchsorted(self.s, hi, side="left"))  # blocks starting before hi
+        if j <= i:
+            return 0
+        total = int(self.cum[j] - self.cum[i])
+        total -= max(0, lo - int(self.s[i]))
+        total -= max(0, int(self.e[j - 1]) - hi)
+        return total
+
+
+def _cat(*pairs: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]) -> _Blocks:
+    return _Blocks(np.concatenate([p[0] for p in pairs]), np.concatenate([p[1] for p in pairs]))
+
+
+def _op(name: str) -> str:
+    m = NCCL_KERNEL.match(name)
+    return m.group(1) if m else name
+
+
+_Waits = dict[int, list[tuple[int, int]]]
+
+
+def _collectives(inputs: list[RankInput], zero: int) -> tuple[list[Collective], _Waits, int | None, int]:
+    """Match NCCL kernels across ranks; (collectives, per rank [(launch, wait)], end spread, clipped)."""
+    per_rank: dict[int, dict[tuple[str, int], int]] = {}
+    for r in inputs:
+        order = np.argsort(r.nccl_start, kind="stable")
+        seen: dict[str, int] = defaultdict(int)
+        keys: dict[tuple[str, int], int] = {}
+        for i in order:
+            op = _op(r.nccl_name[i])
+            keys[(op, seen[op])] = int(i)
+            seen[op] += 1
+        per_rank[r.rank] = keys
+    all_keys: dict[tuple[str, int], int] = defaultdict(int)
+    for keys in per_rank.values():
+        for key in keys:
+            all_keys[key] += 1
+    waits: dict[int, list[tuple[int, int]]] = {r.rank: [] for r in inputs}
+    rows = []
+    spreads = []
+    clipped = 0
+    for key, n in all_keys.items():
+        if n < 2:
+            continue
+        members = [(r, per_rank[r.rank][key]) for r in inputs if key in per_rank[r.rank]]
+        starts = {r.rank: int(r.nccl_start[i]) + r.offset_ns - zero for r, i in members}
+        ends = {r.rank: int(r.nccl_end[i]) + r.offset_ns - zero for r, i in members}
+        last = max(starts, key=lambda k: (starts[k], k))
+        latest = starts[last]
+        w: dict[str, int] = {}
+        for r, i in members:
+            own = starts[r.rank]
+            wait = latest - own
+            dur = ends[r.rank] - own
+            if wait > dur:
+                clipped += 1
+                wait = dur
+            w[str(r.rank)] = max(0, wait)
+            waits[r.rank].append((int(r.nccl_launch[i]), w[str(r.rank)]))
+        spreads.append(max(ends.values()) - min(ends.values()))
+        first_r, first_i = members[0]
+        rows.append((min(starts.values()), key[0], first_r.nccl_name[first_i], first_r.nccl_bytes[first_i],
+                     max(ends.values()), latest - min(starts.values()), last, w))
+    rows.sort(key=lambda x: (x[0], x[1]))
+    out = [Collective(i, op, name, nbytes, start, end, skew, last, w)
+           for i, (start, op, name, nbytes, end, skew, last, w) in enumerate(rows)]
+    return out, waits, (int(np.median(spreads)) if spreads else None), clipped
+
+
+def _step_costs(r: RankInput, waits: list[tuple[int, int]], shift: int) -> list[StepCost]:
+    """Per step of one rank: the NCCL / compute / idle partition, waits and host time."""
+    comp = (r.compute_start, r.compute_end)
+    nccl = (r.nccl_start, r.nccl_end)
+    n_b, g_b = _Blocks(*nccl), _cat(comp, nccl)
+    c_b = _Blocks(*comp)
+    ag_b = _cat(comp, nccl, (r.api_start, r.api_end))
+    if r.steps is not None and r.steps.count:
+        windows = [(s.index, s.start_ns, s.end_ns, s.warmup) for s in r.steps.steps]
+    else:
+        every = np.concatenate([r.compute_start, r.nccl_start])
+        ends = np.concatenate([r.compute_end, r.nccl_end])
+        windows = [(0, int(every.min()), int(ends.max()), False)] if len(every) else []
+    w_launch = np.array([a for a, _ in waits], dtype=I64)
+    w_ns = np.array([b for _, b in waits], dtype=I64)
+    out = []
+    for index, lo, hi, warm in windows:
+        span = hi - lo
+        busy = g_b.covered(lo, hi)
+        nccl_ns = n_b.covered(lo, hi)
+        overlap = nccl_ns + c_b.covered(lo, hi) - busy
+        host = span - ag_b.covered(lo, hi)
+        sel = (w_launch >= lo) & (w_launch < hi)
+        out.append(StepCost(index, lo + shift, hi + shift, busy - nccl_ns, nccl_ns, int(w_ns[sel].sum()),
+                            span - busy, host, overlap, warm))
+    return out
+
+
+def _row(r: RankInput, costs: list[StepCost]) -> RankRow:
+    steady = [c for c in costs if not c.warmup] or costs
+    has_steps = r.steps is not None and r.steps.count > 0
+    return RankRow(
+        rank=r.rank, report=r.report, pid=r.pid, device=r.device, host=r.host,
+        steps=r.steps.count if r.steps is not None else 0,
+        step_range=r.steps.range_name if r.steps is not None else None,
+        step_median_ns=int(np.median([c.duration_ns for c in steady])) if has_steps and steady else None,
+        compute_ns=sum(c.compute_ns for c in steady), nccl_ns=sum(c.nccl_ns for c in steady),
+        nccl_wait_ns=sum(c.nccl_wait_ns for c in steady), idle_ns=sum(c.idle_ns for c in steady),
+        host_ns=sum(c.host_ns for c in steady), nccl_kernels=len(r.nccl_start), per_step=tuple(costs),
+    )
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:,.2f} ms" if abs(ns) >= 1e5 else f"{ns / 1e3:,.1f} µs"
+
+
+def _median(values: list[int]) -> int:
+    return int(np.median(values)) if values else 0
+
+
+def _straggler(rows: list[RankRow], colls: list[Collective]) -> tuple[Straggler | None, str | None]:
+    if len(rows) < 2 or not colls:
+        return None, None
+    credit: dict[int, float] = defaultdict(float)
+    last_count: dict[int, int] = defaultdict(int)
+    for c in colls:
+        waited = [w for k, w in c.waits_ns.items() if int(k) != c.last_rank]
+        if waited:
+            credit[c.last_rank] += sum(waited) / len(waited)
+            last_count[c.last_rank] += 1
+    if not credit:
+        return None, None
+    s = max(credit, key=lambda k: (credit[k], -k))
+    row = next(r for r in rows if r.rank == s)
+    others = [r for r in rows if r.rank != s]
+    wait_of = {r.rank: _median([c.nccl_wait_ns for c in r.counted_steps]) for r in rows}
+    cost = int(np.mean([wait_of[r.rank] for r in others]))
+    step = _median([r.step_median_ns or 0 for r in rows])
+    if cost < max(MIN_WAIT_NS, MIN_WAIT_SHARE * step):
+        return None, (f"No rank makes the others wait: the largest NCCL wait per step is {_ms(cost)}"
+                      + (f" of a {_ms(step)} step." if step else "."))
+    host_of = {r.rank: _median([c.host_ns for c in r.counted_steps]) for r in rows}
+    idle_of = {r.rank: _median([c.idle_ns for c in r.counted_steps]) for r in rows}
+    extra = host_of[s] - _median([host_of[r.rank] for r in others])
+    share = last_count[s] / len(colls)
+    skews = [c.start_skew_ns for c in colls if c.last_rank == s]
+    evidence = [
+        f"Rank {s} started last in {last_count[s]} of {len(colls)} NCCL collectives ({share:.0%}); "
+        f"the median start skew of those is {_ms(_median(skews))}.",
+        "The other ranks wait for it in NCCL " + _ms(cost) + " per step ("
+        + ", ".join(f"rank {r.rank}: {_ms(wait_of[r.rank])}" for r in others)
+        + f"); rank {s} itself waits {_ms(wait_of[s])}.",
+        f"Rank {s}'s GPU is idle {_ms(idle_of[s])} per step, {_ms(host_of[s])} of it while its host works "
+        f"outside CUDA calls: {_ms(extra)} more host time per step than the others "
+        f"({', '.join(f'rank {r.rank}: {_ms(host_of[r.rank])}' for r in others)}).",
+    ]
+    if step:
+        evidence.append(f"Steps take {_ms(step)} (median) on every rank: the job runs at rank {s}'s pace; "
+                        f"the wait is {cost / step:.0%} of each step.")
+    return Straggler(s, row.device, tuple(evidence), cost, share, extra), None
+
+
+def _clock(inputs: list[RankInput], methods: set[str], zero: int, spread: int | None,
+           clipped: int) -> ClockInfo:
+    hosts = tuple(sorted({r.host for r in inputs if r.host}))
+    method = next(iter(methods)) if len(methods) == 1 else ("mixed: " + ", ".join(sorted(methods)))
+    reports = len({r.report for r in inputs})
+    where = f"{len(hosts)} host{'s' if len(hosts) != 1 else ''}" if hosts else "unknown hosts"
+    if reports == 1:
+        text = f"All ranks come from one report, so they share its clock ({where})."
+    else:
+        text = f"{reports} reports on {where} placed on one clock by their {method}."
+    if spread is not None:
+        text += (f" A collective ends within {_ms(spread)} across ranks (median), which bounds how "
+                 "far the clocks disagree.")
+    if clipped:
+        text += (f" {clipped} NCCL kernel(s) ended before the last rank started the same collective: "
+                 "the clocks disagree by more than those kernels last.")
+    return ClockInfo(method, hosts, zero if "none" not in methods else None, spread, text)
+
+
+def analyze_ranks(traces: Sequence[Trace], *, range_name: str | None = None) -> RanksResult:
+    """The rank analysis of one job.
+
+    Args:
+        traces: Per-rank reports, or one (or more) reports holding several processes.
+        range_name: The step range to use on every rank (default: chosen by structure, the one most
+            ranks agree on).
+
+    Raises:
+        ReportError: no report has GPU work.
+    """
+    inputs: list[RankInput] = []
+    methods: set[str] = set()
+    for t in traces:
+        got = ranks_of(t, range_name=range_name)
+        inputs += got
+        if got:
+            methods.add(report_utc_offset_ns(t)[1])
+    if not inputs:
+        names = ", ".join(Path(str(t.info.path)).name for t in traces)
+        raise ReportError(f"No GPU work was found in {names}; record the job with CUDA tracing "
+                          "(nsys --trace=cuda or torch.profiler with CUDA activities).")
+    notes = number_ranks(inputs)
+    if range_name is None:
+        align_step_ranges(list(traces), inputs)
+    firsts = []
+    for r in inputs:
+        cand = [a.min() for a in (r.compute_start, r.nccl_start, r.api_start) if len(a)]
+        if r.steps is not None and r.steps.count:
+            cand.append(r.steps.steps[0].start_ns)
+        firsts.append(int(min(cand)) + r.offset_ns)
+    zero = min(firsts)
+    colls, waits, spread, clipped = _collectives(inputs, zero)
+    rows = [_row(r, _step_costs(r, waits[r.rank], r.offset_ns - zero)) for r in inputs]
+    missing = [r.rank for r in rows if not r.steps]
+    if missing:
+        notes.append(f"No repeating step range on rank(s) {', '.join(map(str, missing))}: their numbers "
+                     "cover the whole capture as one step.")
+    if not colls:
+        notes.append("No NCCL kernels (ncclDevKernel_*) matched across ranks, so there are no waits to "
+                     "measure; trace CUDA on every rank.")
+    strag, why = _straggler(rows, colls)
+    if why:
+        notes.append(why)
+    return RanksResult(tuple(rows), tuple(colls), strag, _clock(inputs, methods, zero, spread, clipped),
+                       tuple(notes))
+
+
+def analyze_paths(paths: Sequence[str | Path], *, range_name: str | None = None) -> RanksResult:
+    """Open every report (by content), analyse them as one job, close them."""
+    from engine.reports.open import open_report
+
+    traces: list[Trace] = []
+    try:
+        for p in paths:
+            traces.append(open_report(p))
+        return analyze_ranks(traces, range_name=range_name)
+    finally:
+        for t in traces:
+            t.close()

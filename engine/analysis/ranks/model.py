@@ -1,0 +1,205 @@
+"""The typed results of a rank analysis (``kernelscope.ranks/1``): frozen values with ``to_json()``.
+
+Times are integer nanoseconds. Times on the job's clock (``*_start_ns``, ``*_end_ns``) are relative to
+``job_start_utc_ns`` (the earliest event of any rank, in UTC), so every rank sits on one axis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+SCHEMA = "kernelscope.ranks/1"
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """Where one step of one rank went: each instant is NCCL, else compute, else idle.
+
+    Attributes:
+        index: The step's number in the rank's step range (warm-up steps included).
+        start_ns: Start on the job's clock.
+        end_ns: End on the job's clock.
+        compute_ns: GPU busy with kernels, copies or memsets while no NCCL kernel runs.
+        nccl_ns: An NCCL kernel runs (overlap with compute counts here, see ``overlap_ns``).
+        nccl_wait_ns: Time this rank's NCCL kernels waited for the last rank to start the same
+            collective.
+        idle_ns: No GPU work at all.
+        host_ns: GPU idle while the rank's CPU thread is outside any CUDA API call (the GPU waits
+            for host work: Python, data loading, a sleep).
+        overlap_ns: NCCL kernels that run while compute also runs on another stream.
+        warmup: The step is warm-up (much slower than the ones after it).
+    """
+
+    index: int
+    start_ns: int
+    end_ns: int
+    compute_ns: int
+    nccl_ns: int
+    nccl_wait_ns: int
+    idle_ns: int
+    host_ns: int
+    overlap_ns: int
+    warmup: bool
+
+    @property
+    def duration_ns(self) -> int:
+        """End − start."""
+        return self.end_ns - self.start_ns
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {"index": self.index, "start_ns": self.start_ns, "end_ns": self.end_ns,
+                "duration_ns": self.duration_ns, "compute_ns": self.compute_ns,
+                "nccl_ns": self.nccl_ns, "nccl_wait_ns": self.nccl_wait_ns, "idle_ns": self.idle_ns,
+                "host_ns": self.host_ns, "overlap_ns": self.overlap_ns, "warmup": self.warmup}
+
+
+@dataclass(frozen=True)
+class RankRow:
+    """One rank: a process with GPU work, from one report.
+
+    ``compute_ns``, ``nccl_ns``, ``nccl_wait_ns``, ``idle_ns`` and ``host_ns`` are totals over the
+    rank's steady steps (warm-up left out; every step when all are warm-up, the whole capture when
+    no step range was found); ``compute_ns + nccl_ns + idle_ns`` is their summed duration.
+    """
+
+    rank: int
+    report: str
+    pid: int | None
+    device: int | None
+    host: str | None
+    steps: int
+    step_range: str | None
+    step_median_ns: int | None
+    compute_ns: int
+    nccl_ns: int
+    nccl_wait_ns: int
+    idle_ns: int
+    host_ns: int
+    nccl_kernels: int
+    per_step: tuple[StepCost, ...] = ()
+
+    @property
+    def counted_steps(self) -> tuple[StepCost, ...]:
+        """The steps the totals are over."""
+        steady = tuple(s for s in self.per_step if not s.warmup)
+        return steady or self.per_step
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict (the keys of ``kernelscope.ranks/1`` first)."""
+        return {"rank": self.rank, "report": self.report, "pid": self.pid, "device": self.device,
+                "host": self.host, "steps": self.steps, "step_median_ns": self.step_median_ns,
+                "compute_ns": self.compute_ns, "nccl_ns": self.nccl_ns,
+                "nccl_wait_ns": self.nccl_wait_ns, "idle_ns": self.idle_ns, "host_ns": self.host_ns,
+                "step_range": self.step_range, "nccl_kernels": self.nccl_kernels,
+                "per_step": [s.to_json() for s in self.per_step]}
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective matched across ranks (the k-th NCCL kernel of one operation on each rank).
+
+    Attributes:
+        index: Position among the job's collectives, in time order.
+        op: The operation (``AllReduce``, ``AllGather``, ``ReduceScatter``, ``Broadcast``, ...).
+        name: The kernel name on the first rank.
+        bytes: Message size from the NCCL NVTX range or the profiler's arguments (None: not recorded).
+        start_ns: The earliest start across ranks (job clock).
+        end_ns: The latest end across ranks (job clock).
+        start_skew_ns: Latest start − earliest start.
+        last_rank: The rank that started last (the one the others waited for).
+        waits_ns: Per rank (as text, for JSON), how long its kernel ran before the last rank started.
+    """
+
+    index: int
+    op: str
+    name: str
+    bytes: int | None
+    start_ns: int
+    end_ns: int
+    start_skew_ns: int
+    last_rank: int
+    waits_ns: dict[str, int]
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {"index": self.index, "op": self.op, "name": self.name, "bytes": self.bytes,
+                "start_ns": self.start_ns, "end_ns": self.end_ns, "start_skew_ns": self.start_skew_ns,
+                "last_rank": self.last_rank, "waits_ns": dict(self.waits_ns)}
+
+
+@dataclass(frozen=True)
+class Straggler:
+    """The rank the others wait for.
+
+    Attributes:
+        rank: Its number.
+        device: Its GPU.
+        evidence: Sentences with the numbers behind the verdict.
+        wait_per_step_ns: What it costs: the other ranks' NCCL wait for it, per step (mean over the
+            other ranks of their median per-step wait).
+        last_share: Fraction of the collectives where it started last.
+        extra_host_per_step_ns: Its median host time per step minus the others' median.
+    """
+
+    rank: int
+    device: int | None
+    evidence: tuple[str, ...]
+    wait_per_step_ns: int
+    last_share: float
+    extra_host_per_step_ns: int
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {"rank": self.rank, "device": self.device, "evidence": list(self.evidence),
+                "wait_per_step_ns": self.wait_per_step_ns, "last_share": round(self.last_share, 4),
+                "extra_host_per_step_ns": self.extra_host_per_step_ns}
+
+
+@dataclass(frozen=True)
+class ClockInfo:
+    """How the ranks were put on one clock, and how well the clocks agree.
+
+    Attributes:
+        method: ``session start (UTC)`` (nsys), ``trace base time (UTC)`` (Kineto), or ``none``.
+        hosts: The distinct host names.
+        job_start_utc_ns: UTC time of the job clock's zero.
+        nccl_end_spread_ns: Median over collectives of (latest end − earliest end) across ranks:
+            a collective ends at nearly the same moment on every rank, so this bounds the clock
+            disagreement (None without collectives).
+        sentence: The same in words.
+    """
+
+    method: str
+    hosts: tuple[str, ...]
+    job_start_utc_ns: int | None
+    nccl_end_spread_ns: int | None
+    sentence: str
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {"method": self.method, "hosts": list(self.hosts), "job_start_utc_ns": self.job_start_utc_ns,
+                "nccl_end_spread_ns": self.nccl_end_spread_ns, "sentence": self.sentence}
+
+
+@dataclass(frozen=True)
+class RanksResult:
+    """A whole job: its ranks, collectives, straggler and clock."""
+
+    ranks: tuple[RankRow, ...]
+    collectives: tuple[Collective, ...]
+    straggler: Straggler | None
+    clock: ClockInfo
+    notes: tuple[str, ...] = ()
+
+    def rank(self, number: int) -> RankRow:
+        """The row of rank ``number``."""
+        return next(r for r in self.ranks if r.rank == number)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``kernelscope.ranks/1`` document."""
+        return {"schema": SCHEMA, "ranks": [r.to_json() for r in self.ranks],
+                "collectives": [c.to_json() for c in self.collectives],
+                "straggler": self.straggler.to_json() if self.straggler else None,
+                "clock": self.clock.to_json(), "notes": list(self.notes)}
