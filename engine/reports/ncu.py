@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.reports.base import read_head
 from engine.reports.ncu_names import simplify_names
+from engine.reports.ncu_section_defs import SectionDef, read_section_defs
 from engine.system.atomic import atomic_write
 from engine.system.errors import ReportError
 
@@ -185,6 +186,9 @@ _THREAD_INST_DERIVED = re.compile(r"derived__(sm|smsp)__sass_thread_inst_execute
 # Rule messages carry links as markup: @section:ID:Name@ and @url:Text:URL@ (ncu prints Name, Text (URL)).
 _SECTION_LINK = re.compile(r"@section:[^:@]*:([^@]*)@")
 _URL_LINK = re.compile(r"@url:([^:@]*):([^@]*)@")
+# Names in an action's metric list that ncu does not print as metrics: breakdown and group
+# entries, and the "regex:" patterns of section definitions (a custom section's body may list one).
+_NOT_METRICS = ("breakdown:", "group:", "regex:")
 _RULE_TYPES = {0: "", 1: "INF", 2: "OPT", 3: "WRN", 4: "ERR"}
 _SPEEDUP_TYPES = {0: "", 1: "local", 2: "global"}
 
@@ -413,14 +417,16 @@ def format_speedup(value: float) -> str:
 def _metric_text(metric: Any) -> tuple[str, float]:
     """The printed text of an ``ncu_report.IMetric`` and its numeric value (NaN if none)."""
     kind = metric.kind()
+    if kind not in (_KIND_STRING, _KIND_FLOAT, _KIND_DOUBLE, _KIND_UINT32, _KIND_UINT64):
+        return "no data", math.nan
+    if not metric.has_value():
+        return "", math.nan  # collected without a value (e.g. NUMA ids of a GPU without them): ncu prints ""
     if kind == _KIND_STRING:
         return str(metric.as_string()), math.nan
     if kind in (_KIND_UINT32, _KIND_UINT64):
         v = int(metric.as_uint64())
         return f"{v:,}", float(v)
     if kind in (_KIND_FLOAT, _KIND_DOUBLE):
-        if not metric.has_value():
-            return "", math.nan  # instanced metric without a single value
         d = float(metric.as_double())
         return format_number(d), d
     return "no data", math.nan
@@ -540,19 +546,42 @@ def _value(action: Any, name: str) -> Any:
     return m.value()
 
 
-def _section_table(action: Any) -> list[tuple[str, str, int, tuple[tuple[str, str], ...]]]:
-    """The sections the action was profiled with (ncu prints no other), ours first, in print order.
+def _int_text(action: Any, name: str) -> str:
+    """An identity metric (context, stream, device) as ncu prints it: an integer, whatever its kind.
 
-    A section the table lacks is printed with its rule results only.
+    Reports of older ncu versions store these as doubles (1.0); ncu prints 1.
+    """
+    v = _value(action, name)
+    return "" if v is None else str(int(v))
+
+
+def _section_table(
+    action: Any, defs: dict[str, SectionDef], arch: int | None
+) -> list[tuple[str, str, int, tuple[tuple[str, str], ...]]]:
+    """The sections the action was profiled with, in print order, with the header rows ncu prints.
+
+    ncu prints the sections a report holds with the definitions stored in the report (a report of
+    an older ncu prints its own sections, custom ones included), each header metric filtered by
+    the GPU's architecture (:mod:`engine.reports.ncu_section_defs`): ordered by (order, name),
+    sections without an order (0) last, each section's header metrics sorted by metric name. A
+    section without header metrics prints its rule results only.
     """
     try:
-        present = {str(s.identifier()): s for s in action.sections()}
+        present = list(action.sections())
     except AttributeError:  # older wheels have no sections(): print every section we know
         return sorted(_SECTIONS, key=lambda s: (s[2], s[1]))
-    table = [s for s in _SECTIONS if s[0] in present]
-    known = {s[0] for s in _SECTIONS}
-    table += [(i, str(s.name()), int(s.order()), ()) for i, s in present.items() if i not in known]
-    return sorted(table, key=lambda s: (s[2], s[1]))
+    table = []
+    for s in present:
+        ident = str(s.identifier())
+        d = defs.get(ident)
+        if d is not None:
+            header = d.header_rows(arch, lambda n: action.metric_by_name(n) is not None)
+        else:  # no stored definition found: the names and labels ncu_report gives
+            header = sorted(((str(m.name()), str(m.label()) or str(m.name())) for m in s.header_metrics()),
+                            key=lambda h: h[0])
+        table.append((ident, str(s.name()), int(s.order()), tuple(header)))
+    # A section without an order (0: custom sections) comes after the ordered ones.
+    return sorted(table, key=lambda s: (s[2] <= 0, s[2], s[1]))
 
 
 def _plain_message(text: str) -> str:
@@ -804,7 +833,7 @@ def read_ncu_rep(path: str | Path, *, use_cache: bool = True) -> NcuReport:
     return report
 
 
-_CACHE_FORMAT = 4  # 3: report-wide names, stored_names; 4: per-chain name rule, negative casts kept
+_CACHE_FORMAT = 5  # 4: per-chain name rule, negative casts kept; 5: stored section defs, "" for no value
 
 
 def _cache_file(path: Path) -> Path:
@@ -862,6 +891,7 @@ def _read_ncu_rep(p: Path, use_cache: bool = False) -> NcuReport:
     if fmt is not None and fmt > KNOWN_FORMAT:
         notes.append(_newer_message(p, fmt, partly=True))
     pid, pname, host = _process_info(p)
+    section_defs = read_section_defs(p)
 
     kernels: list[dict[str, Any]] = []
     details: list[list[Any]] = []
@@ -886,12 +916,12 @@ def _read_ncu_rep(p: Path, use_cache: bool = False) -> NcuReport:
         block, grid = _dim(a, "launch__block_dim"), _dim(a, "launch__grid_dim")
         major = _value(a, "device__attribute_compute_capability_major")
         minor = _value(a, "device__attribute_compute_capability_minor")
-        cc = f"{major}.{minor}" if major is not None else ""
+        cc = f"{int(major)}.{int(minor or 0)}" if major is not None else ""
         demangled = printed_names[idx]
         ident = [
-            str(idx), pid, pname, host, demangled, str(_value(a, "launch__context_id") or ""),
-            str(_value(a, "launch__stream_id") or ""), "({}, {}, {})".format(*block),
-            "({}, {}, {})".format(*grid), str(_value(a, "launch__device_id") or 0), cc,
+            str(idx), pid, pname, host, demangled, _int_text(a, "launch__context_id"),
+            _int_text(a, "launch__stream_id"), "({}, {}, {})".format(*block),
+            "({}, {}, {})".format(*grid), _int_text(a, "launch__device_id") or "0", cc,
         ]
         dur = _value(a, "gpu__time_duration.sum")
         kernels.append({
@@ -909,10 +939,12 @@ def _read_ncu_rep(p: Path, use_cache: bool = False) -> NcuReport:
         })
         rules = _rule_rows(a)
         nums: dict[str, float] = {}
-        for sid, sname, _order, header in _section_table(a):
+        arch = int(major) * 10 + int(minor or 0) if major is not None else None
+        for sid, sname, _order, header in _section_table(a, section_defs, arch):
             for metric_name, label in header:
                 m = a.metric_by_name(metric_name)
-                if m is None:
+                if m is None:  # a header metric the report lacks: ncu prints "n/a" without a unit
+                    details.append([*ident, sname, label, "", "n/a", *[""] * 5, math.nan, metric_name])
                     continue
                 text, num = _metric_text(m)
                 nums[metric_name] = num
@@ -926,7 +958,7 @@ def _read_ncu_rep(p: Path, use_cache: bool = False) -> NcuReport:
         known = name_lists.get(listed)  # kernels of one report mostly have the same metric names
         if known is None:
             names = [canonical.setdefault(n, n) for n in listed]
-            have = frozenset(n for n in names if not n.startswith(("breakdown:", "group:")))
+            have = frozenset(n for n in names if not n.startswith(_NOT_METRICS))
             summary = wanted.intersection(have).union(
                 n for n in have for pre, suf in patterns if n.startswith(pre) and n.endswith(suf))
             known = name_lists[listed] = (names, have, summary)
@@ -977,7 +1009,7 @@ def _all_metrics(
         row = dict(zip(ID_COLUMNS, ident, strict=True))
         nums: dict[str, float] = {}
         for name in map(str, a.metric_names()):
-            if name.startswith(("breakdown:", "group:")):
+            if name.startswith(_NOT_METRICS):
                 continue
             m = a.metric_by_name(name)
             row[name], nums[name] = _metric_text(m)

@@ -64,7 +64,7 @@ def details_csv(report: NcuReport, print_units: str = "base") -> str:
     """The details page as ``ncu --csv --page details --print-units base|auto`` prints it.
 
     Metric rows carry the identity, section and metric columns and end with an empty unquoted field;
-    rule rows carry all twenty columns.
+    rule rows carry all twenty columns. A page without rule results has no rule columns at all.
 
     Args:
         report: A report read by :func:`engine.reports.ncu.read_ncu`.
@@ -81,8 +81,14 @@ def details_csv(report: NcuReport, print_units: str = "base") -> str:
         raise ValueError(f"print_units must be one of {PRINT_UNITS}, not {print_units!r}")
     auto = print_units == "auto"
     n_id = len(ID_COLUMNS)
-    lines = [",".join(_quote(c) for c in DETAILS_COLUMNS)]
-    for row in report.metrics[[*DETAILS_COLUMNS, "value"]].itertuples(index=False, name=None):
+    table = report.metrics[[*DETAILS_COLUMNS, "value"]]
+    # ncu adds the five rule columns only when the page has a rule result to print; metric rows
+    # then end with one empty unquoted field, otherwise after "Metric Value".
+    with_rules = bool((table["Rule Name"] != "").any())
+    header = DETAILS_COLUMNS if with_rules else DETAILS_COLUMNS[:_N_METRIC_FIELDS]
+    end = "," if with_rules else ""
+    lines = [",".join(_quote(c) for c in header)]
+    for row in table.itertuples(index=False, name=None):
         if row[n_id + 4]:  # Rule Name set: a rule row
             lines.append(",".join(_quote(str(c)) for c in row[:-1]))
             continue
@@ -91,7 +97,7 @@ def details_csv(report: NcuReport, print_units: str = "base") -> str:
             scaled = auto_unit(cells[n_id + 2], float(row[-1]))
             if scaled is not None:
                 cells[n_id + 2], cells[n_id + 3] = scaled
-        lines.append(",".join(_quote(c) for c in cells) + ",")
+        lines.append(",".join(_quote(c) for c in cells) + end)
     return "\n".join(lines) + "\n"
 
 
