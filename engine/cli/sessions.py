@@ -18,6 +18,7 @@ def register(sub: Any) -> None:
                        help="which profiling tools, compilers and GPUs are here, and what is missing")
     d.add_argument("--host", metavar="[USER@]HOST[:PORT]", help="check an SSH host instead of this machine")
     d.add_argument("--identity", metavar="KEY", help="SSH private key for --host")
+    d.add_argument("--known-hosts", metavar="FILE", help="known_hosts file for --host")
     d.add_argument("--json", action="store_true", help="print the checks as JSON")
     d.set_defaults(func=cmd_doctor)
 
@@ -32,6 +33,11 @@ def register(sub: Any) -> None:
     r.add_argument("--host", metavar="[USER@]HOST[:PORT]", help="run on an SSH host (keys/agent only)")
     r.add_argument("--identity", metavar="KEY", help="SSH private key for --host")
     r.add_argument("--known-hosts", metavar="FILE", help="known_hosts file for --host")
+    r.add_argument("--cwd", metavar="DIR",
+                   help="run the program in DIR (default: the current directory, as nsys and ncu do)")
+    r.add_argument("--remote-cwd", metavar="DIR",
+                   help="with --host: run the program in DIR there (default: the remote home; relative "
+                        "paths are under it)")
     r.add_argument("--out", default="kernelscope-sessions", metavar="DIR",
                    help="folder for session folders (default: ./kernelscope-sessions)")
     r.add_argument("--name", help="report base name")
@@ -78,10 +84,12 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         from engine.system.ssh import parse_target
 
         target = parse_target(args.host)
-        if args.identity:
-            from dataclasses import replace
+        from dataclasses import replace
 
+        if args.identity:
             target = replace(target, identity_file=Path(args.identity))
+        if args.known_hosts:
+            target = replace(target, known_hosts=Path(args.known_hosts))
         checks = run_remote_doctor(target)
     else:
         checks = run_doctor()
@@ -98,10 +106,15 @@ def _spec_from_args(args: argparse.Namespace) -> Any:
     from engine.system.ssh import parse_target
 
     command, workload = split_run_args(args)
+    if args.remote_cwd and not args.host:
+        raise KernelscopeError("--remote-cwd applies to --host; for this machine use --cwd (or run from "
+                               "that folder).")
     if args.spec:
         from pathlib import Path
 
-        return SessionSpec.load(Path(args.spec))
+        loaded = SessionSpec.load(Path(args.spec))
+        wd = args.remote_cwd if not loaded.target.is_local else args.cwd
+        return loaded.with_(cwd=wd) if wd else loaded
     target = TargetSpec()
     if args.host:
         t = parse_target(args.host)
@@ -109,6 +122,7 @@ def _spec_from_args(args: argparse.Namespace) -> Any:
                             known_hosts=args.known_hosts)
     return SessionSpec(
         tool=args.tool, command=tuple(command) if not workload else (), workload=workload,
+        cwd=args.remote_cwd if args.host else args.cwd,
         params=parse_params(args.param), out_dir=args.out, name=args.name, timeout_s=args.timeout,
         target=target, tool_path=args.tool_path,
         telemetry=args.telemetry, telemetry_period_s=args.telemetry_period,

@@ -343,7 +343,13 @@ class NsysSqliteTrace(Trace):
         return pd.DataFrame({c: data.get(c, pd.Series([None] * n_rows, dtype=object)) for c in wanted})
 
     def _missing_or_none(self, name: str) -> None:
-        self._mark_missing(name, _NOT_CAPTURED_HINT.get(name, f"{name} was not captured"))
+        why = _NOT_CAPTURED_HINT.get(name, f"{name} was not captured")
+        if name == "kernels" and "CUPTI_ACTIVITY_KIND_RUNTIME" not in self._tables:
+            # No CUDA call at all: the program did not get as far as the GPU (or did not run); do not
+            # guess at an nsys/driver mismatch, which shows as launches without kernels.
+            why = ("no CUDA kernels were recorded, and no CUDA API calls either: the program made no CUDA "
+                   "call (check that it ran: its exit status and output are in the session log)")
+        self._mark_missing(name, why)
 
     def prefetch(self, columns: dict[str, list[str]]) -> None:
         """Start reading these columns of big tables in background threads.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import re
 import signal
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,8 +103,28 @@ def _last_error_line(output: str) -> str | None:
     return lines[-1] if lines else None
 
 
-def crash_of(tool: str, returncode: int | None, output: str) -> str | None:
-    """How the profiled program died, in words (None if it did not)."""
+# Lines that nsys / ncu print themselves; what is left of stderr is the program's own.
+_TOOL_LINE_RE = re.compile(
+    r"^\s*(?:Collecting data|Generating |Generated:|Importer error|importer note|The target application|"
+    r"WARNING|Warning:|Processing |Capture range|Exporting |\[\d+/\d+\]|==(?:PROF|WARNING|ERROR|INFO)==|"
+    r"kernelscope|/\S+\.(?:qdstrm|nsys-rep|ncu-rep|sqlite)$)"
+)
+TAIL_LINES = 3
+
+
+def program_error_tail(stderr_tail: Sequence[str], tool: str, n: int = TAIL_LINES) -> list[str]:
+    """The program's last ``n`` stderr lines (the profiler's own lines left out), each at most 200 chars."""
+    own = [ln.strip() for ln in stderr_tail
+           if ln.strip() and (tool == "bench" or not _TOOL_LINE_RE.match(ln))]
+    return [ln if len(ln) <= 200 else ln[:197] + "..." for ln in own[-n:]]
+
+
+def crash_of(tool: str, returncode: int | None, output: str, profiled: bool = False) -> str | None:
+    """How the profiled program died, in words (None if it did not).
+
+    ``profiled``: nsys wrote a report or a .qdstrm, so it did its job and a nonzero exit status it
+    returns without saying why is the program's own (nsys 2025 passes the program's status on).
+    """
     if tool == "bench":
         if returncode is None or returncode == 0:
             return None
@@ -119,6 +140,8 @@ def crash_of(tool: str, returncode: int | None, output: str) -> str | None:
         m = _NSYS_EXIT_RE.search(output)
         if m and int(m.group(1)) != 0:
             return f"exited with status {m.group(1)}"
+        if profiled and returncode is not None and returncode > 0:
+            return f"exited with status {returncode}"
         return None
     m = _NCU_SIGNAL_RE.search(output)
     if m:
@@ -139,6 +162,7 @@ def classify(
     qdstrm_exists: bool = False,
     elapsed_s: float = 0.0,
     program: str = "the program",
+    stderr_tail: Sequence[str] = (),
 ) -> tuple[OutcomeKind, str]:
     """Decide how a session ended from its exit status, output and files (pure; tested).
 
@@ -151,6 +175,7 @@ def classify(
         qdstrm_exists: nsys left a ``.qdstrm`` (its import step failed).
         elapsed_s: How long it ran.
         program: The program's name for messages.
+        stderr_tail: The last stderr lines; when the program failed, its own last lines are quoted.
     """
     if killed == "cancel":
         return OutcomeKind.CANCELLED, f"The session was cancelled after {elapsed_s:.0f} s; its log is kept."
@@ -163,16 +188,21 @@ def classify(
         return OutcomeKind.PERMISSION, explain_ncu_log(output) or PERM_FIX
     if tool == "nsys" and not report_exists and "perf_event_paranoid" in output:
         return OutcomeKind.PERMISSION, PARANOID_FIX
-    crash = crash_of(tool, returncode, output)
-    if tool == "nsys" and not report_exists and (qdstrm_exists or "Importer error" in output):
+    import_failed = tool == "nsys" and not report_exists and (qdstrm_exists or "Importer error" in output)
+    crash = crash_of(tool, returncode, output, profiled=report_exists or qdstrm_exists)
+    if crash:
+        # The program's own failure is the story; nsys's import trouble is a side remark.
+        kept = " (the report up to the crash is kept)" if report_exists else ""
+        tail = program_error_tail(stderr_tail, tool)
+        said = f"; its last error output: {' | '.join(tail)}" if tail else ""
+        remark = (" (nsys's import step failed too; the .qdstrm is kept)" if import_failed else "")
+        return OutcomeKind.CRASHED, f"{program} {crash}{kept}{said}{remark}; see session.log for its output."
+    if import_failed:
         return OutcomeKind.IMPORTER_FAILED, (
             "nsys recorded the run but its import step failed and left a .qdstrm file; run Nsight Systems' "
             "QdstrmImporter -i NAME.qdstrm -o NAME.nsys-rep (set KERNELSCOPE_IMPORTER_LIBS to a folder with "
             "the libraries it lacks, e.g. libdw.so.1, and Kernelscope will do it)."
         )
-    if crash:
-        kept = " (the report up to the crash is kept)" if report_exists else ""
-        return OutcomeKind.CRASHED, f"{program} {crash}{kept}; see session.log for its output."
     known = explain_ncu_log(output) if tool == "ncu" else None
     if known and (returncode != 0 or not report_exists):
         return OutcomeKind.TOOL_ERROR, known  # no kernels, unsupported GPU, no driver, unknown metric

@@ -6,6 +6,7 @@ Shared by the local runner (:mod:`engine.sessions.runner`) and the SSH runner
 
 from __future__ import annotations
 
+import collections
 import errno
 import os
 import queue
@@ -25,6 +26,7 @@ from engine.sessions.spec import SessionSpec
 from engine.system.errors import KernelscopeError
 
 KILL_GRACE_S = 3.0
+STDERR_TAIL_LINES = 40  # kept per step for the outcome's 'last error lines'
 
 
 PROGRESS_INTERVAL_S = 0.5
@@ -140,6 +142,7 @@ class StepResult:
     killed: str | None  # "cancel" | "timeout" | None
     output: str
     start_error: OSError | None = None
+    stderr_tail: tuple[str, ...] = ()  # the last lines printed on stderr (the program's, through nsys/ncu)
 
 
 class Session:
@@ -229,6 +232,7 @@ class Session:
         open_streams = 2
         killed: str | None = None
         exited_at: float | None = None
+        err_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self.tick()
         while open_streams:
             try:
@@ -237,6 +241,8 @@ class Session:
                     open_streams -= 1
                 else:
                     captured.append(text)
+                    if name == "stderr" and text.strip():
+                        err_tail.append(text)
                     self.emit(name, text)
             except queue.Empty:
                 pass
@@ -262,7 +268,7 @@ class Session:
                 proc.stdin.close()
             except OSError:
                 pass
-        return StepResult(rc, killed, "\n".join(captured))
+        return StepResult(rc, killed, "\n".join(captured), stderr_tail=tuple(err_tail))
 
 
 def start_watchdog(pgid: int) -> subprocess.Popen[bytes] | None:
@@ -340,7 +346,7 @@ def find_qdstrm(sdir: Path, name: str) -> Path | None:
 def recovered_outcome(res: StepResult, prog: str, elapsed_s: float) -> tuple[OutcomeKind, str]:
     """How a session ends once Kernelscope imported the .qdstrm that nsys left."""
     kind, text = classify("nsys", res.returncode, res.output.replace("Importer error", "importer note"),
-                          report_exists=True, elapsed_s=elapsed_s, program=prog)
+                          report_exists=True, elapsed_s=elapsed_s, program=prog, stderr_tail=res.stderr_tail)
     if kind is OutcomeKind.SUCCESS:
         text = "The session finished (nsys's import step failed; Kernelscope imported the .qdstrm itself)."
     return kind, text

@@ -35,12 +35,22 @@ from engine.sessions.store import REPORT_SUFFIXES, SessionStore
 REMOTE_ROOT = ".kernelscope/sessions"  # relative to the remote home directory
 
 
-# Remote wrapper: run "$@" in its own session/process group (setsid, when the host has it) inside the
-# session folder; a shell-builtin `read` loop watches our ssh's stdin, and when it reaches EOF (our ssh
-# was killed or lost) the whole group is killed. (Background jobs of a non-interactive shell read
-# /dev/null, hence the copy of stdin on fd 3.) Exits with the program's status.
+# Remote wrapper: run "$@" in its own session/process group (setsid, when the host has it); a
+# shell-builtin `read` loop watches our ssh's stdin, and when it reaches EOF (our ssh was killed or
+# lost) the whole group is killed. (Background jobs of a non-interactive shell read /dev/null, hence
+# the copy of stdin on fd 3.) Exits with the program's status. $1 is the session folder (created);
+# $2 the working directory: empty stays in the session folder, else it is entered from the remote home
+# (exit 95 when it does not exist). Arguments starting with SESSION_TOKEN/ get the session folder's
+# absolute path instead, so a program running elsewhere still writes its report there.
+SESSION_TOKEN = "@KERNELSCOPE_SESSION@"
+NO_WORKDIR_RC = 95
 REMOTE_WRAPPER = (
-    'mkdir -p "$1" && cd "$1" || exit 96; shift; exec 3<&0; '
+    'mkdir -p "$1" && cd "$1" || exit 96; s=$(pwd); '
+    'if [ -n "$2" ]; then cd && cd "$2" 2>/dev/null || '
+    '{ echo "kernelscope: the working directory $2 does not exist on this host" >&2; exit 95; }; fi; '
+    'shift 2; n=$#; while [ "$n" -gt 0 ]; do a=$1; shift; '
+    f'case $a in {SESSION_TOKEN}/*) a="$s/${{a#{SESSION_TOKEN}/}}";; esac; '
+    'set -- "$@" "$a"; n=$((n-1)); done; exec 3<&0; '
     'if command -v setsid >/dev/null 2>&1; then setsid "$@" </dev/null 3<&- & '
     'else "$@" </dev/null 3<&- & fi; p=$!; '
     '(while IFS= read -r _; do :; done <&3; '
@@ -62,9 +72,13 @@ class _Remote:
         self.env_words = [f"{k}={v}" for k, v in sess.spec.env.items()]
         self._ssh_argv = ssh_argv
 
-    def step(self, argv: list[str]) -> StepResult:
-        """Run argv in the remote session folder, in its own process group, killed when we go away."""
-        wrapped = ["sh", "-c", REMOTE_WRAPPER, "kernelscope-session", self.dir,
+    def step(self, argv: list[str], workdir: str = "") -> StepResult:
+        """Run argv in its own process group, killed when we go away.
+
+        It runs in ``workdir`` (relative to the remote home; "." is the home) or, when that is empty,
+        in the remote session folder.
+        """
+        wrapped = ["sh", "-c", REMOTE_WRAPPER, "kernelscope-session", self.dir, workdir,
                    *(["env", *self.env_words] if self.env_words else []), *argv]
         return self.sess.run_step(self._ssh_argv(self.t, wrapped), keep_stdin=True)
 
@@ -96,8 +110,10 @@ def run_remote(sess: Session, sid: str, sdir: Path, main_argv: list[str], target
     spec = sess.spec
     t = spec.target.ssh_target()
     remote = _Remote(sess, f"{spec.target.remote_dir.rstrip('/') or REMOTE_ROOT}/{sid}")
-    sess.note(f"running on {t.display} in {remote.display}: " + " ".join(main_argv))
-    res = remote.step(main_argv)
+    workdir = remote_workdir(spec.cwd)
+    sess.note(f"running on {t.display} in {remote_display(workdir) if workdir != '.' else '~'} (reports "
+              f"in {remote.display}): " + " ".join(main_argv))
+    res = remote.step(main_argv, workdir)
     prog = spec.workload or program_name(target)
     if res.start_error is not None:
         msg = "The ssh program was not found; install the OpenSSH client (openssh-client)."
@@ -106,6 +122,10 @@ def run_remote(sess: Session, sid: str, sdir: Path, main_argv: list[str], target
         why = explain_ssh_failure(t, 255, res.output)
         if why:
             return Outcome(OutcomeKind.SSH_ERROR, why, sid, sdir, 255, sess.elapsed())
+    if res.returncode == NO_WORKDIR_RC and not res.killed and "does not exist on this host" in res.output:
+        msg = (f"The working directory {remote_display(workdir)} does not exist on {t.display}; create it "
+               "there or give another --remote-cwd (relative paths are under the remote home).")
+        return Outcome(OutcomeKind.TOOL_ERROR, msg, sid, sdir, NO_WORKDIR_RC, sess.elapsed())
     if res.returncode == 127 and not res.killed:
         msg = (f"{main_argv[0]} was not found on {t.display}; install it there or pass its path "
                "(`kernelscope doctor --host` shows what is installed).")
@@ -120,8 +140,8 @@ def run_remote(sess: Session, sid: str, sdir: Path, main_argv: list[str], target
         nsys = main_argv[0]
         qdstrm = pick_qdstrm(names, spec.report_name)
         if rep_name not in names and qdstrm is not None and classify(
-                "nsys", res.returncode, res.output, qdstrm_exists=True, program=prog)[0] is \
-                OutcomeKind.IMPORTER_FAILED:
+                "nsys", res.returncode, res.output, qdstrm_exists=True, program=prog)[0] in \
+                (OutcomeKind.IMPORTER_FAILED, OutcomeKind.CRASHED):
             kind_r, msg_r, ok = _recover_remote_import(sess, remote, nsys, qdstrm, rep_name, res, prog)
             recovery, recovered = (kind_r, msg_r), ok
             if ok:
@@ -164,7 +184,7 @@ def run_remote(sess: Session, sid: str, sdir: Path, main_argv: list[str], target
         kind, msg = classify(spec.tool, res.returncode, res.output, killed=res.killed,
                              report_exists=(sdir / rep_name).is_file() if spec.tool != "bench" else False,
                              qdstrm_exists=any(n.endswith(".qdstrm") for n in names),
-                             elapsed_s=sess.elapsed(), program=prog)
+                             elapsed_s=sess.elapsed(), program=prog, stderr_tail=res.stderr_tail)
     return Outcome(kind, msg, sid, sdir, res.returncode, sess.elapsed(), tuple(reports), tuple(notes))
 
 
@@ -209,6 +229,13 @@ def _recover_remote_import(sess: Session, remote: _Remote, nsys: str, qdstrm: st
         f"{qdstrm} is kept: run {' '.join(A.importer_argv(importer, qdstrm, rep_name))} in "
         f"{remote.display} there once that is fixed."
     ), False
+
+
+def remote_workdir(cwd: str | None) -> str:
+    """The wrapper's working-directory argument for a spec's ``cwd`` on an SSH host ("." = the home)."""
+    if not cwd or cwd in ("~", "~/"):
+        return "."
+    return cwd[2:] if cwd.startswith("~/") else cwd
 
 
 def remote_display(remote_dir: str) -> str:

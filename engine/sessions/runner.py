@@ -56,12 +56,13 @@ from engine.sessions.process import (  # noqa: F401 - LogLine, Progress, OutputE
     start_watchdog,
     stop_watchdog,
 )
-from engine.sessions.remote_run import REMOTE_ROOT, run_remote  # noqa: F401
+from engine.sessions.remote_run import REMOTE_ROOT, SESSION_TOKEN, run_remote  # noqa: F401
 from engine.sessions.spec import SessionSpec
 from engine.sessions.store import REPORT_SUFFIXES, SessionStore
 from engine.sessions.telemetry_capture import recording as telemetry_recording
 
-__all__ = ["LogLine", "OutputError", "Progress", "describe", "new_session_id", "resolve_tool", "run_session"]
+__all__ = ["LogLine", "OutputError", "Progress", "describe", "local_cwd", "new_session_id", "resolve_tool",
+           "run_session"]
 
 
 def new_session_id(spec: SessionSpec) -> str:
@@ -87,6 +88,21 @@ def resolve_tool(spec: SessionSpec, env: Mapping[str, str]) -> str | None:
         return str(tools[0].path) if tools else None
     ncu = find_ncu(env)
     return str(ncu) if ncu else None
+
+
+def local_cwd(spec: SessionSpec) -> Path:
+    """The folder a local session's program runs in: ``spec.cwd`` or the caller's current directory.
+
+    Raises:
+        SpecError: the folder does not exist (nothing was started).
+    """
+    from engine.sessions.spec import SpecError
+
+    wd = Path(spec.cwd).expanduser() if spec.cwd else Path.cwd()
+    if not wd.is_dir():
+        raise SpecError(f"The working directory {wd} does not exist or is not a folder; run from the "
+                        "project folder or give an existing one.")
+    return wd.absolute()
 
 
 def run_session(
@@ -117,13 +133,15 @@ def run_session(
             be written (nothing was started then).
     """
     spec.validate()
+    if spec.target.is_local:
+        spec = spec.with_(cwd=str(local_cwd(spec)))  # written into spec.json: where it really ran
     env = dict(os.environ if env is None else env)
     env.update(spec.env)
     cancel = cancel or threading.Event()
     target = A.target_argv(spec)
     store = store or SessionStore()
     sid = new_session_id(spec)
-    out_root = Path(spec.out_dir).expanduser()
+    out_root = Path(spec.out_dir).expanduser().absolute()  # the program may run elsewhere (cwd)
     sdir = out_root / sid
     try:
         sdir.mkdir(parents=True)
@@ -135,7 +153,7 @@ def run_session(
     if not spec.target.is_local and spec.workload and target and target[0] == sys.executable:
         target = ["python3", *target[1:]]  # the registry names this machine's interpreter
     tool_path = resolve_tool(spec, env) if spec.target.is_local else (spec.tool_path or spec.tool)
-    base = str(sdir / spec.report_name) if spec.target.is_local else spec.report_name
+    base = str(sdir / spec.report_name) if spec.target.is_local else f"{SESSION_TOKEN}/{spec.report_name}"
     main_argv = A.session_argv(spec, tool_path, base, target) if (tool_path or spec.tool == "bench") else []
     store.begin(sid, spec.to_dict(), sdir, main_argv or target, target_label)
     expected = store.last_duration(spec.tool, main_argv or target, target_label)
@@ -188,8 +206,8 @@ def _run_local(sess: Session, sid: str, sdir: Path, tool_path: str | None, main_
                "shows what is installed).")
         sess.note(msg)
         return Outcome(OutcomeKind.MISSING_TOOL, msg, sid, sdir, None, sess.elapsed())
-    sess.note("running: " + " ".join(main_argv))
-    res = sess.run_step(main_argv, cwd=sdir, env=env)
+    sess.note(f"running in {spec.cwd}: " + " ".join(main_argv))
+    res = sess.run_step(main_argv, cwd=Path(spec.cwd) if spec.cwd else None, env=env)
     if res.start_error is not None:
         missing = main_argv[0]
         msg = (f"Could not start {missing} ({res.start_error.strerror}); check that it exists and is "
@@ -207,13 +225,18 @@ def _run_local(sess: Session, sid: str, sdir: Path, tool_path: str | None, main_
         reports.append(rep)
     kind, msg = classify(spec.tool, res.returncode, res.output, killed=res.killed,
                          report_exists=bool(reports), qdstrm_exists=qdstrm is not None,
-                         elapsed_s=sess.elapsed(), program=prog)
-    if kind is OutcomeKind.IMPORTER_FAILED and qdstrm is not None and tool_path and rep is not None:
+                         elapsed_s=sess.elapsed(), program=prog, stderr_tail=res.stderr_tail)
+    if (kind in (OutcomeKind.IMPORTER_FAILED, OutcomeKind.CRASHED) and not reports and qdstrm is not None
+            and tool_path and rep is not None):
+        first = (kind, msg)
         kind, msg, recovered = _recover_import(sess, tool_path, qdstrm, rep, env, msg, res, prog)
         if recovered:
             store.add_report(sid, rep)
             reports.append(rep)
             notes.append("nsys's import step failed; Kernelscope ran QdstrmImporter itself.")
+        elif first[0] is OutcomeKind.CRASHED and kind is OutcomeKind.IMPORTER_FAILED:
+            notes.append(msg)  # the program's failure stays the story; the importer's is a side remark
+            kind, msg = first
     if qdstrm is not None and qdstrm.exists():
         reports.append(qdstrm)  # keep the raw stream whether or not it could be imported
     if spec.tool == "nsys" and rep is not None and rep in reports and tool_path:

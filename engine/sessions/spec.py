@@ -122,6 +122,10 @@ class SessionSpec:
     Attributes:
         tool: ``bench`` (run the program as is, timed, logs kept), ``nsys`` or ``ncu``.
         command: The program and its arguments (argv, not a shell string).
+        cwd: The folder the program (and nsys/ncu around it) runs in, as nsys, ncu and torchrun do.
+            Locally None means the caller's current directory (the runner writes it into the saved
+            spec.json); on an SSH host None means the remote home, and a relative path is under it.
+            Reports still go to the session folder.
         workload: A kernels/ workload name instead of ``command``.
         params: The workload's parameters (``--param k=v``).
         out_dir: Folder that receives one sub-folder per session.
@@ -140,6 +144,7 @@ class SessionSpec:
 
     tool: str = "bench"
     command: tuple[str, ...] = ()
+    cwd: str | None = None
     workload: str | None = None
     params: dict[str, str] = field(default_factory=dict)
     out_dir: str = "kernelscope-sessions"

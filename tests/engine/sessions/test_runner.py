@@ -188,7 +188,8 @@ import sys
 sys.path.insert(0, {str(Path(__file__).resolve().parents[3])!r})
 from engine.sessions.runner import run_session
 from engine.sessions.spec import SessionSpec
-run_session(SessionSpec(command=(sys.executable, "-c", "import time; open('part.ncu-rep', 'w').write('r'); "
+run_session(SessionSpec(command=(sys.executable, "-c", "import time, glob; "
+            "open(glob.glob({str(tmp_path / 'out')!r} + '/*/')[0] + 'part.ncu-rep', 'w').write('r'); "
             "print('started', flush=True); time.sleep(60)"), out_dir={str(tmp_path / 'out')!r}))
 """
     env = {**os.environ, "KERNELSCOPE_DATA": str(tmp_path / "data")}
