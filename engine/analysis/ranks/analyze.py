@@ -34,7 +34,15 @@ from engine.analysis.ranks.load import (
     ranks_of,
     report_utc_offset_ns,
 )
-from engine.analysis.ranks.model import ClockInfo, Collective, RankRow, RanksResult, StepCost, Straggler
+from engine.analysis.ranks.model import (
+    ClockInfo,
+    Collective,
+    RankLanes,
+    RankRow,
+    RanksResult,
+    StepCost,
+    Straggler,
+)
 from engine.analysis.steps import merged
 from engine.system.errors import ReportError
 
@@ -286,7 +294,13 @@ def analyze_ranks(traces: Sequence[Trace], *, range_name: str | None = None) -> 
     if why:
         notes.append(why)
     return RanksResult(tuple(rows), tuple(colls), strag, _clock(inputs, methods, zero, spread, clipped),
-                       tuple(notes))
+                       tuple(notes), tuple(_lanes(r, r.offset_ns - zero) for r in inputs))
+
+
+def _lanes(r: RankInput, shift: int) -> RankLanes:
+    cs, ce = merged(r.compute_start, r.compute_end)
+    ns, ne = merged(r.nccl_start, r.nccl_end)
+    return RankLanes(r.rank, cs + shift, ce + shift, ns + shift, ne + shift)
 
 
 def analyze_paths(paths: Sequence[str | Path], *, range_name: str | None = None) -> RanksResult:

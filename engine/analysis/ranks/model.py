@@ -7,7 +7,11 @@ Times are integer nanoseconds. Times on the job's clock (``*_start_ns``, ``*_end
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 SCHEMA = "kernelscope.ranks/1"
 
@@ -184,14 +188,34 @@ class ClockInfo:
 
 
 @dataclass(frozen=True)
+class RankLanes:
+    """What a timeline of one rank draws, on the job's clock: merged busy blocks (not in the JSON).
+
+    Attributes:
+        rank: The rank.
+        compute_start: Starts of the merged blocks of non-NCCL GPU work (kernels, copies, memsets).
+        compute_end: Their ends.
+        nccl_start: Starts of the merged blocks of NCCL kernels.
+        nccl_end: Their ends.
+    """
+
+    rank: int
+    compute_start: npt.NDArray[np.int64]
+    compute_end: npt.NDArray[np.int64]
+    nccl_start: npt.NDArray[np.int64]
+    nccl_end: npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
 class RanksResult:
-    """A whole job: its ranks, collectives, straggler and clock."""
+    """A whole job: its ranks, collectives, straggler and clock (and the lanes a view draws)."""
 
     ranks: tuple[RankRow, ...]
     collectives: tuple[Collective, ...]
     straggler: Straggler | None
     clock: ClockInfo
     notes: tuple[str, ...] = ()
+    lanes: tuple[RankLanes, ...] = ()
 
     def rank(self, number: int) -> RankRow:
         """The row of rank ``number``."""
