@@ -152,26 +152,22 @@ class Iterations:
 
 def iterations(trace: Trace, range_name: str | None = None, *, drop_warmup: bool = True
                ) -> Iterations | None:
-    """Durations of the repeating NVTX range (``domain:text``), or of ``range_name``."""
-    nv = trace.table("nvtx", ["start", "end", "eventType", "text", "domain"])
-    r = nv[nv["eventType"].isin([59, 60]) & nv["end"].notna()]
-    if not len(r):
+    """Durations of the step range, found by structure or named by ``range_name``.
+
+    The range is the one :func:`engine.analysis.steps.find_steps` picks, or ``range_name`` (raw or
+    normalised, with or without ``domain:``).
+
+    The warm-up steps that ``find_steps`` flags are dropped; with none flagged, the first of at
+    least 3 steps still is (it pays one-time costs more often than not).
+    """
+    from engine.analysis.steps import find_steps
+
+    st = find_steps(trace, range_name=range_name)
+    if st is None:
         return None
-    names = r["domain"].fillna("").astype(str) + ":" + r["text"].fillna("").astype(str)
-    r = r.assign(range=names, d=r["end"].astype(np.int64) - r["start"].astype(np.int64))
-    if range_name is None:
-        g = r.groupby("range")["d"].agg(["count", "sum"])
-        g = g[g["count"] >= 2].sort_values("sum", ascending=False)
-        if not len(g):
-            return None
-        range_name = str(g.index[0])
-    elif ":" not in range_name:
-        range_name = ":" + range_name
-    sub = r[r["range"] == range_name].sort_values("start")
-    if not len(sub):
-        return None
-    d = [int(v) for v in sub["d"]]
-    return Iterations(range_name, d, 1 if drop_warmup and len(d) >= 3 else 0)
+    d = st.durations_ns
+    warm = st.warmup_count or (1 if len(d) >= 3 else 0)
+    return Iterations(st.range_name, d, warm if drop_warmup else 0)
 
 
 # -- deltas --------------------------------------------------------------------------------------

@@ -22,11 +22,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.analysis.findings.model import Finding, fmt_time
+from engine.analysis.findings.overview import gain_text
 from engine.system.atomic import atomic_write_text
 from engine.system.errors import KernelscopeError
 
 if TYPE_CHECKING:
     from engine.analysis.compare import Comparison
+    from engine.analysis.summary_model import Summary
     from engine.reports.base import Trace
 
 #: Synthetic Perfetto process ids for GPUs (real pids are < 2**22 on Linux).
@@ -115,9 +117,7 @@ def _findings_md(findings: list[Finding]) -> list[str]:
     out = ["| severity | finding | expected gain | how the gain is computed |", "| --- | --- | --- | --- |"]
     for f in findings:
         g = f.gain
-        gain = "n/a" if g is None or g.seconds is None else (
-            f"{g.seconds * 1e3:,.2f} ms" + (f" ({g.pct_of_wall:.1f} %)" if g.pct_of_wall is not None else "")
-            + (" max" if g.kind == "upper bound" else ""))
+        gain = "n/a" if g is None or g.seconds is None else gain_text(f)
         subj = f" [{f.subject[:40]}]" if f.subject else ""
         formula = (g.formula if g else "").replace("|", "/")
         out.append(f"| {f.severity} | **{f.title}**{subj} (`{f.id}`) | {gain} | {formula} |")
@@ -147,13 +147,15 @@ def _findings_md(findings: list[Finding]) -> list[str]:
 
 def _summary_plots(s: dict[str, Any]) -> list[str]:
     plots = []
-    cats = [(c["label"], c["total_ns"] / 1e6) for c in s["host"]["categories"]]
+    cats = [(c["label"], c["union_ns"] / 1e6) for c in s["host"]["categories"]]
     if cats:
-        plots.append(svg_bars("CUDA API time by category", cats, "ms"))
-    parts = [(p["part"], p["total_ns"] / 1e6) for p in s["gpu"]["parts"]]
-    if parts:
-        parts.append(("GPU idle", s["gpu"]["idle_ns"] / 1e6))
-        plots.append(svg_bars("GPU time", parts, "ms"))
+        plots.append(svg_bars("CUDA API time by category (time with a call in flight)", cats, "ms"))
+    for d in s["gpu"]["devices"]:
+        parts = [(p["part"], p["union_ns"] / 1e6) for p in d["parts"]]
+        if parts:
+            parts.append(("GPU idle", d["idle_ns"] / 1e6))
+            name = f"GPU {d['device']}" + (f" ({d['name']})" if d["name"] else "")
+            plots.append(svg_bars(f"{name}: time of each activity (union over streams)", parts, "ms"))
     # From bytes and time (summary's gb_per_s is already rounded to 3 decimals).
     bw = [(f"{b['direction']} ({b['memory']})", b["bytes"] / b["total_ns"] if b["total_ns"] else 0.0)
           for b in s["bandwidth"]]
@@ -162,22 +164,61 @@ def _summary_plots(s: dict[str, Any]) -> list[str]:
     return plots
 
 
-def session_markdown(summary: dict[str, Any], findings: list[Finding]) -> str:
-    """A report's headline numbers and findings as Markdown."""
+def _pc(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.1f} %"
+
+
+def _breakdown_md(s: dict[str, Any]) -> list[str]:
+    """Per GPU, per process and per thread rows; shares are unions, sums are labelled as sums."""
+    g = s["gpu"]
+    out = ["## Where the time went", "",
+           "| GPU | busy (union over streams) | % of wall | part | part (union) | % of GPU busy | "
+           "summed over streams |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for d in g["devices"]:
+        name = f"{d['device']}" + (f" {d['name']}" if d["name"] else "")
+        for i, p in enumerate(d["parts"]):
+            head = (f"| {name} | {fmt_time(d['busy_ns'])} | {_pc(d['busy_pct_of_wall'])} " if i == 0
+                    else "| | | ")
+            out.append(f"{head}| {p['part']} | {fmt_time(p['union_ns'])} | {_pc(p['pct_of_busy'])} | "
+                       f"{fmt_time(p['total_ns'])} |")
+    if g["device_count"] > 1:
+        out += ["", f"Any GPU busy: {fmt_time(g['busy_ns'])} ({_pc(g['busy_pct_of_wall'])} of wall); "
+                f"busy time summed over the {g['device_count']} GPUs: {fmt_time(g['busy_sum_ns'])} (a sum, "
+                "not a share of wall)."]
+    if len(s["processes"]) > 1:
+        out += ["", "| process | name | CUDA API (union) | % of wall | GPU busy (union) | % of wall | "
+                "GPUs |",
+                "| --- | --- | --- | --- | --- | --- | --- |"]
+        for p in s["processes"]:
+            out.append(f"| {p['pid']} | {p['name'] or ''} | {fmt_time(p['api_union_ns'])} | "
+                       f"{_pc(p['api_pct_of_wall'])} | {fmt_time(p['gpu_busy_ns'])} | "
+                       f"{_pc(p['gpu_busy_pct_of_wall'])} | {', '.join(p['devices'])} |")
+    h = s["host"]
+    out += ["", f"CUDA API: {fmt_time(h['union_ns'])} with a call in flight ({_pc(h['pct_of_wall'])} of "
+            f"wall); {fmt_time(h['total_ns'])} summed over {h['calls']} calls on {h['thread_count']} "
+            "thread(s).", ""]
+    return out
+
+
+def session_markdown(summary: Summary | dict[str, Any], findings: list[Finding]) -> str:
+    """A report's headline numbers, its breakdown and its findings as Markdown."""
+    summary = summary if isinstance(summary, dict) else summary.to_json()
     r = summary["report"]
-    gpus = ", ".join(g["name"] for g in r["gpus"]) or "unknown GPU"
+    gpus = ", ".join(str(g["name"]) for g in r["gpus"]) or "unknown GPU"
     lines = [f"# Kernelscope report: {Path(r['path']).name}", "",
              f"- Recorded by: {r['product_version'] or 'unknown'} on {gpus}",
              f"- Capture: {fmt_time(summary['wall']['span_ns'])} wall span; CUDA API "
-             f"{fmt_time(summary['host']['total_ns'])}; GPU busy {fmt_time(summary['gpu']['busy_ns'])} "
-             f"({summary['gpu']['busy_pct_of_wall'] or 0:.1f} %)"]
+             f"{fmt_time(summary['host']['union_ns'])} with a call in flight; GPU busy "
+             f"{fmt_time(summary['gpu']['busy_ns'])} ({summary['gpu']['busy_pct_of_wall'] or 0:.1f} %)"]
     it = summary.get("iterations")
     if it:
-        lines.append(f"- Iterations ({it['range']}): {it['count']}, median "
-                     f"{fmt_time(it['median_ns'])}, first {fmt_time(it['first_ns'])}")
+        lines.append(f"- Steps ({it['range']}, pid {it['pid']}): {it['count']}, "
+                     f"{it['warmup_count']} warm-up, "
+                     f"steady median {fmt_time(it['steady_median_ns'])}, first {fmt_time(it['first_ns'])}")
     if summary["missing"]:
         lines.append(f"- Not captured: {'; '.join(summary['missing'])}")
-    lines += ["", "## Findings", ""] + _findings_md(findings)
+    lines += [""] + _breakdown_md(summary)
+    lines += ["## Findings", ""] + _findings_md(findings)
     return "\n".join(lines) + "\n"
 
 
@@ -258,8 +299,9 @@ def html_page(title: str, markdown: str, plots: list[str]) -> str:
             "<p class=\"info\">Made by Kernelscope.</p></body></html>\n")
 
 
-def session_html(summary: dict[str, Any], findings: list[Finding]) -> str:
+def session_html(summary: Summary | dict[str, Any], findings: list[Finding]) -> str:
     """The session report as one self-contained HTML file with plots."""
+    summary = summary if isinstance(summary, dict) else summary.to_json()
     return html_page(f"Kernelscope: {Path(summary['report']['path']).name}",
                      session_markdown(summary, findings), _summary_plots(summary))
 

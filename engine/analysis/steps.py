@@ -71,7 +71,7 @@ def is_library_range(label: str) -> bool:
     return bool(_LIBRARY_TEXT.search(text))
 
 
-def _key(values: Any) -> npt.NDArray[Any]:
+def pid_keys(values: Any) -> npt.NDArray[Any]:
     """A process id as text, so ints, floats and strings from different tables compare equal."""
     out = []
     for v in values:
@@ -86,7 +86,7 @@ def _key(values: Any) -> npt.NDArray[Any]:
 
 def pid_key(value: Any) -> str:
     """One process id as text (the form every function here compares)."""
-    return str(_key([value])[0])
+    return str(pid_keys([value])[0])
 
 
 @dataclass(frozen=True)
@@ -203,7 +203,7 @@ class Steps:
 
 
 # -- tables ----------------------------------------------------------------------------------------
-def _ranges(trace: Trace) -> pd.DataFrame:
+def ranges_table(trace: Trace) -> pd.DataFrame:
     """Closed push/pop and start/end ranges with ``name`` (normalised label) and ``pidk``."""
     import pandas as pd
 
@@ -216,7 +216,7 @@ def _ranges(trace: Trace) -> pd.DataFrame:
     names = [range_label(d, normalise_range(t)) for d, t in zip(domains, texts, strict=True)]
     return pd.DataFrame({
         "start": r["start"].to_numpy(dtype=np.int64), "end": r["end"].to_numpy(dtype=np.int64),
-        "name": names, "pidk": _key(r["pid"]), "tidk": _key(r["tid"]),
+        "name": names, "pidk": pid_keys(r["pid"]), "tidk": pid_keys(r["tid"]),
     })
 
 
@@ -239,14 +239,14 @@ def gpu_ops(trace: Trace) -> pd.DataFrame:
     out = pd.DataFrame({
         "start": ops["start"].to_numpy(dtype=np.int64), "end": ops["end"].to_numpy(dtype=np.int64),
         "deviceId": ops["deviceId"].to_numpy(), "streamId": ops["streamId"].to_numpy(),
-        "pidk": _key(ops["pid"]), "kind": ops["kind"].to_numpy(),
-        "corr": _key(ops["correlationId"]),
+        "pidk": pid_keys(ops["pid"]), "kind": ops["kind"].to_numpy(),
+        "corr": pid_keys(ops["correlationId"]),
     })
     api = trace.table("api", ["start", "correlationId", "pid"])
     launch = out["start"].to_numpy(dtype=np.int64).copy()
     if len(api):
-        a = pd.DataFrame({"launch": api["start"].to_numpy(dtype=np.int64), "pidk": _key(api["pid"]),
-                          "corr": _key(api["correlationId"])}).drop_duplicates(["pidk", "corr"])
+        a = pd.DataFrame({"launch": api["start"].to_numpy(dtype=np.int64), "pidk": pid_keys(api["pid"]),
+                          "corr": pid_keys(api["correlationId"])}).drop_duplicates(["pidk", "corr"])
         j = out[["pidk", "corr"]].merge(a, how="left", on=["pidk", "corr"])
         got = j["launch"].notna().to_numpy()
         launch[got] = j["launch"].to_numpy()[got].astype(np.int64)
@@ -293,7 +293,7 @@ def range_candidates(trace: Trace, *, pid: Any = None, _ops: pd.DataFrame | None
         pid: only this process (None: every process; one entry per process and range).
 
     """
-    r = _ranges(trace) if _ranges_df is None else _ranges_df
+    r = ranges_table(trace) if _ranges_df is None else _ranges_df
     if not len(r):
         return []
     if pid is not None:
@@ -385,7 +385,7 @@ def steps_per_process(trace: Trace, *, range_name: str | None = None) -> list[St
             the one chosen by structure.
 
     """
-    r = _ranges(trace)
+    r = ranges_table(trace)
     if not len(r):
         return []
     ops = gpu_ops(trace)

@@ -1,10 +1,12 @@
-"""Where did the time go? The host-vs-GPU breakdown that the seeds drew by hand.
+"""Where did the time go? The host-vs-GPU breakdown, per thread, process, GPU and stream.
 
-``summarize(trace)`` returns a plain, JSON-ready dict (schema ``kernelscope.summary/1``,
-documented in the README): the capture's wall span; CUDA API time split into allocation, copies,
-synchronization, launches, context/module setup and other; GPU busy time (union of intervals) split
-into kernels, memcpy by direction and host memory kind, memset; GPU idle; achieved bandwidth per
-direction x memory kind; and, when an NVTX range repeats, one-time vs per-iteration costs.
+``summarize(trace)`` returns a typed :class:`~engine.analysis.summary_model.Summary` (schema
+``kernelscope.summary/2``, documented in the README; ``to_json()`` gives the JSON): the capture's
+wall span; CUDA API time by category and per thread; GPU busy time per GPU (union over its
+streams) split into kernels, memcpy by direction and host memory kind, memset; GPU idle; one row
+per process; achieved bandwidth per direction x memory kind; and the steps found by structure
+(:mod:`engine.analysis.steps`) with per-step, warm-up and one-time API costs. Every share of wall
+or busy time is a union, so none exceeds 100 % (see ``summary_model``).
 """
 
 from __future__ import annotations
@@ -14,12 +16,24 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from engine.analysis import summary_model as sm
+from engine.analysis.steps import (
+    Steps,
+    gpu_ops,
+    inside,
+    pid_key,
+    pid_keys,
+    range_names,
+    ranges_table,
+    steps_per_process,
+)
+from engine.analysis.summary_model import SCHEMA, Summary
+
 if TYPE_CHECKING:
     import pandas as pd
 
     from engine.reports.base import Trace
 
-SCHEMA = "kernelscope.summary/1"
 _API_COLS = ["start", "end", "baseName"]
 
 #: API categories in display order, with a short human label.
@@ -106,6 +120,10 @@ def _pct(part: float, whole: float) -> float | None:
     return round(100.0 * part / whole, 2) if whole else None
 
 
+def _union(starts: Any, ends: Any) -> int:
+    return interval_union_ns(np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64))[0]
+
+
 def _host_kind(row_op: str, src: str, dst: str) -> str:
     """The memory kind that matters for a copy's speed: the host side (or Device for D2D)."""
     if row_op.startswith("Host-to") or row_op.startswith("Unified Host"):
@@ -138,297 +156,368 @@ def capture_window(trace: Trace) -> tuple[int, int]:
     return min(starts), max(ends or starts)
 
 
-def _api_breakdown(api: pd.DataFrame, wall_ns: int) -> dict[str, Any]:
-    if not len(api):
-        return {"total_ns": 0, "calls": 0, "pct_of_wall": None, "categories": []}
-    d = api.assign(duration_ns=_durations(api))
-    names = d["baseName"].unique()
-    d["category"] = d["baseName"].map({n: api_category(str(n)) for n in names})
+def busy_between(block_starts: np.ndarray, block_ends: np.ndarray, a: np.ndarray, b: np.ndarray
+                 ) -> np.ndarray:
+    """Busy time inside each window [a, b) given disjoint sorted busy blocks (vectorised)."""
+    bs = np.asarray(block_starts, dtype=np.int64)
+    be = np.asarray(block_ends, dtype=np.int64)
+    cum = np.concatenate([[0], np.cumsum(be - bs)])
+
+    def f(t: np.ndarray) -> np.ndarray:  # busy time before t
+        t = np.asarray(t, dtype=np.int64)
+        i = np.searchsorted(bs, t, side="right")  # blocks that start at or before t
+        j = np.maximum(i - 1, 0)
+        partial = np.clip(t - bs[j], 0, be[j] - bs[j])
+        res: np.ndarray = np.where(i > 0, cum[j] + partial, 0)
+        return res
+
+    if not len(bs):
+        return np.zeros(len(a), dtype=np.int64)
+    out: np.ndarray = (f(b) - f(a)).astype(np.int64)
+    return out
+
+
+# -- host --------------------------------------------------------------------------------------------
+def _api_frame(trace: Trace) -> pd.DataFrame:
+    api = trace.table("api", ["start", "end", "baseName", "pid", "tid"])
+    api = api[api["start"].notna() & api["end"].notna()]
+    names = api["baseName"].unique()
+    return api.assign(
+        start=api["start"].to_numpy(dtype=np.int64), end=api["end"].to_numpy(dtype=np.int64),
+        duration_ns=_durations(api), pidk=pid_keys(api["pid"]), tidk=pid_keys(api["tid"]),
+        category=api["baseName"].map({n: api_category(str(n)) for n in names}),
+    )
+
+
+def _host(d: pd.DataFrame, wall_ns: int) -> sm.Host:
+    if not len(d):
+        return sm.Host(0, 0, 0, 0, None, (), ())
     total = int(d["duration_ns"].sum())
+    union = _union(d["start"], d["end"])
     cats = []
+    cs: list[np.ndarray] = []
+    ce: list[np.ndarray] = []
+    covered = 0
     for cat, label in API_CATEGORIES.items():
         sub = d[d["category"] == cat]
         if not len(sub):
             continue
-        by_name = sub.groupby("baseName")["duration_ns"].agg(["sum", "count"])
-        by_name = by_name.sort_values("sum", ascending=False)
+        cs.append(sub["start"].to_numpy(np.int64))
+        ce.append(sub["end"].to_numpy(np.int64))
+        now = _union(np.concatenate(cs), np.concatenate(ce))
+        attributed, covered = now - covered, now
+        by_name = sub.groupby("baseName")["duration_ns"].agg(["sum", "count"]).sort_values(
+            "sum", ascending=False)
         cat_total = int(sub["duration_ns"].sum())
-        cats.append({
-            "category": cat,
-            "label": label,
-            "total_ns": cat_total,
-            "calls": len(sub),
-            "pct_of_api": _pct(cat_total, total),
-            "pct_of_wall": _pct(cat_total, wall_ns),
-            "top_calls": [
-                {"name": str(n), "total_ns": int(r["sum"]), "calls": int(r["count"])}
-                for n, r in by_name.head(5).iterrows()
-            ],
-        })
-    return {"total_ns": total, "calls": len(d), "pct_of_wall": _pct(total, wall_ns), "categories": cats}
+        cat_union = _union(sub["start"], sub["end"])
+        cats.append(sm.ApiCategory(
+            cat, label, cat_total, cat_union, attributed, len(sub), _pct(cat_total, total), _pct(cat_union, wall_ns),
+            tuple(sm.TopCall(str(n), int(r["sum"]), int(r["count"])) for n, r in by_name.head(5).iterrows()),
+        ))
+    threads = []
+    for (pk, tk), g in d.groupby(["pidk", "tidk"], sort=False):
+        u = _union(g["start"], g["end"])
+        threads.append(sm.ThreadRow(str(pk), str(tk), len(g), int(g["duration_ns"].sum()), u,
+                                    _pct(u, wall_ns)))
+    threads.sort(key=lambda t: -t.union_ns)
+    return sm.Host(total, union, len(d), len(threads), _pct(union, wall_ns), tuple(cats), tuple(threads))
 
 
-def _gpu_breakdown(trace: Trace, wall_ns: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    k = trace.table("kernels", ["start", "end"])
+# -- GPU ---------------------------------------------------------------------------------------------
+def _ops(trace: Trace) -> pd.DataFrame:
+    """Every GPU operation with its ``part`` label and ``bytes`` (see ``steps.gpu_ops``)."""
+    ops = gpu_ops(trace)
+    if not len(ops):
+        return ops.assign(part=[], bytes=[])
+    part = np.full(len(ops), "kernels", dtype=object)
+    nbytes = np.zeros(len(ops), dtype=np.float64)
+    kinds = ops["kind"].to_numpy()
+    mc_rows = kinds == "memcpy"
+    if mc_rows.any():
+        mc = trace.table("memcpy", ["operation", "srcKindName", "dstKindName", "bytes"])
+        keys = list(zip(mc["operation"].astype(str), mc["srcKindName"].astype(str),
+                        mc["dstKindName"].astype(str), strict=True))
+        label = {k: f"memcpy {k[0]} ({_host_kind(*k)})" for k in set(keys)}
+        part[mc_rows] = [label[k] for k in keys]
+        nbytes[mc_rows] = mc["bytes"].astype(float).fillna(0).to_numpy()
+    ms_rows = kinds == "memset"
+    if ms_rows.any():
+        part[ms_rows] = "memset"
+        nbytes[ms_rows] = trace.table("memset", ["bytes"])["bytes"].astype(float).fillna(0).to_numpy()
+    return ops.assign(part=part, bytes=nbytes, devk=[pid_key(v) for v in ops["deviceId"]],
+                      strk=[pid_key(v) for v in ops["streamId"]])
+
+
+def _parts(ops: pd.DataFrame, busy: int, wall_ns: int) -> tuple[sm.GpuPart, ...]:
+    rows = []
+    for name, g in ops.groupby("part", sort=False):
+        rows.append((str(name), g))
+    rows.sort(key=lambda r: -int((r[1]["end"] - r[1]["start"]).sum()))
+    out = []
+    cs: list[np.ndarray] = []
+    ce: list[np.ndarray] = []
+    covered = 0
+    for name, g in rows:
+        s, e = g["start"].to_numpy(np.int64), g["end"].to_numpy(np.int64)
+        u = _union(s, e)
+        cs.append(s)
+        ce.append(e)
+        now = _union(np.concatenate(cs), np.concatenate(ce))
+        has_bytes = name != "kernels"
+        out.append(sm.GpuPart(name, int((e - s).sum()), u, now - covered, len(g),
+                              int(g["bytes"].sum()) if has_bytes else None, _pct(u, busy), _pct(u, wall_ns)))
+        covered = now
+    return tuple(out)
+
+
+def _gpu(trace: Trace, ops: pd.DataFrame, wall_ns: int) -> sm.Gpu:
+    if not len(ops):
+        return sm.Gpu(0, wall_ns, _pct(0, wall_ns), 0, 0, (), ())
+    busy = _union(ops["start"], ops["end"])
+    gpus = trace.table("gpus", ["id", "name"])
+    names = {pid_key(i): (None if n is None else str(n))
+             for i, n in zip(gpus["id"], gpus["name"], strict=True)}
+    devices = []
+    for dev, g in ops.groupby("devk", sort=True):
+        b = _union(g["start"], g["end"])
+        streams = []
+        for st, gs in g.groupby("strk", sort=False):
+            u = _union(gs["start"], gs["end"])
+            streams.append(sm.StreamRow(str(st), u, len(gs), _pct(u, b)))
+        streams.sort(key=lambda r: -r.busy_ns)
+        devices.append(sm.DeviceRow(str(dev), names.get(str(dev)), b, max(wall_ns - b, 0), _pct(b, wall_ns),
+                                    _parts(g, b, wall_ns), tuple(streams)))
+    return sm.Gpu(busy, max(wall_ns - busy, 0), _pct(busy, wall_ns), sum(d.busy_ns for d in devices),
+                  len(devices), _parts(ops, busy, wall_ns), tuple(devices))
+
+
+def _processes(trace: Trace, api: pd.DataFrame, ops: pd.DataFrame, wall_ns: int
+               ) -> tuple[sm.ProcessRow, ...]:
+    procs = trace.table("processes", ["pid", "name"])
+    names = {pid_key(p): (None if n is None else str(n))
+             for p, n in zip(procs["pid"], procs["name"], strict=True)}
+    keys = list(dict.fromkeys([*api.get("pidk", []), *ops.get("pidk", [])]))
+    out = []
+    for pk in keys:
+        if pk == "" and len(keys) > 1:
+            continue
+        a = api[api["pidk"] == pk] if len(api) else api
+        o = ops[ops["pidk"] == pk] if len(ops) else ops
+        au = _union(a["start"], a["end"]) if len(a) else 0
+        ob = _union(o["start"], o["end"]) if len(o) else 0
+        out.append(sm.ProcessRow(
+            str(pk), names.get(str(pk)), len(a), au, _pct(au, wall_ns), ob, _pct(ob, wall_ns),
+            int((o["kind"] == "kernels").sum()) if len(o) else 0,
+            tuple(sorted({str(d) for d in o["devk"]})) if len(o) else ()))
+    out.sort(key=lambda p: (-p.gpu_busy_ns, -p.api_union_ns))
+    return tuple(out)
+
+
+def _bandwidth(trace: Trace) -> tuple[sm.BandwidthRow, ...]:
     mc = trace.table("memcpy", ["start", "end", "bytes", "operation", "srcKindName", "dstKindName"])
-    ms = trace.table("memset", ["start", "end", "bytes"])
-    parts: list[dict[str, Any]] = []
-    starts = [df["start"].to_numpy(dtype=np.int64) for df in (k, mc, ms) if len(df)]
-    ends = [df["end"].to_numpy(dtype=np.int64) for df in (k, mc, ms) if len(df)]
-    busy, _, _ = interval_union_ns(
-        np.concatenate(starts) if starts else np.array([], dtype=np.int64),
-        np.concatenate(ends) if ends else np.array([], dtype=np.int64),
-    )
-    if len(k):
-        kd = _durations(k)
-        parts.append({"part": "kernels", "total_ns": int(kd.sum()), "count": len(k)})
-    bandwidth: list[dict[str, Any]] = []
-    if len(mc):
-        m = mc.assign(duration_ns=_durations(mc))
-        # Classify the few distinct (operation, src, dst) combinations, then map back to rows.
-        keys = m[["operation", "srcKindName", "dstKindName"]].astype(str)
-        combos = keys.drop_duplicates()
-        combos["memory"] = [
-            _host_kind(o, s, t)
-            for o, s, t in zip(combos["operation"], combos["srcKindName"], combos["dstKindName"],
-                               strict=False)
-        ]
-        m["memory"] = keys.merge(combos, how="left", on=list(keys.columns))["memory"].to_numpy()
-        for (op, mem), g in m.groupby(["operation", "memory"], sort=False):
-            tot = int(g["duration_ns"].sum())
-            nbytes = int(g["bytes"].sum())
-            parts.append({"part": f"memcpy {op} ({mem})", "total_ns": tot, "count": len(g),
-                          "bytes": nbytes})
-            per = g["bytes"].to_numpy(dtype=float) / np.maximum(g["duration_ns"].to_numpy(float), 1)
-            bandwidth.append({
-                "direction": str(op), "memory": str(mem), "count": len(g), "bytes": nbytes,
-                "total_ns": tot,
-                "bytes_per_s": round(nbytes / tot * 1e9, 1) if tot else None,
-                "gb_per_s": round(nbytes / tot, 3) if tot else None,
-                "median_gb_per_s": round(float(np.median(per)), 3),
-                "min_gb_per_s": round(float(per.min()), 3),
-                "max_gb_per_s": round(float(per.max()), 3),
-            })
-    if len(ms):
-        parts.append({"part": "memset", "total_ns": int(_durations(ms).sum()), "count": len(ms),
-                      "bytes": int(ms["bytes"].fillna(0).sum())})
-    parts.sort(key=lambda p: -p["total_ns"])
-    for p in parts:
-        p["pct_of_busy"] = _pct(p["total_ns"], busy)
-        p["pct_of_wall"] = _pct(p["total_ns"], wall_ns)
-    gpu = {
-        "busy_ns": busy,
-        "idle_ns": max(wall_ns - busy, 0),
-        "busy_pct_of_wall": _pct(busy, wall_ns),
-        "parts": parts,
-    }
-    bandwidth.sort(key=lambda b: (b["direction"], b["memory"]))
-    return gpu, bandwidth
+    if not len(mc):
+        return ()
+    m = mc.assign(duration_ns=_durations(mc), nbytes=mc["bytes"].astype(float).fillna(0))
+    m["memory"] = [_host_kind(str(o), str(s), str(t)) for o, s, t in zip(
+        m["operation"], m["srcKindName"], m["dstKindName"], strict=True)]
+    out = []
+    for (op, mem), g in m.groupby(["operation", "memory"], sort=False):
+        tot = int(g["duration_ns"].sum())
+        nbytes = int(g["nbytes"].sum())
+        per = g["nbytes"].to_numpy(dtype=float) / np.maximum(g["duration_ns"].to_numpy(float), 1)
+        out.append(sm.BandwidthRow(
+            str(op), str(mem), len(g), nbytes, tot, round(nbytes / tot * 1e9, 1) if tot else None,
+            round(nbytes / tot, 3) if tot else None, round(float(np.median(per)), 3),
+            round(float(per.min()), 3), round(float(per.max()), 3)))
+    out.sort(key=lambda b: (b.direction, b.memory))
+    return tuple(out)
 
 
-def _iterations(trace: Trace) -> dict[str, Any] | None:
-    """One-time vs per-iteration costs, using the repeating NVTX range with the largest total."""
-    nv = trace.table("nvtx")
-    if not len(nv):
+# -- iterations --------------------------------------------------------------------------------------
+def _costs(d: pd.DataFrame, n: int | None) -> tuple[sm.ApiCost, ...]:
+    g = d.groupby("category")["duration_ns"].agg(["sum", "count"]).sort_values("sum", ascending=False)
+    return tuple(sm.ApiCost(str(c), int(r["sum"]), int(r["count"]), int(r["sum"]) // n if n else None)
+                 for c, r in g.iterrows())
+
+
+def _iterations(trace: Trace, api: pd.DataFrame, ops: pd.DataFrame,
+                range_name: str | None) -> sm.Iterations | None:
+    every = steps_per_process(trace, range_name=range_name)
+    if not every:
         return None
-    r = nv[nv["eventType"].isin([59, 60]) & nv["end"].notna()].copy()
-    if not len(r):
-        return None
-    r["range"] = r["domain"].fillna("").astype(str) + ":" + r["text"].fillna("").astype(str)
-    r["duration_ns"] = r["end"].astype(np.int64) - r["start"].astype(np.int64)
-    counts = r.groupby("range")["duration_ns"].agg(["count", "sum"])
-    repeating = counts[counts["count"] >= 2].sort_values("sum", ascending=False)
-    if not len(repeating):
-        return None
-    name = str(repeating.index[0])
-    it = r[r["range"] == name].sort_values("start")
-    durs = it["duration_ns"].to_numpy(dtype=np.int64)
-    starts = it["start"].to_numpy(dtype=np.int64)
-    ends = it["end"].to_numpy(dtype=np.int64)
+    st: Steps = every[0]
+    durs = np.asarray(st.durations_ns, dtype=np.int64)
+    ss, se = st.window(steady_only=True)
+    n_steady = len(ss)
+    a_all, e_all = st.window()
+    mine = api[api["pidk"] == st.pid] if len(api) else api
+    if len(mine):
+        t = mine["start"].to_numpy(np.int64)
+        in_steady = inside(ss, se, t)
+        in_any = inside(a_all, e_all, t)
+        per_it = _costs(mine[in_steady], n_steady)
+        warm = _costs(mine[in_any & ~in_steady], st.warmup_count or None)
+        once = _costs(mine[~in_any], None)
+    else:
+        per_it = warm = once = ()
+    o = ops[ops["pidk"] == st.pid] if len(ops) else ops
+    _, bs, be = interval_union_ns(o["start"].to_numpy(np.int64), o["end"].to_numpy(np.int64)) if len(o) else (
+        0, np.array([], np.int64), np.array([], np.int64))
+    busy_steady = int(busy_between(bs, be, ss, se).sum())
+    phases = _phases(trace, st)
     rest = durs[1:]
+    return sm.Iterations(
+        range=st.range_name, source=st.source, chosen_by=st.chosen_by, pid=st.pid, count=st.count,
+        warmup_count=st.warmup_count, total_ns=int(durs.sum()), first_ns=int(durs[0]),
+        median_ns=float(np.median(durs)), steady_median_ns=st.steady_median_ns,
+        median_after_first_ns=float(np.median(rest)) if len(rest) else None,
+        first_iteration_extra_ns=int(durs[0] - np.median(rest)) if len(rest) else None,
+        gpu_busy_per_step_ns=busy_steady / n_steady if n_steady else 0.0,
+        api_per_iteration=per_it, api_warmup=warm, api_one_time=once, phases=phases,
+        processes=tuple(sm.ProcessSteps(p.pid, p.range_name, p.count, p.warmup_count, p.steady_median_ns)
+                        for p in every),
+        candidates=tuple(range_names(trace)),
+    )
 
-    def inside(df: pd.DataFrame) -> np.ndarray:
-        if not len(df):
-            return np.zeros(0, dtype=bool)
-        s = df["start"].to_numpy(dtype=np.int64)
-        idx = np.searchsorted(starts, s, side="right") - 1
-        ok = idx >= 0
-        res = np.zeros(len(s), dtype=bool)
-        res[ok] = s[ok] < ends[idx[ok]]
-        return res
 
-    api = trace.table("api", _API_COLS)
-    per_iter_api: list[dict[str, Any]] = []
-    one_time_api: list[dict[str, Any]] = []
-    if len(api):
-        d = api.assign(duration_ns=_durations(api), inside=inside(api))
-        d["category"] = d["baseName"].map({n: api_category(str(n)) for n in d["baseName"].unique()})
-        for flag, out in ((True, per_iter_api), (False, one_time_api)):
-            g = d[d["inside"] == flag].groupby("category")["duration_ns"].agg(["sum", "count"])
-            for cat, row in g.sort_values("sum", ascending=False).iterrows():
-                entry = {"category": str(cat), "total_ns": int(row["sum"]), "calls": int(row["count"])}
-                if flag:
-                    entry["per_iteration_ns"] = int(row["sum"]) // len(durs)
-                out.append(entry)
-    phases: list[dict[str, Any]] = []
-    others = r[(r["range"] != name)]
-    if len(others):
-        o = others[inside(others)]
-        for rng, g in o.groupby("range"):
-            phases.append({
-                "range": str(rng), "count": len(g), "total_ns": int(g["duration_ns"].sum()),
-                "per_iteration_ns": int(g["duration_ns"].sum()) // len(durs),
-                "first_ns": int(g.sort_values("start")["duration_ns"].iloc[0]),
-                "median_ns": float(np.median(g["duration_ns"])),
-            })
-        phases.sort(key=lambda p: -p["total_ns"])
-    return {
-        "range": name,
-        "count": len(durs),
-        "total_ns": int(durs.sum()),
-        "first_ns": int(durs[0]),
-        "median_ns": float(np.median(durs)),
-        "median_after_first_ns": float(np.median(rest)) if len(rest) else None,
-        "first_iteration_extra_ns": int(durs[0] - np.median(rest)) if len(rest) else None,
-        "api_per_iteration": per_iter_api,
-        "api_one_time": one_time_api,
-        "phases": phases,
-    }
+def _phases(trace: Trace, st: Steps) -> tuple[sm.Phase, ...]:
+    r = ranges_table(trace)
+    if not len(r):
+        return ()
+    a, e = st.window()
+    o = r[(r["pidk"] == st.pid) & (r["name"] != st.range_name)]
+    o = o[inside(a, e, o["start"].to_numpy(np.int64))]
+    out = []
+    for rng, g in o.groupby("name"):
+        d = (g["end"] - g["start"]).to_numpy(np.int64)
+        first = int(g.sort_values("start")["end"].iloc[0] - g.sort_values("start")["start"].iloc[0])
+        out.append(sm.Phase(str(rng), len(g), int(d.sum()), int(d.sum()) // st.count, first,
+                            float(np.median(d))))
+    out.sort(key=lambda p: -p.total_ns)
+    return tuple(out)
+
+
+def summarize(trace: Trace, *, range_name: str | None = None) -> Summary:
+    """Compute the breakdown of a trace (schema ``kernelscope.summary/2``).
+
+    Args:
+        trace: any loaded trace (nsys sqlite/.nsys-rep or Kineto).
+        range_name: the step range to use instead of the one found by structure.
+
+    Returns:
+        The typed summary; its ``findings`` are empty here (``findings.overview`` fills them from
+        the findings engine).
+
+    """
+    start, end = capture_window(trace)
+    wall_ns = end - start
+    gpus = trace.table("gpus")
+    gpu_list = tuple(
+        sm.GpuInfo(**{k: sm.strict(row.get(k)) for k in ("id", "name", "smCount", "memoryBandwidth",
+                                                        "totalMemory", "computeMajor", "computeMinor")})
+        for row in gpus.to_dict("records")) if len(gpus) else ()
+    api = _api_frame(trace)
+    ops = _ops(trace)
+    return Summary(
+        schema=SCHEMA,
+        report=sm.ReportMeta(str(trace.info.path), trace.info.kind, trace.info.product_version,
+                             trace.info.schema_version, gpu_list),
+        missing=tuple(trace.missing_report()),
+        wall=sm.Wall(start, end, wall_ns),
+        host=_host(api, wall_ns),
+        gpu=_gpu(trace, ops, wall_ns),
+        processes=_processes(trace, api, ops, wall_ns),
+        bandwidth=_bandwidth(trace),
+        iterations=_iterations(trace, api, ops, range_name),
+    )
 
 
 def _ms(ns: float) -> str:
     return f"{ns / 1e6:,.1f} ms" if ns >= 1e5 else f"{ns / 1e3:,.1f} µs"
 
 
-def _findings(s: dict[str, Any]) -> list[str]:
-    out: list[tuple[float, str]] = []
-    wall = s["wall"]["span_ns"] or 1
-    for c in s["host"]["categories"]:
-        if c["category"] == "other" or not c["pct_of_wall"] or c["pct_of_wall"] < 5:
-            continue
-        top = ", ".join(f"{t['name']} ×{t['calls']}" for t in c["top_calls"][:3])
-        out.append((c["total_ns"], (
-            f"{c['label'].capitalize()} took {_ms(c['total_ns'])} of CUDA API time "
-            f"({c['pct_of_wall']:.1f} % of the {_ms(wall)} capture): {top}."
-        )))
-    g = s["gpu"]
-    for p in g["parts"]:
-        if p["part"] == "kernels":
-            out.append((p["total_ns"] * 0.5, (
-                f"Kernels ran for {_ms(p['total_ns'])}, {p['pct_of_wall'] or 0:.1f} % of the capture; "
-                f"the GPU was idle {_ms(g['idle_ns'])} ({100 - (g['busy_pct_of_wall'] or 0):.1f} %)."
-            )))
-    for b in s["bandwidth"]:
-        if b["gb_per_s"] is not None and b["memory"] == "Pageable" and b["total_ns"] > 0.01 * wall:
-            out.append((b["total_ns"], (
-                f"{b['count']} {b['direction']} copies from pageable memory moved "
-                f"{b['bytes'] / 1e6:,.1f} MB at {b['gb_per_s']:.1f} GB/s; pinned memory "
-                "(cudaMallocHost) with cudaMemcpyAsync is usually several times faster."
-            )))
-    it = s.get("iterations")
-    if it:
-        alloc = next((a for a in it["api_per_iteration"] if a["category"] == "allocation"), None)
-        if alloc and alloc["total_ns"] > 0.02 * it["total_ns"]:
-            out.append((alloc["total_ns"] * 1.5, (
-                f"Memory is allocated inside every {it['range']} iteration: "
-                f"{_ms(alloc['per_iteration_ns'])} per iteration in {alloc['calls']} calls; allocate "
-                "buffers once, outside the loop."
-            )))
-    if s["host"]["calls"] and not any(p["part"] == "kernels" for p in g["parts"]) and any(
-        "kernels" in m for m in s["missing"]
-    ):
-        out.append((float("inf"), (
-            f"This capture has {s['host']['calls']} CUDA API calls but no kernels: it is partial. "
-            f"It was recorded by Nsight Systems {s['report']['product_version'] or '(unknown)'}; an "
-            "nsys older than the CUDA driver records only part of the activity, so profile again "
-            "with a current nsys."
-        )))
-    out.sort(key=lambda t: -t[0])
-    return [text for _, text in out[:6]]
+def _share(p: float | None) -> str:
+    return "   n/a" if p is None else f"{p:6.1f}"
 
 
-def summarize(trace: Trace) -> dict[str, Any]:
-    """Compute the host-vs-GPU breakdown of a trace (JSON-ready, schema ``kernelscope.summary/1``).
-
-    Args:
-        trace: any loaded trace (nsys sqlite/.nsys-rep or Kineto).
-
-    Returns:
-        A dict with keys ``schema``, ``report``, ``missing``, ``wall``, ``host``, ``gpu``,
-        ``bandwidth``, ``iterations`` (or None) and ``findings`` (plain sentences).
-
-    """
-    start, end = capture_window(trace)
-    wall_ns = end - start
-    gpus = trace.table("gpus")
-    gpu_list = [
-        {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
-        for row in gpus[["id", "name", "smCount", "memoryBandwidth", "totalMemory",
-                         "computeMajor", "computeMinor"]].to_dict("records")
-    ] if len(gpus) else []
-    gpu, bandwidth = _gpu_breakdown(trace, wall_ns)
-    result: dict[str, Any] = {
-        "schema": SCHEMA,
-        "report": {
-            "path": str(trace.info.path),
-            "kind": trace.info.kind,
-            "product_version": trace.info.product_version,
-            "schema_version": trace.info.schema_version,
-            "gpus": gpu_list,
-        },
-        "missing": trace.missing_report(),
-        "wall": {"start_ns": start, "end_ns": end, "span_ns": wall_ns},
-        "host": _api_breakdown(trace.table("api", _API_COLS), wall_ns),
-        "gpu": gpu,
-        "bandwidth": bandwidth,
-        "iterations": _iterations(trace),
-    }
-    result["findings"] = _findings(result)
-    return result
-
-
-def format_summary(s: dict[str, Any]) -> str:
-    """Render a summary dict as readable terminal text."""
-    lines = [
-        f"Report   {s['report']['path']}  ({s['report']['kind']}, "
-        f"{s['report']['product_version'] or 'unknown version'})",
-    ]
-    for g in s["report"]["gpus"]:
-        lines.append(f"GPU      {g['name']} ({g['smCount']} SMs)")
-    lines.append(f"Capture  {_ms(s['wall']['span_ns'])} wall span")
-    h = s["host"]
+def format_summary(s: Summary) -> str:
+    """Render a summary as readable terminal text (shares are unions; sums are labelled as sums)."""
+    rep = s.report
+    lines = [f"Report   {rep.path}  ({rep.kind}, {rep.product_version or 'unknown version'})"]
+    for info in rep.gpus:
+        lines.append(f"GPU      {info.name} ({info.smCount} SMs)")
+    lines.append(f"Capture  {_ms(s.wall.span_ns)} wall span")
+    h = s.host
     lines.append("")
-    lines.append(f"CUDA API time {_ms(h['total_ns'])} in {h['calls']} calls "
-                 f"({h['pct_of_wall'] or 0:.1f} % of wall)")
-    for c in h["categories"]:
-        lines.append(f"  {c['label']:<36} {_ms(c['total_ns']):>14} {c['pct_of_api'] or 0:6.1f} %"
-                     f"  {c['calls']:>8} calls")
-    g = s["gpu"]
+    lines.append(f"CUDA API time {_ms(h.union_ns)} with a call in flight ({h.pct_of_wall or 0:.1f} % "
+                 f"of wall); "
+                 f"{_ms(h.total_ns)} summed over {h.calls} calls on {h.thread_count} thread(s)")
+    lines.append(f"  {'category':<36} {'summed':>14} {'% of API':>8} {'in flight':>12} {'% of wall':>9}")
+    for c in h.categories:
+        lines.append(f"  {c.label:<36} {_ms(c.total_ns):>14} {_share(c.pct_of_api):>8} {_ms(c.union_ns):>12} "
+                     f"{_share(c.pct_of_wall):>9}  {c.calls:>8} calls")
+    if h.thread_count > 1:
+        lines.append("  per thread (union of its calls):")
+        for t in h.threads[:8]:
+            lines.append(f"    pid {t.pid} tid {t.tid:<10} {_ms(t.union_ns):>14} "
+                         f"{_share(t.pct_of_wall)} % of wall"
+                         f"  {t.calls:>8} calls")
+    g = s.gpu
     lines.append("")
-    lines.append(f"GPU busy {_ms(g['busy_ns'])} ({g['busy_pct_of_wall'] or 0:.1f} % of wall), "
-                 f"idle {_ms(g['idle_ns'])}")
-    for p in g["parts"]:
-        lines.append(f"  {p['part']:<36} {_ms(p['total_ns']):>14} {p['pct_of_wall'] or 0:6.1f} % of wall")
-    if s["bandwidth"]:
+    if g.device_count > 1:
+        lines.append(f"GPU busy (any of {g.device_count} GPUs) {_ms(g.busy_ns)} "
+                     f"({g.busy_pct_of_wall or 0:.1f} % of wall), none busy {_ms(g.idle_ns)}; "
+                     f"busy summed over GPUs {_ms(g.busy_sum_ns)} (a sum)")
+    else:
+        lines.append(f"GPU busy {_ms(g.busy_ns)} ({g.busy_pct_of_wall or 0:.1f} % of wall), idle "
+                     f"{_ms(g.idle_ns)}")
+    for d in g.devices:
+        head = f"  GPU {d.device}" + (f" {d.name}" if d.name else "")
+        lines.append(f"{head}: busy {_ms(d.busy_ns)} ({d.busy_pct_of_wall or 0:.1f} % of wall), "
+                     f"{len(d.streams)} stream(s)")
+        lines.append(f"    {'part':<40} {'union':>12} {'% of busy':>9} {'% of wall':>9} "
+                     f"{'summed over streams':>20}")
+        for p in d.parts:
+            lines.append(f"    {p.part:<40} {_ms(p.union_ns):>12} {_share(p.pct_of_busy):>9} "
+                         f"{_share(p.pct_of_wall):>9} {_ms(p.total_ns):>20}")
+    if len(s.processes) > 1:
+        lines.append("")
+        lines.append("Processes (API and GPU time are unions within each process)")
+        for pr in s.processes:
+            lines.append(f"  pid {pr.pid:<10} {(pr.name or '')[:24]:<24} API {_ms(pr.api_union_ns):>12} "
+                         f"({_share(pr.api_pct_of_wall)} %)  GPU busy {_ms(pr.gpu_busy_ns):>12} "
+                         f"({_share(pr.gpu_busy_pct_of_wall)} %)  GPUs {','.join(pr.devices) or '-'}")
+    if s.bandwidth:
         lines.append("")
         lines.append("Achieved copy bandwidth")
-        for b in s["bandwidth"]:
-            lines.append(f"  {b['direction']:<18} {b['memory']:<10} {b['gb_per_s'] or 0:8.2f} GB/s"
-                         f"  ({b['count']} copies, {b['bytes'] / 1e6:,.1f} MB)")
-    it = s.get("iterations")
+        for b in s.bandwidth:
+            lines.append(f"  {b.direction:<18} {b.memory:<10} {b.gb_per_s or 0:8.2f} GB/s"
+                         f"  ({b.count} copies, {b.bytes / 1e6:,.1f} MB)")
+    it = s.iterations
     if it:
         lines.append("")
-        lines.append(f"Iterations of {it['range']}: {it['count']}, first {_ms(it['first_ns'])}, "
-                     f"median after first {_ms(it['median_after_first_ns'] or 0)}")
-        for a in it["api_per_iteration"]:
-            lines.append(f"  per iteration  {a['category']:<16} {_ms(a['per_iteration_ns']):>12}")
-        for a in it["api_one_time"]:
-            lines.append(f"  one-time       {a['category']:<16} {_ms(a['total_ns']):>12}")
-    if s["missing"]:
+        lines.append(f"Steps of {it.range} (pid {it.pid}, {it.source}, chosen by {it.chosen_by}): "
+                     f"{it.count}, "
+                     f"{it.warmup_count} warm-up, first {_ms(it.first_ns)}, steady median "
+                     f"{_ms(it.steady_median_ns)}, GPU busy per step {_ms(it.gpu_busy_per_step_ns)}")
+        for a in it.api_per_iteration:
+            lines.append(f"  per step       {a.category:<16} {_ms(a.per_iteration_ns or 0):>12}")
+        for a in it.api_warmup:
+            lines.append(f"  warm-up        {a.category:<16} {_ms(a.total_ns):>12}")
+        for a in it.api_one_time:
+            lines.append(f"  outside steps  {a.category:<16} {_ms(a.total_ns):>12}")
+        if len(it.processes) > 1:
+            for ps in it.processes:
+                lines.append(f"  pid {ps.pid}: {ps.count} steps of {ps.range}, {ps.warmup_count} warm-up, "
+                             f"steady median {_ms(ps.steady_median_ns)}")
+        others = [c for c in it.candidates if c != it.range]
+        if others:
+            lines.append(f"  other repeating ranges (--range): {', '.join(others[:6])}")
+    if s.missing:
         lines.append("")
-        lines.append("Not in this capture: " + "; ".join(s["missing"]) + ".")
-    if s["findings"]:
+        lines.append("Not in this capture: " + "; ".join(s.missing) + ".")
+    if s.findings:
         lines.append("")
-        lines.append("Findings")
-        lines += [f"  - {f}" for f in s["findings"]]
+        lines.append("Top findings (kernelscope findings for all)")
+        lines += [f"  - [{f.severity.upper()}] {f.title}: {f.gain}" for f in s.findings]
     return "\n".join(lines)

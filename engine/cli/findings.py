@@ -22,19 +22,42 @@ def cmd_findings(args: argparse.Namespace) -> int:
     """Print the findings of one report."""
     from engine.analysis.findings import findings_for, format_findings, to_document
 
-    found = findings_for(args.input, reference=args.pinned_from, telemetry=args.telemetry)
+    found = findings_for(args.input, reference=args.pinned_from, telemetry=args.telemetry,
+                         range_name=args.range)
     if args.json:
-        _dump(to_document(args.input, found))
+        print(json.dumps(to_document(args.input, found, if_all_applied=_combined(args, found)), indent=1,
+                         allow_nan=False))
     else:
         sys.stdout.write(format_findings(found, snippets=not args.brief))
+        both = _combined(args, found) if found else None
+        if both is not None:
+            per = (f"{both.per_step_ns / 1e6:,.2f} ms per steady step, " if both.per_step_ns is not None
+                   else "")
+            print(f"If all applied (no time counted twice): at most {per}{both.seconds * 1e3:,.2f} ms "
+                  f"over the capture — {both.formula}")
     return 0
+
+
+def _combined(args: argparse.Namespace, found: list[Any]) -> Any:
+    """The "if all applied" bound for an nsys/Kineto report (None for ncu)."""
+    from engine.analysis.findings import is_ncu
+
+    if is_ncu(Path(args.input).expanduser()):
+        return None
+    from engine.analysis.findings.overview import combined
+    from engine.analysis.summary import summarize
+    from engine.reports import open_report
+
+    return combined(summarize(open_report(Path(args.input).expanduser()), range_name=args.range), found)
 
 
 def register(sub: Any) -> None:
     """Add this module's subcommands to the ``kernelscope`` parser."""
     f = sub.add_parser("findings", help="what to fix, with evidence, expected gain and how to verify")
     f.add_argument("input", metavar="REPORT", help=".nsys-rep, nsys .sqlite, Kineto .json or .ncu-rep")
-    f.add_argument("--json", action="store_true", help="print kernelscope.findings/1 JSON")
+    f.add_argument("--json", action="store_true", help="print kernelscope.findings/2 JSON")
+    f.add_argument("--range", metavar="NAME", help="the step range (nsys/Kineto) instead of the one "
+                   "found by structure")
     f.add_argument("--pinned-from", metavar="REPORT",
                    help="nsys report from the same machine with pinned copies (the pinned ceiling)")
     f.add_argument("--telemetry", metavar="FILE", help="NVML recording made during the run")
@@ -154,11 +177,15 @@ def cmd_export(args: argparse.Namespace) -> int:
         text = export.comparison_markdown(c) if args.format == "md" else export.comparison_html(c)
         export.write_text(out, text)
     else:
-        from engine.analysis.findings import findings_for
+        from engine.analysis.findings import findings_for, is_ncu
+        from engine.analysis.findings.overview import overview
         from engine.analysis.summary import summarize
 
-        s = summarize(open_report(_path(args.input)))
-        found = findings_for(args.input, reference=args.pinned_from)
+        if is_ncu(_path(args.input)):
+            s, found = summarize(open_report(_path(args.input))), findings_for(args.input)
+        else:
+            ref = open_report(_path(args.pinned_from)) if args.pinned_from else None
+            s, found = overview(open_report(_path(args.input)), reference=ref)
         export.write_text(out, export.session_markdown(s, found) if args.format == "md"
                           else export.session_html(s, found))
     print(f"kernelscope: wrote {out}", file=sys.stderr)

@@ -72,26 +72,40 @@ def _iterations_of(report: Path, range_name: str | None) -> dict[str, Any]:
         raise WalkthroughError(
             f"{report} has no repeating NVTX range, so there are no iterations to compare; wrap the "
             "loop body in an NVTX range (nvtxRangePush / torch.cuda.nvtx.range) and record again.")
-    return {"range": it.range, "durations_ns": it.durations_ns}
+    return {"range": it.range, "durations_ns": it.durations_ns, "warmup": it.warmup_dropped}
+
+
+def _warm(its: dict[str, Any]) -> int:
+    """Warm-up steps to drop: as found by structure, else the first of at least 3."""
+    if "warmup" in its:
+        return int(its["warmup"])
+    return 1 if len(its["durations_ns"]) >= 3 else 0
 
 
 def start(project: str | Path, baseline: str | Path, *, checklist: str = "roadmap",
           reference: str | Path | None = None, range_name: str | None = None) -> dict[str, Any]:
     """Record the baseline and its findings; returns the new state."""
-    from engine.analysis.findings import findings_for
+    from engine.analysis.findings.overview import overview
+    from engine.reports import open_report
 
     b = Path(baseline).expanduser().resolve()
     load_checklist(checklist)
-    found = findings_for(b, reference=reference)
+    ref = open_report(Path(reference).expanduser()) if reference else None
+    summary, found = overview(open_report(b), range_name=range_name, reference=ref)
     its = _iterations_of(b, range_name)
+    it = summary.iterations
     doc: dict[str, Any] = {
         "schema": SCHEMA, "checklist": checklist, "started": _now(),
         "reference": str(Path(reference).expanduser().resolve()) if reference else None,
         "range_name": range_name,
         "baseline": {
             "report": str(b), "iterations": its,
+            "step_ns": it.steady_median_ns if it else None,
+            "gpu_busy_per_step_ns": it.gpu_busy_per_step_ns if it else None,
             "findings": [{"id": f.id, "subject": f.subject, "title": f.title, "severity": f.severity,
                           "gain_s": f.gain.seconds if f.gain else None,
+                          "per_step_ns": f.gain.per_step_ns if f.gain and not f.gain.one_time else None,
+                          "overlap": f.gain.overlap if f.gain else "",
                           "gain_formula": f.gain.formula if f.gain else "",
                           "gain_kind": f.gain.kind if f.gain else ""} for f in found],
         },
@@ -112,9 +126,35 @@ def candidates(doc: dict[str, Any]) -> list[dict[str, Any]]:
         if not hits:
             continue
         gain = sum(f["gain_s"] or 0.0 for f in hits)
+        per, _ = _per_step(doc, hits, n)
         out.append({"id": item.id, "title": item.title, "findings": sorted({f["id"] for f in hits}),
-                    "predicted_gain_s": gain, "predicted_per_iteration_ns": gain * 1e9 / n if n else None})
+                    "predicted_gain_s": gain, "predicted_per_iteration_ns": per if n else None})
     return out
+
+
+def _per_step(doc: dict[str, Any], hits: list[dict[str, Any]], n: int) -> tuple[float, str]:
+    """Predicted saving per step of the baseline findings ``hits``, and how it was computed.
+
+    Steady-state gains per step (the findings engine's), host-side ones together at most the GPU
+    idle time of a step and GPU-side ones at most its busy time, never more than the step; one-time
+    costs (start-up, warm-up) are not per-step savings. Baselines recorded before per-step gains
+    existed fall back to the capture's gains ÷ steps, capped at the step.
+    """
+    from engine.analysis.findings.gains import group_bound
+
+    b = doc["baseline"]
+    step_ns = b.get("step_ns")
+    steady = [(f.get("overlap") or "", float(f["per_step_ns"])) for f in hits if f.get("per_step_ns")]
+    if step_ns and "per_step_ns" in (hits[0] if hits else {}):
+        value, text = group_bound(steady, float(step_ns), float(b.get("gpu_busy_per_step_ns") or 0.0))
+        return value, (f"steady-state gains per step of the baseline's {len(steady)} matching findings "
+                       f"(one-time costs left out): {text}")
+    gain_s = sum(f["gain_s"] or 0.0 for f in hits)
+    per = gain_s * 1e9 / n if n else 0.0
+    durs = b["iterations"]["durations_ns"]
+    cap = float(sorted(durs)[len(durs) // 2]) if durs else per
+    return min(per, cap), (f"Σ expected gains of the baseline's {len(hits)} matching findings "
+                           f"({gain_s * 1e3:,.2f} ms over the capture) ÷ {n} iterations, at most the step")
 
 
 def pick(project: str | Path, item_ids: list[str]) -> dict[str, Any]:
@@ -130,11 +170,11 @@ def pick(project: str | Path, item_ids: list[str]) -> dict[str, Any]:
     hits = [f for f in doc["baseline"]["findings"] if f["id"] in ids]
     gain_s = sum(f["gain_s"] or 0.0 for f in hits)
     n = len(doc["baseline"]["iterations"]["durations_ns"])
+    per, formula = _per_step(doc, hits, n)
     doc["picked"] = {
         "items": item_ids, "findings": sorted({f["id"] for f in hits}), "predicted_gain_s": gain_s,
-        "predicted_per_iteration_ns": gain_s * 1e9 / n,
-        "formula": (f"Σ expected gains of the baseline's {len(hits)} matching findings "
-                    f"({gain_s * 1e3:,.2f} ms over the capture) ÷ {n} iterations"),
+        "predicted_per_iteration_ns": per,
+        "formula": formula,
         "untriggered": untriggered, "picked_at": _now(),
     }
     _save(project, doc)
@@ -154,8 +194,8 @@ def verify(project: str | Path, after: str | Path) -> dict[str, Any]:
     a = Path(after).expanduser().resolve()
     base_it = doc["baseline"]["iterations"]
     new_it = _iterations_of(a, doc.get("range_name"))
-    ia = Iterations(base_it["range"], base_it["durations_ns"], 1 if len(base_it["durations_ns"]) >= 3 else 0)
-    ib = Iterations(new_it["range"], new_it["durations_ns"], 1 if len(new_it["durations_ns"]) >= 3 else 0)
+    ia = Iterations(base_it["range"], base_it["durations_ns"], _warm(base_it))
+    ib = Iterations(new_it["range"], new_it["durations_ns"], _warm(new_it))
     stats = iteration_stats(ia, ib)
     measured = stats["median_ns_a"] - stats["median_ns_b"]
     improved = bool(stats["significant"] and stats["delta_median_ci95_ns"][1] < 0)
@@ -227,24 +267,31 @@ def compare_runs(baseline: Any, after: Any, predicted_per_iteration_ns: float | 
     }
 
 
-def predicted_gain(findings: list[Any], checklist: str, item_ids: list[str], n_iterations: int
+def predicted_gain(findings: list[Any], checklist: str, item_ids: list[str], n_iterations: int, *,
+                   step_ns: float | None = None, gpu_busy_per_step_ns: float | None = None
                    ) -> tuple[float, list[str]]:
-    """Predicted saving per iteration (ns) of applying ``item_ids``, and the findings it counts.
+    """Predicted saving per step (ns) of applying ``item_ids``, and the findings it counts.
 
-    ``findings`` are :class:`~engine.analysis.findings.model.Finding` objects or their dicts.
+    ``findings`` are :class:`~engine.analysis.findings.model.Finding` objects or their dicts;
+    ``step_ns`` and ``gpu_busy_per_step_ns`` (the summary's steady step) bound the prediction.
     """
     cl = load_checklist(checklist)
     ids = {fid for i in item_ids for fid in cl.item(i).findings}
-    total_s = 0.0
-    used: set[str] = set()
+    hits: list[dict[str, Any]] = []
     for f in findings:
         fid = f["id"] if isinstance(f, dict) else f.id
         if fid not in ids:
             continue
-        gain = f.get("gain_s") if isinstance(f, dict) else (f.gain.seconds if f.gain else None)
-        total_s += gain or 0.0
-        used.add(fid)
-    return (total_s * 1e9 / n_iterations if n_iterations else 0.0), sorted(used)
+        if isinstance(f, dict):
+            hits.append(f)
+        else:
+            g = f.gain
+            hits.append({"id": fid, "gain_s": g.seconds if g else None, "overlap": g.overlap if g else "",
+                         "per_step_ns": g.per_step_ns if g and not g.one_time else None})
+    doc: dict[str, Any] = {"baseline": {"step_ns": step_ns, "gpu_busy_per_step_ns": gpu_busy_per_step_ns,
+                        "iterations": {"durations_ns": []}}}
+    per, _ = _per_step(doc, hits, n_iterations)
+    return per, sorted({h["id"] for h in hits})
 
 
 def rerun(project: str | Path, spec: Any, *, env: dict[str, str] | None = None, store: Any = None

@@ -2,7 +2,8 @@
 
 ``findings_for(path)`` opens an nsys/Kineto trace or an Nsight Compute report and runs the matching
 rules (plus telemetry rules when a recording is given). The JSON document has schema
-``kernelscope.findings/1``: ``{"schema", "report", "findings": [Finding.to_dict(), ...]}``.
+``kernelscope.findings/2``: ``{"schema", "report", "findings": [Finding.to_dict(), ...],
+"if_all_applied"}``; gains carry their window, per-step saving and overlap group (see ``gains``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def is_ncu(path: Path) -> bool:
 
 
 def findings_for(path: str | Path, *, reference: str | Path | None = None,
-                 telemetry: str | Path | None = None) -> list[Finding]:
+                 telemetry: str | Path | None = None, range_name: str | None = None) -> list[Finding]:
     """Every finding for one report, most severe first.
 
     Args:
@@ -37,6 +38,7 @@ def findings_for(path: str | Path, *, reference: str | Path | None = None,
         reference: optional nsys report from the same machine with pinned copies: its measured
             rate is the pinned ceiling for pageable-copy gains.
         telemetry: optional NVML recording made during the run.
+        range_name: the step range (nsys/Kineto) instead of the one found by structure.
 
     Raises:
         KernelscopeError: a file cannot be read (one sentence).
@@ -50,11 +52,11 @@ def findings_for(path: str | Path, *, reference: str | Path | None = None,
 
         out += ncu_findings(read_ncu(p))
     else:
-        from engine.analysis.findings.nsys import nsys_findings
+        from engine.analysis.findings.overview import overview
         from engine.reports import open_report
 
         ref = open_report(Path(reference).expanduser()) if reference else None
-        out += nsys_findings(open_report(p), reference=ref)
+        out += overview(open_report(p), range_name=range_name, reference=ref)[1]
     if telemetry:
         from engine.analysis.findings.telemetry import telemetry_findings
         from engine.telemetry.recording import read_recording
@@ -63,9 +65,15 @@ def findings_for(path: str | Path, *, reference: str | Path | None = None,
     return sort_findings(out)
 
 
-def to_document(path: str | Path, findings: list[Finding]) -> dict[str, Any]:
-    """The JSON document (schema ``kernelscope.findings/1``)."""
-    return {"schema": SCHEMA, "report": str(path), "findings": [f.to_dict() for f in findings]}
+def to_document(path: str | Path, findings: list[Finding], *,
+                if_all_applied: Any = None) -> dict[str, Any]:
+    """The JSON document (schema ``kernelscope.findings/2``; strict JSON).
+
+    ``if_all_applied`` (a ``gains.Combined``) is the bound of applying every finding, when known.
+    """
+    doc: dict[str, Any] = {"schema": SCHEMA, "report": str(path), "findings": [f.to_dict() for f in findings]}
+    doc["if_all_applied"] = if_all_applied.to_json() if if_all_applied is not None else None
+    return doc
 
 
 def evidence_text(e: Evidence) -> str:
@@ -99,7 +107,10 @@ def format_findings(findings: list[Finding], *, snippets: bool = True) -> str:
             g = f.gain
             head = (f"{g.seconds * 1e3:,.2f} ms" if g.seconds is not None else "n/a")
             share = f" ({g.pct_of_wall:.1f} %)" if g.pct_of_wall is not None else ""
-            lines.append(f"   Expected gain ({g.kind}): {head}{share} — {g.formula}")
+            step = (f"; {fmt_time(g.per_step_ns)} per steady step ({g.pct_of_step or 0:.1f} % of it)"
+                    if g.per_step_ns is not None and not g.one_time else "")
+            once = "; one-time" if g.one_time else ""
+            lines.append(f"   Expected gain ({g.kind}): {head}{share}{step}{once} — {g.formula}")
         if f.fix:
             lines.append(f"   Fix: {f.fix}")
         if snippets and f.fix_cuda:

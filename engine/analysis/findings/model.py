@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-SCHEMA = "kernelscope.findings/1"
+SCHEMA = "kernelscope.findings/2"
 
 #: Severities, most urgent first.
 SEVERITIES = ("critical", "warning", "info")
@@ -44,6 +44,15 @@ class Gain:
         pct_of_wall: that saving as a percentage of the capture's wall span.
         formula: the formula with the report's numbers filled in.
         kind: "estimate" (the fix removes this time) or "upper bound" (at most this much).
+        per_step_ns: the saving per steady-state step (None without steps, or for one-time costs);
+            at most the step's median duration.
+        pct_of_step: that saving as a percentage of the steady step median.
+        window: what the gain is measured in and capped by: "steady steps", "capture" or
+            "kernel time".
+        window_ns: the window's length (the gain never exceeds it).
+        one_time: True for costs paid once (start-up, warm-up), which do not grow with the run.
+        overlap: findings in the same group save the same time ("host": GPU idle behind host
+            work; "gpu": GPU busy time); the "if all applied" bound counts a group at most once.
 
     """
 
@@ -51,9 +60,15 @@ class Gain:
     pct_of_wall: float | None
     formula: str
     kind: str = "estimate"
+    per_step_ns: float | None = None
+    pct_of_step: float | None = None
+    window: str = "capture"
+    window_ns: int | None = None
+    one_time: bool = False
+    overlap: str = ""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Finding:
     """One problem found in a report.
 
@@ -87,8 +102,13 @@ class Finding:
     subject: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict."""
-        return asdict(self)
+        """JSON-ready dict (strict JSON: null, never NaN or Infinity)."""
+        out: dict[str, Any] = _strict(asdict(self))
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict (the same as :meth:`to_dict`)."""
+        return self.to_dict()
 
     def evidence_value(self, label: str) -> float | int | str:
         """The value of the evidence item called ``label`` (KeyError if absent)."""
@@ -115,12 +135,39 @@ def pct(part: float, whole: float) -> float | None:
 
 
 def sort_findings(findings: list[Finding]) -> list[Finding]:
-    """Most severe first, then by expected gain (largest first)."""
-    def key(f: Finding) -> tuple[int, float]:
-        gain = f.gain.seconds if f.gain and f.gain.seconds is not None else 0.0
-        return SEVERITIES.index(f.severity), -gain
+    """The largest computable win first.
+
+    A broken capture comes first (no gain can be trusted then); then findings with a steady-state
+    gain, by time saved per step; then the other gains (one-time costs, ncu's share of kernel
+    time), largest first; then findings without a gain. Severity breaks ties.
+    """
+    def key(f: Finding) -> tuple[int, float, int]:
+        g = f.gain
+        sev = SEVERITIES.index(f.severity)
+        if f.source == "capture":
+            return 0, 0.0, sev
+        if g is not None and g.per_step_ns is not None and not g.one_time and g.per_step_ns > 0:
+            return 1, -g.per_step_ns, sev
+        if g is not None and g.seconds is not None and g.seconds > 0:
+            return 2, -g.seconds, sev
+        return 3, 0.0, sev
 
     return sorted(findings, key=key)
+
+
+def _strict(value: Any) -> Any:
+    """NaN / Infinity → None, recursively (strict JSON)."""
+    import math
+
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 def fmt_time(ns: float) -> str:

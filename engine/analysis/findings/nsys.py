@@ -8,40 +8,24 @@ Gains are computed from the report's own numbers; each states its formula.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engine.analysis.findings.model import Evidence, Finding, Gain, fmt_time, pct, severity_for
-from engine.analysis.summary import api_category, interval_union_ns, summarize
+from engine.analysis.findings.gains import GPU, HOST, Context, gain_from, severity_of
+from engine.analysis.findings.model import Evidence, Finding, Gain, fmt_time, pct
+from engine.analysis.steps import pid_keys
+from engine.analysis.summary import api_category, interval_union_ns
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from engine.analysis.summary_model import Summary
     from engine.reports.base import Trace
 
 _DIRECTIONS = ("Host-to-Device", "Device-to-Host")
 
-
-@dataclass
-class Context:
-    """What the rules share: the trace, its summary and an optional reference for ceilings."""
-
-    trace: Trace
-    summary: dict[str, Any]
-    reference: Trace | None = None
-
-    @property
-    def wall_ns(self) -> int:
-        """Wall span of the capture in ns."""
-        return int(self.summary["wall"]["span_ns"])
-
-
-def _gain(ns: float, wall_ns: int, formula: str, kind: str = "estimate") -> Gain:
-    ns = max(float(ns), 0.0)
-    return Gain(seconds=round(ns / 1e9, 9), pct_of_wall=pct(ns, wall_ns), formula=formula, kind=kind)
+__all__ = ["Context", "copies_with_calls", "nsys_findings", "pinned_ceiling", "pinned_rates"]
 
 
 def _durations(df: pd.DataFrame) -> np.ndarray:
@@ -49,28 +33,13 @@ def _durations(df: pd.DataFrame) -> np.ndarray:
     return d
 
 
-def _iteration_ranges(trace: Trace, summary: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
-    """Starts and ends of the repeating NVTX range the summary picked (empty when none)."""
-    it = summary.get("iterations")
-    empty = np.array([], dtype=np.int64)
-    if not it:
-        return empty, empty
-    nv = trace.table("nvtx", ["start", "end", "eventType", "text", "domain"])
-    r = nv[nv["eventType"].isin([59, 60]) & nv["end"].notna()]
-    name = r["domain"].fillna("").astype(str) + ":" + r["text"].fillna("").astype(str)
-    r = r[name == it["range"]].sort_values("start")
-    return r["start"].to_numpy(dtype=np.int64), r["end"].to_numpy(dtype=np.int64)
-
-
-def _inside(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Which times ``t`` fall inside one of the sorted, non-overlapping ranges."""
-    if not len(starts) or not len(t):
-        return np.zeros(len(t), dtype=bool)
-    idx = np.searchsorted(starts, t, side="right") - 1
-    ok = idx >= 0
-    res = np.zeros(len(t), dtype=bool)
-    res[ok] = t[ok] < ends[idx[ok]]
-    return res
+def _issued(c: pd.DataFrame) -> np.ndarray:
+    """When each copy was issued: its API call's start, or its own start when the call is unknown."""
+    t = c["start"].to_numpy(dtype=np.int64).copy()
+    if "api_start" in c:
+        got = c["api_start"].notna().to_numpy()
+        t[got] = c["api_start"].to_numpy()[got].astype(np.int64)
+    return t
 
 
 def copies_with_calls(trace: Trace) -> pd.DataFrame:
@@ -86,7 +55,11 @@ def copies_with_calls(trace: Trace) -> pd.DataFrame:
     a = api.rename(columns={"start": "api_start", "end": "api_end", "baseName": "api"})
     if not len(mc):
         return mc.assign(api=[], api_start=[], api_end=[])
-    return mc.merge(a, how="left", on=["correlationId", "pid"])
+    # Join on text keys: Kineto traces store pid as int in one table and str (or None) in another.
+    a = a.assign(_pk=pid_keys(a["pid"]), _ck=pid_keys(a["correlationId"]))
+    a = a.drop(columns=["pid", "correlationId"]).drop_duplicates(["_pk", "_ck"])
+    m = mc.assign(_pk=pid_keys(mc["pid"]), _ck=pid_keys(mc["correlationId"]))
+    return m.merge(a, how="left", on=["_pk", "_ck"]).drop(columns=["_pk", "_ck"])
 
 
 def _host_memory(row_op: str, src: str, dst: str) -> str:
@@ -214,47 +187,44 @@ def rule_capture_incomplete(ctx: Context) -> list[Finding]:
 
 
 def rule_per_iteration_alloc(ctx: Context) -> list[Finding]:
-    """cudaMalloc/cudaFree (and friends) inside every iteration of the repeating NVTX range."""
-    it = ctx.summary.get("iterations")
-    if not it:
+    """cudaMalloc/cudaFree (and friends) inside every steady-state step."""
+    st = ctx.steps
+    if st is None or not ctx.n_steady:
         return []
-    alloc = next((a for a in it["api_per_iteration"] if a["category"] == "allocation"), None)
-    n = int(it["count"])
-    if not alloc or alloc["calls"] < n or alloc["total_ns"] < 0.01 * it["total_ns"]:
+    n = ctx.n_steady
+    api = ctx.trace.table("api", ["start", "end", "baseName", "pid"])
+    api = api[pid_keys(api["pid"]) == st.pid]
+    api = api[api["baseName"].map(lambda x: api_category(str(x)) == "allocation")]
+    inside = api[ctx.steady_mask(api["start"].to_numpy(dtype=np.int64))]
+    total = int(_durations(inside).sum()) if len(inside) else 0
+    steady_total = ctx.step_ns * n
+    if len(inside) < n or total < 0.01 * steady_total:
         return []
-    starts, ends = _iteration_ranges(ctx.trace, ctx.summary)
-    api = ctx.trace.table("api", ["start", "end", "baseName"])
-    inside = api[_inside(starts, ends, api["start"].to_numpy(dtype=np.int64))]
-    inside = inside[inside["baseName"].map(lambda s: api_category(str(s)) == "allocation")]
     by_name = inside.assign(d=_durations(inside)).groupby("baseName")["d"].agg(["sum", "count"])
-    total = int(alloc["total_ns"])
-    gain_ns = total * (n - 1) / n
+    gain = gain_from(ctx, total, 0, f"allocation API time inside the {n} steady steps = {fmt_time(total)} "
+                     "(allocate once, outside the loop)", overlap=HOST)
     ev = [
-        Evidence("iterations", n, "", f"NVTX range {it['range']}"),
-        Evidence("allocation API time inside iterations", total, "ns", "CUPTI_ACTIVITY_KIND_RUNTIME"),
-        Evidence("allocation calls inside iterations", int(alloc["calls"]), "calls",
+        Evidence("steady steps", n, "", f"NVTX range {st.range_name}"),
+        Evidence("allocation API time inside the steady steps", total, "ns", "CUPTI_ACTIVITY_KIND_RUNTIME"),
+        Evidence("allocation calls inside the steady steps", len(inside), "calls",
                  "CUPTI_ACTIVITY_KIND_RUNTIME"),
-        Evidence("allocation time per iteration", int(alloc["per_iteration_ns"]), "ns",
-                 "CUPTI_ACTIVITY_KIND_RUNTIME"),
-        Evidence("share of iteration time", pct(total, it["total_ns"]) or 0.0, "%", "NVTX_EVENTS"),
+        Evidence("allocation time per step", total // n, "ns", "CUPTI_ACTIVITY_KIND_RUNTIME"),
+        Evidence("share of the step median", pct(total / n, ctx.step_ns) or 0.0, "%", "NVTX_EVENTS"),
     ]
     for name, row in by_name.sort_values("sum", ascending=False).iterrows():
-        ev.append(Evidence(f"{name} inside iterations", int(row["sum"]), "ns",
+        ev.append(Evidence(f"{name} inside the steady steps", int(row["sum"]), "ns",
                            f"cuda_api_sum ({int(row['count'])} calls)"))
-    gain = _gain(gain_ns, ctx.wall_ns,
-                 f"allocation time in iterations × (N−1)/N = {fmt_time(total)} × {n - 1}/{n} = "
-                 f"{fmt_time(gain_ns)} (one allocation remains, outside the loop)")
+    sev = severity_of(gain)
     return [Finding(
         id="nsys.per-iteration-alloc",
         title="Memory is allocated and freed in every iteration",
-        # A per-iteration cost grows with the run: never below "warning".
-        severity=severity_for(pct(gain_ns, it["total_ns"])).replace("info", "warning"),
+        # A per-step cost grows with the run: never below "warning".
+        severity="warning" if sev == "info" else sev,
         source="nsys",
         summary=(
-            f"{alloc['calls']} allocation/free calls inside the {n} {it['range']} iterations took "
-            f"{fmt_time(total)} ({fmt_time(alloc['per_iteration_ns'])} per iteration); cudaFree also "
-            "synchronizes the device. Allocating once outside the loop saves about "
-            f"{fmt_time(gain_ns)}."
+            f"{len(inside)} allocation/free calls inside the {n} steady {st.range_name} steps took "
+            f"{fmt_time(total)} ({fmt_time(total / n)} per step); cudaFree also synchronizes the device. "
+            f"Allocating once outside the loop saves about {fmt_time(gain.per_step_ns or 0)} per step."
         ),
         evidence=ev,
         fix="Allocate the buffers once before the loop and reuse them; free them after it "
@@ -265,7 +235,7 @@ def rule_per_iteration_alloc(ctx: Context) -> list[Finding]:
                    "    torch.mm(a, b, out=buf)          # reuse; the caching allocator avoids cudaMalloc"),
         gain=gain,
         verify="Re-run: cuda_api_sum shows cudaMalloc/cudaFree only a few times (not per "
-               "iteration) and the iteration median drops by about the predicted time.",
+               "iteration) and the step median drops by about the predicted time.",
     )]
 
 
@@ -304,14 +274,17 @@ def rule_pageable_copies(ctx: Context) -> list[Finding]:
             ev.append(Evidence("pinned ceiling", round(rate / 1e9, 3), "GB/s", where))
             ev.append(Evidence("time at pinned ceiling", int(round(at_pinned)), "ns",
                                "bytes ÷ pinned ceiling"))
-            gain = _gain(ns - at_pinned, ctx.wall_ns,
-                         f"copy time − bytes ÷ pinned rate = {fmt_time(ns)} − {nbytes / 1e6:,.1f} MB ÷ "
-                         f"{rate / 1e9:.2f} GB/s = {fmt_time(ns - at_pinned)}")
+            steady = ctx.steady_mask(_issued(sub))
+            moved = sub["bytes"].astype(float).fillna(0).to_numpy()
+            saved = np.maximum(_durations(sub) - moved / rate * 1e9, 0)
+            gain = gain_from(ctx, float(saved[steady].sum()), float(saved[~steady].sum()),
+                             f"copy time − bytes ÷ pinned rate = {fmt_time(ns)} − {nbytes / 1e6:,.1f} MB ÷ "
+                             f"{rate / 1e9:.2f} GB/s = {fmt_time(ns - at_pinned)}", overlap=GPU)
         word = "from" if direction == "Host-to-Device" else "to"
         out.append(Finding(
             id="nsys.pageable-copies",
             title=f"{direction} copies use pageable host memory",
-            severity=severity_for(gain.pct_of_wall),
+            severity=severity_of(gain),
             source="nsys",
             subject=direction,
             summary=(
@@ -361,15 +334,18 @@ def rule_sync_copies(ctx: Context) -> list[Finding]:
         Evidence("host time beyond the copies", blocked_extra, "ns", "API duration − GPU copy duration"),
         Evidence("kernel time (overlap bound)", kernel_ns, "ns", "cuda_gpu_kern_sum"),
     ]
-    gain = _gain(gain_ns, ctx.wall_ns,
+    extra = np.maximum((c["api_end"].astype(np.int64) - c["api_start"].astype(np.int64)).to_numpy()
+                       - _durations(c), 0)
+    steady = ctx.steady_mask(_issued(c))
+    gain = gain_from(ctx, float(extra[steady].sum()), float(extra[~steady].sum()),
                  f"Σ(call duration − copy duration) = {fmt_time(api_ns)} − {fmt_time(gpu_ns)} = "
                  f"{fmt_time(gain_ns)} of host blocking that async calls return from at once; "
                  f"overlapping the copies with kernels could hide up to a further "
-                 f"{fmt_time(min(gpu_ns, kernel_ns))} (min of copy and kernel time)")
+                 f"{fmt_time(min(gpu_ns, kernel_ns))} (min of copy and kernel time)", overlap=HOST)
     return [Finding(
         id="nsys.sync-copies",
         title="Synchronous copies serialize the host and the GPU",
-        severity=severity_for(pct(api_ns, ctx.wall_ns)),
+        severity=severity_of(gain),
         source="nsys",
         summary=(
             f"{len(c)} synchronous cudaMemcpy calls blocked the CPU thread for {fmt_time(api_ns)}, "
@@ -395,28 +371,43 @@ def rule_sync_copies(ctx: Context) -> list[Finding]:
 
 def rule_copy_compute_overlap(ctx: Context) -> list[Finding]:
     """Copies and kernels never run at the same time."""
-    k = ctx.trace.table("kernels", ["start", "end"])
-    m = ctx.trace.table("memcpy", ["start", "end"])
+    k = ctx.trace.table("kernels", ["start", "end", "deviceId"])
+    m = ctx.trace.table("memcpy", ["start", "end", "deviceId"])
     if not len(k) or not len(m):
         return []
-    k_ns, ks, ke = interval_union_ns(k["start"].to_numpy(np.int64), k["end"].to_numpy(np.int64))
-    m_ns, _, _ = interval_union_ns(m["start"].to_numpy(np.int64), m["end"].to_numpy(np.int64))
-    both = np.concatenate([k["start"].to_numpy(np.int64), m["start"].to_numpy(np.int64)])
-    both_e = np.concatenate([k["end"].to_numpy(np.int64), m["end"].to_numpy(np.int64)])
-    union, _, _ = interval_union_ns(both, both_e)
-    overlap = k_ns + m_ns - union
+
+    def per_device(kk: pd.DataFrame, mm: pd.DataFrame) -> tuple[int, int, int]:
+        """(kernel union, copy union, overlap) summed over GPUs: each GPU overlaps only itself."""
+        tk = tm = tov = 0
+        kd, md = pid_keys(kk["deviceId"]), pid_keys(mm["deviceId"])
+        for dev in set(kd) & set(md):
+            ks, ke = kk["start"].to_numpy(np.int64)[kd == dev], kk["end"].to_numpy(np.int64)[kd == dev]
+            ms, me = mm["start"].to_numpy(np.int64)[md == dev], mm["end"].to_numpy(np.int64)[md == dev]
+            a, b = interval_union_ns(ks, ke)[0], interval_union_ns(ms, me)[0]
+            u = interval_union_ns(np.concatenate([ks, ms]), np.concatenate([ke, me]))[0]
+            tk, tm, tov = tk + a, tm + b, tov + (a + b - u)
+        return tk, tm, tov
+
+    k_ns, m_ns, overlap = per_device(k, m)
     bound = min(k_ns, m_ns)
     if bound <= 0 or overlap > 0.1 * bound or bound < 0.02 * ctx.wall_ns:
         return []
     streams = ctx.trace.table("kernels", ["streamId"])["streamId"].nunique()
     mstreams = ctx.trace.table("memcpy", ["streamId"])["streamId"].nunique()
-    gain = _gain(bound - overlap, ctx.wall_ns,
-                 f"min(copy time, kernel time) − overlap = min({fmt_time(m_ns)}, {fmt_time(k_ns)}) − "
-                 f"{fmt_time(overlap)} = {fmt_time(bound - overlap)} (perfect pipelining)", "upper bound")
+    total_gain = bound - overlap
+    steady_gain = 0
+    if ctx.n_steady:
+        sk = per_device(k[ctx.steady_mask(k["start"].to_numpy(np.int64))],
+                        m[ctx.steady_mask(m["start"].to_numpy(np.int64))])
+        steady_gain = max(min(sk[0], sk[1]) - sk[2], 0)
+    gain = gain_from(ctx, steady_gain, max(total_gain - steady_gain, 0),
+                     f"min(copy time, kernel time) − overlap = min({fmt_time(m_ns)}, {fmt_time(k_ns)}) − "
+                     f"{fmt_time(overlap)} = {fmt_time(total_gain)} (perfect pipelining; per GPU)",
+                     kind="upper bound", overlap=GPU)
     return [Finding(
         id="nsys.no-copy-compute-overlap",
         title="Copies and kernels never overlap",
-        severity=severity_for(gain.pct_of_wall, critical=50.0),
+        severity=severity_of(gain, critical=50.0),
         source="nsys",
         summary=(
             f"The GPU copied for {fmt_time(m_ns)} and computed for {fmt_time(k_ns)}, overlapping for "
@@ -487,191 +478,30 @@ def rule_default_stream(ctx: Context) -> list[Finding]:
     )]
 
 
-def rule_launch_bound(ctx: Context) -> list[Finding]:
-    """Many kernels shorter than the CPU time it takes to launch them."""
-    k = ctx.trace.table("kernels", ["start", "end", "correlationId", "pid"])
-    api = ctx.trace.table("api", ["start", "end", "correlationId", "pid", "baseName"])
-    if len(k) < 50 or not len(api):
-        return []
-    launches = api[api["baseName"].map(lambda s: api_category(str(s)) == "launches")]
-    j = k.merge(launches.rename(columns={"start": "a0", "end": "a1"}), on=["correlationId", "pid"])
-    if not len(j):
-        return []
-    kd = _durations(j)
-    ld = j["a1"].to_numpy(np.int64) - j["a0"].to_numpy(np.int64)
-    short = kd < ld
-    if short.mean() < 0.5:
-        return []
-    excess = int((ld[short] - kd[short]).sum())
-    return [Finding(
-        id="nsys.launch-bound",
-        title="Kernels are shorter than their launch overhead",
-        severity=severity_for(pct(excess, ctx.wall_ns)),
-        source="nsys",
-        summary=(
-            f"{int(short.sum())} of {len(j)} kernels ran for less time than their launch call took "
-            f"(median kernel {fmt_time(float(np.median(kd)))}, median launch "
-            f"{fmt_time(float(np.median(ld)))}): the CPU cannot keep the GPU busy."
-        ),
-        evidence=[
-            Evidence("kernels", len(j), "kernels", "CUPTI_ACTIVITY_KIND_KERNEL"),
-            Evidence("kernels shorter than their launch", int(short.sum()), "kernels",
-                     "kernel duration < launch API duration"),
-            Evidence("median kernel duration", float(np.median(kd)), "ns", "cuda_gpu_kern_sum"),
-            Evidence("median launch call duration", float(np.median(ld)), "ns", "cuda_api_sum"),
-        ],
-        fix="Capture the loop once as a CUDA Graph and replay it, or fuse the small kernels.",
-        fix_cuda=("cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);\n"
-                  "for (...) small<<<g, b, 0, s>>>(...);\ncudaStreamEndCapture(s, &graph);\n"
-                  "cudaGraphInstantiate(&exec, graph, 0);\ncudaGraphLaunch(exec, s);"),
-        fix_torch=("g = torch.cuda.CUDAGraph()\nwith torch.cuda.graph(g):\n    out = step(static_in)\n"
-                   "g.replay()        # or torch.compile(model, mode='reduce-overhead')"),
-        gain=_gain(excess, ctx.wall_ns,
-                   f"Σ(launch call − kernel duration) over kernels shorter than their launch = "
-                   f"{fmt_time(excess)}", "upper bound"),
-        verify="Re-run: cudaGraphLaunch replaces most cudaLaunchKernel calls, and the GPU idle "
-               "time between kernels shrinks.",
-    )]
-
-
-def rule_gpu_idle(ctx: Context) -> list[Finding]:
-    """GPU idle inside the iterations (or inside the GPU's active span when there are none)."""
-    t = ctx.trace
-    parts = [t.table(n, ["start", "end"]) for n in ("kernels", "memcpy", "memset")]
-    parts = [p for p in parts if len(p)]
-    if not parts:
-        return []
-    s = np.concatenate([p["start"].to_numpy(np.int64) for p in parts])
-    e = np.concatenate([p["end"].to_numpy(np.int64) for p in parts])
-    starts, ends = _iteration_ranges(t, ctx.summary)
-    if len(starts):
-        window_ns = int((ends - starts).sum())
-        where = f"the {len(starts)} iterations of {ctx.summary['iterations']['range']}"
-        busy = 0
-        for a, b in zip(starts, ends, strict=False):
-            cs = np.clip(s, a, b)
-            ce = np.clip(e, a, b)
-            keep = ce > cs
-            busy += interval_union_ns(cs[keep], ce[keep])[0]
-    else:
-        a, b = int(s.min()), int(e.max())
-        window_ns = b - a
-        where = "the span from the first to the last GPU operation"
-        busy = interval_union_ns(s, e)[0]
-    idle = window_ns - busy
-    if window_ns <= 0 or idle < 0.2 * window_ns or idle < 1_000_000:
-        return []
-    return [Finding(
-        id="nsys.gpu-idle",
-        title="The GPU sits idle between operations",
-        severity=severity_for(pct(idle, window_ns)),
-        source="nsys",
-        summary=(
-            f"The GPU was idle {fmt_time(idle)} of {fmt_time(window_ns)} ({pct(idle, window_ns)} %) "
-            f"within {where}: the CPU did not queue work fast enough (allocation, synchronous calls, "
-            "host code between launches)."
-        ),
-        evidence=[
-            Evidence("window", window_ns, "ns", "NVTX_EVENTS" if len(starts) else "GPU activity span"),
-            Evidence("GPU busy (union of kernels, copies, memsets)", busy, "ns", "CUPTI_ACTIVITY_KIND_*"),
-            Evidence("GPU idle", idle, "ns", "window − busy"),
-        ],
-        fix="Remove host work from between GPU operations (the other findings name it), queue work "
-            "asynchronously, and synchronize only when results are needed.",
-        fix_cuda="// queue everything on a stream, synchronize once at the end\ncudaStreamSynchronize(s);",
-        fix_torch="# avoid .item(), .cpu(), print(tensor) inside the loop: each one synchronizes",
-        gain=_gain(idle, ctx.wall_ns, f"window − GPU busy = {fmt_time(window_ns)} − {fmt_time(busy)} = "
-                   f"{fmt_time(idle)}", "upper bound"),
-        verify="Re-run: GPU busy share of the iterations rises (`kernelscope summary`).",
-    )]
-
-
-def rule_setup_dominates(ctx: Context) -> list[Finding]:
-    """One-time context/module setup (and one-time allocation) dominating a short run."""
-    it = ctx.summary.get("iterations")
-    if it:
-        one = [a for a in it["api_one_time"] if a["category"] in ("setup", "allocation")]
-    else:
-        one = [c for c in ctx.summary["host"]["categories"] if c["category"] == "setup"]
-    total = sum(int(a["total_ns"]) for a in one)
-    if not ctx.wall_ns or total < 0.3 * ctx.wall_ns:
-        return []
-    cats = ", ".join(f"{a['category']} {fmt_time(a['total_ns'])}" for a in one)
-    return [Finding(
-        id="nsys.setup-dominates",
-        title="One-time setup dominates this short run",
-        severity="info",
-        source="nsys",
-        summary=(
-            f"One-time CUDA work ({cats}) took {fmt_time(total)}, {pct(total, ctx.wall_ns)} % of the "
-            f"{fmt_time(ctx.wall_ns)} capture. It is paid once per process: measure steady-state "
-            "iterations (or run longer) before optimizing it."
-        ),
-        evidence=[Evidence(f"one-time {a['category']} API time", int(a["total_ns"]), "ns",
-                           "CUPTI_ACTIVITY_KIND_RUNTIME outside the iteration ranges" if it
-                           else "cuda_api_sum")
-                  for a in one] + [Evidence("capture wall span", ctx.wall_ns, "ns", "all tables")],
-        fix="Keep the process alive across runs (a server or a longer benchmark), load modules lazily "
-            "(CUDA_MODULE_LOADING=LAZY, default since CUDA 12.2), and warm up before timing.",
-        fix_cuda="cudaFree(0);   // create the context before the timed region",
-        fix_torch="torch.cuda.init(); model(x)  # warm-up step before timing",
-        gain=_gain(total, ctx.wall_ns, f"one-time API time = {fmt_time(total)} (per process start, "
-                   "not per iteration)", "upper bound"),
-        verify="Time only the iteration range; its median should not include this cost.",
-    )]
-
-
-def rule_expert(ctx: Context) -> list[Finding]:
-    """The nsys analyze rules not already covered by the rules above."""
-    from engine.analysis.nsys import analyze as expert
-
-    out: list[Finding] = []
-    # cuda_memcpy_async and cuda_memcpy_sync are covered by nsys.pageable-copies / nsys.sync-copies.
-    for name in ("cuda_memset_sync", "cuda_api_sync", "gpu_gaps", "gpu_time_util"):
-        res = expert.run_rule(ctx.trace, name, rows=-1)
-        if res.table.empty:
-            continue
-        dur = int(res.table["Duration (ns)"].sum()) if "Duration (ns)" in res.table else 0
-        out.append(Finding(
-            id=f"nsys.expert.{name}",
-            title=expert.RULES[name],
-            severity="info",
-            source="nsys",
-            summary=res.explanation,
-            evidence=[Evidence("rows", len(res.table), "rows", f"nsys analyze -r {name}"),
-                      Evidence("total duration of the rows", dur, "ns", f"nsys analyze -r {name}")],
-            fix=res.fix,
-            gain=_gain(dur, ctx.wall_ns, f"Σ Duration of the {name} rows = {fmt_time(dur)}",
-                       "upper bound") if name != "gpu_time_util" else None,
-            verify=f"Re-run: `kernelscope analyze -r {name} REPORT` reports fewer rows.",
-        ))
-    return out
-
-
-RULES: list[Callable[[Context], list[Finding]]] = [
-    rule_capture_incomplete, rule_per_iteration_alloc, rule_pageable_copies, rule_sync_copies,
-    rule_copy_compute_overlap, rule_default_stream, rule_launch_bound, rule_gpu_idle,
-    rule_setup_dominates, rule_expert,
-]
-
-
 def nsys_findings(trace: Trace, *, reference: Trace | None = None,
-                  summary: dict[str, Any] | None = None) -> list[Finding]:
-    """Run every nsys rule on ``trace``.
+                  summary: Summary | None = None) -> list[Finding]:
+    """Run every registered trace rule (``findings.registry``) on ``trace``.
 
     Args:
         trace: an opened nsys (or Kineto) trace.
         reference: optional report of the same machine with pinned copies (the pinned ceiling).
-        summary: the trace's summary when already computed.
+        summary: the trace's summary when already computed (the window's, the CLI's): the rules
+            use its steps and numbers instead of computing them again.
 
     """
-    ctx = Context(trace, summary if summary is not None else summarize(trace), reference)
+    from dataclasses import replace
+
+    from engine.analysis.findings.registry import rules
+    from engine.analysis.summary import summarize
+
+    ctx = Context.build(trace, summary if summary is not None else summarize(trace), reference)
     out: list[Finding] = []
-    for rule in RULES:
-        out += rule(ctx)
+    for rule in rules("trace"):
+        out += rule.load()(ctx)
     if any(f.id == "capture.incomplete" for f in out):
         # Gains from a partial capture would mislead: keep them as evidence only.
-        for f in out:
-            if f.gain is not None and f.id != "capture.incomplete":
-                f.gain = Gain(None, None, "not computed: the capture is incomplete")
+        out = [f if f.id == "capture.incomplete" else
+               replace(f, severity="info", gain=None if f.gain is None else
+                       Gain(None, None, "not computed: the capture is incomplete"))
+               for f in out]
     return out

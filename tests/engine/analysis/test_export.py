@@ -13,6 +13,7 @@ import pytest
 from engine.analysis import export
 from engine.analysis.compare import compare_traces
 from engine.analysis.findings import findings_for
+from engine.analysis.findings.overview import gain_text
 from engine.analysis.summary import summarize
 from engine.cli import main
 from engine.reports import open_report
@@ -69,7 +70,12 @@ def test_session_markdown_and_html_have_findings_numbers_and_svg(tmp_path):
     found = findings_for(NAIVE, reference=FIXED)
     md = export.session_markdown(s, found)
     assert "| critical | **Host-to-Device copies use pageable host memory**" in md
-    assert "57.98 ms (23.0 %)" in md  # the gain at the fixed run's pinned rate
+    # The gain at the fixed run's pinned rate: 57.98 ms over the capture, shown per steady step.
+    h2d = next(f for f in found if f.id == "nsys.pageable-copies" and f.subject == "Host-to-Device")
+    assert "= 57.98 ms" in h2d.gain.formula and f"| {gain_text(h2d)} |" in md
+    assert "per step" in gain_text(h2d)
+    # One row per GPU, with the busy union and the parts' unions (shares of busy ≤ 100 %).
+    assert "| 0 NVIDIA H200 | 100.36 ms | 39.8 % | memcpy Host-to-Device (Pageable) | 67.10 ms | 66.9 % |" in md
     assert "```cuda" in md and "cudaMallocHost" in md
     page = export.session_html(s, found)
     assert page.startswith("<!DOCTYPE html>") and "<script" not in page

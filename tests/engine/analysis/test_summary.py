@@ -56,55 +56,123 @@ def _union_direct(path) -> int:
     return total + ((cur_e - cur_s) if cur_e is not None else 0)
 
 
+def _sql_union(rows) -> int:
+    total, cur_s, cur_e = 0, None, None
+    for s, e in sorted(rows):
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    return total + ((cur_e - cur_s) if cur_e is not None else 0)
+
+
+def assert_shares_bounded(s) -> None:
+    """Every share of a whole is at most 100 %, and every union at most its whole."""
+    doc = s.to_json()
+    json.dumps(doc, allow_nan=False)  # strict JSON
+
+    def walk(node, path=""):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k.startswith("pct_") or k.endswith("_pct_of_wall") or k == "pct_of_gpu_busy":
+                    assert v is None or 0 <= v <= 100.0, f"{path}.{k} = {v}"
+                walk(v, f"{path}.{k}")
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, f"{path}[{i}]")
+
+    walk(doc)
+    wall = s.wall.span_ns
+    assert s.host.union_ns <= wall and s.gpu.busy_ns <= wall
+    assert sum(c.attributed_ns for c in s.host.categories) == s.host.union_ns
+    for c in s.host.categories:
+        assert c.union_ns <= s.host.union_ns
+    for t in s.host.threads:
+        assert t.union_ns <= wall
+    for d in s.gpu.devices:
+        assert d.busy_ns <= wall
+        assert sum(p.attributed_ns for p in d.parts) == d.busy_ns  # the stacked bar is exactly busy
+        for p in d.parts:
+            assert p.union_ns <= d.busy_ns
+        for st in d.streams:
+            assert st.busy_ns <= d.busy_ns
+    assert s.gpu.busy_sum_ns == sum(d.busy_ns for d in s.gpu.devices) >= s.gpu.busy_ns
+    for p in s.processes:
+        assert p.api_union_ns <= wall and p.gpu_busy_ns <= wall
+
+
 @pytest.mark.parametrize("path", NSYS_SQLITE, ids=lambda p: p.stem)
 def test_summary_numbers_match_direct_sql(path) -> None:
     s = summarize(open_report(path))
-    json.dumps(s)  # JSON-ready
+    assert_shares_bounded(s)
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     api_total = con.execute('SELECT sum("end" - start) FROM CUPTI_ACTIVITY_KIND_RUNTIME').fetchone()[0]
-    assert s["host"]["total_ns"] == api_total
-    assert sum(c["total_ns"] for c in s["host"]["categories"]) == api_total
-    assert s["gpu"]["busy_ns"] == _union_direct(path)
-    assert s["gpu"]["busy_ns"] + s["gpu"]["idle_ns"] == s["wall"]["span_ns"]
-    for b in s["bandwidth"]:
-        assert b["gb_per_s"] == pytest.approx(b["bytes"] / b["total_ns"], abs=1e-3)
+    assert s.host.total_ns == api_total
+    assert sum(c.total_ns for c in s.host.categories) == api_total
+    assert s.host.union_ns == _sql_union(con.execute('SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_RUNTIME'))
+    threads = con.execute("SELECT DISTINCT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchall()
+    assert s.host.thread_count == len(threads)
+    for (gtid,) in threads:
+        row = next(t for t in s.host.threads if t.tid == str(gtid % (1 << 24)))
+        assert row.union_ns == _sql_union(con.execute(
+            'SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE globalTid = ?', (gtid,)))
+    assert s.gpu.busy_ns == _union_direct(path)
+    assert s.gpu.busy_ns + s.gpu.idle_ns == s.wall.span_ns
+    for d in s.gpu.devices:
+        rows = []
+        for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+            try:
+                rows += con.execute(f'SELECT start, "end" FROM {t} WHERE deviceId = ?',
+                                    (int(d.device),)).fetchall()
+            except sqlite3.OperationalError:
+                pass
+        assert d.busy_ns == _sql_union(rows)
+    for b in s.bandwidth:
+        assert b.gb_per_s == pytest.approx(b.bytes / b.total_ns, abs=1e-3)
 
 
-def test_naive_seed_findings() -> None:
+def test_naive_breakdown_and_steps() -> None:
     s = summarize(open_report(NSYS_DIR / "host_overhead_naive.sqlite"))
-    assert s["wall"]["span_ns"] == 251_962_483
-    bw = {(b["direction"], b["memory"]): b for b in s["bandwidth"]}
+    assert s.wall.span_ns == 251_962_483
+    bw = {(b.direction, b.memory): b for b in s.bandwidth}
     h2d = bw[("Host-to-Device", "Pageable")]
-    assert (h2d["count"], h2d["bytes"], h2d["total_ns"]) == (15, 503_316_480, 67_099_835)
-    it = s["iterations"]
-    assert it["range"] == ":iteration(naive)" and it["count"] == 5
-    per_iter = {a["category"]: a for a in it["api_per_iteration"]}
-    assert per_iter["allocation"]["calls"] == 50  # 5 cudaMalloc + 5 cudaFree per iteration
-    one_time = {a["category"]: a for a in it["api_one_time"]}
-    assert one_time["setup"]["total_ns"] >= 140_893_199  # cudaStreamCreate is outside the loop
-    assert any("allocated inside every" in f for f in s["findings"])
-    assert any("pageable" in f for f in s["findings"])
+    assert (h2d.count, h2d.bytes, h2d.total_ns) == (15, 503_316_480, 67_099_835)
+    it = s.iterations
+    assert it is not None and it.range == "iteration(naive)" and it.count == 5 and it.warmup_count == 1
+    per_iter = {a.category: a for a in it.api_per_iteration}
+    assert per_iter["allocation"].calls == 40  # 5 cudaMalloc + 5 cudaFree in each of 4 steady steps
+    assert {a.category: a.calls for a in it.api_warmup}["allocation"] == 10
+    one_time = {a.category: a for a in it.api_one_time}
+    assert one_time["setup"].total_ns >= 140_893_199  # cudaStreamCreate is outside the loop
+    assert it.candidates[0] == "iteration(naive)" and "upload" in it.candidates
+    assert s.findings == ()  # the findings engine fills them (findings.overview)
 
 
 def test_fixed_run_has_pinned_copies_and_no_per_iteration_allocation() -> None:
     s = summarize(open_report(NSYS_DIR / "host_overhead_fixed.sqlite"))
-    assert {b["memory"] for b in s["bandwidth"]} == {"Pinned"}
-    per_iter = {a["category"] for a in s["iterations"]["api_per_iteration"]}
-    assert "allocation" not in per_iter
-    h2d = next(b for b in s["bandwidth"] if b["direction"] == "Host-to-Device")
-    assert h2d["gb_per_s"] > 50  # H200 pinned copies ran at ~55 GB/s
+    assert {b.memory for b in s.bandwidth} == {"Pinned"}
+    assert s.iterations is not None
+    assert "allocation" not in {a.category for a in s.iterations.api_per_iteration}
+    h2d = next(b for b in s.bandwidth if b.direction == "Host-to-Device")
+    assert h2d.gb_per_s > 50  # H200 pinned copies ran at ~55 GB/s
 
 
-def test_legacy_partial_says_it_is_partial() -> None:
-    s = summarize(open_report(NSYS_DIR / "legacy2022_partial_naive.sqlite"))
-    assert s["findings"][0].startswith("This capture has 11 CUDA API calls but no kernels")
-    assert "2022.4.2.1" in s["findings"][0]
+def test_overview_puts_the_engines_top_findings_in_the_summary() -> None:
+    from engine.analysis.findings.overview import overview
+
+    s, found = overview(open_report(NSYS_DIR / "legacy2022_partial_naive.sqlite"))
+    assert [f.id for f in s.findings] == [f.id for f in found[: len(s.findings)]]
+    assert s.findings[0].id == "capture.incomplete"
+    assert "2022.4.2.1" in s.findings[0].text
 
 
 def test_kineto_summary() -> None:
     s = summarize(open_report(FIXTURES / "torch" / "torch_sdpa_trace.json"))
-    kernels = next(p for p in s["gpu"]["parts"] if p["part"] == "kernels")
-    assert kernels["count"] == 5
-    assert {(b["direction"], b["memory"]) for b in s["bandwidth"]} == {
+    assert_shares_bounded(s)
+    kernels = s.part("kernels")
+    assert kernels is not None and kernels.count == 5
+    assert {(b.direction, b.memory) for b in s.bandwidth} == {
         ("Host-to-Device", "Pageable"), ("Device-to-Host", "Pageable"),
     }

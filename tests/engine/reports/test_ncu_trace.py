@@ -51,9 +51,9 @@ def test_summary_of_an_ncu_trace_is_empty_not_an_error():
     from engine.analysis.summary import summarize
 
     s = summarize(open_report(NCU / "torch_sdpa.ncu-rep", ncu=True))
-    assert s["report"]["kind"] == NCU_KIND
-    assert s["report"]["gpus"][0]["name"] == "NVIDIA H200"
-    assert s["wall"]["span_ns"] == 0 and s["bandwidth"] == [] and s["findings"] == []
+    assert s.report.kind == NCU_KIND
+    assert s.report.gpus[0].name == "NVIDIA H200"
+    assert s.wall.span_ns == 0 and s.bandwidth == () and s.findings == () and s.iterations is None
 
 
 def test_a_damaged_ncu_report_is_one_sentence(tmp_path):

@@ -1,0 +1,252 @@
+"""nsys rules about time the GPU waits: launch overhead, idle gaps, one-time setup, nsys analyze.
+
+Gains are measured in the steady-state steps when the trace has them (see ``gains.gain_from``),
+capped by the GPU idle time they could fill: host-side overhead saves nothing while the GPU is
+busy anyway.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from engine.analysis.findings.gains import HOST, Context, gain_from, severity_of
+from engine.analysis.findings.model import Evidence, Finding, Gain, fmt_time, pct
+from engine.analysis.steps import pid_keys
+from engine.analysis.summary import api_category, busy_between, interval_union_ns
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+    import pandas as pd
+
+
+def _ops(ctx: Context) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Starts and ends of every kernel, copy and memset (of the steps' process when there are steps)."""
+    parts = []
+    for n in ("kernels", "memcpy", "memset"):
+        df = ctx.trace.table(n, ["start", "end", "pid"])
+        if len(df) and ctx.steps is not None:
+            df = df[pid_keys(df["pid"]) == ctx.steps.pid]
+        if len(df):
+            parts.append(df)
+    if not parts:
+        e = np.array([], dtype=np.int64)
+        return e, e
+    return (np.concatenate([p["start"].to_numpy(np.int64) for p in parts]),
+            np.concatenate([p["end"].to_numpy(np.int64) for p in parts]))
+
+
+def _idle_in(ctx: Context, a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> tuple[int, int]:
+    """(window length, GPU idle inside it) summed over the windows [a, b)."""
+    s, e = _ops(ctx)
+    _, bs, be = interval_union_ns(s, e)
+    busy = int(busy_between(bs, be, a, b).sum()) if len(a) else 0
+    window = int((b - a).sum()) if len(a) else 0
+    return window, max(window - busy, 0)
+
+
+def rule_launch_bound(ctx: Context) -> list[Finding]:
+    """Many kernels shorter than their launch call, while the GPU has idle time to fill."""
+    k = ctx.trace.table("kernels", ["start", "end", "correlationId", "pid"])
+    api = ctx.trace.table("api", ["start", "end", "correlationId", "pid", "baseName"])
+    if len(k) < 50 or not len(api):
+        return []
+    launches = api[api["baseName"].map(lambda s: api_category(str(s)) == "launches")]
+    kk = k.assign(pk=pid_keys(k["pid"]), ck=pid_keys(k["correlationId"]))
+    ll = launches.assign(pk=pid_keys(launches["pid"]), ck=pid_keys(launches["correlationId"]))
+    j = kk.merge(ll[["start", "end", "pk", "ck"]].rename(columns={"start": "a0", "end": "a1"}),
+                 on=["pk", "ck"])
+    if not len(j):
+        return []
+    kd = j["end"].to_numpy(np.int64) - j["start"].to_numpy(np.int64)
+    ld = j["a1"].to_numpy(np.int64) - j["a0"].to_numpy(np.int64)
+    short = kd < ld
+    if short.mean() < 0.5:
+        return []
+    excess = np.where(short, ld - kd, 0)
+    steady = ctx.steady_mask(j["a0"].to_numpy(np.int64))
+    if ctx.steps is not None and ctx.n_steady:
+        a, b = ctx.steps.window(steady_only=True)
+        window, idle = _idle_in(ctx, a, b)
+        steady_ns = min(int(excess[steady].sum()), idle)
+        other_ns = 0
+        where = f"the {ctx.n_steady} steady steps of {ctx.steps.range_name}"
+    else:
+        s, e = _ops(ctx)
+        a, b = np.array([s.min()]), np.array([e.max()])
+        window, idle = _idle_in(ctx, a, b)
+        steady_ns, other_ns = 0, min(int(excess.sum()), idle)
+        where = "the span from the first to the last GPU operation"
+    if not window or idle < 0.1 * window:
+        return []  # the GPU is busy: launch overhead is hidden behind the kernels
+    raw = float(excess[steady].sum() if ctx.n_steady else excess.sum())
+    gain = gain_from(ctx, steady_ns, other_ns,
+                     f"min(Σ(launch call − kernel) over kernels shorter than their launch, GPU idle) in "
+                     f"{where} = min({fmt_time(raw)}, {fmt_time(idle)})", kind="upper bound", overlap=HOST)
+    return [Finding(
+        id="nsys.launch-bound",
+        title="Kernels are shorter than their launch overhead",
+        severity=severity_of(gain),
+        source="nsys",
+        summary=(
+            f"{int(short.sum())} of {len(j)} kernels ran for less time than their launch call took "
+            f"(median kernel {fmt_time(float(np.median(kd)))}, median launch "
+            f"{fmt_time(float(np.median(ld)))}) and the GPU was idle {fmt_time(idle)} of "
+            f"{fmt_time(window)} ({pct(idle, window)} %) in {where}: the CPU cannot keep it busy."
+        ),
+        evidence=[
+            Evidence("kernels", len(j), "kernels", "CUPTI_ACTIVITY_KIND_KERNEL"),
+            Evidence("kernels shorter than their launch", int(short.sum()), "kernels",
+                     "kernel duration < launch API duration"),
+            Evidence("median kernel duration", float(np.median(kd)), "ns", "cuda_gpu_kern_sum"),
+            Evidence("median launch call duration", float(np.median(ld)), "ns", "cuda_api_sum"),
+            Evidence("GPU idle in the window", idle, "ns", "window − union of GPU work"),
+        ],
+        fix="Capture the loop once as a CUDA Graph and replay it, or fuse the small kernels.",
+        fix_cuda=("cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);\n"
+                  "for (...) small<<<g, b, 0, s>>>(...);\ncudaStreamEndCapture(s, &graph);\n"
+                  "cudaGraphInstantiate(&exec, graph, 0);\ncudaGraphLaunch(exec, s);"),
+        fix_torch=("g = torch.cuda.CUDAGraph()\nwith torch.cuda.graph(g):\n    out = step(static_in)\n"
+                   "g.replay()        # or torch.compile(model, mode='reduce-overhead')"),
+        gain=gain,
+        verify="Re-run: cudaGraphLaunch replaces most cudaLaunchKernel calls, and the GPU idle "
+               "time between kernels shrinks.",
+    )]
+
+
+def rule_gpu_idle(ctx: Context) -> list[Finding]:
+    """GPU idle inside the steady steps; idle only in warm-up or start-up is a one-time cost."""
+    s, e = _ops(ctx)
+    if not len(s):
+        return []
+    if ctx.steps is not None and ctx.n_steady:
+        a, b = ctx.steps.window(steady_only=True)
+        window, idle = _idle_in(ctx, a, b)
+        where = f"the {ctx.n_steady} steady steps of {ctx.steps.range_name}"
+        source = "NVTX_EVENTS (steady steps)"
+        steady_ns, other_ns = idle, 0
+        if idle < 0.2 * window or idle < 1_000_000:
+            warm = [st for st in ctx.steps.steps if st.warmup]
+            if not warm:
+                return []
+            wa = np.array([st.start_ns for st in warm], dtype=np.int64)
+            wb = np.array([st.end_ns for st in warm], dtype=np.int64)
+            window, idle = _idle_in(ctx, wa, wb)
+            if idle < 0.2 * window or idle < 1_000_000:
+                return []
+            where = f"the {len(warm)} warm-up step(s) of {ctx.steps.range_name}"
+            source = "NVTX_EVENTS (warm-up steps)"
+            steady_ns, other_ns = 0, idle
+    else:
+        a, b = np.array([s.min()]), np.array([e.max()])
+        window, idle = _idle_in(ctx, a, b)
+        where = "the span from the first to the last GPU operation"
+        source = "GPU activity span"
+        steady_ns, other_ns = 0, idle
+        if idle < 0.2 * window or idle < 1_000_000:
+            return []
+    busy = window - idle
+    gain = gain_from(ctx, steady_ns, other_ns, f"window − GPU busy = {fmt_time(window)} − {fmt_time(busy)} = "
+                     f"{fmt_time(idle)}", kind="upper bound", overlap=HOST)
+    once = " This is a one-time cost (warm-up): it does not grow with the run." if gain.one_time else ""
+    return [Finding(
+        id="nsys.gpu-idle",
+        title="The GPU sits idle between operations",
+        severity=severity_of(gain),
+        source="nsys",
+        summary=(
+            f"The GPU was idle {fmt_time(idle)} of {fmt_time(window)} ({pct(idle, window)} %) within "
+            f"{where}: the CPU did not queue work fast enough (allocation, synchronous calls, host code "
+            f"between launches).{once}"
+        ),
+        evidence=[
+            Evidence("window", window, "ns", source),
+            Evidence("GPU busy (union of kernels, copies, memsets)", busy, "ns", "CUPTI_ACTIVITY_KIND_*"),
+            Evidence("GPU idle", idle, "ns", "window − busy"),
+        ],
+        fix="Remove host work from between GPU operations (the other findings name it), queue work "
+            "asynchronously, and synchronize only when results are needed.",
+        fix_cuda="// queue everything on a stream, synchronize once at the end\ncudaStreamSynchronize(s);",
+        fix_torch="# avoid .item(), .cpu(), print(tensor) inside the loop: each one synchronizes",
+        gain=gain,
+        verify="Re-run: GPU busy share of the steps rises (`kernelscope summary`).",
+    )]
+
+
+def rule_setup_dominates(ctx: Context) -> list[Finding]:
+    """One-time context/module setup (and one-time allocation) dominating a short run."""
+    it = ctx.summary.iterations
+    if it:
+        one = [(a.category, a.total_ns) for a in it.api_one_time if a.category in ("setup", "allocation")]
+    else:
+        one = [(c.category, c.union_ns) for c in ctx.summary.host.categories if c.category == "setup"]
+    total = min(sum(int(n) for _, n in one), ctx.wall_ns)
+    if not ctx.wall_ns or total < 0.3 * ctx.wall_ns:
+        return []
+    cats = ", ".join(f"{c} {fmt_time(n)}" for c, n in one)
+    gain = Gain(round(total / 1e9, 9), pct(total, ctx.wall_ns),
+                f"one-time API time = {fmt_time(total)} (per process start, not per step)", "upper bound",
+                window="capture", window_ns=ctx.wall_ns, one_time=True, overlap=HOST)
+    return [Finding(
+        id="nsys.setup-dominates",
+        title="One-time setup dominates this short run",
+        severity="info",
+        source="nsys",
+        summary=(
+            f"One-time CUDA work ({cats}) took {fmt_time(total)}, {pct(total, ctx.wall_ns)} % of the "
+            f"{fmt_time(ctx.wall_ns)} capture. It is paid once per process: measure steady-state "
+            "iterations (or run longer) before optimizing it."
+        ),
+        evidence=[Evidence(f"one-time {c} API time", int(n), "ns",
+                           "CUPTI_ACTIVITY_KIND_RUNTIME outside the steps" if it else "cuda_api_sum")
+                  for c, n in one] + [Evidence("capture wall span", ctx.wall_ns, "ns", "all tables")],
+        fix="Keep the process alive across runs (a server or a longer benchmark), load modules lazily "
+            "(CUDA_MODULE_LOADING=LAZY, default since CUDA 12.2), and warm up before timing.",
+        fix_cuda="cudaFree(0);   // create the context before the timed region",
+        fix_torch="torch.cuda.init(); model(x)  # warm-up step before timing",
+        gain=gain,
+        verify="Time only the step range; its median should not include this cost.",
+    )]
+
+
+def _rows_union(ctx: Context, table: pd.DataFrame) -> tuple[int, int, int]:
+    """(Σ duration, union in the steady steps, union elsewhere) of nsys analyze rows."""
+    dur = table["Duration (ns)"].to_numpy(np.int64) if "Duration (ns)" in table else np.zeros(0, np.int64)
+    if "Start (ns)" not in table:
+        return int(dur.sum()), 0, min(int(dur.sum()), ctx.wall_ns)
+    s = table["Start (ns)"].to_numpy(np.int64)
+    steady = ctx.steady_mask(s)
+    u_in = interval_union_ns(s[steady], s[steady] + dur[steady])[0]
+    u_out = interval_union_ns(s[~steady], s[~steady] + dur[~steady])[0]
+    return int(dur.sum()), u_in, u_out
+
+
+def rule_expert(ctx: Context) -> list[Finding]:
+    """The nsys analyze rules not already covered by the rules above."""
+    from engine.analysis.nsys import analyze as expert
+
+    out: list[Finding] = []
+    # cuda_memcpy_async and cuda_memcpy_sync are covered by nsys.pageable-copies / nsys.sync-copies.
+    for name in ("cuda_memset_sync", "cuda_api_sync", "gpu_gaps", "gpu_time_util"):
+        res = expert.run_rule(ctx.trace, name, rows=-1)
+        if res.table.empty:
+            continue
+        dur, u_in, u_out = _rows_union(ctx, res.table)
+        gain = None if name == "gpu_time_util" else gain_from(
+            ctx, u_in, u_out, f"union of the {name} rows' intervals = {fmt_time(u_in + u_out)} "
+            f"(their durations add up to {fmt_time(dur)}; overlapping rows of several threads or "
+            "processes count once)", kind="upper bound", overlap=HOST)
+        out.append(Finding(
+            id=f"nsys.expert.{name}",
+            title=expert.RULES[name],
+            severity="info",
+            source="nsys",
+            summary=res.explanation,
+            evidence=[Evidence("rows", len(res.table), "rows", f"nsys analyze -r {name}"),
+                      Evidence("total duration of the rows", dur, "ns", f"nsys analyze -r {name}")],
+            fix=res.fix,
+            gain=gain,
+            verify=f"Re-run: `kernelscope analyze -r {name} REPORT` reports fewer rows.",
+        ))
+    return out

@@ -1,0 +1,66 @@
+"""One Summary/Findings source: the summary of an open trace and the findings of the same engine.
+
+``overview(trace)`` computes the summary once, runs the registered rules on the trace plus that
+summary, and puts the top findings into the summary (``Summary.findings``), so the Summary view,
+the Findings tab, ``kernelscope summary`` and ``kernelscope findings`` show one set of findings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from engine.analysis.findings.gains import Combined, if_all_applied
+from engine.analysis.findings.model import Finding, fmt_time, sort_findings
+from engine.analysis.summary_model import Summary, TopFinding
+
+if TYPE_CHECKING:
+    from engine.reports.base import Trace
+
+#: how many findings the summary shows
+TOP = 5
+
+
+def gain_text(f: Finding) -> str:
+    """A finding's gain in a few words: per step when steady, else over the capture; "n/a" if none."""
+    g = f.gain
+    if g is None or g.seconds is None:
+        return "no gain computed"
+    bound = "≤ " if g.kind == "upper bound" else ""
+    if g.per_step_ns is not None and not g.one_time:
+        share = f" ({g.pct_of_step:.1f} % of the step)" if g.pct_of_step is not None else ""
+        return f"{bound}{fmt_time(g.per_step_ns)} per step{share}"
+    share = f" ({g.pct_of_wall:.1f} % of the capture)" if g.pct_of_wall is not None else ""
+    once = ", one-time" if g.one_time else ""
+    return f"{bound}{fmt_time(g.seconds * 1e9)}{share}{once}"
+
+
+def findings_for_trace(trace: Trace, summary: Summary, *, reference: Trace | None = None) -> list[Finding]:
+    """Every finding of an open nsys/Kineto trace, computed from ``summary``; largest win first."""
+    from engine.analysis.findings.nsys import nsys_findings
+
+    return sort_findings(nsys_findings(trace, reference=reference, summary=summary))
+
+
+def with_findings(summary: Summary, findings: list[Finding], top: int = TOP) -> Summary:
+    """The summary with the engine's top findings in ``Summary.findings``."""
+    return replace(summary, findings=tuple(
+        TopFinding(f.id, f.title, f.severity, f.summary, gain_text(f)) for f in findings[:top]))
+
+
+def combined(summary: Summary, findings: list[Finding]) -> Combined:
+    """The "if all applied" bound of these findings for this summary's steps (see ``gains``)."""
+    it = summary.iterations
+    return if_all_applied(findings, step_ns=it.steady_median_ns if it else None,
+                          gpu_busy_per_step_ns=it.gpu_busy_per_step_ns if it else None,
+                          wall_ns=summary.wall.span_ns, gpu_busy_ns=summary.gpu.busy_ns)
+
+
+def overview(trace: Trace, *, range_name: str | None = None, reference: Trace | None = None
+             ) -> tuple[Summary, list[Finding]]:
+    """The summary (with its top findings) and every finding of an open trace."""
+    from engine.analysis.summary import summarize
+
+    s = summarize(trace, range_name=range_name)
+    found = findings_for_trace(trace, s, reference=reference)
+    return with_findings(s, found), found
