@@ -9,6 +9,7 @@ import pandas as pd
 if TYPE_CHECKING:
     from engine.reports.base import Trace
 
+from engine.analysis.nsys.analyze.apicalls import api_calls
 from engine.analysis.nsys.analyze.common import (
     _API_COLUMNS,
     _H2D,
@@ -56,11 +57,20 @@ def _copy_table(merged: pd.DataFrame, columns: list[str], rows: int) -> pd.DataF
     return _limit(_by_duration(table), rows).reset_index(drop=True)
 
 
+def _memory_call(name: str) -> bool:
+    """cudaMemcpy* and cudaMemset* (case-insensitive, as SQLite's LIKE): what the copy rules keep."""
+    return name.lower().startswith(("cudamemcpy", "cudamemset"))
+
+
+def _sync_call(name: str) -> bool:
+    return name.lower().startswith(("cudadevicesynchronize", "cudastreamsynchronize"))
+
+
 def _memcpy_calls(trace: Trace, opts: dict[str, Any]) -> pd.DataFrame:
     memcpy = _in_window(trace.table("memcpy"), _time_window(trace, opts))
     if memcpy.empty:
         return memcpy.assign(apiName=pd.Series(dtype="object"))
-    return _with_api(memcpy, trace.table("api"))
+    return _with_api(memcpy, api_calls(trace, _memory_call, first_per_call=True))
 
 
 def _match_names(names: pd.Series, test: Any) -> pd.Series:
@@ -159,7 +169,8 @@ def _lacks_green_context(trace: Trace) -> bool:
 
 def _rule_cuda_memset_sync(trace: Trace, opts: dict[str, Any]) -> RuleResult:
     memset = _in_window(trace.table("memset"), _time_window(trace, opts))
-    m = _with_api(memset, trace.table("api")) if not memset.empty else memset
+    m = _with_api(memset, api_calls(trace, _memory_call, first_per_call=True)) \
+        if not memset.empty else memset
     if not m.empty:
         kind = _int_col(m["memKind"])
         m = m[
@@ -185,7 +196,7 @@ def _rule_cuda_memset_sync(trace: Trace, opts: dict[str, Any]) -> RuleResult:
 
 
 def _rule_cuda_api_sync(trace: Trace, opts: dict[str, Any]) -> RuleResult:
-    api = _in_window(trace.table("api"), _time_window(trace, opts))
+    api = _in_window(api_calls(trace, _sync_call), _time_window(trace, opts))
     names = api["name"]
     calls = api[_names_like(names, "cudaDeviceSynchronize") | _names_like(names, "cudaStreamSynchronize")]
     if calls.empty:

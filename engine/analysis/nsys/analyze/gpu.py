@@ -30,16 +30,19 @@ from engine.analysis.nsys.analyze.common import (
 
 def _gpu_ops(trace: Trace, window: tuple[int | None, int | None]) -> pd.DataFrame:
     """All GPU operations (kernels, copies, memsets) with integer start/end, pid, device, context."""
-    api = trace.table("api")
+    api: pd.DataFrame | None = None
     parts = []
     for name in ("kernels", "memcpy", "memset"):
-        df = trace.table(name)
+        df = trace.table(name, ["start", "end", "pid", "globalPid", "deviceId", "contextId",
+                                "correlationId"])
         if df.empty:
             continue
+        if api is None and df["globalPid"].isna().any():  # Kineto: the process comes from the call
+            api = trace.table("api")
         parts.append(pd.DataFrame({
             "start": pd.to_numeric(df["start"]).astype("int64"),
             "end": pd.to_numeric(df["end"]).astype("int64"),
-            "pid": _op_pids(df, api),
+            "pid": _op_pids(df, api if api is not None else df.iloc[:0]),
             "deviceId": _int_col(df["deviceId"]),
             "contextId": _int_col(df["contextId"]),
         }))

@@ -244,7 +244,7 @@ def _memop_groups(
     return _grouped(labels, np.concatenate(codes), np.concatenate(values))
 
 
-def fast_reports(trace: Trace, names: Sequence[str]) -> dict[str, SummaryTable]:
+def fast_reports(trace: Trace, names: Sequence[str], *, csv: bool = False) -> dict[str, Any]:
     """Compute the five core reports of an nsys SQLite export without pandas (the cold CLI path).
 
     Each big table is read once, column-wise, in background threads (all reads start before
@@ -256,6 +256,8 @@ def fast_reports(trace: Trace, names: Sequence[str]) -> dict[str, SummaryTable]:
         trace: an opened trace; only :class:`~engine.reports.nsys_sqlite.NsysSqliteTrace` has a
             fast path.
         names: report names (current spelling, see :func:`resolve_report_name`).
+        csv: the caller prints CSV: ``cuda_gpu_trace`` then comes back already rendered, as a
+            :class:`~engine.analysis.nsys.stats.traces.CsvTable` (vectorised formatting).
 
     Returns:
         Report name -> table, for the reports it could compute; the others (other reports,
@@ -264,15 +266,21 @@ def fast_reports(trace: Trace, names: Sequence[str]) -> dict[str, SummaryTable]:
     """
     from engine.reports.nsys_sqlite import NsysSqliteTrace
 
+    out: dict[str, Any] = {}
+    if csv and "cuda_gpu_trace" in names and isinstance(trace, NsysSqliteTrace):
+        from engine.analysis.nsys.stats.traces import gpu_trace_csv
+
+        table = gpu_trace_csv(trace)
+        if table is not None:
+            out["cuda_gpu_trace"] = table
     wanted = [n for n in dict.fromkeys(names) if n in FAST_REPORTS]
     if not isinstance(trace, NsysSqliteTrace) or not wanted:
-        return {}
+        return out
     tables = {t for n in wanted for t in _FAST_TABLES[n]}
     # Start every big read first: they run while numpy is imported and the small tables are read.
     reads: dict[str, SummaryColumns | None] = {
         t: trace.read_summary_columns(t) for t in ("api", "kernels", "memcpy", "memset") if t in tables
     }
-    out: dict[str, SummaryTable] = {}
     if "nvtx_sum" in wanted:
         ranges = trace.nvtx_range_groups()
         if ranges is not None:

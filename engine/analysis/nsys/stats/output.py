@@ -115,6 +115,9 @@ def to_csv(df: pd.DataFrame | SummaryTable) -> str:
     """
     if df.empty:
         return ""
+    text = getattr(df, "text", None)
+    if isinstance(text, str):  # a CsvTable: rendered already
+        return text
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow([str(c) for c in df.columns])
