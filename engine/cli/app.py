@@ -146,7 +146,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
                 trace = _open(args.input)
                 todo = [n for n in names if result_get(identity, f"stats-{n}.{_ext(fmt)}") is None]
                 if fmt != "json":  # the core reports straight from SQLite, without pandas
-                    fast = stats.fast_reports(trace, todo)
+                    fast = stats.fast_reports(trace, todo, csv=fmt == "csv")
                 prefetch = getattr(trace, "prefetch", None)
                 rest = [n for n in todo if n not in fast]
                 if prefetch is not None and rest:  # overlap the big reads with pandas' import
@@ -171,6 +171,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
             print(f"kernelscope: {name}: skipped, {text[len(_SKIP):]}.", file=sys.stderr)
             if fmt == "json" and not args.output:
                 json_out[name] = []
+            if args.output:  # nsys writes the file even when the report has no rows
+                _emit(args, name, stats.REPORTS[name], "[]" if fmt == "json" else "", json_out)
             continue
         _emit(args, name, stats.REPORTS[name], text, json_out)
     if fmt == "json" and not args.output:
@@ -187,6 +189,8 @@ def _why_empty(trace: Trace, report: str) -> str:
         "cuda_gpu_mem_time_sum": ["memcpy", "memset"], "cuda_gpu_mem_size_sum": ["memcpy", "memset"],
         "nvtx_sum": ["nvtx"], "cuda_api_gpu_sum": ["api", "kernels", "memcpy", "memset"],
         "cuda_gpu_sum": ["kernels", "memcpy", "memset"], "cuda_gpu_trace": ["kernels", "memcpy", "memset"],
+        "cuda_api_trace": ["api"], "cuda_kern_exec_trace": ["kernels", "api"],
+        "cuda_gpu_kern_gb_sum": ["kernels"], "nvtx_pushpop_sum": ["nvtx"], "nvtx_startend_sum": ["nvtx"],
     }.get(report, [])
     reasons = [trace.missing[t] for t in needs if not trace.has(t)]
     return "; ".join(reasons) if reasons else "the report has no matching rows"
