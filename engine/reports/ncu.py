@@ -833,7 +833,7 @@ def read_ncu_rep(path: str | Path, *, use_cache: bool = True) -> NcuReport:
     return report
 
 
-_CACHE_FORMAT = 5  # 4: per-chain name rule, negative casts kept; 5: stored section defs, "" for no value
+_CACHE_FORMAT = 6  # 5: stored section defs, "" for no value; 6: names by kernel count
 
 
 def _cache_file(path: Path) -> Path:

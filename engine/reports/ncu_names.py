@@ -10,12 +10,11 @@ The simplification is not a function of one name: the same stored name
 ``void at::native::<unnamed>::distribution_elementwise_grid_stride_kernel<...>`` prints as
 ``void at::<unnamed>::distribution_...`` in one report and as ``void native::<unnamed>::...`` in
 another. :func:`simplify_names` therefore works on all the names of a report. Its rule was inferred
-from three recordings made with ncu 2025.3.1 on an H200, every stored name against ncu's printed
-one: all 59 kernels of a CUB / thrust / ATen / topk / histogram report
-(``tests/data/ncu/names59_pairs.json``), the 18 kernels of ``tests/data/ncu/torch18_full`` and the
-29 known kernels of the earlier ``names40`` run (``tests/data/ncu/names40_pairs.json``); it
-reproduces all 106. It is an inference, not NVIDIA's algorithm: a report with other namespaces may
-print differently.
+from recordings printed by ncu 2025.3.1, every stored name against ncu's printed one: all 59
+kernels of a CUB / thrust / ATen / topk / histogram report (``tests/data/ncu/names59_pairs.json``),
+the 18 kernels of ``tests/data/ncu/torch18_full``, the public RTX 4090 report ``torchLinear``
+(``../shared/fixtures/ncu_public.tar.xz``) and the known kernels of the earlier ``names40`` run.
+It is an inference, not NVIDIA's algorithm: a report with other namespaces may print differently.
 
 1. A cast on a non-negative integer literal is dropped, whatever the type: ``<(int)4, (bool)0>``
    -> ``<4, 0>``, ``(unsigned long)2`` -> ``2``, ``(at_cuda_detail::cub::SortOrder)0`` -> ``0``.
@@ -23,11 +22,10 @@ print differently.
 2. Each qualifier chain of two or more plain scopes (``a::b::c::``, ending at an identifier,
    ``<unnamed>`` or ``[lambda``) keeps exactly one of its scopes; one-scope chains (``at::``,
    ``std::``, ``c10::``) are kept as they are. Which scope is kept depends on the report: for each
-   scope name, count the distinct multi-scope chains of the report (``at::native``,
-   ``at::native::mbtopk``, ``at::cuda::detail``, ...) that contain it; the chain keeps its scope
-   with the smallest count, the outermost one on a tie, and never ``std`` while another scope is
-   there. So the rarer, more specific scope survives and the ones that head or run through many
-   chains (``cub``, ``detail``, ``at``) go:
+   scope name, count the distinct kernel names of the report that hold it in a multi-scope chain;
+   the chain keeps its scope with the smallest count, the outermost one on a tie, and never
+   ``std`` while another scope is there. So the rarer, more specific scope survives and the ones
+   spread over many kernels (``cub``, ``detail``, ``at``) go:
 
    - ``at_cuda_detail::cub::detail::radix_sort::X`` -> ``radix_sort::X``;
      ``at_cuda_detail::cub::NullType`` and ``at_cuda_detail::cub::detail::vsmem_t`` ->
@@ -39,9 +37,15 @@ print differently.
      ``at`` chain goes through ``native``), ``native::`` where ``at`` also heads ``at::cuda::``
      chains (names59).
 
-   The previous rule got 18 of the 59 wrong: 16 because it counted distinct qualified identifiers
-   instead of distinct chains (``at_cuda_detail::cub::detail::identity_decomposer_t`` became
-   ``detail::identity_decomposer_t``), 2 because it dropped the casts on negative literals.
+   In a report of few kernels every scope of a kernel ties, and the outermost stays: the two-kernel
+   public report ``torchLinear`` prints ``at::native::templates::cuda::uniform_kernel`` as
+   ``at::uniform_kernel`` where the 59-kernel names59 prints ``templates::``.
+
+   Earlier rules: counting distinct qualified identifiers got 16 of names59 wrong; counting
+   distinct chains got names59 and torch18 right but torchLinear wrong (``templates`` is in one
+   chain there, ``at`` in two). Counting kernel names fits all four recordings (names59, torch18,
+   torchLinear, the 29 known names of names40 except the two whose counts depend on its 11 unknown
+   names).
 
 :func:`simplify_demangled` is the earlier rule for one name without its report (drop the casts,
 negative ones too, and keep each chain's innermost scope that is not ``native``, ``cuda`` or
@@ -116,24 +120,27 @@ def simplify_demangled(name: str) -> str:
 
 
 def scope_counts(names: list[str]) -> dict[str, int]:
-    """For each scope name, how many distinct multi-scope qualifier chains of the report hold it.
+    """For each scope name, how many distinct kernel names of the report hold it in a multi-scope chain.
 
     Args:
         names: Demangled names with their literal casts already dropped.
 
     Returns:
         Scope name -> count. A chain is a run of two or more plain scopes (``at::native::``,
-        ``at_cuda_detail::cub::detail::radix_sort::``); each distinct chain counts once however
-        often it occurs, and one-scope chains (``at::``, ``std::``) are not counted.
+        ``at_cuda_detail::cub::detail::radix_sort::``); each distinct kernel name counts once for
+        each scope its chains hold, however often the kernel was launched and however many of its
+        chains hold the scope. One-scope chains (``at::``, ``std::``) are not counted.
 
     Examples:
-        >>> scope_counts(["a::b::f(a::b::T, a::c::U, a::b::V)"])
-        {'a': 2, 'b': 1, 'c': 1}
+        >>> scope_counts(["a::b::f(a::b::T, a::c::U)", "a::b::g()"])
+        {'a': 2, 'b': 2, 'c': 1}
     """
-    chains = {tuple(m.group(1).split("::")[:-1]) for name in names for m in _MULTI_CHAIN.finditer(name)}
     counts: dict[str, int] = defaultdict(int)
-    for chain in sorted(chains):
-        for scope in dict.fromkeys(chain):
+    for name in dict.fromkeys(names):
+        scopes: dict[str, None] = {}
+        for m in _MULTI_CHAIN.finditer(name):
+            scopes.update(dict.fromkeys(m.group(1).split("::")[:-1]))
+        for scope in scopes:
             counts[scope] += 1
     return dict(counts)
 
@@ -152,8 +159,9 @@ def simplify_names(stored_names: list[str]) -> list[str]:
     Examples:
         >>> simplify_names(["void at::native::<unnamed>::k<(int)4>(int)"])
         ['void at::<unnamed>::k<4>(int)']
-        >>> simplify_names(["void at::native::<unnamed>::k<(int)4>(at::cuda::detail::IntDivider<int>)"])
-        ['void native::<unnamed>::k<4>(cuda::IntDivider<int>)']
+        >>> simplify_names(["void at::native::<unnamed>::k<(int)4>(at::cuda::detail::IntDivider<int>)",
+        ...                 "void at::cuda::f()"])
+        ['void native::<unnamed>::k<4>(detail::IntDivider<int>)', 'void at::f()']
     """
     plain = [strip_literal_casts(n) for n in stored_names]
     counts = scope_counts(plain)

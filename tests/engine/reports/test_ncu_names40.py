@@ -6,6 +6,9 @@ Two H200 recordings, every name checked against ncu's own output:
   thrust, topk). ``tests/data/ncu/names40_pairs.json`` holds, parsed from the log of
   benchmarks/device_ncu_names.sh, the stored name (ncu_report) and the name ncu printed for the 29
   kernels the log shows (the other 11 were printed only as matches of the earlier per-name rule).
+  The report-wide rule counts every kernel name of the report, so with 11 names unknown names40
+  cannot be checked as a whole (``at`` against ``cuda`` in ``at::cuda::`` chains depends on them);
+  the complete names59 recording of the same workload (test_ncu_names59.py) is.
 - ``torch18``: the 18 kernels of tests/data/ncu/torch18_sol.ncu-rep and its raw-page oracle.
 """
 
@@ -43,15 +46,7 @@ def test_names40_data_is_what_the_log_shows() -> None:
     assert sum(simplify_demangled(s) != p for s, p in zip(STORED40, PRINTED40, strict=True)) == 26
 
 
-def test_names40_as_ncu_prints_them() -> None:
-    got = simplify_names(STORED40)
-    wrong = [(k["id"], g) for k, g in zip(PAIRS, got, strict=True) if g != k["renamed"]]
-    assert wrong == []
-
-
 @pytest.mark.parametrize(("stored_part", "printed_part"), [
-    ("at::cuda::cub::detail::OpaqueType<(int)8>", "cuda::OpaqueType<8>"),
-    ("at::cuda::detail::IntDivider<unsigned int>", "cuda::IntDivider<unsigned int>"),
     ("void at_cuda_detail::cub::detail::radix_sort::DeviceRadixSortHistogramKernel<",
      "void radix_sort::DeviceRadixSortHistogramKernel<"),
     ("at_cuda_detail::cub::NullType,", "at_cuda_detail::NullType,"),
@@ -110,9 +105,10 @@ def test_rename_off_prints_the_stored_name_verbatim() -> None:
 
 @pytest.mark.parametrize(("names", "printed"), [
     (["void f<(bool)0, (unsigned long)2, (ns::Order)1>()"], ["void f<0, 2, 1>()"]),
-    # a: 3 qualified identifiers, b: 2, c and x: 1 each; one-scope chains (std::) are kept as they are.
+    # a is in 2 names, b, c and x in 1 each: a::b::c:: keeps b (a tie with c: the outer one);
+    # one-scope chains (std::) are kept as they are.
     (["void a::b::k(a::b::c::T, std::plus<int>)", "void a::x::k()"],
-     ["void b::k(c::T, std::plus<int>)", "void x::k()"]),
+     ["void b::k(b::T, std::plus<int>)", "void x::k()"]),
     (["nvjet_sm90_tst_128x64_64x8_1x2_h_bz_NNT", "saxpy(int, float)"],
      ["nvjet_sm90_tst_128x64_64x8_1x2_h_bz_NNT", "saxpy(int, float)"]),
 ])

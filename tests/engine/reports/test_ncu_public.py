@@ -21,10 +21,8 @@ pytest.importorskip("ncu_report")
 
 ARCHIVE = FIXTURES / "ncu_public.tar.xz"
 
-#: Reports whose kernel names ncu simplifies in a way our rule does not reproduce yet
-#: (``at::native::templates::cuda::`` prints as ``at::`` in this two-kernel report, as
-#: ``templates::`` in the 59-kernel names59 report).
-NAME_RULE_MISSES = {"Lashi0812__profiling_profiles_torchLinear"}
+#: Reports whose kernel names ncu simplifies in a way our rule does not reproduce (none now).
+NAME_RULE_MISSES: set[str] = set()
 
 
 def _names() -> list[str]:
