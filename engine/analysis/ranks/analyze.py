@@ -65,17 +65,21 @@ class _Blocks:
         self.s, self.e = merged(np.asarray(starts, dtype=I64), np.asarray(ends, dtype=I64))
         self.cum = np.concatenate([[0], np.cumsum(self.e - self.s)]).astype(I64)
 
-    def covered(self, lo: int, hi: int) -> int:
-        if hi <= lo or not len(self.s):
-            return 0
-        i = int(np.searchsorted(self.e, lo, side="right"))  # first block ending after lo
-        j = int(np.searchsorted(self.s, hi, side="left"))  # blocks starting before hi
-        if j <= i:
-            return 0
-        total = int(self.cum[j] - self.cum[i])
-        total -= max(0, lo - int(self.s[i]))
-        total -= max(0, int(self.e[j - 1]) - hi)
-        return total
+    def covered(self, lo: npt.NDArray[np.int64], hi: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Covered length inside each window [lo[k], hi[k]) (vectorised)."""
+        lo, hi = np.asarray(lo, dtype=I64), np.asarray(hi, dtype=I64)
+        out = np.zeros(len(lo), dtype=I64)
+        if not len(self.s) or not len(lo):
+            return out
+        i = np.searchsorted(self.e, lo, side="right")  # first block ending after lo
+        j = np.searchsorted(self.s, hi, side="left")  # blocks starting before hi
+        ok = (j > i) & (hi > lo)
+        i, j, lo_ok, hi_ok = i[ok], j[ok], lo[ok], hi[ok]
+        total = self.cum[j] - self.cum[i]
+        total -= np.maximum(0, lo_ok - self.s[i])
+        total -= np.maximum(0, self.e[j - 1] - hi_ok)
+        out[ok] = total
+        return out
 
 
 def _cat(*pairs: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]) -> _Blocks:
@@ -151,19 +155,24 @@ def _step_costs(r: RankInput, waits: list[tuple[int, int]], shift: int) -> list[
         every = np.concatenate([r.compute_start, r.nccl_start])
         ends = np.concatenate([r.compute_end, r.nccl_end])
         windows = [(0, int(every.min()), int(ends.max()), False)] if len(every) else []
-    w_launch = np.array([a for a, _ in waits], dtype=I64)
-    w_ns = np.array([b for _, b in waits], dtype=I64)
-    out = []
-    for index, lo, hi, warm in windows:
-        span = hi - lo
-        busy = g_b.covered(lo, hi)
-        nccl_ns = n_b.covered(lo, hi)
-        overlap = nccl_ns + c_b.covered(lo, hi) - busy
-        host = span - ag_b.covered(lo, hi)
-        sel = (w_launch >= lo) & (w_launch < hi)
-        out.append(StepCost(index, lo + shift, hi + shift, busy - nccl_ns, nccl_ns, int(w_ns[sel].sum()),
-                            span - busy, host, overlap, warm))
-    return out
+    lo = np.array([w[1] for w in windows], dtype=I64)
+    hi = np.array([w[2] for w in windows], dtype=I64)
+    span = hi - lo
+    busy = g_b.covered(lo, hi)
+    nccl_ns = n_b.covered(lo, hi)
+    overlap = nccl_ns + c_b.covered(lo, hi) - busy
+    host = span - ag_b.covered(lo, hi)
+    # NCCL waits belong to the step whose window holds the kernel's launch (windows may overlap: each
+    # window sums the waits launched inside it)
+    order = np.argsort(np.array([a for a, _ in waits], dtype=I64), kind="stable")
+    w_launch = np.array([a for a, _ in waits], dtype=I64)[order]
+    w_cum = np.concatenate([[0], np.cumsum(np.array([b for _, b in waits], dtype=I64)[order])]).astype(I64)
+    wait = w_cum[np.searchsorted(w_launch, hi, side="left")] - \
+        w_cum[np.searchsorted(w_launch, lo, side="left")]
+    return [StepCost(index, int(a) + shift, int(b) + shift, int(bu - nc), int(nc), int(wt), int(sp - bu),
+                     int(ho), int(ov), warm)
+            for (index, _, _, warm), a, b, bu, nc, wt, sp, ho, ov
+            in zip(windows, lo, hi, busy, nccl_ns, wait, span, host, overlap, strict=True)]
 
 
 def _row(r: RankInput, costs: list[StepCost]) -> RankRow:

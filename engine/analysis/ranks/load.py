@@ -103,6 +103,15 @@ def _kineto_rank(trace: Trace) -> int | None:
     return None
 
 
+def _pid_keys(values: pd.Series) -> npt.NDArray[Any]:
+    """Process ids as text (:func:`pid_key`), computed once per distinct value (millions of rows)."""
+    import pandas as pd
+
+    series = pd.Series(values).reset_index(drop=True)
+    keys = {v: pid_key(v) for v in pd.unique(series)}
+    return series.map(keys).fillna("").to_numpy(dtype=object)
+
+
 def _main_tid_api(api: pd.DataFrame) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """API calls of the thread that launches the most kernels (the training loop's thread)."""
     if not len(api):
@@ -132,10 +141,10 @@ def ranks_of(trace: Trace, *, range_name: str | None = None) -> list[RankInput]:
         if len(t):
             frames.append(t[["start", "end", "pid"]])
     ops = pd.concat(frames, ignore_index=True)
-    ops_pk = np.array([pid_key(p) for p in ops["pid"]], dtype=object)
-    k_pk = np.array([pid_key(p) for p in k["pid"]], dtype=object)
+    ops_pk = _pid_keys(ops["pid"])
+    k_pk = _pid_keys(k["pid"])
     api = trace.table("api", ["start", "end", "pid", "tid", "correlationId", "name"])
-    api_pk = np.array([pid_key(p) for p in api["pid"]], dtype=object) if len(api) else np.zeros(0, object)
+    api_pk = _pid_keys(api["pid"])
     steps = {s.pid: s for s in steps_per_process(trace, range_name=range_name)}
     names = k["name"].fillna("").astype(str).to_numpy()
     is_nccl = np.array([bool(NCCL_KERNEL.match(n)) for n in names], dtype=bool)
