@@ -64,6 +64,8 @@ class Workload:
         requires: What must be installed: ``torch``, ``triton``, ``cuda``, ``nvcc``.
         timer: ``auto`` (CUDA events on a GPU, host timer on CPU) or ``host`` (the workload is
             host-bound by design, so wall time is what matters).
+        cpu_params: Besides ``device=cpu``, the parameter values a run without a GPU needs (e.g.
+            ``memory=pageable``: pinned memory needs CUDA).
     """
 
     name: str
@@ -74,6 +76,14 @@ class Workload:
     choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     requires: tuple[str, ...] = ("torch",)
     timer: str = "auto"
+    cpu_params: Mapping[str, str] = field(default_factory=dict)
+
+    def cpu_needs(self, params: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The parameter values a CPU run needs that ``params`` (over the defaults) lacks."""
+        if "device" not in self.params:
+            return {}
+        p = self.resolve(params)
+        return {k: v for k, v in {"device": "cpu", **self.cpu_params}.items() if p.get(k) != v}
 
     def resolve(self, params: Mapping[str, str] | None = None) -> dict[str, str]:
         """Defaults overlaid with ``params``, validated.
@@ -149,11 +159,12 @@ _DTYPES = ("fp16", "bf16", "fp32", "tf32", "fp64")
 
 def _w(name: str, description: str, params: dict[str, str], help_: dict[str, str],
        choices: dict[str, tuple[str, ...]] | None = None, requires: tuple[str, ...] = ("torch",),
-       timer: str = "auto", module: str | None = None) -> Workload:
+       timer: str = "auto", module: str | None = None, cpu_params: dict[str, str] | None = None) -> Workload:
     return Workload(
         name=name, description=description, module=module or f"kernels.{name}",
         params={**params, **_COMMON}, param_help={**help_, **_COMMON_HELP},
         choices={**(choices or {}), **_COMMON_CHOICES}, requires=requires, timer=timer,
+        cpu_params=cpu_params or {},
     )
 
 
@@ -177,7 +188,8 @@ _WORKLOADS: dict[str, Workload] = {
            {"direction": "h2d", "memory": "pinned", "size_mb": "256"},
            {"direction": "h2d or d2h", "memory": "pageable or pinned",
             "size_mb": "copy size in MiB"},
-           {"direction": ("h2d", "d2h"), "memory": ("pageable", "pinned")}),
+           {"direction": ("h2d", "d2h"), "memory": ("pageable", "pinned")},
+           cpu_params={"memory": "pageable"}),
         _w("sdpa",
            "torch scaled_dot_product_attention (seeds: B=32 H=8 S=512 D=64 fp16; B=16 H=96 S=4096 D=128/64)",
            {"B": "32", "H": "8", "S": "512", "D": "64", "dtype": "fp16", "causal": "0"},

@@ -271,6 +271,19 @@ def iteration_stats(ia: Iterations, ib: Iterations) -> dict[str, Any]:
     }
 
 
+#: Fairness tolerances: smaller differences are facts, not warnings (each warning names its own).
+BYTES_TOLERANCE = 0.01  # relative, of the larger total
+CLOCK_TOLERANCE = 0.05  # relative
+POWER_TOLERANCE_W = 1.0
+
+
+def _diff(a: float, b: float, scale: float, unit: str) -> str:
+    """B minus A, absolute and relative: ``B +80.7 MB, +8.6 %``."""
+    d = (b - a) / scale
+    rel = f", {(b - a) / a * 100:+.1f} %" if a else ""
+    return f"B {d:+,.1f} {unit}{rel}"
+
+
 def compare_traces(a: Trace, b: Trace, *, range_name: str | None = None,
                    telemetry_a: Any = None, telemetry_b: Any = None) -> Comparison:
     """Compare run B against baseline A."""
@@ -289,11 +302,13 @@ def compare_traces(a: Trace, b: Trace, *, range_name: str | None = None,
         ta, tb = _telemetry_facts(telemetry_a), _telemetry_facts(telemetry_b)
         facts["telemetry"] = [ta, tb]
         ca, cb = ta["busy_sm_clock_mhz"], tb["busy_sm_clock_mhz"]
-        if ca and cb and abs(ca - cb) > 0.05 * max(ca, cb):
-            warnings.append(f"Different SM clocks under load: A {ca:.0f} MHz, B {cb:.0f} MHz.")
+        if ca and cb and abs(ca - cb) > CLOCK_TOLERANCE * max(ca, cb):
+            warnings.append(f"Different SM clocks under load: A {ca:.0f} MHz, B {cb:.0f} MHz "
+                            f"({_diff(ca, cb, 1, 'MHz')}; tolerance {CLOCK_TOLERANCE:.0%}).")
         pa, pb = ta["power_limit_w"], tb["power_limit_w"]
-        if pa and pb and abs(pa - pb) > 1:
-            warnings.append(f"Different power limits: A {pa:.0f} W, B {pb:.0f} W.")
+        if pa and pb and abs(pa - pb) > POWER_TOLERANCE_W:
+            warnings.append(f"Different power limits: A {pa:.0f} W, B {pb:.0f} W ({_diff(pa, pb, 1, 'W')}; "
+                            f"tolerance {POWER_TOLERANCE_W:.0f} W).")
         for label, t in (("A", ta), ("B", tb)):
             if len(t["processes"]) > 1:
                 names = ", ".join(f"{n} ({p})" for p, n in t["processes"])
@@ -315,8 +330,9 @@ def compare_traces(a: Trace, b: Trace, *, range_name: str | None = None,
     ba = int(a.table("memcpy", ["bytes"])["bytes"].sum())
     bb = int(b.table("memcpy", ["bytes"])["bytes"].sum())
     facts["bytes_copied"] = [ba, bb]
-    if ba != bb:
-        warnings.append(f"Different bytes copied: A {ba / 1e6:,.1f} MB, B {bb / 1e6:,.1f} MB.")
+    if abs(ba - bb) > BYTES_TOLERANCE * max(ba, bb):
+        warnings.append(f"Different bytes copied: A {ba / 1e6:,.1f} MB, B {bb / 1e6:,.1f} MB "
+                        f"({_diff(ba, bb, 1e6, 'MB')}; tolerance {BYTES_TOLERANCE:.0%}).")
     ia, ib = iterations(a, range_name), iterations(b, range_name)
     it_stats = None
     if ia and ib:

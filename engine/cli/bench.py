@@ -81,6 +81,33 @@ def _list() -> str:
     return "\n".join(lines)
 
 
+def _cuda_visible() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return True  # the workload's own check says torch is missing
+    return bool(torch.cuda.is_available())
+
+
+def _check_cpu_params(w: Any, params: dict[str, str], swept: set[str]) -> None:
+    """Name every parameter a run on the CPU still needs, in one sentence (not one error at a time)."""
+    if "device" not in w.params or "cuda" in w.requires:
+        return
+    resolved = w.resolve(params)
+    on_cpu = resolved["device"] == "cpu"
+    if not on_cpu and _cuda_visible():
+        return
+    need = {k: v for k, v in w.cpu_needs(params).items() if k not in swept}
+    if not need:
+        return
+    flags = " ".join(f"--param {k}={v}" for k, v in need.items())
+    if on_cpu:
+        raise KernelscopeError(f"{w.name} with device=cpu also needs {flags} "
+                               f"({', '.join(f'{k}={resolved[k]}' for k in need)} needs a CUDA GPU).")
+    raise KernelscopeError(f"No CUDA GPU is visible to PyTorch; run {w.name} on the CPU with {flags}, or on "
+                           "a GPU machine.")
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     """Run ``kernelscope bench``."""
     from engine.sessions.bench import BenchOptions, format_table, results_json, run_sweep, write_results
@@ -96,6 +123,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     for k, vals in sweeps.items():
         for v in vals:
             w.resolve({k: v})
+    _check_cpu_params(w, params, set(sweeps))
     opts = BenchOptions(warmup=args.warmup, min_repeats=args.min_repeats, max_repeats=args.max_repeats,
                         target_rel_ci=args.target_ci, budget_s=args.budget, flush_l2=args.flush_l2,
                         timer=args.timer, check=not args.no_check, rtol=args.rtol,

@@ -7,6 +7,7 @@ import json
 import math
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
 from engine.system.errors import KernelscopeError
@@ -259,6 +260,20 @@ def _emit(df: Any, args: argparse.Namespace, out: Any, widths: dict[str, int] | 
             out.write("  ".join("-" * w for w in ws) + "\n")
 
 
+def _no_rules_sentence(report: Any) -> str:
+    """Why a report has no rule results, by what kind of file it is."""
+    name = Path(report.path).name
+    if report.source == "csv-raw":
+        return (f"{name} holds no rule results: `--page raw` CSV exports have none; use the .ncu-rep or a "
+                "`--page details` export.")
+    if report.source == "csv-details":
+        return (f"{name} holds no rule results: the details export has no rule rows; open the .ncu-rep "
+                "itself (if it has none either, profile again with `ncu --set full`).")
+    return (f"{name} holds no rule results: ncu did not apply its rules when it profiled (--apply-rules "
+            "no, or sections without rules); profile again with `ncu --set full` (rules are applied by "
+            "default) to get them.")
+
+
 def _analysis_page(report: Any, args: argparse.Namespace, out: Any) -> int:
     import pandas as pd
 
@@ -268,8 +283,7 @@ def _analysis_page(report: Any, args: argparse.Namespace, out: Any) -> int:
     if args.page == "rules":
         df = rules_table(report)
         if not len(df):
-            sys.stderr.write("kernelscope: this report holds no rule results (CSV raw exports have none; "
-                             "use the .ncu-rep or a --page details export).\n")
+            sys.stderr.write(f"kernelscope: {_no_rules_sentence(report)}\n")
         df.insert(0, "rank", range(1, len(df) + 1))
         if not (args.csv or args.json):
             df = df[["rank", "id", "kernel", "rule", "type", "speedup_pct", "weighted_ns", "message"]]

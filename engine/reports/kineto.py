@@ -70,7 +70,10 @@ class KinetoTrace(Trace):
     def __init__(self, path: Path) -> None:
         super().__init__(ReportInfo(path=Path(path), kind="kineto"))
         self.doc = load_json_trace(Path(path))
-        self.info.product_version = f"Kineto schema {self.doc.get('schemaVersion', '?')}"
+        schema = self.doc.get("schemaVersion")
+        # Traces from other Chrome-trace writers (or hand-trimmed ones) carry no schema version.
+        self.info.product_version = (f"Kineto schema {schema}" if schema is not None
+                                     else "a Chrome/PyTorch profiler trace with no Kineto schema version")
         events = [e for e in self.doc["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X"]
         self._events = events
         self.base_ts_us = min(float(e.get("ts", 0.0)) for e in events)

@@ -174,6 +174,20 @@ def _typed(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def _foreign_kind(head: bytes) -> str | None:
+    """What a file is when its first bytes say it cannot be a CSV/Parquet recording (None: maybe one)."""
+    stripped = head.lstrip()
+    if stripped[:1] in (b"{", b"["):
+        return "a JSON file"
+    if head.startswith(b"SQLite"):
+        return "an SQLite database, e.g. an nsys export"
+    if head.startswith(b"NVID"):
+        return "an Nsight Systems report"
+    if head.startswith(b"PK\x03\x04"):
+        return "a ZIP archive"
+    return None
+
+
 def read_recording(path: str | Path) -> pd.DataFrame:
     """Read a recording (ours in CSV or Parquet, or the fixture CSV format) into a DataFrame.
 
@@ -195,7 +209,7 @@ def read_recording(path: str | Path) -> pd.DataFrame:
         )
     try:
         with open(p, "rb") as f:
-            head = f.read(4)
+            head = f.read(64)
     except PermissionError as exc:
         raise RecordingError(
             f"The recording {p} cannot be read: permission denied; check its permissions."
@@ -204,7 +218,13 @@ def read_recording(path: str | Path) -> pd.DataFrame:
         raise RecordingError(f"The recording {p} cannot be read ({exc.strerror}).") from exc
     if not head:
         raise RecordingError(f"The recording {p} is empty; {_HOW_TO_RECORD}.")
-    if head == b"PAR1" or p.suffix.lower() in (".parquet", ".pq"):
+    kind = _foreign_kind(head)
+    if kind is not None:
+        raise RecordingError(
+            f"{p} is not a telemetry recording (it is {kind}); give the .csv or .parquet file written by "
+            f"`kernelscope telemetry --record` (or open the report itself in Kernelscope)."
+        )
+    if head[:4] == b"PAR1" or p.suffix.lower() in (".parquet", ".pq"):
         _pyarrow_or_error(p, "read")
         try:
             raw = pd.read_parquet(p)

@@ -128,6 +128,8 @@ TELEMETRY_CASES = {
     "half.json.gz": "is not a readable CSV file (EOFError)",
     "png.ncu-rep": "is not a readable CSV file (UnicodeDecodeError)",
     "empty.sqlite": "is empty; record one with", "adir.nsys-rep": "does not exist or is not a file;",
+    "notatrace.json": "is not a telemetry recording (it is a JSON file)",
+    "half.sqlite": "is not a telemetry recording (it is an SQLite database, e.g. an nsys export)",
     "unreadable": DENIED,
 }
 
