@@ -90,7 +90,8 @@ def _with_memcpy_bytes(tmp_path: Path, name: str, factor: float) -> Path:
     dst = tmp_path / name
     shutil.copy(FIXED, dst)
     con = sqlite3.connect(dst)
-    rowid, n = con.execute("SELECT rowid, bytes FROM CUPTI_ACTIVITY_KIND_MEMCPY ORDER BY start LIMIT 1").fetchone()
+    rowid, n = con.execute(
+        "SELECT rowid, bytes FROM CUPTI_ACTIVITY_KIND_MEMCPY ORDER BY start LIMIT 1").fetchone()
     con.execute("UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = ? WHERE rowid = ?", (int(n * factor), rowid))
     con.commit()
     con.close()
@@ -111,5 +112,5 @@ def test_compare_bytes_warning_shows_the_difference_and_tolerance(tmp_path: Path
     ba, bb = c.facts["bytes_copied"]
     assert bb - ba == first
     (w,) = [w for w in c.warnings if "bytes" in w]
-    assert w == (f"Different bytes copied: A {ba / 1e6:,.1f} MB, B {bb / 1e6:,.1f} MB (B {first / 1e6:+,.1f} MB, "
-                 f"{first / ba * 100:+.1f} %; tolerance 1%).")
+    assert w == (f"Different bytes copied: A {ba / 1e6:,.1f} MB, B {bb / 1e6:,.1f} MB "
+                 f"(B {first / 1e6:+,.1f} MB, {first / ba * 100:+.1f} %; tolerance 1%).")
