@@ -26,8 +26,9 @@ from engine.analysis.ncu.sections import (
     rules_table,
     summary_metrics,
 )
-from engine.reports import ncu as ncu_mod
 from engine.reports.ncu import NcuReport, read_ncu_csv, read_ncu_rep
+from engine.reports.ncu_cache import cache_file
+from engine.reports.ncu_rep import forget_open_reports
 from engine.system.errors import ReportError
 from tests.conftest import FIXTURES
 
@@ -141,13 +142,13 @@ def test_cache_holds_the_summary_then_the_full_tables(tmp_path: Path) -> None:
     shutil.copyfile(NCU / "torch_sdpa.ncu-rep", src)
     first = read_ncu_rep(src)
     summary = kernel_table(first)
-    ncu_mod._OPEN_REPORTS.clear()  # as in a new process: the rest must come from the file
+    forget_open_reports()  # as in a new process: the rest must come from the file
     again = read_ncu_rep(src)
     assert again is not first and _partial(again) is not None
     assert kernel_table(again).equals(summary)
     raw = again.raw
     assert _partial(again) is None and len(raw) == 4 and len(raw.columns) > 2000
-    cache = ncu_mod._cache_file(src)
+    cache = cache_file(src)
     with cache.open("rb") as f:
         stored = pickle.load(f)  # noqa: S301 - the test's own cache
     assert _partial(stored) is None and stored.raw.equals(raw)  # the entry now holds the full tables
@@ -158,7 +159,7 @@ def test_report_gone_before_the_rest_is_read(tmp_path: Path) -> None:
     src = tmp_path / "gone.ncu-rep"
     shutil.copyfile(NCU / "host_overhead_fixed.ncu-rep", src)
     report = read_ncu_rep(src, use_cache=False)
-    ncu_mod._OPEN_REPORTS.clear()
+    forget_open_reports()
     src.unlink()
     with pytest.raises(ReportError, match="could not be read again") as ei:
         _ = report.raw

@@ -1,0 +1,509 @@
+"""Read ``.ncu-rep`` files through NVIDIA's ``ncu_report`` module (PyPI ``ncu-report``).
+
+``ncu_report`` is imported only when such a file is opened. A report is first read for the summary
+(:class:`LazyNcuReport`: the details page, rules, source counters and the metrics the summary
+needs); the raw page and every other metric are decoded on first use. Tables are cached on disk
+(:mod:`engine.reports.ncu_cache`). Input files are only ever opened for reading.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import struct
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine.reports.base import read_head
+from engine.reports.ncu_actions import (
+    NOT_METRICS,
+    all_metrics,
+    hottest_lines,
+    int_text,
+    launch_dim,
+    metric_text,
+    metric_value,
+    nvtx_range,
+    raw_unit,
+    rule_records,
+    rule_rows,
+    sass_and_lines,
+    section_labels,
+    section_table,
+    source_records,
+)
+from engine.reports.ncu_cache import cache_load, cache_store
+from engine.reports.ncu_model import (
+    DETAILS_COLUMNS,
+    KERNEL_COLUMNS,
+    RULE_TABLE_COLUMNS,
+    SOURCE_COLUMNS,
+    NcuReport,
+)
+from engine.reports.ncu_names import simplify_names
+from engine.reports.ncu_section_defs import read_section_defs
+from engine.system.errors import ReportError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+@dataclass
+class _Partial:
+    """What a summary read of a ``.ncu-rep`` decoded: a few metrics per kernel, every metric's name."""
+
+    names: list[frozenset[str]]  # per kernel ID: every metric it has (no breakdown:/group: names)
+    nums: list[dict[str, float]]  # per kernel ID: the summary metrics as floats (NaN: no value)
+    units: dict[str, str]  # the summary metrics' raw-page units
+    idents: list[list[str]]  # per kernel ID: the ID_COLUMNS cells
+    use_cache: bool
+    identity: tuple[int, int] = (0, 0)  # the file's (size, mtime_ns) when it was read
+    all_names: list[str] = field(default_factory=list)  # sorted union of names, filled on first use
+    matching: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # metric_names_matching
+
+
+class LazyNcuReport(NcuReport):
+    """A ``.ncu-rep`` read for the summary; the raw page and the full ``values`` come on first use.
+
+    Decoding every one of a kernel's ~2,300 metrics (and asking each its unit) costs more than the
+    rest of the summary together, and only the details/raw pages, rules and gates need them.
+    :meth:`value`, :meth:`unit` and :meth:`metric_names_matching` answer from the metrics the
+    summary reads (``engine.analysis.ncu.sections.summary_metrics``); reading ``raw``,
+    ``raw_units``, ``values`` or ``units``, or asking :meth:`value` for another metric a kernel has,
+    decodes the rest (from the report still open in ``ncu_report``, or by opening the file again)
+    and rewrites the cache entry with the full tables. The results are the same as a full read.
+    """
+
+    def _full(self, key: str) -> Any:
+        if self.__dict__.get("_partial") is not None:
+            self._materialize()
+        return self.__dict__[key]
+
+    @property  # type: ignore[override]
+    def raw(self) -> pd.DataFrame:
+        """The ``--page raw`` table (decoded on first use)."""
+        return self._full("_raw")  # type: ignore[no-any-return]
+
+    @raw.setter
+    def raw(self, table: pd.DataFrame) -> None:
+        self.__dict__["_raw"] = table
+
+    @property  # type: ignore[override]
+    def raw_units(self) -> dict[str, str]:
+        """The raw page's units (decoded on first use)."""
+        return self._full("_raw_units")  # type: ignore[no-any-return]
+
+    @raw_units.setter
+    def raw_units(self, units: dict[str, str]) -> None:
+        self.__dict__["_raw_units"] = units
+
+    @property  # type: ignore[override]
+    def values(self) -> pd.DataFrame | None:
+        """Every metric as a float (decoded on first use)."""
+        return self._full("_values")  # type: ignore[no-any-return]
+
+    @values.setter
+    def values(self, table: pd.DataFrame | None) -> None:
+        self.__dict__["_values"] = table
+
+    @property  # type: ignore[override]
+    def units(self) -> dict[str, str]:
+        """Every metric's base unit (decoded on first use)."""
+        return self._full("_units")  # type: ignore[no-any-return]
+
+    @units.setter
+    def units(self, units: dict[str, str]) -> None:
+        self.__dict__["_units"] = units
+
+    def value(self, kernel_id: int, metric: str) -> float | None:
+        """One metric of one kernel as a float in base units, or None when it was not collected."""
+        part: _Partial | None = self.__dict__.get("_partial")
+        if part is None:
+            return super().value(kernel_id, metric)
+        if not 0 <= kernel_id < len(part.nums):
+            return None
+        x = part.nums[kernel_id].get(metric)
+        if x is None:
+            if metric not in part.names[kernel_id]:
+                return None
+            self._materialize()
+            return super().value(kernel_id, metric)
+        return None if math.isnan(x) else x
+
+    def unit(self, metric: str) -> str:
+        """A metric's base unit ("" when unknown)."""
+        part: _Partial | None = self.__dict__.get("_partial")
+        if part is not None:
+            u = part.units.get(metric)
+            if u is not None:
+                return u
+            if not any(metric in names for names in part.names):
+                return ""
+        return super().unit(metric)
+
+    def metric_names_matching(self, prefix: str, suffix: str = "") -> list[str]:
+        """The report's metric names with that prefix and suffix, sorted."""
+        part: _Partial | None = self.__dict__.get("_partial")
+        if part is None:
+            return super().metric_names_matching(prefix, suffix)
+        found = part.matching.get((prefix, suffix))
+        if found is None:
+            if not part.all_names:
+                part.all_names = sorted(frozenset().union(*part.names))
+            found = [n for n in part.all_names if n.startswith(prefix) and n.endswith(suffix)]
+            part.matching[(prefix, suffix)] = found
+        return list(found)
+
+    def _materialize(self) -> None:
+        """Decode every metric of every kernel: the raw page, ``values`` and ``units``."""
+        with _OPEN_LOCK:
+            part: _Partial | None = self.__dict__.get("_partial")
+            if part is None:
+                return
+            try:
+                st = self.path.stat()
+                if part.identity != (0, 0) and (st.st_size, st.st_mtime_ns) != part.identity:
+                    raise ReportError(
+                        f"{self.path} changed since it was opened, so its remaining metrics cannot be "
+                        "read from it; open it again."
+                    )
+                ctx = _open_report(self.path)
+                actions = [ctx.range_by_idx(i).action_by_idx(j) for i, j in self.action_refs]
+            except ReportError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the native reader's errors are not for people
+                raise ReportError(
+                    f"{self.path} could not be read again for its remaining metrics ({exc}); "
+                    "check that the file is still there and open it again."
+                ) from exc
+            raw, raw_units, values = all_metrics(actions, part.idents)
+            self.__dict__.update(_raw=raw, _raw_units=raw_units, _values=values, _units=dict(raw_units))
+            self.__dict__["_partial"] = None
+            if part.use_cache:
+                cache_store(self.path, self)
+
+
+def _check_file(path: Path) -> None:
+    """Raise ReportError unless ``path`` is a complete Nsight Compute report (cheap, reads headers)."""
+    head = read_head(path, 4, folder_sentence="is a folder, not a report; give the path of a .ncu-rep file.",
+                     unreadable_hint="; check the file and try again")
+    size = path.stat().st_size
+    if size == 0:
+        raise ReportError(f"{path} is empty (0 bytes); profile again or copy the report again.")
+    with path.open("rb") as f:
+        if head != b"NVR\x00":
+            raise ReportError(
+                f"{path} is not an Nsight Compute report (.ncu-rep); open a file written by `ncu -o`."
+            )
+        # The report is a chain of length-prefixed blocks that must end exactly at the end of file.
+        pos = 4
+        while pos + 4 <= size:
+            f.seek(pos)
+            (length,) = struct.unpack("<I", f.read(4))
+            pos += 4 + length
+        if pos != size:
+            raise ReportError(
+                f"{path} is truncated or damaged ({size:,} bytes, its blocks end at {pos:,}); "
+                "copy or record the report again."
+            )
+
+
+#: The newest report file format this code was checked with (Nsight Compute 2025.3 writes 7).
+KNOWN_FORMAT = 7
+
+
+def report_format_version(path: Path) -> int | None:
+    """The format version in a report's first block (protobuf field 1), or None if unreadable."""
+    with path.open("rb") as f:
+        head = f.read(24)
+    if len(head) < 10 or head[:4] != b"NVR\x00" or head[8] != 0x08:
+        return None
+    value, shift = 0, 0
+    for b in head[9:19]:
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            return value
+    return None
+
+
+def _newer_message(p: Path, fmt: int, *, partly: bool = False) -> str:
+    try:
+        version = _wheel_version()
+    except Exception:  # noqa: BLE001 - only decoration for the message
+        version = "(installed)"
+    verb = "may not read all of it" if partly else "cannot read it"
+    return (
+        f"{p} was written by a newer Nsight Compute (report format {fmt}) and ncu-report {version} "
+        f"{verb}; run `pip install -U ncu-report`, or export it with that ncu "
+        "(`ncu --import R --csv --page raw`) and open the CSV."
+    )
+
+
+def _wheel_version() -> str:
+    from importlib.metadata import version
+
+    return version("ncu-report")
+
+
+def _import_ncu_report() -> Any:
+    try:
+        import ncu_report  # noqa: PLC0415 - heavy native module, loaded only for .ncu-rep files
+    except ImportError as exc:
+        raise ReportError(
+            "Reading .ncu-rep files needs NVIDIA's Python package `ncu-report`; "
+            "install it with `pip install ncu-report`."
+        ) from exc
+    return ncu_report
+
+
+_PROCESS_RE = re.compile(rb"2([\x05-\x7f])\x08([\x80-\xff]{0,4}[\x00-\x7f])\x12([\x00-\x7f])", re.S)
+
+
+def _process_info(path: Path) -> tuple[str, str, str]:
+    """(process id, process name, host name) from the report's header block.
+
+    ``ncu_report`` does not expose them; the header holds a small protobuf message
+    {1: pid, 2: host, 3: executable path}. Reports of several processes get the first one.
+    """
+    with path.open("rb") as f:
+        head = f.read(1 << 16)
+    for m in _PROCESS_RE.finditer(head):
+        total = m.group(1)[0]
+        host_len = m.group(3)[0]
+        p = m.end() + host_len
+        if p + 2 > len(head) or head[p] != 0x1A:
+            continue
+        path_len = head[p + 1]
+        if p + 2 + path_len - (m.start() + 2) != total:
+            continue
+        pid = 0
+        for i, b in enumerate(m.group(2)):
+            pid |= (b & 0x7F) << (7 * i)
+        host = head[m.end():p].decode("utf-8", "replace")
+        exe = head[p + 2:p + 2 + path_len].decode("utf-8", "replace")
+        return str(pid), exe.rsplit("/", 1)[-1], host
+    return "", "", ""
+
+
+_OPEN_REPORTS: dict[tuple[Path, int, int], Any] = {}
+
+
+def forget_open_reports() -> None:
+    """Close the report kept open by :func:`_open_report` (as a new process would start)."""
+    with _OPEN_LOCK:
+        _OPEN_REPORTS.clear()
+
+_OPEN_LOCK = threading.RLock()
+
+
+def _open_report(path: Path, ctx: Any = None) -> Any:
+    """The ``ncu_report`` context of a report file, kept open (one file at a time).
+
+    The context keeps the kernels it has decoded (decoding one costs 30-150 ms; asking again, a
+    few ms), so the summary read, the raw page and the SASS of the hottest instructions share one
+    decode. Keyed by the file's size and modification time: a rewritten file is opened again.
+    ``ctx`` registers a context the caller just opened.
+    """
+    st = path.stat()
+    key = (path, st.st_size, st.st_mtime_ns)
+    with _OPEN_LOCK:
+        if ctx is None:
+            ctx = _OPEN_REPORTS.get(key)
+            if ctx is not None:
+                return ctx
+            ctx = _import_ncu_report().load_report(str(path))
+        _OPEN_REPORTS.clear()  # keep one report open at a time
+        _OPEN_REPORTS[key] = ctx
+        return ctx
+
+
+def resolve_sources(report: NcuReport, kernel_id: int) -> None:
+    """Fill in the SASS text and file:line of one kernel's hottest instructions (``report.sources``).
+
+    Reopens the ``.ncu-rep`` (kept open for later kernels); does nothing for CSV exports, for
+    kernels already resolved, or when the file is gone (the rows keep their PCs and counts).
+    """
+    src = report.sources
+    if report.source != "ncu-rep" or src is None or not len(src):
+        return
+    mine = src.index[(src["ID"] == kernel_id) & src["sass"].isna()]
+    if not len(mine) or kernel_id in report.source_lines:
+        return
+    try:
+        with _OPEN_LOCK:
+            i, j = report.action_refs[kernel_id]
+            action = _open_report(report.path).range_by_idx(i).action_by_idx(j)
+        found = sass_and_lines(action, [int(pc) for pc in src.loc[mine, "pc"]])
+        report.source_lines[kernel_id] = hottest_lines(action, report, kernel_id)
+    except Exception:  # noqa: BLE001 - the SASS text is decoration; the counts are already there
+        return
+    src = src.astype({"sass": "object", "file": "object", "line": "object"})
+    for idx in mine:
+        pc: Any = src.at[idx, "pc"]
+        sass, file, line = found[int(pc)]
+        src.at[idx, "sass"], src.at[idx, "file"], src.at[idx, "line"] = sass, file, line
+    report.sources = src
+
+
+def read_ncu_rep(path: str | Path, *, use_cache: bool = True) -> NcuReport:
+    """Read a ``.ncu-rep`` file into tables.
+
+    Decoding a kernel in ``ncu_report`` costs about 0.1 s, so the tables are cached (pickled under
+    the user cache directory, keyed by the file's identity and the engine's code); ``use_cache=False``
+    neither reads nor writes the cache.
+
+    Only the metrics the summary needs are decoded now (a :class:`LazyNcuReport`): the raw page,
+    ``values``/``units`` and any other metric are decoded on first use, and the cache entry is then
+    rewritten with the full tables.
+
+    Args:
+        path: The report file.
+        use_cache: Read and write the on-disk cache.
+
+    Returns:
+        The report's kernels, details-page metrics, raw-page metrics, numeric values, rules and
+        hottest source lines.
+
+    Raises:
+        ReportError: The file is missing, a folder, empty, truncated or not an Nsight Compute report.
+    """
+    p = Path(path)
+    _check_file(p)
+    if use_cache:
+        cached = cache_load(p)
+        if cached is not None:
+            return cached
+    report = _read_ncu_rep(p, use_cache)
+    if use_cache:
+        cache_store(p, report)
+    return report
+
+
+def _read_ncu_rep(p: Path, use_cache: bool = False) -> NcuReport:
+    import pandas as pd
+
+    ncu = _import_ncu_report()
+    fmt = report_format_version(p)
+    try:
+        ctx = _open_report(p, ncu.load_report(str(p)))
+        refs = [(i, j) for i in range(ctx.num_ranges()) for j in range(ctx.range_by_idx(i).num_actions())]
+        actions = [ctx.range_by_idx(i).action_by_idx(j) for i, j in refs]
+    except Exception as exc:  # noqa: BLE001 - the native reader's errors are not for people
+        if fmt is not None and fmt > KNOWN_FORMAT:
+            raise ReportError(_newer_message(p, fmt)) from exc
+        raise ReportError(f"{p} could not be read by ncu_report ({exc}); record the report again.") from exc
+    if not actions:
+        if fmt is not None and fmt > KNOWN_FORMAT:
+            raise ReportError(_newer_message(p, fmt))
+        raise ReportError(
+            f"{p} has no kernel that ncu_report can read: it is damaged or holds no profiled kernel; "
+            "copy it again, or profile again and check the ncu filters."
+        )
+    notes: list[str] = []
+    if fmt is not None and fmt > KNOWN_FORMAT:
+        notes.append(_newer_message(p, fmt, partly=True))
+    pid, pname, host = _process_info(p)
+    section_defs = read_section_defs(p)
+
+    kernels: list[dict[str, Any]] = []
+    details: list[list[Any]] = []
+    raw_units: dict[str, str] = {}
+    labels: dict[str, str] = {}
+    rule_table: list[list[Any]] = []
+    source_table: list[list[Any]] = []
+    all_samples: list[tuple[int, int, int]] = []
+    sections: dict[int, list[str]] = {}
+    detail_units: dict[str, str] = {}
+    from engine.reports.ncu_metrics import summary_metrics
+
+    wanted, patterns = summary_metrics()
+    name_sets: list[frozenset[str]] = []
+    partial_nums: list[dict[str, float]] = []
+    idents: list[list[str]] = []
+    canonical: dict[str, str] = {}  # one str object per metric name: the cache pickles each once
+    name_lists: dict[tuple[str, ...], tuple[list[str], frozenset[str], frozenset[str]]] = {}
+    stored_names = [str(a.name(a.NameBase_DEMANGLED)) for a in actions]
+    printed_names = simplify_names(stored_names)  # as ncu prints them: depends on the whole report
+    for idx, a in enumerate(actions):
+        block, grid = launch_dim(a, "launch__block_dim"), launch_dim(a, "launch__grid_dim")
+        major = metric_value(a, "device__attribute_compute_capability_major")
+        minor = metric_value(a, "device__attribute_compute_capability_minor")
+        cc = f"{int(major)}.{int(minor or 0)}" if major is not None else ""
+        demangled = printed_names[idx]
+        ident = [
+            str(idx), pid, pname, host, demangled, int_text(a, "launch__context_id"),
+            int_text(a, "launch__stream_id"), "({}, {}, {})".format(*block),
+            "({}, {}, {})".format(*grid), int_text(a, "launch__device_id") or "0", cc,
+        ]
+        dur = metric_value(a, "gpu__time_duration.sum")
+        kernels.append({
+            "ID": idx, "Kernel Name": demangled, "Base Name": str(a.name(a.NameBase_FUNCTION)),
+            "Mangled Name": str(a.name(a.NameBase_MANGLED)), "Process ID": pid, "Process Name": pname,
+            "Context": ident[5], "Stream": ident[6], "Grid Size": ident[8], "Block Size": ident[7],
+            "grid_x": grid[0], "grid_y": grid[1], "grid_z": grid[2],
+            "block_x": block[0], "block_y": block[1], "block_z": block[2],
+            "Registers Per Thread": metric_value(a, "launch__registers_per_thread"),
+            "Static Shared Memory Per Block": metric_value(a, "launch__shared_mem_per_block_static"),
+            "Dynamic Shared Memory Per Block": metric_value(a, "launch__shared_mem_per_block_dynamic"),
+            "Device": ident[9], "Device Name": metric_value(a, "device__attribute_display_name") or "",
+            "CC": cc, "duration_ns": float(dur) if dur is not None else math.nan,
+            "NVTX Range": nvtx_range(a),
+        })
+        rules = rule_rows(a)
+        nums: dict[str, float] = {}
+        arch = int(major) * 10 + int(minor or 0) if major is not None else None
+        for sid, sname, _order, header in section_table(a, section_defs, arch):
+            for metric_name, label in header:
+                m = a.metric_by_name(metric_name)
+                if m is None:  # a header metric the report lacks: ncu prints "n/a" without a unit
+                    details.append([*ident, sname, label, "", "n/a", *[""] * 5, math.nan, metric_name])
+                    continue
+                text, num = metric_text(m)
+                nums[metric_name] = num
+                unit = detail_units.get(metric_name)
+                if unit is None:  # unit() costs ~60 us a call; a metric's unit is the same in every kernel
+                    unit = detail_units[metric_name] = str(m.unit())
+                details.append([*ident, sname, label, unit, text, "", "", "", "", "", num, metric_name])
+            for rule in rules.get(sid, []):
+                details.append([*ident, sid, "", "", "", *rule, math.nan, ""])
+        listed = tuple(map(str, a.metric_names()))
+        known = name_lists.get(listed)  # kernels of one report mostly have the same metric names
+        if known is None:
+            names = [canonical.setdefault(n, n) for n in listed]
+            have = frozenset(n for n in names if not n.startswith(NOT_METRICS))
+            summary = wanted.intersection(have).union(
+                n for n in have for pre, suf in patterns if n.startswith(pre) and n.endswith(suf))
+            known = name_lists[listed] = (names, have, summary)
+        names, have, summary = known
+        # Only the summary's metrics now (the rest when the raw page or another metric is asked for).
+        nums = {n: x for n, x in nums.items() if n in have}  # the details header metrics
+        for name in summary.union(nums):
+            if name not in nums or name not in raw_units:
+                m = a.metric_by_name(name)
+                if name not in nums:
+                    nums[name] = metric_text(m)[1]
+                if name not in raw_units:
+                    raw_units[name] = raw_unit(name, m)
+        idents.append(ident)
+        name_sets.append(have)
+        partial_nums.append(nums)
+        rule_table.extend(rule_records(idx, a))
+        source_table.extend(source_records(idx, a, names, all_samples))
+        sections[idx] = section_labels(a, labels)
+
+    metrics = pd.DataFrame(details, columns=[*DETAILS_COLUMNS, "value", "metric"])
+    report = LazyNcuReport(
+        p, "ncu-rep", pd.DataFrame(kernels, columns=KERNEL_COLUMNS), metrics, pd.DataFrame(), {},
+        notes=notes, values=None, units={}, labels=labels,
+        rules=pd.DataFrame(rule_table, columns=RULE_TABLE_COLUMNS),
+        sources=pd.DataFrame(source_table, columns=SOURCE_COLUMNS), sections=sections,
+        action_refs=refs, pc_samples=pd.DataFrame(all_samples, columns=["ID", "pc", "samples"]),
+        stored_names=stored_names,
+    )
+    st = p.stat()
+    report.__dict__["_partial"] = _Partial(
+        name_sets, partial_nums, raw_units, idents, use_cache, (st.st_size, st.st_mtime_ns)
+    )
+    return report
