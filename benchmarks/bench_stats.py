@@ -1,15 +1,23 @@
 #!/usr/bin/env python3
-"""Time `kernelscope stats` (the five core reports) against `nsys stats` on a big report.
+"""Time `kernelscope stats` / `analyze` / `summary` against Debian's `nsys` 2022.4 on a big report.
 
-    python benchmarks/bench_stats.py bench-data/big.sqlite [--rounds 5] [--oracles bench-data/oracles]
+    python benchmarks/bench_stats.py BIG.sqlite [--rounds 3] [--rows core5,cache,gputrace,all9,analyze]
+                                     [--drop-caches] [--oracles DIR] [--nsys PATH]
+
+Prints the ratio table of issue 16, every number measured in this one run: for each row, the
+median wall time and the peak RSS (GNU time) of our command and of the reference, alternating
+(reference, ours cold, ours from cache) so that drift on a shared machine hits both alike.
+"cold" = a fresh, empty Kernelscope cache (results and columnar cache); "from cache" = the same
+command again with that cache. With --drop-caches (root) the OS page cache is dropped before each
+cold run, so both tools read the export from disk. Where `nsys` is absent the reference columns
+say so and only our times are printed.
 
 The reference is Debian's nsight-systems 2022.4 (`../shared/tools/install-debian-nsys-2022.sh`),
-whose `nsys stats` reads new-schema SQLite with the 2022 report names. Runs alternate (nsys, ours
-cold, ours warm) so drift on a shared machine hits both tools alike. "cold" = a fresh, empty
-Kernelscope cache; "warm" = the same command again, reopened from our cache. Peak memory is each
-process's max RSS (GNU time). With --oracles DIR, our CSVs are compared with nsys 2025.3's files
-`DIR/big_<report>.csv` (made on the GPU machine by benchmarks/device_make_big_report.sh's caller).
-Make the big report with benchmarks/device_make_big_report.sh on a GPU machine.
+whose `nsys stats` / `nsys analyze` read new-schema SQLite under the 2022 report and rule names.
+With --oracles DIR, our CSVs are compared byte for byte with `DIR/<prefix>_<report>.csv` files.
+Rows: core5 (the five core reports), cache (core5 again from our cache), gputrace, all9 (the nine
+reports of nsys 2022.4 that we print), analyze (the six rules), summary (`kernelscope summary`,
+against nsys stats core5, the goal for 10M-kernel reports).
 """
 
 from __future__ import annotations
@@ -22,11 +30,45 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
-CORE = ["cuda_api_sum", "cuda_gpu_kern_sum", "cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum", "nvtx_sum"]
-CORE_2022 = ["cudaapisum", "gpukernsum", "gpumemtimesum", "gpumemsizesum", "nvtxsum"]
+CORE = "cuda_api_sum,cuda_gpu_kern_sum,cuda_gpu_mem_time_sum,cuda_gpu_mem_size_sum,nvtx_sum"
+CORE_2022 = "cudaapisum,gpukernsum,gpumemtimesum,gpumemsizesum,nvtxsum"
+ALL9 = CORE + ",cuda_api_gpu_sum,cuda_kern_exec_sum,cuda_gpu_sum,cuda_gpu_trace"
+ALL9_2022 = CORE_2022 + ",apigpusum,kernexecsum,gpusum,gputrace"
+RULES_2022 = "cuda-async-memcpy,cuda-sync-memcpy,cuda-sync-memset,cuda-sync-api,gpu-starv,gpu-low-util"
 GNU_TIME = shutil.which("time") or "/usr/bin/time"
+
+
+@dataclass
+class Row:
+    """One line of the table: our argv and the reference argv (with {out} for an output prefix)."""
+
+    label: str
+    ours: list[str]
+    ref: list[str] | None
+    goal: float
+    warm: bool = False  # ours from the cache the previous cold run left
+
+
+def rows(report: str) -> dict[str, Row]:
+    """The benchmark rows for ``report``."""
+    stats = ["stats", report, "-f", "csv", "-o", "{out}", "-r"]
+    nsys_stats = ["stats", "--format", "csv", "--force-overwrite", "true", "--output", "{out}",
+                  "--report"]
+    return {
+        "core5": Row("stats, 5 core reports", [*stats, CORE], [*nsys_stats, CORE_2022, report], 0.5),
+        "cache": Row("stats, 5 core, from cache", [*stats, CORE], [*nsys_stats, CORE_2022, report],
+                     0.1, warm=True),
+        "gputrace": Row("stats -r cuda_gpu_trace", [*stats, "cuda_gpu_trace"],
+                        [*nsys_stats, "gputrace", report], 0.5),
+        "all9": Row("stats, all 9 reports", [*stats, ALL9], [*nsys_stats, ALL9_2022, report], 0.5),
+        "analyze": Row("analyze, 6 rules", ["analyze", report, "-f", "csv", "-o", "{out}"],
+                       ["analyze", "--format", "csv", "--force-overwrite", "true", "--output", "{out}",
+                        "--rule", RULES_2022, report], 0.5),
+        "summary": Row("summary", ["summary", report], [*nsys_stats, CORE_2022, report], 0.5),
+    }
 
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
@@ -40,61 +82,99 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     return float(wall), int(kb) / 1024
 
 
+def drop_caches() -> None:
+    """Drop the OS page cache (root only), so the next run reads the export from disk."""
+    subprocess.run(["sync"], check=False)
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    except OSError as exc:
+        sys.exit(f"--drop-caches needs root ({exc.strerror}).")
+
+
 def main() -> int:
+    """Run the benchmark and print the table."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("report", type=Path)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--nsys", default=shutil.which("nsys") or "nsys")
-    ap.add_argument("--oracles", type=Path, help="folder with nsys 2025.3 big_<report>.csv files")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rows", default="core5,cache,gputrace,all9,analyze")
+    ap.add_argument("--nsys", default=shutil.which("nsys"))
+    ap.add_argument("--drop-caches", action="store_true", help="drop the page cache before cold runs")
+    ap.add_argument("--oracles", type=Path, help="folder with <prefix>_<report>.csv files")
+    ap.add_argument("--oracle-prefix", default="big")
     args = ap.parse_args()
     if not Path(GNU_TIME).exists():
         sys.exit("GNU time is needed (Debian package 'time').")
+    report = str(args.report.resolve())
     kernelscope = shutil.which("kernelscope") or str(Path(sys.executable).parent / "kernelscope")
-    con = sqlite3.connect(f"file:{args.report}?mode=ro", uri=True)
-    n_k = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
-    n_api = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
+    con = sqlite3.connect(f"file:{report}?mode=ro", uri=True)
+    counts = [con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+              for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME")]
     con.close()
-    nsys_ver = subprocess.run([args.nsys, "--version"], capture_output=True, text=True).stdout.strip()
-    print(f"report: {args.report} ({args.report.stat().st_size / 1e6:.1f} MB, {n_k:,} kernels, "
-          f"{n_api:,} API calls)")
-    print(f"reference: {nsys_ver}; rounds: {args.rounds}; cpu count: {os.cpu_count()}\n")
-
+    nsys = args.nsys if args.nsys and Path(args.nsys).exists() else None
+    ref_name = (subprocess.run([nsys, "--version"], capture_output=True, text=True).stdout.strip()
+                if nsys else "no nsys found: reference columns skipped")
+    print(f"report: {report} ({args.report.stat().st_size / 1e6:.0f} MB, {counts[0]:,} kernels, "
+          f"{counts[1]:,} CUDA API calls)")
+    print(f"reference: {ref_name}; rounds: {args.rounds}; cpus: {os.cpu_count()}; "
+          f"page cache dropped before cold runs: {'yes' if args.drop_caches else 'no'}\n")
+    table = rows(report)
+    wanted = [r.strip() for r in args.rows.split(",") if r.strip()]
     work = Path(tempfile.mkdtemp(prefix="ks-bench-"))
-    results: dict[str, list[tuple[float, float]]] = {"nsys": [], "cold": [], "warm": []}
+    ours: dict[str, list[tuple[float, float]]] = {k: [] for k in wanted}
+    ref: dict[str, list[tuple[float, float]]] = {k: [] for k in wanted}
     env = dict(os.environ)
-    for i in range(args.rounds):
-        results["nsys"].append(timed(
-            [args.nsys, "stats", "-r", ",".join(CORE_2022), "-f", "csv", "--force-overwrite", "true",
-             "-o", str(work / f"nsys{i}"), str(args.report)], env))
-        cache = work / f"cache{i}"
-        env_ks = {**env, "KERNELSCOPE_CACHE": str(cache)}
-        argv = [kernelscope, "stats", str(args.report), "-r", ",".join(CORE), "-f", "csv",
-                "-o", str(work / f"ours{i}")]
-        results["cold"].append(timed(argv, env_ks))
-        results["warm"].append(timed(argv, env_ks))
-        shutil.rmtree(cache, ignore_errors=True)
-
-    ref = statistics.median(t for t, _ in results["nsys"])
-    rows = [
-        ("nsys stats (2022.4)", "nsys"), ("kernelscope stats, cold", "cold"),
-        ("kernelscope stats, from cache", "warm"),
-    ]
-    print(f"{'tool':<32}{'median s':>10}{'min s':>8}{'max s':>8}{'peak MB':>9}{'ratio':>8}{'target':>8}")
-    targets = {"nsys": "", "cold": "<= 0.5", "warm": "<= 0.1"}
-    for label, key in rows:
-        ts = [t for t, _ in results[key]]
-        mem = max(m for _, m in results[key])
-        med = statistics.median(ts)
-        print(f"{label:<32}{med:>10.3f}{min(ts):>8.3f}{max(ts):>8.3f}{mem:>9.0f}{med / ref:>8.2f}"
-              f"{targets[key]:>8}")
-    if args.oracles:
-        print()
-        for rep in CORE:
-            ours = (work / f"ours0_{rep}.csv").read_text()
-            theirs = (args.oracles / f"big_{rep}.csv").read_text()
-            print(f"{rep:<24} {'identical to nsys 2025.3' if ours == theirs else 'DIFFERS from nsys 2025.3'}")
-    shutil.rmtree(work, ignore_errors=True)
+    try:
+        for i in range(args.rounds):
+            for key in wanted:
+                row = table[key]
+                out = str(work / f"{key}{i}")
+                if nsys and row.ref is not None and not row.warm:
+                    if args.drop_caches:
+                        drop_caches()
+                    ref[key].append(timed([nsys, *(a.replace("{out}", out + "_ref") for a in row.ref)], env))
+                cache = work / f"cache-{key}{i}"
+                env_ks = {**env, "KERNELSCOPE_CACHE": str(cache)}
+                argv = [kernelscope, *(a.replace("{out}", out) for a in row.ours)]
+                if row.warm:  # fill the cache first, then time the warm run
+                    timed(argv, env_ks)
+                elif args.drop_caches:
+                    drop_caches()
+                ours[key].append(timed(argv, env_ks))
+                shutil.rmtree(cache, ignore_errors=True)
+        _print(table, wanted, ours, ref)
+        if args.oracles:
+            print()
+            for rep in ALL9.split(","):
+                mine = work / f"all90_{rep}.csv"
+                theirs = args.oracles / f"{args.oracle_prefix}_{rep}.csv"
+                if mine.exists() and theirs.exists():
+                    same = mine.read_bytes() == theirs.read_bytes()
+                    print(f"{rep:<24} {'identical to' if same else 'DIFFERS from'} {theirs}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def _print(table: dict[str, Row], wanted: list[str], ours: dict[str, list[tuple[float, float]]],
+           ref: dict[str, list[tuple[float, float]]]) -> None:
+    print("| command | ours: median s (min-max), peak MB | nsys 2022.4: median s, peak MB | ratio | goal | met |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    ref_core = ref.get("core5") or []
+    for key in wanted:
+        row = table[key]
+        ts = [t for t, _ in ours[key]]
+        mine = statistics.median(ts)
+        cell = f"{mine:.2f} ({min(ts):.2f}-{max(ts):.2f}), {max(m for _, m in ours[key]):.0f} MB"
+        base = ref[key] if not row.warm else ref_core
+        if key == "summary" and not base:
+            base = ref_core
+        if base:
+            theirs = statistics.median(t for t, _ in base)
+            ratio = mine / theirs
+            print(f"| {row.label} | {cell} | {theirs:.2f}, {max(m for _, m in base):.0f} MB | "
+                  f"{ratio:.2f} | <= {row.goal} | {'yes' if ratio <= row.goal else 'NO'} |")
+        else:
+            print(f"| {row.label} | {cell} | (not measured) | - | <= {row.goal} | - |")
 
 
 if __name__ == "__main__":

@@ -251,12 +251,13 @@ def _with_api(ops: pd.DataFrame, api: pd.DataFrame) -> pd.DataFrame:
     calls["pid"] = _int_col(calls["pid"])
     calls = calls.rename(columns={"name": "apiName", "pid": "apiPid"})
     if ops["globalPid"].notna().all():
+        # nsys 2025.3 joins on correlationId alone: in a report of several processes a copy
+        # matches the calls of every process with its id (its rows then repeat), in the order
+        # of the calls, which is what equal durations keep (checked on a 2-process DDP report).
         ops["pid"] = _int_col(ops["pid"])
-        calls = calls.drop_duplicates(["correlationId", "apiPid"])
-        merged = ops.merge(
-            calls, left_on=["correlationId", "pid"], right_on=["correlationId", "apiPid"],
-            how="inner",
-        )
+        calls["_call"] = range(len(calls))
+        merged = ops.merge(calls, on="correlationId", how="inner")
+        merged = merged.sort_values("_call", kind="stable").drop(columns="_call")
     else:
         calls = calls.drop_duplicates("correlationId")
         merged = ops.merge(calls, on="correlationId", how="inner")

@@ -54,7 +54,9 @@ def _copy_table(merged: pd.DataFrame, columns: list[str], rows: int) -> pd.DataF
     table["Green Context ID"] = _green(merged["greenContextId"])
     table["Stream ID"] = _int_col(merged["streamId"])
     table["API Name"] = merged["apiName"].astype("object")
-    return _limit(_by_duration(table), rows).reset_index(drop=True)
+    # nsys keeps the join's order (API calls in table order) for equal durations.
+    table = table.sort_values("Duration (ns)", ascending=False, kind="stable")
+    return _limit(table, rows).reset_index(drop=True)
 
 
 def _memory_call(name: str) -> bool:
@@ -70,7 +72,7 @@ def _memcpy_calls(trace: Trace, opts: dict[str, Any]) -> pd.DataFrame:
     memcpy = _in_window(trace.table("memcpy"), _time_window(trace, opts))
     if memcpy.empty:
         return memcpy.assign(apiName=pd.Series(dtype="object"))
-    return _with_api(memcpy, api_calls(trace, _memory_call, first_per_call=True))
+    return _with_api(memcpy, api_calls(trace, _memory_call))
 
 
 def _match_names(names: pd.Series, test: Any) -> pd.Series:
@@ -169,7 +171,7 @@ def _lacks_green_context(trace: Trace) -> bool:
 
 def _rule_cuda_memset_sync(trace: Trace, opts: dict[str, Any]) -> RuleResult:
     memset = _in_window(trace.table("memset"), _time_window(trace, opts))
-    m = _with_api(memset, api_calls(trace, _memory_call, first_per_call=True)) \
+    m = _with_api(memset, api_calls(trace, _memory_call)) \
         if not memset.empty else memset
     if not m.empty:
         kind = _int_col(m["memKind"])

@@ -94,13 +94,13 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "openmp_sum": (*_SUM_COLS, "Count", *_STAT_COLS, "Name"),
     "um_sum": (
         "Virtual Address", "HtoD Migration size (MB)", "DtoH Migration size (MB)", "CPU Page Faults",
-        "GPU Page Faults", "Migration Throughput (MBps)",
+        " GPU Page Faults", "Migration Throughput (MB/s)",
     ),
     "um_total_sum": (
         "Total HtoD Migration Size (MB)", "Total DtoH Migration Size (MB)", "Total CPU Page Faults",
         "Total GPU PageFaults", "Minimum Virtual Address", "Maximum Virtual Address",
     ),
-    "um_cpu_page_faults_sum": ("CPU Page Faults", "CPU Instruction Address"),
+    "um_cpu_page_faults_sum": ("CPU Page Faults", "CPU Instruction Address", "Source File", "Source Line"),
 }
 
 # nsys strips the 4-digit CUDA-version suffix of runtime entry points (cudaMemcpy_v3020 ->
@@ -151,5 +151,5 @@ def resolve_report_name(name: str) -> str:
 _TEXT_COLS = frozenset({
     "Name", "Operation", "Style", "Range", "Category", "API Name", "Kernel Name", "Thread Name",
     "API Function", "GridXYZ", "BlockXYZ", "Virtual Address", "Minimum Virtual Address",
-    "Maximum Virtual Address", "CPU Instruction Address", "SrcMemKd", "DstMemKd", "Device",
+    "Maximum Virtual Address", "CPU Instruction Address", "Source File", "SrcMemKd", "DstMemKd", "Device",
 })

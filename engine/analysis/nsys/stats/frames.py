@@ -400,10 +400,11 @@ def _cuda_gpu_trace(trace: Trace) -> pd.DataFrame:
         "SrcMemKd": rows["src"],
         "DstMemKd": rows["dst"],
         "Device": device,
-        "Ctx": ints("ctx"),
-        # Green context 0 means "none": nsys prints an empty field.
+        # Context, green context and stream 0 mean "none" (unified-memory migrations have no
+        # context or stream): nsys prints an empty field.
+        "Ctx": ints("ctx").mask(lambda g: g == 0),
         "GreenCtx": ints("green").mask(lambda g: g == 0),
-        "Strm": ints("strm"),
+        "Strm": ints("strm").mask(lambda g: g == 0),
         "Name": rows["name"],
     })
     return out

@@ -51,8 +51,10 @@ def _named_summary(trace: Trace, table: str, count_col: str, report: str, where:
 
 
 def osrt_sum(trace: Trace) -> pd.DataFrame:
-    """OS runtime calls (OSRT_API) grouped by function name."""
-    return _named_summary(trace, "OSRT_API", "Num Calls", "osrt_sum")
+    """OS runtime calls (OSRT_API) grouped by function name (event class 27: the calls)."""
+    has = getattr(trace, "columns", lambda t: [])("OSRT_API")
+    where = "WHERE t.eventClass = 27" if "eventClass" in has else ""
+    return _named_summary(trace, "OSRT_API", "Num Calls", "osrt_sum", where)
 
 
 def openmp_sum(trace: Trace) -> pd.DataFrame:
@@ -212,16 +214,23 @@ def cuda_kern_exec_trace(trace: Trace) -> pd.DataFrame:
 
 
 def um_cpu_page_faults_sum(trace: Trace) -> pd.DataFrame:
-    """CPU page faults on unified memory, counted per CPU instruction address."""
-    df = _sql(trace, "CUDA_UM_CPU_PAGE_FAULT_EVENTS",
-              "SELECT count(*) AS n, s.value AS addr FROM CUDA_UM_CPU_PAGE_FAULT_EVENTS AS e "
-              "LEFT JOIN StringIds AS s ON s.id = e.CpuInstruction GROUP BY e.CpuInstruction")
+    """CPU page faults on unified memory, counted per CPU instruction and source line."""
+    table = "CUDA_UM_CPU_PAGE_FAULT_EVENTS"
+    has = set(getattr(trace, "columns", lambda t: [])(table))
+    src = "e.sourceFile" if "sourceFile" in has else "NULL"
+    line = "e.sourceLine" if "sourceLine" in has else "NULL"
+    df = _sql(trace, table,
+              f"SELECT count(*) AS n, i.value AS addr, f.value AS file, {line} AS line "
+              f"FROM {table} AS e LEFT JOIN StringIds AS i ON i.id = e.CpuInstruction "
+              f"LEFT JOIN StringIds AS f ON f.id = {src} GROUP BY e.CpuInstruction, {src}, {line}")
     if df is None:
         return _empty("um_cpu_page_faults_sum")
     import pandas as pd
 
     out = pd.DataFrame({"CPU Page Faults": df["n"].astype("int64"),
-                        "CPU Instruction Address": df["addr"].astype("object")})
+                        "CPU Instruction Address": df["addr"].astype("object"),
+                        "Source File": df["file"].astype("object"),
+                        "Source Line": pd.to_numeric(df["line"], errors="coerce").astype("Int64")})
     return out.sort_values("CPU Page Faults", ascending=False, kind="stable").reset_index(drop=True)
 
 
@@ -274,41 +283,41 @@ def _hex(v: object) -> str:
     return f"0x{int(v):X}"  # type: ignore[call-overload]
 
 
-def um_sum(trace: Trace) -> pd.DataFrame:
-    """Unified memory per virtual address: migrated MB each way, page faults, throughput."""
+def um_sum(trace: Trace, rows: int = 10) -> pd.DataFrame:
+    """Unified memory per virtual address: migrated MB each way, page faults, throughput.
+
+    Addresses with page faults or migrations (an outer join), highest migration throughput
+    first (none last), ties by address; the first ``rows`` (nsys's default: 10).
+    """
     import pandas as pd
 
     cpu, gpu, mig = _um_parts(trace)
-    if cpu is None and gpu is None:
+    if cpu is None and gpu is None and mig is None:
         return _empty("um_sum")
-    faults = pd.DataFrame({"address": pd.Series(dtype="int64")})
+    frames = []
     if cpu is not None:
-        faults = cpu.groupby("address").size().rename("cpu").reset_index()
+        frames.append(cpu.groupby("address").size().rename("cpu"))
     if gpu is not None:
-        g = gpu.groupby("address")["n"].sum().rename("gpu").reset_index()
-        faults = faults.merge(g, on="address", how="outer") if cpu is not None else g
-    for col in ("cpu", "gpu"):
-        if col not in faults:
-            faults[col] = pd.NA
+        frames.append(pd.to_numeric(gpu["n"]).groupby(gpu["address"]).sum().rename("gpu"))
     if mig is not None:
-        per = mig.pivot_table(index="address", columns="kind", values=["bytes", "dur"], aggfunc="sum")
-        moved = pd.DataFrame({
-            "address": per.index,
-            "h2d": per.get(("bytes", _UM_HTOD)), "d2h": per.get(("bytes", _UM_DTOH)),
-            "dur": per["dur"].T.sum(min_count=1),
-        }).reset_index(drop=True)
-        faults = faults.merge(moved, on="address", how="left")
-    else:
-        faults["h2d"], faults["d2h"], faults["dur"] = pd.NA, pd.NA, pd.NA
-    total = pd.to_numeric(faults["h2d"], errors="coerce").fillna(0) \
-        + pd.to_numeric(faults["d2h"], errors="coerce").fillna(0)
-    dur = pd.to_numeric(faults["dur"], errors="coerce")
-    out = pd.DataFrame({
-        "Virtual Address": faults["address"].map(_hex),
-        "HtoD Migration size (MB)": pd.to_numeric(faults["h2d"], errors="coerce") / 1e6,
-        "DtoH Migration size (MB)": pd.to_numeric(faults["d2h"], errors="coerce") / 1e6,
-        "CPU Page Faults": pd.to_numeric(faults["cpu"], errors="coerce").astype("Int64"),
-        "GPU Page Faults": pd.to_numeric(faults["gpu"], errors="coerce").astype("Int64"),
-        "Migration Throughput (MBps)": (total / 1e6 * (1e9 // dur)).where(dur > 0),
+        for kind, col in ((_UM_HTOD, "h2d"), (_UM_DTOH, "d2h")):
+            part = mig[mig["kind"] == kind]
+            frames.append(pd.to_numeric(part["bytes"]).groupby(part["address"]).sum().rename(col))
+            frames.append(pd.to_numeric(part["dur"]).groupby(part["address"]).sum().rename(col + "_dur"))
+    per = pd.concat(frames, axis=1).sort_index()
+    for col in ("cpu", "gpu", "h2d", "d2h", "h2d_dur", "d2h_dur"):
+        if col not in per:
+            per[col] = float("nan")
+    moved = per["h2d"].notna() | per["d2h"].notna()
+    total = per["h2d"].fillna(0) + per["d2h"].fillna(0)
+    dur = per["h2d_dur"].fillna(0) + per["d2h_dur"].fillna(0)
+    per["tput"] = (total / 1e6 * (1e9 // dur)).where(moved & (dur > 0))
+    per = per.sort_values("tput", ascending=False, kind="stable", na_position="last").head(rows)
+    return pd.DataFrame({
+        "Virtual Address": [_hex(a) for a in per.index],
+        "HtoD Migration size (MB)": (per["h2d"] / 1e6).to_numpy(),
+        "DtoH Migration size (MB)": (per["d2h"] / 1e6).to_numpy(),
+        "CPU Page Faults": per["cpu"].astype("Int64").to_numpy(),
+        " GPU Page Faults": per["gpu"].astype("Int64").to_numpy(),
+        "Migration Throughput (MB/s)": per["tput"].to_numpy(),
     })
-    return out.reset_index(drop=True)

@@ -181,8 +181,9 @@ def gpu_trace_csv(trace: NsysSqliteTrace) -> CsvTable | None:
         FixedColumn(np.where(kern, mb("dynamicSharedMemory"), np.nan), 3),
         FixedColumn(nbytes, 3), FixedColumn(throughput, 3),
         TextColumn(src_codes, kind_names), TextColumn(dst_codes, kind_names),
-        TextColumn(dev_codes, dev_labels), ints("contextId"), ints("greenContextId", zero_null=True),
-        ints("streamId"), TextColumn(name_codes, labels),
+        TextColumn(dev_codes, dev_labels), ints("contextId", zero_null=True),
+        ints("greenContextId", zero_null=True), ints("streamId", zero_null=True),
+        TextColumn(name_codes, labels),
     ]
     data = to_csv_bytes(COLUMNS["cuda_gpu_trace"], cols)
     return CsvTable("cuda_gpu_trace", data.decode("utf-8"), len(start))
