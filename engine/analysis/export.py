@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import html
 import json
+import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,22 +57,49 @@ def write_text(path: Path, text: str) -> None:
 _COLORS = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#9c755f"]
 
 
-def svg_bars(title: str, items: list[tuple[str, float]], unit: str, width: int = 720) -> str:
-    """A horizontal bar chart as an SVG string (values >= 0)."""
+#: Colours by what a bar is, so one category has one colour in every report (not by position).
+_CATEGORY_COLORS = [
+    ("idle", "#bab0ac"), ("host-to-device", "#f28e2b"), ("device-to-host", "#e15759"),
+    ("device-to-device", "#b07aa1"), ("peer", "#b07aa1"), ("memset", "#9c755f"), ("kernel", "#4e79a7"),
+    ("alloc", "#ff9da7"), ("memcpy", "#f28e2b"), ("sync", "#76b7b2"), ("launch", "#59a14f"),
+    ("setup", "#edc948"), ("context", "#edc948"), ("other", "#8c8c8c"),
+]
+
+
+def bar_color(label: str) -> str:
+    """The colour of a bar: by the category its label names, else a stable hash of the label."""
+    low = label.lower()
+    for key, color in _CATEGORY_COLORS:
+        if key in low:
+            return color
+    return _COLORS[zlib.crc32(label.encode()) % len(_COLORS)]
+
+
+def _value_text(v: float) -> str:
+    return f"{v:,.2f}" if v == 0 or abs(v) >= 0.01 else f"{v:.2g}"
+
+
+def svg_bars(title: str, items: list[tuple[str, float]], unit: str, width: int = 720,
+             floor: float = 1e-12) -> str:
+    """A horizontal bar chart as an SVG string (values >= 0).
+
+    Bars are coloured by category (:func:`bar_color`); the scale is at least ``floor`` so that a lone
+    tiny value does not fill the width, and a zero draws no bar.
+    """
     bar_h, gap, left, top = 22, 6, 260, 30
     h = top + len(items) * (bar_h + gap) + 10
-    vmax = max([v for _, v in items] + [1e-12])
+    vmax = max([v for _, v in items] + [floor])
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h}" '
              f'font-family="sans-serif" font-size="12" role="img" aria-label="{html.escape(title)}">',
              f'<text x="0" y="16" font-weight="bold">{html.escape(title)}</text>']
     for i, (label, v) in enumerate(items):
         y = top + i * (bar_h + gap)
-        w = max((width - left - 110) * v / vmax, 1)
+        w = max((width - left - 110) * v / vmax, 1) if v > 0 else 0.0
         parts.append(f'<text x="{left - 6}" y="{y + 15}" text-anchor="end">{html.escape(label[:40])}</text>')
         parts.append(f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{bar_h}" '
-                     f'fill="{_COLORS[i % len(_COLORS)]}"><title>{html.escape(label)}: {v:,.3f} {unit}'
+                     f'fill="{bar_color(label)}"><title>{html.escape(label)}: {v:,.3g} {unit}'
                      '</title></rect>')
-        parts.append(f'<text x="{left + w + 6:.1f}" y="{y + 15}">{v:,.2f} {html.escape(unit)}</text>')
+        parts.append(f'<text x="{left + w + 6:.1f}" y="{y + 15}">{_value_text(v)} {html.escape(unit)}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -160,7 +188,7 @@ def _summary_plots(s: dict[str, Any]) -> list[str]:
     bw = [(f"{b['direction']} ({b['memory']})", b["bytes"] / b["total_ns"] if b["total_ns"] else 0.0)
           for b in s["bandwidth"]]
     if bw:
-        plots.append(svg_bars("Achieved copy bandwidth", bw, "GB/s"))
+        plots.append(svg_bars("Achieved copy bandwidth", bw, "GB/s", floor=1.0))  # a scale of >= 1 GB/s
     return plots
 
 

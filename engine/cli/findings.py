@@ -28,7 +28,7 @@ def cmd_findings(args: argparse.Namespace) -> int:
         print(json.dumps(to_document(args.input, found, if_all_applied=_combined(args, found)), indent=1,
                          allow_nan=False))
     else:
-        sys.stdout.write(format_findings(found, snippets=not args.brief))
+        sys.stdout.write(brief_findings(found) if args.brief else format_findings(found))
         both = _combined(args, found) if found else None
         if both is not None:
             per = (f"{both.per_step_ns / 1e6:,.2f} ms per steady step, " if both.per_step_ns is not None
@@ -36,6 +36,27 @@ def cmd_findings(args: argparse.Namespace) -> int:
             print(f"If all applied (no time counted twice): at most {per}{both.seconds * 1e3:,.2f} ms "
                   f"over the capture — {both.formula}")
     return 0
+
+
+BRIEF_TOP = 10
+
+
+def brief_findings(found: list[Any], top: int = BRIEF_TOP) -> str:
+    """One line per finding (severity, title, subject, expected gain, id), the first ``top``, a count."""
+    from engine.analysis.findings import format_findings
+    from engine.analysis.findings.overview import gain_text
+
+    if not found:
+        return format_findings(found)
+    lines = []
+    for i, f in enumerate(found[:top], 1):
+        subject = f.subject if len(f.subject or "") <= 60 else f.subject[:57] + "..."
+        about = f" [{subject}]" if subject else ""
+        lines.append(f"{i:>2}. {f.severity.upper():<8} {f.title}{about}: {gain_text(f)}  ({f.id})")
+    shown = f"; the first {top} are shown (all, with evidence and fixes: without --brief)" \
+        if len(found) > top else ""
+    lines.append(f"{len(found)} finding{'s' if len(found) != 1 else ''}{shown}.")
+    return "\n".join(lines) + "\n"
 
 
 def _combined(args: argparse.Namespace, found: list[Any]) -> Any:
@@ -61,7 +82,8 @@ def register(sub: Any) -> None:
     f.add_argument("--pinned-from", metavar="REPORT",
                    help="nsys report from the same machine with pinned copies (the pinned ceiling)")
     f.add_argument("--telemetry", metavar="FILE", help="NVML recording made during the run")
-    f.add_argument("--brief", action="store_true", help="leave out the code examples")
+    f.add_argument("--brief", action="store_true",
+                   help=f"one line per finding: the first {BRIEF_TOP} (largest win first) and a count")
     f.set_defaults(func=cmd_findings)
 
     for extra in _EXTRA:
@@ -166,6 +188,21 @@ def cmd_export(args: argparse.Namespace) -> int:
     from engine.reports import open_report
 
     out = _path(args.output)
+    from engine.analysis.findings import is_ncu
+
+    if is_ncu(_path(args.input)):
+        if args.format == "perfetto" or args.compare:
+            raise _usage("An Nsight Compute report exports as --format md or html; compare two of them with "
+                         "`kernelscope ncu-compare BEFORE AFTER`.")
+        from engine.analysis.export_ncu import ncu_html, ncu_markdown
+        from engine.analysis.findings import findings_for
+        from engine.reports.ncu import read_ncu
+
+        report, found = read_ncu(_path(args.input)), findings_for(args.input)
+        text = ncu_markdown(report, found) if args.format == "md" else ncu_html(report, found)
+        export.write_text(out, text)
+        print(f"kernelscope: wrote {out}", file=sys.stderr)
+        return 0
     if args.format == "perfetto":
         if args.compare:
             raise _usage("--format perfetto exports one timeline; leave out --compare.")
@@ -177,15 +214,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         text = export.comparison_markdown(c) if args.format == "md" else export.comparison_html(c)
         export.write_text(out, text)
     else:
-        from engine.analysis.findings import findings_for, is_ncu
         from engine.analysis.findings.overview import overview
-        from engine.analysis.summary import summarize
 
-        if is_ncu(_path(args.input)):
-            s, found = summarize(open_report(_path(args.input))), findings_for(args.input)
-        else:
-            ref = open_report(_path(args.pinned_from)) if args.pinned_from else None
-            s, found = overview(open_report(_path(args.input)), reference=ref)
+        ref = open_report(_path(args.pinned_from)) if args.pinned_from else None
+        s, found = overview(open_report(_path(args.input)), reference=ref)
         export.write_text(out, export.session_markdown(s, found) if args.format == "md"
                           else export.session_html(s, found))
     print(f"kernelscope: wrote {out}", file=sys.stderr)

@@ -139,7 +139,7 @@ COMMANDS = {
     "summary": (lambda f: ["summary", f], TIMELINE_CASES),
     "info": (lambda f: ["info", f], TIMELINE_CASES),
     "compare": (lambda f: ["compare", str(NSYS_SQLITE), f], TIMELINE_CASES),
-    "export": (lambda f: ["export", "--format", "md", "-o", "/dev/null", f], TIMELINE_CASES),
+    "export": (lambda f: ["export", "--format", "md", "-o", "/dev/null", f], NCU_AWARE),
     "findings": (lambda f: ["findings", f], NCU_AWARE),
     "checklist": (lambda f: ["checklist", "roadmap", "--report", f], NCU_AWARE),
     "ncu": (lambda f: ["ncu", f], NCU_CASES),

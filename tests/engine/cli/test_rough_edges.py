@@ -114,3 +114,66 @@ def test_compare_bytes_warning_shows_the_difference_and_tolerance(tmp_path: Path
     (w,) = [w for w in c.warnings if "bytes" in w]
     assert w == (f"Different bytes copied: A {ba / 1e6:,.1f} MB, B {bb / 1e6:,.1f} MB "
                  f"(B {first / 1e6:+,.1f} MB, {first / ba * 100:+.1f} %; tolerance 1%).")
+
+
+def test_findings_brief_is_one_line_per_finding_top_ten_and_a_count(tmp_path: Path) -> None:
+    import lzma
+
+    rep = tmp_path / "torch18_full.ncu-rep"
+    with lzma.open(REPO / "tests" / "data" / "ncu" / "torch18_full.ncu-rep.xz", "rb") as f:
+        rep.write_bytes(f.read())
+    full = json.loads(ks("findings", str(rep), "--json").stdout)["findings"]
+    assert len(full) > 10
+    r = ks("findings", str(rep), "--brief")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 11
+    for i, (ln, f) in enumerate(zip(lines[:10], full[:10], strict=True), 1):
+        assert ln.startswith(f"{i:>2}. {f['severity'].upper()}") and ln.endswith(f"({f['id']})"), ln
+    assert lines[10] == (f"{len(full)} findings; the first 10 are shown (all, with evidence and fixes: "
+                         "without --brief).")
+    # a report with fewer findings: all of them and the count (plus the if-all-applied bound)
+    small = ks("findings", str(FIXED), "--brief").stdout.splitlines()
+    n = len(json.loads(ks("findings", str(FIXED), "--json").stdout)["findings"])
+    assert small[n] == f"{n} findings." and all(small[i].startswith(f"{i + 1:>2}. ") for i in range(n))
+
+
+def test_export_ncu_report_as_markdown_and_html(tmp_path: Path) -> None:
+    rep = FIXTURES / "ncu" / "torch_sdpa.ncu-rep"
+    verdict = json.loads(ks("ncu", str(rep), "--page", "verdict", "--json").stdout)
+    for fmt in ("md", "html"):
+        out = tmp_path / f"r.{fmt}"
+        r = ks("export", str(rep), "--format", fmt, "-o", str(out))
+        assert r.returncode == 0, r.stderr
+        text = out.read_text()
+        assert "torch_sdpa.ncu-rep" in text and "NVIDIA H200" in text and "IssueSlotUtilization" in text
+        for k in verdict:  # every kernel with ncu's verdict and its SM throughput as --page verdict has it
+            assert f"{k['sm_throughput_pct']:.1f} %" in text and k["verdict"] in text
+    html_text = (tmp_path / "r.html").read_text()
+    assert html_text.count("<svg") == 1 and "<script" not in html_text
+    r = ks("export", str(rep), "--format", "perfetto", "-o", str(tmp_path / "p.json"))
+    assert r.returncode == 1 and "exports as --format md or html" in r.stderr
+
+
+def test_html_colours_by_category_and_no_bar_for_zero(tmp_path: Path) -> None:
+    import re
+
+    from engine.analysis.export import bar_color, svg_bars
+
+    fills = {}
+    for name in ("host_overhead_naive.sqlite", "torch_sdpa_gemm.sqlite"):
+        out = tmp_path / (name + ".html")
+        assert ks("export", str(NSYS_DIR / name), "--format", "html", "-o", str(out)).returncode == 0
+        bars = re.findall(r'<rect [^>]*fill="(#[0-9a-f]{6})"><title>([^:<]+):', out.read_text())
+        fills[name] = {label: color for color, label in bars}
+    common = set(fills["host_overhead_naive.sqlite"]) & set(fills["torch_sdpa_gemm.sqlite"])
+    assert "GPU idle" in common and "kernels" in common
+    for label in common:  # one category, one colour, in every report
+        assert fills["host_overhead_naive.sqlite"][label] == fills["torch_sdpa_gemm.sqlite"][label]
+    assert bar_color("GPU idle") == "#bab0ac"
+    assert bar_color("memcpy Host-to-Device (Pinned)") != bar_color("memcpy Device-to-Host (Pinned)")
+    svg = svg_bars("bw", [("Host-to-Device (Pinned)", 0.0), ("Device-to-Host (Pageable)", 4e-06)], "GB/s",
+                   floor=1.0)
+    widths = [float(w) for w in re.findall(r'<rect x="\d+" y="\d+" width="([0-9.]+)"', svg)]
+    assert widths[0] == 0.0 and widths[1] <= 1.0  # no full-width bar for a vanishing rate
+    assert "4e-06 GB/s" in svg and "0.00 GB/s" in svg
