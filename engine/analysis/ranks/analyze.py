@@ -52,6 +52,8 @@ if TYPE_CHECKING:
     from engine.reports.base import Trace
 
 I64 = np.int64
+#: collectives no rank can finish before every rank joined (their ends line up across ranks)
+SYMMETRIC = frozenset({"AllReduce", "AllGather", "ReduceScatter", "AllToAll"})
 #: a straggler is named only when the others wait at least this share of a step for it ...
 MIN_WAIT_SHARE = 0.02
 #: ... and at least this long per step
@@ -128,11 +130,12 @@ def _collectives(inputs: list[RankInput], zero: int) -> tuple[list[Collective], 
             wait = latest - own
             dur = ends[r.rank] - own
             if wait > dur:
-                clipped += 1
+                clipped += key[0] in SYMMETRIC  # a broadcast root may finish before the others start
                 wait = dur
             w[str(r.rank)] = max(0, wait)
             waits[r.rank].append((int(r.nccl_launch[i]), w[str(r.rank)]))
-        spreads.append(max(ends.values()) - min(ends.values()))
+        if key[0] in SYMMETRIC:  # every rank must join before any can finish: ends line up
+            spreads.append(max(ends.values()) - min(ends.values()))
         first_r, first_i = members[0]
         rows.append((min(starts.values()), key[0], first_r.nccl_name[first_i], first_r.nccl_bytes[first_i],
                      max(ends.values()), latest - min(starts.values()), last, w))
@@ -296,6 +299,15 @@ def analyze_ranks(traces: Sequence[Trace], *, range_name: str | None = None) -> 
     if missing:
         notes.append(f"No repeating step range on rank(s) {', '.join(map(str, missing))}: their numbers "
                      "cover the whole capture as one step.")
+    for r in inputs:
+        kernels: dict[str, int] = defaultdict(int)
+        for n in r.nccl_name:
+            kernels[_op(n)] += 1
+        off = [f"{n} {op} call(s) but {kernels.get(op, 0)} kernel(s)" for op, n in sorted(r.calls.items())
+               if n != kernels.get(op, 0)]
+        if r.calls and off:
+            notes.append(f"Rank {r.rank}: the NCCL NVTX ranges and the NCCL kernels disagree "
+                         f"({'; '.join(off)}).")
     if not colls:
         notes.append("No NCCL kernels (ncclDevKernel_*) matched across ranks, so there are no waits to "
                      "measure; trace CUDA on every rank.")

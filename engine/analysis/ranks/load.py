@@ -50,6 +50,7 @@ class RankInput:
     steps: Steps | None
     named_rank: int | None = None
     nccl_bytes: list[int | None] = field(default_factory=list)
+    calls: Counter[str] = field(default_factory=Counter)
     rank: int = -1
 
 
@@ -103,6 +104,50 @@ def _kineto_rank(trace: Trace) -> int | None:
     return None
 
 
+_DTYPE_BYTES = {"float": 4, "double": 8, "half": 2, "bfloat16": 2, "int": 4, "long": 8, "short": 2,
+                "byte": 1, "char": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "int8": 1, "uint8": 1}
+
+
+def _kineto_nccl_bytes(trace: Trace) -> dict[Any, int]:
+    """Correlation id -> message bytes of each NCCL kernel (Kineto only).
+
+    From the profiler's ``In msg nelems`` and ``dtype`` kernel arguments (PyTorch 2.x); nsys exports
+    the NCCL NVTX payloads' schemas but not their values, so nsys reports give no sizes.
+    """
+    doc = getattr(trace, "doc", None)
+    out: dict[Any, int] = {}
+    if not isinstance(doc, dict):
+        return out
+    for e in doc.get("traceEvents") or []:
+        if not isinstance(e, dict) or e.get("cat") != "kernel" or not NCCL_KERNEL.match(str(e.get("name"))):
+            continue
+        a = e.get("args") or {}
+        n, size = _int(a.get("In msg nelems")), _DTYPE_BYTES.get(str(a.get("dtype", "")).lower())
+        if n is not None and size is not None and a.get("correlation") is not None:
+            out[a["correlation"]] = n * size
+    return out
+
+
+def nccl_calls(trace: Trace, pidk: str) -> Counter[str]:
+    """How many times the process called each NCCL operation.
+
+    From the NCCL NVTX domain (``ncclAllReduce`` ranges) or the profiler's ``nccl:all_reduce``
+    annotations; empty when neither was recorded.
+    """
+    nv = trace.table("nvtx", ["text", "domain", "pid", "eventType"])
+    if not len(nv):
+        return Counter()
+    mine = nv[(_pid_keys(nv["pid"]) == pidk) & nv["eventType"].isin([59, 60])]
+    out: Counter[str] = Counter()
+    for domain, text in zip(mine["domain"].fillna(""), mine["text"].fillna(""), strict=True):
+        t = str(text)
+        if str(domain) == "NCCL" and t.startswith("nccl") and not t.startswith("ncclComm"):
+            out[t[4:]] += 1
+        elif t.startswith("nccl:"):  # nccl:all_reduce -> AllReduce
+            out["".join(w.capitalize() for w in t[5:].split("_"))] += 1
+    return out
+
+
 def _pid_keys(values: pd.Series) -> npt.NDArray[Any]:
     """Process ids as text (:func:`pid_key`), computed once per distinct value (millions of rows)."""
     import pandas as pd
@@ -151,6 +196,7 @@ def ranks_of(trace: Trace, *, range_name: str | None = None) -> list[RankInput]:
     ops_nccl = np.concatenate([is_nccl, np.zeros(len(ops) - len(k), dtype=bool)])  # kernels come first
     named = RANK_IN_NAME.search(Path(path).name)
     kineto_rank = _kineto_rank(trace)
+    sizes = _kineto_nccl_bytes(trace)
     out: list[RankInput] = []
     for pk in dict.fromkeys(k_pk):
         sel = k_pk == pk
@@ -175,7 +221,9 @@ def ranks_of(trace: Trace, *, range_name: str | None = None) -> list[RankInput]:
             compute_end=ops["end"].to_numpy(np.int64)[osel],
             nccl_start=nstart, nccl_end=nk["end"].to_numpy(np.int64), nccl_launch=launch,
             nccl_name=[str(n) for n in names[nsel]], api_start=a_s, api_end=a_e,
-            steps=steps.get(str(pk)), nccl_bytes=[None] * len(nstart),
+            steps=steps.get(str(pk)),
+            nccl_bytes=[sizes.get(c) for c in nk["correlationId"]] if sizes else [None] * len(nstart),
+            calls=nccl_calls(trace, str(pk)),
         ))
     if len(out) == 1:
         out[0].named_rank = kineto_rank if kineto_rank is not None else (
