@@ -117,8 +117,8 @@ def test_collectives_and_waits_agree_with_sql(ddp_dir: Path, form: str) -> None:
 
 
 def test_cli_json_is_the_documented_schema(ddp_dir: Path) -> None:
-    res = subprocess.run([sys.executable, "-m", "engine.cli", "ranks", *[str(ddp_dir / n) for n in D.PER_RANK],
-                          "--json"], capture_output=True, text=True, timeout=120, check=True)
+    cli = [sys.executable, "-m", "engine.cli", "ranks", *[str(ddp_dir / n) for n in D.PER_RANK]]
+    res = subprocess.run([*cli, "--json"], capture_output=True, text=True, timeout=120, check=True)
     doc = json.loads(res.stdout)
     assert doc["schema"] == "kernelscope.ranks/1"
     assert set(doc) >= {"ranks", "collectives", "straggler"}
@@ -126,8 +126,7 @@ def test_cli_json_is_the_documented_schema(ddp_dir: Path) -> None:
                                     "compute_ns", "nccl_ns", "nccl_wait_ns", "idle_ns"}
     assert set(doc["straggler"]) >= {"rank", "device", "evidence", "wait_per_step_ns"}
     assert doc["straggler"]["rank"] == 1 and doc["ranks"][1]["host"] == "vm"
-    text = subprocess.run([sys.executable, "-m", "engine.cli", "ranks", *[str(ddp_dir / n) for n in D.PER_RANK]],
-                          capture_output=True, text=True, timeout=120, check=True).stdout
+    text = subprocess.run(cli, capture_output=True, text=True, timeout=120, check=True).stdout
     assert "Straggler: rank 1 (GPU 1), costing the others" in text
 
 
