@@ -211,7 +211,8 @@ def _host(d: pd.DataFrame, wall_ns: int) -> sm.Host:
         cat_total = int(sub["duration_ns"].sum())
         cat_union = _union(sub["start"], sub["end"])
         cats.append(sm.ApiCategory(
-            cat, label, cat_total, cat_union, attributed, len(sub), _pct(cat_total, total), _pct(cat_union, wall_ns),
+            cat, label, cat_total, cat_union, attributed, len(sub), _pct(cat_total, total),
+            _pct(cat_union, wall_ns),
             tuple(sm.TopCall(str(n), int(r["sum"]), int(r["count"])) for n, r in by_name.head(5).iterrows()),
         ))
     threads = []

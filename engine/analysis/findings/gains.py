@@ -36,18 +36,26 @@ class Context:
     summary: Summary
     reference: Trace | None = None
     steps: Steps | None = None
+    #: the steps of every process (multi-process reports: one set each; the summary's first)
+    all_steps: tuple[Steps, ...] = ()
     _cache: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def build(cls, trace: Trace, summary: Summary, reference: Trace | None = None) -> Context:
         """The context of a trace, with the steps the summary chose (same range, same process)."""
         steps = None
+        every: tuple[Steps, ...] = ()
         it = summary.iterations
         if it is not None:
-            from engine.analysis.steps import find_steps
+            from engine.analysis.steps import steps_per_process
 
-            steps = find_steps(trace, pid=it.pid, range_name=it.range)
-        return cls(trace, summary, reference, steps)
+            every = tuple(steps_per_process(trace, range_name=it.range))
+            steps = next((st for st in every if st.pid == it.pid), None)
+        return cls(trace, summary, reference, steps, every)
+
+    def for_steps(self, steps: Steps) -> Context:
+        """The same context measured in another process's steps."""
+        return Context(self.trace, self.summary, self.reference, steps, self.all_steps)
 
     @property
     def wall_ns(self) -> int:
@@ -76,7 +84,16 @@ class Context:
     def step_busy_idle(self) -> tuple[float, float]:
         """GPU busy and idle per steady step (the step's process, union over its GPU work)."""
         if "busy_idle" not in self._cache:
-            busy = float(self.summary.iterations.gpu_busy_per_step_ns) if self.summary.iterations else 0.0
+            busy = 0.0
+            if self.steps is not None and self.n_steady:
+                from engine.analysis.steps import gpu_ops
+                from engine.analysis.summary import busy_between, interval_union_ns
+
+                ops = gpu_ops(self.trace)
+                ops = ops[ops["pidk"] == self.steps.pid] if len(ops) else ops
+                _, bs, be = interval_union_ns(ops["start"].to_numpy(np.int64), ops["end"].to_numpy(np.int64))
+                a, b = self.steps.window(steady_only=True)
+                busy = float(busy_between(bs, be, a, b).sum()) / self.n_steady
             self._cache["busy_idle"] = (busy, max(self.step_ns - busy, 0.0))
         value: tuple[float, float] = self._cache["busy_idle"]
         return value
@@ -109,7 +126,8 @@ def gain_from(ctx: Context, steady_ns: float, other_ns: float, formula: str, *,
     cap = {HOST: idle, GPU: busy}.get(overlap, ctx.step_ns)
     raw = steady_ns / ctx.n_steady
     per_step = min(raw, ctx.step_ns, cap)
-    one_time = raw <= 0 and total > 0
+    # Under 0.1 % of the step is noise: what remains is paid once (start-up, warm-up, teardown).
+    one_time = raw < 0.001 * ctx.step_ns and other_ns > 0
     capped = "" if per_step >= raw else (
         f" (capped at the {'GPU idle' if overlap == HOST else 'GPU busy' if overlap == GPU else 'step'} "
         f"time per step, {fmt_time(per_step)})")

@@ -257,6 +257,8 @@ def rule_pageable_copies(ctx: Context) -> list[Finding]:
         if ns <= 0:
             continue
         achieved = nbytes / ns * 1e9
+        if ns < 0.005 * ctx.wall_ns and (not ctx.n_steady or ns < 0.005 * ctx.step_ns * ctx.n_steady):
+            continue  # a few tiny copies (a loss value, a flag): nothing to gain
         ceiling = pinned_ceiling(direction, ctx.trace, ctx.reference)
         ev = [
             Evidence("copies", len(sub), "copies", "cuda_gpu_mem_size_sum"),

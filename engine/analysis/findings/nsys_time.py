@@ -7,6 +7,7 @@ busy anyway.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -116,7 +117,17 @@ def rule_launch_bound(ctx: Context) -> list[Finding]:
 
 
 def rule_gpu_idle(ctx: Context) -> list[Finding]:
-    """GPU idle inside the steady steps; idle only in warm-up or start-up is a one-time cost."""
+    """GPU idle inside the steady steps of each process; idle only in warm-up is a one-time cost."""
+    if len(ctx.all_steps) > 1:
+        out: list[Finding] = []
+        for st in ctx.all_steps:
+            for f in _gpu_idle(ctx.for_steps(st)):
+                out.append(replace(f, subject=f"pid {st.pid}", summary=f"Process {st.pid}: {f.summary}"))
+        return out
+    return _gpu_idle(ctx)
+
+
+def _gpu_idle(ctx: Context) -> list[Finding]:
     s, e = _ops(ctx)
     if not len(s):
         return []

@@ -45,7 +45,8 @@ def findings_for_trace(trace: Trace, summary: Summary, *, reference: Trace | Non
 def with_findings(summary: Summary, findings: list[Finding], top: int = TOP) -> Summary:
     """The summary with the engine's top findings in ``Summary.findings``."""
     return replace(summary, findings=tuple(
-        TopFinding(f.id, f.title, f.severity, f.summary, gain_text(f)) for f in findings[:top]))
+        TopFinding(f.id, f.title + (f" [{f.subject}]" if f.subject else ""), f.severity, f.summary,
+                   gain_text(f)) for f in findings[:top]))
 
 
 def combined(summary: Summary, findings: list[Finding]) -> Combined:

@@ -18,17 +18,22 @@ FIXED = NSYS_DIR / "host_overhead_fixed.sqlite"
 def test_bundled_checklists_load_and_reference_known_rule_ids():
     from engine.analysis.findings import ncu as ncu_rules
     from engine.analysis.findings import nsys as nsys_rules
+    from engine.analysis.findings import nsys_time
     from engine.analysis.findings import telemetry as tel_rules
+    from engine.analysis.findings.registry import rule_for
 
     assert cl.list_checklists() == ["attention", "memory_bound", "roadmap"]
-    sources = "".join(open(m.__file__).read() for m in (ncu_rules, nsys_rules, tel_rules))
+    sources = "".join(open(m.__file__).read() for m in (ncu_rules, nsys_rules, nsys_time, tel_rules))
     for name in cl.list_checklists():
         c = cl.load_checklist(name)
         assert c.items
         for it in c.items:
             for fid in it.findings:
-                # Every id a checklist refers to is produced by some rule (ncu.rule.* are ncu's own).
+                # Every id a checklist refers to is produced by a registered rule (ncu.rule.* are
+                # ncu's own), and the rule's code names it.
                 stem = fid.split(".")[-1]
+                rule = rule_for(fid)
+                assert rule is not None, fid
                 assert fid.startswith(("ncu.rule.", "nsys.expert.")) or f'"{fid}"' in sources, fid
                 assert stem
     steps = [i.step for i in cl.load_checklist("roadmap").items]

@@ -128,3 +128,39 @@ def test_pinned_ceiling_from_this_gpus_calibration(tmp_path, monkeypatch):
     # A reference report still wins over the calibration.
     assert pinned_ceiling("Host-to-Device", open_report(NAIVE), open_report(FIXED))[0] / 1e9 == pytest.approx(
         55.20, abs=0.01)
+
+
+def test_kineto_with_mixed_pid_types_and_missing_bytes_gives_strict_json(tmp_path, capsys):
+    """A Kineto trace whose copies' launch calls were not recorded (the copies' pid column is None,
+    object dtype, the API's int64: 'merge on object and int64 columns' before) and whose copy has
+    no byte count (NaN before): findings and summary run, and print strict JSON."""
+    doc = json.loads((FIXTURES / "torch" / "torch_sdpa_trace.json").read_text())
+    ev = doc["traceEvents"]
+    copies = [e for e in ev if e.get("cat") == "gpu_memcpy"]
+    lost = {e["args"]["correlation"] for e in copies}
+    doc["traceEvents"] = [e for e in ev if not (e.get("cat") in ("cuda_runtime", "cuda_driver")
+                                                 and e.get("args", {}).get("correlation") in lost)]
+    copies[1]["args"].pop("bytes", None)
+    bad = tmp_path / "mixed.json"
+    bad.write_text(json.dumps(doc))
+    assert main(["findings", str(bad), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"non-strict {c}"))
+    assert any(f["id"] == "nsys.pageable-copies" for f in out["findings"])
+    assert main(["summary", str(bad), "--json"]) == 0
+    s = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"non-strict {c}"))
+    assert s["schema"] == "kernelscope.summary/2"
+    assert sum(b["count"] for b in s["bandwidth"]) == len(copies)
+
+
+def test_every_finding_comes_from_a_declared_rule(naive_findings):
+    from engine.analysis.findings.registry import RULES, rule_for, rules
+
+    ids = [r.id for r in RULES]
+    assert len(ids) == len(set(ids))
+    assert {r.source for r in RULES} == {"capture", "nsys", "ncu", "telemetry"}
+    for r in rules("trace"):
+        assert callable(r.load())
+    legacy = findings_for(NSYS_DIR / "legacy2022_partial_naive.sqlite")
+    for f in [*naive_findings, *legacy]:
+        rule = rule_for(f.id)
+        assert rule is not None and rule.source == f.source, f.id

@@ -97,7 +97,7 @@ def test_iteration_time_gate_fails_on_a_real_slowdown_and_passes_on_speedup(tmp_
     # naive measured against the fixed baseline: 4.35 ms -> 19.9 ms, p = 2/70.
     assert main(["gate", str(NAIVE), "--baseline", str(FIXED), "--rules", str(rules)]) == EXIT_GATE_FAILED
     out = capsys.readouterr().out
-    assert "| **FAIL** | iteration time | `:iteration(naive)` |" in out
+    assert "| **FAIL** | iteration time | `iteration(naive)` |" in out
     assert "p=0.0286" in out
     # The other way round the build passes; saxpy (in both) is within noise.
     md_path = tmp_path / "gate.md"
