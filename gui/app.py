@@ -82,12 +82,9 @@ def take_screenshot(window: object, view: str, out: Path, timeout_ms: int = 120_
         return "No report was opened, so there is nothing to take a screenshot of."
     window.set_view(view)
     shown = window.views.get(view)
-    is_busy = getattr(shown, "is_busy", None)
-    if is_busy is not None and is_busy():
-        ready = getattr(shown, "sig_ready", None) or getattr(shown, "sig_table_ready", None)
-        if ready is not None:
-            ready.connect(loop.quit)
-            loop.exec()
+    if shown is not None and shown.is_busy():
+        shown.sig_ready.connect(loop.quit)
+        loop.exec()
     timer.stop()
     for _ in range(3):
         QApplication.processEvents()

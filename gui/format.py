@@ -90,3 +90,32 @@ def cell(v: Any, decimals: int = 1, separators: bool = True) -> str:
     if type(v).__name__ in ("NAType", "NaTType"):
         return ""
     return str(v)
+
+
+#: report kind (engine ``TraceInfo.kind``) -> what to call it
+KIND_LABELS = {
+    "nsys-sqlite": "Nsight Systems SQLite export",
+    "nsys-rep": "Nsight Systems report",
+    "kineto": "PyTorch profiler trace",
+    "ncu": "Nsight Compute report",
+}
+
+
+def producer(kind: str, version: str | None) -> str:
+    """'Nsight Systems 2025.3.2.0' for nsys reports; the version text as is otherwise."""
+    if not version:
+        return "unknown"
+    if kind.startswith("nsys") and version[:1].isdigit():
+        return f"Nsight Systems {version}"
+    return version
+
+
+def seconds_text(s: float) -> str:
+    """An elapsed time: '850 ms', '12.30 s', '3 min 05 s', '1 h 02 min'."""
+    if s < 60:
+        return duration(s * 1e9)
+    m, sec = divmod(int(s), 60)
+    if m < 60:
+        return f"{m} min {sec:02d} s"
+    h, m = divmod(m, 60)
+    return f"{h} h {m:02d} min"

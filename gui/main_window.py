@@ -6,9 +6,11 @@ first report arrives, so the window appears fast.
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
@@ -31,10 +33,14 @@ from PySide6.QtWidgets import (
 from gui import settings as gsettings
 from gui.documents import OpenReports
 from gui.log_panel import LogPanel
+from gui.views.base import ReportView, ViewSpec
 from gui.views.registry import VIEW_SPECS
 from gui.views.registry import spec as view_spec
 from gui.views.welcome_view import WelcomeView
 from gui.workers import CallWorker, Job, LoadedReport, LoadWorker, Opener
+
+if TYPE_CHECKING:
+    from engine.analysis.summary_model import Summary
 
 APP_NAME = "Kernelscope"
 #: view key -> tab title, in tab and shortcut order (Ctrl+1, Ctrl+2, ...)
@@ -46,7 +52,7 @@ OPEN_FILTER = (
 
 
 #: views that show the summary (it starts at once there); elsewhere it waits for the view's first work
-SUMMARY_VIEWS = ("summary", "findings", "info")
+SUMMARY_VIEWS = tuple(s.key for s in VIEW_SPECS if s.needs_summary)
 SUMMARY_MAX_DELAY_S = 3.0
 SUMMARY_POLL_MS = 100
 
@@ -79,12 +85,14 @@ class MainWindow(QMainWindow):
         self._jobs: dict[str, Job] = {}
         self._summary_jobs: dict[int, Job] = {}
         self._interactive: dict[str, bool] = {}
-        self.views: dict[str, QWidget] = {}
+        self.views: dict[str, ReportView] = {}
         self.setWindowTitle(APP_NAME)
         self.setAcceptDrops(True)
         # A fixed minimum instead of one that follows the contents: the window's minimum size
         # then never changes while it is shown (status bar widgets come and go during loads).
-        self.layout().setSizeConstraint(QLayout.SizeConstraint.SetNoConstraint)
+        lay = self.layout()
+        if lay is not None:
+            lay.setSizeConstraint(QLayout.SizeConstraint.SetNoConstraint)
         self.setMinimumSize(900, 600)
         self.resize(1400, 900)
 
@@ -155,13 +163,12 @@ class MainWindow(QMainWindow):
             w.hide()
 
     def _build_actions(self) -> None:
-        self.act_open = QAction("&Open…", self, shortcut=QKeySequence.StandardKey.Open,
-                                triggered=self.open_dialog)
-        self.act_close = QAction("&Close report", self, shortcut=QKeySequence("Ctrl+W"),
-                                 triggered=self.close_current)
-        self.act_quit = QAction("&Quit", self, shortcut=QKeySequence("Ctrl+Q"), triggered=self.close)
+        self.act_open = _action("&Open…", self, self.open_dialog,
+                                QKeySequence(QKeySequence.StandardKey.Open))
+        self.act_close = _action("&Close report", self, self.close_current, QKeySequence("Ctrl+W"))
+        self.act_quit = _action("&Quit", self, self.close, QKeySequence("Ctrl+Q"))
         self.act_quit.setMenuRole(QAction.MenuRole.QuitRole)
-        self.act_about = QAction("&About Kernelscope", self, triggered=self.about)
+        self.act_about = _action("&About Kernelscope", self, self.about)
         self.view_group = QActionGroup(self)
         self.view_actions: dict[str, QAction] = {}
         for i, (key, title) in enumerate(VIEWS.items(), start=1):
@@ -183,7 +190,7 @@ class MainWindow(QMainWindow):
         self._fill_recent_menu()
         self.sample_menu = m.addMenu("Open &Sample")
         for p in gsettings.sample_reports():
-            self.sample_menu.addAction(p.name, lambda p=p: self.open_path(p, interactive=True))
+            self.sample_menu.addAction(p.name, functools.partial(self.open_path, p, interactive=True))
         m.addSeparator()
         m.addAction(self.act_close)
         m.addSeparator()
@@ -201,7 +208,8 @@ class MainWindow(QMainWindow):
         self.recent_menu.clear()
         recent = gsettings.recent_files(self.settings)
         for p in recent:
-            act = self.recent_menu.addAction(Path(p).name, lambda p=p: self.open_path(p, interactive=True))
+            act = self.recent_menu.addAction(Path(p).name,
+                                             functools.partial(self.open_path, p, interactive=True))
             act.setToolTip(p)
             act.setStatusTip(p)
         if not recent:
@@ -226,11 +234,10 @@ class MainWindow(QMainWindow):
         self.tabs.blockSignals(True)
         for vs in VIEW_SPECS:
             cls = getattr(importlib.import_module(vs.module), vs.cls)
-            view = cls(self.reports)
+            view: ReportView = cls(self.reports)
             self.views[vs.key] = view
-            sig = getattr(view, "sig_message", None)
-            if sig is not None:
-                sig.connect(self.log.add)
+            view.sig_message.connect(self.log.add)
+            view.sig_link.connect(lambda key, payload, src=vs: self._follow_link(src, key, payload))
             # The Run view's finished session (or a past one) opens its report here.
             opener = getattr(view, "sig_open_report", None)
             if opener is not None:
@@ -238,11 +245,15 @@ class MainWindow(QMainWindow):
             self.tabs.addTab(view, vs.title)
         self.tabs.blockSignals(False)
         self.tabs.setCurrentWidget(self.views[keep])
-        # A Timeline kernel's "Show in Kernels view" opens its Nsight Compute result.
-        timeline, kernels = self.views.get("timeline"), self.views.get("kernels")
-        link = getattr(timeline, "sig_show_in_kernels", None)
-        if link is not None and hasattr(kernels, "show_ncu_result"):
-            link.connect(lambda hit: (self.set_view("kernels"), kernels.show_ncu_result(hit)))
+
+    def _follow_link(self, source: ViewSpec, key: str, payload: object) -> None:
+        """A view sent the user to another (a Timeline kernel's "Show in Kernels view", say)."""
+        target = self.views.get(key)
+        if key not in source.links or target is None:
+            self.log.add(f"The {source.title} view cannot link to {key!r}.", "warning")
+            return
+        self.set_view(key)
+        target.show_link(payload)
 
     # -- public API --------------------------------------------------------------------------------
     def open_dialog(self) -> None:
@@ -341,9 +352,7 @@ class MainWindow(QMainWindow):
         self._jobs.clear()
         self._summary_jobs.clear()
         for view in self.views.values():
-            stop = getattr(view, "shutdown", None)
-            if stop is not None:
-                stop()
+            view.shutdown()
 
     # -- load results --------------------------------------------------------------------------------
     def _on_load_progress(self, msg: str) -> None:
@@ -351,7 +360,7 @@ class MainWindow(QMainWindow):
 
     def _on_load_finished(self, key: str, report: LoadedReport) -> None:
         self._ensure_views()
-        if report.is_ncu:
+        if report.ncu is not None:
             n = len(report.ncu.kernels)
             self.log.add(f"Opened {report.path} in {report.load_s:.2f} s: Nsight Compute report, "
                          f"{n} profiled kernel{'s' if n != 1 else ''} (see the Kernels view).")
@@ -370,10 +379,10 @@ class MainWindow(QMainWindow):
         self._summary_jobs[id(report)] = job
         t0 = time.perf_counter()
 
-        def finished(s: dict[str, Any]) -> None:
+        def finished(s: Summary) -> None:
             if not report.is_ncu:
                 self.log.add(f"Summarized {report.name} in {time.perf_counter() - t0:.2f} s: "
-                             f"{_fmt_ms(s['wall']['span_ns'])} capture, {len(s['findings'])} findings.")
+                             f"{_fmt_ms(s.wall.span_ns)} capture, {len(report.findings)} findings.")
             self.reports.sig_summary_ready.emit(report)
 
         def errored(msg: str) -> None:
@@ -400,8 +409,7 @@ class MainWindow(QMainWindow):
                 return  # the window shut down
             key = self.current_view()
             view = self.views.get(key)
-            busy = key not in SUMMARY_VIEWS and view is not None and bool(
-                getattr(view, "is_busy", lambda: False)())
+            busy = key not in SUMMARY_VIEWS and view is not None and view.is_busy()
             if busy and time.perf_counter() < deadline:
                 QTimer.singleShot(SUMMARY_POLL_MS, self, start_when_free)
                 return
@@ -510,6 +518,15 @@ class MainWindow(QMainWindow):
             except Exception:  # noqa: BLE001
                 pass
         super().closeEvent(event)
+
+
+def _action(text: str, parent: QWidget, slot: Callable[[], object],
+            shortcut: QKeySequence | None = None) -> QAction:
+    act = QAction(text, parent)
+    if shortcut is not None:
+        act.setShortcut(shortcut)
+    act.triggered.connect(slot)
+    return act
 
 
 def _fmt_ms(ns: int) -> str:

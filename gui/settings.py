@@ -27,8 +27,10 @@ def make_settings() -> QSettings:
 def recent_files(settings: QSettings) -> list[str]:
     value = settings.value("recent_files", [])
     if isinstance(value, str):
-        value = [value] if value else []
-    return [str(v) for v in (value or [])]
+        return [value] if value else []
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    return []
 
 
 def add_recent(settings: QSettings, path: Path) -> list[str]:

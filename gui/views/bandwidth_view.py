@@ -7,26 +7,15 @@ import math
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QFont
-from PySide6.QtWidgets import (
-    QAbstractItemView,
-    QHBoxLayout,
-    QHeaderView,
-    QLabel,
-    QSplitter,
-    QStackedWidget,
-    QTableView,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QHBoxLayout, QHeaderView, QLabel, QSplitter, QVBoxLayout, QWidget
 
 from gui import format as fmt
 from gui.documents import OpenReports
-from gui.table_model import DataFrameModel, NumericSortProxy
-from gui.views.axes import LogAxis
-from gui.views.background import LatestCall
-from gui.views.common import WrapLabel, follow_current, heading, placeholder_label, swatch
+from gui.views.base import ReportView
+from gui.widgets.axes import LogAxis, style_plot, tick_font
+from gui.widgets.labels import WrapLabel, swatch
+from gui.widgets.table import ReadOnlyTable
 from gui.workers import LoadedReport
 
 #: (direction, memory) -> colour; pageable in warm colours, pinned in cool ones.
@@ -73,43 +62,20 @@ def table_frame(stats: Any) -> Any:
     })
 
 
-def _style_plot(pg: Any, plot: Any, font: QFont) -> None:
-    item = plot.getPlotItem()
-    item.setMenuEnabled(False)
-    item.showGrid(x=True, y=True, alpha=0.2)
-    for name in ("left", "bottom"):
-        ax = item.getAxis(name)
-        ax.setPen(pg.mkPen("#9aa5b1"))
-        ax.setTextPen(pg.mkPen("#2c3e50"))
-        ax.setStyle(tickFont=font)
-
-
-class BandwidthView(QWidget):
-    sig_ready = Signal()
-    sig_message = Signal(str)
+class BandwidthView(ReportView):
+    key = "bandwidth"
 
     def __init__(self, reports: OpenReports, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+        super().__init__(reports, parent)
         import pyqtgraph as pg  # heavy: imported when the view is built
 
         self._pg = pg
-        self.reports = reports
         self.analysis: Any = None
-        self._calls = LatestCall(self)
-        self._calls.sig_result.connect(self._on_result)
-        self._calls.sig_error.connect(self._on_error)
-
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(14, 10, 14, 8)
-        lay.setSpacing(6)
-        self.title = heading("", 4)
-        lay.addWidget(self.title)
+        self._calls = self.latest_call(self._on_result, self._on_error)
+        lay = self.vbox
         self.notes = WrapLabel(muted=True)
         lay.addWidget(self.notes)
-
-        self.stack = QStackedWidget()
         lay.addWidget(self.stack, 1)
-        self.placeholder = placeholder_label()
 
         body = QWidget()
         blay = QVBoxLayout(body)
@@ -118,14 +84,13 @@ class BandwidthView(QWidget):
         self.legend.setSpacing(6)
         blay.addLayout(self.legend)
         plots = QSplitter(Qt.Orientation.Horizontal)
-        font = QFont(self.font())
-        font.setPointSizeF(max(self.font().pointSizeF(), 9.0))
+        font = tick_font(self.font())
         # Rates are plotted in GB/s; the axis labels decades in engineering units ("10 GB/s").
         self.scatter_plot = pg.PlotWidget(background="w",
                                           axisItems={"left": LogAxis("left", unit="B/s", scale=1e9)})
         self.hist_plot = pg.PlotWidget(background="w")
         for p in (self.scatter_plot, self.hist_plot):
-            _style_plot(pg, p, font)
+            style_plot(p.getPlotItem(), font)
             p.getPlotItem().setLogMode(x=False, y=True)
         self.scatter_plot.setLabel("left", "achieved rate")
         self.scatter_plot.setLabel("bottom", "time since the first copy (s)")
@@ -140,25 +105,15 @@ class BandwidthView(QWidget):
         plots.setStretchFactor(0, 3)
         plots.setStretchFactor(1, 1)
 
-        self.model = DataFrameModel()
-        self.proxy = NumericSortProxy(self)
-        self.proxy.setSourceModel(self.model)
-        self.table = QTableView()
-        self.table.setModel(self.proxy)
-        self.table.setSortingEnabled(True)
-        self.table.setAlternatingRowColors(True)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)  # compact rows
-        self.table.verticalHeader().hide()
+        self.table = ReadOnlyTable(elide=False)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.horizontalHeader().setStretchLastSection(True)
+        self.model, self.proxy = self.table.source, self.table.proxy
         blay.addWidget(plots, 1)
         blay.addWidget(self.table)
         self.ceiling_text = WrapLabel(muted=True)
         blay.addWidget(self.ceiling_text)
-        self.stack.addWidget(body)
-        self.stack.addWidget(self.placeholder)
-        self._body = body
+        self._body = self.stack.add_page(body)
 
         #: for tests: kind -> (x seconds, y GB/s) drawn; ceiling label -> GB/s; histogram counts.
         self.drawn: dict[str, tuple[Any, Any]] = {}
@@ -166,30 +121,20 @@ class BandwidthView(QWidget):
         self.hist_counts: dict[str, Any] = {}
         self._scatters: dict[str, Any] = {}
 
-        follow_current(self, reports, self._on_current_changed)
-        reports.sig_removed.connect(lambda r: self._calls.forget(id(r)))
-        self._on_current_changed(reports.current)
-
-    # -- hooks ------------------------------------------------------------------------------------
-    def is_busy(self) -> bool:
-        return self._calls.busy()
-
-    def shutdown(self) -> None:
-        self._calls.stop()
+        self.start_following()
 
     # -- slots ------------------------------------------------------------------------------------
-    def _on_current_changed(self, report: LoadedReport | None) -> None:
+    def on_report(self, report: LoadedReport | None) -> None:
         self.analysis = None
+        self.set_title("Copy bandwidth", report)
         if report is None:
-            self.title.setText("No report open")
             self.notes.setText("")
-            self._show_placeholder("Open an Nsight Systems report or a PyTorch trace to see its "
+            self.show_placeholder("Open an Nsight Systems report or a PyTorch trace to see its "
                                    "copy bandwidth.")
             return
-        self.title.setText(f"Copy bandwidth — {report.name}")
         if report.is_ncu:
             self.notes.setText("")
-            self._show_placeholder(f"{report.name} is an Nsight Compute report: it has no memory copies "
+            self.show_placeholder(f"{report.name} is an Nsight Compute report: it has no memory copies "
                                    "on a timeline. See the Kernels and Roofline views.")
             self.sig_ready.emit()
             return
@@ -197,40 +142,29 @@ class BandwidthView(QWidget):
         self._calls.request(id(report), compute, report.trace)
 
     def _on_result(self, key: Any, analysis: Any) -> None:
-        cur = self.reports.current
-        if cur is None or id(cur) != key:
+        if not self.current_is(key):
             return
         self.show_analysis(analysis)
         self.sig_ready.emit()
 
     def _on_error(self, key: Any, msg: str) -> None:
         self.sig_message.emit(f"Bandwidth: {msg}")
-        self._show_placeholder(msg)
+        self.show_placeholder(msg)
         self.sig_ready.emit()
 
     # -- drawing ----------------------------------------------------------------------------------
-    def _show_placeholder(self, text: str) -> None:
-        self.placeholder.setText(text)
-        self.stack.setCurrentWidget(self.placeholder)
-
     def show_analysis(self, a: Any) -> None:
         self.analysis = a
         self.notes.setText(" ".join(a.notes))
         if not len(a.transfers):
-            self._show_placeholder(a.notes[0] if a.notes else "This report has no memory copies.")
+            self.show_placeholder(a.notes[0] if a.notes else "This report has no memory copies.")
             return
-        self.stack.setCurrentWidget(self._body)
+        self.stack.show_page(self._body)
         self._draw_scatter(a)
         self._draw_histogram(a)
         self._draw_ceilings(a)
-        self.model.set_frame(table_frame(a.stats))
-        self.table.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
-        self.proxy.sort(-1)
-        # Fit the table to its rows (a handful of kinds): the plots get the rest.
-        self.table.resizeRowsToContents()
-        h = self.table.horizontalHeader().height() + 2 * self.table.frameWidth() + 2
-        h += sum(self.table.rowHeight(r) for r in range(self.proxy.rowCount()))
-        self.table.setFixedHeight(h)
+        self.table.set_frame(table_frame(a.stats))
+        self.table.fit_height()  # a handful of kinds: the plots get the rest
         present = set(zip(a.stats["direction"], a.stats["memory"], strict=True))
         by_detail: dict[str, list[str]] = {}
         for c in a.ceilings:
@@ -248,7 +182,8 @@ class BandwidthView(QWidget):
         self.drawn.clear()
         self._scatters.clear()
         while self.legend.count():
-            w = self.legend.takeAt(0).widget()
+            item = self.legend.takeAt(0)
+            w = item.widget() if item is not None else None
             if w is not None:
                 w.hide()
                 w.deleteLater()
@@ -336,7 +271,5 @@ class BandwidthView(QWidget):
 
     # -- for tests --------------------------------------------------------------------------------
     def table_rows(self) -> list[dict[str, str]]:
-        cols = self.model.column_names()
-        return [{c: self.proxy.index(r, i).data() for i, c in enumerate(cols)}
-                for r in range(self.proxy.rowCount())]
+        return self.table.rows_text()
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFormLayout,
@@ -10,13 +10,13 @@ from PySide6.QtWidgets import (
     QLabel,
     QTableWidget,
     QTableWidgetItem,
-    QVBoxLayout,
     QWidget,
 )
 
 from gui import format as fmt
 from gui.documents import OpenReports
-from gui.views.common import KIND_LABELS, heading, muted, producer
+from gui.views.base import ReportView
+from gui.widgets.labels import heading, muted
 from gui.workers import LoadedReport
 
 
@@ -27,20 +27,51 @@ def _selectable(text: str) -> QLabel:
     return lab
 
 
-class InfoView(QWidget):
+def ncu_producer(report: LoadedReport) -> str:
+    """'Nsight Compute (report format 7), read with ncu-report 2026.3.1': what an .ncu-rep tells of
+    its writer (the file stores its format version, not the ncu release that wrote it)."""
+    ncu = report.ncu
+    if ncu is None:
+        return "Nsight Compute"
+    if ncu.source != "ncu-rep":
+        return "Nsight Compute (CSV export: ncu --import … --csv)"
+    from engine.reports.ncu import report_format_version
+
+    try:
+        fmt_version = report_format_version(report.path)
+    except OSError:
+        fmt_version = None
+    try:
+        from importlib.metadata import version
+
+        reader = f", read with ncu-report {version('ncu-report')}"
+    except Exception:  # noqa: BLE001 - only decoration
+        reader = ""
+    fmt_text = f" (report format {fmt_version})" if fmt_version is not None else ""
+    return f"Nsight Compute{fmt_text}{reader}"
+
+
+def gpu_text(gpu: dict[str, object]) -> str:
+    """'NVIDIA H200 (132 SMs, 150.1 GB)'; the parts a report did not record are left out."""
+    parts = []
+    if gpu.get("smCount") is not None:
+        parts.append(f"{gpu.get('smCount')} SMs")
+    mem = gpu.get("totalMemory")
+    if isinstance(mem, (int, float)) and mem == mem and mem > 0:
+        parts.append(fmt.nbytes(mem))
+    name = str(gpu.get("name") or "unnamed GPU")
+    return f"{name} ({', '.join(parts)})" if parts else name
+
+
+class InfoView(ReportView):
     """File facts in a form, then one row per table: rows captured or why it is missing."""
 
-    #: the GPUs (from the background summary) are shown
-    sig_ready = Signal()
+    key = "info"
 
     def __init__(self, reports: OpenReports, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.reports = reports
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(20, 14, 20, 14)
-        lay.setSpacing(10)
-        self.title = heading("", 5)
-        lay.addWidget(self.title)
+        super().__init__(reports, parent, title_size=5, margins=(20, 14, 20, 14), spacing=10)
+        self.reports: OpenReports = reports
+        lay = self.vbox
         self.form = QFormLayout()
         self.form.setLabelAlignment(Qt.AlignmentFlag.AlignRight)
         self.form.setHorizontalSpacing(16)
@@ -51,7 +82,8 @@ class InfoView(QWidget):
             self.fields[key] = _selectable("")
             self.form.addRow(muted(label + ":", wrap=False), self.fields[key])
         lay.addLayout(self.form)
-        lay.addWidget(heading("Tables", 2))
+        self.tables_heading = heading("Tables", 2)
+        lay.addWidget(self.tables_heading)
         self.tables = QTableWidget(0, 3)
         self.tables.setHorizontalHeaderLabels(["Table", "Rows", "Contents"])
         self.tables.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)  # compact rows
@@ -64,34 +96,32 @@ class InfoView(QWidget):
         hh.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
         hh.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
         lay.addWidget(self.tables, 1)
-        lay.addWidget(heading("Not in this capture", 2))
+        self.missing_heading = heading("Not in this capture", 2)
+        lay.addWidget(self.missing_heading)
         self.missing = muted("")
         lay.addWidget(self.missing)
-        self._reports = reports
-        reports.sig_current_changed.connect(self._on_current_changed)
+        reports.sig_current_changed.connect(self.on_report)
         reports.sig_summary_ready.connect(self._on_summary_ready)
-        self._on_current_changed(reports.current)
+        self.on_report(reports.current)
 
     def _show_gpus(self, report: LoadedReport) -> None:
         if report.summary_error or not report.summary_ready:
             self.fields["gpus"].setText(report.summary_error and "–" or "…")
             return
-        gpus = report.summary["report"].get("gpus") or []
-        self.fields["gpus"].setText(", ".join(
-            f"{g.get('name')} ({g.get('smCount')} SMs, {fmt.nbytes(g.get('totalMemory'))})" for g in gpus
-        ) or "not recorded")
+        gpus = [g.to_json() for g in report.summary.report.gpus]
+        self.fields["gpus"].setText(", ".join(gpu_text(g) for g in gpus) or "not recorded")
 
     def _on_summary_ready(self, report: LoadedReport) -> None:
-        if report is self._reports.current:
+        if report is self.reports.current:
             self._show_gpus(report)
             self.sig_ready.emit()
 
     def is_busy(self) -> bool:
         """True while the current report's summary (which names its GPUs) is being computed."""
-        rep = self._reports.current
+        rep = self.reports.current
         return rep is not None and not rep.summary_ready and not rep.summary_error
 
-    def _on_current_changed(self, report: LoadedReport | None) -> None:
+    def on_report(self, report: LoadedReport | None) -> None:
         if report is None:
             self.title.setText("No report open")
             for f in self.fields.values():
@@ -99,38 +129,62 @@ class InfoView(QWidget):
             self.tables.setRowCount(0)
             self.missing.setText("")
             return
-        from engine.reports.base import TABLES
-
         info = report.trace.info
         self.title.setText(report.name)
         self.fields["file"].setText(str(info.path))
-        self.fields["kind"].setText(KIND_LABELS.get(info.kind, info.kind))
-        self.fields["producer"].setText(producer(info.kind, info.product_version))
+        self.fields["kind"].setText(fmt.KIND_LABELS.get(info.kind, info.kind))
+        self.fields["producer"].setText(ncu_producer(report) if report.is_ncu
+                                        else fmt.producer(info.kind, info.product_version))
         self.fields["schema"].setText(info.schema_version or "–")
         self._show_gpus(report)
         self.fields["notes"].setText("\n".join(info.notes) or "–")
         self.fields["load"].setText(f"{report.load_s:.2f} s")
+        if report.is_ncu:
+            self._show_ncu_tables(report)
+        else:
+            self._show_tables(report)
+
+    def _show_tables(self, report: LoadedReport) -> None:
+        from engine.reports.base import TABLES
 
         missing = report.trace.missing
         self.tables.setRowCount(len(TABLES))
         for r, (name, (_, desc)) in enumerate(TABLES.items()):
             rows = report.table_rows.get(name)
-            self.tables.setItem(r, 0, QTableWidgetItem(name))
-            n = QTableWidgetItem("–" if rows is None else fmt.count(rows))
-            n.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            self.tables.setItem(r, 1, n)
             text = desc if name not in missing else missing[name][:1].upper() + missing[name][1:]
-            item = QTableWidgetItem(text)
-            if name in missing:
-                item.setForeground(Qt.GlobalColor.gray)
-            item.setToolTip(text)
-            self.tables.setItem(r, 2, item)
+            self._set_row(r, name, rows, text, grey=name in missing)
         lines = report.trace.missing_report()
-        if report.is_ncu:
-            lines = [next(iter(missing.values()))]  # one sentence: no timeline tables at all
         self.missing.setText("\n".join(f"• {m[0].upper()}{m[1:]}." for m in lines) if lines
                              else "Everything Kernelscope reads was captured.")
 
+    def _show_ncu_tables(self, report: LoadedReport) -> None:
+        """An ncu report has kernels and a GPU, no timeline: two rows and one sentence, not a
+        grey row per timeline table."""
+        ncu = report.ncu
+        n = len(ncu.kernels) if ncu is not None else 0
+        self.tables.setRowCount(2)
+        self._set_row(0, "profiled kernels", n, "Kernels replayed one at a time by Nsight Compute, with "
+                      "their metrics, sections and rule results (Kernels and Roofline views)")
+        self._set_row(1, "gpus", report.table_rows.get("gpus"), "GPU information")
+        self.missing.setText("• No timeline: Nsight Compute profiles kernels one at a time, so there are no "
+                             "CUDA API calls, copies, NVTX ranges or streams. Open an Nsight Systems "
+                             "report of the same run for those.")
+
+    def _set_row(self, r: int, name: str, rows: int | None, text: str, grey: bool = False) -> None:
+        self.tables.setItem(r, 0, QTableWidgetItem(name))
+        n = QTableWidgetItem("–" if rows is None else fmt.count(rows))
+        n.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        self.tables.setItem(r, 1, n)
+        item = QTableWidgetItem(text)
+        if grey:
+            item.setForeground(Qt.GlobalColor.gray)
+        item.setToolTip(text)
+        self.tables.setItem(r, 2, item)
+
     def table_rows(self) -> dict[str, str]:
-        return {self.tables.item(r, 0).text(): self.tables.item(r, 1).text()
-                for r in range(self.tables.rowCount())}
+        out: dict[str, str] = {}
+        for r in range(self.tables.rowCount()):
+            name, rows = self.tables.item(r, 0), self.tables.item(r, 1)
+            if name is not None and rows is not None:
+                out[name.text()] = rows.text()
+        return out

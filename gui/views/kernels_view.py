@@ -9,15 +9,12 @@ from typing import Any
 
 from PySide6.QtCore import QItemSelectionModel, Qt, Signal
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QCheckBox,
     QComboBox,
     QHBoxLayout,
     QHeaderView,
     QLabel,
     QSplitter,
-    QStackedWidget,
-    QTableView,
     QToolButton,
     QTreeWidget,
     QTreeWidgetItem,
@@ -27,11 +24,12 @@ from PySide6.QtWidgets import (
 
 from gui import format as fmt
 from gui.documents import OpenReports
-from gui.table_model import RAW_ROLE, DataFrameModel, NumericSortProxy
-from gui.views.background import LatestCall
-from gui.views.common import WrapLabel, follow_current, heading, placeholder_label
-from gui.views.kernels_compare import CompareModel, compute_comparison
-from gui.views.kernels_compare import headline as compare_headline
+from gui.views.base import ReportView
+from gui.widgets.kernels_compare import CompareModel, compute_comparison
+from gui.widgets.kernels_compare import headline as compare_headline
+from gui.widgets.labels import WrapLabel, heading
+from gui.widgets.table import ReadOnlyTable
+from gui.widgets.table_model import RAW_ROLE, DataFrameModel, NumericSortProxy
 from gui.workers import LoadedReport
 
 VERDICT_COLORS = {
@@ -110,56 +108,32 @@ class _TipModel(DataFrameModel):
         return super().data(index, role)
 
 
-def _table(sorting: bool = True) -> tuple[QTableView, DataFrameModel, NumericSortProxy]:
-    model = _TipModel()
-    proxy = NumericSortProxy()
-    proxy.setSourceModel(model)
-    view = QTableView()
-    view.setModel(proxy)
-    view.setSortingEnabled(sorting)
-    view.setAlternatingRowColors(True)
-    view.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-    view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-    view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-    view.setWordWrap(False)
-    view.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # kernel names differ at both ends
-    # compact rows, as in the Statistics view
-    view.verticalHeader().setDefaultSectionSize(view.fontMetrics().height() + 8)
-    view.verticalHeader().hide()
-    hh = view.horizontalHeader()
-    hh.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-    hh.setStretchLastSection(True)
-    return view, model, proxy
+def _table() -> tuple[ReadOnlyTable, _TipModel, NumericSortProxy]:
+    view = ReadOnlyTable(_TipModel())
+    assert isinstance(view.source, _TipModel)
+    return view, view.source, view.proxy
 
 
-class KernelsView(QWidget):
-    sig_ready = Signal()
-    sig_message = Signal(str)
+class KernelsView(ReportView):
+    key = "kernels"
     #: (kernel id) emitted when the user picks a kernel
     sig_kernel_selected = Signal(int)
 
     def __init__(self, reports: OpenReports, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.reports = reports
+        super().__init__(reports, parent, title_size=None)
         self.data: dict[str, Any] | None = None
         self.selected_id: int | None = None
         self._select_when_ready: int | None = None
         self.sections: dict[str, Any] = {}
-        self._calls = LatestCall(self)
-        self._calls.sig_result.connect(self._on_result)
-        self._calls.sig_error.connect(self._on_error)
+        self._calls = self.latest_call(self._on_result, self._on_error)
         #: the comparison: the other report, which side the current one is, the result shown
         self.compare_with: LoadedReport | None = None
         self.current_is_before = False
         self.comparison: dict[str, Any] | None = None
         self._cmp_key: tuple[int, int] | None = None
-        self._cmp_calls = LatestCall(self)
-        self._cmp_calls.sig_result.connect(self._on_compare_result)
-        self._cmp_calls.sig_error.connect(self._on_compare_error)
+        self._cmp_calls = self.latest_call(self._on_compare_result, self._on_compare_error)
 
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(14, 10, 14, 8)
-        lay.setSpacing(6)
+        lay = self.vbox
         top = QHBoxLayout()
         self.title = heading("", 4)
         top.addWidget(self.title, 1)
@@ -182,13 +156,10 @@ class KernelsView(QWidget):
         lay.addLayout(top)
         self.headline = WrapLabel()
         lay.addWidget(self.headline)
-        self.stack = QStackedWidget()
         lay.addWidget(self.stack, 1)
-        self.placeholder = placeholder_label()
 
         body = QSplitter(Qt.Orientation.Vertical)
         self.table, self.model, self.proxy = _table()
-        self.proxy.setParent(self)
         body.addWidget(self.table)
         lower = QSplitter(Qt.Orientation.Horizontal)
         left = QWidget()
@@ -216,7 +187,6 @@ class KernelsView(QWidget):
         rlay.addWidget(WrapLabel("Rule results ranked by estimated time saved = estimated speedup × "
                                  "kernel duration.", muted=True))
         self.rules, self.rules_model, self.rules_proxy = _table()
-        self.rules_proxy.setParent(self)
         self.rules_proxy.setFilterKeyColumn(1)  # the ID column (rules_frame's second)
         rlay.addWidget(self.rules, 1)
         self.rule_message = WrapLabel(muted=True)
@@ -227,62 +197,38 @@ class KernelsView(QWidget):
         body.addWidget(lower)
         body.setStretchFactor(0, 2)
         body.setStretchFactor(1, 3)
-        self.stack.addWidget(body)
-        self.stack.addWidget(self.placeholder)
-        self._body = body
+        self._body = self.stack.add_page(body)
         self.compare_page = QWidget()
         clay = QVBoxLayout(self.compare_page)
         clay.setContentsMargins(0, 0, 0, 0)
         self.compare_headline = WrapLabel()
         clay.addWidget(self.compare_headline)
         self.compare_model = CompareModel()
-        self.compare_proxy = NumericSortProxy(self)
-        self.compare_proxy.setSourceModel(self.compare_model)
-        self.compare_table = QTableView()
-        self.compare_table.setModel(self.compare_proxy)
-        self.compare_table.setSortingEnabled(True)
-        self.compare_table.setAlternatingRowColors(True)
-        self.compare_table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.compare_table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.compare_table.setWordWrap(False)
-        self.compare_table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
-        row_h = self.compare_table.fontMetrics().height() + 8
-        self.compare_table.verticalHeader().setDefaultSectionSize(row_h)
-        self.compare_table.verticalHeader().hide()
+        self.compare_table = ReadOnlyTable(self.compare_model)
+        self.compare_proxy = self.compare_table.proxy
         clay.addWidget(self.compare_table, 1)
-        self.stack.addWidget(self.compare_page)
+        self.stack.add_page(self.compare_page)
 
         self.table.selectionModel().currentRowChanged.connect(self._on_row_changed)
         self.rules.selectionModel().currentRowChanged.connect(self._on_rule_changed)
         self.only_selected.toggled.connect(lambda _on: self._filter_rules())
         self.compare_combo.currentIndexChanged.connect(self._on_compare_chosen)
         self.swap_button.clicked.connect(self._swap)
-        follow_current(self, reports, self._on_current_changed)
-        reports.sig_removed.connect(self._on_removed)
         reports.sig_added.connect(lambda _r: self._refresh_compare_combo())
-        self._on_current_changed(reports.current)
-
-    # -- hooks ------------------------------------------------------------------------------------
-    def is_busy(self) -> bool:
-        return self._calls.busy() or self._cmp_calls.busy()
-
-    def shutdown(self) -> None:
-        self._calls.stop()
-        self._cmp_calls.stop()
+        self.start_following()
 
     # -- slots ------------------------------------------------------------------------------------
-    def _on_current_changed(self, report: LoadedReport | None) -> None:
+    def on_report(self, report: LoadedReport | None) -> None:
         self.data = None
         self.selected_id = None
         self._refresh_compare_combo(update=False)
         self.headline.show()
+        self.set_title("Kernels", report)
         if report is None:
-            self.title.setText("No report open")
             self.headline.setText("")
             self._show_placeholder("Open an Nsight Compute report (.ncu-rep) to see its kernels.")
             return
-        self.title.setText(f"Kernels — {report.name}")
-        if not report.is_ncu:
+        if self.wrong_kind(report):
             self.headline.setText("")
             self._show_placeholder(
                 f"{report.name} is not an Nsight Compute report. Profile the kernels with "
@@ -295,8 +241,7 @@ class KernelsView(QWidget):
         self._update_compare()
 
     def _on_result(self, key: Any, data: dict[str, Any]) -> None:
-        cur = self.reports.current
-        if cur is None or id(cur) != key:
+        if not self.current_is(key):
             return
         self.show_data(data)
         if self._select_when_ready is not None:
@@ -406,11 +351,7 @@ class KernelsView(QWidget):
         self.compare_table.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
         self.compare_proxy.sort(-1)
         # The kernel name takes what the numbers leave (elided in the middle); those are never cut off.
-        hh = self.compare_table.horizontalHeader()
-        hh.setStretchLastSection(False)
-        modes = QHeaderView.ResizeMode
-        for i, name in enumerate(self.compare_model.column_names()):
-            hh.setSectionResizeMode(i, modes.Stretch if name == "Kernel" else modes.ResizeToContents)
+        self.compare_table.stretch_column("Kernel")
         self.compare_headline.setText(compare_headline(result["table"], before.name, after.name))
         self.sig_ready.emit()
 
@@ -422,16 +363,13 @@ class KernelsView(QWidget):
         self.compare_headline.setText(f"The reports could not be compared: {html.escape(msg)}")
         self.sig_ready.emit()
 
-    def _on_removed(self, report: LoadedReport) -> None:
-        self._calls.forget(id(report))
-        for key in [k for k in self._cmp_calls.cache if isinstance(k, tuple) and id(report) in k]:
-            self._cmp_calls.forget(key)
+    def on_removed(self, report: LoadedReport) -> None:
+        super().on_removed(report)
         self._refresh_compare_combo()
 
     # -- display ------------------------------------------------------------------------------------
     def _show_placeholder(self, text: str) -> None:
-        self.placeholder.setText(text)
-        self.stack.setCurrentWidget(self.placeholder)
+        self.show_placeholder(text)
 
     def show_data(self, data: dict[str, Any]) -> None:
         self.data = data
@@ -440,7 +378,7 @@ class KernelsView(QWidget):
         self.model.set_frame(kernel_frame(kt))
         kcol = self.model.column_names().index("Kernel")
         full = [str(n) for n in kt["name"]] if "name" in kt.columns else []
-        self.model.tips = {kcol: full}  # type: ignore[attr-defined]
+        self.model.tips = {kcol: full}
         self.table.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
         self.proxy.sort(-1)
         self.table.resizeColumnsToContents()
@@ -453,7 +391,7 @@ class KernelsView(QWidget):
         self.rules_model.set_frame(rf)
         cols = self.rules_model.column_names()
         kernel_tips = [full_names.get(int(i), str(k)) for i, k in zip(rf["ID"], rt["kernel"], strict=True)]
-        self.rules_model.tips = {  # type: ignore[attr-defined]
+        self.rules_model.tips = {
             cols.index("Kernel"): kernel_tips,
             cols.index("Rule"): [str(m) for m in rf["Message"]],
         }
@@ -462,12 +400,8 @@ class KernelsView(QWidget):
         self.rules.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
         self.rules_proxy.sort(-1)
         self.rules.resizeColumnsToContents()
-        rh = self.rules.horizontalHeader()
-        rh.setStretchLastSection(False)
         # The kernel name takes what the other columns leave; those are never cut off.
-        modes = QHeaderView.ResizeMode
-        for i, name in enumerate(cols):
-            rh.setSectionResizeMode(i, modes.Stretch if name == "Kernel" else modes.ResizeToContents)
+        self.rules.stretch_column("Kernel")
         total = float(kt["duration_ns"].sum())
         counts = kt["verdict"].value_counts()
         verdicts = ", ".join(f"{n} {v}" for v, n in counts.items())
@@ -491,13 +425,14 @@ class KernelsView(QWidget):
     def select_kernel(self, kid: int) -> None:
         """Show the sections and rule results of kernel ``kid``."""
         report = self.reports.current
-        if report is None or not report.is_ncu:
+        ncu = report.ncu if report is not None else None
+        if ncu is None:
             return
         from engine.analysis.ncu.sections import kernel_sections
 
         self.selected_id = kid
         try:
-            self.sections = kernel_sections(report.ncu, kid)
+            self.sections = kernel_sections(ncu, kid)
         except Exception as exc:  # noqa: BLE001 - one kernel's details must not take the view down
             from engine.system.errors import KernelscopeError
 
@@ -555,6 +490,11 @@ class KernelsView(QWidget):
                 self.table.scrollTo(self.proxy.index(r, 0))
                 return
 
+    def show_link(self, payload: object) -> None:
+        """The Timeline's "Show in Kernels view": the linked ncu result (see show_ncu_result)."""
+        if isinstance(payload, dict):
+            self.show_ncu_result(payload)
+
     def show_ncu_result(self, hit: dict[str, Any]) -> None:
         """Show the ncu result a Timeline kernel links to (``ncu_path`` and ``ID`` of the hit)."""
         from pathlib import Path
@@ -580,6 +520,7 @@ class KernelsView(QWidget):
     def column(self, name: str, proxy: NumericSortProxy | None = None) -> list[Any]:
         p = proxy or self.proxy
         model = p.sourceModel()
+        assert isinstance(model, DataFrameModel)
         c = model.column_names().index(name)
         return [p.index(r, c).data(RAW_ROLE) for r in range(p.rowCount())]
 
@@ -587,7 +528,10 @@ class KernelsView(QWidget):
         out: dict[str, dict[str, str]] = {}
         for i in range(self.details.topLevelItemCount()):
             top = self.details.topLevelItem(i)
-            out[top.text(0)] = {top.child(j).text(0): top.child(j).text(1) for j in range(top.childCount())}
+            if top is None:
+                continue
+            kids = [top.child(j) for j in range(top.childCount())]
+            out[top.text(0)] = {c.text(0): c.text(1) for c in kids if c is not None}
         return out
 
 

@@ -1,44 +1,25 @@
-"""The list of views: key, tab title, where the class lives, and whether it needs an open report.
+"""The list of views: one :class:`~gui.views.base.ViewSpec` per tab, in tab order.
 
-One line per view. The window imports a view's module only when the views are first built, so
-this file stays cheap to import (the entry point reads it for ``--view`` choices).
-
-A view class is built as ``cls(reports)`` with the window's :class:`gui.documents.OpenReports`.
-Optional hooks the window and ``--screenshot`` use when a view has them:
-
-- ``sig_message(str)``: a line for the log panel;
-- ``is_busy() -> bool`` and ``sig_ready`` (or ``sig_table_ready``): the screenshot waits for it while busy;
-- ``shutdown()``: stop background work before the window closes.
+The window imports a view's module only when the views are first built, so this file stays cheap to
+import (the entry point reads it for ``--view`` choices). See :mod:`gui.views.base` for the hooks.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True)
-class ViewSpec:
-    """One tab of the main window."""
-
-    key: str
-    title: str
-    module: str
-    cls: str
-    needs_report: bool = True
-
+from gui.views.base import ViewSpec
 
 #: tab order; the first nine get Ctrl+1 ... Ctrl+9 (Info, the last, is in the View menu)
 VIEW_SPECS: tuple[ViewSpec, ...] = (
-    ViewSpec("summary", "Summary", "gui.views.summary_view", "SummaryView"),
-    ViewSpec("timeline", "Timeline", "gui.views.timeline_view", "TimelineView"),
+    ViewSpec("summary", "Summary", "gui.views.summary_view", "SummaryView", needs_summary=True),
+    ViewSpec("timeline", "Timeline", "gui.views.timeline_view", "TimelineView", links=("kernels",)),
     ViewSpec("stats", "Statistics", "gui.views.stats_view", "StatsView"),
     ViewSpec("bandwidth", "Bandwidth", "gui.views.bandwidth_view", "BandwidthView"),
-    ViewSpec("kernels", "Kernels", "gui.views.kernels_view", "KernelsView"),
-    ViewSpec("roofline", "Roofline", "gui.views.roofline_view", "RooflineView"),
-    ViewSpec("findings", "Findings", "gui.views.walkthrough_view", "WalkthroughView"),
+    ViewSpec("kernels", "Kernels", "gui.views.kernels_view", "KernelsView", needs_ncu=True),
+    ViewSpec("roofline", "Roofline", "gui.views.roofline_view", "RooflineView", needs_ncu=True),
+    ViewSpec("findings", "Findings", "gui.views.walkthrough_view", "WalkthroughView", needs_summary=True),
     ViewSpec("telemetry", "Telemetry", "gui.views.telemetry_view", "TelemetryView", needs_report=False),
     ViewSpec("run", "Run", "gui.views.run_view", "RunView", needs_report=False),
-    ViewSpec("info", "Info", "gui.views.info_view", "InfoView"),
+    ViewSpec("info", "Info", "gui.views.info_view", "InfoView", needs_summary=True),
 )
 
 
@@ -53,3 +34,6 @@ def spec(key: str) -> ViewSpec:
         if s.key == key:
             return s
     raise KeyError(f"unknown view {key!r}; choose one of {', '.join(view_keys())}")
+
+
+__all__ = ["VIEW_SPECS", "ViewSpec", "spec", "view_keys"]

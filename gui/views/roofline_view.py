@@ -7,14 +7,13 @@ import math
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QFont
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QStackedWidget, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QWidget
 
 from gui.documents import OpenReports
-from gui.views.axes import LogAxis
-from gui.views.background import LatestCall
-from gui.views.common import WrapLabel, follow_current, heading, placeholder_label, swatch
+from gui.views.base import ReportView
+from gui.widgets.axes import LogAxis, style_plot, tick_font
+from gui.widgets.labels import WrapLabel, swatch
 from gui.workers import LoadedReport
 
 LEVEL_STYLE = {"DRAM": ("#c0392b", "o"), "L2": ("#2f6fba", "s"), "L1": ("#2e9e5b", "t")}
@@ -56,26 +55,17 @@ def _si(v: float, unit: str) -> str:
     return f"{v:,.2f} {unit}"
 
 
-class RooflineView(QWidget):
-    sig_ready = Signal()
-    sig_message = Signal(str)
+class RooflineView(ReportView):
+    key = "roofline"
 
     def __init__(self, reports: OpenReports, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+        super().__init__(reports, parent)
         import pyqtgraph as pg
 
         self._pg = pg
-        self.reports = reports
         self.result: Any = None
-        self._calls = LatestCall(self)
-        self._calls.sig_result.connect(self._on_result)
-        self._calls.sig_error.connect(self._on_error)
-
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(14, 10, 14, 8)
-        lay.setSpacing(6)
-        self.title = heading("", 4)
-        lay.addWidget(self.title)
+        self._calls = self.latest_call(self._on_result, self._on_error)
+        lay = self.vbox
         bar = QHBoxLayout()
         bar.addWidget(QLabel("Precision:"))
         self.precision = QComboBox()
@@ -97,28 +87,17 @@ class RooflineView(QWidget):
         self.notes = WrapLabel(muted=True)
         lay.addWidget(self.notes)
 
-        self.stack = QStackedWidget()
         lay.addWidget(self.stack, 1)
-        self.placeholder = placeholder_label()
         self.plot = pg.PlotWidget(background="w", axisItems={"left": LogAxis("left", unit="FLOP/s"),
                                                              "bottom": LogAxis("bottom")})
         item = self.plot.getPlotItem()
-        item.setMenuEnabled(False)
-        item.showGrid(x=True, y=True, alpha=0.2)
+        style_plot(item, tick_font(self.font()))
         item.setLogMode(x=True, y=True)
-        font = QFont(self.font())
-        font.setPointSizeF(max(self.font().pointSizeF(), 9.0))
-        for name in ("left", "bottom"):
-            ax = item.getAxis(name)
-            ax.setPen(pg.mkPen("#9aa5b1"))
-            ax.setTextPen(pg.mkPen("#2c3e50"))
-            ax.setStyle(tickFont=font)
         item.setLabel("bottom", "arithmetic intensity (FLOP/byte)")
         item.setLabel("left", "performance (FLOP/s)")
         for name in ("left", "bottom"):
             item.getAxis(name).enableAutoSIPrefix(False)
-        self.stack.addWidget(self.plot)
-        self.stack.addWidget(self.placeholder)
+        self.stack.add_page(self.plot)
         self.points_text = WrapLabel()
         lay.addWidget(self.points_text)
 
@@ -127,40 +106,29 @@ class RooflineView(QWidget):
         self.drawn_ceilings: dict[str, float] = {}
         self.precision.currentIndexChanged.connect(lambda _i: self._draw())
         self.level.currentIndexChanged.connect(lambda _i: self._draw())
-        follow_current(self, reports, self._on_current_changed)
-        reports.sig_removed.connect(lambda r: self._calls.forget(id(r)))
-        self._on_current_changed(reports.current)
-
-    # -- hooks ------------------------------------------------------------------------------------
-    def is_busy(self) -> bool:
-        return self._calls.busy()
-
-    def shutdown(self) -> None:
-        self._calls.stop()
+        self.start_following()
 
     # -- slots ------------------------------------------------------------------------------------
-    def _on_current_changed(self, report: LoadedReport | None) -> None:
+    def on_report(self, report: LoadedReport | None) -> None:
         self.result = None
+        self.set_title("Roofline", report)
         if report is None:
-            self.title.setText("No report open")
             self._show_placeholder("Open an Nsight Compute report (.ncu-rep) to see its roofline.")
             return
-        self.title.setText(f"Roofline — {report.name}")
-        if not report.is_ncu:
+        if self.wrong_kind(report):
             self.notes.setText("")
             self._show_placeholder(
                 f"{report.name} is not an Nsight Compute report. A roofline needs per-kernel FLOP and "
                 "byte counters: profile with `ncu --set full -o report ./app` and open the .ncu-rep.")
             self.sig_ready.emit()
             return
-        gpus = report.summary["report"].get("gpus") or []
-        name = gpus[0].get("name") if gpus else None
+        gpus = report.summary.report.gpus
+        name = gpus[0].name if gpus else None
         self.notes.setText("Computing…")
         self._calls.request(id(report), compute, report.ncu, name)
 
     def _on_result(self, key: Any, result: Any) -> None:
-        cur = self.reports.current
-        if cur is None or id(cur) != key:
+        if not self.current_is(key):
             return
         self.show_roofline(result)
         self.sig_ready.emit()
@@ -171,8 +139,7 @@ class RooflineView(QWidget):
         self.sig_ready.emit()
 
     def _show_placeholder(self, text: str) -> None:
-        self.placeholder.setText(text)
-        self.stack.setCurrentWidget(self.placeholder)
+        self.show_placeholder(text)
         self.points_text.setText("")
 
     # -- drawing ----------------------------------------------------------------------------------
@@ -197,7 +164,7 @@ class RooflineView(QWidget):
         if not keys:
             self._show_placeholder(" ".join(rf.notes) or "The report has no roofline metrics.")
             return
-        self.stack.setCurrentWidget(self.plot)
+        self.stack.show_page(self.plot)
         self._draw()
 
     @staticmethod

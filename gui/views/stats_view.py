@@ -7,24 +7,13 @@ from typing import Any
 
 from PySide6.QtCore import QItemSelectionModel, Qt, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
-from PySide6.QtWidgets import (
-    QAbstractItemView,
-    QComboBox,
-    QFileDialog,
-    QHBoxLayout,
-    QHeaderView,
-    QLabel,
-    QLineEdit,
-    QPushButton,
-    QStackedWidget,
-    QTableView,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QComboBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QPushButton, QWidget
 
 from gui.documents import OpenReports
-from gui.table_model import RAW_ROLE, DataFrameModel, NumericSortProxy
-from gui.views.common import follow_current, muted, placeholder_label
+from gui.views.base import ReportView
+from gui.widgets.labels import muted
+from gui.widgets.table import ReadOnlyTable
+from gui.widgets.table_model import RAW_ROLE
 from gui.workers import CallWorker, Job, LoadedReport
 
 DEFAULT_REPORT = "cuda_gpu_kern_sum"
@@ -41,21 +30,22 @@ def load_stats_module() -> Any:
     return stats
 
 
-class StatsView(QWidget):
+class StatsView(ReportView):
     """Pick a report, see it as a table; sort by any column, filter, copy, export CSV.
 
     Each table is computed in a worker thread; while one runs, only the latest request waits
     (the latest wins), and results are cached per report file.
     """
 
-    #: (report name) emitted when a table is on screen (or when it failed / is unavailable).
+    key = "stats"
+    #: (report name) emitted when a table is on screen (or when it failed / is unavailable);
+    #: sig_ready follows it.
     sig_table_ready = Signal(str)
-    #: a sentence for the window's log (exports, errors).
-    sig_message = Signal(str)
 
     def __init__(self, reports: OpenReports, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.reports = reports
+        super().__init__(reports, parent, title_size=None, margins=(10, 10, 10, 6))
+        self.reports: OpenReports = reports
+        self.sig_table_ready.connect(lambda _name: self.sig_ready.emit())
         self.stats = load_stats_module()
         self._cache: dict[tuple[int, str], Any] = {}
         self._job: Job | None = None
@@ -63,8 +53,7 @@ class StatsView(QWidget):
         self._pending: tuple[LoadedReport, str] | None = None
         self.current_name: str | None = None
 
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(10, 10, 10, 6)
+        lay = self.vbox
         bar = QHBoxLayout()
         bar.addWidget(QLabel("Report:"))
         self.combo = QComboBox()
@@ -85,28 +74,10 @@ class StatsView(QWidget):
         self.description = muted("")
         lay.addWidget(self.description)
 
-        self.stack = QStackedWidget()
-        self.model = DataFrameModel()
-        self.proxy = NumericSortProxy(self)
-        self.proxy.setSourceModel(self.model)
-        self.table = QTableView()
-        self.table.setModel(self.proxy)
-        self.table.setSortingEnabled(True)
-        self.table.setAlternatingRowColors(True)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectItems)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.setWordWrap(False)
-        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # templated names differ at the end
-        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)
-        self.table.verticalHeader().hide()
-        hh = self.table.horizontalHeader()
-        hh.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        hh.setStretchLastSection(True)
-        hh.setSortIndicatorShown(True)
-        self.placeholder = placeholder_label()
-        self.stack.addWidget(self.table)
-        self.stack.addWidget(self.placeholder)
+        self.table = ReadOnlyTable(rows=False)  # cells: copy any rectangle as TSV
+        self.model, self.proxy = self.table.source, self.table.proxy
+        self.table.horizontalHeader().setSortIndicatorShown(True)
+        self.stack.add_page(self.table)
         lay.addWidget(self.stack, 1)
         self.status = muted("", wrap=False)
         lay.addWidget(self.status)
@@ -130,9 +101,7 @@ class StatsView(QWidget):
         copy_sc = QShortcut(QKeySequence(QKeySequence.StandardKey.Copy), self.table)
         copy_sc.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
         copy_sc.activated.connect(self.copy_selection)
-        follow_current(self, reports, self._on_current_changed)
-        reports.sig_removed.connect(self._on_removed)
-        self._on_current_changed(reports.current)
+        self.start_following()
 
     # -- public --------------------------------------------------------------------------------
     def select_report(self, name: str) -> None:
@@ -188,7 +157,7 @@ class StatsView(QWidget):
         return path
 
     # -- slots ---------------------------------------------------------------------------------
-    def _on_current_changed(self, report: LoadedReport | None) -> None:
+    def on_report(self, report: LoadedReport | None) -> None:
         if self.stats is None:
             self._show_placeholder(
                 "Statistics are not available in this build (the engine's statistics module is missing)."
@@ -200,16 +169,15 @@ class StatsView(QWidget):
             self._show_placeholder("Open a report to see its statistics.")
             return
         if report.is_ncu:
-            from gui.views.summary_view import ncu_notice_text
-
             self.model.set_frame(None)
-            text = ncu_notice_text(report.name).replace("to summarize", "for nsys statistics")
-            self._show_placeholder(text)
+            self._show_placeholder(f"{report.name} is an Nsight Compute report: it holds kernels profiled "
+                                   "one at a time, with no timeline for nsys statistics. See the Kernels "
+                                   "and Roofline views.")
             self.sig_table_ready.emit("")
             return
         self._request(report, self.combo.currentData())
 
-    def _on_removed(self, report: LoadedReport) -> None:
+    def on_removed(self, report: LoadedReport) -> None:
         for key in [k for k in self._cache if k[0] == id(report)]:
             del self._cache[key]
 
@@ -296,8 +264,7 @@ class StatsView(QWidget):
 
     # -- display ---------------------------------------------------------------------------------
     def _show_placeholder(self, text: str) -> None:
-        self.placeholder.setText(text)
-        self.stack.setCurrentWidget(self.placeholder)
+        self.show_placeholder(text)
         self.copy_button.setEnabled(False)
         self.status.setText("")
 
@@ -313,7 +280,7 @@ class StatsView(QWidget):
         self.model.set_frame(df)
         self.table.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
         self.proxy.sort(-1)
-        self.stack.setCurrentWidget(self.table)
+        self.stack.show_page(self.table)
         self.export_button.setEnabled(True)
         self.copy_button.setEnabled(True)
         self._fit_columns()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor, QFont
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFrame,
@@ -23,7 +23,10 @@ from PySide6.QtWidgets import (
 
 from gui import format as fmt
 from gui.documents import OpenReports
-from gui.views.common import KIND_LABELS, MUTED, StatCard, WrapLabel, heading, muted, producer, swatch
+from gui.format import KIND_LABELS, producer
+from gui.views.base import ReportView
+from gui.widgets.axes import style_axes, tick_font
+from gui.widgets.labels import MUTED, StatCard, WrapLabel, heading, muted, swatch
 from gui.workers import LoadedReport
 
 API_COLORS = {
@@ -85,13 +88,7 @@ class BreakdownChart(QWidget):
         item.hideButtons()
         item.setMouseEnabled(x=False, y=False)
         item.showGrid(x=True, y=False, alpha=0.25)
-        tick_font = QFont(self.font())
-        tick_font.setPointSizeF(max(self.font().pointSizeF(), 9.0))
-        for name in ("left", "bottom"):
-            ax = item.getAxis(name)
-            ax.setPen(pg.mkPen("#9aa5b1"))
-            ax.setTextPen(pg.mkPen("#2c3e50"))
-            ax.setStyle(tickFont=tick_font)
+        style_axes(item, tick_font(self.font()))
         item.getAxis("left").setTicks([[(self.ROW_API, "CUDA API"), (self.ROW_GPU, "GPU")]])
         item.getAxis("left").setWidth(80)
         lay.addWidget(self.plot)
@@ -210,15 +207,14 @@ def _right(text: str) -> QTableWidgetItem:
     return it
 
 
-class SummaryView(QWidget):
+class SummaryView(ReportView):
     """Headline numbers, the breakdown chart, findings, copy bandwidth, iterations, what is missing."""
 
-    #: the summary of the current report is shown (after "Summarizing…")
-    sig_ready = Signal()
+    key = "summary"  # sig_ready: the summary of the current report is shown (after "Summarizing…")
 
     def __init__(self, reports: OpenReports, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.reports = reports
+        super().__init__(reports, parent, layout=False)
+        self.reports: OpenReports = reports
         self.summary: dict[str, Any] | None = None
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)

@@ -21,20 +21,23 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
     QHBoxLayout,
+    QLabel,
     QLineEdit,
     QPushButton,
+    QStackedWidget,
     QVBoxLayout,
     QWidget,
 )
 
 from gui.documents import OpenReports
-from gui.views.axes import eng
-from gui.views.common import WrapLabel, heading
+from gui.views.base import ReportView
+from gui.widgets.axes import eng, style_axes
+from gui.widgets.labels import MUTED, WrapLabel, heading
 
 REPLAY_ENV = "KERNELSCOPE_TELEMETRY_REPLAY"
 SPEED_ENV = "KERNELSCOPE_TELEMETRY_SPEED"
@@ -120,15 +123,25 @@ class _Series:
         self.n += 1
 
 
-class TelemetryView(QWidget):
+def unavailable_text(reason: str) -> str:
+    """The engine's NVML sentence for the window: without the CLI's ``--replay FILE`` hint (the
+    view offers its own button) and without repeating that telemetry is unavailable."""
+    from engine.system.nvml import UNAVAILABLE_HINT
+
+    text = reason.replace(f", {UNAVAILABLE_HINT}", ".").replace(f" {UNAVAILABLE_HINT}", "")
+    for prefix in ("Telemetry is unavailable: ", "NVML is not available: "):
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+    return text[:1].upper() + text[1:]
+
+
+class TelemetryView(ReportView):
     """Live telemetry plots with a source selector and a record button."""
 
-    sig_message = Signal(str)
-    sig_ready = Signal()
+    key = "telemetry"
 
     def __init__(self, reports: OpenReports | None = None, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.reports = reports
+        super().__init__(reports, parent, title_size=None, margins=(10, 8, 10, 6), spacing=4)
         self.sampler: Any = None
         self.recorder: Any = None
         self._rec_lock = threading.Lock()
@@ -180,10 +193,7 @@ class TelemetryView(QWidget):
             p.setDownsampling(mode="peak")
             p.setClipToView(True)
             p.setMenuEnabled(False)
-            for name in ("left", "bottom"):
-                ax = p.getAxis(name)
-                ax.setPen(pg.mkPen("#9aa5b1"))
-                ax.setTextPen(pg.mkPen("#2c3e50"))
+            style_axes(p)
             left = p.getAxis("left")
             left.enableAutoSIPrefix(False)
             left.setWidth(AXIS_WIDTH_PX)
@@ -196,12 +206,14 @@ class TelemetryView(QWidget):
 
         for col in (0, 1):
             self.plots_widget.ci.layout.setColumnStretchFactor(col, 1)
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(10, 8, 10, 6)
-        lay.setSpacing(4)
+        lay = self.vbox
         lay.addLayout(top)
         lay.addWidget(self.status)
-        lay.addWidget(self.plots_widget, 1)
+        self.pages = QStackedWidget()
+        self.empty = self._build_empty_state()
+        self.pages.addWidget(self.plots_widget)
+        self.pages.addWidget(self.empty)
+        lay.addWidget(self.pages, 1)
 
         self.timer = QTimer(self)
         self.timer.setInterval(REFRESH_MS)
@@ -214,18 +226,75 @@ class TelemetryView(QWidget):
         if replay:
             self.start_replay(replay, speed=float(os.environ.get(SPEED_ENV, "0")))
 
+    def _build_empty_state(self) -> QWidget:
+        """Without NVML and before any replay: one sentence and the two ways on, no empty plots."""
+        page = QWidget()
+        outer = QVBoxLayout(page)
+        outer.addStretch(1)
+        self.empty_title = heading("No GPU to sample on this machine", 4)
+        self.empty_title.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        outer.addWidget(self.empty_title)
+        self.empty_text = QLabel("")
+        self.empty_text.setObjectName("telemetryEmptyText")
+        self.empty_text.setWordWrap(True)
+        self.empty_text.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty_text.setStyleSheet(f"color: {MUTED};")
+        self.empty_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        row = QHBoxLayout()
+        row.addStretch(1)
+        row.addWidget(self.empty_text, 4)
+        row.addStretch(1)
+        outer.addLayout(row)
+        buttons = QHBoxLayout()
+        buttons.addStretch(1)
+        self.open_recording_button = QPushButton("Open recording…")
+        self.open_recording_button.setToolTip("Replay a telemetry recording (.csv or .parquet), e.g. one "
+                                              "recorded beside a session or with Record…")
+        self.open_recording_button.clicked.connect(self.open_recording)
+        self.remote_button = QPushButton("Sample a remote host…")
+        self.remote_button.clicked.connect(self._choose_remote)
+        buttons.addWidget(self.open_recording_button)
+        buttons.addWidget(self.remote_button)
+        buttons.addStretch(1)
+        outer.addLayout(buttons)
+        outer.addStretch(2)
+        return page
+
     # -- status ------------------------------------------------------------------------------------
     def _show_idle_status(self) -> None:
         if self.nvml_ok:
             self.status.setText(f"{self.nvml_reason} Press Start to sample this machine's GPUs at 10 Hz.")
-        else:
-            self.status.setText(
-                f"NVML is not available on this machine: {self.nvml_reason} Replay a recording "
-                f"(e.g. one made with `kernelscope telemetry --record`), or sample a remote host."
-            )
+            self.pages.setCurrentWidget(self.plots_widget)
+            return
+        self.empty_text.setText(f"{unavailable_text(self.nvml_reason)} Replay a recording of another "
+                                "machine's GPUs, or sample a remote host over SSH.")
+        self.status.setText("")
+        self.status.hide()
+        self.pages.setCurrentWidget(self.empty)
+
+    def showing_empty_state(self) -> bool:
+        return self.pages.currentWidget() is self.empty
 
     def _on_source_changed(self) -> None:
-        self.host_edit.setVisible(self.source_combo.currentData() == "remote")
+        remote = self.source_combo.currentData() == "remote"
+        self.host_edit.setVisible(remote)
+        if remote:
+            self.pages.setCurrentWidget(self.plots_widget)
+            self.status.show()
+            self.status.setText("Enter the host (user@host[:port]) and press Start; the host needs "
+                                "Kernelscope and nvidia-ml-py.")
+
+    def _choose_remote(self) -> None:
+        self.source_combo.setCurrentIndex(self.source_combo.findData("remote"))
+        self.host_edit.setFocus()
+
+    def open_recording(self) -> None:
+        """Ask for a recording and replay it in real time."""
+        path, _ = QFileDialog.getOpenFileName(self, "Replay a telemetry recording", "",
+                                              "Recordings (*.csv *.parquet *.pq);;All files (*)")
+        if path:
+            self.source_combo.setCurrentIndex(self.source_combo.findData("replay"))
+            self.start_replay(path, speed=1.0)
 
     # -- starting and stopping ---------------------------------------------------------------------
     def _on_start_clicked(self) -> None:
@@ -242,10 +311,7 @@ class TelemetryView(QWidget):
 
                 self.start_source(NvmlSource(), "this machine")
             elif kind == "replay":
-                path, _ = QFileDialog.getOpenFileName(self, "Replay a telemetry recording", "",
-                                                      "Recordings (*.csv *.parquet *.pq);;All files (*)")
-                if path:
-                    self.start_replay(path, speed=1.0)
+                self.open_recording()
             else:
                 from engine.system.ssh import parse_target
                 from engine.telemetry.remote import RemoteSource
@@ -256,6 +322,7 @@ class TelemetryView(QWidget):
             self._fail(exc)
 
     def _fail(self, exc: BaseException) -> None:
+        self.status.show()
         self.status.setText(str(exc))
         self.sig_message.emit(f"Telemetry: {exc}")
         self._busy = False
@@ -293,6 +360,8 @@ class TelemetryView(QWidget):
         threading.Thread(target=self._watch_end, args=(sampler,), daemon=True,
                          name="telemetry-view-end").start()
         self.start_button.setText("Stop")
+        self.pages.setCurrentWidget(self.plots_widget)
+        self.status.show()
         self.status.setText(f"Sampling {label}…")
         self.sig_message.emit(f"Telemetry: sampling {label}.")
         self.timer.start()

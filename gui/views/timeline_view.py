@@ -14,7 +14,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -31,7 +31,8 @@ from gui.timeline import model as tm
 from gui.timeline import overview as tov
 from gui.timeline.canvas import TimelineCanvas
 from gui.timeline.style import facts
-from gui.views.common import MUTED, WrapLabel, follow_current, heading
+from gui.views.base import ReportView
+from gui.widgets.labels import MUTED, WrapLabel, heading
 from gui.workers import Job, LoadedReport, Worker
 
 HINT = "Wheel: zoom · drag: pan · right-drag: zoom to range · click: details · Home: all"
@@ -39,14 +40,17 @@ HINT = "Wheel: zoom · drag: pan · right-drag: zoom to range · click: details 
 
 LEGEND = (("Kernel", 0), ("H→D", 1), ("D→H", 2), ("D→D", 3), ("Memset", 5), ("Sync", 6),
           ("Copy call", 7), ("Launch", 8), ("Alloc/free", 9), ("Other API", 10), ("NVTX", 11))
+#: the zoomed-out CUDA API lanes draw how busy each pixel column is in one colour of their own
+COVERAGE_LEGEND = "API busy (zoomed out)"
 
 
 def legend_html() -> str:
     """Colour squares with what each colour means."""
-    from gui.timeline.style import PALETTE
+    from gui.timeline.style import API_COVERAGE_COLOR, PALETTE
 
+    entries = [(PALETTE[i], name) for name, i in LEGEND] + [(API_COVERAGE_COLOR, COVERAGE_LEGEND)]
     return "&nbsp;&nbsp;".join(
-        f"<span style='color:{PALETTE[i]}'>■</span>&nbsp;{html.escape(name)}" for name, i in LEGEND)
+        f"<span style='color:{color}'>■</span>&nbsp;{html.escape(name)}" for color, name in entries)
 
 
 class BuildWorker(Worker):
@@ -87,17 +91,18 @@ def overview_source(report: LoadedReport, min_events: int) -> Any:
     return path if n > min_events else None
 
 
-class TimelineView(QWidget):
-    """The timeline of the current report plus a details panel for the clicked event."""
+class TimelineView(ReportView):
+    """The timeline of the current report plus a details panel for the clicked event.
 
-    sig_message = Signal(str)
-    sig_ready = Signal()
-    #: the ncu result (dict with the ncu report's path, ID and kernel name) to show in Kernels
-    sig_show_in_kernels = Signal(object)
+    "Show in Kernels view" emits ``sig_link("kernels", hit)`` with the ncu result (a dict with the ncu
+    report's path, ID and kernel name).
+    """
+
+    key = "timeline"
 
     def __init__(self, reports: OpenReports, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.reports = reports
+        super().__init__(reports, parent, title_size=None, margins=(10, 8, 10, 8))
+        self.reports: OpenReports = reports
         self._models: dict[int, tm.TimelineModel] = {}
         self._job: Job | None = None
         self._old_jobs: list[Job] = []
@@ -106,9 +111,7 @@ class TimelineView(QWidget):
         self.current_event: dict[str, Any] | None = None
         self.current_ncu: dict[str, Any] | None = None
 
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(10, 8, 10, 8)
-        lay.setSpacing(6)
+        lay = self.vbox
         bar = QHBoxLayout()
         self.title = heading("Timeline", 3)
         bar.addWidget(self.title)
@@ -149,7 +152,9 @@ class TimelineView(QWidget):
         self.split.setStretchFactor(0, 1)
         self.split.setStretchFactor(1, 0)
         self.split.setSizes([1300, 260])  # the details panel: narrow until an event is clicked
-        lay.addWidget(self.split, 1)
+        self.stack.add_page(self.split)
+        self.stack.show_page(self.split)
+        lay.addWidget(self.stack, 1)
         foot = QHBoxLayout()
         hint = QLabel(HINT)
         hint.setStyleSheet(f"color: {MUTED};")
@@ -174,10 +179,8 @@ class TimelineView(QWidget):
         self.canvas.sig_range_changed.connect(self._on_range_changed)
         self.canvas.sig_event_clicked.connect(self._on_event_clicked)
         self.ncu_button.clicked.connect(self._on_show_in_kernels)
-        follow_current(self, reports, self._on_current_changed)
-        reports.sig_removed.connect(self._on_removed)
         reports.sig_added.connect(self._on_added)
-        self._on_current_changed(reports.current)
+        self.start_following()
 
     # -- hooks used by the window and --screenshot ------------------------------------------------
     def is_busy(self) -> bool:
@@ -195,9 +198,10 @@ class TimelineView(QWidget):
         return self.canvas.model
 
     # -- report changes ---------------------------------------------------------------------------
-    def _on_current_changed(self, report: LoadedReport | None) -> None:
+    def on_report(self, report: LoadedReport | None) -> None:
         self._shown = report
         self._show_details(None)
+        self.stack.show_page(self.split)
         if report is None:
             self.canvas.set_model(None)
             self.title.setText("Timeline")
@@ -206,11 +210,13 @@ class TimelineView(QWidget):
         self.title.setText(f"Timeline — {report.name}")
         if tm.ncu_kernels(report) is not None:
             self.canvas.set_model(None)
-            self.status.setText(
-                f"{report.name} is an Nsight Compute report, which has no timeline: the Kernels view "
-                "shows it. Select an Nsight Systems report or PyTorch trace of the same run here, and "
-                "its kernels link to these results."
-            )
+            self.status.setText("")
+            self.show_placeholder(
+                f"{report.name} is an Nsight Compute report: its kernels were profiled one at a time, "
+                "so there is no timeline to draw. The Kernels and Roofline views show it.\n\nOpen an "
+                "Nsight Systems report or PyTorch trace of the same run to see its timeline; its kernels "
+                "then link to these results.")
+            self.sig_ready.emit()
             return
         cached = self._models.get(id(report))
         if cached is not None:
@@ -281,7 +287,7 @@ class TimelineView(QWidget):
             self._old_jobs.remove(job)
         job.deleteLater()
 
-    def _on_removed(self, report: LoadedReport) -> None:
+    def on_removed(self, report: LoadedReport) -> None:
         self._models.pop(id(report), None)
         self._refresh_ncu()
 
@@ -373,4 +379,4 @@ class TimelineView(QWidget):
             # the receiver may switch reports (which clears the selection here): keep our copy
             self.sig_message.emit(f"Timeline: {hit.get('Kernel Name', '')} → Nsight Compute result "
                                   f"{hit.get('ID')} in {hit.get('ncu_report')}")
-            self.sig_show_in_kernels.emit(dict(hit))
+            self.sig_link.emit("kernels", dict(hit))

@@ -18,7 +18,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -39,9 +39,10 @@ from PySide6.QtWidgets import (
 )
 
 from gui.documents import OpenReports
-from gui.views.background import LatestCall
-from gui.views.common import WrapLabel, follow_current, heading
+from gui.views.base import ReportView, follow_current
+from gui.widgets.labels import WrapLabel, heading
 from gui.workers import LoadedReport
+from gui.workers.latest import LatestCall
 
 SEVERITY_COLORS = {"critical": "#b00020", "warning": "#b35c00", "info": "#5f6b7a"}
 CHECKLIST = "roadmap"
@@ -134,13 +135,12 @@ def detail_html(f: Any) -> str:
     return "".join(parts)
 
 
-class WalkthroughView(QWidget):
-    sig_ready = Signal()
-    sig_message = Signal(str)
+class WalkthroughView(ReportView):
+    key = "findings"
 
     def __init__(self, reports: OpenReports, parent: QWidget | None = None, settings: Any = None) -> None:
-        super().__init__(parent)
-        self.reports = reports
+        super().__init__(reports, parent, layout=False)
+        self.reports: OpenReports = reports
         self._settings = settings
         self.result: dict[str, Any] | None = None  # compute() of the current report
         self.verdict: dict[str, Any] | None = None  # verify() of the last check

@@ -7,7 +7,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QListWidget, QListWidgetItem, QPushButton, QVBoxLayout, QWidget
 
-from gui.views.common import heading, muted
+from gui.widgets.labels import heading, muted
 
 
 class WelcomeView(QWidget):

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from gui.views.axes import LogAxis, eng, log_ticks
+from gui.widgets.axes import LogAxis, eng, log_ticks
 from tests.conftest import FIXTURES, NSYS_DIR
 from tests.gui.conftest import LOAD_TIMEOUT_MS, open_and_wait
 

@@ -46,10 +46,21 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
     return bool(np.array_equal(np.isnan(a), np.isnan(b)) and np.allclose(a[~np.isnan(a)], b[~np.isnan(b)]))
 
 
-def test_no_nvml_here_is_said_in_words(view) -> None:
+def test_no_nvml_here_is_one_clean_empty_state(qtbot, view) -> None:
+    """Without NVML: one sentence (the engine's reason, said once, no CLI flag) and an "Open
+    recording…" button instead of six empty plots; a replay then shows the plots."""
     assert not view.nvml_ok
-    assert view.status.text().startswith("NVML is not available on this machine: Telemetry is unavailable:")
+    assert view.showing_empty_state() and not view.plots_widget.isVisible()
+    text = view.empty_text.text()
+    assert text.count("unavailable") <= 1 and "--replay" not in text and "NVML is not available" not in text
+    reason = view.nvml_reason.split(": ", 1)[1]
+    assert text.lower().startswith(reason[:20].lower())  # the engine's reason, once
+    assert view.status.text() == "" and not view.status.isVisible()
+    assert view.open_recording_button.isVisible() and view.open_recording_button.text() == "Open recording…"
     assert view.source_combo.currentData() == "replay"
+    screenshot(view, "telemetry_no_nvml")
+    _replay(qtbot, view)
+    assert not view.showing_empty_state() and view.plots_widget.isVisible()
 
 
 def test_replay_fills_the_curves_with_the_recordings_values(qtbot, view) -> None:

@@ -38,7 +38,7 @@ def view(qtbot, tmp_path: Path):
     v.resize(1400, 900)
     v.show()
     qtbot.waitUntil(lambda: not v.is_busy(), timeout=10_000)
-    v.out_edit.setText(str(tmp_path / "out"))
+    v.form.out_edit.setText(str(tmp_path / "out"))
     return v
 
 
@@ -50,14 +50,14 @@ def _run(qtbot, view, timeout_ms: int = RUN_TIMEOUT_MS):
 
 
 def _table(view) -> list[list[str]]:
-    t = view.sessions
+    t = view.sessions_panel.table
     return [[t.item(r, c).text() for c in range(t.columnCount())] for r in range(t.rowCount())]
 
 
 # -- the form as a spec (pure) ------------------------------------------------------------------------
 def test_spec_from_form_workload_command_and_options(tmp_path: Path) -> None:
     from engine.system.errors import KernelscopeError
-    from gui.views.run_view import FormValues, spec_from_form
+    from gui.views.run_form import FormValues, spec_from_form
     from kernels.registry import get_workload
 
     defaults = dict(get_workload("sdpa").params)
@@ -97,7 +97,7 @@ def test_spec_from_form_workload_command_and_options(tmp_path: Path) -> None:
 def test_quote_command_round_trips_through_shlex() -> None:
     import shlex
 
-    from gui.views.run_view import quote_command
+    from gui.views.run_form import quote_command
 
     cases = [["python3", "-c", "print('hi')"], ["a b", "", "x\"y", "$HOME", "back\\slash", "it's \"both\""],
              ["plain", "--k=v", "/p/a.py"]]
@@ -107,7 +107,7 @@ def test_quote_command_round_trips_through_shlex() -> None:
 
 
 def test_report_to_open_prefers_the_sqlite_export() -> None:
-    from gui.views.run_view import report_to_open
+    from gui.views.run_form import report_to_open
 
     assert report_to_open([Path("a.nsys-rep"), Path("a.sqlite")]) == Path("a.sqlite")
     assert report_to_open([Path("a.qdstrm"), Path("b.ncu-rep")]) == Path("b.ncu-rep")
@@ -118,7 +118,7 @@ def test_report_to_open_prefers_the_sqlite_export() -> None:
 def test_local_command_streams_succeeds_and_is_listed(qtbot, view, tmp_path: Path) -> None:
     from engine.sessions.store import SessionStore
 
-    assert _table(view) == [] and view.sessions_note.text() == "No sessions yet."
+    assert _table(view) == [] and view.sessions_panel.note.text() == "No sessions yet."
     code = ("import sys\nfor i in range(3):\n    print(f'hello {i}', flush=True)\n"
             "print('to stderr', file=sys.stderr)")
     view.set_command([PY, "-c", code])
@@ -126,9 +126,9 @@ def test_local_command_streams_succeeds_and_is_listed(qtbot, view, tmp_path: Pat
     opened: list[str] = []
     view.sig_open_report.connect(opened.append)
     # Ctrl+Enter starts it
-    view.command_edit.setFocus()
+    view.form.command_edit.setFocus()
     with qtbot.waitSignal(view.sig_session_finished, timeout=RUN_TIMEOUT_MS) as blocker:
-        qtbot.keyClick(view.command_edit, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+        qtbot.keyClick(view.form.command_edit, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
     qtbot.waitUntil(lambda: not view.is_running() and not view.is_busy(), timeout=10_000)
     outcome = blocker.args[0]
     assert outcome.ok and outcome.returncode == 0
@@ -149,10 +149,10 @@ def test_local_command_streams_succeeds_and_is_listed(qtbot, view, tmp_path: Pat
 
     assert rec.duration_s is not None and row[4] == fmt.duration(rec.duration_s * 1e9)
     # Show log: the session.log of the selected session
-    view.sessions.selectRow(0)
-    assert view.showlog_button.isEnabled() and not view.open_button.isEnabled()
+    view.sessions_panel.table.selectRow(0)
+    assert view.sessions_panel.showlog_button.isEnabled() and not view.sessions_panel.open_button.isEnabled()
     view.log.clear()
-    qtbot.mouseClick(view.showlog_button, Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(view.sessions_panel.showlog_button, Qt.MouseButton.LeftButton)
     shown = view.log.toPlainText()
     assert outcome.log_path.read_text() in shown and str(outcome.log_path) in shown
     screenshot(view, "run_view_success")
@@ -162,7 +162,8 @@ def test_cancel_kills_the_program_within_seconds(qtbot, view) -> None:
     view.set_command([PY, "-c", "import os, time; print('pid', os.getpid(), flush=True); time.sleep(60)"])
     with qtbot.waitSignal(view.sig_session_finished, timeout=RUN_TIMEOUT_MS) as blocker:
         assert view.start()
-        assert view.is_running() and view.cancel_button.isEnabled() and not view.start_button.isEnabled()
+        assert view.is_running() and view.form.cancel_button.isEnabled()
+        assert not view.form.start_button.isEnabled()
         qtbot.waitUntil(lambda: "pid " in view.log.toPlainText(), timeout=20_000)
         pid = int(next(ln for ln in view.log.toPlainText().splitlines() if ln.startswith("pid ")).split()[1])
         assert alive(pid)
@@ -176,7 +177,7 @@ def test_cancel_kills_the_program_within_seconds(qtbot, view) -> None:
     assert view.outcome_kind == "cancelled" and "cancelled" in view.outcome_label.text()
     qtbot.waitUntil(lambda: not view.is_running() and not view.is_busy(), timeout=10_000)
     assert _table(view)[0][3] == "cancelled"
-    assert view.start_button.isEnabled() and not view.cancel_button.isEnabled()
+    assert view.form.start_button.isEnabled() and not view.form.cancel_button.isEnabled()
 
 
 def test_quiet_program_still_moves_the_progress_bar_on_its_second_run(qtbot, view) -> None:
@@ -214,17 +215,17 @@ def test_validation_error_for_an_empty_command(qtbot, view) -> None:
     view.set_command("")
     assert view.start() is False
     assert not view.is_running()
-    assert view.error_label.isVisible()
-    assert view.error_label.text() == ("Enter a command line to run (for example: python3 train.py "
+    assert view.form.error_label.isVisible()
+    assert view.form.error_label.text() == ("Enter a command line to run (for example: python3 train.py "
                                        "--steps 10).")
     view.set_workload("gemm", dtype="fp16", M="")
     assert view.start() is False
-    assert view.error_label.text().startswith("Parameter M of gemm is empty")
+    assert view.form.error_label.text().startswith("Parameter M of gemm is empty")
     screenshot(view, "run_view_validation")
     # a valid form clears the message
     view.set_command([PY, "-c", "pass"])
     _run(qtbot, view)
-    assert not view.error_label.isVisible()
+    assert not view.form.error_label.isVisible()
 
 
 def test_workload_parameters_are_editable_fields_with_defaults(view) -> None:
@@ -234,14 +235,16 @@ def test_workload_parameters_are_editable_fields_with_defaults(view) -> None:
 
     view.set_workload("sdpa")
     w = get_workload("sdpa")
-    assert list(view._param_widgets) == list(w.params)
+    assert list(view.form._param_widgets) == list(w.params)
     for k, default in w.params.items():
-        wdg = view._param_widgets[k]
-        assert (wdg.currentText() if isinstance(wdg, QComboBox) else wdg.text()) == default
+        wdg = view.form._param_widgets[k]
+        # device follows the doctor (cuda only where a GPU was found); the others keep their defaults
+        want = view.form.defaults.device if k == "device" else default
+        assert (wdg.currentText() if isinstance(wdg, QComboBox) else wdg.text()) == want
         assert isinstance(wdg, QComboBox) == bool(w.choices.get(k))
         assert isinstance(wdg, (QComboBox, QLineEdit))
     view.set_workload("sdpa", S="2048", device="cpu")
-    from gui.views.run_view import spec_from_form
+    from gui.views.run_form import spec_from_form
 
     spec = spec_from_form(view.form_values())
     assert spec.workload == "sdpa" and spec.params == {"S": "2048", "device": "cpu"}
@@ -291,9 +294,9 @@ def test_chatty_program_is_batched(qtbot, view) -> None:
 
 
 def test_doctor_runs_off_the_gui_thread_and_shows_its_table(qtbot, view) -> None:
-    qtbot.mouseClick(view.doctor_button, Qt.MouseButton.LeftButton)
-    assert not view.doctor_button.isEnabled()
-    qtbot.waitUntil(view.doctor_button.isEnabled, timeout=60_000)
+    qtbot.mouseClick(view.form.doctor_button, Qt.MouseButton.LeftButton)
+    assert not view.form.doctor_button.isEnabled()
+    qtbot.waitUntil(view.form.doctor_button.isEnabled, timeout=60_000)
     text = view.log.toPlainText()
     assert "Doctor (this machine):" in text
     from engine.sessions import doctor
@@ -318,10 +321,10 @@ def test_nsys_session_report_opens_in_the_window(qtbot, window, tmp_path: Path,
     view = window.views["run"]
     assert window.tabs.currentWidget() is view
     qtbot.waitUntil(lambda: not view.is_busy(), timeout=10_000)
-    view.out_edit.setText(str(tmp_path / "out"))
+    view.form.out_edit.setText(str(tmp_path / "out"))
     view.set_command([PY, "-c", "print('app ran')"])
     view.set_tool("nsys")
-    view.cuda_mem_check.setChecked(True)
+    view.form.cuda_mem_check.setChecked(True)
     with qtbot.waitSignal(window.sig_report_opened, timeout=RUN_TIMEOUT_MS) as opened, \
             qtbot.waitSignal(view.sig_open_report, timeout=RUN_TIMEOUT_MS) as asked:
         assert view.start()
@@ -334,8 +337,8 @@ def test_nsys_session_report_opens_in_the_window(qtbot, window, tmp_path: Path,
     assert report.path == outcome.reports[1] and window.reports.current is report
     with open_report(FIXTURES / "nsys" / "host_overhead_fixed.sqlite") as tr:
         expected = summarize(tr)
-    assert report.summary["wall"]["span_ns"] == expected["wall"]["span_ns"]
-    assert report.summary["gpu"]["busy_ns"] == expected["gpu"]["busy_ns"]
+    assert report.summary.wall.span_ns == expected.wall.span_ns
+    assert report.summary.gpu.busy_ns == expected.gpu.busy_ns
     argv = [json.loads(ln) for ln in fake.argv_log.read_text().splitlines()]
     profile = next(a for a in argv if a[:2] == ["nsys", "profile"])
     assert "--trace=cuda,nvtx,osrt" in profile and "--cuda-memory-usage=true" in profile
@@ -345,30 +348,32 @@ def test_nsys_session_report_opens_in_the_window(qtbot, window, tmp_path: Path,
     assert row[1:4] == ["nsys", "local", "success"] and row[5] == outcome.reports[1].name
     screenshot(window, "run_view_nsys_window")
     # double-clicking the session opens its report again (already open: the window says so)
-    rect = view.sessions.visualItemRect(view.sessions.item(0, 5))
-    qtbot.mouseClick(view.sessions.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
-    qtbot.mouseDClick(view.sessions.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    rect = view.sessions_panel.table.visualItemRect(view.sessions_panel.table.item(0, 5))
+    qtbot.mouseClick(view.sessions_panel.table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    qtbot.mouseDClick(view.sessions_panel.table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
     assert window.log.entries[-1] == ("info", f"{outcome.reports[1].name} is already open.")
 
 
 def test_ssh_session_streams_and_is_listed_with_its_host(qtbot, view, sshd: Sshd,  # noqa: F811
                                                          tmp_path: Path) -> None:
-    view.target_combo.setCurrentIndex(view.target_combo.findData("ssh"))
-    assert view.ssh_box.isVisible()
-    view.host_edit.setText("127.0.0.1")
-    view.user_edit.setText(sshd.user)
-    view.port_spin.setValue(sshd.port)
-    view.ident_edit.setText(str(sshd.client_key))
-    view.known_edit.setText(str(sshd.known_hosts))
-    view.remote_dir_edit.setText(str(tmp_path / "remote"))
+    view.form.target_combo.setCurrentIndex(view.form.target_combo.findData("ssh"))
+    assert view.form.ssh_box.isVisible()
+    view.form.host_edit.setText("127.0.0.1")
+    view.form.user_edit.setText(sshd.user)
+    view.form.port_spin.setValue(sshd.port)
+    view.form.ident_edit.setText(str(sshd.client_key))
+    view.form.known_edit.setText(str(sshd.known_hosts))
+    view.form.remote_dir_edit.setText(str(tmp_path / "remote"))
+    assert not view.form.cwd_row.isVisible()  # the local working directory does not apply there
+    view.form.remote_cwd_edit.setText(str(tmp_path))  # the program runs here on the host
     view.set_command(["python3", "-c", "import os; print('remote hi', os.getcwd())"])
     outcome = _run(qtbot, view)
     assert outcome.ok, outcome.message
-    assert f"remote hi {tmp_path / 'remote' / outcome.session_id}" in view.log.toPlainText().splitlines()
+    assert f"remote hi {tmp_path}" in view.log.toPlainText().splitlines()
     assert _table(view)[0][1:4] == ["bench", f"{sshd.user}@127.0.0.1:{sshd.port}", "success"]
     # the doctor follows the chosen target
-    qtbot.mouseClick(view.doctor_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(view.doctor_button.isEnabled, timeout=60_000)
+    qtbot.mouseClick(view.form.doctor_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(view.form.doctor_button.isEnabled, timeout=60_000)
     assert f"Doctor ({sshd.user}@127.0.0.1:{sshd.port}):" in view.log.toPlainText()
     screenshot(view, "run_view_ssh")
 
@@ -382,7 +387,7 @@ def test_closing_the_window_stops_a_running_session(qtbot, tmp_path: Path) -> No
     w.show()
     w.set_view("run")
     view = w.views["run"]
-    view.out_edit.setText(str(tmp_path / "out"))
+    view.form.out_edit.setText(str(tmp_path / "out"))
     view.set_command([PY, "-c", "import os, time; print('pid', os.getpid(), flush=True); time.sleep(60)"])
     assert view.start()
     qtbot.waitUntil(lambda: "pid " in view.log.toPlainText(), timeout=20_000)
@@ -414,10 +419,16 @@ def test_screenshot_cli_view_run(tmp_path: Path) -> None:
 
 
 def test_telemetry_checkbox_reaches_the_spec(view) -> None:
-    from gui.views.run_view import spec_from_form
+    from gui.views.run_form import spec_from_form
 
     view.set_command([PY, "-c", "pass"])
-    assert view.telemetry_check.isChecked()  # on by default: the log says why when there is no GPU
+    # The doctor's defaults: telemetry on only where a GPU was found (CI has none).
+    from engine.sessions.doctor import check_gpus
+
+    has_gpu = any(c.name.startswith("gpu ") for c in check_gpus())
+    assert view.form.telemetry_check.isChecked() is has_gpu
+    assert view.form.defaults_note.text().startswith("1 GPU" if has_gpu else "No GPU can be used here")
+    view.form.telemetry_check.setChecked(True)
     assert spec_from_form(view.form_values()).telemetry is True
-    view.telemetry_check.setChecked(False)
+    view.form.telemetry_check.setChecked(False)
     assert spec_from_form(view.form_values()).telemetry is False

@@ -1,39 +1,12 @@
-"""Small widgets shared by the views: section headings, stat cards, muted text, colour swatches."""
+"""Labels shared by the views: section headings, stat cards, muted text, colour swatches."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
-from PySide6.QtCore import QObject, Qt
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont, QResizeEvent
-from PySide6.QtWidgets import QFrame, QLabel, QSizePolicy, QStackedWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 MUTED = "#5f6b7a"
-KIND_LABELS = {
-    "nsys-sqlite": "Nsight Systems SQLite export",
-    "nsys-rep": "Nsight Systems report",
-    "kineto": "PyTorch profiler trace",
-    "ncu": "Nsight Compute report",
-}
-
-
-def producer(kind: str, version: str | None) -> str:
-    """'Nsight Systems 2025.3.2.0' for nsys reports; the version text as is otherwise."""
-    if not version:
-        return "unknown"
-    if kind.startswith("nsys") and version[:1].isdigit():
-        return f"Nsight Systems {version}"
-    return version
-
-
-def placeholder_label() -> QLabel:
-    """The large centred grey sentence a view shows instead of its content ("No report open", ...)."""
-    label = QLabel()
-    label.setAlignment(Qt.AlignmentFlag.AlignCenter)
-    label.setWordWrap(True)
-    label.setStyleSheet(f"color: {MUTED}; font-size: 13pt;")
-    return label
 
 
 def heading(text: str, size_delta: int = 3) -> QLabel:
@@ -124,45 +97,3 @@ class StatCard(QFrame):
     def set(self, value: str, detail: str = "") -> None:
         self.value.setText(value)
         self.detail.setText(detail)
-
-
-class _CurrentFollower(QObject):
-    """Forwards the current report to a view's slot, deferring it while the view is a hidden tab."""
-
-    def __init__(self, view: QWidget, reports: Any, slot: Callable[[Any], None]) -> None:
-        super().__init__(view)
-        self._view = view
-        self._slot = slot
-        self._report: Any = None
-        self._pending = False
-        self._stack: QStackedWidget | None = None
-        reports.sig_current_changed.connect(self._on_current)
-
-    def _on_current(self, report: Any) -> None:
-        self._report = report
-        parent = self._view.parentWidget()
-        stack = parent if isinstance(parent, QStackedWidget) else None
-        if report is None or stack is None or stack.currentWidget() is self._view:
-            self._pending = False
-            self._slot(report)
-            return
-        self._pending = True
-        if stack is not self._stack:
-            self._stack = stack
-            stack.currentChanged.connect(self._on_tab)
-
-    def _on_tab(self, _index: int) -> None:
-        if self._pending and self._stack is not None and self._stack.currentWidget() is self._view:
-            self._pending = False
-            self._slot(self._report)
-
-
-def follow_current(view: QWidget, reports: Any, slot: Callable[[Any], None]) -> None:
-    """Call ``slot(report)`` when the current report changes, but only while ``view`` is shown.
-
-    A view that is a hidden tab of the main window gets the latest report when its tab is
-    selected, so opening a big report starts only the work of the view the user is looking at
-    (the others would compete for the CPU and the GIL). A view outside a tab widget (tests,
-    dialogs) and a change to "no report" are forwarded at once.
-    """
-    _CurrentFollower(view, reports, slot)

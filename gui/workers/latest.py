@@ -13,7 +13,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-from gui.workers import CallWorker, Job
+from gui.workers.jobs import CallWorker, Job
 
 
 class LatestCall(QObject):

@@ -291,7 +291,9 @@ def test_click_kernel_shows_details_and_links_ncu(qtbot, window):
 
     ncu = open_and_wait(qtbot, window, NCU_FIXED)  # the real .ncu-rep, opened like a user would
     window.set_view("timeline")
-    assert "Nsight Compute report" in view.status.text() and view.model is None
+    assert view.stack.showing_placeholder() and view.model is None  # says why the canvas is empty
+    why = view.stack.placeholder_text()
+    assert "Nsight Compute report" in why and "no timeline" in why
     window.reports.set_current(nsys)
     assert view.model is not None and not view.is_busy()  # the lanes built before were kept
     ncu_k = ncu.trace.ncu.kernels
@@ -307,9 +309,10 @@ def test_click_kernel_shows_details_and_links_ncu(qtbot, window):
         assert hit["duration_ns"] == row["duration_ns"]
         assert view.ncu_button.isEnabled()
         assert f"result {want} in {NCU_FIXED.name}" in view.details.toPlainText()
-        with qtbot.waitSignal(view.sig_show_in_kernels) as blocker:
+        with qtbot.waitSignal(view.sig_link) as blocker:
             view.ncu_button.click()
-        assert blocker.args[0]["ID"] == want and blocker.args[0]["ncu_path"] == str(NCU_FIXED)
+        assert blocker.args[0] == "kernels"
+        assert blocker.args[1]["ID"] == want and blocker.args[1]["ncu_path"] == str(NCU_FIXED)
         window.reports.set_current(nsys)
         window.set_view("timeline")
     screenshot(window, "host_overhead_fixed_timeline_details")

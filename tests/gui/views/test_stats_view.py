@@ -100,7 +100,7 @@ def test_every_report_renders(qtbot, stats_view):
             assert view.stack.currentWidget() is view.table
             assert view.model.rowCount() == len(df)
         else:
-            assert "no rows" in view.placeholder.text()
+            assert "no rows" in view.stack.placeholder_text()
 
 
 def test_latest_request_wins(qtbot, stats_view):

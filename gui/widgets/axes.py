@@ -6,7 +6,8 @@ bandwidth or roofline chart. :class:`LogAxis` labels decades ("10 GB/s", "100 TF
 many are squeezed into a short axis, and keeps the other mantissas (2…9) as unlabelled minor ticks.
 
 The tick choice (:func:`log_ticks`) and the label text (:func:`eng`) are plain functions, tested
-without a plot.
+without a plot. :func:`style_axes` and :func:`style_plot` give every chart of the app the same axis
+pens, tick font, grid and (no) context menu.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from typing import Any
 
 import pyqtgraph as pg
 from PySide6.QtGui import QFont, QFontMetrics
+
+AXIS_PEN = "#9aa5b1"
+AXIS_TEXT = "#2c3e50"
 
 _PREFIXES = [(1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""),
              (1e-3, "m"), (1e-6, "µ"), (1e-9, "n")]
@@ -128,3 +132,27 @@ class LogAxis(pg.AxisItem):  # type: ignore[misc]  # pyqtgraph is untyped
         if not self.logMode:
             return list(super().tickStrings(values, scale, spacing))
         return [self.label_for(v) if round(v, 9) in self._labelled else "" for v in values]
+
+
+def tick_font(widget_font: QFont) -> QFont:
+    """The tick-label font: the widget's, at least 9 pt."""
+    font = QFont(widget_font)
+    font.setPointSizeF(max(widget_font.pointSizeF(), 9.0))
+    return font
+
+
+def style_axes(item: Any, font: QFont | None = None, names: tuple[str, ...] = ("left", "bottom")) -> None:
+    """Grey axis lines, dark tick labels (in ``font`` when given) on a pyqtgraph PlotItem."""
+    for name in names:
+        ax = item.getAxis(name)
+        ax.setPen(pg.mkPen(AXIS_PEN))
+        ax.setTextPen(pg.mkPen(AXIS_TEXT))
+        if font is not None:
+            ax.setStyle(tickFont=font)
+
+
+def style_plot(item: Any, font: QFont | None = None, grid_alpha: float = 0.2) -> None:
+    """A chart as the views draw it: no context menu, a faint grid, :func:`style_axes`."""
+    item.setMenuEnabled(False)
+    item.showGrid(x=True, y=True, alpha=grid_alpha)
+    style_axes(item, font)

@@ -14,7 +14,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 
 from gui import format as fmt
-from gui.table_model import DataFrameModel
+from gui.widgets.table_model import DataFrameModel
 
 #: shown columns -> (compare_reports column, scale); raw values stay numbers for sorting
 COLUMNS: dict[str, tuple[str, float]] = {

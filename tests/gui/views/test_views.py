@@ -116,5 +116,5 @@ def test_stats_unavailable_is_explained(qtbot, window, monkeypatch):
     open_and_wait(qtbot, window, default_sample())
     view = window.views["stats"]
     window.set_view("stats")
-    assert "not available" in view.placeholder.text()
+    assert "not available" in view.stack.placeholder_text()
     assert not view.export_button.isEnabled()

@@ -90,9 +90,9 @@ def test_nsys_report_says_what_to_record(qtbot, window):
     open_and_wait(qtbot, window, NSYS_DIR / "host_overhead_fixed.sqlite")
     window.set_view("kernels")
     view = window.views["kernels"]
-    assert view.stack.currentWidget() is view.placeholder
-    assert "not an Nsight Compute report" in view.placeholder.text()
-    assert "ncu --set full" in view.placeholder.text()
+    assert view.stack.showing_placeholder()
+    assert "not an Nsight Compute report" in view.stack.placeholder_text()
+    assert "ncu --set full" in view.stack.placeholder_text()
 
 
 def test_ncu_report_in_summary_and_stats(qtbot, window):
@@ -102,7 +102,7 @@ def test_ncu_report_in_summary_and_stats(qtbot, window):
     assert "Nsight Compute report" in summary.ncu_notice.text()
     window.set_view("stats")
     stats = window.views["stats"]
-    assert "Nsight Compute report" in stats.placeholder.text()
+    assert "Nsight Compute report" in stats.stack.placeholder_text()
     assert window.log.errors() == []
 
 
@@ -128,7 +128,7 @@ def test_timeline_link_opens_the_ncu_result(qtbot, window):
     open_and_wait(qtbot, window, NSYS_DIR / "host_overhead_fixed.sqlite")
     assert window.reports.current is not ncu
     view = window.views["kernels"]
-    window.views["timeline"].sig_show_in_kernels.emit({"ncu_path": str(ncu.path), "ID": 1,
+    window.views["timeline"].sig_link.emit("kernels", {"ncu_path": str(ncu.path), "ID": 1,
                                                        "Kernel Name": "saxpy"})
     qtbot.waitUntil(lambda: view.selected_id == 1, timeout=LOAD_TIMEOUT_MS)
     assert window.reports.current is ncu

@@ -10,12 +10,9 @@ Cancel is cooperative: a ``threading.Event`` handed to the engine and checked be
 from __future__ import annotations
 
 import threading
-import time
 import traceback
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
@@ -98,102 +95,6 @@ class Worker(QObject):
                 self.moveToThread(app.thread())
 
 
-@dataclass(eq=False)
-class LoadedReport:
-    """A report opened in the background: everything the views show.
-
-    The summary is computed on first use (the window starts that in a worker thread as soon as
-    the report opens, so a view that needs other tables, like the Timeline, paints without
-    waiting for it); :meth:`ensure_summary` is safe to call from any thread.
-    """
-
-    path: Path
-    trace: Any  # engine.reports.base.Trace
-    table_rows: dict[str, int | None] = field(default_factory=dict)
-    load_s: float = 0.0
-    _summary: dict[str, Any] | None = field(default=None, repr=False)
-    #: the sentence to show when summarizing failed (set by the window's summary job)
-    summary_error: str | None = field(default=None, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    @property
-    def name(self) -> str:
-        return self.path.name
-
-    @property
-    def summary(self) -> dict[str, Any]:
-        """The engine's summary (``kernelscope.summary/1``); computed here if not yet done."""
-        return self.ensure_summary()
-
-    @property
-    def summary_ready(self) -> bool:
-        """True once the summary has been computed (views show "Summarizing…" until then)."""
-        return self._summary is not None
-
-    def ensure_summary(self) -> dict[str, Any]:
-        """Compute the summary once (any thread; concurrent callers wait for the first)."""
-        if self._summary is None:
-            with self._lock:
-                if self._summary is None:
-                    from engine.analysis.summary import summarize
-
-                    self._summary = summarize(self.trace)
-        return self._summary
-
-    @property
-    def ncu(self) -> Any:
-        """The :class:`engine.reports.ncu.NcuReport` of an Nsight Compute report, else None."""
-        from engine.reports.ncu_trace import NcuTrace
-
-        return self.trace.ncu if isinstance(self.trace, NcuTrace) else None
-
-    @property
-    def is_ncu(self) -> bool:
-        """True for an Nsight Compute report (kernels, no timeline)."""
-        return self.ncu is not None
-
-
-Opener = Callable[..., Any]
-
-
-class LoadWorker(Worker):
-    """Open a report with the engine and summarize it, all in the worker thread."""
-
-    def __init__(self, path: Path, opener: Opener | None = None) -> None:
-        super().__init__()
-        self.path = Path(path)
-        self._opener = opener
-
-    def _progress(self, msg: str, fraction: float | None) -> None:
-        text = msg if fraction is None else f"{msg} ({fraction:.0%})"
-        self.sig_progress.emit(text)
-        self.check_cancel()
-
-    def work(self) -> LoadedReport:
-        t0 = time.perf_counter()
-        self.sig_progress.emit(f"Opening {self.path.name}…")
-        opener = self._opener
-        if opener is None:
-            import functools
-
-            from engine.reports import open_report
-
-            # The window lists Nsight Compute reports beside timelines (the Kernels view shows them).
-            opener = functools.partial(open_report, ncu=True)
-        trace = opener(self.path, progress=self._progress, cancel=self.cancel_event)
-        try:
-            self.check_cancel()
-            from engine.reports.base import TABLES
-
-            rows: dict[str, int | None] = {}
-            for name in TABLES:  # counted, not read: the views read the columns they draw
-                rows[name] = trace.row_count(name)
-        except BaseException:
-            trace.close()
-            raise
-        return LoadedReport(self.path, trace, rows, time.perf_counter() - t0)
-
-
 class CallWorker(Worker):
     """Run ``fn(*args)`` in the worker thread (used for statistics tables)."""
 
@@ -224,12 +125,12 @@ class Job(QObject):
     def __init__(self, worker: Worker, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.worker = worker
-        self.thread = QThread()
-        self.thread.setObjectName(f"kernelscope-{type(worker).__name__}")
-        _THREADS.add(self.thread)
+        self.qthread = QThread()
+        self.qthread.setObjectName(f"kernelscope-{type(worker).__name__}")
+        _THREADS.add(self.qthread)
         self.done = False
-        worker.moveToThread(self.thread)
-        self.thread.started.connect(worker.run)
+        worker.moveToThread(self.qthread)
+        self.qthread.started.connect(worker.run)
         worker.sig_started.connect(self._on_started)
         worker.sig_progress.connect(self._on_progress)
         worker.sig_finished.connect(self._on_finished)
@@ -237,7 +138,7 @@ class Job(QObject):
         worker.sig_cancelled.connect(self._on_cancelled)
 
     def start(self) -> None:
-        self.thread.start()
+        self.qthread.start()
 
     def cancel(self) -> None:
         self.worker.cancel()
@@ -245,12 +146,12 @@ class Job(QObject):
     def stop(self, timeout_ms: int = 10_000) -> bool:
         """Cancel, quit and wait for the thread; True when it has stopped."""
         self.worker.cancel()
-        self.thread.quit()
-        return bool(self.thread.wait(timeout_ms))
+        self.qthread.quit()
+        return bool(self.qthread.wait(timeout_ms))
 
     def _join(self) -> None:
-        self.thread.quit()
-        self.thread.wait()
+        self.qthread.quit()
+        self.qthread.wait()
 
     @Slot()
     def _on_started(self) -> None:

@@ -1,0 +1,83 @@
+"""The read-only, sortable table the views share: a QTableView over a :class:`DataFrameModel`
+through a :class:`NumericSortProxy` (numbers sort as numbers, blanks last), compact rows, no row
+numbers, nothing editable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
+
+from gui.widgets.table_model import RAW_ROLE, DataFrameModel, NumericSortProxy
+
+
+class ReadOnlyTable(QTableView):
+    """A sortable table over ``model`` (a new :class:`DataFrameModel` by default).
+
+    Args:
+        model: The source model; the table owns a :class:`NumericSortProxy` over it.
+        rows: Select whole rows (single selection) instead of cells (extended selection).
+        sorting: Let a click on a header sort.
+        elide: Elide long cells in the middle (kernel names differ at both ends) and never wrap.
+    """
+
+    def __init__(self, model: DataFrameModel | None = None, *, rows: bool = True, sorting: bool = True,
+                 elide: bool = True, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.source = model if model is not None else DataFrameModel()
+        self.proxy = NumericSortProxy(self)
+        self.proxy.setSourceModel(self.source)
+        self.setModel(self.proxy)
+        self.setSortingEnabled(sorting)
+        self.setAlternatingRowColors(True)
+        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        if rows:
+            self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+            self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        else:
+            self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectItems)
+            self.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        if elide:
+            self.setWordWrap(False)
+            self.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)  # compact rows
+        self.verticalHeader().hide()
+        hh = self.horizontalHeader()
+        hh.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        hh.setStretchLastSection(True)
+
+    def set_frame(self, df: Any) -> None:
+        """Show ``df`` in the model's own order (no sort column chosen)."""
+        self.source.set_frame(df)
+        self.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
+        self.proxy.sort(-1)
+
+    def column_names(self) -> list[str]:
+        return self.source.column_names()
+
+    def fit_height(self) -> None:
+        """As tall as the header and the rows (a table of a handful of rows under a plot)."""
+        self.resizeRowsToContents()
+        h = self.horizontalHeader().height() + 2 * self.frameWidth() + 2
+        h += sum(self.rowHeight(r) for r in range(self.proxy.rowCount()))
+        self.setFixedHeight(h)
+
+    def stretch_column(self, name: str) -> None:
+        """Column ``name`` takes the width the others leave; the others fit their contents."""
+        hh = self.horizontalHeader()
+        hh.setStretchLastSection(False)
+        modes = QHeaderView.ResizeMode
+        for i, col in enumerate(self.column_names()):
+            hh.setSectionResizeMode(i, modes.Stretch if col == name else modes.ResizeToContents)
+
+    def column(self, name: str) -> list[Any]:
+        """The raw values of column ``name`` in on-screen order (tests and copies)."""
+        c = self.column_names().index(name)
+        return [self.proxy.index(r, c).data(RAW_ROLE) for r in range(self.proxy.rowCount())]
+
+    def rows_text(self) -> list[dict[str, str]]:
+        """Every row as shown: column name -> display text."""
+        cols = self.column_names()
+        return [{c: self.proxy.index(r, i).data() for i, c in enumerate(cols)}
+                for r in range(self.proxy.rowCount())]

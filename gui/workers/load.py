@@ -1,0 +1,140 @@
+"""Opening a report off the GUI thread: the worker, and the loaded report every view shows."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gui.workers.jobs import Worker
+
+if TYPE_CHECKING:
+    from engine.analysis.findings.model import Finding
+    from engine.analysis.summary_model import Summary
+    from engine.reports.base import Trace
+    from engine.reports.ncu import NcuReport
+
+
+@dataclass(eq=False)
+class LoadedReport:
+    """A report opened in the background: everything the views show.
+
+    The summary is computed on first use (the window starts that in a worker thread as soon as
+    the report opens, so a view that needs other tables, like the Timeline, paints without
+    waiting for it); :meth:`ensure_summary` is safe to call from any thread.
+    """
+
+    path: Path
+    trace: Trace
+    table_rows: dict[str, int | None] = field(default_factory=dict)
+    load_s: float = 0.0
+    _summary: Summary | None = field(default=None, repr=False)
+    _findings: list[Finding] | None = field(default=None, repr=False)
+    #: the step range the user picked (None: the one found by structure)
+    range_name: str | None = None
+    #: the sentence to show when summarizing failed (set by the window's summary job)
+    summary_error: str | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def summary(self) -> Summary:
+        """The engine's summary (``kernelscope.summary/2``); computed here if not yet done."""
+        return self.ensure_summary()
+
+    @property
+    def findings(self) -> list[Finding]:
+        """Every finding of the engine, computed with the summary (one source for both views)."""
+        self.ensure_summary()
+        return self._findings or []
+
+    def set_range(self, range_name: str | None) -> None:
+        """Use another step range; the next :meth:`ensure_summary` recomputes summary and findings."""
+        with self._lock:
+            self.range_name = range_name
+            self._summary = None
+            self._findings = None
+
+    @property
+    def summary_ready(self) -> bool:
+        """True once the summary has been computed (views show "Summarizing…" until then)."""
+        return self._summary is not None
+
+    def ensure_summary(self) -> Summary:
+        """Compute the summary and its findings once (any thread; concurrent callers wait)."""
+        summary = self._summary
+        if summary is None:
+            with self._lock:
+                summary = self._summary
+                if summary is None:
+                    if self.is_ncu:
+                        from engine.analysis.summary import summarize
+
+                        found: list[Finding] = []
+                        summary = summarize(self.trace)
+                    else:
+                        from engine.analysis.findings.overview import overview
+
+                        summary, found = overview(self.trace, range_name=self.range_name)
+                    self._findings = found
+                    self._summary = summary
+        return summary
+
+    @property
+    def ncu(self) -> NcuReport | None:
+        """The :class:`engine.reports.ncu.NcuReport` of an Nsight Compute report, else None."""
+        from engine.reports.ncu_trace import NcuTrace
+
+        return self.trace.ncu if isinstance(self.trace, NcuTrace) else None
+
+    @property
+    def is_ncu(self) -> bool:
+        """True for an Nsight Compute report (kernels, no timeline)."""
+        return self.ncu is not None
+
+
+Opener = Callable[..., Any]
+
+
+class LoadWorker(Worker):
+    """Open a report with the engine and summarize it, all in the worker thread."""
+
+    def __init__(self, path: Path, opener: Opener | None = None) -> None:
+        super().__init__()
+        self.path = Path(path)
+        self._opener = opener
+
+    def _progress(self, msg: str, fraction: float | None) -> None:
+        text = msg if fraction is None else f"{msg} ({fraction:.0%})"
+        self.sig_progress.emit(text)
+        self.check_cancel()
+
+    def work(self) -> LoadedReport:
+        t0 = time.perf_counter()
+        self.sig_progress.emit(f"Opening {self.path.name}…")
+        opener = self._opener
+        if opener is None:
+            import functools
+
+            from engine.reports import open_report
+
+            # The window lists Nsight Compute reports beside timelines (the Kernels view shows them).
+            opener = functools.partial(open_report, ncu=True)
+        trace = opener(self.path, progress=self._progress, cancel=self.cancel_event)
+        try:
+            self.check_cancel()
+            from engine.reports.base import TABLES
+
+            rows: dict[str, int | None] = {}
+            for name in TABLES:  # counted, not read: the views read the columns they draw
+                rows[name] = trace.row_count(name)
+        except BaseException:
+            trace.close()
+            raise
+        return LoadedReport(self.path, trace, rows, time.perf_counter() - t0)
