@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 KINDS = ("summary", "stats", "findings", "ranks")
 #: the ``stats`` table a batch collects (one row per kernel name per report)
 DEFAULT_STATS_REPORT = "cuda_gpu_kern_sum"
-_RANK_FILE = re.compile(r"^(?P<job>.*)_rank\d+$", re.IGNORECASE)
+#: ``train_rank3`` or ``train_rank3_kineto``: the job is the name without the rank number
+_RANK_FILE = re.compile(r"^(?P<job>.*)_rank\d+(?P<tail>(_[A-Za-z]\w*)?)$", re.IGNORECASE)
 _SUFFIXES = (".nsys-rep", ".sqlite", ".json.gz", ".json", ".ncu-rep")
 OnProgress = Callable[[int, int, str], None]
 
@@ -58,7 +59,7 @@ def jobs_of(paths: Sequence[str]) -> list[list[str]]:
     groups: dict[tuple[str, str], list[str]] = {}
     for (folder, stem), p in chosen.items():
         m = _RANK_FILE.match(stem)
-        groups.setdefault((folder, m.group("job") if m else "\0" + stem), []).append(p)
+        groups.setdefault((folder, m.group("job") + m.group("tail") if m else "\0" + stem), []).append(p)
     return [sorted(g, key=lambda q: [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", q)])
             for g in groups.values()]
 
@@ -130,7 +131,7 @@ def _ranks_rows(paths: list[str]) -> list[dict[str, Any]]:
 
 def _job_name(path: str) -> str:
     m = _RANK_FILE.match(_stem(path))
-    return m.group("job") if m else _stem(path)
+    return m.group("job") + m.group("tail") if m else _stem(path)
 
 
 def run_task(kind: str, paths: list[str], stats_report: str = DEFAULT_STATS_REPORT) -> list[dict[str, Any]]:

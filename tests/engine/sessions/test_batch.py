@@ -102,3 +102,28 @@ def test_jobs_group_rank_files_and_drop_duplicate_exports() -> None:
                     "/r/a_rank2.sqlite", "/r/whole.sqlite", "/s/a_rank0.sqlite"])
     assert jobs == [["/r/a_rank0.sqlite", "/r/a_rank1.sqlite", "/r/a_rank2.sqlite", "/r/a_rank10.sqlite"],
                     ["/r/whole.sqlite"], ["/s/a_rank0.sqlite"]]
+
+
+def test_ranks_table_of_the_ddp_recordings_same_locally_and_on_the_cluster(
+        tmp_path_factory: pytest.TempPathFactory, cluster: tuple[str, Path]) -> None:
+    from tests.engine.analysis import ddp_recordings as D
+
+    if not D.available():
+        pytest.skip("the 2-GPU DDP recordings are not in tests/data")
+    folder = tmp_path_factory.mktemp("ddp_batch")
+    files = [str(p) for p in D.unpack(folder, (*D.PER_RANK, *D.TORCHRUN, *D.KINETO))]
+    here = run_batch("ranks", files, workers=0)
+    remote = run_batch("ranks", files, scheduler=cluster[0])
+    pd.testing.assert_frame_equal(here, remote)
+    # three jobs (per-rank nsys, around torchrun, Kineto), two ranks each: report x rank
+    assert len(here) == 6 and here["job"].nunique() == 3
+    injected = D.truth(D.PER_RANK)["injected_delay_ms"] * 1e6
+    for _job, rows in here.groupby("job"):
+        assert list(rows["rank"]) == [0, 1] and list(rows["straggler"]) == [False, True]
+        wait = int(rows["straggler_wait_per_step_ns"].iloc[0])
+        assert abs(wait - injected) <= 0.2 * injected
+    from engine.analysis.ranks import analyze_paths
+
+    single = analyze_paths(files[:2])
+    rows = here[here["job"] == str(Path(files[0]).parent / "ddp")]
+    assert list(rows["nccl_wait_ns"]) == [r.nccl_wait_ns for r in single.ranks]
