@@ -1,6 +1,6 @@
 """The reports as pandas DataFrames, computed from the common tables of any trace (nsys or Kineto).
 
-The formulas are the public ones (see the shared docs/FORMATS.md): durations are ``end - start``;
+The formulas are the public ones (see docs/FORMATS.md): durations are ``end - start``;
 per group the total, count, mean, median (mean of the two middle values for an even count), min,
 max and sample standard deviation (0 for a single row); ``Time (%)`` is a group's total over the
 sum of all the report's totals; rows are sorted by total, descending, ties by name ascending.
