@@ -64,7 +64,8 @@ def test_the_recordings_cover_the_new_reports() -> None:
     names = {c.values[1] for c in CASES}  # type: ignore[attr-defined]
     assert {"cuda_api_trace", "cuda_kern_exec_trace", "cuda_gpu_kern_gb_sum", "nvtx_pushpop_sum",
             "nvtx_startend_sum", "osrt_sum", "um_sum", "um_total_sum", "um_cpu_page_faults_sum",
-            "cuda_memcpy_async", "gpu_time_util"} <= names
+            "cuda_memcpy_async", "gpu_time_util", "nvtx_pushpop_trace", "nvtx_kern_sum",
+            "nvtx_gpu_proj_trace", "nvtx_gpu_proj_sum"} <= names
 
 
 @pytest.mark.parametrize(("stem", "name", "oracle"), CASES)

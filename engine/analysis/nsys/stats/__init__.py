@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from engine.analysis.nsys.stats import frames, more
+from engine.analysis.nsys.stats import frames, more, nvtx
 from engine.analysis.nsys.stats.catalog import (
     ALIASES,
     COLUMNS,
@@ -61,6 +61,10 @@ _BUILDERS: dict[str, Callable[[Trace], pd.DataFrame]] = {
     "cuda_gpu_kern_gb_sum": more.cuda_gpu_kern_gb_sum,
     "nvtx_pushpop_sum": more.nvtx_pushpop_sum,
     "nvtx_startend_sum": more.nvtx_startend_sum,
+    "nvtx_pushpop_trace": more.nvtx_pushpop_trace,
+    "nvtx_kern_sum": nvtx.nvtx_kern_sum,
+    "nvtx_gpu_proj_trace": nvtx.nvtx_gpu_proj_trace,
+    "nvtx_gpu_proj_sum": nvtx.nvtx_gpu_proj_sum,
     "osrt_sum": more.osrt_sum,
     "openmp_sum": more.openmp_sum,
     "um_sum": more.um_sum,

@@ -23,6 +23,10 @@ REPORTS: dict[str, str] = {
     "cuda_gpu_kern_gb_sum": "CUDA GPU Kernel/Grid/Block Summary: kernels grouped by name, grid and block",
     "nvtx_pushpop_sum": "NVTX Push/Pop Range Summary",
     "nvtx_startend_sum": "NVTX Start/End Range Summary",
+    "nvtx_pushpop_trace": "NVTX Push/Pop Range Trace: every range with its parent, level and children",
+    "nvtx_kern_sum": "NVTX Range Kernel Summary: kernels grouped by the NVTX range that launched them",
+    "nvtx_gpu_proj_trace": "NVTX GPU Projection Trace: ranges projected onto the GPU work they launched",
+    "nvtx_gpu_proj_sum": "NVTX GPU Projection Summary: projected ranges grouped by name and style",
     "osrt_sum": "OS Runtime Summary: OS runtime calls grouped by function (--trace=osrt)",
     "openmp_sum": "OpenMP Summary: OpenMP events grouped by name",
     "um_sum": "Unified Memory Analysis Summary: migrations and page faults per virtual address",
@@ -45,6 +49,9 @@ ALIASES: dict[str, str] = {
     "kernexectrace": "cuda_kern_exec_trace",
     "nvtxppsum": "nvtx_pushpop_sum",
     "nvtxsesum": "nvtx_startend_sum",
+    "nvtxpptrace": "nvtx_pushpop_trace",
+    "nvtxkernsum": "nvtx_kern_sum",
+    "nvtxgpuproj": "nvtx_gpu_proj_trace",
     "osrtsum": "osrt_sum",
     "openmpevtsum": "openmp_sum",
     "unifiedmemory": "um_sum",
@@ -91,6 +98,24 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "nvtx_pushpop_sum": (*_SUM_COLS, "Instances", *_STAT_COLS, "Range"),
     "nvtx_startend_sum": (*_SUM_COLS, "Instances", *_STAT_COLS, "Range"),
     "osrt_sum": (*_SUM_COLS, "Num Calls", *_STAT_COLS, "Name"),
+    "nvtx_kern_sum": (
+        "NVTX Range", "Style", "PID", "TID", "NVTX Inst", "Kern Inst", "Total Time (ns)", *_STAT_COLS,
+        "Kernel Name",
+    ),
+    "nvtx_gpu_proj_trace": (
+        "Name", "Projected Start (ns)", "Projected Duration (ns)", "Orig Start (ns)",
+        "Orig Duration (ns)", "Style", "PID", "TID", "NumGPUOps", "Lvl", "NumChild", "RangeId",
+        "ParentId", "RangeStack",
+    ),
+    "nvtx_gpu_proj_sum": (
+        "Range", "Style", "Total Proj Time (ns)", "Total Range Time (ns)", "Range Instances",
+        "Proj Avg (ns)", "Proj Med (ns)", "Proj Min (ns)", "Proj Max (ns)", "Proj StdDev (ns)",
+        "Total GPU Ops", "Avg GPU Ops", "Avg Range Lvl", "Avg Num Child",
+    ),
+    "nvtx_pushpop_trace": (
+        "Start (ns)", "End (ns)", "Duration (ns)", "DurChild (ns)", "DurNonChild (ns)", "Name", "PID",
+        "TID", "Lvl", "NumChild", "RangeId", "ParentId", "RangeStack", "NameTree",
+    ),
     "openmp_sum": (*_SUM_COLS, "Count", *_STAT_COLS, "Name"),
     "um_sum": (
         "Virtual Address", "HtoD Migration size (MB)", "DtoH Migration size (MB)", "CPU Page Faults",
@@ -151,5 +176,6 @@ def resolve_report_name(name: str) -> str:
 _TEXT_COLS = frozenset({
     "Name", "Operation", "Style", "Range", "Category", "API Name", "Kernel Name", "Thread Name",
     "API Function", "GridXYZ", "BlockXYZ", "Virtual Address", "Minimum Virtual Address",
-    "Maximum Virtual Address", "CPU Instruction Address", "Source File", "SrcMemKd", "DstMemKd", "Device",
+    "Maximum Virtual Address", "CPU Instruction Address", "Source File", "RangeStack", "NameTree",
+    "NVTX Range", "SrcMemKd", "DstMemKd", "Device",
 })

@@ -52,7 +52,7 @@ def _named_summary(trace: Trace, table: str, count_col: str, report: str, where:
 
 def osrt_sum(trace: Trace) -> pd.DataFrame:
     """OS runtime calls (OSRT_API) grouped by function name (event class 27: the calls)."""
-    has = getattr(trace, "columns", lambda t: [])("OSRT_API")
+    has: list[str] = getattr(trace, "columns", lambda t: [])("OSRT_API")
     where = "WHERE t.eventClass = 27" if "eventClass" in has else ""
     return _named_summary(trace, "OSRT_API", "Num Calls", "osrt_sum", where)
 
@@ -216,7 +216,7 @@ def cuda_kern_exec_trace(trace: Trace) -> pd.DataFrame:
 def um_cpu_page_faults_sum(trace: Trace) -> pd.DataFrame:
     """CPU page faults on unified memory, counted per CPU instruction and source line."""
     table = "CUDA_UM_CPU_PAGE_FAULT_EVENTS"
-    has = set(getattr(trace, "columns", lambda t: [])(table))
+    has: set[str] = set(getattr(trace, "columns", lambda t: [])(table))
     src = "e.sourceFile" if "sourceFile" in has else "NULL"
     line = "e.sourceLine" if "sourceLine" in has else "NULL"
     df = _sql(trace, table,
@@ -321,3 +321,66 @@ def um_sum(trace: Trace, rows: int = 10) -> pd.DataFrame:
         " GPU Page Faults": per["gpu"].astype("Int64").to_numpy(),
         "Migration Throughput (MB/s)": per["tput"].to_numpy(),
     })
+
+
+def nvtx_pushpop_trace(trace: Trace) -> pd.DataFrame:
+    """Every NVTX push/pop range with its place in its thread's tree, by start time.
+
+    A range's parent is the innermost range of the same thread that contains it; DurChild sums
+    its direct children, RangeId is the event's row id, RangeStack the ids from the root, and
+    NameTree the name indented by two dashes per level. Ranges never popped end at the last
+    timestamp of the NVTX table.
+    """
+    import pandas as pd
+
+    df = _sql(trace, "NVTX_EVENTS",
+              'SELECT e.rowid AS id, e."start", e."end", e.eventType, e.text, e.textId, e.domainId, '
+              "e.globalTid, s.value AS stext FROM NVTX_EVENTS AS e "
+              "LEFT JOIN StringIds AS s ON s.id = e.textId")
+    if df is None:
+        return _empty("nvtx_pushpop_trace")
+    domains = {d: (t if t is not None else s) for d, t, s in
+               df.loc[df["eventType"] == DOMAIN_CREATE, ["domainId", "text", "stext"]]
+               .itertuples(index=False)}
+    last = int(pd.concat([df["start"], df["end"]]).max())
+    r = df[df["eventType"].isin(list(PUSHPOP))].copy()
+    if r.empty:
+        return _empty("nvtx_pushpop_trace")
+    r["end"] = pd.to_numeric(r["end"]).fillna(last).astype("int64")
+    r = r.sort_values(["globalTid", "start", "end", "id"], ascending=[True, True, False, True],
+                      kind="stable")
+    ids, starts, ends, tids = (r[c].tolist() for c in ("id", "start", "end", "globalTid"))
+    parent: dict[int, int | None] = {}
+    level: dict[int, int] = {}
+    path: dict[int, str] = {}
+    stack: list[tuple[int, int, int]] = []  # (id, end, tid)
+    for i, s, e, t in zip(ids, starts, ends, tids, strict=True):
+        while stack and (stack[-1][2] != t or stack[-1][1] < e or stack[-1][1] < s):
+            stack.pop()
+        p = stack[-1][0] if stack else None
+        parent[i], level[i] = p, (level[p] + 1 if p is not None else 0)
+        path[i] = (path[p] if p is not None else "") + f":{i}"
+        stack.append((i, e, t))
+    dur = dict(zip(ids, (e - s for s, e in zip(starts, ends, strict=True)), strict=True))
+    child_dur: dict[int, int] = {}
+    n_child: dict[int, int] = {}
+    for i, p in parent.items():
+        if p is not None:
+            child_dur[p] = child_dur.get(p, 0) + dur[i]
+            n_child[p] = n_child.get(p, 0) + 1
+    text = r["stext"].where(r["stext"].notna(), r["text"])
+    name = [f"{'' if (d := domains.get(dom)) is None else d}:{'' if x is None else x}"
+            for dom, x in zip(r["domainId"], text, strict=True)]
+    gtid = pd.to_numeric(r["globalTid"])
+    out = pd.DataFrame({
+        "Start (ns)": starts, "End (ns)": ends, "Duration (ns)": [dur[i] for i in ids],
+        "DurChild (ns)": [child_dur.get(i, 0) for i in ids],
+        "DurNonChild (ns)": [dur[i] - child_dur.get(i, 0) for i in ids],
+        "Name": name, "PID": ((gtid // (1 << 24)) % (1 << 24)).to_numpy(),
+        "TID": (gtid % (1 << 24)).to_numpy(), "Lvl": [level[i] for i in ids],
+        "NumChild": [n_child.get(i, 0) for i in ids], "RangeId": ids,
+        "ParentId": pd.array([parent[i] for i in ids], dtype="Int64"),
+        "RangeStack": [path[i] for i in ids],
+        "NameTree": ["--" * level[i] + n for i, n in zip(ids, name, strict=True)],
+    })
+    return out.sort_values(["Start (ns)", "RangeId"], kind="stable").reset_index(drop=True)

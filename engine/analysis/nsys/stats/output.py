@@ -22,6 +22,8 @@ def _decimals(column: str) -> int | None:
         return 3
     if column == "Time (%)" or any(s in column for s in ("Avg (", "Med (", "StdDev (")):
         return 1
+    if column in ("Avg GPU Ops", "Avg Range Lvl", "Avg Num Child"):  # nvtx_gpu_proj_sum
+        return 1
     return None
 
 

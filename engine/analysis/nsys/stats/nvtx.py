@@ -1,0 +1,254 @@
+"""NVTX reports that relate ranges to the CUDA work launched inside them (``nvtx_kern_sum``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from engine.analysis.nsys.stats.frames import _empty, _group_stats
+from engine.analysis.nsys.stats.more import DOMAIN_CREATE, PUSHPOP, STARTEND, _sql
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from engine.reports.base import Trace
+
+
+def nvtx_ranges(trace: Trace) -> pd.DataFrame | None:
+    """Push/pop and start/end ranges ended on the thread that began them (rowid, start, end,
+    globalTid, name, style); a range never ended ends at the NVTX table's last timestamp.
+    """
+    import pandas as pd
+
+    have = set(getattr(trace, "columns", lambda t: [])("NVTX_EVENTS"))
+    end_tid = "e.endGlobalTid" if "endGlobalTid" in have else "NULL"
+    df = _sql(trace, "NVTX_EVENTS",
+              f'SELECT e.rowid AS id, e."start", e."end", e.eventType, e.text, e.domainId, '
+              f"e.globalTid, {end_tid} AS endTid, s.value AS stext FROM NVTX_EVENTS AS e "
+              "LEFT JOIN StringIds AS s ON s.id = e.textId")
+    if df is None:
+        return None
+    domains = {d: (t if t is not None else s) for d, t, s in
+               df.loc[df["eventType"] == DOMAIN_CREATE, ["domainId", "text", "stext"]]
+               .itertuples(index=False)}
+    last = int(pd.concat([df["start"], df["end"]]).max())
+    r = df[df["eventType"].isin([*PUSHPOP, *STARTEND]) & df["endTid"].isna()].copy()
+    if r.empty:
+        return None
+    text = r["stext"].where(r["stext"].notna(), r["text"])
+    r["name"] = [f"{'' if (d := domains.get(dom)) is None else d}:{'' if x is None else x}"
+                 for dom, x in zip(r["domainId"], text, strict=True)]
+    r["style"] = r["eventType"].map(lambda e: "PushPop" if e in PUSHPOP else "StartEnd")
+    r["end"] = pd.to_numeric(r["end"]).fillna(last).astype("int64")
+    return r[["id", "start", "end", "globalTid", "name", "style"]].reset_index(drop=True)
+
+
+def _kernel_calls(trace: Trace) -> pd.DataFrame | None:
+    """Each kernel with its launch call: kernel row, duration, name, call start/end, globalTid."""
+    df = _sql(trace, "CUPTI_ACTIVITY_KIND_KERNEL",
+              'SELECT k.rowid AS kid, k."end" - k."start" AS kdur, s.value AS kname, '
+              'r."start" AS a_start, r."end" AS a_end, r.globalTid AS gtid '
+              "FROM CUPTI_ACTIVITY_KIND_KERNEL AS k "
+              "LEFT JOIN StringIds AS s ON s.id = coalesce(k.demangledName, k.shortName) "
+              "LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r ON r.correlationId = k.correlationId "
+              "AND (r.globalTid & -16777216) = k.globalPid")
+    return df
+
+
+def _pairs(calls: pd.DataFrame, ranges: pd.DataFrame) -> pd.DataFrame:
+    """(call row, range row) for every call that lies inside a range of its own thread."""
+    import numpy as np
+    import pandas as pd
+
+    out = []
+    calls = calls.reset_index(drop=True)
+    for tid, rg in ranges.groupby("globalTid", sort=False):
+        c = calls[calls["gtid"] == tid]
+        if c.empty:
+            continue
+        c = c.sort_values("a_start", kind="stable")
+        cs_arr, ce_arr = c["a_start"].to_numpy(np.int64), c["a_end"].to_numpy(np.int64)
+        ci = c.index.to_numpy()
+        lo = np.searchsorted(cs_arr, rg["start"].to_numpy(np.int64), side="left")
+        hi = np.searchsorted(cs_arr, rg["end"].to_numpy(np.int64), side="right")
+        n = hi - lo
+        if not n.sum():
+            continue
+        r_idx = np.repeat(rg.index.to_numpy(), n)
+        pos = np.repeat(lo - np.concatenate(([0], np.cumsum(n)[:-1])), n) + np.arange(n.sum())
+        keep = ce_arr[pos] <= np.repeat(rg["end"].to_numpy(np.int64), n)
+        out.append(pd.DataFrame({"call": ci[pos[keep]], "range": r_idx[keep]}))
+    if not out:
+        return pd.DataFrame({"call": pd.Series(dtype="int64"), "range": pd.Series(dtype="int64")})
+    return pd.concat(out, ignore_index=True)
+
+
+def nvtx_kern_sum(trace: Trace) -> pd.DataFrame:
+    """Kernels grouped by the NVTX range (and thread) their launch call ran in, and by name.
+
+    A kernel counts once for every range of its launching thread that contains the launch call,
+    and once with an empty range when none does.
+    """
+    import pandas as pd
+
+    ranges = nvtx_ranges(trace)
+    calls = _kernel_calls(trace)
+    if ranges is None or calls is None:
+        return _empty("nvtx_kern_sum")
+    calls = calls.reset_index(drop=True)
+    with_call = calls[calls["a_start"].notna()]
+    pairs = _pairs(with_call.astype({"a_start": "int64", "a_end": "int64"}), ranges)
+    matched = calls.loc[pairs["call"]].reset_index(drop=True)
+    matched["rid"] = ranges.loc[pairs["range"], "id"].to_numpy()
+    matched["name"] = ranges.loc[pairs["range"], "name"].to_numpy()
+    matched["style"] = ranges.loc[pairs["range"], "style"].to_numpy()
+    alone = calls.drop(index=list(pairs["call"].unique()))
+    alone = alone.assign(rid=None, name=None, style=None)
+    rows = pd.concat([matched, alone], ignore_index=True)
+    gt = pd.to_numeric(rows["gtid"], errors="coerce")
+    keys = pd.DataFrame({
+        "pid": (gt // (1 << 24)) % (1 << 24), "tid": gt % (1 << 24),
+        "name": rows["name"].astype("object"), "style": rows["style"].astype("object"),
+        "kname": rows["kname"].astype("object"),
+    })
+    stats = _group_stats(keys, pd.to_numeric(rows["kdur"]).astype("int64"))
+    grouped = pd.concat([keys, rows[["rid", "kid"]]], axis=1).groupby(
+        ["pid", "tid", "name", "style", "kname"], sort=True, dropna=False)
+    inst = grouped["rid"].nunique().reset_index(drop=True)
+    kern = grouped["kid"].nunique().reset_index(drop=True)
+    out = pd.DataFrame({
+        "NVTX Range": stats["name"], "Style": stats["style"],
+        "PID": stats["pid"].astype("Int64"), "TID": stats["tid"].astype("Int64"),
+        "NVTX Inst": inst.astype("int64"), "Kern Inst": kern.astype("int64"),
+        "Total Time (ns)": stats["sum"].astype("int64"), "Avg (ns)": stats["mean"],
+        "Med (ns)": stats["median"], "Min (ns)": stats["min"].astype("int64"),
+        "Max (ns)": stats["max"].astype("int64"), "StdDev (ns)": stats["std"],
+        "Kernel Name": stats["kname"],
+    })
+    order = out.assign(_n=out["NVTX Range"].fillna(""), _t=-out["Total Time (ns)"])
+    order = order.sort_values(["_n", "PID", "TID", "_t"], kind="stable", na_position="first")
+    return out.loc[order.index].reset_index(drop=True)
+
+
+def _gpu_op_calls(trace: Trace) -> pd.DataFrame | None:
+    """Kernels, copies and memsets with their launch call: op start/end, correlation id, call."""
+    import pandas as pd
+
+    parts = []
+    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+                  "CUPTI_ACTIVITY_KIND_MEMSET"):
+        df = _sql(trace, table,
+                  f'SELECT o."start", o."end", r.correlationId AS corr, r."start" AS a_start, '
+                  f'r."end" AS a_end, r.globalTid AS gtid FROM {table} AS o '
+                  "JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r ON r.correlationId = o.correlationId "
+                  "AND (r.globalTid & -16777216) = o.globalPid")
+        if df is not None:
+            parts.append(df)
+    return pd.concat(parts, ignore_index=True) if parts else None
+
+
+def _parents(ranges: pd.DataFrame) -> dict[int, int | None]:
+    """The tightest range of the same thread containing each range (either style), or None."""
+    import numpy as np
+
+    parent: dict[int, int | None] = {}
+    for _, g in ranges.groupby("globalTid", sort=False):
+        ids = g["id"].to_numpy(np.int64)
+        s, e = g["start"].to_numpy(np.int64), g["end"].to_numpy(np.int64)
+        for lo in range(0, len(ids), 2048):  # children in blocks: bounded memory
+            cs, ce = s[lo:lo + 2048, None], e[lo:lo + 2048, None]
+            inside = (s[None, :] <= cs) & (e[None, :] >= ce)
+            inside[np.arange(len(cs)), np.arange(lo, lo + len(cs))] = False
+            tight = np.where(inside, (cs - s[None, :]) + (e[None, :] - ce), np.iinfo(np.int64).max)
+            best = tight.argmin(axis=1)
+            found = [bool(h) for h in np.asarray(inside.any(axis=1)).tolist()]
+            for k, (b, h) in enumerate(zip(best.tolist(), found, strict=True)):
+                parent[int(ids[lo + k])] = int(ids[b]) if h else None
+    return parent
+
+
+def nvtx_gpu_proj_trace(trace: Trace) -> pd.DataFrame:
+    """NVTX ranges projected onto the GPU: from the first to the last GPU operation they launched.
+
+    A GPU operation belongs to every range of its launching thread that contains the launch call;
+    ranges without GPU operations are left out. Parents are the tightest enclosing range of the
+    thread (push/pop or start/end), NumChild counts children that have GPU operations.
+    """
+    import pandas as pd
+
+    ranges = nvtx_ranges(trace)
+    ops = _gpu_op_calls(trace)
+    if ranges is None or ops is None:
+        return _empty("nvtx_gpu_proj_trace")
+    pairs = _pairs(ops, ranges)
+    if pairs.empty:
+        return _empty("nvtx_gpu_proj_trace")
+    joined = pd.DataFrame({
+        "range": pairs["range"].to_numpy(),
+        "start": ops.loc[pairs["call"], "start"].to_numpy(),
+        "end": ops.loc[pairs["call"], "end"].to_numpy(),
+        "corr": ops.loc[pairs["call"], "corr"].to_numpy(),
+    })
+    g = joined.groupby("range", sort=True)
+    proj = pd.DataFrame({"pstart": g["start"].min(), "pend": g["end"].max(), "ops": g["corr"].nunique()})
+    rg = ranges.loc[proj.index]
+    parent = _parents(ranges)
+    level: dict[int, int] = {}
+    stack: dict[int, str] = {}
+
+    def walk(i: int) -> tuple[int, str]:
+        if i not in level:
+            chain, p = [i], parent.get(i)
+            while p is not None and p not in level and p not in chain:
+                chain.append(p)
+                p = parent.get(p)
+            base_lvl, base_stack = (level[p], stack[p]) if p is not None and p in level else (-1, "")
+            for j in reversed(chain):
+                base_lvl, base_stack = base_lvl + 1, f"{base_stack}:{j}"
+                level[j], stack[j] = base_lvl, base_stack
+        return level[i], stack[i]
+
+    ids = rg["id"].astype("int64").tolist()
+    children: dict[int, int] = {}
+    for i in ids:
+        p = parent.get(i)
+        if p is not None:
+            children[p] = children.get(p, 0) + 1
+    gt = pd.to_numeric(rg["globalTid"])
+    out = pd.DataFrame({
+        "Name": rg["name"].to_numpy(), "Projected Start (ns)": proj["pstart"].astype("int64").to_numpy(),
+        "Projected Duration (ns)": (proj["pend"] - proj["pstart"]).astype("int64").to_numpy(),
+        "Orig Start (ns)": rg["start"].to_numpy(), "Orig Duration (ns)": (rg["end"] - rg["start"]).to_numpy(),
+        "Style": rg["style"].to_numpy(), "PID": ((gt // (1 << 24)) % (1 << 24)).to_numpy(),
+        "TID": (gt % (1 << 24)).to_numpy(), "NumGPUOps": proj["ops"].astype("int64").to_numpy(),
+        "Lvl": [walk(i)[0] for i in ids], "NumChild": [children.get(i, 0) for i in ids],
+        "RangeId": ids, "ParentId": pd.array([parent.get(i) for i in ids], dtype="Int64"),
+        "RangeStack": [walk(i)[1] for i in ids],
+    })
+    # nsys 2025.3 lists them by the range's own start (not the projected one, as 2022.4 did).
+    return out.sort_values(["Orig Start (ns)", "RangeId"], kind="stable").reset_index(drop=True)
+
+
+def nvtx_gpu_proj_sum(trace: Trace) -> pd.DataFrame:
+    """:func:`nvtx_gpu_proj_trace` grouped by range name and style, most projected time first."""
+    import pandas as pd
+
+    t = nvtx_gpu_proj_trace(trace)
+    if t.empty:
+        return _empty("nvtx_gpu_proj_sum")
+    keys = pd.DataFrame({"name": t["Name"], "style": t["Style"]})
+    stats = _group_stats(keys, t["Projected Duration (ns)"].astype("int64"))
+    g = pd.concat([keys, t], axis=1).groupby(["name", "style"], sort=True, dropna=False)
+    out = pd.DataFrame({
+        "Range": stats["name"], "Style": stats["style"],
+        "Total Proj Time (ns)": stats["sum"].astype("int64"),
+        "Total Range Time (ns)": g["Orig Duration (ns)"].sum().to_numpy().astype("int64"),
+        "Range Instances": stats["count"].astype("int64"),
+        "Proj Avg (ns)": stats["mean"], "Proj Med (ns)": stats["median"],
+        "Proj Min (ns)": stats["min"].astype("int64"), "Proj Max (ns)": stats["max"].astype("int64"),
+        "Proj StdDev (ns)": stats["std"],
+        "Total GPU Ops": g["NumGPUOps"].sum().to_numpy().astype("int64"),
+        "Avg GPU Ops": g["NumGPUOps"].mean().to_numpy(),
+        "Avg Range Lvl": g["Lvl"].mean().to_numpy(),
+        "Avg Num Child": g["NumChild"].mean().to_numpy(),
+    })
+    return out.sort_values("Total Proj Time (ns)", ascending=False, kind="stable").reset_index(drop=True)
