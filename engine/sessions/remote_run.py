@@ -139,11 +139,15 @@ def run_remote(sess: Session, sid: str, sdir: Path, main_argv: list[str], target
     if spec.tool == "nsys" and res.killed is None:
         nsys = main_argv[0]
         qdstrm = pick_qdstrm(names, spec.report_name)
-        if rep_name not in names and qdstrm is not None and classify(
-                "nsys", res.returncode, res.output, qdstrm_exists=True, program=prog)[0] in \
+        first = classify("nsys", res.returncode, res.output, qdstrm_exists=True, program=prog,
+                         stderr_tail=res.stderr_tail)
+        if rep_name not in names and qdstrm is not None and first[0] in \
                 (OutcomeKind.IMPORTER_FAILED, OutcomeKind.CRASHED):
             kind_r, msg_r, ok = _recover_remote_import(sess, remote, nsys, qdstrm, rep_name, res, prog)
             recovery, recovered = (kind_r, msg_r), ok
+            if not ok and first[0] is OutcomeKind.CRASHED and kind_r is OutcomeKind.IMPORTER_FAILED:
+                notes.append(msg_r)  # the program's failure stays the story; the importer's is a remark
+                recovery = first
             if ok:
                 notes.append(f"nsys's import step failed on {t.display}; Kernelscope ran QdstrmImporter "
                              "itself there.")

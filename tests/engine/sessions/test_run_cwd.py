@@ -188,3 +188,24 @@ def test_spec_cwd_round_trips(tmp_path: Path) -> None:
     assert SessionSpec.load(tmp_path / "s.json").cwd == "/srv/proj"
     with pytest.raises(SpecError):
         SessionSpec.from_dict({"command": ["true"], "cwdx": "/"})
+
+
+def test_remote_failing_program_is_the_story(sshd: Sshd, tmp_path: Path) -> None:  # noqa: F811
+    """The same on an SSH host: the program's status and stderr, the importer's failure as a note."""
+    proj = Path(os.path.realpath(_project(tmp_path)))
+    t = sshd.target()
+    fake = fake_tools.install(tmp_path / "root")
+    env = fake_tools.env_for(fake, "importer_fail_rc")
+    spec = SessionSpec(
+        tool="nsys", command=("python3", "relative/missing.py"), cwd=str(proj), tool_path=str(fake.nsys),
+        out_dir=str(tmp_path / "out"),
+        target=TargetSpec(host=t.host, user=t.user, port=t.port, identity_file=str(t.identity_file),
+                          known_hosts=str(t.known_hosts), remote_dir=str(tmp_path / "remote")),
+        env={k: env[k] for k in ("FAKE_MODE", "FAKE_NSYS_REP", "FAKE_NSYS_SQLITE", "FAKE_ARGV_LOG")})
+    out = run_session(spec, store=SessionStore(tmp_path / "s.sqlite"))
+    assert out.kind is OutcomeKind.CRASHED, out.message
+    assert out.message.startswith("python3 exited with status 2; its last error output: ")
+    assert f"can't open file '{proj / 'relative' / 'missing.py'}'" in out.message
+    assert "(nsys's import step failed too; the .qdstrm is kept)" in out.message
+    assert len(out.notes) == 1 and "QdstrmImporter failed too" in out.notes[0]
+    assert [p.name for p in out.reports] == ["python3.qdstrm"]
