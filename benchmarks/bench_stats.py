@@ -157,7 +157,8 @@ def main() -> int:
 
 def _print(table: dict[str, Row], wanted: list[str], ours: dict[str, list[tuple[float, float]]],
            ref: dict[str, list[tuple[float, float]]]) -> None:
-    print("| command | ours: median s (min-max), peak MB | nsys 2022.4: median s, peak MB | ratio | goal | met |")
+    print("| command | ours: median s (min-max), peak MB | nsys 2022.4: median s, peak MB | ratio | goal "
+          "| met |")
     print("| --- | --- | --- | --- | --- | --- |")
     ref_core = ref.get("core5") or []
     for key in wanted:

@@ -14,8 +14,10 @@ if TYPE_CHECKING:
 
 
 def nvtx_ranges(trace: Trace) -> pd.DataFrame | None:
-    """Push/pop and start/end ranges ended on the thread that began them (rowid, start, end,
-    globalTid, name, style); a range never ended ends at the NVTX table's last timestamp.
+    """Push/pop and start/end ranges ended on the thread that began them.
+
+    Columns id (rowid), start, end, globalTid, name, style; a range never ended ends at the NVTX
+    table's last timestamp.
     """
     import pandas as pd
 
