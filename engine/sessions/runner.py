@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.sessions import argv as A
+from engine.sessions.launchers import rank_reports
 from engine.sessions.outcome import Outcome, OutcomeKind, classify
 from engine.sessions.process import (  # noqa: F401 - LogLine, Progress, OutputError are part of this API
     KILL_GRACE_S,
@@ -220,9 +221,12 @@ def _run_local(sess: Session, sid: str, sdir: Path, tool_path: str | None, main_
     notes: list[str] = []
     reports: list[Path] = []
     qdstrm = find_qdstrm(sdir, spec.report_name) if spec.tool == "nsys" else None
-    if rep is not None and rep.is_file() and rep.stat().st_size > 0:
-        store.add_report(sid, rep)
-        reports.append(rep)
+    reps = [rep] if rep is not None and rep.is_file() and rep.stat().st_size > 0 else []
+    if spec.per_rank or spec.profile_ranks:  # one report per rank: <name>_rank<N>.<suffix>
+        reps = rank_reports(sdir, spec.report_name, A.report_suffix(spec.tool) or "")
+    for r in reps:
+        store.add_report(sid, r)
+        reports.append(r)
     kind, msg = classify(spec.tool, res.returncode, res.output, killed=res.killed,
                          report_exists=bool(reports), qdstrm_exists=qdstrm is not None,
                          elapsed_s=sess.elapsed(), program=prog, stderr_tail=res.stderr_tail)
@@ -239,7 +243,9 @@ def _run_local(sess: Session, sid: str, sdir: Path, tool_path: str | None, main_
             kind, msg = first
     if qdstrm is not None and qdstrm.exists():
         reports.append(qdstrm)  # keep the raw stream whether or not it could be imported
-    if spec.tool == "nsys" and rep is not None and rep in reports and tool_path:
+    nsys_reps = [r for r in reports if r.name.endswith(".nsys-rep")] if spec.tool == "nsys" else []
+    for rep in nsys_reps if tool_path is not None else []:
+        assert tool_path is not None
         sqlite = rep.parent / (rep.name[: -len(".nsys-rep")] + ".sqlite")
         sess.est.set_phase("exporting")
         sess.note("exporting to SQLite: " + sqlite.name)

@@ -140,6 +140,10 @@ class SessionSpec:
         telemetry: Record GPU telemetry (NVML/GPM, absolute timestamps) to ``telemetry.csv`` in the
             session folder while the session runs (locally, or through the agent over ssh).
         telemetry_period_s: Seconds between telemetry samples.
+        per_rank: ``command`` starts a distributed launcher (torchrun, srun, mpirun): put the
+            profiler inside every rank, one report per rank (``<name>_rank<N>``); else one report
+            around the whole command.
+        profile_ranks: With ``per_rank``, profile only these ranks (``"0,3"``, ``"0-3"``; None: all).
     """
 
     tool: str = "bench"
@@ -157,6 +161,8 @@ class SessionSpec:
     env: dict[str, str] = field(default_factory=dict)
     telemetry: bool = False
     telemetry_period_s: float = 0.1
+    per_rank: bool = False
+    profile_ranks: str | None = None
 
     def validate(self) -> SessionSpec:
         """Check the spec; return it.
@@ -182,6 +188,17 @@ class SessionSpec:
         for label, n in (("launch count", self.ncu.launch_count), ("launch skip", self.ncu.launch_skip)):
             if n is not None and n < 0:
                 raise SpecError(f"The ncu {label} must be zero or more (got {n}).")
+        if self.per_rank or self.profile_ranks:
+            from engine.sessions.launchers import LauncherError, parse_ranks, split
+
+            if self.tool == "bench" or not self.command:
+                raise SpecError("--per-rank and --profile-ranks apply to nsys or ncu around a launcher "
+                                "command (torchrun, srun, mpirun) given after --.")
+            try:
+                parse_ranks(self.profile_ranks)
+                split(list(self.command))
+            except LauncherError as exc:
+                raise SpecError(str(exc)) from exc
         if self.ncu.clock_control not in ("none", "base"):
             raise SpecError(f"ncu clock control must be none or base (got {self.ncu.clock_control!r}).")
         return self

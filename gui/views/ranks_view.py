@@ -1,0 +1,383 @@
+"""Ranks view: the ranks of a multi-GPU job on one time axis, where each step went, and the straggler.
+
+One row per rank (its steps as bands, its GPU work, its NCCL kernels on their own lane), per-rank
+bars of compute / NCCL wait / other NCCL / idle per step, the straggler marked in red with its
+evidence, and a click on a rank opens that rank's report in the Timeline. The job is the current
+report's: the other open reports named ``NAME_rank<N>`` in the same folder join it (the view offers
+that when it sees them), or one report that holds several processes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QHeaderView, QLabel, QSplitter, QVBoxLayout, QWidget
+
+from gui import format as fmt
+from gui.documents import OpenReports
+from gui.views.base import ReportView
+from gui.widgets.axes import style_plot, tick_font
+from gui.widgets.labels import WrapLabel, swatch
+from gui.widgets.table import ReadOnlyTable
+from gui.workers import LoadedReport
+
+COLORS = {"compute": "#1f5fa8", "nccl": "#e8871e", "wait": "#c0392b", "idle": "#c8ced6",
+          "band_a": "#eef3f9", "band_b": "#f9fbfd", "straggler": "#fdecea"}
+#: lanes are drawn with at most about this many blocks each (closer blocks merge, like a pixel would)
+MAX_BLOCKS = 4000
+
+
+def job_groups(reports: list[LoadedReport]) -> list[list[LoadedReport]]:
+    """Open timeline reports grouped into jobs (``NAME_rank<N>`` of one folder together)."""
+    from engine.sessions.batch import jobs_of
+
+    usable = [r for r in reports if not r.is_ncu]
+    by_path = {str(r.path): r for r in usable}
+    groups = jobs_of(list(by_path))
+    # jobs_of keeps one of an .nsys-rep/.sqlite pair; a report it dropped stays a job of its own
+    kept = {p for g in groups for p in g}
+    groups += [[p] for p in by_path if p not in kept]
+    return [[by_path[p] for p in g] for g in groups]
+
+
+def compute(traces: list[Any]) -> Any:
+    """The analysis the view shows (runs in a worker thread)."""
+    from engine.analysis.ranks import analyze_ranks
+
+    return analyze_ranks(traces)
+
+
+def coarse(starts: Any, ends: Any, max_blocks: int = MAX_BLOCKS) -> tuple[Any, Any]:
+    """Merge blocks closer than span / max_blocks (level of detail for drawing)."""
+    s, e = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+    if len(s) <= max_blocks:
+        return s, e
+    gap = max(1, int((e.max() - s.min()) // max_blocks))
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] - e[:-1] > gap
+    idx = np.flatnonzero(new)
+    return s[idx], np.append(e[idx[1:] - 1], e[-1])
+
+
+def rank_frame(res: Any) -> Any:
+    """The rank table as the view shows it (per-step means in ms)."""
+    import pandas as pd
+
+    rows = []
+    for r in res.ranks:
+        n = max(1, len(r.counted_steps))
+        strag = res.straggler is not None and res.straggler.rank == r.rank
+        rows.append({"Rank": r.rank, "GPU": r.device, "Host": r.host or "", "Report": Path(r.report).name,
+                     "Steps": r.steps, "Step (ms)": (r.step_median_ns or 0) / 1e6,
+                     "Compute (ms)": r.compute_ns / n / 1e6, "NCCL (ms)": r.nccl_ns / n / 1e6,
+                     "NCCL wait (ms)": r.nccl_wait_ns / n / 1e6, "Idle (ms)": r.idle_ns / n / 1e6,
+                     "Host (ms)": r.host_ns / n / 1e6, "": "straggler" if strag else ""})
+    return pd.DataFrame(rows)
+
+
+def steady_range_ms(res: Any) -> tuple[float, float] | None:
+    """(first steady step's start, last step's end) over all ranks, in ms; None without steps."""
+    starts = [c.start_ns for r in res.ranks for c in r.counted_steps]
+    ends = [c.end_ns for r in res.ranks for c in r.per_step]
+    if not starts or not ends:
+        return None
+    return min(starts) / 1e6, max(ends) / 1e6
+
+
+class RanksView(ReportView):
+    key = "ranks"
+
+    def __init__(self, reports: OpenReports, parent: QWidget | None = None) -> None:
+        super().__init__(reports, parent)
+        import pyqtgraph as pg
+
+        self._pg = pg
+        self.reports: OpenReports = reports
+        self.result: Any = None
+        self.job: list[LoadedReport] = []
+        self._calls = self.latest_call(self._on_result, self._on_error)
+        top = QHBoxLayout()
+        top.addWidget(QLabel("Job:"))
+        self.job_combo = QComboBox()
+        self.job_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.job_combo.activated.connect(self._on_job_chosen)
+        top.addWidget(self.job_combo)
+        top.addStretch(1)
+        self.vbox.addLayout(top)
+        self.offer = WrapLabel(muted=True)
+        self.vbox.addWidget(self.offer)
+        self.headline = WrapLabel()
+        self.vbox.addWidget(self.headline)
+        self.evidence = WrapLabel(muted=True)
+        self.vbox.addWidget(self.evidence)
+        self.vbox.addWidget(self.stack, 1)
+
+        body = QWidget()
+        blay = QVBoxLayout(body)
+        blay.setContentsMargins(0, 0, 0, 0)
+        legend = QHBoxLayout()
+        for key, text in (("compute", "compute (GPU work)"), ("nccl", "NCCL kernels"),
+                          ("wait", "NCCL wait for the last rank"), ("idle", "GPU idle"),
+                          ("band_a", "steps")):
+            legend.addWidget(swatch(COLORS[key]))
+            legend.addWidget(QLabel(text))
+            legend.addSpacing(12)
+        legend.addStretch(1)
+        blay.addLayout(legend)
+        font = tick_font(self.font())
+        split = QSplitter(Qt.Orientation.Vertical)
+        self.time_plot = pg.PlotWidget(background="w")
+        self.bar_plot = pg.PlotWidget(background="w")
+        for p in (self.time_plot, self.bar_plot):
+            style_plot(p.getPlotItem(), font)
+        self.time_plot.setLabel("bottom", "time since the job's first event (ms)")
+        self.time_plot.setTitle("Ranks on one clock — click a rank to open its timeline", color="#2c3e50")
+        self.bar_plot.setLabel("bottom", "per step, mean of the steady steps (ms)")
+        self.bar_plot.setTitle("Where each rank's step went", color="#2c3e50")
+        self.time_plot.scene().sigMouseClicked.connect(self._on_click)
+        split.addWidget(self.time_plot)
+        split.addWidget(self.bar_plot)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
+        self.table = ReadOnlyTable(elide=False)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        blay.addWidget(split, 1)
+        blay.addWidget(self.table)
+        self.clock = WrapLabel(muted=True)
+        blay.addWidget(self.clock)
+        self._body = self.stack.add_page(body)
+        #: for tests: rank -> row y on the time plot; rank -> (compute, nccl wait, other nccl, idle) ms
+        self.rows_y: dict[int, float] = {}
+        self.bars_ms: dict[int, tuple[float, float, float, float]] = {}
+        self.x_range_ms: tuple[float, float] | None = None
+        self.wait_blocks = 0
+        self._offered: set[tuple[str, ...]] = set()
+        self.reports.sig_added.connect(lambda _r: self._refresh_jobs())
+        self.start_following()
+
+    # -- the job ------------------------------------------------------------------------------------
+    def _refresh_jobs(self) -> None:
+        groups = job_groups(self.reports.reports)
+        self.job_combo.blockSignals(True)
+        self.job_combo.clear()
+        for g in groups:
+            label = g[0].name if len(g) == 1 else f"{g[0].name} … {g[-1].name} ({len(g)} reports)"
+            self.job_combo.addItem(label, g)
+        self.job_combo.blockSignals(False)
+        multi = [g for g in groups if len(g) > 1]
+        text = " ".join(f"{len(g)} open reports look like the ranks of one job ({g[0].name} … {g[-1].name}): "
+                        "they are shown together here." for g in multi)
+        self.offer.setText(text)
+        self.offer.setVisible(bool(text))
+        for g in multi:  # say it once per job in the log, wherever the user is looking
+            key = tuple(sorted(str(r.path) for r in g))
+            if key not in self._offered:
+                self._offered.add(key)
+                self.sig_message.emit(f"{len(g)} open reports look like the ranks of one job "
+                                      f"({g[0].name} … {g[-1].name}); the Ranks view lines them up.")
+
+    def _group_of(self, report: LoadedReport) -> list[LoadedReport]:
+        for i in range(self.job_combo.count()):
+            g = self.job_combo.itemData(i)
+            if report in g:
+                self.job_combo.setCurrentIndex(i)
+                return list(g)
+        return [report]
+
+    def _on_job_chosen(self, index: int) -> None:
+        g = self.job_combo.itemData(index)
+        if g:
+            self._show_job(list(g))
+
+    def on_report(self, report: LoadedReport | None) -> None:
+        self._refresh_jobs()
+        if report is None:
+            self.set_title("Ranks", None)
+            self.headline.setText("")
+            self.evidence.setText("")
+            self.show_placeholder("Open the per-rank reports of a multi-GPU job (or one report recorded "
+                                  "around torchrun) to line its ranks up.")
+            return
+        if report.is_ncu:
+            self.set_title("Ranks", report)
+            self.show_placeholder(f"{report.name} is an Nsight Compute report: it has no timeline to line "
+                                  "ranks up on. Open nsys reports or PyTorch traces of each rank.")
+            self.sig_ready.emit()
+            return
+        if self.job and report in self.job and self.result is not None:
+            return  # another rank of the job shown: same picture
+        self._show_job(self._group_of(report))
+
+    def _show_job(self, job: list[LoadedReport]) -> None:
+        self.job = job
+        self.result = None
+        self.title.setText(f"Ranks — {job[0].name}" + (f" and {len(job) - 1} more" if len(job) > 1 else ""))
+        self.headline.setText("Lining the ranks up…")
+        self.evidence.setText("")
+        self._calls.request(tuple(id(r) for r in job), compute, [r.trace for r in job])
+
+    def on_removed(self, report: LoadedReport) -> None:
+        super().on_removed(report)
+        if report in self.job:
+            self.job = []
+            self.result = None
+
+    def _on_result(self, key: Any, res: Any) -> None:
+        if key != tuple(id(r) for r in self.job):
+            return
+        self.show_result(res)
+        self.sig_ready.emit()
+
+    def _on_error(self, key: Any, msg: str) -> None:
+        self.sig_message.emit(f"Ranks: {msg}")
+        self.headline.setText("")
+        self.show_placeholder(msg)
+        self.sig_ready.emit()
+
+    # -- drawing ------------------------------------------------------------------------------------
+    def show_result(self, res: Any) -> None:
+        self.result = res
+        s = res.straggler
+        if s is not None:
+            gpu = f" (GPU {s.device})" if s.device is not None else ""
+            self.headline.setText(f"<b style='color:#c0392b'>Straggler: rank {s.rank}{gpu}</b> — the other "
+                                  f"ranks wait {fmt.duration(s.wait_per_step_ns)} per step for it in NCCL.")
+            self.evidence.setText("\n".join("• " + e for e in s.evidence))
+        else:
+            self.headline.setText(f"No straggler among {len(res.ranks)} rank(s).")
+            self.evidence.setText(" ".join(res.notes))
+        self.clock.setText("Clock: " + res.clock.sentence + ("  " + " ".join(res.notes) if s else ""))
+        self.stack.show_page(self._body)
+        self._draw_time(res)
+        self._draw_bars(res)
+        self.table.set_frame(rank_frame(res))
+        self.table.fit_height()
+
+    def _row_label(self, r: Any, res: Any) -> str:
+        gpu = f" · GPU {r.device}" if r.device is not None else ""
+        strag = res.straggler is not None and res.straggler.rank == r.rank
+        return f"{'⚠ ' if strag else ''}rank {r.rank}{gpu}"
+
+    def _draw_time(self, res: Any) -> None:
+        pg = self._pg
+        plot = self.time_plot
+        plot.clear()
+        self.rows_y.clear()
+        lanes = {ln.rank: ln for ln in res.lanes}
+        ticks = []
+        for i, r in enumerate(res.ranks):
+            y = -float(i)
+            self.rows_y[r.rank] = y
+            ticks.append((y, self._row_label(r, res)))
+            if res.straggler is not None and res.straggler.rank == r.rank:
+                span = [c for c in r.per_step] or []
+                lo = min((c.start_ns for c in span), default=0) / 1e6
+                hi = max((c.end_ns for c in span), default=0) / 1e6
+                if hi > lo:
+                    plot.addItem(pg.BarGraphItem(x0=[lo], x1=[hi], y0=[y - 0.5], y1=[y + 0.5],
+                                                 brush=COLORS["straggler"], pen=None))
+            if r.per_step:
+                x0 = np.array([c.start_ns for c in r.per_step]) / 1e6
+                x1 = np.array([c.end_ns for c in r.per_step]) / 1e6
+                brushes = [COLORS["band_a"] if k % 2 == 0 else COLORS["band_b"] for k in range(len(x0))]
+                plot.addItem(pg.BarGraphItem(x0=x0, x1=x1, y0=np.full(len(x0), y - 0.45), height=0.9,
+                                             brushes=brushes, pen=pg.mkPen("#b8c7da", width=0.5)))
+            ln = lanes.get(r.rank)
+            if ln is None:
+                continue
+            lanes_of_rank = (((ln.compute_start, ln.compute_end), 0.05, 0.4, COLORS["compute"]),
+                             ((ln.nccl_start, ln.nccl_end), -0.4, -0.05, COLORS["nccl"]))
+            for (st, en), lo, hi, color in lanes_of_rank:
+                cs, ce = coarse(st, en)
+                if len(cs):
+                    plot.addItem(pg.BarGraphItem(x0=cs / 1e6, x1=ce / 1e6, y0=np.full(len(cs), y + lo),
+                                                 height=hi - lo, brush=color, pen=None))
+        self._draw_waits(res)
+        ax = plot.getPlotItem().getAxis("left")
+        ax.setTicks([ticks])
+        plot.getPlotItem().setYRange(-len(res.ranks) + 0.4, 0.6, padding=0.02)
+        self.x_range_ms = steady_range_ms(res)
+        if self.x_range_ms is not None:  # the steady steps, not the start-up before them
+            plot.getPlotItem().setXRange(*self.x_range_ms, padding=0.01)
+        else:
+            plot.getPlotItem().autoRange()
+
+    def _draw_waits(self, res: Any) -> None:
+        """Red over the NCCL lane: each rank's kernel, from its start until the last rank started."""
+        pg = self._pg
+        x0: list[float] = []
+        x1: list[float] = []
+        ys: list[float] = []
+        for c in res.collectives:
+            latest = c.start_ns + c.start_skew_ns
+            for rank, wait in c.waits_ns.items():
+                if wait > 0 and int(rank) in self.rows_y:
+                    x0.append((latest - wait) / 1e6)
+                    x1.append(latest / 1e6)
+                    ys.append(self.rows_y[int(rank)] - 0.4)
+        self.wait_blocks = len(x0)
+        if x0:
+            self.time_plot.addItem(pg.BarGraphItem(x0=np.array(x0), x1=np.array(x1), y0=np.array(ys),
+                                                   height=0.35, brush=COLORS["wait"], pen=None))
+
+    def _draw_bars(self, res: Any) -> None:
+        pg = self._pg
+        plot = self.bar_plot
+        plot.clear()
+        self.bars_ms.clear()
+        ticks = []
+        for i, r in enumerate(res.ranks):
+            y = -float(i)
+            n = max(1, len(r.counted_steps))
+            wait = r.nccl_wait_ns / n / 1e6
+            parts = (r.compute_ns / n / 1e6, wait, max(0.0, r.nccl_ns / n / 1e6 - wait), r.idle_ns / n / 1e6)
+            self.bars_ms[r.rank] = parts
+            left = 0.0
+            for value, key in zip(parts, ("compute", "wait", "nccl", "idle"), strict=True):
+                if value > 0:
+                    plot.addItem(pg.BarGraphItem(x0=[left], width=[value], y=[y], height=0.6,
+                                                 brush=COLORS[key], pen=None))
+                left += value
+            text = pg.TextItem(fmt.duration(sum(parts) * 1e6), color="#2c3e50", anchor=(0, 0.5))
+            text.setPos(left, y)
+            plot.addItem(text)
+            ticks.append((y, self._row_label(r, res)))
+        plot.getPlotItem().getAxis("left").setTicks([ticks])
+        widest = max((sum(v) for v in self.bars_ms.values()), default=1.0)
+        plot.getPlotItem().setXRange(0, widest * 1.12, padding=0)
+        plot.getPlotItem().setYRange(-len(res.ranks) + 0.5, 0.5, padding=0.05)
+
+    # -- click: that rank's timeline ------------------------------------------------------------------
+    def rank_at(self, y: float) -> int | None:
+        """The rank whose row contains the plot's ``y``."""
+        for rank, ry in self.rows_y.items():
+            if abs(y - ry) <= 0.5:
+                return rank
+        return None
+
+    def open_rank(self, rank: int) -> None:
+        """Make that rank's report current and show it in the Timeline."""
+        if self.result is None:
+            return
+        row = next((r for r in self.result.ranks if r.rank == rank), None)
+        if row is None:
+            return
+        report = next((r for r in self.job if row.report in (str(r.path), str(r.trace.info.path))), None)
+        if report is None:
+            return
+        self.reports.set_current(report)
+        self.sig_message.emit(f"Ranks: rank {rank} is {report.name}" +
+                              (f", process {row.pid}" if row.pid is not None else "") + ".")
+        self.sig_link.emit("timeline", {"rank": rank, "pid": row.pid})
+
+    def _on_click(self, ev: Any) -> None:
+        vb = self.time_plot.getPlotItem().getViewBox()
+        if not vb.sceneBoundingRect().contains(ev.scenePos()):
+            return
+        rank = self.rank_at(vb.mapSceneToView(ev.scenePos()).y())
+        if rank is not None:
+            self.open_rank(rank)

@@ -1,0 +1,73 @@
+"""Ranks view on the real 2-GPU DDP recordings: the straggler marked with the engine's numbers, one row per
+rank, the bars per step, the offer to treat rank reports as one job, a click that opens a rank's timeline."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import NSYS_DIR
+from tests.engine.analysis import ddp_recordings as D
+from tests.gui.conftest import LOAD_TIMEOUT_MS, open_and_wait, screenshot
+
+pytestmark = pytest.mark.skipif(not D.available(), reason="the 2-GPU DDP recordings are not in tests/data")
+
+
+@pytest.fixture(scope="module")
+def ddp_files(tmp_path_factory):
+    return D.unpack(tmp_path_factory.mktemp("ddp_gui"), (*D.PER_RANK, *D.TORCHRUN))
+
+
+def _show(qtbot, window):
+    window.set_view("ranks")
+    view = window.views["ranks"]
+    qtbot.waitUntil(lambda: (view.result is not None or view.stack.showing_placeholder())
+                    and not view.is_busy(), timeout=LOAD_TIMEOUT_MS)
+    return view
+
+
+def test_per_rank_reports_are_one_job_with_the_straggler_marked(qtbot, window, ddp_files):
+    from engine.analysis.ranks import analyze_paths
+
+    r0, r1 = ddp_files[0], ddp_files[1]
+    open_and_wait(qtbot, window, r0)
+    open_and_wait(qtbot, window, r1)
+    view = _show(qtbot, window)
+    expected = analyze_paths([r0, r1])
+    res = view.result
+    assert [(r.rank, r.report) for r in res.ranks] == [(0, str(r0)), (1, str(r1))]
+    assert res.straggler.rank == 1 and res.straggler.wait_per_step_ns == expected.straggler.wait_per_step_ns
+    assert "Straggler: rank 1 (GPU 1)" in view.headline.text()
+    assert "2 open reports look like the ranks of one job" in view.offer.text()
+    assert any("look like the ranks of one job" in msg for _lvl, msg in window.log.entries)
+    # one row per rank; the per-step bars are the engine's totals over the steady steps
+    assert view.rows_y == {0: 0.0, 1: -1.0}
+    for r in expected.ranks:
+        n = len(r.counted_steps)
+        compute, wait, other, idle = view.bars_ms[r.rank]
+        assert compute == pytest.approx(r.compute_ns / n / 1e6)
+        assert wait == pytest.approx(r.nccl_wait_ns / n / 1e6)
+        assert wait + other == pytest.approx(r.nccl_ns / n / 1e6)
+        assert idle == pytest.approx(r.idle_ns / n / 1e6)
+    assert view.wait_blocks == sum(1 for c in expected.collectives for w in c.waits_ns.values() if w > 0)
+    rows = view.table.source.df
+    assert list(rows["Rank"]) == [0, 1] and list(rows[""]) == ["", "straggler"]
+    screenshot(window, "ranks_per_rank")
+    # a click on rank 0's row opens its report in the Timeline
+    with qtbot.waitSignal(view.sig_link, timeout=5000) as link:
+        view.open_rank(view.rank_at(-0.1))
+    assert link.args[0] == "timeline" and link.args[1]["rank"] == 0
+    assert window.reports.current.path == r0
+    assert window.tabs.currentWidget() is window.views["timeline"]
+
+
+def test_one_report_around_torchrun_and_a_single_gpu_report(qtbot, window, ddp_files):
+    open_and_wait(qtbot, window, ddp_files[2])
+    view = _show(qtbot, window)
+    assert [(r.rank, r.device) for r in view.result.ranks] == [(0, 0), (1, 1)]
+    assert view.result.straggler.rank == 1
+    assert view.job_combo.count() == 1 and view.offer.isHidden()
+    open_and_wait(qtbot, window, NSYS_DIR / "host_overhead_naive.sqlite")
+    qtbot.waitUntil(lambda: view.result is not None and len(view.result.ranks) == 1 and not view.is_busy(),
+                    timeout=LOAD_TIMEOUT_MS)
+    assert view.headline.text() == "No straggler among 1 rank(s)."
+    assert view.job_combo.count() == 2
