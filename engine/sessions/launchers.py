@@ -135,9 +135,9 @@ def split(argv: list[str], env: Mapping[str, str] | None = None) -> LaunchLine:
     launcher = detect(argv)
     if launcher is None:
         raise LauncherError(
-            f"--per-rank needs the command to start with torchrun, srun, mpirun or mpiexec (it starts "
-            f"with {Path(argv[0]).name if argv else 'nothing'}); or drop --per-rank to record one report "
-            "around the whole command.")
+            f"One report per rank (--per-rank) needs the command to start with torchrun, srun, mpirun or "
+            f"mpiexec (it starts with {Path(argv[0]).name if argv else 'nothing'}); or turn it off to record "
+            "one report around the whole command.")
     i = 3 if Path(argv[0]).name.startswith("python") else 1
     while i < len(argv):
         a = argv[i]

@@ -48,6 +48,8 @@ class FormValues:
     command: str = ""
     cwd: str = ""  # the program's working directory here; empty: the directory Kernelscope runs in
     remote_cwd: str = ""  # on an SSH host; empty: the remote home
+    per_rank: bool = False  # the command is torchrun/srun/mpirun: one report per rank
+    profile_ranks: str = ""  # with per_rank: only these ranks ("0,3"); empty: all
     tool: str = "bench"
     nsys_trace: tuple[str, ...] = ("cuda", "nvtx", "osrt")
     nsys_cuda_memory: bool = False
@@ -144,6 +146,8 @@ def spec_from_form(v: FormValues) -> SessionSpec:
     spec = SessionSpec(
         tool=v.tool, command=command, workload=workload, params=params, out_dir=str(out),
         timeout_s=v.timeout_s or None, target=target, telemetry=v.telemetry, cwd=cwd,
+        per_rank=v.what == "command" and v.per_rank,
+        profile_ranks=(v.profile_ranks.strip() or None) if v.what == "command" and v.per_rank else None,
         nsys=NsysOptions(trace=tuple(v.nsys_trace), cuda_memory_usage=v.nsys_cuda_memory,
                          gpu_metrics_devices=metrics),
         ncu=NcuOptions(set=ncu_set, kernel_name=v.ncu_kernel.strip() or None,
@@ -158,6 +162,22 @@ def report_to_open(reports: tuple[Path, ...] | list[Path]) -> Path | None:
     usable = [Path(p) for p in reports if not str(p).endswith(".qdstrm")]
     sqlite = [p for p in usable if p.suffix == ".sqlite"]
     return (sqlite or usable)[0] if usable else None
+
+
+def reports_to_open(reports: tuple[Path, ...] | list[Path]) -> list[Path]:
+    """The reports a finished session opens: every rank's (``NAME_rank<N>``, SQLite export preferred) for
+    a per-rank session, so the Ranks view can line them up; else :func:`report_to_open`'s one."""
+    import re
+
+    ranks: dict[str, Path] = {}
+    for p in (Path(x) for x in reports if not str(x).endswith(".qdstrm")):
+        stem = p.name.rsplit(".", 1)[0]
+        if re.search(r"_rank\d+$", stem) and (stem not in ranks or p.suffix == ".sqlite"):
+            ranks[stem] = p
+    if len(ranks) > 1:
+        return [ranks[k] for k in sorted(ranks, key=lambda k: int(k.rsplit("_rank", 1)[1]))]
+    one = report_to_open(reports)
+    return [one] if one is not None else []
 
 
 def default_out_dir() -> Path:
@@ -214,4 +234,5 @@ def quote_command(argv: list[str]) -> str:
 
 
 __all__ = ["FormDefaults", "FormValues", "RunFormError", "defaults_from_doctor", "default_out_dir",
-           "last_cwd", "quote_command", "report_to_open", "spec_from_form"]
+           "last_cwd", "quote_command", "report_to_open", "reports_to_open",
+           "spec_from_form"]

@@ -133,6 +133,19 @@ class RunFormPanel(QWidget):
         clv.addWidget(self.command_edit)
         clv.addWidget(WrapLabel("Split into words like a shell would (quotes work), but run without a shell.",
                                 muted=True))
+        ranks_row = QHBoxLayout()
+        self.per_rank_check = QCheckBox("One report per rank")
+        self.per_rank_check.setObjectName("runPerRank")
+        self.per_rank_check.setToolTip("The command starts torchrun, srun or mpirun: nsys/ncu runs inside "
+                                       "every rank (NAME_rank<N>); the Ranks view lines the reports up")
+        self.profile_ranks_edit = QLineEdit()
+        self.profile_ranks_edit.setPlaceholderText("ranks: all, or 0,3")
+        self.profile_ranks_edit.setToolTip("Profile only these ranks (the others run unprofiled)")
+        self.profile_ranks_edit.setEnabled(False)
+        self.per_rank_check.toggled.connect(self.profile_ranks_edit.setEnabled)
+        ranks_row.addWidget(self.per_rank_check)
+        ranks_row.addWidget(self.profile_ranks_edit, 1)
+        clv.addLayout(ranks_row)
         self.what_stack.addWidget(cl)
         wv.addWidget(self.what_stack)
         self.cwd_row = QWidget()
@@ -343,6 +356,7 @@ class RunFormPanel(QWidget):
             out_dir=self.out_edit.text(), timeout_s=self.timeout_spin.value(),
             telemetry=self.telemetry_check.isChecked(), cwd=self.cwd_edit.text(),
             remote_cwd=self.remote_cwd_edit.text(),
+            per_rank=self.per_rank_check.isChecked(), profile_ranks=self.profile_ranks_edit.text(),
         )
 
     def _browse_out(self) -> None:

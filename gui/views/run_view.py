@@ -44,7 +44,7 @@ from gui.views.run_form import (
     FormValues,
     defaults_from_doctor,
     quote_command,
-    report_to_open,
+    reports_to_open,
     spec_from_form,
 )
 from gui.views.run_form_panel import RunFormPanel
@@ -313,8 +313,7 @@ class RunView(ReportView):
         self.phase_label.setText(outcome.kind.value.replace("_", " "))
         self.sig_message.emit(f"Run: {outcome.message}")
         self.sig_session_finished.emit(outcome)
-        rep = report_to_open(outcome.reports)
-        if rep is not None:
+        for rep in reports_to_open(outcome.reports):  # every rank's report of a per-rank job
             self.sig_open_report.emit(str(rep))
 
     @Slot(str)
