@@ -119,3 +119,39 @@ def seconds_text(s: float) -> str:
         return f"{m} min {sec:02d} s"
     h, m = divmod(m, 60)
     return f"{h} h {m:02d} min"
+
+
+_SI = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def _si(v: float, unit: str, digits: int = 2) -> str:
+    for scale, prefix in _SI:
+        if abs(v) >= scale:
+            return f"{v / scale:,.{digits}f} {prefix}{unit}"
+    return f"{v:,.{digits}f} {unit}"
+
+
+def human_value(value: float | int | None, unit: str | None) -> str | None:
+    """An Nsight Compute metric in the unit a person reads, or None to keep ncu's own text.
+
+    ncu's base units become scaled ones: 1,781,904,156.7 hz -> '1.78 GHz', 1.25e12 byte/s ->
+    '1.25 TB/s', 46,816 ns -> '46.8 µs', 58,555,904 byte -> '58.6 MB' ('byte/block' keeps its
+    '/block'). The base value stays available to the caller (tooltips and copies show it).
+    """
+    if value is None or unit is None or is_missing(value) or not is_number(value):
+        return None
+    v = float(value)
+    if unit == "hz":
+        return _si(v, "Hz")
+    if unit in ("byte/s", "byte/second"):
+        return _si(v, "B/s")
+    if unit in ("ns", "nsecond"):
+        return duration(v)
+    if unit in ("us", "usecond"):
+        return duration(v * 1e3)
+    if unit in ("ms", "msecond"):
+        return duration(v * 1e6)
+    if unit == "byte" or unit.startswith("byte/"):
+        per = unit[len("byte"):]
+        return nbytes(v) + per
+    return None

@@ -28,6 +28,7 @@ KIND_COLORS = {
     ("Peer-to-Peer", "Device"): "#8e5cb5",
 }
 OTHER_COLOR = "#8a94a0"
+MIN_BAR_DECADES = 0.06  # the thinnest histogram bar, in decades of the rate axis
 CEILING_COLOR = {"calibration": "#2c3e50", "spec": "#7f8c8d"}
 
 
@@ -42,16 +43,33 @@ def compute(trace: Any) -> Any:
     return analyze(trace)
 
 
+def scale_for(largest: float, units: tuple[tuple[float, str], ...]) -> tuple[float, str]:
+    """The (scale, unit) of ``units`` (largest first) that the ``largest`` value reaches; the last
+    one otherwise: 4 bytes read '4 B', not '4e-06 MB'."""
+    for scale, unit in units:
+        if largest >= scale:
+            return scale, unit
+    return units[-1]
+
+
+BYTE_UNITS = ((1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "B"))
+TIME_UNITS = ((1e6, "ms"), (1e3, "µs"), (1.0, "ns"))
+
+
 def table_frame(stats: Any) -> Any:
-    """The per-kind statistics as the table shows them (column names with units)."""
+    """The per-kind statistics as the table shows them (column names with units chosen from the
+    data: MB and ms for the usual copies, B and µs for tiny ones)."""
     import pandas as pd
 
+    b_scale, b_unit = scale_for(float(stats["bytes"].max()) if len(stats) else 0.0, BYTE_UNITS)
+    t_scale, t_unit = scale_for(float(stats["total_ns"].max()) if len(stats) else 0.0, TIME_UNITS)
+    b_col = stats["bytes"].astype(float) / b_scale
     return pd.DataFrame({
         "Direction": stats["direction"].astype(str),
         "Memory": stats["memory"].astype(str),
         "Copies": stats["count"].astype("int64"),
-        "Bytes (MB)": stats["bytes"].astype(float) / 1e6,
-        "Time (ms)": stats["total_ns"].astype(float) / 1e6,
+        f"Bytes ({b_unit})": b_col.astype("int64") if b_unit == "B" else b_col,
+        f"Time ({t_unit})": stats["total_ns"].astype(float) / t_scale,
         "Achieved (GB/s)": stats["gb_per_s"].astype(float),
         "Median (GB/s)": stats["median_gb_per_s"].astype(float),
         "P10 (GB/s)": stats["p10_gb_per_s"].astype(float),
@@ -94,6 +112,7 @@ class BandwidthView(ReportView):
             p.getPlotItem().setLogMode(x=False, y=True)
         self.scatter_plot.setLabel("left", "achieved rate")
         self.scatter_plot.setLabel("bottom", "time since the first copy (s)")
+        self.time_unit = "s"
         self.scatter_plot.getPlotItem().getAxis("bottom").enableAutoSIPrefix(False)
         self.scatter_plot.setTitle("Every copy: bytes ÷ duration", color="#2c3e50")
         self.hist_plot.setLabel("bottom", "copies")
@@ -189,6 +208,17 @@ class BandwidthView(ReportView):
                 w.deleteLater()
         x = a.transfers
         t0 = int(x["start"].min())
+        # The time axis in a unit that suits the span (one copy: as long as its own duration).
+        span_ns = float(x["start"].max() - t0)
+        single = span_ns <= 0
+        if single:
+            span_ns = max(float(x["duration_ns"].max()), 1000.0)
+        scale, unit = scale_for(span_ns, ((1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1.0, "ns")))
+        self.time_unit = unit
+        plot.setLabel("bottom", f"time since the first copy ({unit})")
+        span = span_ns / scale
+        pad = 0.1 if single else 0.02
+        plot.getPlotItem().setXRange(-pad * span, (1 + pad) * span, padding=0)
         for (direction, memory), g in x.groupby(["direction", "memory"], sort=True):
             kind = f"{direction} · {memory}"
             color = kind_color(str(direction), str(memory))
@@ -199,8 +229,8 @@ class BandwidthView(ReportView):
             tips = [f"{kind}\n{fmt.nbytes(b)} in {fmt.duration(d)}\n{r:,.2f} GB/s\nstart {s:.6f} s"
                     for b, d, r, s in zip(g["bytes"], g["duration_ns"], ys, xs, strict=True)]
             # The rate axis is in log mode; bars, lines and scatter points are placed in log10 space.
-            sc = pg.ScatterPlotItem(x=xs, y=np.log10(ys), data=tips, size=9, pen=pg.mkPen("w", width=0.5),
-                                    brush=pg.mkBrush(color), hoverable=True,
+            sc = pg.ScatterPlotItem(x=xs * 1e9 / scale, y=np.log10(ys), data=tips, size=9,
+                                    pen=pg.mkPen("w", width=0.5), brush=pg.mkBrush(color), hoverable=True,
                                     hoverBrush=pg.mkBrush("#f1c40f"),
                                     tip=lambda x, y, data: data, name=kind)
             plot.addItem(sc)
@@ -226,6 +256,10 @@ class BandwidthView(ReportView):
             self.hist_counts[str(kind)] = counts
             lo = np.log10(g["lo_gb_per_s"].to_numpy(dtype=float))
             hi = np.log10(g["hi_gb_per_s"].to_numpy(dtype=float))
+            # Copies of (nearly) one rate make bins a thousandth of a decade tall: give each bar at
+            # least MIN_BAR_DECADES, centred on its bin, so one copy is a visible bar.
+            grow = np.maximum(MIN_BAR_DECADES - (hi - lo), 0) / 2
+            lo, hi = lo - grow, hi + grow
             keep = counts > 0
             if base is None:
                 base = np.zeros(len(counts))

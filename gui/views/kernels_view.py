@@ -8,6 +8,7 @@ import html
 from typing import Any
 
 from PySide6.QtCore import QItemSelectionModel, Qt, Signal
+from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -31,6 +32,9 @@ from gui.widgets.labels import WrapLabel, heading
 from gui.widgets.table import ReadOnlyTable
 from gui.widgets.table_model import RAW_ROLE, DataFrameModel, NumericSortProxy
 from gui.workers import LoadedReport
+
+#: the detail tree's value in ncu's base unit ("1,781,904,156.70 hz"), shown as "1.78 GHz"
+BASE_ROLE = Qt.ItemDataRole.UserRole
 
 VERDICT_COLORS = {
     "memory-bound": "#2f6fba",
@@ -171,6 +175,12 @@ class KernelsView(ReportView):
         self.details.setColumnCount(2)
         self.details.setHeaderLabels(["Metric", "Value"])
         self.details.setAlternatingRowColors(True)
+        self.details.setSelectionMode(QTreeWidget.SelectionMode.ExtendedSelection)
+        self.details.setToolTip("Values in readable units; hover one for ncu's base value, Ctrl+C copies "
+                                "the selected rows with base values")
+        copy_sc = QShortcut(QKeySequence(QKeySequence.StandardKey.Copy), self.details)
+        copy_sc.setContext(Qt.ShortcutContext.WidgetShortcut)
+        copy_sc.activated.connect(self.copy_details)
         self.details.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
         self.details.header().resizeSection(0, 250)
         llay.addWidget(self.details, 1)
@@ -468,11 +478,14 @@ class KernelsView(ReportView):
             f.setBold(True)
             top.setFont(0, f)
             for rec in df.to_dict("records"):
-                text = rec.get("text") or _value_text(rec.get("value"), rec.get("unit"))
+                base = rec.get("text") or _value_text(rec.get("value"), rec.get("unit"))
+                text = fmt.human_value(rec.get("value"), rec.get("unit")) or base
                 note = rec.get("note") or ""
                 child = QTreeWidgetItem([str(rec["metric"]), f"{text}  {note}".strip()])
                 child.setToolTip(0, str(rec.get("name") or rec["metric"]))
-                child.setToolTip(1, str(note or text))
+                # the value in ncu's base unit: on hover and in copies (Ctrl+C)
+                child.setToolTip(1, base if not note else f"{base}\n{note}")
+                child.setData(1, BASE_ROLE, base)
                 top.addChild(child)
             self.details.addTopLevelItem(top)
             top.setExpanded(True)
@@ -509,6 +522,18 @@ class KernelsView(ReportView):
             return
         self._select_when_ready = kid
         self.reports.set_current(report)
+
+    def copy_details(self) -> str:
+        """Copy the selected section rows as 'metric<TAB>value in ncu's base unit' lines."""
+        lines = []
+        for item in self.details.selectedItems():
+            base = item.data(1, BASE_ROLE)
+            if base is not None:
+                lines.append(f"{item.text(0)}\t{base}")
+        text = "\n".join(lines)
+        if text:
+            QGuiApplication.clipboard().setText(text)
+        return text
 
     def _filter_rules(self) -> None:
         if self.only_selected.isChecked() and self.selected_id is not None:

@@ -17,6 +17,31 @@ from gui.widgets.labels import WrapLabel, swatch
 from gui.workers import LoadedReport
 
 LEVEL_STYLE = {"DRAM": ("#c0392b", "o"), "L2": ("#2f6fba", "s"), "L1": ("#2e9e5b", "t")}
+#: how many kernels get their name beside their point (the highest FLOP/s first)
+TOP_LABELS = 5
+MISSING_METRICS = ("No roofline: this report has no FLOP and byte counters for its kernels.\n"
+                   "Profile with `ncu --set full` (or `--section SpeedOfLight_RooflineChart`) to draw one.")
+
+
+def short_kernel(name: str, n: int = 32) -> str:
+    """A kernel's label on the chart: no return type, template arguments or parameters, at most
+    ``n`` characters (elided in the middle, where long generated names differ least)."""
+    base = name.split("(", 1)[0].strip()
+    if base.startswith("void "):
+        base = base[5:]
+    depth, out = 0, []
+    for ch in base:  # drop <...> at any depth
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(depth - 1, 0)
+        elif depth == 0:
+            out.append(ch)
+    text = "".join(out).strip() or name
+    if len(text) > n:
+        head = (n - 1) // 2
+        text = text[:head] + "…" + text[len(text) - (n - 1 - head):]
+    return text
 
 
 def precision_key(precision: str, path: str) -> str:
@@ -104,6 +129,9 @@ class RooflineView(ReportView):
         #: for tests: the points drawn (log10 x, log10 y, kernel id, level) and the ceilings drawn
         self.drawn_points: list[tuple[float, float, int, str]] = []
         self.drawn_ceilings: dict[str, float] = {}
+        #: kernel id -> the label beside its point; the compute peak's pen style
+        self.labels: dict[int, str] = {}
+        self.peak_style = Qt.PenStyle.SolidLine
         self.precision.currentIndexChanged.connect(lambda _i: self._draw())
         self.level.currentIndexChanged.connect(lambda _i: self._draw())
         self.start_following()
@@ -161,11 +189,44 @@ class RooflineView(ReportView):
         for k in keys:
             self.precision.addItem(k if work[k] else f"{k} (no work)", k)
         self.precision.blockSignals(False)
+        self.precision.setEnabled(bool(keys))
         if not keys:
-            self._show_placeholder(" ".join(rf.notes) or "The report has no roofline metrics.")
+            self.notes.setText("")  # no stale "Computing…" above the placeholder
+            self._show_placeholder(MISSING_METRICS)
+            self.stack.placeholder.setToolTip("\n".join(rf.notes))  # which kernels, in full
+            self.precision.setEnabled(False)
+            self.sig_message.emit("Roofline: the report has no FLOP and byte counters (hover the "
+                                  "view's sentence for the kernels).")
             return
         self.stack.show_page(self.plot)
         self._draw()
+
+    def _label_top(self, shown: Any) -> None:
+        """Name the TOP_LABELS kernels with the most FLOP/s above their point (DRAM's, else the first
+        level drawn); launches of one kernel at one place share a label ("name ×4")."""
+        self.labels = {}
+        if not len(shown):
+            return
+        order = {lv: i for i, lv in enumerate(LEVEL_STYLE)}
+        pts = shown.assign(_lv=shown["level"].map(order).fillna(len(order)))
+        anchor = pts.sort_values("_lv").drop_duplicates("id")
+        anchor = anchor.sort_values("flops_per_s", ascending=False)
+        placed: dict[tuple[str, float, float], list[int]] = {}
+        for r in anchor.to_dict("records"):
+            # launches of one kernel within ~10 % of each other on both axes share one label
+            key = (short_kernel(str(r["kernel"])), round(math.log10(r["intensity_flop_per_byte"]), 1),
+                   round(math.log10(r["flops_per_s"]), 1))
+            if key not in placed and len(placed) == TOP_LABELS:
+                continue
+            placed.setdefault(key, []).append(int(r["id"]))
+        for (text, _x, _y), ids in placed.items():
+            label = text if len(ids) == 1 else f"{text} ×{len(ids)}"
+            first = anchor[anchor["id"] == ids[0]].iloc[0]
+            item = self._pg.TextItem(label, color="#2c3e50", anchor=(0.5, 1.3))
+            item.setPos(math.log10(first["intensity_flop_per_byte"]), math.log10(first["flops_per_s"]))
+            self.plot.addItem(item)
+            for kid in ids:
+                self.labels[kid] = label
 
     @staticmethod
     def _key_series(pts: Any) -> Any:
@@ -225,8 +286,11 @@ class RooflineView(ReportView):
         if compute_peak:
             v, _kind, src = compute_peak
             self.drawn_ceilings[key] = v
+            # solid: the report's peak; dashed: a calibration (as for the memory roofs)
+            style = Qt.PenStyle.SolidLine if src == "report" else Qt.PenStyle.DashLine
+            self.peak_style = style
             line = pg.InfiniteLine(pos=math.log10(v), angle=0,
-                                   pen=pg.mkPen("#2c3e50", width=1.5, style=Qt.PenStyle.DashLine),
+                                   pen=pg.mkPen("#2c3e50", width=1.5, style=style),
                                    label=f"{key} peak {_si(v, 'FLOP/s')} ({src})",
                                    labelOpts={"position": 0.97, "color": "#2c3e50",
                                               "anchors": [(1, 1), (1, 1)]})
@@ -250,6 +314,7 @@ class RooflineView(ReportView):
             plot.addItem(sc)
             for xi, yi, kid in zip(x, y, g["id"], strict=True):
                 self.drawn_points.append((float(xi), float(yi), int(kid), str(lv)))
+        self._label_top(shown)
         plot.getPlotItem().setXRange(math.log10(lo_x), math.log10(hi_x), padding=0.02)
         plot.getPlotItem().setYRange(y_lo, max(ys_all) + 0.3, padding=0)
 
@@ -264,5 +329,6 @@ class RooflineView(ReportView):
         kernels = shown.drop_duplicates("id")
         self.points_text.setText(
             f"{len(kernels)} kernel{'s' if len(kernels) != 1 else ''} drawn at {len(shown)} point"
-            f"{'s' if len(shown) != 1 else ''} ({key}); hover a point for its numbers. Lines: memory "
-            "roofs (solid: the report's peaks, dashed: calibration) and the compute peak.")
+            f"{'s' if len(shown) != 1 else ''} ({key}); the top {TOP_LABELS} by FLOP/s are named, hover "
+            "a point for its numbers. Lines: memory roofs and the compute peak (solid: the report's peaks, "
+            "dashed: calibration).")

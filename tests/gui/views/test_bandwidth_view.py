@@ -86,3 +86,31 @@ def test_ncu_report_says_it_has_no_copies(qtbot, window):
     assert view.stack.showing_placeholder()
     assert "Nsight Compute report" in view.stack.placeholder_text()
     assert "Kernels" in view.stack.placeholder_text()
+
+
+def test_one_tiny_copy_reads_sanely(qtbot, window, tmp_path):
+    """A report with a single 4-byte copy (the sample with every other copy deleted): the time axis
+    is its own duration in µs (not -0.4…0.4 s), the histogram bar is visible, the table says 4 B."""
+    import shutil
+    import sqlite3
+
+    from gui.settings import default_sample
+
+    path = tmp_path / "one_tiny_copy.sqlite"
+    shutil.copy(default_sample(), path)
+    with sqlite3.connect(path) as db:
+        db.execute("DELETE FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE rowid != "
+                   "(SELECT MIN(rowid) FROM CUPTI_ACTIVITY_KIND_MEMCPY)")
+        db.execute("UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = 4, [end] = start + 1600")
+    open_and_wait(qtbot, window, path)
+    view = _show(qtbot, window)
+    assert len(view.analysis.transfers) == 1
+    assert view.time_unit == "µs"
+    lo, hi = view.scatter_plot.getPlotItem().viewRange()[0]
+    assert lo < 0 < 1.6 <= hi <= 2.0  # 0 … 1.6 µs with a margin
+    assert {k: int(c.sum()) for k, c in view.hist_counts.items()} == {"Host-to-Device · Pageable": 1}
+    bars = [i for i in view.hist_plot.getPlotItem().items if type(i).__name__ == "BarGraphItem"]
+    assert bars and bars[0].boundingRect().height() >= 0.05  # decades: visible, not 0.0015
+    row = view.table_rows()[0]
+    assert row["Bytes (B)"] == "4" and row["Time (µs)"] == "1.6"
+    screenshot(window, "bandwidth_one_tiny_copy")

@@ -8,6 +8,7 @@ import sys
 import pytest
 from PySide6.QtCore import QPoint, Qt
 
+from gui import format as fmt
 from tests.conftest import FIXTURES, NSYS_DIR, REPO
 from tests.gui.conftest import LOAD_TIMEOUT_MS, SCREENSHOTS, open_and_wait, screenshot
 
@@ -63,7 +64,20 @@ def test_click_a_kernel_shows_its_sections_and_rules(qtbot, window):
     assert list(shown) == list(expected)
     sol = expected["GPU Speed Of Light"]
     dur = sol[sol["metric"] == "Duration"].iloc[0]
-    assert shown["GPU Speed Of Light"]["Duration"].startswith(dur["text"])
+    # human units on screen, ncu's base value on hover and in copies
+    assert shown["GPU Speed Of Light"]["Duration"] == fmt.duration(dur["value"])
+    top = view.details.topLevelItem(0)
+    items = {top.child(j).text(0): top.child(j) for j in range(top.childCount())}
+    assert items["Duration"].toolTip(1) == dur["text"]
+    freq = sol[sol["metric"] == "SM Frequency"].iloc[0]
+    assert freq["unit"] == "hz" and items["SM Frequency"].text(1) == f"{freq['value'] / 1e9:,.2f} GHz"
+    assert items["SM Frequency"].toolTip(1) == freq["text"]  # "1,…,….. hz"
+    view.details.clearSelection()
+    items["SM Frequency"].setSelected(True)
+    assert view.copy_details() == f"SM Frequency\t{freq['text']}"
+    from PySide6.QtGui import QGuiApplication
+
+    assert QGuiApplication.clipboard().text() == f"SM Frequency\t{freq['text']}"
     # Only the selected kernel's rule results when asked.
     view.only_selected.setChecked(True)
     ids = view.column("ID", view.rules_proxy)

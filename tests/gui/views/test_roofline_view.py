@@ -87,3 +87,39 @@ def test_nsys_report_says_a_roofline_needs_ncu(qtbot, window):
     assert "not an Nsight Compute report" in view.stack.placeholder_text()
     with pytest.raises(KeyError):
         view.select_precision("FP32")
+
+
+def test_peak_is_solid_and_top_kernels_are_named(qtbot, window):
+    from PySide6.QtCore import Qt
+
+    from gui.views.roofline_view import TOP_LABELS, short_kernel
+
+    open_and_wait(qtbot, window, NCU / "torch_sdpa.ncu-rep")
+    view = _show(qtbot, window)
+    # the report's peak: solid (dashed is kept for calibrated ceilings, as the caption says)
+    assert view.peak_style == Qt.PenStyle.SolidLine
+    assert "solid: the report's peaks, dashed: calibration" in view.points_text.text()
+    # the four launches of the one SDPA kernel sit on one point: one label, "×4"
+    names = {short_kernel(str(k)) for k in view.result.points["kernel"]}
+    assert len(names) == 1 and set(view.labels.values()) == {f"{next(iter(names))} ×4"}
+    assert len(set(view.labels.values())) <= TOP_LABELS
+    assert short_kernel("void at::native::elementwise_kernel<128, 4, at::Foo<float>>(int, T3)") == \
+        "at::native::elementwise_kernel"
+
+
+def test_missing_metrics_is_a_short_sentence(qtbot, window, tmp_path):
+    """A public report profiled without roofline sections: one short sentence, no stale
+    "Computing…", the kernel list only in the tooltip."""
+    import subprocess
+
+    from gui.views.roofline_view import MISSING_METRICS
+
+    subprocess.run(["tar", "xJf", str(FIXTURES / "ncu_public.tar.xz"), "-C", str(tmp_path),
+                    "ncu_public/Lashi0812__profiling_profiles_torchLinear.ncu-rep"], check=True, timeout=120)
+    name = "Lashi0812__profiling_profiles_torchLinear.ncu-rep"
+    open_and_wait(qtbot, window, tmp_path / "ncu_public" / name)
+    view = _show(qtbot, window)
+    assert view.stack.showing_placeholder() and view.stack.placeholder_text() == MISSING_METRICS
+    assert view.notes.text() == "" and not view.precision.isEnabled()
+    assert "were not collected for" in view.stack.placeholder.toolTip()
+    screenshot(window, "roofline_missing_metrics")
