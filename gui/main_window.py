@@ -283,6 +283,14 @@ class MainWindow(QMainWindow):
             self.reports.set_current(existing)
             self.log.add(f"{path.name} is already open.")
             return
+        if path.is_dir():  # a folder of reports (the ranks of a job): open each; none: the loader says so
+            from engine.sessions.batch import reports_in
+
+            inside = reports_in(path)
+            if inside:
+                self.log.add(f"Opening the {len(inside)} report(s) in {path} …")
+                self.open_paths(inside, interactive=interactive)
+                return
         key = str(path)
         if key in self._jobs:
             return

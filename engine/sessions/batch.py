@@ -64,6 +64,16 @@ def jobs_of(paths: Sequence[str]) -> list[list[str]]:
             for g in groups.values()]
 
 
+def reports_in(folder: str | Path) -> list[str]:
+    """The reports in a folder (not below it), one per recording (.sqlite over its .nsys-rep), rank order."""
+    try:
+        names = [str(p) for p in Path(folder).iterdir() if p.is_file() and p.name.endswith(_SUFFIXES)
+                 and not p.name.endswith(".ncu-rep")]
+    except OSError:
+        return []
+    return [p for job in jobs_of(sorted(names)) for p in job]
+
+
 def _clean(v: Any) -> Any:
     """A JSON- and Parquet-safe cell: numpy scalars to Python, NaN/inf to None."""
     if hasattr(v, "item") and not isinstance(v, (list, dict, str)):

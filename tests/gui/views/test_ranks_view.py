@@ -71,3 +71,17 @@ def test_one_report_around_torchrun_and_a_single_gpu_report(qtbot, window, ddp_f
                     timeout=LOAD_TIMEOUT_MS)
     assert view.headline.text() == "No straggler among 1 rank(s)."
     assert view.job_combo.count() == 2
+
+
+def test_opening_a_folder_of_rank_reports_opens_the_job(qtbot, window, ddp_files, tmp_path):
+    folder = tmp_path / "job"
+    folder.mkdir()
+    for p in ddp_files[:2]:
+        (folder / p.name).symlink_to(p)
+    (folder / "notes.txt").write_text("not a report")
+    window.open_path(folder)
+    qtbot.waitUntil(lambda: len(window.reports) == 2 and not window.is_loading(), timeout=LOAD_TIMEOUT_MS)
+    assert sorted(r.name for r in window.reports.reports) == ["ddp_rank0.sqlite", "ddp_rank1.sqlite"]
+    view = _show(qtbot, window)
+    assert [r.rank for r in view.result.ranks] == [0, 1] and view.result.straggler.rank == 1
+    assert view.job_combo.count() == 1
