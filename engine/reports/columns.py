@@ -44,8 +44,6 @@ if TYPE_CHECKING:
 NULL = -(2**62)
 #: Rows per chunk of a column-wise read.
 CHUNK_ROWS = 1_000_000
-#: Tables smaller than this are read on the caller's connection in one go (threads cost more).
-SMALL_ROWS = 50_000
 _FORMAT = "1"  # bump when the files' meaning changes
 
 
@@ -144,13 +142,16 @@ class ColumnStore:
         return sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True,
                                check_same_thread=False)
 
-    def read_async(self, table: str, exprs: dict[str, str]) -> PendingColumns:
+    def read_async(self, table: str, exprs: dict[str, str],
+                   narrow: frozenset[str] = frozenset()) -> PendingColumns:
         """Start reading integer expressions of ``table`` (cached ones are mapped, not read).
 
         Args:
             table: an SQLite table of the export.
             exprs: column name -> SQL expression over that table's columns (e.g.
                 ``'"end" - "start"'``); every value must be an integer or NULL.
+            narrow: columns to keep as int32 (ids and kinds: half the memory of 69M-row
+                tables); read as int64 after all when a value does not fit (or is NULL).
 
         Returns:
             A handle; its ``result()`` raises ``sqlite3.Error`` when the table or an expression
@@ -170,14 +171,15 @@ class ColumnStore:
             done.set_result(out)
             return PendingColumns(done)
         pool = self._executor()
-        return PendingColumns(pool.submit(self._read, table, todo, out))
+        return PendingColumns(pool.submit(self._read, table, todo, out, narrow))
 
-    def read(self, table: str, exprs: dict[str, str]) -> dict[str, npt.NDArray[np.int64]]:
+    def read(self, table: str, exprs: dict[str, str],
+             narrow: frozenset[str] = frozenset()) -> dict[str, npt.NDArray[np.int64]]:
         """:meth:`read_async` and wait."""
-        return self.read_async(table, exprs).result()
+        return self.read_async(table, exprs, narrow).result()
 
-    def _read(self, table: str, exprs: dict[str, str],
-              out: dict[str, npt.NDArray[np.int64]]) -> dict[str, npt.NDArray[np.int64]]:
+    def _read(self, table: str, exprs: dict[str, str], out: dict[str, npt.NDArray[np.int64]],
+              narrow: frozenset[str] = frozenset()) -> dict[str, npt.NDArray[np.int64]]:
         import numpy as np
 
         con = self._connect()
@@ -189,34 +191,50 @@ class ColumnStore:
                 return out
             bounds = list(range(first - 1, last, CHUNK_ROWS)) + [last]
             chunks = list(zip(bounds, bounds[1:], strict=False))
-            aggs = ", ".join(f"group_concat(coalesce({e}, {NULL}), ',')" for e in exprs.values())
-            sql = f"SELECT count(*), {aggs} FROM {table} WHERE rowid > ? AND rowid <= ?"
-            if len(chunks) == 1 or last - first < SMALL_ROWS:
-                parts = [_parse(con.execute(f"SELECT count(*), {aggs} FROM {table}").fetchone())]
-            else:
-                parts = self._chunked(sql, chunks)
+            # Rows per chunk first (a rowid-range count is cheap): every chunk is then parsed
+            # straight into its place in one array, never concatenated (half the peak memory).
+            counts = [con.execute(f"SELECT count(*) FROM {table} WHERE rowid > ? AND rowid <= ?",
+                                  c).fetchone()[0] for c in chunks]
         finally:
             con.close()
-        for i, (name, expr) in enumerate(exprs.items()):
-            cols = [p[i] for p in parts]
-            arr = cols[0] if len(cols) == 1 else np.concatenate(cols)
-            for p in parts:
-                p[i] = arr[:0]  # drop the chunk as soon as it is copied
+        offsets = [0]
+        for n in counts:
+            offsets.append(offsets[-1] + n)
+        aggs = ", ".join(f"group_concat(coalesce({e}, {NULL}), ',')" for e in exprs.values())
+        sql = f"SELECT count(*), {aggs} FROM {table} WHERE rowid > ? AND rowid <= ?"
+        try:
+            arrays: list[npt.NDArray[np.int64]] = [
+                np.empty(offsets[-1], dtype=np.int32 if n in narrow else np.int64)  # type: ignore[misc]
+                for n in exprs]
+            self._chunked(sql, chunks, offsets, arrays)
+        except _Wide:  # a narrow column holds a big value or NULL: int64 after all
+            arrays = [np.empty(offsets[-1], dtype=np.int64) for _ in exprs]
+            self._chunked(sql, chunks, offsets, arrays)
+        for (name, expr), arr in zip(exprs.items(), arrays, strict=True):
             out[name] = arr
             self._save(table, name, expr, arr)
         return out
 
-    def _chunked(self, sql: str, chunks: list[tuple[int, int]]) -> list[list[npt.NDArray[np.int64]]]:
-        """Read the chunks on two connections in two threads, in order."""
+    def _chunked(self, sql: str, chunks: list[tuple[int, int]], offsets: list[int],
+                 arrays: list[npt.NDArray[np.int64]]) -> None:
+        """Read the chunks on up to two connections in two threads, each into its place."""
+        import numpy as np
+
         n_threads = min(2, len(chunks))
-        results: list[list[npt.NDArray[np.int64]] | None] = [None] * len(chunks)
         errors: list[BaseException] = []
 
         def work(k: int) -> None:
             con = self._connect()
             try:
                 for j in range(k, len(chunks), n_threads):
-                    results[j] = _parse(con.execute(sql, chunks[j]).fetchone())
+                    cols = _parse(con.execute(sql, chunks[j]).fetchone())
+                    if any(len(c) != offsets[j + 1] - offsets[j] for c in cols):
+                        raise sqlite3.DatabaseError("the table changed while it was read")
+                    for arr, col in zip(arrays, cols, strict=True):
+                        if arr.dtype == np.int32 and len(col) and (
+                                int(col.min()) < -(2**31) or int(col.max()) >= 2**31):
+                            raise _Wide
+                        arr[offsets[j]:offsets[j + 1]] = col
             except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
                 errors.append(exc)
             finally:
@@ -230,7 +248,6 @@ class ColumnStore:
             t.join()
         if errors:
             raise errors[0]
-        return [r for r in results if r is not None]
 
     def close(self) -> None:
         """Stop the reader threads (reads in progress finish first)."""
@@ -238,6 +255,10 @@ class ColumnStore:
             if self._pool is not None:
                 self._pool.shutdown(wait=False)
                 self._pool = None
+
+
+class _Wide(Exception):
+    """A value does not fit the int32 column it was read into."""
 
 
 def _parse(row: tuple[object, ...]) -> list[npt.NDArray[np.int64]]:

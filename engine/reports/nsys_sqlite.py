@@ -444,7 +444,8 @@ class NsysSqliteTrace(Trace):
                 return None  # no rows
         except sqlite3.Error:
             return SummaryColumns(None, list(exprs))
-        return SummaryColumns(self.column_store().read_async(t, exprs), list(exprs))
+        narrow = frozenset({"nameId", "copyKind"})  # ids and kinds: int32 (half the memory)
+        return SummaryColumns(self.column_store().read_async(t, exprs, narrow), list(exprs))
 
     def nvtx_range_groups(self) -> list[tuple[int, str, npt.NDArray[np.int64]]] | None:
         """NVTX push/pop and start/end ranges that ended, grouped: (eventType, "domain:text", durations).

@@ -24,12 +24,14 @@ if TYPE_CHECKING:
 # -- the five core reports without pandas --------------------------------------------------------
 #: Reports :func:`fast_reports` computes straight from an nsys SQLite export.
 FAST_REPORTS = ("cuda_api_sum", "cuda_gpu_kern_sum", "cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum",
-                "nvtx_sum")
+                "nvtx_sum", "cuda_api_gpu_sum", "cuda_gpu_sum")
 
 
 _FAST_TABLES: dict[str, set[str]] = {
     "cuda_api_sum": {"api"}, "cuda_gpu_kern_sum": {"kernels"}, "cuda_gpu_mem_time_sum": {"memcpy", "memset"},
     "cuda_gpu_mem_size_sum": {"memcpy", "memset"}, "nvtx_sum": set(),
+    "cuda_api_gpu_sum": {"api", "kernels", "memcpy", "memset"},
+    "cuda_gpu_sum": {"kernels", "memcpy", "memset"},
 }
 
 
@@ -86,7 +88,7 @@ def _segment_stats(
     vmin, vmax = int(values.min()), int(values.max())
     span = vmax - vmin + 1
     if n_groups * span < 2**62 and max(-vmin, vmax) < 2**62:  # one int64 sort: group, then value
-        key = codes * span
+        key = codes.astype(np.int64) * span  # int32 codes: widen before multiplying
         key += values
         key.sort()
         base = np.repeat(np.arange(n_groups, dtype=np.int64) * span, counts)
@@ -212,7 +214,7 @@ def _id_groups(
     rank = {n: i for i, n in enumerate(names)}
     ranks = np.array([rank[n] for n in labels], dtype=np.int64)
     if small:
-        lut = np.zeros(int(present[-1]) + 1, dtype=np.int64)
+        lut = np.zeros(int(present[-1]) + 1, dtype=np.int32)  # codes as int32: half the memory
         lut[present] = ranks
         codes = lut[ids]
     else:
@@ -285,28 +287,56 @@ def fast_reports(trace: Trace, names: Sequence[str], *, csv: bool = False) -> di
         ranges = trace.nvtx_range_groups()
         if ranges is not None:
             out["nvtx_sum"] = _nvtx_table(ranges)
-    cols = {t: (r.result() if r is not None else None) for t, r in reads.items()}
-    failed = {t for t, r in reads.items() if r is not None and cols[t] is None}
-    wanted = [n for n in wanted if not failed & _FAST_TABLES[n]]  # NULLs: the general path
+    # Each table's groups are computed as soon as its columns are in, and the columns dropped:
+    # a 69M-call table is never held together with the others (bounded memory at 10M kernels).
     strings = trace.strings()
-    if "cuda_api_sum" in wanted:
-        api = cols.get("api")
-        groups = _id_groups(api, lambda i: _API_SUFFIX.sub("", strings.get(i, f"<unknown {i}>"))) \
-            if api is not None else []
-        if groups is not None:
-            out["cuda_api_sum"] = _time_rows(groups, "cuda_api_sum")
-    if "cuda_gpu_kern_sum" in wanted:
-        k = cols.get("kernels")
-        groups = _id_groups(k, strings.get) if k is not None else []
-        if groups is not None:
-            out["cuda_gpu_kern_sum"] = _time_rows(groups, "cuda_gpu_kern_sum")
-    memcpy, memset = cols.get("memcpy"), cols.get("memset")
+    Groups = list[tuple[Any, tuple[int, int, float, float, int, int, float]]]
+    failed: set[str] = set()
+
+    def take(table: str) -> dict[str, npt.NDArray[np.int64]] | None:
+        r = reads.pop(table, None)
+        if r is None:
+            return None
+        got = r.result()
+        if got is None:
+            failed.add(table)  # a NULL: the general path computes the reports of this table
+        return got
+
+    api_groups: Groups | None = []
+    kernel_groups: Groups | None = []
+    mem_groups: Groups = []
+    size_groups: Groups = []
+    api = take("api")
+    if api is not None:
+        api_groups = _id_groups(api, lambda i: _API_SUFFIX.sub("", strings.get(i, f"<unknown {i}>")))
+    del api
+    k = take("kernels")
+    if k is not None:
+        kernel_groups = _id_groups(k, strings.get)
+    del k
+    memcpy, memset = take("memcpy"), take("memset")
+    if memcpy is not None or memset is not None:
+        if any(n in wanted for n in ("cuda_gpu_mem_time_sum", "cuda_api_gpu_sum", "cuda_gpu_sum")):
+            mem_groups = _memop_groups(trace, memcpy, memset, "duration")
+        if "cuda_gpu_mem_size_sum" in wanted:
+            size_groups = _memop_groups(trace, memcpy, memset, "bytes")
+    del memcpy, memset
+    wanted = [n for n in wanted if not failed & _FAST_TABLES[n]]
+    if "cuda_api_sum" in wanted and api_groups is not None:
+        out["cuda_api_sum"] = _time_rows(api_groups, "cuda_api_sum")
+    if "cuda_gpu_kern_sum" in wanted and kernel_groups is not None:
+        out["cuda_gpu_kern_sum"] = _time_rows(kernel_groups, "cuda_gpu_kern_sum")
     if "cuda_gpu_mem_time_sum" in wanted:
-        groups = _memop_groups(trace, memcpy, memset, "duration") if memcpy or memset else []
-        out["cuda_gpu_mem_time_sum"] = _time_rows(groups, "cuda_gpu_mem_time_sum")
+        out["cuda_gpu_mem_time_sum"] = _time_rows(mem_groups, "cuda_gpu_mem_time_sum")
     if "cuda_gpu_mem_size_sum" in wanted:
-        groups = _memop_groups(trace, memcpy, memset, "bytes") if memcpy or memset else []
-        out["cuda_gpu_mem_size_sum"] = _size_table(groups)
+        out["cuda_gpu_mem_size_sum"] = _size_table(size_groups)
+    # The combined summaries: each category's groups in name order, then by total (stable).
+    parts = {"CUDA_API": api_groups, "CUDA_KERNEL": kernel_groups, "MEMORY_OPER": mem_groups}
+    for report, cats in (("cuda_api_gpu_sum", ("CUDA_API", "CUDA_KERNEL", "MEMORY_OPER")),
+                         ("cuda_gpu_sum", ("CUDA_KERNEL", "MEMORY_OPER"))):
+        if report in wanted and all(parts[c] is not None for c in cats):
+            combined = [((c, name), st) for c in cats for name, st in parts[c] or []]
+            out[report] = _time_rows(combined, report)
     return out
 
 

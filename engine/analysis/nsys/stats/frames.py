@@ -245,8 +245,8 @@ def _cuda_kern_exec_sum(trace: Trace) -> pd.DataFrame:
     import numpy as np
     import pandas as pd
 
-    k = _usable(trace, "kernels")
-    api = _usable(trace, "api")
+    k = _usable(trace, "kernels", ["globalPid", "correlationId", "start", "end", "deviceId", "name"])
+    api = _usable(trace, "api", ["globalTid", "correlationId", "start", "end", "pid", "tid", "name"])
     if k is None or api is None:
         return _empty("cuda_kern_exec_sum")
     # A kernel and its launch share correlationId within one process (nsys: join on globalPid
