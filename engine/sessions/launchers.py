@@ -227,6 +227,17 @@ def rank_var(line: LaunchLine, profile_ranks: tuple[int, ...] = ()) -> str:
     return line.launcher.rank_vars[0]
 
 
+def rank_names(names: list[str], report_name: str, suffix: str) -> list[str]:
+    """The file names ``<name>_rank<N><suffix>`` among ``names``, by rank number."""
+    found = []
+    for n in names:
+        if n.startswith(f"{report_name}_rank") and n.endswith(suffix):
+            m = _RANK_FILE.search(n[: -len(suffix)] if suffix else n)
+            if m and n[: -len(suffix) or None] == f"{report_name}_rank{m.group(1)}":
+                found.append((int(m.group(1)), n))
+    return [n for _, n in sorted(found)]
+
+
 def rank_reports(folder: Path, report_name: str, suffix: str) -> list[Path]:
     """The per-rank reports ``<name>_rank<N><suffix>`` in ``folder``, by rank number."""
     found = []

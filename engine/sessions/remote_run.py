@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 from engine.sessions import argv as A
+from engine.sessions.launchers import rank_names
 from engine.sessions.outcome import Outcome, OutcomeKind, classify
 from engine.sessions.process import (  # noqa: F401 - LogLine, Progress, OutputError are part of this API
     KILL_GRACE_S,
@@ -137,7 +138,7 @@ def run_remote(sess: Session, sid: str, sdir: Path, main_argv: list[str], target
     recovery: tuple[OutcomeKind, str] | None = None
     recovered = False
     if spec.tool == "nsys" and res.killed is None:
-        nsys = main_argv[0]
+        nsys = (spec.tool_path or spec.tool) if spec.per_rank or spec.profile_ranks else main_argv[0]
         qdstrm = pick_qdstrm(names, spec.report_name)
         first = classify("nsys", res.returncode, res.output, qdstrm_exists=True, program=prog,
                          stderr_tail=res.stderr_tail)
@@ -152,11 +153,13 @@ def run_remote(sess: Session, sid: str, sdir: Path, main_argv: list[str], target
                 notes.append(f"nsys's import step failed on {t.display}; Kernelscope ran QdstrmImporter "
                              "itself there.")
                 names = remote.ls()
-        if rep_name in names and not sess.cancel.is_set():
-            sqlite = rep_name[: -len(".nsys-rep")] + ".sqlite"
+        exports = rank_names(names, spec.report_name, ".nsys-rep") if spec.per_rank or spec.profile_ranks \
+            else [rep_name] if rep_name in names else []
+        for rep in exports if not sess.cancel.is_set() else []:
+            sqlite = rep[: -len(".nsys-rep")] + ".sqlite"
             sess.est.set_phase("exporting")
             sess.note(f"exporting to SQLite on {t.display}: {sqlite}")
-            exp = remote.step(A.nsys_export_argv(nsys, rep_name, sqlite))
+            exp = remote.step(A.nsys_export_argv(nsys, rep, sqlite))
             if exp.killed:
                 stopped = "cancelled" if exp.killed == "cancel" else "timed out"
                 notes.append(f"The SQLite export was {stopped}; the .nsys-rep is kept and opens later.")
@@ -186,7 +189,9 @@ def run_remote(sess: Session, sid: str, sdir: Path, main_argv: list[str], target
                 f"{remote.display} there.")
     else:
         kind, msg = classify(spec.tool, res.returncode, res.output, killed=res.killed,
-                             report_exists=(sdir / rep_name).is_file() if spec.tool != "bench" else False,
+                             report_exists=spec.tool != "bench" and ((sdir / rep_name).is_file() or bool(
+                                 rank_names([p.name for p in reports], spec.report_name,
+                                            A.report_suffix(spec.tool) or ""))),
                              qdstrm_exists=any(n.endswith(".qdstrm") for n in names),
                              elapsed_s=sess.elapsed(), program=prog, stderr_tail=res.stderr_tail)
     return Outcome(kind, msg, sid, sdir, res.returncode, sess.elapsed(), tuple(reports), tuple(notes))

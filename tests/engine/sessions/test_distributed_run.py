@@ -15,6 +15,7 @@ from engine.sessions.spec import SessionSpec
 from engine.sessions.store import SessionStore
 from tests.engine import fake_tools
 from tests.engine.fake_tools import FakeInstall
+from tests.engine.sshd_fixture import Sshd, sshd  # noqa: F401  (fixture)
 
 TORCHRUN = str(Path(sys.executable).parent / "torchrun")
 JOB = str(Path(__file__).with_name("ddp_gloo_job.py"))
@@ -96,3 +97,20 @@ def test_cli_per_rank_flags(tmp_path: Path, fake: FakeInstall) -> None:
     bad = subprocess.run([sys.executable, "-m", "engine.cli", "run", "--tool", "nsys", "--per-rank", "--",
                           "./app"], capture_output=True, text=True, env=env, timeout=60, check=False)
     assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "torchrun, srun, mpirun" in bad.stderr
+
+
+def test_per_rank_job_on_an_ssh_host(tmp_path: Path, store: SessionStore, fake: FakeInstall,
+                                     sshd: Sshd) -> None:  # noqa: F811
+    """The job through a real sshd on 127.0.0.1: every rank's report is exported there and copied back."""
+    from tests.engine.sessions.test_remote import NSYS_FAKE_ENV, _target
+
+    env = fake_tools.env_for(fake)
+    spec = _job(tmp_path, per_rank=True).with_(
+        tool_path=str(fake.nsys), target=_target(sshd, tmp_path / "remote"),
+        env={k: env[k] for k in NSYS_FAKE_ENV})
+    out = run_session(spec, store=store)
+    assert out.kind is OutcomeKind.SUCCESS, out.message
+    assert sorted(p.name for p in out.reports) == ["ddp_rank0.nsys-rep", "ddp_rank0.sqlite",
+                                                   "ddp_rank1.nsys-rep", "ddp_rank1.sqlite"]
+    exports = [a for a in (json.loads(x) for x in fake.argv_log.read_text().splitlines()) if a[1] == "export"]
+    assert [a[-1] for a in exports] == ["ddp_rank0.nsys-rep", "ddp_rank1.nsys-rep"]
