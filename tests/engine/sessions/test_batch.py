@@ -127,3 +127,11 @@ def test_ranks_table_of_the_ddp_recordings_same_locally_and_on_the_cluster(
     single = analyze_paths(files[:2])
     rows = here[here["job"] == str(Path(files[0]).parent / "ddp")]
     assert list(rows["nccl_wait_ns"]) == [r.nccl_wait_ns for r in single.ranks]
+
+
+def test_findings_rows_are_the_single_report_findings(cluster: tuple[str, Path]) -> None:
+    from engine.analysis.findings import findings_for
+
+    table = run_batch("findings", REPORTS[:2], scheduler=cluster[0])
+    want = [(p, f.to_dict()["id"], f.to_dict()["title"]) for p in REPORTS[:2] for f in findings_for(p)]
+    assert list(zip(table["report"], table["id"], table["title"], strict=True)) == want and want
