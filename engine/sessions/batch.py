@@ -259,7 +259,7 @@ def _run_dask(kind: str, tasks: list[list[str]], results: list[list[dict[str, An
         done = 0
         pending = as_completed(futures)
         while True:
-            if cancel.is_set():
+            if cancel.is_set() and done < len(tasks):
                 client.cancel(futures)
                 raise BatchError(f"Cancelled after {done} of {len(tasks)} reports; the remaining tasks were "
                                  "cancelled on the cluster.")

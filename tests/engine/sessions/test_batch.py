@@ -135,3 +135,20 @@ def test_findings_rows_are_the_single_report_findings(cluster: tuple[str, Path])
     table = run_batch("findings", REPORTS[:2], scheduler=cluster[0])
     want = [(p, f.to_dict()["id"], f.to_dict()["title"]) for p in REPORTS[:2] for f in findings_for(p)]
     assert list(zip(table["report"], table["id"], table["title"], strict=True)) == want and want
+
+
+def test_cancel_stops_after_the_current_report() -> None:
+    import threading
+
+    from engine.sessions.batch import BatchError
+
+    cancel = threading.Event()
+    seen: list[int] = []
+
+    def progress(done: int, total: int, report: str) -> None:
+        seen.append(done)
+        cancel.set()
+
+    with pytest.raises(BatchError, match=r"^Cancelled after 1 of 3 reports\.$"):
+        run_batch("summary", REPORTS, workers=0, on_progress=progress, cancel=cancel)
+    assert seen == [1]
