@@ -258,6 +258,43 @@ def nvtx_range(action: Any) -> str:
     return "/".join(names)
 
 
+#: The two columns ncu adds after "Host Name" for a report collected with ``--nvtx``.
+NVTX_COLUMNS = [
+    "thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg",
+    "Id:Domain:Start/Stop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg",
+]
+
+
+def nvtx_cells(action: Any, thread: str) -> tuple[str, str] | None:
+    """The kernel's two NVTX cells as ncu prints them, or None when it ran in no NVTX range.
+
+    ncu prints the NVTX columns for a report where a kernel ran in an NVTX range (collected with
+    ``--nvtx``); every report has an NVTX state, most with an empty default domain.
+
+    A push/pop cell is the thread (``thread``: the process id, i.e. its main thread) and each
+    range as ``"<domain>:<name>:none:none:none:none:none:none"`` (payload, color and message
+    types and values: "none" when unset); ``2809  "<default domain>:phase_copy:none:...:none" ``.
+    """
+    state = action.nvtx_state()
+    if state is None:
+        return None
+    push: list[str] = []
+    start: list[str] = []
+    try:
+        for domain_id in state.domains():
+            dom = state.domain_by_id(domain_id)
+            name = str(dom.name())
+            push.extend(f"{name}:{r}:none:none:none:none:none:none" for r in dom.push_pop_ranges())
+            start.extend(f"{name}:{r}:none:none:none:none:none:none" for r in dom.start_end_ranges())
+    except Exception:  # noqa: BLE001 - NVTX is optional decoration, never a reason to fail
+        return None
+    if not push and not start:  # an empty default domain: reports without --nvtx have one too
+        return None
+    push_cell = thread + " " + "".join(f' "{r}" ' for r in push) if push else ""
+    start_cell = "".join(f' "{r}" ' for r in start).strip(" ") if start else ""
+    return push_cell, start_cell
+
+
 def all_metrics(
     actions: list[Any], idents: list[list[str]]
 ) -> tuple[pd.DataFrame, dict[str, str], pd.DataFrame]:

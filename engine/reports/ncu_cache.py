@@ -7,7 +7,7 @@ from pathlib import Path
 from engine.reports.ncu_model import NcuReport
 from engine.system.atomic import atomic_write
 
-_CACHE_FORMAT = 7  # 5: stored section defs; 6: names by kernel count; 7: classes in ncu_model/ncu_rep
+_CACHE_FORMAT = 9  # 8: processes, rule_columns; 9: nvtx cells, range results
 
 
 def cache_file(path: Path) -> Path:

@@ -119,7 +119,8 @@ def read_ncu_csv(path: str | Path) -> NcuReport:
                          values=_values_frame(idents, values), units=units,
                          labels={m: lab for (_s, lab), m in labels.items()},
                          rules=pd.DataFrame(rules, columns=RULE_TABLE_COLUMNS),
-                         sources=pd.DataFrame(columns=SOURCE_COLUMNS))
+                         sources=pd.DataFrame(columns=SOURCE_COLUMNS),
+                         rule_columns=len(header) > n_id + 4)
 
     if len(rows) < 2:
         raise ReportError(f"{p} has no units row; export it again with `ncu --csv --page raw`.")

@@ -199,6 +199,13 @@ class NcuReport:
     source_lines: dict[int, pd.DataFrame] = field(default_factory=dict)  # filled by resolve_sources
     # kernel ID -> demangled name as the report stores it (``ncu --rename-kernels off``); .ncu-rep only
     stored_names: list[str] = field(default_factory=list)
+    # ncu prints the rule columns when a result holds rule results, even ones without a message
+    rule_columns: bool = False
+    # kernel ID -> its two NVTX cells (``--nvtx`` reports only; ncu then prints NVTX_COLUMNS)
+    nvtx: dict[int, tuple[str, str]] = field(default_factory=dict)
+    # False when every result is a range (``--replay-mode range``): ncu then prints no Block Size
+    # and Grid Size columns
+    launch_columns: bool = True
 
     def value(self, kernel_id: int, metric: str) -> float | None:
         """One metric of one kernel as a float in base units, or None when it was not collected."""

@@ -25,6 +25,7 @@ from engine.reports.ncu_actions import (
     launch_dim,
     metric_text,
     metric_value,
+    nvtx_cells,
     nvtx_range,
     raw_unit,
     rule_records,
@@ -43,7 +44,7 @@ from engine.reports.ncu_model import (
     NcuReport,
 )
 from engine.reports.ncu_names import simplify_names
-from engine.reports.ncu_section_defs import read_section_defs
+from engine.reports.ncu_section_defs import read_report_layout
 from engine.system.errors import ReportError
 
 if TYPE_CHECKING:
@@ -381,6 +382,37 @@ def read_ncu_rep(path: str | Path, *, use_cache: bool = True) -> NcuReport:
     return report
 
 
+def _settle_units(actions: list[Any]) -> None:
+    """Ask ``ncu_report`` for every metric's unit, in its own order, before anything else.
+
+    ``ncu_report`` (2025.3 and 2026.3) works a derived metric's unit out on the first ``unit()``
+    call, from what it was asked before, and keeps it for the process: asked in other orders,
+    ``derived__memory_l2_theoretical_sectors_global_excessive`` comes out "sector" or "byte" and
+    ``sass__inst_executed_register_spilling_mem_local`` "inst" or "byte". Asked first, in the
+    order of ``metric_names()``, they come out as ncu prints them (on a ``--set detailed`` report
+    "byte", on a ``--set full`` one "sector" and "inst"). Kernels with the same metric list share
+    the answers, so each distinct list is asked once.
+    """
+    done: set[tuple[str, ...]] = set()
+    for a in actions:
+        names = tuple(map(str, a.metric_names()))
+        if names in done:
+            continue
+        done.add(names)
+        for name in names:
+            m = a.metric_by_name(name)
+            if m is not None:
+                m.unit()
+
+
+def _is_range(action: Any) -> bool:
+    """Whether the result is a range (``--replay-mode range``), not a kernel launch."""
+    try:
+        return bool(action.workload_type() == action.WorkloadType_RANGE)
+    except AttributeError:  # an ncu_report without workload types: kernels only
+        return False
+
+
 def _read_ncu_rep(p: Path, use_cache: bool = False) -> NcuReport:
     import pandas as pd
 
@@ -404,8 +436,20 @@ def _read_ncu_rep(p: Path, use_cache: bool = False) -> NcuReport:
     notes: list[str] = []
     if fmt is not None and fmt > KNOWN_FORMAT:
         notes.append(_newer_message(p, fmt, partly=True))
-    pid, pname, host = _process_info(p)
-    section_defs = read_section_defs(p)
+    first_process = _process_info(p)
+    layout = read_report_layout(p)
+    section_defs = layout.sections
+    processes = [first_process] * len(actions)
+    if len(layout.results) == len(actions):  # the file's results are ncu_report's actions, in order
+        pids = [r.pid for r in layout.results]
+        processes = [
+            (str(q), *layout.processes.get(q, first_process[1:])) if q is not None else first_process
+            for q in pids
+        ]
+        if len(set(pids)) > 1:  # ncu numbers the kernels process by process (by process id)
+            order = sorted(range(len(actions)), key=lambda i: (pids[i] or 0, i))
+            refs, actions = [refs[i] for i in order], [actions[i] for i in order]
+            processes = [processes[i] for i in order]
 
     kernels: list[dict[str, Any]] = []
     details: list[list[Any]] = []
@@ -424,9 +468,13 @@ def _read_ncu_rep(p: Path, use_cache: bool = False) -> NcuReport:
     idents: list[list[str]] = []
     canonical: dict[str, str] = {}  # one str object per metric name: the cache pickles each once
     name_lists: dict[tuple[str, ...], tuple[list[str], frozenset[str], frozenset[str]]] = {}
+    nvtx: dict[int, tuple[str, str]] = {}
+    _settle_units(actions)
     stored_names = [str(a.name(a.NameBase_DEMANGLED)) for a in actions]
     printed_names = simplify_names(stored_names)  # as ncu prints them: depends on the whole report
+    ranges = [_is_range(a) for a in actions]
     for idx, a in enumerate(actions):
+        pid, pname, host = processes[idx]
         block, grid = launch_dim(a, "launch__block_dim"), launch_dim(a, "launch__grid_dim")
         major = metric_value(a, "device__attribute_compute_capability_major")
         minor = metric_value(a, "device__attribute_compute_capability_minor")
@@ -434,7 +482,7 @@ def _read_ncu_rep(p: Path, use_cache: bool = False) -> NcuReport:
         demangled = printed_names[idx]
         ident = [
             str(idx), pid, pname, host, demangled, int_text(a, "launch__context_id"),
-            int_text(a, "launch__stream_id"), "({}, {}, {})".format(*block),
+            "n/a" if ranges[idx] else int_text(a, "launch__stream_id"), "({}, {}, {})".format(*block),
             "({}, {}, {})".format(*grid), int_text(a, "launch__device_id") or "0", cc,
         ]
         dur = metric_value(a, "gpu__time_duration.sum")
@@ -486,6 +534,9 @@ def _read_ncu_rep(p: Path, use_cache: bool = False) -> NcuReport:
                     nums[name] = metric_text(m)[1]
                 if name not in raw_units:
                     raw_units[name] = raw_unit(name, m)
+        cells = None if ranges[idx] else nvtx_cells(a, pid)  # a range result has no NVTX columns
+        if cells is not None:
+            nvtx[idx] = cells
         idents.append(ident)
         name_sets.append(have)
         partial_nums.append(nums)
@@ -500,7 +551,8 @@ def _read_ncu_rep(p: Path, use_cache: bool = False) -> NcuReport:
         rules=pd.DataFrame(rule_table, columns=RULE_TABLE_COLUMNS),
         sources=pd.DataFrame(source_table, columns=SOURCE_COLUMNS), sections=sections,
         action_refs=refs, pc_samples=pd.DataFrame(all_samples, columns=["ID", "pc", "samples"]),
-        stored_names=stored_names,
+        stored_names=stored_names, rule_columns=any(r.has_rule_results for r in layout.results), nvtx=nvtx,
+        launch_columns=not all(ranges),
     )
     st = p.stat()
     report.__dict__["_partial"] = _Partial(

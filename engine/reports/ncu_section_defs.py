@@ -29,9 +29,10 @@ MC Channel Active Cycles: n/a" (its filter lists 87 and 101) where ncu 2025.3.1'
 from __future__ import annotations
 
 import mmap
+import re
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 #: The architecture values Nsight Compute 2025.3.1 knows (those its own section files use).
@@ -198,60 +199,137 @@ def _section(msg: bytes) -> SectionDef | None:
     return SectionDef(ident, name, order, tuple(header))
 
 
-def read_section_defs(path: Path) -> dict[str, SectionDef]:
-    """Every section definition stored in a report, by identifier (the first one found wins).
+@dataclass(frozen=True)
+class ResultInfo:
+    """One profiling result as the report file stores it, in file order."""
 
-    Walks the report's blocks and the top-level fields of each (large fields are skipped, not
-    read), so it costs little even for reports of hundreds of MB. A block that does not parse as
-    a result message is skipped; a report whose definitions cannot be found gives ``{}``.
+    pid: int | None  # the profiled process
+    has_rule_results: bool  # the result holds rule results (possibly none with a message)
+
+
+@dataclass
+class ReportLayout:
+    """What the report's blocks say beyond ``ncu_report``'s API."""
+
+    sections: dict[str, SectionDef] = field(default_factory=dict)  # stored section definitions
+    results: list[ResultInfo] = field(default_factory=list)  # kernel results, in file order
+    processes: dict[int, tuple[str, str]] = field(default_factory=dict)  # pid -> (executable, host)
+
+
+def read_section_defs(path: Path) -> dict[str, SectionDef]:
+    """Every section definition stored in a report, by identifier (see :func:`read_report_layout`)."""
+    return read_report_layout(path).sections
+
+
+def read_report_layout(path: Path) -> ReportLayout:
+    """The section definitions, the results (process, rule results) and the processes of a report.
+
+    A report is a chain of length-prefixed blocks; a result is a small header block (field 1 = 0,
+    field 5 = the next block's length with its prefix) followed by the result message (field 1 the
+    process id, 17 the section definitions, 19 the rule results). Walks the blocks and the
+    top-level fields of each (large fields are skipped, not read), so it costs little even for
+    reports of hundreds of MB. A block that does not parse is skipped; an unreadable report gives
+    an empty layout.
 
     Args:
         path: A ``.ncu-rep`` file (already checked to be one).
 
     Returns:
-        Section identifier -> its stored definition.
+        The layout; ``sections`` keyed by identifier (the first definition found wins).
     """
-    found: dict[str, SectionDef] = {}
+    layout = ReportLayout()
     try:
         with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             view = memoryview(mm)
             try:
-                _walk(view, found)
+                _walk(view, layout)
             finally:
                 view.release()
     except (OSError, ValueError):
-        return found
-    return found
+        return layout
+    return layout
 
 
-def _walk(view: memoryview, found: dict[str, SectionDef]) -> None:
-    size = len(view)
-    pos = 4
+def _blocks(view: memoryview) -> list[tuple[int, int]]:
+    size, pos, out = len(view), 4, []
     while pos + 4 <= size:
         (length,) = struct.unpack_from("<I", view, pos)
-        start, end = pos + 4, pos + 4 + length
-        pos = end
-        if end > size:
-            return
-        i = start
+        if pos + 4 + length > size:
+            break
+        out.append((pos + 4, length))
+        pos += 4 + length
+    return out
+
+
+def _top_fields(view: memoryview, start: int, end: int, want: frozenset[int]) -> dict[int, list[int | bytes]]:
+    """Top-level fields of the message in ``view[start:end]``: varints of any field, bytes of ``want``."""
+    out: dict[int, list[int | bytes]] = {}
+    i = start
+    while i < end:
+        key, i = _varint(view, i)
+        f, wire = key >> 3, key & 7
+        if wire == 0:
+            v, i = _varint(view, i)
+            out.setdefault(f, []).append(v)
+        elif wire == 2:
+            ln, i = _varint(view, i)
+            if i + ln > end:
+                raise ValueError("truncated field")
+            out.setdefault(f, []).append(bytes(view[i:i + ln]) if f in want else b"")
+            i += ln
+        elif wire == 1:
+            i += 8
+        elif wire == 5:
+            i += 4
+        else:
+            raise ValueError(f"wire type {wire}")
+    return out
+
+
+_PROCESS_RE = re.compile(rb"2([\x05-\x7f])\x08([\x80-\xff]{0,4}[\x00-\x7f])\x12([\x00-\x7f])", re.S)
+
+
+def _processes(buf: bytes, found: dict[int, tuple[str, str]]) -> None:
+    """Process records {1: pid, 2: host, 3: executable path} in a block: pid -> (executable, host)."""
+    for m in _PROCESS_RE.finditer(buf):
+        total, host_len = m.group(1)[0], m.group(3)[0]
+        p = m.end() + host_len
+        if p + 2 > len(buf) or buf[p] != 0x1A:
+            continue
+        path_len = buf[p + 1]
+        if p + 2 + path_len - (m.start() + 2) != total:
+            continue
+        pid = 0
+        for i, b in enumerate(m.group(2)):
+            pid |= (b & 0x7F) << (7 * i)
+        exe = buf[p + 2:p + 2 + path_len].decode("utf-8", "replace")
+        found.setdefault(pid, (exe.rsplit("/", 1)[-1], buf[m.end():p].decode("utf-8", "replace")))
+
+
+def _walk(view: memoryview, layout: ReportLayout) -> None:
+    blocks = _blocks(view)
+    for k, (start, length) in enumerate(blocks):
+        end = start + length
         try:
-            while i < end:
-                key, i = _varint(view, i)
-                f, wire = key >> 3, key & 7
-                if wire == 0:
-                    _, i = _varint(view, i)
-                elif wire == 2:
-                    ln, i = _varint(view, i)
-                    if f == 17 and i + ln <= end:
-                        sec = _section(bytes(view[i:i + ln]))
-                        if sec is not None and sec.identifier not in found:
-                            found[sec.identifier] = sec
-                    i += ln
-                elif wire == 1:
-                    i += 8
-                elif wire == 5:
-                    i += 4
-                else:
-                    break
+            fields = _top_fields(view, start, end, frozenset({17}))
         except (ValueError, IndexError):
             continue
+        for msg in fields.get(17, []):
+            if isinstance(msg, bytes):
+                try:
+                    sec = _section(msg)
+                except (ValueError, IndexError):
+                    continue
+                if sec is not None and sec.identifier not in layout.sections:
+                    layout.sections[sec.identifier] = sec
+        if length < (1 << 20):
+            _processes(bytes(view[start:end]), layout.processes)
+        nxt = blocks[k + 1] if k + 1 < len(blocks) else None
+        if nxt is None or fields.get(1) != [0] or fields.get(5) != [nxt[1] + 4]:
+            continue
+        try:  # a result header: the next block is the result
+            res = _top_fields(view, nxt[0], nxt[0] + nxt[1], frozenset())
+        except (ValueError, IndexError):
+            continue
+        pid = res.get(1, [None])[0]
+        layout.results.append(ResultInfo(pid if isinstance(pid, int) else None, 19 in res))

@@ -6,11 +6,39 @@ import math
 from typing import TYPE_CHECKING
 
 from engine.reports.ncu import DETAILS_COLUMNS, ID_COLUMNS, format_number
+from engine.reports.ncu_actions import NVTX_COLUMNS
 
 if TYPE_CHECKING:
     from engine.reports.ncu import NcuReport
 
 _N_METRIC_FIELDS = len(ID_COLUMNS) + 4  # a metric row stops after "Metric Value"
+
+
+def _nvtx(report: NcuReport) -> dict[int, tuple[str, str]] | None:
+    """Kernel ID -> its NVTX cells when the report was collected with ``--nvtx``, else None."""
+    cells: dict[int, tuple[str, str]] = getattr(report, "nvtx", None) or {}
+    return cells or None
+
+
+def _with_nvtx(cells: list[str], nvtx: dict[int, tuple[str, str]] | None, kernel_id: object,
+               launch: bool = True) -> list[str]:
+    """``cells`` with the identity columns as ncu prints them.
+
+    The two NVTX columns come after "Host Name" for a report collected with ``--nvtx``; "Block
+    Size" and "Grid Size" are left out when ``launch`` is False (a report of range results).
+    ``kernel_id`` is None for the header row and "" for the raw page's units row.
+    """
+    if not launch:
+        cells = [*cells[:7], *cells[9:]]
+    if nvtx is None:
+        return cells
+    if kernel_id is None:
+        extra = list(NVTX_COLUMNS)
+    elif kernel_id == "":
+        extra = ["", ""]
+    else:
+        extra = list(nvtx.get(int(str(kernel_id)), ("", "")))
+    return [*cells[:4], *extra, *cells[4:]]
 
 
 def _quote(text: str) -> str:
@@ -64,7 +92,7 @@ def details_csv(report: NcuReport, print_units: str = "base") -> str:
     """The details page as ``ncu --csv --page details --print-units base|auto`` prints it.
 
     Metric rows carry the identity, section and metric columns and end with an empty unquoted field;
-    rule rows carry all twenty columns. A page without rule results has no rule columns at all.
+    rule rows carry all twenty columns. A report without rule results has no rule columns at all.
 
     Args:
         report: A report read by :func:`engine.reports.ncu.read_ncu`.
@@ -82,22 +110,26 @@ def details_csv(report: NcuReport, print_units: str = "base") -> str:
     auto = print_units == "auto"
     n_id = len(ID_COLUMNS)
     table = report.metrics[[*DETAILS_COLUMNS, "value"]]
-    # ncu adds the five rule columns only when the page has a rule result to print; metric rows
-    # then end with one empty unquoted field, otherwise after "Metric Value".
-    with_rules = bool((table["Rule Name"] != "").any())
+    # ncu adds the five rule columns only when the report holds rule results (a result may hold
+    # one without a message, which prints no row); metric rows then end with one empty unquoted
+    # field, otherwise after "Metric Value".
+    with_rules = bool(getattr(report, "rule_columns", False)) or bool((table["Rule Name"] != "").any())
     header = DETAILS_COLUMNS if with_rules else DETAILS_COLUMNS[:_N_METRIC_FIELDS]
     end = "," if with_rules else ""
-    lines = [",".join(_quote(c) for c in header)]
+    nvtx = _nvtx(report)
+    launch = bool(getattr(report, "launch_columns", True))
+    lines = [",".join(_quote(c) for c in _with_nvtx(list(header), nvtx, None, launch))]
     for row in table.itertuples(index=False, name=None):
         if row[n_id + 4]:  # Rule Name set: a rule row
-            lines.append(",".join(_quote(str(c)) for c in row[:-1]))
+            rule = _with_nvtx([str(c) for c in row[:-1]], nvtx, row[0], launch)
+            lines.append(",".join(_quote(c) for c in rule))
             continue
         cells = [str(c) for c in row[:_N_METRIC_FIELDS]]
         if auto:
             scaled = auto_unit(cells[n_id + 2], float(row[-1]))
             if scaled is not None:
                 cells[n_id + 2], cells[n_id + 3] = scaled
-        lines.append(",".join(_quote(c) for c in cells) + end)
+        lines.append(",".join(_quote(c) for c in _with_nvtx(cells, nvtx, row[0], launch)) + end)
     return "\n".join(lines) + "\n"
 
 
@@ -113,8 +145,11 @@ def raw_csv(report: NcuReport) -> str:
         The CSV text.
     """
     cols = list(report.raw.columns)
-    lines = [",".join(_quote(c) for c in cols)]
-    lines.append(",".join(_quote(report.raw_units.get(c, "")) for c in cols))
+    nvtx = _nvtx(report)
+    launch = bool(getattr(report, "launch_columns", True))
+    lines = [",".join(_quote(c) for c in _with_nvtx(cols, nvtx, None, launch))]
+    units = [report.raw_units.get(c, "") for c in cols]
+    lines.append(",".join(_quote(c) for c in _with_nvtx(units, nvtx, "", launch)))
     for row in report.raw.itertuples(index=False, name=None):
-        lines.append(",".join(_quote(str(c)) for c in row))
+        lines.append(",".join(_quote(c) for c in _with_nvtx([str(c) for c in row], nvtx, row[0], launch)))
     return "\n".join(lines) + "\n"
