@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
+    QGridLayout,
     QGroupBox,
     QHBoxLayout,
     QLineEdit,
@@ -176,15 +177,15 @@ class RunFormPanel(QWidget):
         nf = QFormLayout(nw)
         nf.setContentsMargins(0, 0, 0, 0)
         trace_row = QWidget()
-        tr = QHBoxLayout(trace_row)
+        tr = QGridLayout(trace_row)  # three a row: six in one row would widen the form's column
         tr.setContentsMargins(0, 0, 0, 0)
         self.trace_checks: dict[str, QCheckBox] = {}
-        for t in NSYS_TRACE_CHOICES:
+        for i, t in enumerate(NSYS_TRACE_CHOICES):
             cb = QCheckBox(t)
             cb.setChecked(t in ("cuda", "nvtx", "osrt"))
             self.trace_checks[t] = cb
-            tr.addWidget(cb)
-        tr.addStretch(1)
+            tr.addWidget(cb, i // 3, i % 3)
+        tr.setColumnStretch(3, 1)
         nf.addRow("Trace", trace_row)
         self.cuda_mem_check = QCheckBox("CUDA memory usage")
         nf.addRow("", self.cuda_mem_check)

@@ -371,3 +371,15 @@ def test_screenshot_cli_renders_the_timeline(tmp_path):
     assert found
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     out.replace(SCREENSHOTS / "cli_host_overhead_fixed_timeline.png")
+
+
+def test_zoomed_out_api_colour_has_its_own_legend_entry():
+    """Zoomed out, CUDA API lanes draw coverage in a colour no event kind uses (it was D→H's
+    purple, with no legend entry), and the legend names it."""
+    from gui.timeline import model as tm
+    from gui.timeline.style import API_COVERAGE_COLOR, KIND_COLORS, PALETTE
+    from gui.views.timeline_view import COVERAGE_LEGEND, legend_html
+
+    assert KIND_COLORS[tm.KIND_API] == API_COVERAGE_COLOR
+    assert API_COVERAGE_COLOR not in PALETTE
+    assert f"<span style='color:{API_COVERAGE_COLOR}'>■</span>&nbsp;{COVERAGE_LEGEND}" in legend_html()

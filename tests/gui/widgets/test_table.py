@@ -1,0 +1,56 @@
+"""The shared read-only table: numbers sort as numbers (blanks last), nothing is editable, the
+height can fit its rows, one column can take the spare width."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView
+
+
+def test_read_only_table_sorts_numbers_as_numbers(qtbot):
+    from gui.widgets.table import ReadOnlyTable
+
+    t = ReadOnlyTable()
+    qtbot.addWidget(t)
+    t.set_frame(pd.DataFrame({"Kernel": ["b", "a", "c", "d"], "Time (µs)": [9.0, 10.0, math.nan, 100.5]}))
+    assert t.editTriggers() == QAbstractItemView.EditTrigger.NoEditTriggers
+    assert t.selectionBehavior() == QAbstractItemView.SelectionBehavior.SelectRows
+    assert t.column("Time (µs)")[:2] == [9.0, 10.0]  # the model's order until a header is clicked
+    t.sortByColumn(1, Qt.SortOrder.AscendingOrder)
+    assert t.column("Time (µs)") == [9.0, 10.0, 100.5, None]  # not "10" < "100.5" < "9"; blank last
+    assert t.column("Kernel") == ["b", "a", "d", "c"]
+    assert t.rows_text()[2] == {"Kernel": "d", "Time (µs)": "100.5"}
+    t.sortByColumn(0, Qt.SortOrder.DescendingOrder)
+    assert t.column("Kernel") == ["d", "c", "b", "a"]
+    t.fit_height()
+    assert t.height() == t.minimumHeight() == t.maximumHeight()
+    assert t.height() >= t.horizontalHeader().height() + 4 * t.rowHeight(0)
+    t.stretch_column("Kernel")
+    assert t.horizontalHeader().sectionResizeMode(0) == QHeaderView.ResizeMode.Stretch
+    assert t.horizontalHeader().sectionResizeMode(1) == QHeaderView.ResizeMode.ResizeToContents
+
+
+def test_cell_selection_mode_for_copies(qtbot):
+    from gui.widgets.table import ReadOnlyTable
+
+    t = ReadOnlyTable(rows=False)
+    qtbot.addWidget(t)
+    assert t.selectionBehavior() == QAbstractItemView.SelectionBehavior.SelectItems
+    assert t.selectionMode() == QAbstractItemView.SelectionMode.ExtendedSelection
+
+
+def test_placeholder_stack(qtbot):
+    from PySide6.QtWidgets import QLabel
+
+    from gui.widgets.placeholder import PlaceholderStack
+
+    s = PlaceholderStack()
+    qtbot.addWidget(s)
+    page = s.add_page(QLabel("content"))
+    s.show_placeholder("No report open")
+    assert s.showing_placeholder() and s.placeholder_text() == "No report open"
+    s.show_page(page)
+    assert not s.showing_placeholder() and s.currentWidget() is page
