@@ -22,10 +22,12 @@ PALETTE = (
     "#95a5a6",  # 10 API: other
     "#e67e22",  # 11 NVTX
 )
-#: colour of each event kind when a lane is drawn aggregated (model.KIND_*); CUDA API calls get their
-#: own slate colour (not a copy direction's), with its own legend entry
+#: colour of each event kind when a lane is drawn aggregated (model.KIND_*). Copies of every direction
+#: and API calls of every category are merged there, so they get colours of their own (not H→D's or
+#: D→H's), each with a legend entry
 API_COVERAGE_COLOR = "#34495e"
-KIND_COLORS = {0: "#3a7bd5", 1: "#d35400", 2: "#d4a017", 3: API_COVERAGE_COLOR, 4: "#e67e22"}
+COPY_COVERAGE_COLOR = "#ad1457"
+KIND_COLORS = {0: "#3a7bd5", 1: COPY_COVERAGE_COLOR, 2: "#d4a017", 3: API_COVERAGE_COLOR, 4: "#e67e22"}
 GROUP_TINT = {"api": "#f6f3fa", "gpu": "#f2f6fc", "nvtx": "#fdf6ee", "metric": "#f0f7f9"}
 
 

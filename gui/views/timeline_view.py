@@ -40,15 +40,18 @@ HINT = "Wheel: zoom · drag: pan · right-drag: zoom to range · click: details 
 
 LEGEND = (("Kernel", 0), ("H→D", 1), ("D→H", 2), ("D→D", 3), ("Memset", 5), ("Sync", 6),
           ("Copy call", 7), ("Launch", 8), ("Alloc/free", 9), ("Other API", 10), ("NVTX", 11))
-#: the zoomed-out CUDA API lanes draw how busy each pixel column is in one colour of their own
-COVERAGE_LEGEND = "API busy (zoomed out)"
+#: zoomed out, API calls (all categories) and copies (all directions) are drawn merged, in colours of
+#: their own
+COVERAGE_LEGEND = "API (zoomed out)"
+COPY_COVERAGE_LEGEND = "Copies (zoomed out)"
 
 
 def legend_html() -> str:
     """Colour squares with what each colour means."""
-    from gui.timeline.style import API_COVERAGE_COLOR, PALETTE
+    from gui.timeline.style import API_COVERAGE_COLOR, COPY_COVERAGE_COLOR, PALETTE
 
-    entries = [(PALETTE[i], name) for name, i in LEGEND] + [(API_COVERAGE_COLOR, COVERAGE_LEGEND)]
+    entries = [(PALETTE[i], name) for name, i in LEGEND] + [
+        (COPY_COVERAGE_COLOR, COPY_COVERAGE_LEGEND), (API_COVERAGE_COLOR, COVERAGE_LEGEND)]
     return "&nbsp;&nbsp;".join(
         f"<span style='color:{color}'>■</span>&nbsp;{html.escape(name)}" for color, name in entries)
 

@@ -377,9 +377,12 @@ def test_zoomed_out_api_colour_has_its_own_legend_entry():
     """Zoomed out, CUDA API lanes draw coverage in a colour no event kind uses (it was D→H's
     purple, with no legend entry), and the legend names it."""
     from gui.timeline import model as tm
-    from gui.timeline.style import API_COVERAGE_COLOR, KIND_COLORS, PALETTE
-    from gui.views.timeline_view import COVERAGE_LEGEND, legend_html
+    from gui.timeline.style import API_COVERAGE_COLOR, COPY_COVERAGE_COLOR, KIND_COLORS, PALETTE
+    from gui.views.timeline_view import COPY_COVERAGE_LEGEND, COVERAGE_LEGEND, legend_html
 
     assert KIND_COLORS[tm.KIND_API] == API_COVERAGE_COLOR
-    assert API_COVERAGE_COLOR not in PALETTE
-    assert f"<span style='color:{API_COVERAGE_COLOR}'>■</span>&nbsp;{COVERAGE_LEGEND}" in legend_html()
+    assert KIND_COLORS[tm.KIND_MEMCPY] == COPY_COVERAGE_COLOR
+    assert API_COVERAGE_COLOR not in PALETTE and COPY_COVERAGE_COLOR not in PALETTE
+    html = legend_html()
+    assert f"<span style='color:{API_COVERAGE_COLOR}'>■</span>&nbsp;{COVERAGE_LEGEND}" in html
+    assert f"<span style='color:{COPY_COVERAGE_COLOR}'>■</span>&nbsp;{COPY_COVERAGE_LEGEND}" in html
