@@ -213,10 +213,11 @@ def _id_groups(
     names = sorted(set(labels))  # codes in name order: ties in total then keep name order
     rank = {n: i for i, n in enumerate(names)}
     ranks = np.array([rank[n] for n in labels], dtype=np.int64)
+    codes: npt.NDArray[np.int64]
     if small:
         lut = np.zeros(int(present[-1]) + 1, dtype=np.int32)  # codes as int32: half the memory
         lut[present] = ranks
-        codes = lut[ids]
+        codes = lut[ids]  # type: ignore[assignment]
     else:
         codes = ranks[inverse]
     stats = _segment_stats(codes, cols["duration"], len(names))
@@ -279,10 +280,19 @@ def fast_reports(trace: Trace, names: Sequence[str], *, csv: bool = False) -> di
     if not isinstance(trace, NsysSqliteTrace) or not wanted:
         return out
     tables = {t for n in wanted for t in _FAST_TABLES[n]}
-    # Start every big read first: they run while numpy is imported and the small tables are read.
-    reads: dict[str, SummaryColumns | None] = {
-        t: trace.read_summary_columns(t) for t in ("api", "kernels", "memcpy", "memset") if t in tables
-    }
+    # Tables are read one after the other (each read uses two threads): the next one is read
+    # while the current one is summarised, so at most two tables' columns are held at a time.
+    order = [t for t in ("api", "kernels", "memset", "memcpy") if t in tables]
+    reads: dict[str, SummaryColumns | None] = {}
+
+    def start_next() -> None:
+        for t in order:
+            if t not in reads and t not in taken:
+                reads[t] = trace.read_summary_columns(t)
+                return
+
+    taken: set[str] = set()
+    start_next()  # the first read runs while NVTX is grouped in SQLite on this thread
     if "nvtx_sum" in wanted:
         ranges = trace.nvtx_range_groups()
         if ranges is not None:
@@ -294,10 +304,16 @@ def fast_reports(trace: Trace, names: Sequence[str], *, csv: bool = False) -> di
     failed: set[str] = set()
 
     def take(table: str) -> dict[str, npt.NDArray[np.int64]] | None:
+        if table not in order:
+            return None
+        if table not in reads:
+            start_next()
         r = reads.pop(table, None)
+        taken.add(table)
+        got = r.result() if r is not None else None
+        start_next()
         if r is None:
             return None
-        got = r.result()
         if got is None:
             failed.add(table)  # a NULL: the general path computes the reports of this table
         return got
