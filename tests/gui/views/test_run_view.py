@@ -404,3 +404,23 @@ def test_form_fits_a_1280x800_window(qtbot, window) -> None:
                 need = (w.sizeHint() if isinstance(w, QCheckBox) else w.minimumSizeHint()).width()
             assert w.width() >= need, (type(w).__name__, w.width(), need)
         screenshot(window, f"run_1280x800_{tool}")
+
+
+def test_program_runs_in_the_working_directory_which_is_remembered(qtbot, view, tmp_path: Path) -> None:
+    """Issue 12: `python3 relative/script.py` runs in the folder the form names (like a shell there),
+    and the next Run view offers that folder again."""
+    from gui.documents import OpenReports
+    from gui.views.run_view import RunView
+
+    proj = tmp_path / "proj"
+    (proj / "sub").mkdir(parents=True)
+    (proj / "sub" / "hello.py").write_text("import os\nprint('ran in', os.getcwd())\n")
+    view.form.cwd_edit.setText(str(proj))
+    view.set_command([PY, "sub/hello.py"])
+    outcome = _run(qtbot, view)
+    assert outcome.ok, outcome.message
+    assert f"ran in {proj}" in view.log.toPlainText().splitlines()
+    again = RunView(OpenReports())
+    qtbot.addWidget(again)
+    qtbot.waitUntil(lambda: not again.is_busy(), timeout=10_000)
+    assert again.form.cwd_edit.text() == str(proj)
