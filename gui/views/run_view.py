@@ -153,6 +153,7 @@ class RunView(ReportView):
         self.progress.setRange(0, 100)
         self.progress.setValue(0)
         self.progress.setTextVisible(False)
+        self.progress.hide()  # an empty bar before the first session reads as something stuck
         self.elapsed_label = QLabel("")
         self.elapsed_label.setMinimumWidth(80)
         self.elapsed_label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
@@ -250,6 +251,7 @@ class RunView(ReportView):
         self.progress.setTextVisible(True)
         self.phase_label.setText("starting")
         self._set_running(True)
+        self.progress.show()
         self.clock.start()
         job.start()
         return True
