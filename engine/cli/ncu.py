@@ -157,16 +157,71 @@ def _read_ceilings(path: str | None) -> dict[str, float] | None:
 
 def cmd_ncu(args: argparse.Namespace) -> int:
     """Print an Nsight Compute report's per-kernel summary, one of its pages, or a comparison."""
-    from engine.analysis.ncu.pages import details_csv, raw_csv
     from engine.reports.ncu import read_ncu
 
     if args.compare:
         args.before, args.after = args.input, args.compare
         return cmd_ncu_compare(args)
+    cached = _page_cache_key(args)
+    if cached is not None:
+        text = _cached_page(args.input, cached)
+        if text is not None:
+            sys.stdout.write(text)
+            return 0
     report = _filter(_named(read_ncu(args.input), args.input, args.rename_kernels), args.kernel)
+    if cached is not None and not report.notes:
+        import io
+
+        buf = io.StringIO()
+        rc = _page(report, args, buf)
+        if rc == 0:
+            _store_page(args.input, cached, buf.getvalue())
+        sys.stdout.write(buf.getvalue())
+        return rc
+    return _page(report, args, sys.stdout)
+
+
+def _page_cache_key(args: argparse.Namespace) -> str | None:
+    """The results-cache key of a page that depends on the report file alone, else None.
+
+    The details, raw and sections pages of a ``.ncu-rep`` (without --kernel, as CSV) are kept in
+    the results cache (keyed by the file and the engine code): printing one again skips reading
+    the report (0.1 s instead of 0.5-3 s for an 80 MB report).
+    """
+    if (args.page not in ("details", "raw", "sections") or args.kernel or args.json or args.ceilings
+            or str(args.input).lower().endswith(".csv")):
+        return None
+    return f"ncu-page-{args.page}-{args.print_units}-{args.rename_kernels}.txt"
+
+
+def _cached_page(path: str, key: str) -> str | None:
+    from pathlib import Path
+
+    from engine.system.cache import file_identity, result_get
+
+    try:
+        return result_get(file_identity(Path(path)), key)
+    except OSError:
+        return None  # a missing file: read_ncu says so in its own words
+
+
+def _store_page(path: str, key: str, text: str) -> None:
+    from pathlib import Path
+
+    from engine.system.cache import file_identity, result_put
+
+    try:
+        result_put(file_identity(Path(path)), key, text)
+    except OSError:
+        pass  # a read-only cache only costs speed
+
+
+def _page(report: Any, args: argparse.Namespace, out: Any) -> int:
+    """Print the page, the summary or the analysis page ``args`` ask for."""
+    from engine.analysis.ncu.pages import details_csv, raw_csv
+
     for note in report.notes:
         sys.stderr.write(f"kernelscope: {note}\n")
-    out = sys.stdout
     if args.page in ("rules", "roofline", "sections", "verdict"):
         return _analysis_page(report, args, out)
     if args.page:

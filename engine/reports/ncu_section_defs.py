@@ -261,13 +261,20 @@ def _blocks(view: memoryview) -> list[tuple[int, int]]:
     return out
 
 
-def _top_fields(view: memoryview, start: int, end: int, want: frozenset[int]) -> dict[int, list[int | bytes]]:
-    """Top-level fields of the message in ``view[start:end]``: varints of any field, bytes of ``want``."""
+def _top_fields(
+    view: memoryview, start: int, end: int, want: frozenset[int], last: int = 1 << 29
+) -> dict[int, list[int | bytes]]:
+    """Top-level fields of the message in ``view[start:end]``: varints of any field, bytes of ``want``.
+
+    Stops at the first field numbered above ``last`` (messages are written in field order).
+    """
     out: dict[int, list[int | bytes]] = {}
     i = start
     while i < end:
         key, i = _varint(view, i)
         f, wire = key >> 3, key & 7
+        if f > last:
+            break
         if wire == 0:
             v, i = _varint(view, i)
             out.setdefault(f, []).append(v)
@@ -306,15 +313,26 @@ def _processes(buf: bytes, found: dict[int, tuple[str, str]]) -> None:
         found.setdefault(pid, (exe.rsplit("/", 1)[-1], buf[m.end():p].decode("utf-8", "replace")))
 
 
+_HEADER_MAX = 1 << 24  # a result's header block: ~50 bytes, the first one with its 100 kB string table
+
+
 def _walk(view: memoryview, layout: ReportLayout) -> None:
     blocks = _blocks(view)
-    for k, (start, length) in enumerate(blocks):
-        end = start + length
+    for k, (start, length) in enumerate(blocks[:-1]):
+        if length > _HEADER_MAX:
+            continue
         try:
-            fields = _top_fields(view, start, end, frozenset({17}))
+            head = _top_fields(view, start, start + length, frozenset(), last=7)
         except (ValueError, IndexError):
             continue
-        for msg in fields.get(17, []):
+        nxt_start, nxt_len = blocks[k + 1]
+        if head.get(1) != [0] or head.get(5) != [nxt_len + 4]:
+            continue
+        try:  # a result header: the next block is the result (fields 1 pid, 17 sections, 19 rules)
+            res = _top_fields(view, nxt_start, nxt_start + nxt_len, frozenset({17}), last=19)
+        except (ValueError, IndexError):
+            continue
+        for msg in res.get(17, []):
             if isinstance(msg, bytes):
                 try:
                     sec = _section(msg)
@@ -322,14 +340,12 @@ def _walk(view: memoryview, layout: ReportLayout) -> None:
                     continue
                 if sec is not None and sec.identifier not in layout.sections:
                     layout.sections[sec.identifier] = sec
-        if length < (1 << 20):
-            _processes(bytes(view[start:end]), layout.processes)
-        nxt = blocks[k + 1] if k + 1 < len(blocks) else None
-        if nxt is None or fields.get(1) != [0] or fields.get(5) != [nxt[1] + 4]:
-            continue
-        try:  # a result header: the next block is the result
-            res = _top_fields(view, nxt[0], nxt[0] + nxt[1], frozenset())
-        except (ValueError, IndexError):
-            continue
         pid = res.get(1, [None])[0]
         layout.results.append(ResultInfo(pid if isinstance(pid, int) else None, 19 in res))
+    # Process records, in file order, until every result's process is named.
+    wanted = {r.pid for r in layout.results if r.pid is not None}
+    for start, length in blocks:
+        if wanted and wanted <= layout.processes.keys():
+            break
+        if length < (1 << 20):
+            _processes(bytes(view[start:start + length]), layout.processes)

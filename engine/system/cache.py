@@ -32,9 +32,9 @@ def cache_root() -> Path:
 def _code_stamp() -> str:
     parts = [__version__]
     for sub in ("reports", "analysis"):
-        for p in sorted((_ENGINE_DIR / sub).glob("*.py")):
+        for p in sorted((_ENGINE_DIR / sub).rglob("*.py")):  # subpackages too (analysis/ncu/pages.py)
             st = p.stat()
-            parts.append(f"{p.name}:{st.st_mtime_ns}:{st.st_size}")
+            parts.append(f"{p.relative_to(_ENGINE_DIR)}:{st.st_mtime_ns}:{st.st_size}")
     return "|".join(parts)
 
 
