@@ -20,6 +20,7 @@ with no repeating range gives ``None``.
 from __future__ import annotations
 
 import re
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -71,17 +72,34 @@ def is_library_range(label: str) -> bool:
     return bool(_LIBRARY_TEXT.search(text))
 
 
+def _text(v: Any) -> str:
+    if v is None or (isinstance(v, (float, np.floating)) and np.isnan(v)):
+        return ""
+    if isinstance(v, (float, np.floating)) and float(v).is_integer():
+        return str(int(v))
+    return str(v)
+
+
 def pid_keys(values: Any) -> npt.NDArray[Any]:
-    """A process id as text, so ints, floats and strings from different tables compare equal."""
-    out = []
-    for v in values:
-        if v is None or (isinstance(v, float) and np.isnan(v)):
-            out.append("")
-        elif isinstance(v, (float, np.floating)) and float(v).is_integer():
-            out.append(str(int(v)))
-        else:
-            out.append(str(v))
-    return np.asarray(out, dtype=object)
+    """A process id as text, so ints, floats and strings from different tables compare equal.
+
+    Vectorised: each distinct value is converted once (a column of millions has a few pids).
+    """
+    import pandas as pd
+
+    codes, uniques = pd.factorize(pd.Series(values, copy=False), use_na_sentinel=True)
+    table = np.array([_text(u) for u in uniques] + [""], dtype=object)
+    out: npt.NDArray[Any] = table[codes]  # code -1 (missing) picks the trailing ""
+    return out
+
+
+def corr_keys(values: Any) -> npt.NDArray[np.int64]:
+    """Correlation ids as int64 (-1 when missing or not a number), whatever dtype a table has."""
+    import pandas as pd
+
+    num = pd.to_numeric(pd.Series(values, copy=False), errors="coerce")
+    out: npt.NDArray[np.int64] = num.fillna(-1).to_numpy(dtype=np.float64).astype(np.int64)
+    return out
 
 
 def pid_key(value: Any) -> str:
@@ -203,7 +221,30 @@ class Steps:
 
 
 # -- tables ----------------------------------------------------------------------------------------
+_MEMO: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def trace_cache(trace: Trace, key: str, make: Any) -> Any:
+    """A per-trace cache of derived tables: built once however many rules and views ask.
+
+    The value must not be modified by callers (it is shared); it lives as long as the trace.
+    """
+    try:
+        store = _MEMO.setdefault(trace, {})
+    except TypeError:  # not weak-referenceable: no cache
+        return make()
+    if key not in store:
+        store[key] = make()
+    return store[key]
+
+
 def ranges_table(trace: Trace) -> pd.DataFrame:
+    """Closed ranges with ``start``, ``end``, ``name`` (normalised label), ``pidk``, ``tidk``."""
+    out: pd.DataFrame = trace_cache(trace, "ranges", lambda: _ranges_table(trace))
+    return out
+
+
+def _ranges_table(trace: Trace) -> pd.DataFrame:
     """Closed push/pop and start/end ranges with ``name`` (normalised label) and ``pidk``."""
     import pandas as pd
 
@@ -211,9 +252,12 @@ def ranges_table(trace: Trace) -> pd.DataFrame:
     r = nv[nv["eventType"].isin([59, 60]) & nv["end"].notna() & nv["start"].notna()]
     if not len(r):
         return pd.DataFrame(columns=["start", "end", "name", "pidk", "tidk"])
-    texts = r["text"].fillna("").astype(str)
-    domains = r["domain"].fillna("").astype(str)
-    names = [range_label(d, normalise_range(t)) for d, t in zip(domains, texts, strict=True)]
+    # Each distinct (domain, text) is labelled once: a big trace repeats a few names many times.
+    pairs = pd.DataFrame({"d": r["domain"].fillna("").astype(str).to_numpy(dtype=object),
+                          "t": r["text"].fillna("").astype(str).to_numpy(dtype=object)})
+    codes, uniq = pd.factorize(pd.MultiIndex.from_frame(pairs))
+    labels = np.array([range_label(d, normalise_range(t)) for d, t in uniq], dtype=object)
+    names = labels[codes]
     return pd.DataFrame({
         "start": r["start"].to_numpy(dtype=np.int64), "end": r["end"].to_numpy(dtype=np.int64),
         "name": names, "pidk": pid_keys(r["pid"]), "tidk": pid_keys(r["tid"]),
@@ -221,6 +265,16 @@ def ranges_table(trace: Trace) -> pd.DataFrame:
 
 
 def gpu_ops(trace: Trace) -> pd.DataFrame:
+    """Every kernel, copy and memset, with the time its launching API call started (cached per trace).
+
+    Columns: ``start``, ``end``, ``deviceId``, ``streamId``, ``pidk`` (pid as text), ``kind`` and
+    ``launch`` (start of the API call that issued it, or its own start when that call is unknown).
+    """
+    out: pd.DataFrame = trace_cache(trace, "gpu_ops", lambda: _gpu_ops(trace))
+    return out
+
+
+def _gpu_ops(trace: Trace) -> pd.DataFrame:
     """Every kernel, copy and memset, with the time its launching API call started.
 
     Columns: ``start``, ``end``, ``deviceId``, ``streamId``, ``pidk`` (pid as text), ``kind`` and
@@ -240,13 +294,13 @@ def gpu_ops(trace: Trace) -> pd.DataFrame:
         "start": ops["start"].to_numpy(dtype=np.int64), "end": ops["end"].to_numpy(dtype=np.int64),
         "deviceId": ops["deviceId"].to_numpy(), "streamId": ops["streamId"].to_numpy(),
         "pidk": pid_keys(ops["pid"]), "kind": ops["kind"].to_numpy(),
-        "corr": pid_keys(ops["correlationId"]),
+        "corr": corr_keys(ops["correlationId"]),
     })
     api = trace.table("api", ["start", "correlationId", "pid"])
     launch = out["start"].to_numpy(dtype=np.int64).copy()
     if len(api):
         a = pd.DataFrame({"launch": api["start"].to_numpy(dtype=np.int64), "pidk": pid_keys(api["pid"]),
-                          "corr": pid_keys(api["correlationId"])}).drop_duplicates(["pidk", "corr"])
+                          "corr": corr_keys(api["correlationId"])}).drop_duplicates(["pidk", "corr"])
         j = out[["pidk", "corr"]].merge(a, how="left", on=["pidk", "corr"])
         got = j["launch"].notna().to_numpy()
         launch[got] = j["launch"].to_numpy()[got].astype(np.int64)
@@ -300,16 +354,27 @@ def range_candidates(trace: Trace, *, pid: Any = None, _ops: pd.DataFrame | None
         r = r[r["pidk"] == pid_key(pid)]
     ops = gpu_ops(trace) if _ops is None else _ops
     counts = r.groupby(["pidk", "name"]).size()
+    # Per process: launches sorted once, with the cumulative GPU time, so the GPU time launched
+    # inside a range's instances costs two binary searches per instance.
+    by_pid: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
+    if len(ops):
+        for pk, g in ops.groupby("pidk", sort=False):
+            launch = g["launch"].to_numpy(np.int64)
+            order = np.argsort(launch, kind="stable")
+            dur = (g["end"].to_numpy(np.int64) - g["start"].to_numpy(np.int64))[order]
+            by_pid[str(pk)] = (launch[order], np.concatenate([[0], np.cumsum(dur)]))
+    groups: dict[Any, pd.DataFrame] = dict(iter(r.groupby(["pidk", "name"], sort=False)))
     out: list[RangeCandidate] = []
     for key, n in counts[counts >= 2].items():
         pk, name = (str(v) for v in key)  # type: ignore[attr-defined]
-        sub = r[(r["pidk"] == pk) & (r["name"] == name)]
-        mine = ops[ops["pidk"] == pk] if len(ops) else ops
+        sub = groups[key]
         gpu = 0
-        if len(mine):
-            sel = inside(sub["start"].to_numpy(np.int64), sub["end"].to_numpy(np.int64),
-                         mine["launch"].to_numpy(np.int64))
-            gpu = int((mine["end"].to_numpy(np.int64)[sel] - mine["start"].to_numpy(np.int64)[sel]).sum())
+        if pk in by_pid:
+            launch, cum = by_pid[pk]
+            bs, be = merged(sub["start"].to_numpy(np.int64), sub["end"].to_numpy(np.int64))
+            i0 = np.searchsorted(launch, bs, side="left")
+            i1 = np.searchsorted(launch, be, side="left")
+            gpu = int((cum[i1] - cum[i0]).sum())
         total = int((sub["end"] - sub["start"]).sum())
         out.append(RangeCandidate(name, pk, int(n), total, gpu, is_library_range(str(name))))
     out.sort(key=lambda c: (-c.gpu_ns, -c.total_ns, c.name))

@@ -93,6 +93,16 @@ def api_category(name: str) -> str:
     return "other"
 
 
+def categories(names: Any) -> np.ndarray:
+    """:func:`api_category` of every call name (a column), evaluated once per distinct name."""
+    import pandas as pd
+
+    codes, uniq = pd.factorize(pd.Series(names, copy=False), use_na_sentinel=True)
+    cats = np.array([api_category(str(u)) for u in uniq] + ["other"], dtype=object)
+    out: np.ndarray = cats[codes]
+    return out
+
+
 def interval_union_ns(starts: np.ndarray, ends: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
     """Total length of the union of [start, end) intervals, and the merged blocks.
 
@@ -181,11 +191,10 @@ def busy_between(block_starts: np.ndarray, block_ends: np.ndarray, a: np.ndarray
 def _api_frame(trace: Trace) -> pd.DataFrame:
     api = trace.table("api", ["start", "end", "baseName", "pid", "tid"])
     api = api[api["start"].notna() & api["end"].notna()]
-    names = api["baseName"].unique()
     return api.assign(
         start=api["start"].to_numpy(dtype=np.int64), end=api["end"].to_numpy(dtype=np.int64),
         duration_ns=_durations(api), pidk=pid_keys(api["pid"]), tidk=pid_keys(api["tid"]),
-        category=api["baseName"].map({n: api_category(str(n)) for n in names}),
+        category=categories(api["baseName"]),
     )
 
 
@@ -236,17 +245,25 @@ def _ops(trace: Trace) -> pd.DataFrame:
     mc_rows = kinds == "memcpy"
     if mc_rows.any():
         mc = trace.table("memcpy", ["operation", "srcKindName", "dstKindName", "bytes"])
-        keys = list(zip(mc["operation"].astype(str), mc["srcKindName"].astype(str),
-                        mc["dstKindName"].astype(str), strict=True))
-        label = {k: f"memcpy {k[0]} ({_host_kind(*k)})" for k in set(keys)}
-        part[mc_rows] = [label[k] for k in keys]
+        codes, uniq = _kinds(mc)
+        labels = np.array([f"memcpy {o} ({_host_kind(o, a, b)})" for o, a, b in uniq], dtype=object)
+        part[mc_rows] = labels[codes]
         nbytes[mc_rows] = mc["bytes"].astype(float).fillna(0).to_numpy()
     ms_rows = kinds == "memset"
     if ms_rows.any():
         part[ms_rows] = "memset"
         nbytes[ms_rows] = trace.table("memset", ["bytes"])["bytes"].astype(float).fillna(0).to_numpy()
-    return ops.assign(part=part, bytes=nbytes, devk=[pid_key(v) for v in ops["deviceId"]],
-                      strk=[pid_key(v) for v in ops["streamId"]])
+    return ops.assign(part=part, bytes=nbytes, devk=pid_keys(ops["deviceId"]), strk=pid_keys(ops["streamId"]))
+
+
+def _kinds(mc: pd.DataFrame) -> tuple[np.ndarray, list[tuple[str, str, str]]]:
+    """Codes of each copy's (operation, source kind, destination kind), and the distinct triples."""
+    import pandas as pd
+
+    frame = pd.DataFrame({c: mc[c].astype(str).to_numpy(dtype=object)
+                          for c in ("operation", "srcKindName", "dstKindName")})
+    codes, uniq = pd.factorize(pd.MultiIndex.from_frame(frame))
+    return codes, [(str(o), str(a), str(b)) for o, a, b in uniq]
 
 
 def _parts(ops: pd.DataFrame, busy: int, wall_ns: int) -> tuple[sm.GpuPart, ...]:
@@ -297,7 +314,10 @@ def _processes(trace: Trace, api: pd.DataFrame, ops: pd.DataFrame, wall_ns: int
     procs = trace.table("processes", ["pid", "name"])
     names = {pid_key(p): (None if n is None else str(n))
              for p, n in zip(procs["pid"], procs["name"], strict=True)}
-    keys = list(dict.fromkeys([*api.get("pidk", []), *ops.get("pidk", [])]))
+    import pandas as pd
+
+    parts = [df["pidk"].to_numpy(dtype=object) for df in (api, ops) if len(df) and "pidk" in df]
+    keys = [str(k) for k in pd.unique(np.concatenate(parts))] if parts else []
     out = []
     for pk in keys:
         if pk == "" and len(keys) > 1:
@@ -309,7 +329,7 @@ def _processes(trace: Trace, api: pd.DataFrame, ops: pd.DataFrame, wall_ns: int
         out.append(sm.ProcessRow(
             str(pk), names.get(str(pk)), len(a), au, _pct(au, wall_ns), ob, _pct(ob, wall_ns),
             int((o["kind"] == "kernels").sum()) if len(o) else 0,
-            tuple(sorted({str(d) for d in o["devk"]})) if len(o) else ()))
+            tuple(sorted(str(d) for d in pd.unique(o["devk"].to_numpy(dtype=object)))) if len(o) else ()))
     out.sort(key=lambda p: (-p.gpu_busy_ns, -p.api_union_ns))
     return tuple(out)
 
@@ -319,8 +339,8 @@ def _bandwidth(trace: Trace) -> tuple[sm.BandwidthRow, ...]:
     if not len(mc):
         return ()
     m = mc.assign(duration_ns=_durations(mc), nbytes=mc["bytes"].astype(float).fillna(0))
-    m["memory"] = [_host_kind(str(o), str(s), str(t)) for o, s, t in zip(
-        m["operation"], m["srcKindName"], m["dstKindName"], strict=True)]
+    codes, uniq = _kinds(mc)
+    m["memory"] = np.array([_host_kind(o, a, b) for o, a, b in uniq], dtype=object)[codes]
     out = []
     for (op, mem), g in m.groupby(["operation", "memory"], sort=False):
         tot = int(g["duration_ns"].sum())

@@ -14,8 +14,8 @@ import numpy as np
 
 from engine.analysis.findings.gains import GPU, HOST, Context, gain_from, severity_of
 from engine.analysis.findings.model import Evidence, Finding, Gain, fmt_time, pct
-from engine.analysis.steps import pid_keys
-from engine.analysis.summary import api_category, interval_union_ns
+from engine.analysis.steps import corr_keys, pid_keys, trace_cache
+from engine.analysis.summary import categories, interval_union_ns
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -42,7 +42,23 @@ def _issued(c: pd.DataFrame) -> np.ndarray:
     return t
 
 
+def _matches(values: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
+    """``pattern.match`` on each value, evaluated once per distinct value."""
+    import pandas as pd
+
+    codes, uniq = pd.factorize(values, use_na_sentinel=True)
+    hit = np.array([bool(pattern.match(str(u))) for u in uniq] + [False], dtype=bool)
+    out: np.ndarray = hit[codes]
+    return out
+
+
 def copies_with_calls(trace: Trace) -> pd.DataFrame:
+    """Every memcpy joined with the API call that issued it (cached per trace; see ``_copies``)."""
+    out: pd.DataFrame = trace_cache(trace, "copies_with_calls", lambda: _copies(trace))
+    return out
+
+
+def _copies(trace: Trace) -> pd.DataFrame:
     """Every memcpy joined with the API call that issued it (correlationId + process).
 
     Columns: the memcpy's ``start``, ``end``, ``bytes``, ``operation``, ``srcKindName``,
@@ -56,9 +72,9 @@ def copies_with_calls(trace: Trace) -> pd.DataFrame:
     if not len(mc):
         return mc.assign(api=[], api_start=[], api_end=[])
     # Join on text keys: Kineto traces store pid as int in one table and str (or None) in another.
-    a = a.assign(_pk=pid_keys(a["pid"]), _ck=pid_keys(a["correlationId"]))
+    a = a.assign(_pk=pid_keys(a["pid"]), _ck=corr_keys(a["correlationId"]))
     a = a.drop(columns=["pid", "correlationId"]).drop_duplicates(["_pk", "_ck"])
-    m = mc.assign(_pk=pid_keys(mc["pid"]), _ck=pid_keys(mc["correlationId"]))
+    m = mc.assign(_pk=pid_keys(mc["pid"]), _ck=corr_keys(mc["correlationId"]))
     return m.merge(a, how="left", on=["_pk", "_ck"]).drop(columns=["_pk", "_ck"])
 
 
@@ -152,7 +168,7 @@ def rule_capture_incomplete(ctx: Context) -> list[Finding]:
     api = t.table("api", ["baseName"])
     if not len(api):
         return []
-    launches = int(api["baseName"].map(lambda n: api_category(str(n)) == "launches").sum())
+    launches = int((categories(api["baseName"]) == "launches").sum())
     memcpy = len(t.table("memcpy", ["start"]))
     version = t.info.product_version or "an unknown version"
     why = t.missing.get("kernels", "no CUDA kernels were recorded")
@@ -194,7 +210,7 @@ def rule_per_iteration_alloc(ctx: Context) -> list[Finding]:
     n = ctx.n_steady
     api = ctx.trace.table("api", ["start", "end", "baseName", "pid"])
     api = api[pid_keys(api["pid"]) == st.pid]
-    api = api[api["baseName"].map(lambda x: api_category(str(x)) == "allocation")]
+    api = api[categories(api["baseName"]) == "allocation"]
     inside = api[ctx.steady_mask(api["start"].to_numpy(dtype=np.int64))]
     total = int(_durations(inside).sum()) if len(inside) else 0
     steady_total = ctx.step_ns * n
@@ -318,7 +334,7 @@ def rule_sync_copies(ctx: Context) -> list[Finding]:
     if not len(c):
         return []
     c = c[c["api"].notna()]
-    c = c[c["api"].map(lambda s: bool(_SYNC_COPY.match(str(s))))]
+    c = c[_matches(c["api"], _SYNC_COPY)]
     if not len(c):
         return []
     api_ns = int((c["api_end"].astype(np.int64) - c["api_start"].astype(np.int64)).sum())
@@ -443,7 +459,7 @@ def rule_default_stream(ctx: Context) -> list[Finding]:
     k = ctx.trace.table("kernels", ["streamId"])
     if not len(c) or not len(k):
         return []
-    sync_calls = c[c["api"].notna() & c["api"].map(lambda s: bool(_SYNC_COPY.match(str(s))))]
+    sync_calls = c[c["api"].notna().to_numpy() & _matches(c["api"], _SYNC_COPY)]
     if not len(sync_calls):
         return []
     default_ids = set(int(s) for s in sync_calls["streamId"].unique())
