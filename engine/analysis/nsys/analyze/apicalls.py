@@ -51,7 +51,7 @@ def api_calls(trace: Trace, test: Callable[[str], bool], *, first_per_call: bool
     cols = None
     if store is not None and has is not None and has(_RUNTIME):
         try:
-            cols = store().read(_RUNTIME, _EXPRS)
+            cols = store().read(_RUNTIME, _EXPRS, frozenset({"nameId"}))
         except Exception:  # noqa: BLE001 - any read problem: the general path below
             cols = None
         if cols is not None and any(has_null(cols[c]) for c in _EXPRS):
@@ -63,7 +63,7 @@ def api_calls(trace: Trace, test: Callable[[str], bool], *, first_per_call: bool
     keep = [i for i, n in names.items() if test(n)]
     mask = np.isin(cols["nameId"], np.array(keep, dtype=np.int64))
     if first_per_call:
-        mask &= prep["first"]
+        mask &= _first_calls(trace, cols)
     idx = np.flatnonzero(mask)
     gtid = cols["globalTid"][idx]
     codes, uniq = pd.factorize(cols["nameId"][idx])
@@ -83,24 +83,34 @@ _PREPARED: weakref.WeakKeyDictionary[Trace, dict[str, Any]] = weakref.WeakKeyDic
 
 
 def _prepared(trace: Trace, cols: dict[str, npt.NDArray[np.int64]]) -> dict[str, Any]:
-    """Per trace, once: the distinct call names and which calls are first of their (corr, pid)."""
+    """Per trace, once: the distinct call names."""
     import numpy as np
 
     if trace in _PREPARED:
         return _PREPARED[trace]
     strings = trace.strings()  # type: ignore[attr-defined]
     ids = np.unique(cols["nameId"])
-    names = {int(i): strings.get(int(i), f"<unknown {int(i)}>") for i in ids.tolist()}
-    pid = (cols["globalTid"] >> 24) & 0xFFFFFF
-    key = (pid << 32) | (cols["correlationId"] & 0xFFFFFFFF)
-    order = np.argsort(key, kind="stable")  # a call is first of its key: no earlier call has it
-    sk = key[order]
-    first_sorted = np.ones(len(sk), dtype=bool)
-    first_sorted[1:] = sk[1:] != sk[:-1]
-    first = np.empty(len(sk), dtype=bool)
-    first[order] = first_sorted
-    _PREPARED[trace] = {"names": names, "first": first}
+    _PREPARED[trace] = {"names": {int(i): strings.get(int(i), f"<unknown {int(i)}>") for i in ids.tolist()}}
     return _PREPARED[trace]
+
+
+def _first_calls(trace: Trace, cols: dict[str, npt.NDArray[np.int64]]) -> npt.NDArray[np.bool_]:
+    """Which calls are the first of their (correlationId, pid) (computed once per trace)."""
+    import numpy as np
+
+    prep = _prepared(trace, cols)
+    if "first" not in prep:
+        pid = (cols["globalTid"] >> 24) & 0xFFFFFF
+        key = (pid << 32) | (cols["correlationId"] & 0xFFFFFFFF)
+        order = np.argsort(key, kind="stable")  # first of its key: no earlier call has it
+        sk = key[order]
+        first_sorted = np.ones(len(sk), dtype=bool)
+        first_sorted[1:] = sk[1:] != sk[:-1]
+        first = np.empty(len(sk), dtype=bool)
+        first[order] = first_sorted
+        prep["first"] = first
+    result: npt.NDArray[np.bool_] = prep["first"]
+    return result
 
 
 def _general(trace: Trace, test: Callable[[str], bool], first_per_call: bool) -> pd.DataFrame:
