@@ -8,17 +8,13 @@ import html
 from typing import Any
 
 from PySide6.QtCore import QItemSelectionModel, Qt, Signal
-from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QSplitter,
     QToolButton,
-    QTreeWidget,
-    QTreeWidgetItem,
     QVBoxLayout,
     QWidget,
 )
@@ -29,12 +25,10 @@ from gui.views.base import ReportView
 from gui.widgets.kernels_compare import CompareModel, compute_comparison
 from gui.widgets.kernels_compare import headline as compare_headline
 from gui.widgets.labels import WrapLabel, heading
+from gui.widgets.sections_tree import SectionsTree
 from gui.widgets.table import ReadOnlyTable
 from gui.widgets.table_model import RAW_ROLE, DataFrameModel, NumericSortProxy
 from gui.workers import LoadedReport
-
-#: the detail tree's value in ncu's base unit ("1,781,904,156.70 hz"), shown as "1.78 GHz"
-BASE_ROLE = Qt.ItemDataRole.UserRole
 
 VERDICT_COLORS = {
     "memory-bound": "#2f6fba",
@@ -171,18 +165,7 @@ class KernelsView(ReportView):
         llay.setContentsMargins(0, 4, 0, 0)
         self.details_title = WrapLabel("Sections")
         llay.addWidget(self.details_title)
-        self.details = QTreeWidget()
-        self.details.setColumnCount(2)
-        self.details.setHeaderLabels(["Metric", "Value"])
-        self.details.setAlternatingRowColors(True)
-        self.details.setSelectionMode(QTreeWidget.SelectionMode.ExtendedSelection)
-        self.details.setToolTip("Values in readable units; hover one for ncu's base value, Ctrl+C copies "
-                                "the selected rows with base values")
-        copy_sc = QShortcut(QKeySequence(QKeySequence.StandardKey.Copy), self.details)
-        copy_sc.setContext(Qt.ShortcutContext.WidgetShortcut)
-        copy_sc.activated.connect(self.copy_details)
-        self.details.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
-        self.details.header().resizeSection(0, 250)
+        self.details = SectionsTree()
         llay.addWidget(self.details, 1)
         lower.addWidget(left)
         right = QWidget()
@@ -450,8 +433,7 @@ class KernelsView(ReportView):
                 f"The sections of kernel {kid} could not be read ({type(exc).__name__}: {exc}).")
             self.sig_message.emit(f"Kernels: {msg}")
             self.sections = {}
-            self.details.clear()
-            self.details.addTopLevelItem(QTreeWidgetItem([msg, ""]))
+            self.details.show_message(msg)
             self._filter_rules()
             return
         name = ""
@@ -471,24 +453,7 @@ class KernelsView(ReportView):
             title = f"<b>Sections of kernel {kid}</b>"
         self.details_title.setText(title)
         self.details_title.setToolTip(name)
-        self.details.clear()
-        for section, df in self.sections.items():
-            top = QTreeWidgetItem([section, ""])
-            f = top.font(0)
-            f.setBold(True)
-            top.setFont(0, f)
-            for rec in df.to_dict("records"):
-                base = rec.get("text") or _value_text(rec.get("value"), rec.get("unit"))
-                text = fmt.human_value(rec.get("value"), rec.get("unit")) or base
-                note = rec.get("note") or ""
-                child = QTreeWidgetItem([str(rec["metric"]), f"{text}  {note}".strip()])
-                child.setToolTip(0, str(rec.get("name") or rec["metric"]))
-                # the value in ncu's base unit: on hover and in copies (Ctrl+C)
-                child.setToolTip(1, base if not note else f"{base}\n{note}")
-                child.setData(1, BASE_ROLE, base)
-                top.addChild(child)
-            self.details.addTopLevelItem(top)
-            top.setExpanded(True)
+        self.details.show_sections(self.sections)
         self._filter_rules()
         self.sig_kernel_selected.emit(kid)
 
@@ -524,16 +489,8 @@ class KernelsView(ReportView):
         self.reports.set_current(report)
 
     def copy_details(self) -> str:
-        """Copy the selected section rows as 'metric<TAB>value in ncu's base unit' lines."""
-        lines = []
-        for item in self.details.selectedItems():
-            base = item.data(1, BASE_ROLE)
-            if base is not None:
-                lines.append(f"{item.text(0)}\t{base}")
-        text = "\n".join(lines)
-        if text:
-            QGuiApplication.clipboard().setText(text)
-        return text
+        """Copy the selected section rows with ncu's base values (Ctrl+C in the tree)."""
+        return self.details.copy_selection()
 
     def _filter_rules(self) -> None:
         if self.only_selected.isChecked() and self.selected_id is not None:
@@ -550,14 +507,7 @@ class KernelsView(ReportView):
         return [p.index(r, c).data(RAW_ROLE) for r in range(p.rowCount())]
 
     def detail_texts(self) -> dict[str, dict[str, str]]:
-        out: dict[str, dict[str, str]] = {}
-        for i in range(self.details.topLevelItemCount()):
-            top = self.details.topLevelItem(i)
-            if top is None:
-                continue
-            kids = [top.child(j) for j in range(top.childCount())]
-            out[top.text(0)] = {c.text(0): c.text(1) for c in kids if c is not None}
-        return out
+        return self.details.texts()
 
 
 def _elide_middle(text: str, n: int) -> str:
@@ -566,12 +516,3 @@ def _elide_middle(text: str, n: int) -> str:
         return text
     head = (n - 1) // 2
     return text[:head] + "…" + text[len(text) - (n - 1 - head):]
-
-
-def _value_text(value: Any, unit: Any) -> str:
-    if value is None or (isinstance(value, float) and value != value):
-        return "not collected"
-    u = f" {unit}" if unit else ""
-    if isinstance(value, float):
-        return f"{value:,.2f}{u}"
-    return f"{value}{u}"
