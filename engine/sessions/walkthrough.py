@@ -200,8 +200,8 @@ def verify(project: str | Path, after: str | Path) -> dict[str, Any]:
     measured = stats["median_ns_a"] - stats["median_ns_b"]
     improved = bool(stats["significant"] and stats["delta_median_ci95_ns"][1] < 0)
     # One-time costs (start-up, warm-up) are not what the picked items fix per step.
-    after = findings_for(a, reference=doc.get("reference"), range_name=doc.get("range_name"))
-    after_ids = {f.id for f in after if not (f.gain is not None and f.gain.one_time)}
+    found_after = findings_for(a, reference=doc.get("reference"), range_name=doc.get("range_name"))
+    after_ids = {f.id for f in found_after if not (f.gain is not None and f.gain.one_time)}
     still = sorted(set(picked["findings"]) & after_ids)
     run = {
         "report": str(a), "at": _now(), "iterations": new_it, "stats": stats,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QComboBox,
     QFrame,
     QGridLayout,
     QHBoxLayout,
@@ -28,6 +29,10 @@ from gui.views.base import ReportView
 from gui.widgets.axes import style_axes, tick_font
 from gui.widgets.labels import MUTED, StatCard, WrapLabel, heading, muted, swatch
 from gui.workers import LoadedReport
+from gui.workers.latest import LatestCall
+
+if TYPE_CHECKING:
+    from engine.analysis.summary_model import GpuPart, Iterations, Summary, TopFinding
 
 API_COLORS = {
     "allocation": "#e8871e",
@@ -43,11 +48,11 @@ MEMSET_COLOR = "#d4a017"
 IDLE_COLOR = "#dfe3e8"
 
 
-def gpu_part_colors(parts: list[dict[str, Any]]) -> dict[str, str]:
+def gpu_part_colors(parts: tuple[GpuPart, ...] | list[GpuPart]) -> dict[str, str]:
     colors: dict[str, str] = {}
     i = 0
     for p in parts:
-        name = p["part"]
+        name = p.part
         if name == "kernels":
             colors[name] = KERNEL_COLOR
         elif name == "memset":
@@ -101,15 +106,20 @@ class BreakdownChart(QWidget):
         self._items.clear()
         self.segments = {"api": [], "gpu": []}
 
-    def set_summary(self, s: dict[str, Any]) -> None:
+    def set_summary(self, s: Summary) -> None:
+        """One bar for the CUDA API (categories in flight), one per GPU (parts + idle = the capture).
+
+        Overlapping time is given to one segment only (``attributed_ns``), so no bar is longer than
+        the capture: several threads' calls or several streams' work are never stacked twice.
+        """
         pg = self._pg
         self.clear()
-        span = float(s["wall"]["span_ns"] or 0)
-        api_total = float(s["host"]["total_ns"] or 0)
-        parts = s["gpu"]["parts"]
-        gpu_total = float(sum(p["total_ns"] for p in parts)) + float(s["gpu"]["idle_ns"] or 0)
-        unit, scale = _time_unit(max(span, api_total, gpu_total, 1.0))
-        x_max = max(span, api_total, gpu_total, 1.0) / scale
+        span = float(s.wall.span_ns or 0)
+        devices = s.gpu.devices
+        rows = [(1.0 + len(devices) - 1, "CUDA API")] + [
+            (float(len(devices) - 1 - i), f"GPU {d.device}") for i, d in enumerate(devices)]
+        unit, scale = _time_unit(max(span, 1.0))
+        x_max = max(span, 1.0) / scale
         label_min = 0.07 * x_max  # segments narrower than this get no text inside
 
         def add_row(key: str, y: float, segs: list[tuple[str, float, str]]) -> None:
@@ -122,7 +132,7 @@ class BreakdownChart(QWidget):
                 x0s.append(x)
                 widths.append(w)
                 brushes.append(pg.mkBrush(color))
-                self.segments[key].append((label, x, w))
+                self.segments.setdefault(key, []).append((label, x, w))
                 if w >= label_min:
                     text = pg.TextItem(fmt.duration(ns), color=_text_color(color), anchor=(0.5, 0.5))
                     text.setPos(x + w / 2, y)
@@ -136,13 +146,20 @@ class BreakdownChart(QWidget):
                 self.plot.addItem(bars)
                 self._items.append(bars)
 
-        add_row("api", self.ROW_API, [
-            (c["label"], c["total_ns"], API_COLORS.get(c["category"], "#999"))
-            for c in s["host"]["categories"]
-        ])
-        colors = gpu_part_colors(parts)
-        add_row("gpu", self.ROW_GPU, [(p["part"], p["total_ns"], colors[p["part"]]) for p in parts]
-                + [("idle", s["gpu"]["idle_ns"] or 0, IDLE_COLOR)])
+        add_row("api", rows[0][0], [
+            (c.label, float(c.attributed_ns), API_COLORS.get(c.category, "#999")) for c in s.host.categories])
+        colors = gpu_part_colors(s.gpu.parts)
+        for (y, _), d in zip(rows[1:], devices, strict=True):
+            key = "gpu" if len(devices) == 1 else f"gpu {d.device}"
+            segs: list[tuple[str, float, str]] = [
+                (p.part, float(p.attributed_ns), colors.get(p.part, "#999")) for p in d.parts]
+            add_row(key, y, [*segs, ("idle", float(d.idle_ns), IDLE_COLOR)])
+        if not devices:
+            self.segments["gpu"] = []
+        item = self.plot.getPlotItem()
+        item.getAxis("left").setTicks([[(y, label) for y, label in rows]])
+        self.plot.setMinimumHeight(120 + 50 * len(rows))
+        self.plot.setMaximumHeight(150 + 60 * len(rows))
         if span > 0:
             line = pg.InfiniteLine(pos=span / scale, angle=90,
                                    pen=pg.mkPen("#34495e", width=1.5, style=Qt.PenStyle.DashLine),
@@ -151,10 +168,9 @@ class BreakdownChart(QWidget):
                                               "anchors": [(1, 0.5), (1, 0.5)]})
             self.plot.addItem(line)
             self._items.append(line)
-        item = self.plot.getPlotItem()
         item.setLabel("bottom", f"time ({unit})")
         item.setXRange(0, x_max * 1.02, padding=0)
-        item.setYRange(-0.55, 1.55, padding=0)
+        item.setYRange(-0.55, rows[0][0] + 0.55, padding=0)
 
 
 def _text_color(bg: str) -> str:
@@ -177,7 +193,8 @@ class Legend(QWidget):
 
     def set_rows(self, header: tuple[str, str, str], rows: list[tuple[str, str, str, str, str]]) -> None:
         while self.grid.count():
-            w = self.grid.takeAt(0).widget()
+            taken = self.grid.takeAt(0)
+            w = taken.widget() if taken is not None else None
             if w is not None:
                 w.hide()  # deleteLater waits for the event loop; never paint the old rows meanwhile
                 w.deleteLater()
@@ -215,7 +232,10 @@ class SummaryView(ReportView):
     def __init__(self, reports: OpenReports, parent: QWidget | None = None) -> None:
         super().__init__(reports, parent, layout=False)
         self.reports: OpenReports = reports
-        self.summary: dict[str, Any] | None = None
+        self.summary: Summary | None = None
+        self._ranges = LatestCall(self)  # recomputes summary + findings for another step range
+        self._ranges.sig_result.connect(self._on_range_done)
+        self._ranges.sig_error.connect(self._on_range_error)
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
         scroll = QScrollArea()
@@ -273,6 +293,9 @@ class SummaryView(ReportView):
         legends.addWidget(self.api_legend, 1)
         legends.addWidget(self.gpu_legend, 1)
         lay.addLayout(legends)
+        # Several GPUs or processes: one row each, with totals that say what they add.
+        self.devices_label = WrapLabel()
+        lay.addWidget(self.devices_label)
         lay.addSpacing(6)
 
         columns = QHBoxLayout()
@@ -289,6 +312,16 @@ class SummaryView(ReportView):
         self.iter_heading = heading("Iterations", 2)
         self.iter_text = WrapLabel()
         col_iter.addWidget(self.iter_heading)
+        range_row = QHBoxLayout()
+        self.range_label = QLabel("Step range:")
+        range_row.addWidget(self.range_label)
+        self.range_combo = QComboBox()
+        self.range_combo.setToolTip("The repeated range that is one iteration (found by structure: the "
+                                    "one that launches the most GPU work); pick another to recompute "
+                                    "the steps and the findings (CLI: --range).")
+        self.range_combo.activated.connect(self._on_range_picked)
+        range_row.addWidget(self.range_combo, 1)
+        col_iter.addLayout(range_row)
         col_iter.addWidget(self.iter_text)
         col_iter.addStretch(1)
 
@@ -354,89 +387,117 @@ class SummaryView(ReportView):
             return
         self.set_summary(report.summary, report.name)
 
-    def set_summary(self, s: dict[str, Any], name: str) -> None:
+    def set_summary(self, s: Summary, name: str) -> None:
         self.summary = s
-        rep = s["report"]
+        rep = s.report
         self.title.setText(name)
-        bits = [KIND_LABELS.get(rep["kind"], rep["kind"])]
-        if rep.get("product_version"):
-            bits.append(f"written by {producer(rep['kind'], rep['product_version'])}")
-        for g in rep.get("gpus") or []:
-            sm = f" ({g['smCount']} SMs)" if g.get("smCount") else ""
-            bits.append(f"{g.get('name') or 'GPU'}{sm}")
-        bits.append(str(rep["path"]))
+        bits = [KIND_LABELS.get(rep.kind, rep.kind)]
+        if rep.product_version:
+            bits.append(f"written by {producer(rep.kind, rep.product_version)}")
+        for g in rep.gpus:
+            sm = f" ({g.smCount} SMs)" if g.smCount else ""
+            bits.append(f"{g.name or 'GPU'}{sm}")
+        bits.append(str(rep.path))
         self.subtitle.setText("  ·  ".join(bits))
 
-        span = s["wall"]["span_ns"]
-        host, gpu = s["host"], s["gpu"]
+        span = s.wall.span_ns
+        host, gpu = s.host, s.gpu
         self.card_span.set(fmt.duration(span), "first to last recorded event")
-        self.card_api.set(fmt.duration(host["total_ns"]),
-                          f"{fmt.count(host['calls'])} calls · "
-                          f"{fmt.percent(host.get('pct_of_wall'))} of capture")
-        self.card_busy.set(fmt.duration(gpu["busy_ns"]), f"{fmt.percent(gpu['busy_pct_of_wall'])} of capture")
-        idle_pct = None if gpu["busy_pct_of_wall"] is None else 100.0 - gpu["busy_pct_of_wall"]
-        self.card_idle.set(fmt.duration(gpu["idle_ns"]), f"{fmt.percent(idle_pct)} of capture")
-        kern = next((p for p in gpu["parts"] if p["part"] == "kernels"), None)
+        threads = (f" · Σ {fmt.duration(host.total_ns)} over {host.thread_count} threads"
+                   if host.thread_count > 1 else "")
+        self.card_api.set(fmt.duration(host.union_ns),
+                          f"{fmt.count(host.calls)} calls · in flight {fmt.percent(host.pct_of_wall)} "
+                          f"of capture{threads}")
+        if gpu.device_count > 1:
+            self.card_busy.set(fmt.duration(gpu.busy_ns),
+                               f"any of {gpu.device_count} GPUs: {fmt.percent(gpu.busy_pct_of_wall)} of "
+                               f"capture · Σ over GPUs {fmt.duration(gpu.busy_sum_ns)}")
+        else:
+            self.card_busy.set(fmt.duration(gpu.busy_ns), f"{fmt.percent(gpu.busy_pct_of_wall)} of capture")
+        idle_pct = None if gpu.busy_pct_of_wall is None else round(100.0 - gpu.busy_pct_of_wall, 2)
+        self.card_idle.set(fmt.duration(gpu.idle_ns), f"{fmt.percent(idle_pct)} of capture"
+                           + (" (no GPU busy)" if gpu.device_count > 1 else ""))
+        kern = s.part("kernels")
         if kern:
-            self.card_kernels.set(fmt.duration(kern["total_ns"]),
-                                  f"{fmt.count(kern['count'])} launches · "
-                                  f"{fmt.percent(kern['pct_of_wall'])} of capture")
+            self.card_kernels.set(fmt.duration(kern.union_ns),
+                                  f"{fmt.count(kern.count)} launches · {fmt.percent(kern.pct_of_busy)} of "
+                                  "GPU busy")
         else:
             self.card_kernels.set("none", "no kernels were recorded")
 
         self.chart.set_summary(s)
-        self.api_legend.set_rows(("time", "% of API", "calls"), [
-            (API_COLORS.get(c["category"], "#999"), c["label"], fmt.duration(c["total_ns"]),
-             fmt.percent(c["pct_of_api"]), fmt.count(c["calls"]))
-            for c in host["categories"]
+        self.api_legend.set_rows(("in flight", "% of capture", "calls"), [
+            (API_COLORS.get(c.category, "#999"), c.label, fmt.duration(c.union_ns),
+             fmt.percent(c.pct_of_wall), fmt.count(c.calls))
+            for c in host.categories
         ])
-        colors = gpu_part_colors(gpu["parts"])
+        colors = gpu_part_colors(gpu.parts)
         gpu_rows = [
-            (colors[p["part"]], p["part"], fmt.duration(p["total_ns"]), fmt.percent(p["pct_of_wall"]),
-             fmt.count(p["count"]))
-            for p in gpu["parts"]
+            (colors[p.part], p.part, fmt.duration(p.union_ns), fmt.percent(p.pct_of_busy), fmt.count(p.count))
+            for p in gpu.parts
         ]
-        gpu_rows.append((IDLE_COLOR, "idle (nothing on the GPU)", fmt.duration(gpu["idle_ns"]),
-                         fmt.percent(idle_pct), ""))
-        self.gpu_legend.set_rows(("time", "% of capture", "count"), gpu_rows)
+        gpu_rows.append((IDLE_COLOR, "idle (nothing on the GPU)" if gpu.device_count <= 1 else
+                         "idle (no GPU busy)", fmt.duration(gpu.idle_ns), fmt.percent(idle_pct), ""))
+        self.gpu_legend.set_rows(("time", "% of busy", "count"), gpu_rows)
+        self.devices_label.setText(devices_text(s))
+        self.devices_label.setVisible(bool(devices_text(s)))
 
-        self._set_findings(s.get("findings") or [])
-        self._set_iterations(s.get("iterations"))
-        self._set_bandwidth(s.get("bandwidth") or [])
-        missing = s.get("missing") or []
+        self._set_findings(s.findings)
+        self._set_iterations(s.iterations)
+        self._set_bandwidth([b.to_json() for b in s.bandwidth])
+        missing = s.missing
         self.missing_label.setText("\n".join(f"• {_sentence(m)}" for m in missing) if missing
                                    else "Everything Kernelscope reads was captured.")
 
-    def _set_findings(self, findings: list[str]) -> None:
+    def _set_findings(self, findings: tuple[TopFinding, ...]) -> None:
         for lab in self.finding_labels:
             self.findings_box.removeWidget(lab)
             lab.hide()
             lab.deleteLater()
         self.finding_labels = []
-        for f in findings or ["Nothing stands out in this capture."]:
-            lab = WrapLabel(f"•  {f}")
+        texts = [f"[{f.severity}] {f.title}: {f.gain}" for f in findings]
+        shown: list[TopFinding | None] = list(findings) or [None]
+        for f, text in zip(shown, texts or ["Nothing stands out in this capture."], strict=False):
+            lab = WrapLabel(f"•  {text}")
+            if f is not None:
+                lab.setToolTip(f.text)
             self.findings_box.addWidget(lab)
             self.finding_labels.append(lab)
 
-    def _set_iterations(self, it: dict[str, Any] | None) -> None:
+    def _set_iterations(self, it: Iterations | None) -> None:
         self.iter_heading.setVisible(bool(it))
         self.iter_text.setVisible(bool(it))
+        self.range_label.setVisible(bool(it))
+        self.range_combo.setVisible(bool(it))
         self._columns.setStretchFactor(self._col_iter, 3 if it else 0)  # no empty gap without iterations
         if not it:
             return
-        lines = [
-            f"<b>{it['count']}</b> iterations of the NVTX range <b>{it['range']}</b>: the first took "
-            f"{fmt.duration(it['first_ns'])}, the median after it "
-            f"{fmt.duration(it['median_after_first_ns'])}."
-        ]
-        per = ", ".join(f"{a['category']} {fmt.duration(a['per_iteration_ns'])}"
-                        for a in it["api_per_iteration"])
-        once = ", ".join(f"{a['category']} {fmt.duration(a['total_ns'])}" for a in it["api_one_time"])
-        if per:
-            lines.append(f"CUDA API per iteration: {per}.")
-        if once:
-            lines.append(f"One-time CUDA API outside the iterations: {once}.")
-        self.iter_text.setText("<br>".join(lines))
+        self.range_combo.blockSignals(True)
+        self.range_combo.clear()
+        for name in it.candidates or (it.range,):
+            self.range_combo.addItem(name)
+        self.range_combo.setCurrentText(it.range)
+        self.range_combo.blockSignals(False)
+        self.iter_text.setText(iterations_html(it))
+
+    def _on_range_picked(self, index: int) -> None:
+        rep = self.reports.current
+        name = self.range_combo.itemText(index)
+        if rep is None or self.summary is None or self.summary.iterations is None:
+            return
+        if name == self.summary.iterations.range:
+            return
+        rep.set_range(name)
+        self.iter_text.setText(f"Finding the steps of {name}…")
+        self._ranges.request((id(rep), name), rep.ensure_summary)
+
+    def _on_range_done(self, key: Any, _summary: Any) -> None:
+        rep = self.reports.current
+        if rep is not None and key[0] == id(rep):
+            self.reports.sig_summary_ready.emit(rep)  # this view and the others show the new steps
+
+    def _on_range_error(self, key: Any, msg: str) -> None:
+        self.iter_text.setText(msg)
 
     def _set_bandwidth(self, rows: list[dict[str, Any]]) -> None:
         self.bandwidth.setRowCount(len(rows))
@@ -464,6 +525,47 @@ class SummaryView(ReportView):
             "idle": self.card_idle.value.text(),
             "kernels": self.card_kernels.value.text(),
         }
+
+
+def devices_text(s: Summary) -> str:
+    """One line per GPU and per process when there are several (shares are unions; sums say so)."""
+    lines = []
+    if s.gpu.device_count > 1:
+        lines.append(f"<b>{s.gpu.device_count} GPUs</b>, busy time summed over them "
+                     f"{fmt.duration(s.gpu.busy_sum_ns)} (a sum, not a share of the capture):")
+        for d in s.gpu.devices:
+            lines.append(f"&nbsp;&nbsp;GPU {d.device} {d.name or ''}: busy {fmt.duration(d.busy_ns)} "
+                         f"({fmt.percent(d.busy_pct_of_wall)} of capture), {len(d.streams)} stream(s)")
+    if len(s.processes) > 1:
+        lines.append(f"<b>{len(s.processes)} processes</b> (CUDA API and GPU busy: unions within each):")
+        for p in s.processes:
+            lines.append(f"&nbsp;&nbsp;pid {p.pid} {p.name or ''}: CUDA API {fmt.duration(p.api_union_ns)} "
+                         f"({fmt.percent(p.api_pct_of_wall)}), GPU busy {fmt.duration(p.gpu_busy_ns)} "
+                         f"({fmt.percent(p.gpu_busy_pct_of_wall)}) on GPU {', '.join(p.devices) or '–'}")
+    return "<br>".join(lines)
+
+
+def iterations_html(it: Iterations) -> str:
+    """The steps in a few lines: the range, warm-up vs steady, per-step and one-time API costs."""
+    warm = f", {it.warmup_count} warm-up" if it.warmup_count else ""
+    lines = [
+        f"<b>{it.count}</b> steps of <b>{it.range}</b>{warm} (pid {it.pid}): the first took "
+        f"{fmt.duration(it.first_ns)}, the steady median {fmt.duration(it.steady_median_ns)}, GPU busy "
+        f"{fmt.duration(it.gpu_busy_per_step_ns)} per step."
+    ]
+    per = ", ".join(f"{a.category} {fmt.duration(a.per_iteration_ns)}" for a in it.api_per_iteration)
+    warmup = ", ".join(f"{a.category} {fmt.duration(a.total_ns)}" for a in it.api_warmup)
+    once = ", ".join(f"{a.category} {fmt.duration(a.total_ns)}" for a in it.api_one_time)
+    if per:
+        lines.append(f"CUDA API per steady step: {per}.")
+    if warmup:
+        lines.append(f"In the warm-up steps: {warmup}.")
+    if once:
+        lines.append(f"One-time CUDA API outside the steps: {once}.")
+    if len(it.processes) > 1:
+        lines.append("Per process: " + "; ".join(
+            f"pid {p.pid} {p.count} steps, median {fmt.duration(p.steady_median_ns)}" for p in it.processes))
+    return "<br>".join(lines)
 
 
 def ncu_notice_text(name: str) -> str:

@@ -50,19 +50,27 @@ STATE_COLORS = {"open": "#5f6b7a", "applied": "#b35c00", "verified": "#1e7d32", 
 SETTINGS_GROUP = "findings/project"
 
 
-def compute(path: Any) -> dict[str, Any]:
-    """Findings and the checklist items they trigger (runs in a worker thread)."""
+def compute(report: Any) -> dict[str, Any]:
+    """Findings and the checklist items they trigger (runs in a worker thread).
+
+    ``report`` is the window's :class:`LoadedReport`: nsys/Kineto findings are the ones computed
+    with the summary the window already holds (one engine, no second opening of the file); a path
+    is opened and read.
+    """
     from engine.analysis.findings import findings_for
     from engine.analysis.findings.checklists import annotate, load_checklist
 
-    found = findings_for(path)
+    if isinstance(report, LoadedReport):
+        found = findings_for(report.path) if report.is_ncu else list(report.findings)
+    else:
+        found = findings_for(report)
     cl = load_checklist(CHECKLIST)
     items = [r for r in annotate(cl, {f.id for f in found}) if r["triggered_by"]]
     return {"findings": found, "items": items}
 
 
 def verify(baseline: Any, after: Any, findings: list[Any], items: list[str],
-           project: Path | None = None) -> dict[str, Any]:
+           project: Path | None = None, summary: Any = None) -> dict[str, Any]:
     """Before/after statistics and predicted gain (runs in a worker thread).
 
     With a ``project``, the ticked ``items`` get the verdict as their saved state (verified on a
@@ -73,7 +81,10 @@ def verify(baseline: Any, after: Any, findings: list[Any], items: list[str],
 
     it = iterations(baseline)
     n = len(it.durations_ns) if it else 0
-    predicted, used = predicted_gain(findings, CHECKLIST, items, n)
+    steps = summary.iterations if summary is not None else None
+    predicted, used = predicted_gain(findings, CHECKLIST, items, n,
+                                     step_ns=steps.steady_median_ns if steps else None,
+                                     gpu_busy_per_step_ns=steps.gpu_busy_per_step_ns if steps else None)
     out = compare_runs(baseline, after, predicted if items else None)
     out["findings_counted"] = used
     out["report"] = str(after.info.path)
@@ -105,11 +116,13 @@ def settings_key(report_path: Path) -> str:
 
 
 def _gain_text(f: Any) -> str:
+    """The engine's gain text: per steady step when there are steps, else over the capture."""
+    from engine.analysis.findings.overview import gain_text
+
     g = f.gain
     if g is None or g.seconds is None:
         return "—"
-    pct = f" ({g.pct_of_wall:.1f} %)" if g.pct_of_wall is not None else ""
-    return f"{'≤ ' if g.kind == 'upper bound' else ''}{g.seconds * 1e3:,.2f} ms{pct}"
+    return gain_text(f)
 
 
 def detail_html(f: Any) -> str:
@@ -265,7 +278,7 @@ class WalkthroughView(ReportView):
                          remember=False)
         self.title.setText(f"Findings — {report.name}")
         self.notes.setText("Computing findings…")
-        self._calls.request(id(report), compute, report.path)
+        self._calls.request(id(report), compute, report)
 
     def _on_result(self, key: Any, result: dict[str, Any]) -> None:
         cur = self.reports.current
@@ -282,8 +295,9 @@ class WalkthroughView(ReportView):
     def show_result(self, result: dict[str, Any]) -> None:
         self.result = result
         found = result["findings"]
-        self.notes.setText(f"{len(found)} findings, most severe first; gains are computed from this "
-                           "report's own numbers (select one for the evidence, the formula and the fix)."
+        self.notes.setText(f"{len(found)} findings, largest expected saving per step first; gains are "
+                           "computed from this report's own numbers, capped by the window they are "
+                           "measured in (select one for the evidence, the formula and the fix)."
                            if found else "No findings: none of the rules fired on this report.")
         self.table.setRowCount(len(found))
         for i, f in enumerate(found):
@@ -439,7 +453,8 @@ class WalkthroughView(ReportView):
         self.verdict_label.setText("Comparing iterations…")
         items = self.checked_items()
         self._checks.request((id(base), id(after), tuple(items)), verify, base.trace, after.trace,
-                             self.result["findings"], items, self.project)
+                             self.result["findings"], items, self.project,
+                             base.summary if base.summary_ready else None)
 
     def _on_verdict(self, key: Any, v: dict[str, Any]) -> None:
         self.verdict = v

@@ -14,11 +14,11 @@ REPORTS = [*NSYS_SQLITE, KINETO]
 
 
 def _engine_summary(path):
-    from engine.analysis.summary import summarize
+    from engine.analysis.findings.overview import overview
     from engine.reports import open_report
 
     with open_report(path) as trace:
-        return summarize(trace)
+        return overview(trace)[0]
 
 
 @pytest.mark.parametrize("path", REPORTS, ids=[p.stem for p in REPORTS])
@@ -32,21 +32,32 @@ def test_open_fixture_shows_engine_numbers(qtbot, window, path):
 
     summary = window.views["summary"]
     heads = summary.headline_texts()
-    assert heads["span"] == fmt.duration(expected["wall"]["span_ns"])
-    assert heads["api"] == fmt.duration(expected["host"]["total_ns"])
-    assert heads["busy"] == fmt.duration(expected["gpu"]["busy_ns"])
-    assert heads["idle"] == fmt.duration(expected["gpu"]["idle_ns"])
+    assert heads["span"] == fmt.duration(expected.wall.span_ns)
+    assert heads["api"] == fmt.duration(expected.host.union_ns)  # time with a call in flight
+    assert heads["busy"] == fmt.duration(expected.gpu.busy_ns)
+    assert heads["idle"] == fmt.duration(expected.gpu.idle_ns)
+    # The Summary shows the top findings of the one findings engine (the Findings tab's).
     shown = [lab.text() for lab in summary.finding_labels]
-    assert [s.lstrip("• ").strip() for s in shown] == (expected["findings"] or
-                                                       ["Nothing stands out in this capture."])
-    # The chart draws one segment per API category and per GPU part (+ idle when there is any).
+    assert [s.lstrip("• ").strip() for s in shown] == (
+        [f"[{f.severity}] {f.title}: {f.gain}" for f in expected.findings]
+        or ["Nothing stands out in this capture."])
+    assert [f.id for f in report.findings[: len(expected.findings)]] == [f.id for f in expected.findings]
+    # The chart: one segment per API category, one bar per GPU whose parts and idle add up to the
+    # capture (overlapping work is never stacked twice).
     assert [s[0] for s in summary.chart.segments["api"]] == [
-        c["label"] for c in expected["host"]["categories"] if c["total_ns"] > 0
+        c.label for c in expected.host.categories if c.attributed_ns > 0
     ]
-    gpu_labels = [s[0] for s in summary.chart.segments["gpu"]]
-    assert gpu_labels[: len(expected["gpu"]["parts"])] == [p["part"] for p in expected["gpu"]["parts"]]
-    assert summary.bandwidth.rowCount() == len(expected["bandwidth"])
-    for m in expected["missing"]:
+    from gui.views.summary_view import _time_unit
+
+    scale = _time_unit(max(expected.wall.span_ns, 1))[1]
+    for key, segs in summary.chart.segments.items():  # every bar ends at or before the capture
+        assert sum(w for _, _, w in segs) <= expected.wall.span_ns / scale * (1 + 1e-9), key
+    if expected.gpu.device_count == 1:
+        gpu_segs = summary.chart.segments["gpu"]
+        assert [s[0] for s in gpu_segs][: len(expected.gpu.parts)] == [
+            p.part for p in expected.gpu.devices[0].parts if p.attributed_ns > 0]
+    assert summary.bandwidth.rowCount() == len(expected.bandwidth)
+    for m in expected.missing:
         assert m[1:] in summary.missing_label.text()
     screenshot(window, f"{path.stem}_summary")
 
