@@ -170,7 +170,7 @@ class LazyNcuReport(NcuReport):
                         "read from it; open it again."
                     )
                 ctx = _open_report(self.path)
-                actions = [ctx.range_by_idx(i).action_by_idx(j) for i, j in self.action_refs]
+                actions = [_action(ctx, ref) for ref in self.action_refs]
             except ReportError:
                 raise
             except Exception as exc:  # noqa: BLE001 - the native reader's errors are not for people
@@ -289,12 +289,14 @@ def _process_info(path: Path) -> tuple[str, str, str]:
 
 
 _OPEN_REPORTS: dict[tuple[Path, int, int], Any] = {}
+_OPEN_ACTIONS: dict[tuple[int, int, int], Any] = {}  # (id(ctx), range, action) -> decoded action
 
 
 def forget_open_reports() -> None:
     """Close the report kept open by :func:`_open_report` (as a new process would start)."""
     with _OPEN_LOCK:
         _OPEN_REPORTS.clear()
+        _OPEN_ACTIONS.clear()
 
 _OPEN_LOCK = threading.RLock()
 
@@ -316,8 +318,23 @@ def _open_report(path: Path, ctx: Any = None) -> Any:
                 return ctx
             ctx = _import_ncu_report().load_report(str(path))
         _OPEN_REPORTS.clear()  # keep one report open at a time
+        _OPEN_ACTIONS.clear()
         _OPEN_REPORTS[key] = ctx
         return ctx
+
+
+def _action(ctx: Any, ref: tuple[int, int]) -> Any:
+    """The decoded action ``ref`` = (range, action) of the open report ``ctx``.
+
+    ``ncu_report`` decodes an action again on every ``action_by_idx`` (10-15 ms and ~10 MB each
+    for a ``--set full`` kernel), so the open report's actions are kept with it.
+    """
+    with _OPEN_LOCK:
+        key = (id(ctx), *ref)
+        a = _OPEN_ACTIONS.get(key)
+        if a is None:
+            a = _OPEN_ACTIONS[key] = ctx.range_by_idx(ref[0]).action_by_idx(ref[1])
+        return a
 
 
 def resolve_sources(report: NcuReport, kernel_id: int) -> None:
@@ -335,7 +352,7 @@ def resolve_sources(report: NcuReport, kernel_id: int) -> None:
     try:
         with _OPEN_LOCK:
             i, j = report.action_refs[kernel_id]
-            action = _open_report(report.path).range_by_idx(i).action_by_idx(j)
+            action = _action(_open_report(report.path), (i, j))
         found = sass_and_lines(action, [int(pc) for pc in src.loc[mine, "pc"]])
         report.source_lines[kernel_id] = hottest_lines(action, report, kernel_id)
     except Exception:  # noqa: BLE001 - the SASS text is decoration; the counts are already there
@@ -421,7 +438,7 @@ def _read_ncu_rep(p: Path, use_cache: bool = False) -> NcuReport:
     try:
         ctx = _open_report(p, ncu.load_report(str(p)))
         refs = [(i, j) for i in range(ctx.num_ranges()) for j in range(ctx.range_by_idx(i).num_actions())]
-        actions = [ctx.range_by_idx(i).action_by_idx(j) for i, j in refs]
+        actions = [_action(ctx, ref) for ref in refs]
     except Exception as exc:  # noqa: BLE001 - the native reader's errors are not for people
         if fmt is not None and fmt > KNOWN_FORMAT:
             raise ReportError(_newer_message(p, fmt)) from exc
