@@ -239,11 +239,12 @@ def _explain(result: Any) -> str:
 # -- summary -----------------------------------------------------------------------------------
 def cmd_summary(args: argparse.Namespace) -> int:
     """Print the host-vs-GPU breakdown."""
-    from engine.analysis.summary import format_summary, summarize
+    from engine.analysis.findings.overview import overview
+    from engine.analysis.summary import format_summary
 
-    s = summarize(_open(args.input))
+    s, _ = overview(_open(args.input), range_name=args.range)
     if args.json:
-        print(json.dumps(s, indent=1, default=_json_default))
+        print(json.dumps(s.to_json(), indent=1, allow_nan=False))
     else:
         print(format_summary(s))
     return EXIT_OK
@@ -308,6 +309,8 @@ def build_parser() -> argparse.ArgumentParser:
     m = sub.add_parser("summary", help="where the time went: host API vs GPU breakdown")
     m.add_argument("input", metavar="REPORT")
     m.add_argument("--json", action="store_true", help="print the JSON document (schema in README)")
+    m.add_argument("--range", metavar="NAME", help="the step range (e.g. 'train_step N') instead of the "
+                   "one found by structure")
     m.set_defaults(func=cmd_summary)
 
     i = sub.add_parser("info", help="what a report contains and what it lacks")

@@ -176,3 +176,19 @@ def test_kineto_summary() -> None:
     assert {(b.direction, b.memory) for b in s.bandwidth} == {
         ("Host-to-Device", "Pageable"), ("Device-to-Host", "Pageable"),
     }
+
+
+def test_cli_summary_json_is_strict_and_takes_a_range(capsys) -> None:
+    from engine.cli.app import main
+
+    naive = NSYS_DIR / "host_overhead_naive.sqlite"
+    assert main(["summary", str(naive), "--json", "--range", "upload"]) == 0
+    doc = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"non-strict {c}"))
+    assert doc["schema"] == "kernelscope.summary/2"
+    it = doc["iterations"]
+    assert it["range"] == "upload" and it["chosen_by"] == "user" and it["count"] == 5
+    assert doc["findings"] and doc["findings"][0]["id"] == "nsys.pageable-copies"
+    assert main(["summary", str(naive)]) == 0
+    text = capsys.readouterr().out
+    assert "Steps of iteration(naive)" in text and "other repeating ranges (--range): upload" in text
+    assert "summed over streams" in text and "% of busy" in text
