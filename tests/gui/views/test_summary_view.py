@@ -44,5 +44,6 @@ def test_two_gpu_report_has_a_bar_per_gpu_and_rows_per_gpu_and_process(qtbot, wi
     assert "2 GPUs" in text and f"{fmt.duration(s.gpu.busy_sum_ns)} (a sum" in text
     assert "2 processes" in text or "3 processes" in text
     assert view.headline_texts()["busy"] == fmt.duration(s.gpu.busy_ns)
-    assert view.finding_labels[0].text().startswith("•  [critical] The GPU sits idle between operations [pid ")
+    top = view.finding_labels[0].text()
+    assert top.startswith("•  [critical] The GPU sits idle between operations [pid ")
     screenshot(window, "ddp_torchrun_summary")
