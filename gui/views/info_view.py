@@ -100,6 +100,7 @@ class InfoView(ReportView):
         lay.addWidget(self.missing_heading)
         self.missing = muted("")
         lay.addWidget(self.missing)
+        lay.addStretch(0)  # takes the height a short table leaves (an ncu report's two rows)
         reports.sig_current_changed.connect(self.on_report)
         reports.sig_summary_ready.connect(self._on_summary_ready)
         self.on_report(reports.current)
@@ -148,6 +149,7 @@ class InfoView(ReportView):
         from engine.reports.base import TABLES
 
         missing = report.trace.missing
+        self.tables.setMaximumHeight(16_777_215)
         self.tables.setRowCount(len(TABLES))
         for r, (name, (_, desc)) in enumerate(TABLES.items()):
             rows = report.table_rows.get(name)
@@ -166,6 +168,8 @@ class InfoView(ReportView):
         self._set_row(0, "profiled kernels", n, "Kernels replayed one at a time by Nsight Compute, with "
                       "their metrics, sections and rule results (Kernels and Roofline views)")
         self._set_row(1, "gpus", report.table_rows.get("gpus"), "GPU information")
+        hh = self.tables.horizontalHeader().sizeHint().height()
+        self.tables.setMaximumHeight(hh + 2 * self.tables.rowHeight(0) + 2 * self.tables.frameWidth() + 2)
         self.missing.setText("• No timeline: Nsight Compute profiles kernels one at a time, so there are no "
                              "CUDA API calls, copies, NVTX ranges or streams. Open an Nsight Systems "
                              "report of the same run for those.")
