@@ -15,7 +15,10 @@ from typing import Any
 
 
 def _dump(doc: Any) -> None:
-    print(json.dumps(doc, indent=1, default=lambda o: o.item() if hasattr(o, "item") else str(o)))
+    """Strict JSON on stdout: NaN / Infinity (an empty sample's median, say) become null."""
+    from engine.analysis.summary_model import strict
+
+    print(json.dumps(strict(doc), indent=1, allow_nan=False, default=str))
 
 
 def cmd_findings(args: argparse.Namespace) -> int:
