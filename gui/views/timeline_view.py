@@ -158,22 +158,18 @@ class TimelineView(ReportView):
         self.stack.add_page(self.split)
         self.stack.show_page(self.split)
         lay.addWidget(self.stack, 1)
-        foot = QHBoxLayout()
-        hint = QLabel(HINT)
-        hint.setStyleSheet(f"color: {MUTED};")
-        hint.setToolTip(HINT)
+        # The legend (with the zoomed-out colours) and the mouse hint on two lines: on one, the hint
+        # was cut at its start once the legend had grown.
         self.legend = QLabel(legend_html())
-        for lab in (hint, self.legend):  # never let a long line widen the window
-            lab.setMinimumWidth(1)
-            lab.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.legend.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
-        foot.addWidget(self.legend)  # the hint gives way first when the window is narrow
-        foot.addSpacing(12)
-        foot.addWidget(hint, 1)
         self.legend.setToolTip("Zoomed out, a pale band marks columns with any event and the solid "
                                "bar how busy the lane was in that column.")
-        hint.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        lay.addLayout(foot)
+        self.hint = QLabel(HINT)
+        self.hint.setStyleSheet(f"color: {MUTED};")
+        self.hint.setToolTip(HINT)
+        for lab in (self.legend, self.hint):  # never let a long line widen the window
+            lab.setMinimumWidth(1)
+            lab.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+            lay.addWidget(lab)
         self._show_details(None)
 
         self.btn_in.clicked.connect(lambda: self.canvas.zoom(2.0))
@@ -205,6 +201,8 @@ class TimelineView(ReportView):
         self._shown = report
         self._show_details(None)
         self.stack.show_page(self.split)
+        self.legend.show()
+        self.hint.show()
         if report is None:
             self.canvas.set_model(None)
             self.title.setText("Timeline")
@@ -214,6 +212,8 @@ class TimelineView(ReportView):
         if tm.ncu_kernels(report) is not None:
             self.canvas.set_model(None)
             self.status.setText("")
+            self.legend.hide()
+            self.hint.hide()
             self.show_placeholder(
                 f"{report.name} is an Nsight Compute report: its kernels were profiled one at a time, "
                 "so there is no timeline to draw. The Kernels and Roofline views show it.\n\nOpen an "
