@@ -256,11 +256,12 @@ class BandwidthView(ReportView):
             self.hist_counts[str(kind)] = counts
             lo = np.log10(g["lo_gb_per_s"].to_numpy(dtype=float))
             hi = np.log10(g["hi_gb_per_s"].to_numpy(dtype=float))
-            # Copies of (nearly) one rate make bins a thousandth of a decade tall: give each bar at
-            # least MIN_BAR_DECADES, centred on its bin, so one copy is a visible bar.
-            grow = np.maximum(MIN_BAR_DECADES - (hi - lo), 0) / 2
-            lo, hi = lo - grow, hi + grow
             keep = counts > 0
+            if int(keep.sum()) == 1:
+                # Copies of one rate (a single copy, say) fill one bin a thousandth of a decade tall:
+                # draw that bar at least MIN_BAR_DECADES tall, centred on its bin, so it is seen.
+                grow = np.maximum(MIN_BAR_DECADES - (hi - lo), 0) / 2
+                lo, hi = lo - grow, hi + grow
             if base is None:
                 base = np.zeros(len(counts))
             # Horizontal bars on the rate axis (log10 space: the axis is in log mode).
