@@ -89,9 +89,9 @@ def test_summary_json_schema() -> None:
     r = ks("summary", str(NSYS_DIR / "host_overhead_naive.sqlite"), "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert doc["schema"] == "kernelscope.summary/1"
-    assert set(doc) == {"schema", "report", "missing", "wall", "host", "gpu", "bandwidth", "iterations",
-                        "findings"}
+    assert doc["schema"] == "kernelscope.summary/2"
+    assert set(doc) == {"schema", "report", "missing", "wall", "host", "gpu", "processes", "bandwidth",
+                        "iterations", "findings"}
     assert doc["wall"]["span_ns"] == 251_962_483
 
 
