@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.analysis.findings.model import Evidence, Finding, Gain, fmt_time, pct
+from engine.reports.ncu_metrics import SCALAR, SMSP_HZ, SMSP_INST
 
 if TYPE_CHECKING:
-    import pandas as pd
 
     from engine.reports.ncu import NcuReport
 
@@ -53,6 +53,8 @@ LATENCY_SOL_PCT = 60.0  # ncu's SOLBottleneck uses 60 % of peak as the latency l
 TENSOR_TARGET_PCT = 80.0
 LOW_ACHIEVED_OCC_PCT = 30.0
 SECTORS_PER_REQUEST_IDEAL = 4.0  # 32 threads x 4 bytes = 128 bytes = 4 sectors
+SECTOR_BYTES = 32.0
+UNCOALESCED_EXCESS = 0.5  # flag accesses that leave half or more of each sector unused
 BANK_CONFLICT_SHARE_PCT = 10.0
 
 _SRC = "ncu --page raw"
@@ -70,6 +72,8 @@ class KernelGroup:
     first_id: int | None = None
     verdict: Any = None  # engine.analysis.ncu.verdict.Verdict of the first launch
     stalls: list[tuple[str, float]] = field(default_factory=list)
+    device: str = ""  # the GPU's name as the report carries it ("NVIDIA H100 80GB HBM3")
+    ncu_rules: dict[str, float] = field(default_factory=dict)  # ncu rule -> its estimated speedup (%)
 
     def m(self, name: str) -> float | None:
         """Mean value of a metric over the launches, None when not collected."""
@@ -95,43 +99,75 @@ def parse_rule_args(text: object) -> float | None:
     return None if np.isnan(v) else float(v)
 
 
+LD_BYTES_PER_SECTOR = "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio"
+ST_BYTES_PER_SECTOR = "smsp__sass_average_data_bytes_per_sector_mem_global_op_st.ratio"
+GRID = "launch__grid_size"
+SM_COUNT = "launch__sm_count"
+SM_COUNT_ATTR = "device__attribute_multiprocessor_count"
+WAVES = "launch__waves_per_multiprocessor"
+DRAM_READ = "dram__bytes_read.sum"
+DRAM_WRITE = "dram__bytes_write.sum"
+DRAM_RATE = "dram__bytes.sum.per_second"
+FP32_OPS = [SMSP_INST.format(op) for op, _f in SCALAR["FP32"][0]]
+
 _WANTED = [SOL, MEM, TENSOR, GMMA, TMA, ACHIEVED, THEORETICAL, *LIMITS.values(), LD_SECTORS, LD_REQ,
            ST_SECTORS, ST_REQ, BANK_CONFLICTS, SHARED_WAVEFRONTS, SPILLS, LOCAL_SPILL_REQ,
-           "launch__registers_per_thread", "launch__block_size"]
+           "launch__registers_per_thread", "launch__block_size", GRID, SM_COUNT, SM_COUNT_ATTR, WAVES,
+           DRAM_READ, DRAM_WRITE, DRAM_RATE, SMSP_HZ, *FP32_OPS, LD_BYTES_PER_SECTOR, ST_BYTES_PER_SECTOR]
 
 
 def kernel_groups(report: NcuReport) -> list[KernelGroup]:
     """Group the report's kernels by name with mean metrics (longest total duration first)."""
     k = report.kernels
-    raw: pd.DataFrame = report.raw
     out: list[KernelGroup] = []
     if not len(k):
         return out
-    ids = k["ID"].astype(str).tolist()
-    raw_ids = raw["ID"].astype(str).tolist() if "ID" in raw else []
     name_col = "Base Name" if "Base Name" in k else "Kernel Name"
     for name, g in k.groupby(name_col, sort=False):
-        gids = set(g["ID"].astype(str))
-        rows = [i for i, rid in enumerate(raw_ids) if rid in gids]
+        kids = [int(x) for x in g["ID"]]
         metrics: dict[str, float] = {}
         for col in _WANTED:
-            if col not in raw.columns:
-                continue
-            vals = [v for v in (parse_rule_args(raw[col].iloc[i]) for i in rows) if v is not None]
+            vals = [v for v in (report.value(kid, col) for kid in kids) if v is not None]
             if vals:
                 metrics[col] = float(np.mean(vals))
         dur = float(g["duration_ns"].fillna(0).sum())
         kg = KernelGroup(str(name), len(g), dur, str(g["CC"].iloc[0]), metrics)
-        try:
-            kg.first_id = int(g["ID"].iloc[0])
-        except (TypeError, ValueError):
-            kg.first_id = None
-        if kg.first_id is not None:
-            kg.verdict, kg.stalls = _verdict_and_stalls(report, kg.first_id)
+        if "Device Name" in g:
+            kg.device = str(g["Device Name"].iloc[0] or "")
+        if not kg.device and "device__attribute_display_name" in getattr(report.raw, "columns", ()):
+            raw = report.raw
+            names = raw.loc[raw["ID"].astype(str) == str(kids[0]), "device__attribute_display_name"]
+            kg.device = str(names.iloc[0]) if len(names) else ""
+        kg.first_id = kids[0]
+        kg.verdict, kg.stalls = _verdict_and_stalls(report, kg.first_id)
+        kg.ncu_rules = _rule_estimates(report, kg.first_id)
         out.append(kg)
-    del ids
     out.sort(key=lambda kg: -kg.duration_ns)
     return out
+
+
+def _rule_estimates(report: NcuReport, kid: int) -> dict[str, float]:
+    """Ncu's own rule results of one launch that carry an estimated speedup: rule -> percent."""
+    rules = report.rules
+    if rules is None or not len(rules):
+        return {}
+    mine = rules[(rules["ID"].astype(str) == str(kid)) & rules["speedup_pct"].notna()]
+    out: dict[str, float] = {}
+    for rule, sp in zip(mine["rule"], mine["speedup_pct"], strict=True):
+        out[str(rule)] = max(out.get(str(rule), 0.0), float(sp))
+    return out
+
+
+def roofline_distance_pct(kg: KernelGroup) -> float | None:
+    """How far the kernel is from its nearest roof: 100 − the busier of SM and memory throughput.
+
+    A kernel at 91 % of DRAM peak can get at most ~9 % faster while it moves the same bytes, so an
+    estimate for a fix that keeps the work is capped by this distance.
+    """
+    sm, mem = kg.m(SOL), kg.m(MEM)
+    if sm is None and mem is None:
+        return None
+    return max(0.0, 100.0 - max(x for x in (sm, mem) if x is not None))
 
 
 def _or_na(v: float | None) -> float | str:
@@ -150,9 +186,10 @@ def _verdict_and_stalls(report: NcuReport, kid: int) -> tuple[Any, list[tuple[st
 
 
 def _gain(kg: KernelGroup, saved_ns: float, formula: str, kind: str = "upper bound") -> Gain:
-    saved_ns = max(saved_ns, 0.0)
+    saved_ns = min(max(saved_ns, 0.0), kg.duration_ns)  # never more than the kernel's own time
     return Gain(round(saved_ns / 1e9, 12), pct(saved_ns, kg.duration_ns), formula + " (percent: of this "
-                "kernel's profiled time; ncu replays kernels, so there is no wall time)", kind)
+                "kernel's profiled time; ncu replays kernels, so there is no wall time)", kind,
+                window="kernel time", window_ns=int(kg.duration_ns))
 
 
 def _base(kg: KernelGroup, fid: str, title: str, severity: str, summary: str, ev: list[Evidence],
@@ -226,16 +263,104 @@ def rule_tensor_pipes(kg: KernelGroup) -> list[Finding]:
     )]
 
 
+@dataclass(frozen=True)
+class TensorRates:
+    """The tensor-core and memory rates of the report's GPU that the FP32-GEMM gain uses."""
+
+    gpu: str  # the GPU as the report names it
+    tf32_flop_per_s: float
+    bf16_flop_per_s: float | None
+    fp32_flop_per_s: float | None
+    dram_bytes_per_s: float | None
+    source: str  # "calibration of <name> (<date>)" or "datasheet <key> (resources/gpu_specs.toml)"
+
+
+def tensor_rates(device: str) -> TensorRates | None:
+    """TF32/BF16 rates of the GPU called ``device`` (as the report names it).
+
+    This machine's calibration when it is of that GPU (``kernelscope calibrate`` measures real
+    matmul rates), else the datasheet entry that matches the name; None for an unknown GPU.
+    """
+    from engine.analysis.bandwidth import gpu_spec
+
+    spec = gpu_spec(device)
+    try:
+        from engine.system.calibration import load_calibration
+
+        cal = load_calibration()
+    except Exception:  # noqa: BLE001 - no NVML, no store, a damaged file: fall back to the datasheet
+        cal = None
+    if cal is not None and cal.tf32_flop_per_s and device and (
+            cal.gpu_name.lower() == device.lower() or (spec is not None and gpu_spec(cal.gpu_name) == spec)):
+        return TensorRates(device, cal.tf32_flop_per_s, cal.bf16_flop_per_s, cal.fp32_flop_per_s,
+                           cal.dram_bytes_per_s, f"calibration of {cal.gpu_name} ({cal.measured_at})")
+    if spec is None or "tf32_tensor" not in spec.flop_per_s:
+        return None
+    return TensorRates(device, spec.flop_per_s["tf32_tensor"], spec.flop_per_s.get("bf16_tensor"),
+                       spec.flop_per_s.get("fp32"), spec.hbm_bytes_per_s,
+                       f"datasheet {spec.key} (resources/gpu_specs.toml)")
+
+
+def _fp32_flop_per_s(kg: KernelGroup) -> float | None:
+    """Achieved FP32 FLOP/s as ncu's roofline computes it: (fadd + fmul + 2·ffma) × SMSP clock."""
+    hz = kg.m(SMSP_HZ)
+    per_cycle = [kg.m(m) for m in FP32_OPS]
+    if hz is None or any(x is None for x in per_cycle):
+        return None
+    return hz * sum(f * float(x) for (_op, f), x in zip(SCALAR["FP32"][0], per_cycle, strict=True)
+                    if x is not None)
+
+
+def _fp32_gemm_gain(kg: KernelGroup, rates: TensorRates | None) -> Gain:
+    if rates is None:
+        return Gain(None, None, f"no TF32 rate known for {kg.device or 'this GPU'}: add it to "
+                    "resources/gpu_specs.toml or run `kernelscope calibrate` on it")
+    per_launch_ns = kg.duration_ns / max(kg.launches, 1)
+    flops = _fp32_flop_per_s(kg)
+    rate = f"{rates.tf32_flop_per_s / 1e12:,.1f} TFLOP/s TF32 ({rates.source})"
+    if flops is not None and flops > 0:
+        work = flops * per_launch_ns / 1e9  # FLOP per launch
+        t_math = work / rates.tf32_flop_per_s * 1e9
+        moved = (kg.m(DRAM_READ) or 0.0) + (kg.m(DRAM_WRITE) or 0.0)
+        t_mem = moved / rates.dram_bytes_per_s * 1e9 if moved and rates.dram_bytes_per_s else 0.0
+        new_ns = max(t_math, t_mem) * kg.launches
+        formula = (f"duration − launches × max(FLOP ÷ TF32 rate, DRAM bytes ÷ DRAM rate) = "
+                   f"{fmt_time(kg.duration_ns)} − {kg.launches} × max({work / 1e9:,.1f} GFLOP ÷ {rate}, "
+                   f"{moved / 1e6:,.1f} MB ÷ {(rates.dram_bytes_per_s or 0) / 1e12:,.2f} TB/s) = "
+                   f"{fmt_time(kg.duration_ns - new_ns)} on {rates.gpu or 'this GPU'}")
+        if rates.bf16_flop_per_s:
+            bf16_ns = work / rates.bf16_flop_per_s * 1e9
+            formula += f"; with BF16 inputs the math alone takes {fmt_time(bf16_ns)} per launch"
+        return _gain(kg, kg.duration_ns - new_ns, formula, "upper bound")
+    if not rates.fp32_flop_per_s:
+        return Gain(None, None, "the report has no FP32 instruction counts and no FP32 rate is known")
+    new_ns = kg.duration_ns * rates.fp32_flop_per_s / rates.tf32_flop_per_s
+    return _gain(kg, kg.duration_ns - new_ns,
+                 f"duration × (1 − FP32 rate ÷ TF32 rate) = {fmt_time(kg.duration_ns)} × (1 − "
+                 f"{rates.fp32_flop_per_s / 1e12:,.1f} ÷ {rates.tf32_flop_per_s / 1e12:,.1f}) with {rate}, "
+                 f"if the TF32 kernel reaches the same share of its peak, on {rates.gpu or 'this GPU'}",
+                 "upper bound")
+
+
 def rule_fp32_gemm(kg: KernelGroup) -> list[Finding]:
     """FP32 GEMM kernels on Hopper (no tensor cores)."""
     if not kg.cc.startswith("9") or not FP32_GEMM.search(kg.name):
         return []
+    rates = tensor_rates(kg.device)
+    flops = _fp32_flop_per_s(kg)
+    ev = [Evidence("compute capability", kg.cc, "", "ncu CC"),
+          Evidence("GPU", kg.device or "n/a", "", "device__attribute_display_name"),
+          Evidence("tensor pipe active", _or_na(kg.m(TENSOR)), "%", TENSOR)]
+    if flops is not None:
+        ev.append(Evidence("achieved FP32", round(flops / 1e12, 3), "TFLOP/s",
+                           "(fadd + fmul + 2·ffma) per cycle × smsp__cycles_elapsed.avg.per_second"))
+    if rates is not None:
+        ev.append(Evidence("TF32 tensor rate", rates.tf32_flop_per_s / 1e12, "TFLOP/s", rates.source))
     return [_base(
         kg, "ncu.fp32-gemm-on-hopper", "FP32 GEMM on Hopper leaves the tensor cores unused", "warning",
-        f"{kg.name} is an FP32 (SIMT) GEMM on a compute capability {kg.cc} GPU, whose tensor cores "
-        "run TF32/BF16/FP16 many times faster.",
-        [Evidence("compute capability", kg.cc, "", "ncu CC"),
-         Evidence("tensor pipe active", _or_na(kg.m(TENSOR)), "%", TENSOR)],
+        f"{kg.name} is an FP32 (SIMT) GEMM on {kg.device or f'a compute capability {kg.cc} GPU'}, whose "
+        "tensor cores run TF32/BF16/FP16 many times faster.",
+        ev,
         fix="Use TF32 (same FP32 storage) or BF16/FP16 inputs with an sm90 kernel "
             "(cuBLAS/cuBLASLt, CUTLASS).",
         fix_cuda="cublasSetMathMode(handle, CUBLAS_TF32_TENSOR_OP_MATH);\n"
@@ -243,8 +368,7 @@ def rule_fp32_gemm(kg: KernelGroup) -> list[Finding]:
                  "             CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT);",
         fix_torch=("torch.backends.cuda.matmul.allow_tf32 = True\n"
                    "torch.set_float32_matmul_precision('high')   # same effect"),
-        gain=Gain(None, None, "depends on the precision chosen; H200 dense TF32 peak is ~7x its FP32 SIMT "
-                  "peak, so re-measure"),
+        gain=_fp32_gemm_gain(kg, rates),
         verify="Re-profile: the kernel name has tf32/bf16 and sm90 in it, and tensor pipes are active.",
     )]
 
@@ -280,7 +404,15 @@ def rule_occupancy(kg: KernelGroup) -> list[Finding]:
     limits = {k: v for k, v in ((k, kg.m(m)) for k, m in LIMITS.items()) if v is not None}
     lowest = min(limits.values()) if limits else None
     limiters = [k for k, v in limits.items() if v == lowest]
+    grid, sms, waves = kg.m(GRID), kg.m(SM_COUNT) or kg.m(SM_COUNT_ATTR), kg.m(WAVES)
+    grid_bound = grid is not None and sms is not None and lowest is not None and grid < sms * lowest
     ev = [Evidence("achieved occupancy", ach, "%", ACHIEVED)]
+    if grid is not None:
+        ev.append(Evidence("grid size", grid, "blocks", GRID))
+    if sms is not None:
+        ev.append(Evidence("SMs", sms, "", SM_COUNT))
+    if waves is not None:
+        ev.append(Evidence("waves per SM", waves, "", WAVES))
     if theo is not None:
         ev.append(Evidence("theoretical occupancy", theo, "%", THEORETICAL))
     for k, v in limits.items():
@@ -289,17 +421,37 @@ def rule_occupancy(kg: KernelGroup) -> list[Finding]:
     if regs is not None:
         ev.append(Evidence("registers per thread", regs, "", "launch__registers_per_thread"))
     lim = " and ".join(limiters) if limiters else "unknown"
+    if grid_bound and grid is not None and sms is not None and lowest is not None:
+        # The grid cannot fill the GPU even at the per-SM limit: the grid, not registers, limits it.
+        slots = int(sms * lowest)
+        summary = (f"{kg.name} runs at {ach:.1f} % achieved occupancy"
+                   + (f" (theoretical {theo:.1f} %)" if theo is not None else "")
+                   + f", and the limiter is the grid: {int(grid)} block(s) for {int(sms)} SMs × "
+                   f"{int(lowest)} block(s) per SM ({lim}) = {slots} slots"
+                   + (f" ({waves:.2f} waves)" if waves is not None else "")
+                   + f", so {int(sms) - min(int(grid), int(sms))} SMs get no block at all.")
+        fix = ("Launch more blocks: split the work finer (more, smaller blocks; grid-stride or "
+               "split-K), or run independent work concurrently on other streams.")
+        fix_cuda = "kernel<<<num_sms * blocks_per_sm, 128>>>(...);   // at least one full wave"
+        fix_torch = "# batch several small problems into one launch (torch.bmm, vmap) or use streams"
+    else:
+        summary = (f"{kg.name} runs at {ach:.1f} % achieved occupancy"
+                   + (f" (theoretical {theo:.1f} %)" if theo is not None else "")
+                   + f"; the limiter is {lim} ({int(lowest) if lowest is not None else '?'} block(s) per "
+                   "SM). Tensor-core kernels often trade occupancy for big tiles; then check the pipe "
+                   "utilization.")
+        fix = (f"Relax the {lim} limit: fewer registers (__launch_bounds__, -maxrregcount), less shared "
+               "memory per block, or smaller blocks.")
+        fix_cuda = "__global__ void __launch_bounds__(256, 2) kernel(...);   // 2 blocks per SM"
+        fix_torch = "# Triton: lower num_stages / BLOCK sizes, or let torch.compile autotune them"
     return [_base(
-        kg, "ncu.low-occupancy", "Low occupancy", "info" if MATMUL_LIKE.search(kg.name) else "warning",
-        f"{kg.name} runs at {ach:.1f} % achieved occupancy"
-        + (f" (theoretical {theo:.1f} %)" if theo is not None else "")
-        + f"; the limiter is {lim} ({int(lowest) if lowest is not None else '?'} block(s) per SM). "
-        "Tensor-core kernels often trade occupancy for big tiles; then check the pipe utilization.",
+        kg, "ncu.low-occupancy", "Low occupancy: the grid is too small" if grid_bound else "Low occupancy",
+        "info" if MATMUL_LIKE.search(kg.name) and not grid_bound else "warning",
+        summary,
         ev,
-        fix=f"Relax the {lim} limit: fewer registers (__launch_bounds__, -maxrregcount), less shared "
-            "memory per block, or smaller blocks.",
-        fix_cuda="__global__ void __launch_bounds__(256, 2) kernel(...);   // 2 blocks per SM",
-        fix_torch="# Triton: lower num_stages / BLOCK sizes, or let torch.compile autotune them",
+        fix=fix,
+        fix_cuda=fix_cuda,
+        fix_torch=fix_torch,
         gain=Gain(None, None, "not computable from occupancy alone: more warps help only if the "
                   "kernel is latency-bound (see ncu.latency-bound)"),
         verify="Re-profile: achieved occupancy rises and the kernel is shorter.",
@@ -309,24 +461,51 @@ def rule_occupancy(kg: KernelGroup) -> list[Finding]:
 def rule_uncoalesced(kg: KernelGroup) -> list[Finding]:
     """Global loads/stores that touch many more sectors per request than a coalesced access."""
     out: list[Finding] = []
-    for kind, sec, req in (("loads", LD_SECTORS, LD_REQ), ("stores", ST_SECTORS, ST_REQ)):
-        s, r = kg.m(sec), kg.m(req)
+    for kind, sec, req, used in (("loads", LD_SECTORS, LD_REQ, LD_BYTES_PER_SECTOR),
+                                 ("stores", ST_SECTORS, ST_REQ, ST_BYTES_PER_SECTOR)):
+        s, r, b = kg.m(sec), kg.m(req), kg.m(used)
         if not s or not r:
             continue
         spr = s / r
-        if spr <= 2 * SECTORS_PER_REQUEST_IDEAL:
+        if b is not None and b > 0:
+            # Bytes the instructions asked for per 32-byte sector moved: 32 is a perfect access
+            # whatever its width (a float4 copy moves 16 sectors per request and wastes none).
+            excess = 1.0 - b / SECTOR_BYTES
+        else:  # without it: 4-byte accesses assumed (4 sectors per request is ideal)
+            excess = 1.0 - SECTORS_PER_REQUEST_IDEAL / spr if spr > SECTORS_PER_REQUEST_IDEAL else 0.0
+        if excess < UNCOALESCED_EXCESS:
             continue
+        own = kg.ncu_rules.get("UncoalescedGlobalAccess")
+        mem = kg.m(MEM)
+        if own is not None:
+            gain = _gain(kg, kg.duration_ns * min(own, 100 * excess) / 100,
+                         f"duration × ncu's UncoalescedGlobalAccess estimate, capped by the excess "
+                         f"sectors = {fmt_time(kg.duration_ns)} × min({own:.2f} %, {100 * excess:.1f} %)",
+                         "estimate")
+        elif mem is not None:
+            gain = _gain(kg, kg.duration_ns * excess * mem / 100,
+                         f"duration × excess sectors × memory throughput = {fmt_time(kg.duration_ns)} × "
+                         f"{100 * excess:.1f} % × {mem:.1f} %: the memory "
+                         "system's busy time spent on sectors a coalesced access would not move",
+                         "estimate")
+        else:
+            gain = Gain(None, None, "not computable: the report has no memory throughput")
         out.append(_base(
             kg, "ncu.uncoalesced", f"Uncoalesced global {kind}", "warning",
-            f"{kg.name}: {spr:.1f} sectors per global {kind[:-1]} request (a coalesced 4-byte access "
-            f"needs {SECTORS_PER_REQUEST_IDEAL:.0f}).",
+            f"{kg.name}: {spr:.1f} sectors per global {kind[:-1]} request, {100 * excess:.0f} % of the "
+            f"bytes moved are not used ({s * excess * SECTOR_BYTES / 1e6:,.1f} MB per launch).",
             [Evidence("sectors", s, "sectors", sec), Evidence("requests", r, "requests", req),
-             Evidence("sectors per request", round(spr, 2), "sectors", "sectors ÷ requests")],
+             Evidence("sectors per request", round(spr, 2), "sectors", "sectors ÷ requests"),
+             Evidence("excess sectors", round(100 * excess, 1), "%",
+                      f"1 − {used} ÷ {SECTOR_BYTES:.0f}" if b else
+                      f"1 − {SECTORS_PER_REQUEST_IDEAL:.0f} ÷ sectors per request"),
+             Evidence("bytes moved in excess", round(s * excess * SECTOR_BYTES), "bytes",
+                      "sectors × excess share × 32 B")],
             fix="Make consecutive threads access consecutive addresses (transpose through shared "
                 "memory, structure-of-arrays).",
             fix_cuda="float v = in[blockIdx.x * blockDim.x + threadIdx.x];   // not in[threadIdx.x * stride]",
             fix_torch="x = x.contiguous()   # before custom kernels; avoid strided views",
-            gain=_gain(kg, 0.0, "not estimated: the kernel may be bound by something else"),
+            gain=gain,
             verify="Re-profile: sectors per request close to 4.",
         ))
     return out
@@ -395,17 +574,49 @@ def rule_ncu_own(report: NcuReport, groups: list[KernelGroup]) -> list[Finding]:
             sp = [v for v in (parse_rule_args(x) for x in g["Estimated Speedup"]) if v is not None]
             est = max(sp) if sp else None
             text = " ".join(dict.fromkeys(str(d) for d in g["Rule Description"]))
+            cap, cap_why = _rule_cap(kg, str(rule))
+            ev = [Evidence("estimated speedup", est if est is not None else "n/a", "%",
+                           f"ncu rule {rule} ({g['Estimated Speedup Type'].iloc[0] or 'no'} estimate)")]
+            if cap is not None:
+                ev.append(Evidence("cap", round(cap, 2), "%", cap_why))
+            used = min(est, cap) if est is not None and cap is not None else est
             out.append(_base(
-                kg, f"ncu.rule.{rule}", f"Nsight Compute: {rule}", "info", text[:600],
-                [Evidence("estimated speedup", est if est is not None else "n/a", "%",
-                          f"ncu rule {rule} ({g['Estimated Speedup Type'].iloc[0] or 'no'} estimate)")],
+                kg, f"ncu.rule.{rule}", f"Nsight Compute: {rule}", "info", text[:600], ev,
                 fix="See the rule's text; Nsight Compute's section of the same name shows the details.",
-                gain=_gain(kg, kg.duration_ns * est / 100,
-                           f"duration × ncu's estimated speedup = {fmt_time(kg.duration_ns)} × {est:.2f} %",
-                           "estimate") if est is not None else None,
+                gain=_gain(kg, kg.duration_ns * used / 100,
+                           f"duration × min(ncu's estimated speedup, {cap_why}) = {fmt_time(kg.duration_ns)} "
+                           f"× min({est:.2f} %, {cap:.2f} %)" if cap is not None and est is not None else
+                           f"duration × ncu's estimated speedup = {fmt_time(kg.duration_ns)} × {used:.2f} %",
+                           "estimate") if used is not None else None,
                 verify=f"Re-profile: ncu no longer raises {rule}, or its estimate shrinks.",
             ))
     return out
+
+
+#: ncu rules whose fix changes how many bytes move (not bound by the kernel's distance to its roof).
+TRAFFIC_RULES = frozenset({"UncoalescedGlobalAccess", "UncoalescedSharedAccess", "MemoryCacheAccessPattern",
+                           "SharedMemoryConflicts"})
+
+
+def _rule_cap(kg: KernelGroup, rule: str) -> tuple[float | None, str]:
+    """The most an ncu rule's estimate may claim, and why.
+
+    A fix that keeps the work (occupancy, issue slots, stalls, launch shape) cannot make the kernel
+    faster than its nearest roof allows: the cap is the distance to it. A fix that removes traffic
+    (uncoalesced or poorly used sectors) can go further, up to the share of the kernel's memory
+    sectors that are excess when that is measured.
+    """
+    if rule in TRAFFIC_RULES:
+        b = kg.m(LD_BYTES_PER_SECTOR)
+        if b is not None and 0 < b < SECTOR_BYTES:
+            return 100 * (1 - b / SECTOR_BYTES), "unused bytes of the load sectors"
+        s, r = kg.m(LD_SECTORS), kg.m(LD_REQ)
+        if s and r and s / r > SECTORS_PER_REQUEST_IDEAL:
+            return 100 * (1 - SECTORS_PER_REQUEST_IDEAL * r / s), "excess load sectors"
+        return None, ""
+    dist = roofline_distance_pct(kg)
+    return (dist, "distance to the roofline (100 % − the busier of SM and memory throughput)"
+            ) if dist is not None else (None, "")
 
 
 def rule_launch_bound_kernel(kg: KernelGroup) -> list[Finding]:
