@@ -356,7 +356,10 @@ class MainWindow(QMainWindow):
     def shutdown(self) -> None:
         """Stop every background thread (cancel, quit, wait)."""
         for job in [*self._jobs.values(), *self._summary_jobs.values()]:
-            job.stop()
+            if not job.stop():
+                # A summary cannot be cancelled midway (a 400k-kernel one takes ~30 s here): wait for
+                # it, since destroying a running QThread aborts the process.
+                job.join()
         self._jobs.clear()
         self._summary_jobs.clear()
         for view in self.views.values():

@@ -149,6 +149,10 @@ class Job(QObject):
         self.qthread.quit()
         return bool(self.qthread.wait(timeout_ms))
 
+    def join(self) -> None:
+        """Wait for the thread however long the worker takes (after :meth:`stop` timed out)."""
+        self._join()
+
     def _join(self) -> None:
         self.qthread.quit()
         self.qthread.wait()
