@@ -163,7 +163,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
                 text = json.dumps(_records(frame), indent=1)
             else:
                 text = stats.format_table(df)
-            result_put(identity, key, text)
+            if len(text) < _RESULT_CACHE_MAX:  # a 170 MB trace costs more to cache than to redo
+                result_put(identity, key, text)
         texts[name] = text
     json_out: dict[str, Any] = {}
     for name, text in texts.items():
@@ -181,6 +182,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 _SKIP = "\0SKIP"
+_RESULT_CACHE_MAX = 32 << 20  # characters; bigger texts are recomputed from the columnar cache
 
 
 def _why_empty(trace: Trace, report: str) -> str:

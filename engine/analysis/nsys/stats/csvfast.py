@@ -79,15 +79,20 @@ def _digits(mag: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.uint8], npt.NDAr
     width += width % 2
     mat = np.empty((n, width), dtype=np.uint8)
     pairs = _pairs()
-    x = mag.copy()
-    for j in range(width // 2):
-        x, r = np.divmod(x, 100)
-        mat[:, width - 2 * j - 2: width - 2 * j] = pairs[r]
-    count = np.ones(n, dtype=np.int64)
-    p = 10
-    for _ in range(1, width):
-        count += mag >= p
-        p *= 10
+    if top < 10**15:  # exact in doubles: floor(x / 100) and x - 100 q have no rounding error
+        x = mag.astype(np.float64)
+        for j in range(width // 2):
+            q = np.floor(x / 100.0)
+            r = (x - 100.0 * q).astype(np.intp)
+            mat[:, width - 2 * j - 2: width - 2 * j] = pairs[r]
+            x = q
+    else:
+        xi = mag.copy()
+        for j in range(width // 2):
+            xi, ri = np.divmod(xi, 100)
+            mat[:, width - 2 * j - 2: width - 2 * j] = pairs[ri]
+    powers = np.array([10**k for k in range(1, 19)], dtype=np.int64)
+    count: npt.NDArray[np.int64] = np.searchsorted(powers, mag, side="right").astype(np.int64) + 1
     return mat, count
 
 
