@@ -66,7 +66,12 @@ def compute(report: Any) -> dict[str, Any]:
         found = findings_for(report)
     cl = load_checklist(CHECKLIST)
     items = [r for r in annotate(cl, {f.id for f in found}) if r["triggered_by"]]
-    return {"findings": found, "items": items}
+    both = None
+    if isinstance(report, LoadedReport) and not report.is_ncu and found:
+        from engine.analysis.findings.overview import combined
+
+        both = combined(report.summary, found)
+    return {"findings": found, "items": items, "if_all_applied": both}
 
 
 def verify(baseline: Any, after: Any, findings: list[Any], items: list[str],
@@ -295,9 +300,14 @@ class WalkthroughView(ReportView):
     def show_result(self, result: dict[str, Any]) -> None:
         self.result = result
         found = result["findings"]
+        both = result.get("if_all_applied")
+        bound = ""
+        if both is not None and both.per_step_ns is not None:
+            bound = (f" If all were applied: at most {both.per_step_ns / 1e6:,.2f} ms per step "
+                     "(overlapping findings counted once).")
         self.notes.setText(f"{len(found)} findings, largest expected saving per step first; gains are "
                            "computed from this report's own numbers, capped by the window they are "
-                           "measured in (select one for the evidence, the formula and the fix)."
+                           f"measured in (select one for the evidence, the formula and the fix).{bound}"
                            if found else "No findings: none of the rules fired on this report.")
         self.table.setRowCount(len(found))
         for i, f in enumerate(found):
