@@ -308,9 +308,12 @@ def _gpu_ops(trace: Trace) -> pd.DataFrame:
     return out.drop(columns=["corr"])
 
 
-def merged(starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]
+def merged(starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64], *, touching: bool = True
            ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """The union of intervals as sorted, disjoint blocks."""
+    """The union of intervals as sorted, disjoint blocks.
+
+    With ``touching=False``, [0, 5) and [5, 9) stay two blocks, as two consecutive steps do.
+    """
     if not len(starts):
         return starts.astype(np.int64), ends.astype(np.int64)
     order = np.argsort(starts, kind="stable")
@@ -318,7 +321,7 @@ def merged(starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]
     e = np.maximum.accumulate(np.asarray(ends, dtype=np.int64)[order])
     new = np.empty(len(s), dtype=bool)
     new[0] = True
-    new[1:] = s[1:] > e[:-1]
+    new[1:] = s[1:] > e[:-1] if touching else s[1:] >= e[:-1]
     idx = np.flatnonzero(new)
     return s[idx], np.append(e[idx[1:] - 1], e[-1])
 
@@ -424,7 +427,7 @@ def _build(r: pd.DataFrame, ops: pd.DataFrame, pk: str, name: str, chosen_by: st
     tid = sub["tidk"].value_counts().index[0]
     sub = sub[sub["tidk"] == tid].sort_values(["start", "end"])
     # Nested instances of the same name (recursion) collapse into their outermost one.
-    s, e = merged(sub["start"].to_numpy(np.int64), sub["end"].to_numpy(np.int64))
+    s, e = merged(sub["start"].to_numpy(np.int64), sub["end"].to_numpy(np.int64), touching=False)
     durs = [int(b - a) for a, b in zip(s, e, strict=True)]
     flags = _warmup_flags(durs)
     steps = tuple(Step(i, int(a), int(b), flags[i]) for i, (a, b) in enumerate(zip(s, e, strict=True)))

@@ -153,3 +153,38 @@ def test_warmup_and_one_set_per_process_with_mixed_pid_types() -> None:
         assert s.source == "profiler" and s.count == 6 and s.warmup_count == 1
         assert s.steady_median_ns == 100 and s.gpu_ns == 6 * 48
     assert find_steps(t, pid=22) is not None and find_steps(t, pid=22).pid == "22"
+
+
+def _launch_trace(busy_stream: bool) -> _Tables:
+    """100 steps of 3 tiny kernels (2 µs) launched by 10 µs calls; optionally a long kernel on
+    another stream keeps the GPU busy the whole time (the launch overhead is then hidden)."""
+    nv, k, a = [], [], []
+    for i in range(100):
+        s = 1000 + i * 100
+        nv.append((s, s + 100, f"step {i}", "", 1))
+        for j in range(3):
+            c = i * 10 + j
+            a.append((s + j * 30, c, 1))
+            k.append((s + j * 30 + 12, s + j * 30 + 14, c, 1))
+    kern = _kernels(k)
+    if busy_stream:
+        kern = pd.concat([kern, pd.DataFrame([{"start": 900, "end": 11_200, "deviceId": 0, "streamId": 9,
+                                               "correlationId": 99_999, "pid": 1}])], ignore_index=True)
+        a.append((899, 99_999, 1))
+    api = _api(a).assign(end=lambda d: d["start"] + 10)
+    return _Tables({"nvtx": _nvtx(nv), "kernels": kern, "api": api})
+
+
+def test_launch_bound_only_while_the_gpu_has_idle_time_and_never_more_than_it() -> None:
+    from engine.analysis.findings.overview import overview
+
+    s, found = overview(_launch_trace(busy_stream=False))
+    lb = next(f for f in found if f.id == "nsys.launch-bound")
+    it = s.iterations
+    busy, idle = it.gpu_busy_per_step_ns, it.steady_median_ns - it.gpu_busy_per_step_ns
+    assert lb.gain.per_step_ns == pytest.approx(min(3 * (10 - 2), idle))
+    assert lb.gain.per_step_ns <= idle and busy == pytest.approx(6)
+    # The same launches while another stream keeps the GPU 100 % busy: nothing to gain.
+    s2, found2 = overview(_launch_trace(busy_stream=True))
+    assert s2.gpu.busy_pct_of_wall > 99
+    assert not any(f.id in ("nsys.launch-bound", "nsys.gpu-idle") for f in found2)
