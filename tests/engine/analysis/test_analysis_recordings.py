@@ -239,3 +239,21 @@ def test_two_processes_one_set_of_steps_each(rec) -> None:
         assert p.api_union_ns == _sql_union(_sql(
             path, 'SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE '
             "globalTid / 16777216 % 16777216 = ?", (int(p.pid),)))
+
+
+def test_html_export_of_the_two_gpu_job_agrees_with_the_summary(rec, tmp_path) -> None:
+    import re
+
+    from engine.analysis.findings.model import fmt_time
+    from engine.cli.app import main
+
+    out = tmp_path / "ddp.html"
+    assert main(["export", str(rec("ddp_torchrun")), "--format", "html", "-o", str(out)]) == 0
+    page = out.read_text()
+    s, found = overview(open_report(rec("ddp_torchrun")))
+    for d in s.gpu.devices:  # one row and one chart per GPU, with the busy union
+        assert f"<td>{d.device} {d.name}</td><td>{fmt_time(d.busy_ns)}</td>" in page
+        assert f"GPU {d.device} ({d.name}): time of each activity (union over streams)" in page
+    assert f"busy time summed over the 2 GPUs: {fmt_time(s.gpu.busy_sum_ns)} (a sum" in page
+    assert len(re.findall(r"<svg", page)) == 4  # API categories, GPU 0, GPU 1, bandwidth
+    assert found[0].title in page
