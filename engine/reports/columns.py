@@ -265,7 +265,10 @@ def _parse(row: tuple[object, ...]) -> list[npt.NDArray[np.int64]]:
     import numpy as np
 
     n_rows, *texts = row
-    cols = [np.fromstring(str(t or ""), dtype=np.int64, sep=",") for t in texts]
+    try:
+        cols = [np.fromstring(str(t or ""), dtype=np.int64, sep=",") for t in texts]
+    except ValueError as exc:  # text that is not integers (a string column, say)
+        raise sqlite3.DatabaseError(f"a column could not be read as integers ({exc})") from exc
     if any(len(c) != n_rows for c in cols):
         raise sqlite3.DatabaseError("a column could not be read as integers")
     return cols
