@@ -107,3 +107,18 @@ def test_cli_writes_empty_files_for_reports_without_rows(exports: Path, tmp_path
     assert (tmp_path / "out_um_sum.csv").read_bytes() == b""
     assert (tmp_path / "out_cuda_api_sum.csv").stat().st_size > 100
     assert "nvtx_startend_sum: skipped" in r.stderr
+
+
+def test_mpi_data_gets_one_sentence(exports: Path, tmp_path: Path) -> None:
+    """Without MPI data the MPI reports are empty (as nsys prints them); with it, one sentence."""
+    import shutil
+    import sqlite3
+
+    db = tmp_path / "mpi.sqlite"
+    shutil.copy(exports / "twoproc.sqlite", db)
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE MPI_P2P_EVENTS (start INTEGER, \"end\" INTEGER)")
+    r = subprocess.run([sys.executable, "-m", "engine.cli", "stats", str(db), "-r", "mpi_event_sum"],
+                       capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert r.returncode == 1
+    assert r.stderr.count("\n") == 1 and "nsys stats -r mpi_event_sum" in r.stderr

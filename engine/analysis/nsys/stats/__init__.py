@@ -70,6 +70,8 @@ _BUILDERS: dict[str, Callable[[Trace], pd.DataFrame]] = {
     "um_sum": more.um_sum,
     "um_total_sum": more.um_total_sum,
     "um_cpu_page_faults_sum": more.um_cpu_page_faults_sum,
+    "mpi_event_sum": more.mpi_event_sum,
+    "mpi_event_trace": more.mpi_event_trace,
 }
 
 

@@ -384,3 +384,30 @@ def nvtx_pushpop_trace(trace: Trace) -> pd.DataFrame:
         "NameTree": ["--" * level[i] + n for i, n in zip(ids, name, strict=True)],
     })
     return out.sort_values(["Start (ns)", "RangeId"], kind="stable").reset_index(drop=True)
+
+
+_MPI_TABLES = ("MPI_P2P_EVENTS", "MPI_COLLECTIVES_EVENTS", "MPI_START_WAIT_EVENTS", "MPI_OTHER_EVENTS",
+               "MPI_RANKS")
+
+
+def _mpi(trace: Trace, report: str) -> pd.DataFrame:
+    """MPI reports: empty for captures without MPI (as nsys prints them); MPI data is not read yet."""
+    from engine.system.errors import KernelscopeError
+
+    has = getattr(trace, "has_sqlite_table", lambda t: False)
+    if any(has(t) for t in _MPI_TABLES):
+        raise KernelscopeError(
+            f"This report has MPI data, which Kernelscope does not summarise yet; run "
+            f"`nsys stats -r {report}` on it for the {report} report."
+        )
+    return _empty(report)
+
+
+def mpi_event_sum(trace: Trace) -> pd.DataFrame:
+    """MPI events summary (empty for captures without MPI tracing)."""
+    return _mpi(trace, "mpi_event_sum")
+
+
+def mpi_event_trace(trace: Trace) -> pd.DataFrame:
+    """MPI events trace (empty for captures without MPI tracing)."""
+    return _mpi(trace, "mpi_event_trace")
