@@ -354,9 +354,9 @@ def trace_ceilings(trace: Trace, *, calibration: Any = None, use_calibration: bo
     return ceilings(name, uuid, calibration=calibration, use_calibration=use_calibration)
 
 
-@dataclass
+@dataclass(frozen=True)
 class BandwidthAnalysis:
-    """Everything the Bandwidth view shows for one report."""
+    """Everything the Bandwidth view shows for one report (typed tables; ``to_json()`` for JSON)."""
 
     transfers: pd.DataFrame
     stats: pd.DataFrame
@@ -364,6 +364,24 @@ class BandwidthAnalysis:
     ceilings: list[Ceiling]
     gpu_name: str | None
     notes: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict (schema ``kernelscope.bandwidth/1``, strict JSON: null, never NaN).
+
+        The per-kind statistics, the histogram and the ceilings; the per-copy table is summarised by
+        its row count (it can have millions of rows: read it from ``transfers``).
+        """
+        from dataclasses import asdict
+
+        from engine.analysis.summary_model import strict
+
+        doc: dict[str, Any] = strict({
+            "schema": "kernelscope.bandwidth/1", "gpu_name": self.gpu_name, "notes": list(self.notes),
+            "transfers": len(self.transfers),
+            "ceilings": [{**asdict(c), "gb_per_s": c.gb_per_s} for c in self.ceilings],
+            "stats": self.stats.to_dict("records"), "histogram": self.histogram.to_dict("records"),
+        })
+        return doc
 
 
 def analyze(trace: Trace, *, calibration: Any = None, use_calibration: bool = True,

@@ -252,3 +252,24 @@ def test_report_without_copies_says_what_is_missing():
     assert len(a.transfers) == 0 and len(a.stats) == 0 and len(a.histogram) == 0
     assert a.notes[0] == "This report has no memory copies (CUDA memory copies were not captured)."
     assert a.notes[1] == "The report does not name its GPU, so no ceilings can be drawn."
+
+
+def test_analysis_is_typed_and_its_json_is_strict():
+    import dataclasses
+    import json
+
+    from engine.reports import open_report
+    from tests.conftest import NSYS_DIR
+
+    a = bw.analyze(open_report(NSYS_DIR / "host_overhead_naive.sqlite"), use_calibration=False)
+    assert dataclasses.is_dataclass(a)
+    try:
+        a.gpu_name = "x"  # type: ignore[misc]
+    except dataclasses.FrozenInstanceError:
+        pass
+    else:
+        raise AssertionError("BandwidthAnalysis must be frozen")
+    doc = json.loads(json.dumps(a.to_json(), allow_nan=False))
+    assert doc["schema"] == "kernelscope.bandwidth/1" and doc["gpu_name"] == "NVIDIA H200"
+    assert doc["transfers"] == len(a.transfers) == 20
+    assert len(doc["stats"]) == len(a.stats) and doc["ceilings"][0]["gb_per_s"] == a.ceilings[0].gb_per_s
