@@ -71,7 +71,6 @@ class NcuTrace(Trace):
 
             row["smCount"] = attr("device__attribute_multiprocessor_count")
             row["l2CacheSize"] = attr("device__attribute_l2_cache_size")
-            row["totalMemory"] = attr("device__attribute_total_memory")
             row["clockRate"] = attr("device__attribute_clock_rate", 1e3)  # ncu prints kHz
             raw = self.ncu.raw if self.ncu.source == "csv-raw" else None  # .ncu-rep: kernels has it
             if not row["name"] and raw is not None and "device__attribute_display_name" in raw.columns:

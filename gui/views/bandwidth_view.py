@@ -4,7 +4,7 @@ the ceilings (measured by ``kernelscope calibrate`` when available, else the GPU
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PySide6.QtCore import Qt
@@ -17,6 +17,12 @@ from gui.widgets.axes import LogAxis, style_plot, tick_font
 from gui.widgets.labels import WrapLabel, swatch
 from gui.widgets.table import ReadOnlyTable
 from gui.workers import LoadedReport
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from engine.analysis.bandwidth import BandwidthAnalysis
+    from engine.reports.base import Trace
 
 #: (direction, memory) -> colour; pageable in warm colours, pinned in cool ones.
 KIND_COLORS = {
@@ -36,7 +42,7 @@ def kind_color(direction: str, memory: str) -> str:
     return KIND_COLORS.get((direction, memory), OTHER_COLOR)
 
 
-def compute(trace: Any) -> Any:
+def compute(trace: Trace) -> BandwidthAnalysis:
     """The analysis the view shows (runs in a worker thread)."""
     from engine.analysis.bandwidth import analyze
 
@@ -56,7 +62,7 @@ BYTE_UNITS = ((1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "B"))
 TIME_UNITS = ((1e6, "ms"), (1e3, "µs"), (1.0, "ns"))
 
 
-def table_frame(stats: Any) -> Any:
+def table_frame(stats: pd.DataFrame) -> pd.DataFrame:
     """The per-kind statistics as the table shows them (column names with units chosen from the
     data: MB and ms for the usual copies, B and µs for tiny ones)."""
     import pandas as pd
@@ -88,7 +94,7 @@ class BandwidthView(ReportView):
         import pyqtgraph as pg  # heavy: imported when the view is built
 
         self._pg = pg
-        self.analysis: Any = None
+        self.analysis: BandwidthAnalysis | None = None
         self._calls = self.latest_call(self._on_result, self._on_error)
         lay = self.vbox
         self.notes = WrapLabel(muted=True)
@@ -160,7 +166,7 @@ class BandwidthView(ReportView):
         self.notes.setText("Computing…")
         self._calls.request(id(report), compute, report.trace)
 
-    def _on_result(self, key: Any, analysis: Any) -> None:
+    def _on_result(self, key: Any, analysis: BandwidthAnalysis) -> None:
         if not self.current_is(key):
             return
         self.show_analysis(analysis)
@@ -172,7 +178,7 @@ class BandwidthView(ReportView):
         self.sig_ready.emit()
 
     # -- drawing ----------------------------------------------------------------------------------
-    def show_analysis(self, a: Any) -> None:
+    def show_analysis(self, a: BandwidthAnalysis) -> None:
         self.analysis = a
         self.notes.setText(" ".join(a.notes))
         if not len(a.transfers):
@@ -194,7 +200,7 @@ class BandwidthView(ReportView):
                                   "No ceilings: the GPU is not in Kernelscope's specification data "
                                   "and there is no calibration.")
 
-    def _draw_scatter(self, a: Any) -> None:
+    def _draw_scatter(self, a: BandwidthAnalysis) -> None:
         pg = self._pg
         plot = self.scatter_plot
         plot.clear()
@@ -241,7 +247,7 @@ class BandwidthView(ReportView):
             self.legend.addSpacing(14)
         self.legend.addStretch(1)
 
-    def _draw_histogram(self, a: Any) -> None:
+    def _draw_histogram(self, a: BandwidthAnalysis) -> None:
         pg = self._pg
         plot = self.hist_plot
         plot.clear()
@@ -276,7 +282,7 @@ class BandwidthView(ReportView):
         step = next(m * 10 ** e for e in range(0, 12) for m in (1, 2, 5) if top / (m * 10 ** e) <= 5)
         plot.getAxis("bottom").setTickSpacing(major=step, minor=step)
 
-    def _draw_ceilings(self, a: Any) -> None:
+    def _draw_ceilings(self, a: BandwidthAnalysis) -> None:
         pg = self._pg
         self.ceiling_lines.clear()
         present = set(zip(a.stats["direction"], a.stats["memory"], strict=True))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -18,6 +20,9 @@ from gui.documents import OpenReports
 from gui.views.base import ReportView
 from gui.widgets.labels import heading, muted
 from gui.workers import LoadedReport
+
+if TYPE_CHECKING:
+    from engine.reports.ncu import NcuReport
 
 
 def _selectable(text: str) -> QLabel:
@@ -49,6 +54,16 @@ def ncu_producer(report: LoadedReport) -> str:
         reader = ""
     fmt_text = f" (report format {fmt_version})" if fmt_version is not None else ""
     return f"Nsight Compute{fmt_text}{reader}"
+
+
+def ncu_total_memory(ncu: NcuReport) -> int | None:
+    """The profiled GPU's memory (``device__attribute_total_memory``); runs in a worker thread, since
+    reading that attribute decodes the whole report."""
+    k = ncu.kernels
+    if not len(k):
+        return None
+    v = ncu.value(int(k.iloc[0]["ID"]), "device__attribute_total_memory")
+    return None if v is None else int(v)
 
 
 def gpu_text(gpu: dict[str, object]) -> str:
@@ -101,26 +116,42 @@ class InfoView(ReportView):
         self.missing = muted("")
         lay.addWidget(self.missing)
         lay.addStretch(0)  # takes the height a short table leaves (an ncu report's two rows)
-        reports.sig_current_changed.connect(self.on_report)
+        # An ncu report's GPU memory is a device attribute that decodes the whole report: read it off
+        # the GUI thread, and only once this view is shown for that report.
+        self._memory = self.latest_call(self._on_memory, lambda _key, _msg: None)
         reports.sig_summary_ready.connect(self._on_summary_ready)
-        self.on_report(reports.current)
+        self.start_following()
 
     def _show_gpus(self, report: LoadedReport) -> None:
         if report.summary_error or not report.summary_ready:
             self.fields["gpus"].setText(report.summary_error and "–" or "…")
             return
         gpus = [g.to_json() for g in report.summary.report.gpus]
+        ncu = report.ncu
+        if ncu is not None and len(gpus) == 1 and gpus[0].get("totalMemory") is None:
+            mem = self._memory.cache.get(id(report))
+            if mem is not None:
+                gpus[0]["totalMemory"] = mem
+            elif self.isVisible():
+                self._memory.request(id(report), ncu_total_memory, ncu)
         self.fields["gpus"].setText(", ".join(gpu_text(g) for g in gpus) or "not recorded")
+
+    def _on_memory(self, key: object, _mem: int | None) -> None:
+        cur = self.reports.current
+        if cur is not None and id(cur) == key:
+            self._show_gpus(cur)
+            self.sig_ready.emit()
 
     def _on_summary_ready(self, report: LoadedReport) -> None:
         if report is self.reports.current:
             self._show_gpus(report)
-            self.sig_ready.emit()
+            if not self._memory.busy():  # else ready when the GPU memory arrives
+                self.sig_ready.emit()
 
     def is_busy(self) -> bool:
         """True while the current report's summary (which names its GPUs) is being computed."""
         rep = self.reports.current
-        return rep is not None and not rep.summary_ready and not rep.summary_error
+        return (rep is not None and not rep.summary_ready and not rep.summary_error) or super().is_busy()
 
     def on_report(self, report: LoadedReport | None) -> None:
         if report is None:

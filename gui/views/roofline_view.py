@@ -4,7 +4,7 @@ arithmetic intensity, under the memory and compute ceilings, one precision at a 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PySide6.QtCore import Qt
@@ -15,6 +15,10 @@ from gui.views.base import ReportView
 from gui.widgets.axes import LogAxis, style_plot, tick_font
 from gui.widgets.labels import WrapLabel, swatch
 from gui.workers import LoadedReport
+
+if TYPE_CHECKING:
+    from engine.analysis.ncu.roofline import Roofline
+    from engine.reports.ncu import NcuReport
 
 LEVEL_STYLE = {"DRAM": ("#c0392b", "o"), "L2": ("#2f6fba", "s"), "L1": ("#2e9e5b", "t")}
 #: how many kernels get their name beside their point (the highest FLOP/s first)
@@ -66,7 +70,7 @@ def calibration_ceilings(gpu_name: str | None) -> dict[str, float]:
     return {k: float(v) for k, f in fields.items() if (v := getattr(cal, f, None))}
 
 
-def compute(ncu: Any, gpu_name: str | None) -> Any:
+def compute(ncu: NcuReport, gpu_name: str | None) -> Roofline:
     """The report's roofline (runs in a worker thread)."""
     from engine.analysis.ncu.roofline import roofline
 
@@ -88,7 +92,7 @@ class RooflineView(ReportView):
         import pyqtgraph as pg
 
         self._pg = pg
-        self.result: Any = None
+        self.result: Roofline | None = None
         self._calls = self.latest_call(self._on_result, self._on_error)
         lay = self.vbox
         bar = QHBoxLayout()
@@ -155,7 +159,7 @@ class RooflineView(ReportView):
         self.notes.setText("Computing…")
         self._calls.request(id(report), compute, report.ncu, name)
 
-    def _on_result(self, key: Any, result: Any) -> None:
+    def _on_result(self, key: Any, result: Roofline) -> None:
         if not self.current_is(key):
             return
         self.show_roofline(result)
@@ -171,7 +175,7 @@ class RooflineView(ReportView):
         self.points_text.setText("")
 
     # -- drawing ----------------------------------------------------------------------------------
-    def show_roofline(self, rf: Any) -> None:
+    def show_roofline(self, rf: Roofline) -> None:
         self.result = rf
         pts = rf.points
         keys: list[str] = []
