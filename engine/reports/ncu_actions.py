@@ -69,7 +69,7 @@ def int_text(action: Any, name: str) -> str:
 
 
 def section_table(
-    action: Any, defs: dict[str, SectionDef], arch: int | None
+    action: Any, defs: dict[str, SectionDef], arch: int | None, stored: tuple[str, ...] = ()
 ) -> list[tuple[str, str, int, tuple[tuple[str, str], ...]]]:
     """The sections the action was profiled with, in print order, with the header rows ncu prints.
 
@@ -78,21 +78,33 @@ def section_table(
     the GPU's architecture (:mod:`engine.reports.ncu_section_defs`): ordered by (order, name),
     sections without an order (0) last, each section's header metrics sorted by metric name. A
     section without header metrics prints its rule results only.
+
+    ``stored`` are the result's section identifiers as the report file lists them; when they are
+    all defined there, they are used as they are (so ``ncu_report`` wheels without
+    ``IAction.sections()``, like 2025.3.1, print the same); otherwise ``action.sections()``.
     """
-    try:
-        present = list(action.sections())
-    except AttributeError:  # older wheels have no sections(): print every section we know
-        return sorted(SECTIONS, key=lambda s: (s[2], s[1]))
+    def has(name: str) -> bool:
+        return action.metric_by_name(name) is not None
+
     table = []
-    for s in present:
-        ident = str(s.identifier())
-        d = defs.get(ident)
-        if d is not None:
-            header = d.header_rows(arch, lambda n: action.metric_by_name(n) is not None)
-        else:  # no stored definition found: the names and labels ncu_report gives
-            header = sorted(((str(m.name()), str(m.label()) or str(m.name())) for m in s.header_metrics()),
-                            key=lambda h: h[0])
-        table.append((ident, str(s.name()), int(s.order()), tuple(header)))
+    if stored and all(i in defs for i in stored):
+        for ident in dict.fromkeys(stored):
+            stored_def = defs[ident]
+            table.append((ident, stored_def.name, stored_def.order, tuple(stored_def.header_rows(arch, has))))
+    else:
+        try:
+            present = list(action.sections())
+        except AttributeError:  # a wheel without sections() and no definitions found: every known one
+            return sorted(SECTIONS, key=lambda s: (s[2], s[1]))
+        for s in present:
+            ident = str(s.identifier())
+            d = defs.get(ident)
+            if d is not None:
+                header = d.header_rows(arch, has)
+            else:  # no stored definition found: the names and labels ncu_report gives
+                header = sorted(((str(m.name()), str(m.label()) or str(m.name()))
+                                 for m in s.header_metrics()), key=lambda h: h[0])
+            table.append((ident, str(s.name()), int(s.order()), tuple(header)))
     # A section without an order (0: custom sections) comes after the ordered ones.
     return sorted(table, key=lambda s: (s[2] <= 0, s[2], s[1]))
 

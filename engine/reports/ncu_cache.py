@@ -7,7 +7,7 @@ from pathlib import Path
 from engine.reports.ncu_model import NcuReport
 from engine.system.atomic import atomic_write
 
-_CACHE_FORMAT = 9  # 8: processes, rule_columns; 9: nvtx cells, range results
+_CACHE_FORMAT = 10  # 9: nvtx cells, range results; 10: stored section lists
 
 
 def cache_file(path: Path) -> Path:

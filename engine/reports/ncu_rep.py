@@ -44,7 +44,7 @@ from engine.reports.ncu_model import (
     NcuReport,
 )
 from engine.reports.ncu_names import simplify_names
-from engine.reports.ncu_section_defs import read_report_layout
+from engine.reports.ncu_section_defs import read_report_layout, version_tuple
 from engine.system.errors import ReportError
 
 if TYPE_CHECKING:
@@ -229,12 +229,37 @@ def report_format_version(path: Path) -> int | None:
     return None
 
 
-def _newer_message(p: Path, fmt: int, *, partly: bool = False) -> str:
+def _newer_than_reader(fmt: int | None, ncu_version: str | None) -> bool:
+    """Whether the report comes from a newer Nsight Compute than the installed ``ncu_report``.
+
+    By the version in the report's own log (``Nsight Compute Target 2026.3.0.0``: its year and
+    release against the wheel's), else by the file format number.
+    """
+    wrote = version_tuple(ncu_version)[:2]
+    try:
+        reader = version_tuple(_wheel_version())[:2]
+    except Exception:  # noqa: BLE001 - no metadata: only the format number can tell
+        reader = ()
+    if wrote and reader:
+        return wrote > reader
+    return fmt is not None and fmt > KNOWN_FORMAT
+
+
+def _newer_message(p: Path, fmt: int | None, ncu_version: str | None = None, *, partly: bool = False) -> str:
     try:
         version = _wheel_version()
     except Exception:  # noqa: BLE001 - only decoration for the message
         version = "(installed)"
     verb = "may not read all of it" if partly else "cannot read it"
+    wrote = version_tuple(ncu_version)
+    if len(wrote) >= 2:
+        need = f"{wrote[0]}.{wrote[1]}"
+        return (
+            f"{p} was written by Nsight Compute {ncu_version}, newer than the installed ncu-report "
+            f"{version}, which {verb}; install ncu-report {need} or newer (`pip install -U "
+            f"'ncu-report>={need}'`), or export it with that ncu (`ncu --import R --csv --page raw`) "
+            "and open the CSV."
+        )
     return (
         f"{p} was written by a newer Nsight Compute (report format {fmt}) and ncu-report {version} "
         f"{verb}; run `pip install -U ncu-report`, or export it with that ncu "
@@ -435,29 +460,32 @@ def _read_ncu_rep(p: Path, use_cache: bool = False) -> NcuReport:
 
     ncu = _import_ncu_report()
     fmt = report_format_version(p)
+    layout = read_report_layout(p)
+    newer = _newer_than_reader(fmt, layout.ncu_version)
     try:
         ctx = _open_report(p, ncu.load_report(str(p)))
         refs = [(i, j) for i in range(ctx.num_ranges()) for j in range(ctx.range_by_idx(i).num_actions())]
         actions = [_action(ctx, ref) for ref in refs]
     except Exception as exc:  # noqa: BLE001 - the native reader's errors are not for people
-        if fmt is not None and fmt > KNOWN_FORMAT:
-            raise ReportError(_newer_message(p, fmt)) from exc
+        if newer:
+            raise ReportError(_newer_message(p, fmt, layout.ncu_version)) from exc
         raise ReportError(f"{p} could not be read by ncu_report ({exc}); record the report again.") from exc
     if not actions:
-        if fmt is not None and fmt > KNOWN_FORMAT:
-            raise ReportError(_newer_message(p, fmt))
+        if newer:
+            raise ReportError(_newer_message(p, fmt, layout.ncu_version))
         raise ReportError(
             f"{p} has no kernel that ncu_report can read: it is damaged or holds no profiled kernel; "
             "copy it again, or profile again and check the ncu filters."
         )
     notes: list[str] = []
-    if fmt is not None and fmt > KNOWN_FORMAT:
-        notes.append(_newer_message(p, fmt, partly=True))
+    if newer:
+        notes.append(_newer_message(p, fmt, layout.ncu_version, partly=True))
     first_process = _process_info(p)
-    layout = read_report_layout(p)
     section_defs = layout.sections
     processes = [first_process] * len(actions)
+    stored_sections: list[tuple[str, ...]] = [()] * len(actions)
     if len(layout.results) == len(actions):  # the file's results are ncu_report's actions, in order
+        stored_sections = [r.sections for r in layout.results]
         pids = [r.pid for r in layout.results]
         processes = [
             (str(q), *layout.processes.get(q, first_process[1:])) if q is not None else first_process
@@ -467,6 +495,7 @@ def _read_ncu_rep(p: Path, use_cache: bool = False) -> NcuReport:
             order = sorted(range(len(actions)), key=lambda i: (pids[i] or 0, i))
             refs, actions = [refs[i] for i in order], [actions[i] for i in order]
             processes = [processes[i] for i in order]
+            stored_sections = [stored_sections[i] for i in order]
 
     kernels: list[dict[str, Any]] = []
     details: list[list[Any]] = []
@@ -519,7 +548,7 @@ def _read_ncu_rep(p: Path, use_cache: bool = False) -> NcuReport:
         rules = rule_rows(a)
         nums: dict[str, float] = {}
         arch = int(major) * 10 + int(minor or 0) if major is not None else None
-        for sid, sname, _order, header in section_table(a, section_defs, arch):
+        for sid, sname, _order, header in section_table(a, section_defs, arch, stored_sections[idx]):
             for metric_name, label in header:
                 m = a.metric_by_name(metric_name)
                 if m is None:  # a header metric the report lacks: ncu prints "n/a" without a unit

@@ -205,6 +205,7 @@ class ResultInfo:
 
     pid: int | None  # the profiled process
     has_rule_results: bool  # the result holds rule results (possibly none with a message)
+    sections: tuple[str, ...] = ()  # identifiers of the sections it was profiled with, as stored
 
 
 @dataclass
@@ -214,6 +215,7 @@ class ReportLayout:
     sections: dict[str, SectionDef] = field(default_factory=dict)  # stored section definitions
     results: list[ResultInfo] = field(default_factory=list)  # kernel results, in file order
     processes: dict[int, tuple[str, str]] = field(default_factory=dict)  # pid -> (executable, host)
+    ncu_version: str | None = None  # the Nsight Compute that wrote it ("2025.3.1.0"), from its log
 
 
 def read_section_defs(path: Path) -> dict[str, SectionDef]:
@@ -226,10 +228,10 @@ def read_report_layout(path: Path) -> ReportLayout:
 
     A report is a chain of length-prefixed blocks; a result is a small header block (field 1 = 0,
     field 5 = the next block's length with its prefix) followed by the result message (field 1 the
-    process id, 17 the section definitions, 19 the rule results). Walks the blocks and the
-    top-level fields of each (large fields are skipped, not read), so it costs little even for
-    reports of hundreds of MB. A block that does not parse is skipped; an unreadable report gives
-    an empty layout.
+    process id, 17 the section definitions, 19 the rule results; 7 and 20 for a range result).
+    Walks the blocks and the top-level fields of each (large fields are skipped, not read), so it
+    costs little even for reports of hundreds of MB. A block that does not parse is skipped; an
+    unreadable report gives an empty layout.
 
     Args:
         path: A ``.ncu-rep`` file (already checked to be one).
@@ -328,24 +330,48 @@ def _walk(view: memoryview, layout: ReportLayout) -> None:
         nxt_start, nxt_len = blocks[k + 1]
         if head.get(1) != [0] or head.get(5) != [nxt_len + 4]:
             continue
-        try:  # a result header: the next block is the result (fields 1 pid, 17 sections, 19 rules)
-            res = _top_fields(view, nxt_start, nxt_start + nxt_len, frozenset({17}), last=19)
+        # A result header: the next block is the result. A kernel result (header field 2 = 1) has
+        # the process id in field 1, section definitions in 17, rule results in 19; a range result
+        # (--replay-mode range, field 2 = 0) has them in 7 and 20.
+        sec_field, rule_field = (17, 19) if head.get(2) == [1] else (7, 20)
+        try:
+            res = _top_fields(view, nxt_start, nxt_start + nxt_len, frozenset({sec_field}), last=rule_field)
         except (ValueError, IndexError):
             continue
-        for msg in res.get(17, []):
+        idents: list[str] = []
+        for msg in res.get(sec_field, []):
             if isinstance(msg, bytes):
                 try:
                     sec = _section(msg)
                 except (ValueError, IndexError):
                     continue
-                if sec is not None and sec.identifier not in layout.sections:
-                    layout.sections[sec.identifier] = sec
+                if sec is None:
+                    continue
+                idents.append(sec.identifier)
+                layout.sections.setdefault(sec.identifier, sec)
         pid = res.get(1, [None])[0]
-        layout.results.append(ResultInfo(pid if isinstance(pid, int) else None, 19 in res))
-    # Process records, in file order, until every result's process is named.
+        pid_value = pid if isinstance(pid, int) else None
+        layout.results.append(ResultInfo(pid_value, rule_field in res, tuple(idents)))
+    # Process records and the writer's version, in file order, until both are known.
     wanted = {r.pid for r in layout.results if r.pid is not None}
     for start, length in blocks:
-        if wanted and wanted <= layout.processes.keys():
+        if wanted and wanted <= layout.processes.keys() and layout.ncu_version is not None:
             break
         if length < (1 << 20):
-            _processes(bytes(view[start:start + length]), layout.processes)
+            buf = bytes(view[start:start + length])
+            _processes(buf, layout.processes)
+            if layout.ncu_version is None:
+                m = _TARGET_VERSION.search(buf)
+                if m:
+                    layout.ncu_version = m.group(1).decode()
+
+
+# The profiler's log in the report: "Nsight Compute Target" "2025.3.1.0 (build 36398880) ..."
+_TARGET_VERSION = re.compile(rb"Nsight Compute Target\x12.{1,2}?(20\d\d\.\d+\.\d+(?:\.\d+)?)", re.S)
+
+
+def version_tuple(version: str | None) -> tuple[int, ...]:
+    """``"2025.3.1.0"`` -> ``(2025, 3, 1, 0)``; () when there is none."""
+    if not version:
+        return ()
+    return tuple(int(x) for x in re.findall(r"\d+", version.split(" ")[0]))

@@ -485,12 +485,31 @@ def _patched(tmp_path: Path, name: str, fmt: int) -> Path:
     return p
 
 
+def _written_by(tmp_path: Path, version: bytes) -> Path:
+    """host_overhead_fixed.ncu-rep as if a newer ncu wrote it: the version in its log replaced."""
+    b = (NCU / "host_overhead_fixed.ncu-rep").read_bytes()
+    assert b.count(b"2025.3.1.0 (build") == 1 and len(version) == len(b"2025.3.1.0")
+    p = tmp_path / f"from-{version.decode()}.ncu-rep"
+    p.write_bytes(b.replace(b"2025.3.1.0 (build", version + b" (build"))
+    return p
+
+
 def test_newer_report_format(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    newer = _patched(tmp_path, "newer.ncu-rep", 99)
+    from importlib.metadata import version
+
+    installed = version("ncu-report")
+    year, release = (int(x) for x in installed.split(".")[:2])
+    newer = _written_by(tmp_path, f"{year + 1}.{release}.0.0".encode())
     r = read_ncu_rep(newer, use_cache=False)
-    assert (
-        "newer Nsight Compute (report format 99)" in r.notes[0] and "pip install -U ncu-report" in r.notes[0]
-    )
+    need = f"{year + 1}.{release}"
+    assert len(r.notes) == 1 and "\n" not in r.notes[0]
+    wrote = f"written by Nsight Compute {need}.0.0, newer than the installed ncu-report {installed}"
+    assert wrote in r.notes[0]
+    assert f"install ncu-report {need} or newer (`pip install -U 'ncu-report>={need}'`)" in r.notes[0]
+    # The same report from the installed version: no note.
+    assert read_ncu_rep(_written_by(tmp_path, f"{year}.{release}.0.0".encode()), use_cache=False).notes == []
+    formatted = _patched(tmp_path, "newer.ncu-rep", 99)
+    assert read_ncu_rep(formatted, use_cache=False).notes == []  # its log says 2025.3.1: readable
     # A newer ncu's report that the wheel cannot decode cannot be made here: its failure is mocked.
     import ncu_report
 
@@ -498,7 +517,7 @@ def test_newer_report_format(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         raise RuntimeError("unsupported report version")
 
     monkeypatch.setattr(ncu_report, "load_report", refuse)
-    with pytest.raises(ReportError, match="newer Nsight Compute") as ei:
+    with pytest.raises(ReportError, match=f"install ncu-report {need} or newer") as ei:
         read_ncu_rep(newer, use_cache=False)
     assert "\n" not in str(ei.value)
 
