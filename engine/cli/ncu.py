@@ -184,14 +184,14 @@ def cmd_ncu(args: argparse.Namespace) -> int:
 def _page_cache_key(args: argparse.Namespace) -> str | None:
     """The results-cache key of a page that depends on the report file alone, else None.
 
-    The details, raw and sections pages of a ``.ncu-rep`` (without --kernel, as CSV) are kept in
-    the results cache (keyed by the file and the engine code): printing one again skips reading
+    Every page and the summary of a ``.ncu-rep`` (without --kernel, --json or --ceilings) is kept
+    in the results cache (keyed by the file and the engine code): printing one again skips reading
     the report (0.1 s instead of 0.5-3 s for an 80 MB report).
     """
-    if (args.page not in ("details", "raw", "sections") or args.kernel or args.json or args.ceilings
-            or str(args.input).lower().endswith(".csv")):
+    if args.kernel or args.json or args.ceilings or str(args.input).lower().endswith(".csv"):
         return None
-    return f"ncu-page-{args.page}-{args.print_units}-{args.rename_kernels}.txt"
+    page = args.page or ("summary-csv" if args.csv else "summary")
+    return f"ncu-page-{page}-{args.print_units}-{args.rename_kernels}.txt"
 
 
 def _cached_page(path: str, key: str) -> str | None:
