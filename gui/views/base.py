@@ -138,10 +138,15 @@ class ReportView(QWidget):
                  title_size: int | None = 4, margins: tuple[int, int, int, int] = (14, 10, 14, 8),
                  spacing: int = 6, layout: bool = True) -> None:
         super().__init__(parent)
+        from gui import gc_guard
         from gui.documents import OpenReports
         from gui.views.registry import spec
         from gui.widgets.labels import heading
         from gui.widgets.placeholder import PlaceholderStack
+
+        # Views start worker threads: garbage must be collected on this thread only, with or without
+        # the main window (tests build views alone; see gui/gc_guard.py).
+        gc_guard.install()
 
         # Telemetry and Run work without reports; every view still has the (maybe empty) model.
         self.reports: OpenReports = reports if reports is not None else OpenReports(self)
