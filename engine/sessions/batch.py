@@ -84,18 +84,21 @@ def _clean(v: Any) -> Any:
 
 
 def _summary_rows(path: str) -> list[dict[str, Any]]:
-    from engine.analysis.summary import summarize
+    from engine.analysis.findings.overview import overview
     from engine.reports.open import open_report
 
+    # the summary and the findings of the same engine as `kernelscope findings` (the plain summary
+    # carries none, which made this column 0 for every report)
     with open_report(path) as trace:
-        s: Any = summarize(trace)
+        s: Any
+        s, found = overview(trace)
     doc = s.to_json() if hasattr(s, "to_json") else s
     it = doc.get("iterations") or {}
     return [{"report": path, "span_ns": doc["wall"]["span_ns"], "gpu_busy_ns": doc["gpu"]["busy_ns"],
              "gpu_idle_ns": doc["gpu"]["idle_ns"], "gpu_busy_pct": doc["gpu"]["busy_pct_of_wall"],
              "api_ns": doc["host"]["total_ns"], "api_calls": doc["host"]["calls"],
              "iterations": it.get("count"), "iteration_median_ns": it.get("median_ns"),
-             "findings": len(doc.get("findings") or [])}]
+             "findings": len(found), "top_finding": found[0].id if found else None}]
 
 
 def _stats_rows(path: str, report: str) -> list[dict[str, Any]]:

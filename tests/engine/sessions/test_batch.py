@@ -77,6 +77,20 @@ def test_summary_rows_match_the_single_report_summary(cluster: tuple[str, Path])
             (path, doc["wall"]["span_ns"], doc["gpu"]["busy_ns"], doc["host"]["calls"])
 
 
+def test_summary_findings_column_is_kernelscope_findings(cluster: tuple[str, Path]) -> None:
+    """The 'findings' column counts what `kernelscope findings --json` lists for the same report."""
+    table = run_batch("summary", REPORTS[:2], scheduler=cluster[0])
+    here = run_batch("summary", REPORTS[:2], workers=0)
+    pd.testing.assert_frame_equal(table, here)
+    for path, row in zip(REPORTS[:2], table.itertuples(), strict=True):
+        res = subprocess.run([sys.executable, "-m", "engine.cli", "findings", path, "--json"],
+                             capture_output=True, text=True, timeout=120, check=False)
+        assert res.returncode == 0, res.stderr
+        ids = [f["id"] for f in json.loads(res.stdout)["findings"]]
+        assert row.findings == len(ids) and row.top_finding == (ids[0] if ids else None)
+    assert table["findings"].sum() > 0  # the plain summary gave 0 for every report
+
+
 def test_cli_writes_parquet_and_csv_and_json(tmp_path: Path, cluster: tuple[str, Path]) -> None:
     cli = [sys.executable, "-m", "engine.cli", "batch", "stats", *REPORTS[:2]]
     pq, cv = tmp_path / "t.parquet", tmp_path / "t.csv"
