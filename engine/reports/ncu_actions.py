@@ -211,13 +211,14 @@ def source_records(
     return out
 
 
-def sass_and_lines(action: Any, pcs: list[int]) -> dict[int, tuple[str, str, int | None]]:
+def sass_and_lines(action: Any, pcs: list[int], files: Any = None) -> dict[int, tuple[str, str, int | None]]:
     """SASS text, file and line per PC.
 
     The first source call decodes the kernel's SASS and line table (50-100 ms per kernel on a
     2-core machine), so this runs only for kernels someone looks at.
     """
-    files = action.source_files()
+    if files is None:
+        files = action.source_files()  # 20-40 ms a call on a large module: callers pass it along
     has_lines = files is not None and len(files) > 0
     out: dict[int, tuple[str, str, int | None]] = {}
     for pc in pcs:
@@ -227,7 +228,8 @@ def sass_and_lines(action: Any, pcs: list[int]) -> dict[int, tuple[str, str, int
     return out
 
 
-def hottest_lines(action: Any, report: NcuReport, kernel_id: int, top: int = 10) -> pd.DataFrame:
+def hottest_lines(action: Any, report: NcuReport, kernel_id: int, top: int = 10,
+                  files: Any = None) -> pd.DataFrame:
     """Sampled instructions summed per source line, hottest first.
 
     Columns file, line, samples, pct (of the kernel's samples); empty without ``-lineinfo``.
@@ -235,7 +237,8 @@ def hottest_lines(action: Any, report: NcuReport, kernel_id: int, top: int = 10)
     import pandas as pd
 
     ps = report.pc_samples
-    files = action.source_files()
+    if files is None:
+        files = action.source_files()
     if ps is None or files is None or not len(files):
         return pd.DataFrame(columns=LINE_COLUMNS)
     mine = ps[ps["ID"] == kernel_id]

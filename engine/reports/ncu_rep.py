@@ -378,8 +378,9 @@ def resolve_sources(report: NcuReport, kernel_id: int) -> None:
         with _OPEN_LOCK:
             i, j = report.action_refs[kernel_id]
             action = _action(_open_report(report.path), (i, j))
-        found = sass_and_lines(action, [int(pc) for pc in src.loc[mine, "pc"]])
-        report.source_lines[kernel_id] = hottest_lines(action, report, kernel_id)
+        files = action.source_files()
+        found = sass_and_lines(action, [int(pc) for pc in src.loc[mine, "pc"]], files)
+        report.source_lines[kernel_id] = hottest_lines(action, report, kernel_id, files=files)
     except Exception:  # noqa: BLE001 - the SASS text is decoration; the counts are already there
         return
     src = src.astype({"sass": "object", "file": "object", "line": "object"})
