@@ -14,7 +14,7 @@ from gui.views.base import ReportView
 from gui.widgets.labels import muted
 from gui.widgets.table import ReadOnlyTable
 from gui.widgets.table_model import RAW_ROLE
-from gui.workers import CallWorker, Job, LoadedReport
+from gui.workers import LoadedReport
 
 DEFAULT_REPORT = "cuda_gpu_kern_sum"
 
@@ -47,10 +47,8 @@ class StatsView(ReportView):
         self.reports: OpenReports = reports
         self.sig_table_ready.connect(lambda _name: self.sig_ready.emit())
         self.stats = load_stats_module()
-        self._cache: dict[tuple[int, str], Any] = {}
-        self._job: Job | None = None
-        self._job_key: tuple[int, str] | None = None
-        self._pending: tuple[LoadedReport, str] | None = None
+        # one table per (report, name), cached; while one is computed only the latest request waits
+        self._calls = self.latest_call(self._on_result, self._on_error)
         self.current_name: str | None = None
 
         lay = self.vbox
@@ -113,9 +111,6 @@ class StatsView(ReportView):
         else:
             self.combo.setCurrentIndex(i)
 
-    def is_busy(self) -> bool:
-        return self._job is not None
-
     def copy_selection(self) -> str:
         """Copy the selected cells (raw values, tab-separated, in on-screen order) to the clipboard."""
         sel = self.table.selectionModel().selectedIndexes()
@@ -177,10 +172,6 @@ class StatsView(ReportView):
             return
         self._request(report, self.combo.currentData())
 
-    def on_removed(self, report: LoadedReport) -> None:
-        for key in [k for k in self._cache if k[0] == id(report)]:
-            del self._cache[key]
-
     def _on_report_chosen(self, _index: int) -> None:
         name = self.combo.currentData()
         if self.stats is not None and name:
@@ -209,58 +200,20 @@ class StatsView(ReportView):
         if self.stats is not None:
             self.description.setText(self.stats.REPORTS.get(name, ""))
         key = (id(report), name)
-        if key in self._cache:
-            self._pending = None
-            self._show_frame(name, self._cache[key])
-            return
-        self._show_placeholder(f"Computing {name}…")
-        if self._job is not None:
-            self._pending = (report, name)  # the latest request wins
-            return
-        self._start(report, name)
+        if key not in self._calls.cache:
+            self._show_placeholder(f"Computing {name}…")
+        self._calls.request(key, self.stats.run_report, report.trace, name)
 
-    def _start(self, report: LoadedReport, name: str) -> None:
-        job = Job(CallWorker(self.stats.run_report, report.trace, name), self)
-        self._job = job
-        self._job_key = (id(report), name)
-        job.sig_finished.connect(self._on_job_finished)
-        job.sig_errored.connect(self._on_job_errored)
-        job.sig_done.connect(self._on_job_done)
-        job.start()
-
-    def _on_job_finished(self, df: Any) -> None:
-        assert self._job_key is not None
-        self._cache[self._job_key] = df
-        rep_id, name = self._job_key
-        cur = self.reports.current
-        if self._pending is None and cur is not None and id(cur) == rep_id \
-                and self.combo.currentData() == name:
+    def _on_result(self, key: tuple[int, str], df: Any) -> None:
+        rep_id, name = key
+        if self.current_is(rep_id) and self.combo.currentData() == name:
             self._show_frame(name, df)
 
-    def _on_job_errored(self, msg: str) -> None:
-        assert self._job_key is not None
-        _, name = self._job_key
+    def _on_error(self, key: tuple[int, str], msg: str) -> None:
+        _, name = key
         self.sig_message.emit(f"{name}: {msg}")
-        if self._pending is None:
-            self._show_placeholder(msg)
-            self.sig_table_ready.emit(name)
-
-    def _on_job_done(self) -> None:
-        job, self._job, self._job_key = self._job, None, None
-        if job is not None:
-            job.deleteLater()
-        if self._pending is not None:
-            report, name = self._pending
-            self._pending = None
-            if report in self.reports.reports:
-                self._request(report, name)
-
-    def shutdown(self) -> None:
-        """Stop the running computation (window teardown)."""
-        self._pending = None
-        if self._job is not None:
-            self._job.stop()
-            self._job = None
+        self._show_placeholder(msg)
+        self.sig_table_ready.emit(name)
 
     # -- display ---------------------------------------------------------------------------------
     def _show_placeholder(self, text: str) -> None:
