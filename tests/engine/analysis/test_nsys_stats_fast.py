@@ -227,3 +227,16 @@ def test_cli_computes_only_what_the_cache_lacks(tmp_path: Path, capsys: pytest.C
         assert (tmp_path / f"b_{report}.csv").read_text() == \
             (ORACLES / f"torch_sdpa_gemm_{report}.csv").read_text(), report
         assert format_table(run_report(trace, report)) in table, report
+
+
+@pytest.mark.parametrize("db", NSYS_SQLITE, ids=lambda p: p.stem)
+def test_vectorised_gpu_trace_equals_the_dataframe_path(db: Path) -> None:
+    """cuda_gpu_trace without pandas prints what the DataFrame path prints, on every fixture
+    (nsys 2022.4's schema 3.0 without green contexts included)."""
+    from engine.analysis.nsys.stats.traces import gpu_trace_csv
+
+    trace = open_report(db)
+    fast = gpu_trace_csv(trace)  # type: ignore[arg-type]
+    assert fast is not None
+    assert fast.text == to_csv(run_report(trace, "cuda_gpu_trace"))
+    assert fast.rows == len(run_report(trace, "cuda_gpu_trace"))
