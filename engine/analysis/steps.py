@@ -93,6 +93,16 @@ def pid_keys(values: Any) -> npt.NDArray[Any]:
     return out
 
 
+def _obj(values: npt.NDArray[Any]) -> Any:
+    """A text column kept as Python objects, not copied into Arrow strings.
+
+    A DataFrame would otherwise convert it (seconds for a few hundred thousand rows).
+    """
+    import pandas as pd
+
+    return pd.Series(values, dtype=object, copy=False)
+
+
 def corr_keys(values: Any) -> npt.NDArray[np.int64]:
     """Correlation ids as int64 (-1 when missing or not a number), whatever dtype a table has."""
     import pandas as pd
@@ -260,7 +270,7 @@ def _ranges_table(trace: Trace) -> pd.DataFrame:
     names = labels[codes]
     return pd.DataFrame({
         "start": r["start"].to_numpy(dtype=np.int64), "end": r["end"].to_numpy(dtype=np.int64),
-        "name": names, "pidk": pid_keys(r["pid"]), "tidk": pid_keys(r["tid"]),
+        "name": _obj(names), "pidk": _obj(pid_keys(r["pid"])), "tidk": _obj(pid_keys(r["tid"])),
     })
 
 
@@ -293,19 +303,21 @@ def _gpu_ops(trace: Trace) -> pd.DataFrame:
     out = pd.DataFrame({
         "start": ops["start"].to_numpy(dtype=np.int64), "end": ops["end"].to_numpy(dtype=np.int64),
         "deviceId": ops["deviceId"].to_numpy(), "streamId": ops["streamId"].to_numpy(),
-        "pidk": pid_keys(ops["pid"]), "kind": ops["kind"].to_numpy(),
-        "corr": corr_keys(ops["correlationId"]),
+        "pidk": _obj(pid_keys(ops["pid"])), "kind": _obj(ops["kind"].to_numpy()),
     })
     api = trace.table("api", ["start", "correlationId", "pid"])
     launch = out["start"].to_numpy(dtype=np.int64).copy()
     if len(api):
-        a = pd.DataFrame({"launch": api["start"].to_numpy(dtype=np.int64), "pidk": pid_keys(api["pid"]),
-                          "corr": corr_keys(api["correlationId"])}).drop_duplicates(["pidk", "corr"])
-        j = out[["pidk", "corr"]].merge(a, how="left", on=["pidk", "corr"])
+        # join on integers: the pid keys of both tables numbered together, with the correlation id
+        pk_codes, _ = pd.factorize(np.concatenate([out["pidk"].to_numpy(object), pid_keys(api["pid"])]))
+        a = pd.DataFrame({"launch": api["start"].to_numpy(dtype=np.int64), "p": pk_codes[len(out):],
+                          "corr": corr_keys(api["correlationId"])}).drop_duplicates(["p", "corr"])
+        o = pd.DataFrame({"p": pk_codes[: len(out)], "corr": corr_keys(ops["correlationId"])})
+        j = o.merge(a, how="left", on=["p", "corr"])
         got = j["launch"].notna().to_numpy()
         launch[got] = j["launch"].to_numpy()[got].astype(np.int64)
     out["launch"] = launch
-    return out.drop(columns=["corr"])
+    return out
 
 
 def merged(starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64], *, touching: bool = True

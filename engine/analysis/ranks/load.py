@@ -137,7 +137,9 @@ def nccl_calls(trace: Trace, pidk: str) -> Counter[str]:
     nv = trace.table("nvtx", ["text", "domain", "pid", "eventType"])
     if not len(nv):
         return Counter()
-    mine = nv[(_pid_keys(nv["pid"]) == pidk) & nv["eventType"].isin([59, 60])]
+    text_all = nv["text"].fillna("").astype(str)
+    maybe = text_all.str.startswith("nccl").to_numpy(dtype=bool)  # only these rows can count
+    mine = nv[maybe & (_pid_keys(nv["pid"]) == pidk) & nv["eventType"].isin([59, 60]).to_numpy(dtype=bool)]
     out: Counter[str] = Counter()
     for domain, text in zip(mine["domain"].fillna(""), mine["text"].fillna(""), strict=True):
         t = str(text)
@@ -192,7 +194,8 @@ def ranks_of(trace: Trace, *, range_name: str | None = None) -> list[RankInput]:
     api_pk = _pid_keys(api["pid"])
     steps = {s.pid: s for s in steps_per_process(trace, range_name=range_name)}
     names = k["name"].fillna("").astype(str).to_numpy()
-    is_nccl = np.array([bool(NCCL_KERNEL.match(n)) for n in names], dtype=bool)
+    codes, uniq = pd.factorize(names)  # a few distinct kernel names among many launches
+    is_nccl = np.array([bool(NCCL_KERNEL.match(str(n))) for n in uniq] + [False], dtype=bool)[codes]
     ops_nccl = np.concatenate([is_nccl, np.zeros(len(ops) - len(k), dtype=bool)])  # kernels come first
     named = RANK_IN_NAME.search(Path(path).name)
     kineto_rank = _kineto_rank(trace)
