@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from engine.sessions.launchers import rank_names
 from engine.sessions.outcome import OutcomeKind, classify
 from engine.sessions.spec import SessionSpec
 from engine.system.errors import KernelscopeError
@@ -359,3 +360,54 @@ def pick_qdstrm(names: list[str], report_name: str) -> str | None:
         return own
     others = sorted(n for n in names if n.endswith(".qdstrm"))
     return others[0] if others else None
+
+
+def pending_imports(names: list[str], report_name: str, per_rank: bool) -> list[tuple[str, str]]:
+    """The (.qdstrm, .nsys-rep) file names that still need QdstrmImporter, among ``names``.
+
+    One pair for a whole-job session (:func:`pick_qdstrm`); for a per-rank job, one pair per rank whose
+    ``<name>_rank<N>.qdstrm`` has no ``<name>_rank<N>.nsys-rep`` beside it, in rank order.
+    """
+    if not per_rank:
+        q = pick_qdstrm(names, report_name)
+        rep = f"{report_name}.nsys-rep"
+        return [(q, rep)] if q is not None and rep not in names else []
+    out = []
+    for q in rank_names(names, report_name, ".qdstrm"):
+        rep = q[: -len(".qdstrm")] + ".nsys-rep"
+        if rep not in names:
+            out.append((q, rep))
+    return out
+
+
+def combine_imports(first: tuple[OutcomeKind, str], tried: list[tuple[str, OutcomeKind, str, bool]],
+                    pending: int, where: str = "") -> tuple[OutcomeKind, str, list[str]]:
+    """How a session ends after QdstrmImporter ran on each of ``pending`` recordings.
+
+    Args:
+        first: The outcome before the imports.
+        tried: Per recording tried: (report name, outcome kind, sentence, imported).
+        pending: How many recordings needed an import (cancel can stop before all were tried).
+        where: `` on HOST`` for an SSH session.
+
+    Returns:
+        The outcome kind, its sentence and notes for the session.
+    """
+    done = [r for r, _, _, ok in tried if ok]
+    failed = [(k, m) for _, k, m, ok in tried if not ok]
+    notes = []
+    if done:
+        which = f" for {', '.join(done)}" if pending > 1 else ""
+        notes.append(f"nsys's import step failed{where}; Kernelscope ran QdstrmImporter itself"
+                     f"{' there' if where else ''}{which}.")
+    if not failed and done:
+        last = next(t for t in reversed(tried) if t[3])
+        return last[1], last[2], notes
+    if not failed:
+        return first[0], first[1], notes
+    kind, msg = failed[0]
+    if pending > 1:
+        msg += f" ({len(done)} of {pending} rank recordings were imported.)"
+    if first[0] is OutcomeKind.CRASHED and kind is OutcomeKind.IMPORTER_FAILED:
+        return first[0], first[1], [*notes, msg]  # the program's failure stays the story
+    return kind, msg, notes

@@ -22,9 +22,11 @@ from engine.sessions.process import (  # noqa: F401 - LogLine, Progress, OutputE
     ProgressEstimator,
     Session,
     StepResult,
+    combine_imports,
     find_qdstrm,
     kill_group,
     output_error,
+    pending_imports,
     pick_qdstrm,
     program_name,
     recovered_outcome,
@@ -136,24 +138,26 @@ def run_remote(sess: Session, sid: str, sdir: Path, main_argv: list[str], target
     names = remote.ls()
     rep_name = f"{spec.report_name}{A.report_suffix(spec.tool) or ''}"
     recovery: tuple[OutcomeKind, str] | None = None
-    recovered = False
+    imported: list[str] = []
+    per_rank = bool(spec.per_rank or spec.profile_ranks)
     if spec.tool == "nsys" and res.killed is None:
-        nsys = (spec.tool_path or spec.tool) if spec.per_rank or spec.profile_ranks else main_argv[0]
-        qdstrm = pick_qdstrm(names, spec.report_name)
+        nsys = (spec.tool_path or spec.tool) if per_rank else main_argv[0]
+        pending = pending_imports(names, spec.report_name, per_rank)
         first = classify("nsys", res.returncode, res.output, qdstrm_exists=True, program=prog,
                          stderr_tail=res.stderr_tail)
-        if rep_name not in names and qdstrm is not None and first[0] in \
-                (OutcomeKind.IMPORTER_FAILED, OutcomeKind.CRASHED):
-            kind_r, msg_r, ok = _recover_remote_import(sess, remote, nsys, qdstrm, rep_name, res, prog)
-            recovery, recovered = (kind_r, msg_r), ok
-            if not ok and first[0] is OutcomeKind.CRASHED and kind_r is OutcomeKind.IMPORTER_FAILED:
-                notes.append(msg_r)  # the program's failure stays the story; the importer's is a remark
-                recovery = first
-            if ok:
-                notes.append(f"nsys's import step failed on {t.display}; Kernelscope ran QdstrmImporter "
-                             "itself there.")
+        if pending and (per_rank or first[0] in (OutcomeKind.IMPORTER_FAILED, OutcomeKind.CRASHED)):
+            tried: list[tuple[str, OutcomeKind, str, bool]] = []
+            for qdstrm, rep in pending:  # one per rank for a per-rank job
+                if sess.cancel.is_set():
+                    break
+                kind_r, msg_r, ok = _recover_remote_import(sess, remote, nsys, qdstrm, rep, res, prog)
+                tried.append((rep, kind_r, msg_r, ok))
+            kind_c, msg_c, more = combine_imports(first, tried, len(pending), f" on {t.display}")
+            recovery, imported = (kind_c, msg_c), [r for r, _, _, ok in tried if ok]
+            notes += more
+            if imported:
                 names = remote.ls()
-        exports = rank_names(names, spec.report_name, ".nsys-rep") if spec.per_rank or spec.profile_ranks \
+        exports = rank_names(names, spec.report_name, ".nsys-rep") if per_rank \
             else [rep_name] if rep_name in names else []
         for rep in exports if not sess.cancel.is_set() else []:
             sqlite = rep[: -len(".nsys-rep")] + ".sqlite"
@@ -183,7 +187,7 @@ def run_remote(sess: Session, sid: str, sdir: Path, main_argv: list[str], target
                          f"{remote.display} on {t.display}.")
     if recovery is not None:
         kind, msg = recovery
-        if recovered and not (sdir / rep_name).is_file():
+        if imported and not all((sdir / r).is_file() for r in imported):
             kind, msg = OutcomeKind.SSH_ERROR, (
                 f"The report was imported on {t.display} but could not be copied back; it is in "
                 f"{remote.display} there.")

@@ -48,9 +48,11 @@ from engine.sessions.process import (  # noqa: F401 - LogLine, Progress, OutputE
     ProgressEstimator,
     Session,
     StepResult,
+    combine_imports,
     find_qdstrm,
     kill_group,
     output_error,
+    pending_imports,
     pick_qdstrm,
     program_name,
     recovered_outcome,
@@ -220,29 +222,26 @@ def _run_local(sess: Session, sid: str, sdir: Path, tool_path: str | None, main_
     rep = A.expected_report(str(sdir / spec.report_name), spec.tool)
     notes: list[str] = []
     reports: list[Path] = []
-    qdstrm = find_qdstrm(sdir, spec.report_name) if spec.tool == "nsys" else None
+    per_rank = bool(spec.per_rank or spec.profile_ranks)
+    qdstrms = sorted(sdir.glob("*.qdstrm")) if spec.tool == "nsys" else []
     reps = [rep] if rep is not None and rep.is_file() and rep.stat().st_size > 0 else []
-    if spec.per_rank or spec.profile_ranks:  # one report per rank: <name>_rank<N>.<suffix>
+    if per_rank:  # one report per rank: <name>_rank<N>.<suffix>
         reps = rank_reports(sdir, spec.report_name, A.report_suffix(spec.tool) or "")
     for r in reps:
         store.add_report(sid, r)
         reports.append(r)
     kind, msg = classify(spec.tool, res.returncode, res.output, killed=res.killed,
-                         report_exists=bool(reports), qdstrm_exists=qdstrm is not None,
+                         report_exists=bool(reports), qdstrm_exists=bool(qdstrms),
                          elapsed_s=sess.elapsed(), program=prog, stderr_tail=res.stderr_tail)
-    if (kind in (OutcomeKind.IMPORTER_FAILED, OutcomeKind.CRASHED) and not reports and qdstrm is not None
-            and tool_path and rep is not None):
-        first = (kind, msg)
-        kind, msg, recovered = _recover_import(sess, tool_path, qdstrm, rep, env, msg, res, prog)
-        if recovered:
-            store.add_report(sid, rep)
-            reports.append(rep)
-            notes.append("nsys's import step failed; Kernelscope ran QdstrmImporter itself.")
-        elif first[0] is OutcomeKind.CRASHED and kind is OutcomeKind.IMPORTER_FAILED:
-            notes.append(msg)  # the program's failure stays the story; the importer's is a side remark
-            kind, msg = first
-    if qdstrm is not None and qdstrm.exists():
-        reports.append(qdstrm)  # keep the raw stream whether or not it could be imported
+    names = [p.name for p in sdir.iterdir() if p.is_file() and p.stat().st_size > 0] if qdstrms else []
+    pending = pending_imports(names, spec.report_name, per_rank) if qdstrms else []
+    if pending and tool_path and res.killed is None and (per_rank or (
+            kind in (OutcomeKind.IMPORTER_FAILED, OutcomeKind.CRASHED) and not reports)):
+        kind, msg = _recover_imports(sess, sid, store, tool_path, sdir, pending, env, (kind, msg), res, prog,
+                                     reports, notes)
+        if per_rank:  # rank order, the imported ones included
+            reports[:] = rank_reports(sdir, spec.report_name, ".nsys-rep")
+    reports += [q for q in qdstrms if q.exists()]  # keep the raw streams whether or not they were imported
     nsys_reps = [r for r in reports if r.name.endswith(".nsys-rep")] if spec.tool == "nsys" else []
     for rep in nsys_reps if tool_path is not None else []:
         assert tool_path is not None
@@ -259,6 +258,25 @@ def _run_local(sess: Session, sid: str, sdir: Path, tool_path: str | None, main_
         else:
             notes.append("The SQLite export failed; the .nsys-rep is kept (open it to retry the export).")
     return Outcome(kind, msg, sid, sdir, res.returncode, sess.elapsed(), tuple(reports), tuple(notes))
+
+
+def _recover_imports(sess: Session, sid: str, store: SessionStore, nsys: str, sdir: Path,
+                     pending: list[tuple[str, str]], env: dict[str, str], first: tuple[OutcomeKind, str],
+                     res: StepResult, prog: str, reports: list[Path], notes: list[str]
+                     ) -> tuple[OutcomeKind, str]:
+    """Import every .qdstrm nsys left (one per rank for a per-rank job); register what was imported."""
+    tried: list[tuple[str, OutcomeKind, str, bool]] = []
+    for q, r in pending:
+        if sess.cancel.is_set():
+            break
+        kind, msg, ok = _recover_import(sess, nsys, sdir / q, sdir / r, env, first[1], res, prog)
+        if ok:
+            store.add_report(sid, sdir / r)
+            reports.append(sdir / r)
+        tried.append((r, kind, msg, ok))
+    kind, msg, more = combine_imports(first, tried, len(pending))
+    notes += more
+    return kind, msg
 
 
 def _recover_import(sess: Session, nsys: str, qdstrm: Path, rep: Path, env: dict[str, str], msg: str,

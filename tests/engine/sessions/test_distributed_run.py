@@ -114,3 +114,64 @@ def test_per_rank_job_on_an_ssh_host(tmp_path: Path, store: SessionStore, fake: 
                                                    "ddp_rank1.nsys-rep", "ddp_rank1.sqlite"]
     exports = [a for a in (json.loads(x) for x in fake.argv_log.read_text().splitlines()) if a[1] == "export"]
     assert [a[-1] for a in exports] == ["ddp_rank0.nsys-rep", "ddp_rank1.nsys-rep"]
+
+
+RANK_FILES = ["ddp_rank0.nsys-rep", "ddp_rank0.qdstrm", "ddp_rank0.sqlite",
+              "ddp_rank1.nsys-rep", "ddp_rank1.qdstrm", "ddp_rank1.sqlite"]
+
+
+def _imports(fake: FakeInstall) -> list[list[str]]:
+    calls = (json.loads(x) for x in fake.argv_log.read_text().splitlines())
+    return [a for a in calls if a[0] == "QdstrmImporter"]
+
+
+def test_per_rank_import_failure_is_recovered_for_every_rank(tmp_path: Path, store: SessionStore,
+                                                             fake: FakeInstall) -> None:
+    """As on the lent H100s: nsys's import step fails in every rank; each rank's .qdstrm is imported."""
+    from tests.conftest import FIXTURES
+
+    env = fake_tools.env_for(fake, "importer_fail", KERNELSCOPE_IMPORTER_LIBS=str(fake.libs))
+    out = run_session(_job(tmp_path, per_rank=True), store=store, env=env)
+    assert out.kind is OutcomeKind.SUCCESS, out.message
+    assert "imported the .qdstrm itself" in out.message
+    assert sorted(p.name for p in out.reports) == RANK_FILES
+    assert [p.name for p in out.reports][:2] == ["ddp_rank0.nsys-rep", "ddp_rank1.nsys-rep"]  # rank order
+    d = out.session_dir
+    assert [a[1:5] for a in _imports(fake)] == [
+        ["-i", str(d / f"ddp_rank{r}.qdstrm"), "-o", str(d / f"ddp_rank{r}.nsys-rep")] for r in (0, 1)]
+    assert any("ddp_rank0.nsys-rep, ddp_rank1.nsys-rep" in n for n in out.notes)
+    for r in (0, 1):
+        assert (d / f"ddp_rank{r}.nsys-rep").read_bytes() == \
+            (FIXTURES / "nsys" / "host_overhead_fixed.nsys-rep").read_bytes()
+    rec = store.get(out.session_id)
+    assert rec is not None and sorted(p.name for p in rec.reports) == RANK_FILES
+
+
+def test_per_rank_import_failure_without_libs_names_what_to_run(tmp_path: Path, store: SessionStore,
+                                                                fake: FakeInstall) -> None:
+    env = fake_tools.env_for(fake, "importer_fail")
+    out = run_session(_job(tmp_path, per_rank=True), store=store, env=env)
+    assert out.kind is OutcomeKind.IMPORTER_FAILED
+    assert "needs libdw.so.1" in out.message and "(0 of 2 rank recordings were imported.)" in out.message
+    assert sorted(p.name for p in out.reports) == ["ddp_rank0.qdstrm", "ddp_rank1.qdstrm"]  # kept
+    assert len(_imports(fake)) == 2  # each rank was tried
+
+
+def test_per_rank_import_failure_is_recovered_on_an_ssh_host(tmp_path: Path, store: SessionStore,
+                                                             fake: FakeInstall, sshd: Sshd) -> None:  # noqa: F811
+    from tests.engine.sessions.test_remote import NSYS_FAKE_ENV, _target
+
+    env = fake_tools.env_for(fake, "importer_fail")
+    spec = _job(tmp_path, per_rank=True).with_(
+        tool_path=str(fake.nsys),
+        target=_target(sshd, tmp_path / "remote", remote_importer_libs=str(fake.libs)),
+        env={k: env[k] for k in NSYS_FAKE_ENV})
+    out = run_session(spec, store=store)
+    assert out.kind is OutcomeKind.SUCCESS, out.message
+    assert sorted(p.name for p in out.reports) == RANK_FILES
+    assert [a[1:5] for a in _imports(fake)] == [["-i", "ddp_rank0.qdstrm", "-o", "ddp_rank0.nsys-rep"],
+                                               ["-i", "ddp_rank1.qdstrm", "-o", "ddp_rank1.nsys-rep"]]
+    want = "QdstrmImporter itself there for ddp_rank0.nsys-rep, ddp_rank1.nsys-rep"
+    assert any(want in n for n in out.notes)
+    exports = [a for a in (json.loads(x) for x in fake.argv_log.read_text().splitlines()) if a[1] == "export"]
+    assert [a[-1] for a in exports] == ["ddp_rank0.nsys-rep", "ddp_rank1.nsys-rep"]
