@@ -23,16 +23,15 @@ def _dump(doc: Any) -> None:
 
 def cmd_findings(args: argparse.Namespace) -> int:
     """Print the findings of one report."""
-    from engine.analysis.findings import findings_for, format_findings, to_document
+    from engine.analysis.findings import format_findings, to_document
 
-    found = findings_for(args.input, reference=args.pinned_from, telemetry=args.telemetry,
-                         range_name=args.range)
+    found, both = _findings_and_bound(args)
     if args.json:
-        print(json.dumps(to_document(args.input, found, if_all_applied=_combined(args, found)), indent=1,
+        print(json.dumps(to_document(args.input, found, if_all_applied=both), indent=1,
                          allow_nan=False))
     else:
         sys.stdout.write(brief_findings(found) if args.brief else format_findings(found))
-        both = _combined(args, found) if found else None
+        both = both if found else None
         if both is not None:
             per = (f"{both.per_step_ns / 1e6:,.2f} ms per steady step, " if both.per_step_ns is not None
                    else "")
@@ -62,17 +61,30 @@ def brief_findings(found: list[Any], top: int = BRIEF_TOP) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _combined(args: argparse.Namespace, found: list[Any]) -> Any:
-    """The "if all applied" bound for an nsys/Kineto report (None for ncu)."""
-    from engine.analysis.findings import is_ncu
+def _findings_and_bound(args: argparse.Namespace) -> tuple[list[Any], Any]:
+    """The findings, and the "if all applied" bound for an nsys/Kineto report (None for ncu).
 
-    if is_ncu(Path(args.input).expanduser()):
-        return None
-    from engine.analysis.findings.overview import combined
-    from engine.analysis.summary import summarize
+    The summary the rules need is computed once and also gives the bound (summarising a
+    400k-kernel report twice doubled the command's time).
+    """
+    from engine.analysis.findings import findings_for, is_ncu
+
+    p = Path(args.input).expanduser()
+    if is_ncu(p):
+        return findings_for(p, telemetry=args.telemetry), None
+    from engine.analysis.findings.model import sort_findings
+    from engine.analysis.findings.overview import combined, overview
     from engine.reports import open_report
 
-    return combined(summarize(open_report(Path(args.input).expanduser()), range_name=args.range), found)
+    ref = open_report(Path(args.pinned_from).expanduser()) if args.pinned_from else None
+    summary, found = overview(open_report(p), range_name=args.range, reference=ref)
+    if args.telemetry:
+        from engine.analysis.findings.telemetry import telemetry_findings
+        from engine.telemetry.recording import read_recording
+
+        found = found + telemetry_findings(read_recording(args.telemetry))
+    found = sort_findings(found)
+    return found, combined(summary, found)
 
 
 def register(sub: Any) -> None:
@@ -209,7 +221,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.format == "perfetto":
         if args.compare:
             raise _usage("--format perfetto exports one timeline; leave out --compare.")
-        export.write_text(out, export.perfetto_json(open_report(_path(args.input))))
+        from engine.analysis.export_perfetto import write_perfetto
+
+        write_perfetto(open_report(_path(args.input)), out)
     elif args.compare:
         from engine.analysis.compare import compare_traces
 
@@ -235,7 +249,8 @@ def _usage(msg: str) -> Exception:
 
 def _add_export(sub: Any) -> None:
     e = sub.add_parser("export", help="a session or comparison as Markdown / self-contained HTML, or a "
-                       "timeline as Perfetto (Chrome trace-event) JSON")
+                       "timeline as Perfetto (Chrome trace-event) JSON, gzip-compressed when FILE "
+                       "ends in .gz (streamed; ui.perfetto.dev opens both)")
     e.add_argument("input", metavar="REPORT")
     e.add_argument("--format", choices=["md", "html", "perfetto"], required=True)
     e.add_argument("-o", "--output", metavar="FILE", required=True)

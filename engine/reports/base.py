@@ -195,6 +195,8 @@ class Trace:
         need = [c for c in want if cached is None or c not in cached.columns]
         if need and name not in self.missing:
             df = self._load(name, need)
+            import pandas as pd
+
             if df is None:
                 self.missing.setdefault(name, f"{TABLES[name][1]} were not captured")
             else:
@@ -203,8 +205,8 @@ class Trace:
                     cached = new
                 else:
                     cached = cached.copy(deep=False)
-                    for c in need:
-                        cached[c] = new[c].to_numpy()
+                    for c in need:  # keep the dtype (object names are not re-inferred as str)
+                        cached[c] = pd.Series(new[c].to_numpy(), index=cached.index, dtype=new[c].dtype)
                 if all(c in cached.columns for c in all_cols):
                     cached = cached[all_cols]  # complete: keep it in canonical order
                 self._cache[name] = cached

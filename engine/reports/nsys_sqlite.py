@@ -356,13 +356,33 @@ class NsysSqliteTrace(Trace):
             if (table, c) in self._prefetched:
                 data[c] = self._prefetched.pop((table, c)).result()
         if pending:
-            data.update(_read_int_columns(self._con, table, pending, n_rows))
+            data.update(self._cached_int_columns(table, pending, n_rows))
         if others:
             cols = ", ".join(f'"{c}"' for c in others)
             rows = self._con.execute(f"SELECT {cols} FROM {table}").fetchall()
             for i, c in enumerate(others):
                 data[c] = [r[i] for r in rows]
         return pd.DataFrame({c: data.get(c, pd.Series([None] * n_rows, dtype=object)) for c in wanted})
+
+    def _cached_int_columns(self, table: str, cols: list[str], n_rows: int) -> dict[str, object]:
+        """INTEGER columns through the columnar cache (read once, then mapped by every command).
+
+        NULLs become NaN as in :func:`_read_int_columns`.
+        """
+        import numpy as np
+
+        try:
+            got = self.column_store().read(table, {c: f'"{c}"' for c in cols})
+        except sqlite3.Error:
+            return _read_int_columns(self._con, table, cols, n_rows)
+        out: dict[str, object] = {}
+        for c in cols:
+            arr = got[c]
+            if len(arr) != n_rows:  # pragma: no cover - the export changed under us
+                return _read_int_columns(self._con, table, cols, n_rows)
+            null = arr == _NULL
+            out[c] = np.where(null, np.nan, arr) if null.any() else np.asarray(arr)
+        return out
 
     def _missing_or_none(self, name: str) -> None:
         why = _NOT_CAPTURED_HINT.get(name, f"{name} was not captured")
@@ -541,6 +561,7 @@ class NsysSqliteTrace(Trace):
         return df[list(TABLES[name][0])] if set(TABLES[name][0]) <= set(df.columns) else df
 
     def _load_subset(self, name: str, t: str, columns: list[str]) -> pd.DataFrame:
+        import numpy as np
         import pandas as pd
 
         derived = _DERIVED[name]
@@ -556,6 +577,10 @@ class NsysSqliteTrace(Trace):
                 out[c] = raw[c].to_numpy()
                 continue
             out[c] = self._derive(name, c, raw)
+            if getattr(out[c], "dtype", None) is np.dtype(object):
+                # Keep names as Python strings: pandas 3 would copy millions of them into Arrow
+                # (and back to objects for every factorize/map), ~10 s on a 400k-kernel report.
+                out[c] = pd.Series(out[c], index=raw.index, dtype=object)
         return pd.DataFrame(out, index=raw.index)
 
     def _derive(self, table: str, col: str, raw: pd.DataFrame) -> object:

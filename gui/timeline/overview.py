@@ -138,25 +138,12 @@ def _check(cancel: threading.Event | None) -> None:
         raise Cancelled
 
 
-_SPLIT_ROWS = 200_000  # tables with more rows are read in two parts
 _NULL = -(1 << 62)  # stands for SQL NULL in the column reads; prints as "?" like the full model's
 
 
-def _read(path: Path, table: str, cols: list[str], rowids: tuple[int, int]) -> list[np.ndarray]:
-    """Integer columns of rows (lo, hi] of a table, each one ``group_concat`` text (SQLite runs unlocked)."""
-    from engine.reports.nsys_sqlite import connect_readonly
-
-    con = connect_readonly(path)
-    try:
-        aggs = ", ".join(f"group_concat(coalesce({c}, {_NULL}), ',')" for c in cols)
-        row = con.execute(f"SELECT count(*), {aggs} FROM {table} WHERE rowid > ? AND rowid <= ?",
-                          rowids).fetchone()
-    finally:
-        con.close()
-    out = [np.fromstring(str(t or ""), dtype=np.int64, sep=",") for t in row[1:]]
-    if any(len(c) != int(row[0]) for c in out):
-        raise ReportError(f"{path} has unreadable values in {table}; export the report again.")
-    return out
+def _cache_name(expr: str) -> str:
+    """The column's name in the cache: a plain column by its own name (as the engine caches it)."""
+    return expr.strip('"') if expr.count('"') == 2 and expr[0] == '"' else "end_or_start"
 
 
 def _lanes_of(k1: np.ndarray, k2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -202,7 +189,6 @@ def busy_histogram(starts: np.ndarray, ends: np.ndarray, lane: np.ndarray, n_lan
 
 def _build(path: Path, n: int, cancel: threading.Event | None, t_start: float) -> Overview:
     import time
-    from concurrent.futures import ThreadPoolExecutor
 
     from engine.reports.nsys_sqlite import connect_readonly
 
@@ -215,26 +201,23 @@ def _build(path: Path, n: int, cancel: threading.Event | None, t_start: float) -
             keys = ["globalTid"] if kind == KIND_API else ["deviceId", "streamId"]
             if t in have and {"start", "end", *keys} <= _columns(con, t):
                 reads[kind] = ['"start"', 'coalesce("end", "start")', *(f'"{k}"' for k in keys)]
-                first, last = con.execute(f"SELECT min(rowid), max(rowid) FROM {t}").fetchone()
-                if first is None:
-                    continue
-                # a big table in parts (ranges of rowids, b-tree lookups), read side by side
-                parts = 1 if last - first < _SPLIT_ROWS else 2
-                cuts = [first - 1 + (last - first + 1) * i // parts for i in range(parts + 1)]
-                ranges[kind] = list(zip(cuts, cuts[1:], strict=False))
+                ranges[kind] = []
     finally:
         con.close()
-    # a thread (and connection) per part: the SQL runs without Python's lock
-    n_jobs = sum(len(r) for r in ranges.values())
-    pool = ThreadPoolExecutor(max_workers=max(min(n_jobs, 4), 1), thread_name_prefix="ks-overview")
+    # Through the report's columnar cache (engine.reports.columns): read once, in threads that
+    # run without Python's lock, then memory-mapped on every later open (and shared with the
+    # engine's tables, which cache the same columns under the same names).
+    from engine.reports.columns import ColumnStore
+
+    store = ColumnStore(path)
     try:
-        futs = {k: [pool.submit(_read, path, _TABLES[k], reads[k], r) for r in ranges[k]] for k in ranges}
-        cols = {}
-        for k, fs in futs.items():
-            got = [f.result() for f in fs]
-            cols[k] = [np.concatenate(c) if len(c) > 1 else c[0] for c in zip(*got, strict=True)]
+        pending = {k: store.read_async(_TABLES[k], {_cache_name(e): e for e in reads[k]}) for k in ranges}
+        got = {k: p.result() for k, p in pending.items()}
+        cols = {k: [np.asarray(got[k][_cache_name(e)]) for e in reads[k]] for k in got}
+    except sqlite3.Error as exc:
+        raise ReportError(f"{path} has unreadable values ({exc}); export the report again.") from exc
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        store.close()
     _check(cancel)
     data: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
     for kind, c in cols.items():
