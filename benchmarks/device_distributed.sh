@@ -10,7 +10,7 @@
 # Usage (repo root on the GPU machine; .kit/libs = ../shared/device-kit/libs; .whl optional):
 #   bash benchmarks/device_distributed.sh OUTDIR
 # Env: PYTHON (python3), TORCHRUN (torchrun, else PYTHON -m torch.distributed.run), DELAY_MS (20),
-#   STEPS (30), KS_DEVICE (cuda; cpu = a dry run of the flow with gloo, for machines without a GPU),
+#   STEPS (30), PARTS (abc: which of (a) (b) (c) to run), KS_DEVICE (cuda; cpu = a dry run of the flow with gloo, for machines without a GPU),
 #   NSYS / NCU (else found by Kernelscope), KERNELSCOPE_IMPORTER_LIBS (default .kit/libs).
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,6 +20,7 @@ out=$(cd "$out" && pwd)
 PY=${PYTHON:-python3}
 DELAY_MS=${DELAY_MS:-20}
 STEPS=${STEPS:-30}
+PARTS=${PARTS:-abc}
 export KS_DEVICE=${KS_DEVICE:-cuda}
 export KERNELSCOPE_DATA="$out/data" KERNELSCOPE_CACHE="$out/cache"
 export KERNELSCOPE_IMPORTER_LIBS=${KERNELSCOPE_IMPORTER_LIBS:-$here/.kit/libs}
@@ -69,6 +70,7 @@ for i in range(20):
         torch.cuda.nvtx.range_pop()
 print("tiny_cuda done on", dev, float(a.sum()))
 EOF
+if [[ $PARTS == *a* ]]; then
 echo; echo "=== (a) cd $proj && kernelscope run --tool nsys -- python3 src/tiny_cuda.py"
 (cd "$proj" && ks run --tool nsys --name tiny --out "$out/sessions" --timeout 300 --json --quiet \
    -- "$PY" src/tiny_cuda.py) > "$out/a.json" || fail "(a) run"
@@ -77,8 +79,10 @@ field "$out/a.json" '(d["kind"], d["message"], d["notes"], d["reports"])'
   || fail "(a) ran_in.txt says $(cat "$proj/ran_in.txt" 2>/dev/null)"
 a_sqlite=$(field "$out/a.json" 'next((r for r in d["reports"] if r.endswith(".sqlite")), "")')
 if [ -n "$a_sqlite" ]; then ks summary "$a_sqlite" || fail "(a) summary"; else fail "(a) no .sqlite"; fi
+fi
 
 # ---- (b) per-rank DDP job with a straggler, telemetry on --------------------------------------------
+if [[ $PARTS == *b* ]]; then
 if [ -n "${TORCHRUN:-}" ]; then read -r -a TR <<< "$TORCHRUN"
 elif command -v torchrun >/dev/null; then TR=(torchrun)
 else TR=("$PY" -m torch.distributed.run); fi
@@ -95,7 +99,7 @@ cat "$b_dir/telemetry.json" 2>/dev/null || echo "(b) no telemetry.json"
 import sys
 from engine.telemetry.recording import read_recording
 r = read_recording(sys.argv[1])
-print(f"telemetry: {len(r)} rows, GPUs {sorted(set(r['index'].dropna().astype(int)))}, "
+print(f"telemetry: {len(r)} rows, GPUs {sorted(set(r['gpu'].dropna().astype(int)))}, "
       f"max power {r['power_w'].max():.0f} W, max util {r['util_gpu_pct'].max():.0f} %")
 EOF
 mapfile -t ranks < <(ls "$b_dir"/ddp_rank*.sqlite 2>/dev/null | sort -V)
@@ -119,14 +123,20 @@ EOF
 else
   fail "(b) expected 2 per-rank .sqlite reports"
 fi
+fi
 
 # ---- (c) ncu session + kernelscope ncu --------------------------------------------------------------
+if [[ $PARTS == *c* ]]; then
 echo; echo "=== (c) cd $proj && kernelscope run --tool ncu --launch-count 3 -- python3 src/tiny_cuda.py"
 (cd "$proj" && ks run --tool ncu --name tiny_ncu --launch-count 3 --out "$out/sessions" --timeout 600 --json \
    --quiet -- "$PY" src/tiny_cuda.py) > "$out/c.json" || fail "(c) run"
 field "$out/c.json" '(d["kind"], d["message"], d["reports"])'
 c_rep=$(field "$out/c.json" 'next((r for r in d["reports"] if r.endswith(".ncu-rep")), "")')
-if [ -n "$c_rep" ]; then ks ncu "$c_rep" 2>&1 | head -60 || fail "(c) ncu"; else fail "(c) no .ncu-rep"; fi
+if [ -n "$c_rep" ]; then
+  "$PY" -X faulthandler -m engine.cli ncu "$c_rep" > "$out/c_ncu.txt" 2>&1 || fail "(c) kernelscope ncu (exit $?)"
+  head -60 "$out/c_ncu.txt"
+else fail "(c) no .ncu-rep"; fi
+fi
 
 echo; echo "=== kernelscope sessions"
 ks sessions 2>&1 | head -10
