@@ -11,7 +11,7 @@
 #   bash benchmarks/device_distributed.sh OUTDIR
 # Env: PYTHON (python3), TORCHRUN (torchrun, else PYTHON -m torch.distributed.run), DELAY_MS (20),
 #   STEPS (30), PARTS (abc: which of (a) (b) (c) to run), KS_DEVICE (cuda; cpu = a dry run of the flow with gloo, for machines without a GPU),
-#   NSYS / NCU (else found by Kernelscope), KERNELSCOPE_IMPORTER_LIBS (default .kit/libs).
+#   NSYS / NCU (else found by Kernelscope), KERNELSCOPE_IMPORTER_LIBS (default .kit/libs), NCU_REPORT_SITE.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:?usage: device_distributed.sh OUTDIR}
@@ -26,10 +26,11 @@ export KERNELSCOPE_DATA="$out/data" KERNELSCOPE_CACHE="$out/cache"
 export KERNELSCOPE_IMPORTER_LIBS=${KERNELSCOPE_IMPORTER_LIBS:-$here/.kit/libs}
 export PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # never multicast
-if ! "$PY" -c 'import ncu_report' 2>/dev/null; then  # the module that ships with Nsight Compute
-  extra=$(ls -d /opt/nvidia/nsight-compute/*/extras/python 2>/dev/null | sort -V | tail -1)
-  [ -n "$extra" ] && export PYTHONPATH="$PYTHONPATH:$extra"
-fi
+# kernelscope ncu needs the ncu-report package (the lent machine has none). Do not fall back to
+# Nsight Compute's own extras/python/ncu_report: on the lent H100s (2025.3.1) it segfaulted in
+# Metric.unit() on a report the ncu-report 2025.3.1 and 2026.3.1 wheels read. NCU_REPORT_SITE: a folder
+# holding an ncu_report package (abi3, e.g. copied from a venv) to put on the path.
+[ -n "${NCU_REPORT_SITE:-}" ] && export PYTHONPATH="$PYTHONPATH:$NCU_REPORT_SITE"
 ks() { "$PY" -m engine.cli "$@"; }
 status=0
 fail() { echo "FAILED: $*"; status=1; }
