@@ -69,7 +69,7 @@ def write_perfetto(trace: Trace, path: Path) -> int:
 def _stream(parts: Iterator[str | bytes | memoryview], fh: IO[bytes], gz: bool) -> None:
     """Encode (and compress) ``parts`` into ``fh``; compression overlaps the next part's formatting."""
     comp = zlib.compressobj(1, zlib.DEFLATED, 31) if gz else None  # wbits 31: the gzip container
-    q: queue.Queue[bytes | memoryview | None] = queue.Queue(maxsize=3)
+    q: queue.Queue[bytes | memoryview | None] = queue.Queue(maxsize=2)
     errors: list[BaseException] = []
 
     def writer() -> None:
@@ -239,18 +239,19 @@ class _SqliteEvents(_Counted):
         return not self.trace.has_sqlite_table("NVTX_EVENTS") or {"textId", "text", "globalTid"} <= have
 
     # -- names -----------------------------------------------------------------------------------
-    def _names(self, ids: Arr, name: Any) -> Any:
-        """JSON-quoted names of ``ids`` (an object array; each distinct id looked up once)."""
+    def _names(self, ids: Arr, name: Any) -> _Lazy:
+        """JSON-quoted names of ``ids``, made per chunk (each distinct id looked up once)."""
         np = self._np
-        uniq, inv = np.unique(np.asarray(ids), return_inverse=True)
+        ids = np.asarray(ids)
+        uniq = np.unique(ids)
         quoted = np.array([_js(name(int(u))) for u in uniq.tolist()], dtype=object)
-        return quoted[inv.reshape(-1)]
+        return _Lazy(lambda rows: quoted[np.searchsorted(uniq, ids[rows])], len(ids))
 
     def _nvtx_texts(self, nv: dict[str, Arr], rows: Arr) -> Any:
         np = self._np
         s = self.trace.strings()
         tid = np.asarray(nv["textId"])[rows]
-        texts = self._names(tid, lambda i: s.get(i, ""))
+        texts = self._names(tid, lambda i: s.get(i, ""))[slice(None)]
         known = np.array([int(i) in s for i in np.unique(tid).tolist()])
         if nv["inline"][rows].any():
             need = np.flatnonzero((np.asarray(nv["inline"])[rows] != 0)
@@ -438,11 +439,11 @@ class _SqliteEvents(_Counted):
 
     def _meta(self, seen: list[Arr], used: list[Arr]) -> list[str]:
         np, base = self._np, self.gpu_base
-        procs = self.trace.table("processes", ["pid", "name"])
-        pnames = ({int(p): str(n) for p, n in zip(procs["pid"], procs["name"], strict=False)}
-                  if len(procs) else {})
-        gpus = self.trace.table("gpus", ["id", "name"])
-        gnames = {int(i): str(n) for i, n in zip(gpus["id"], gpus["name"], strict=False)} if len(gpus) else {}
+        # The small tables straight from SQLite (no pandas: its import alone is ~80 MB).
+        procs = self._small("PROCESSES", "pid", "name")
+        pnames = {int(str(p)): str(n) for p, n in procs if p is not None}
+        gpus = self._small("TARGET_INFO_GPU", "id", "name")
+        gnames = {int(str(i)): str(n) for i, n in gpus if i is not None}
         out: list[str] = []
         pids = np.unique(np.concatenate(seen)).tolist() if seen else []
         for pid in pids:
@@ -457,13 +458,36 @@ class _SqliteEvents(_Counted):
             pid, tid = k >> 32, k & 0xFFFFFFFF
             out.append(f'{{"ph":"M","name":"thread_name","pid":{pid},"tid":{tid},'
                        f'"args":{{"name":"stream {tid}"}}}}')
-        threads = self.trace.table("threads", ["pid", "tid", "name"])
+        strings = self.trace.strings()
         have = set(pairs.tolist())
-        for p, t, n in zip(threads["pid"], threads["tid"], threads["name"], strict=False):
-            if ((int(p) << 32) | int(t)) in have and n is not None:
-                out.append(f'{{"ph":"M","name":"thread_name","pid":{int(p)},"tid":{int(t)},'
+        for g, nid in self._small("ThreadNames", "globalTid", "nameId"):
+            if g is None:
+                continue
+            p, t = (int(str(g)) >> 24) & 0xFFFFFF, int(str(g)) & 0xFFFFFF
+            if ((p << 32) | t) in have:  # a name missing from StringIds reads "nan", as the tables give
+                n = strings.get(nid, "nan") if isinstance(nid, int) else "nan"
+                out.append(f'{{"ph":"M","name":"thread_name","pid":{p},"tid":{t},'
                            f'"args":{{"name":{_js(n)}}}}}')
         return out
+
+    def _small(self, table: str, *cols: str) -> list[tuple[object, ...]]:
+        """Rows of a small table (none when it or a column is absent)."""
+        if not self.trace.has_sqlite_table(table) or not set(cols) <= set(self.trace.columns(table)):
+            return []
+        return self.trace.rows(f"SELECT {', '.join(cols)} FROM {table}")
+
+
+class _Lazy:
+    """A column computed slice by slice (``lazy[rows]``), never whole: bounded memory."""
+
+    def __init__(self, make: Any, n: int) -> None:
+        self._make, self._n = make, n
+
+    def __getitem__(self, rows: Any) -> Any:
+        return self._make(rows)
+
+    def __len__(self) -> int:
+        return self._n
 
 
 class _Fallback(Exception):
