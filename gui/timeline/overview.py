@@ -1,16 +1,16 @@
-"""A coarse first look at a big Nsight Systems trace, from SQL aggregates (no Qt, no pandas).
+"""A coarse first look at a big Nsight Systems trace, from a few integer columns (no Qt, no pandas).
 
 Building every lane of a 400,000-kernel report takes seconds (the columns have to come out of
 SQLite and be sorted). The overview asks SQLite for much less: the lanes (GPU streams by device and
 stream, CPU threads of CUDA API calls by ``globalTid``) and, per lane and event kind, the busy
-nanoseconds in each of ``n_buckets`` equal buckets across the capture. SQLite computes that on its
-own read-only connection without holding Python's lock, in a fraction of a second, so the timeline
-shows real data while the full lanes are still being built. NVTX levels and GPU metrics are left
-to the full model.
+nanoseconds in each of ``n_buckets`` equal buckets across the capture. The columns (start, end and
+the lane keys) come from the report's columnar cache (:mod:`engine.reports.columns`): read from
+SQLite once, in threads that run without Python's lock, then memory-mapped on every later open, so
+the timeline shows real data while the full lanes are still being built. NVTX levels and GPU
+metrics are left to the full model.
 
-Busy time is credited exactly: one ``GROUP BY lane, start bucket, end bucket`` per table gives, for
-every group, the count and the sums of starts and ends, from which the first bucket gets
-``edge - start``, the last ``end - edge`` and the buckets in between their full width. Overlapping
+Busy time is credited exactly (:func:`busy_histogram`): an event's first bucket gets
+``edge - start``, its last ``end - edge`` and the buckets in between their full width. Overlapping
 events of one lane add up (a sum of durations, not their union), so a bucket may hold more than
 its width; the canvas clips the drawn fraction at 1.
 
