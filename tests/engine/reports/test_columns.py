@@ -75,3 +75,21 @@ def test_a_changed_export_is_read_again(tmp_path: Path, monkeypatch: pytest.Monk
     os.utime(db, ns=(db.stat().st_atime_ns, db.stat().st_mtime_ns + 10**9))
     second = ColumnStore(db).read("CUPTI_ACTIVITY_KIND_KERNEL", {"d": '"end" - "start"'})["d"].tolist()
     assert second == [d + 1000 for d in first]
+
+
+def test_filtered_read_keeps_only_matching_rows_in_rowid_order(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = NSYS_DIR / "torch_sdpa_gemm.sqlite"
+    table = "CUPTI_ACTIVITY_KIND_RUNTIME"
+    where = '"nameId" IN (SELECT nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME GROUP BY nameId ' \
+            'ORDER BY count(*) LIMIT 3) OR "correlationId" % 5 = 0'
+    want = _direct(db, f'SELECT rowid, "end" - "start", nameId FROM {table} WHERE {where} ORDER BY rowid')
+    assert 0 < len(want) < _direct(db, f"SELECT count(*) FROM {table}")[0][0]
+    monkeypatch.setattr(columns, "CHUNK_ROWS", 97)  # chunks with and without matching rows
+    exprs = {"rowid": "rowid", "duration": '"end" - "start"', "nameId": '"nameId"'}
+    got = ColumnStore(db, tmp_path / "cols").read_where(table, exprs, where)
+    assert list(zip(*(got[k].tolist() for k in exprs), strict=True)) == want
+    again = ColumnStore(db, tmp_path / "cols").read_where(table, exprs, where)
+    assert all(isinstance(a, np.memmap) for a in again.values())  # cached under its filter
+    other = ColumnStore(db, tmp_path / "cols").read_where(table, exprs, '"correlationId" < 0')
+    assert all(len(a) == 0 for a in other.values())  # another filter is not the cached one

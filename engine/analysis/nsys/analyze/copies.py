@@ -9,6 +9,7 @@ import pandas as pd
 if TYPE_CHECKING:
     from engine.reports.base import Trace
 
+from engine.analysis.nsys.analyze import fastcopies
 from engine.analysis.nsys.analyze.apicalls import api_calls
 from engine.analysis.nsys.analyze.common import (
     _API_COLUMNS,
@@ -91,19 +92,50 @@ def _has_async(names: pd.Series) -> pd.Series:
     return _match_names(names, lambda n: "async" in n.lower())
 
 
+def _found(m: pd.DataFrame) -> fastcopies.Found:
+    """The general path's joined rows as the fast path reports them."""
+    pageable = 0
+    if "srcKind" in m.columns and not m.empty:
+        pageable = int(((_int_col(m["srcKind"]) == _PAGEABLE) | (_int_col(m["dstKind"]) == _PAGEABLE))
+                       .fillna(False).sum())
+    return fastcopies.Found(m, len(m), float((m["end"] - m["start"]).sum()) if len(m) else 0.0,
+                            float(m["bytes"].sum()) if len(m) else 0.0, pageable)
+
+
+def _async_memcpy_call(name: str) -> bool:
+    low = name.lower()
+    return low.startswith("cudamemcpy") and "async" in low
+
+
+def _sync_memcpy_call(name: str) -> bool:
+    low = name.lower()
+    return low.startswith("cudamemcpy") and "async" not in low
+
+
+def _sync_memset_call(name: str) -> bool:
+    low = name.lower()
+    return low.startswith("cudamemset") and "async" not in low
+
+
 def _rule_cuda_memcpy_async(trace: Trace, opts: dict[str, Any]) -> RuleResult:
-    m = _memcpy_calls(trace, opts)
-    if not m.empty:
-        pageable = (_int_col(m["srcKind"]) == _PAGEABLE) | (_int_col(m["dstKind"]) == _PAGEABLE)
-        m = m[_names_like(m["apiName"], "cudaMemcpy") & _has_async(m["apiName"]) & pageable.fillna(False)]
-    if m.empty:
+    window = _time_window(trace, opts)
+    f = fastcopies.copies(trace, "memcpy", _async_memcpy_call,
+                          f'"srcKind" = {_PAGEABLE} OR "dstKind" = {_PAGEABLE}', window, opts["rows"])
+    if f is None:
+        m = _memcpy_calls(trace, opts)
+        if not m.empty:
+            pageable = (_int_col(m["srcKind"]) == _PAGEABLE) | (_int_col(m["dstKind"]) == _PAGEABLE)
+            m = m[_names_like(m["apiName"], "cudaMemcpy") & _has_async(m["apiName"])
+                  & pageable.fillna(False)]
+        f = _found(m)
+    if f.n == 0:
         return _nothing("cuda_memcpy_async", _MEMCPY_COLUMNS, opts,
                         "No asynchronous cudaMemcpy*Async call touched pageable host memory"
                         + _missing_note(trace, ["memcpy", "api"]) + ".")
-    total_ns = float((m["end"] - m["start"]).sum())
-    n = len(m)
+    total_ns = f.total_ns
+    n = f.n
     explanation = (
-        f"{_plural(n, 'cudaMemcpyAsync call')} copied {_fmt_mb(float(m['bytes'].sum()))} to or from "
+        f"{_plural(n, 'cudaMemcpyAsync call')} copied {_fmt_mb(f.total_bytes)} to or from "
         f"pageable host memory, taking {_fmt_ms(total_ns)} of copy time on the GPU; with pageable "
         "memory the driver stages the data through a pinned buffer, so these copies are not "
         "asynchronous: the CPU thread blocks and the copies cannot overlap kernels."
@@ -113,31 +145,38 @@ def _rule_cuda_memcpy_async(trace: Trace, opts: dict[str, Any]) -> RuleResult:
         "tensor.pin_memory() in PyTorch) and keep cudaMemcpyAsync on a non-default stream, so "
         "copies run asynchronously and overlap compute."
     )
-    return RuleResult("cuda_memcpy_async", _copy_table(m, _MEMCPY_COLUMNS, opts["rows"]),
+    return RuleResult("cuda_memcpy_async", _copy_table(f.top, _MEMCPY_COLUMNS, opts["rows"]),
                       explanation, fix, opts)
 
 
 def _rule_cuda_memcpy_sync(trace: Trace, opts: dict[str, Any]) -> RuleResult:
-    m = _memcpy_calls(trace, opts)
-    if not m.empty:
-        small_h2d = (_int_col(m["copyKind"]) == _H2D) & (pd.to_numeric(m["bytes"]) <= SMALL_H2D_BYTES)
-        src, dst = _int_col(m["srcDeviceId"]), _int_col(m["dstDeviceId"])
-        same_device = (src == dst).fillna(False)
-        m = m[
-            _names_like(m["apiName"], "cudaMemcpy") & ~_has_async(m["apiName"])
-            & ~small_h2d.fillna(False) & ~same_device
-        ]
-    if m.empty:
+    lacks_green = _lacks_green_context(trace)
+    f = None if lacks_green else fastcopies.copies(
+        trace, "memcpy", _sync_memcpy_call,
+        f'NOT coalesce("copyKind" = {_H2D} AND "bytes" <= {SMALL_H2D_BYTES}, 0) '
+        'AND NOT coalesce("srcDeviceId" = "dstDeviceId", 0)',
+        _time_window(trace, opts), opts["rows"])
+    if f is None:
+        m = _memcpy_calls(trace, opts)
+        if not m.empty:
+            small_h2d = (_int_col(m["copyKind"]) == _H2D) & (pd.to_numeric(m["bytes"]) <= SMALL_H2D_BYTES)
+            src, dst = _int_col(m["srcDeviceId"]), _int_col(m["dstDeviceId"])
+            same_device = (src == dst).fillna(False)
+            m = m[
+                _names_like(m["apiName"], "cudaMemcpy") & ~_has_async(m["apiName"])
+                & ~small_h2d.fillna(False) & ~same_device
+            ]
+        f = _found(m)
+    if f.n == 0:
         return _nothing("cuda_memcpy_sync", _MEMCPY_COLUMNS, opts,
                         "No synchronous cudaMemcpy call that blocks the CPU was found"
                         + _missing_note(trace, ["memcpy", "api"]) + ".")
-    total_ns = float((m["end"] - m["start"]).sum())
-    n = len(m)
-    pageable = int(((_int_col(m["srcKind"]) == _PAGEABLE) | (_int_col(m["dstKind"]) == _PAGEABLE))
-                   .fillna(False).sum())
+    total_ns = f.total_ns
+    n = f.n
+    pageable = f.pageable
     explanation = (
         f"{_plural(n, 'synchronous cudaMemcpy call')} took {_fmt_ms(total_ns)} of copy time on the "
-        f"GPU ({_fmt_mb(float(m['bytes'].sum()))}"
+        f"GPU ({_fmt_mb(f.total_bytes)}"
         + (f", {pageable} of them with pageable host memory" if pageable else "")
         + "); each one blocks the calling CPU thread until the copy finishes, so the CPU cannot "
         "queue further work and copies cannot overlap kernels."
@@ -147,16 +186,16 @@ def _rule_cuda_memcpy_sync(trace: Trace, opts: dict[str, Any]) -> RuleResult:
         "non-default stream, synchronising once when the results are needed (PyTorch: "
         "pin_memory() and .to(device, non_blocking=True))."
     )
-    if _lacks_green_context(trace):
+    if lacks_green:
         # nsys 2025.3 reports nothing for exports without the greenContextId column (schema 3.0,
         # nsys 2022.x). Agree with its table, and tell the user what it leaves out.
         return RuleResult(
-            "cuda_memcpy_sync", _copy_table(m.iloc[:0], _MEMCPY_COLUMNS, opts["rows"]),
+            "cuda_memcpy_sync", _copy_table(f.top.iloc[:0], _MEMCPY_COLUMNS, opts["rows"]),
             "nsys 2025.3 reports no rows for this older export (schema "
             f"{trace.info.schema_version}, no green-context column). Kernelscope found in it: "
             + explanation,
             fix, opts)
-    return RuleResult("cuda_memcpy_sync", _copy_table(m, _MEMCPY_COLUMNS, opts["rows"]),
+    return RuleResult("cuda_memcpy_sync", _copy_table(f.top, _MEMCPY_COLUMNS, opts["rows"]),
                       explanation, fix, opts)
 
 
@@ -170,22 +209,27 @@ def _lacks_green_context(trace: Trace) -> bool:
 
 
 def _rule_cuda_memset_sync(trace: Trace, opts: dict[str, Any]) -> RuleResult:
-    memset = _in_window(trace.table("memset"), _time_window(trace, opts))
-    m = _with_api(memset, api_calls(trace, _memory_call)) \
-        if not memset.empty else memset
-    if not m.empty:
-        kind = _int_col(m["memKind"])
-        m = m[
-            _names_like(m["apiName"], "cudaMemset") & ~_has_async(m["apiName"])
-            & kind.isin([_PINNED, _MANAGED]).fillna(False)
-        ]
-    if m.empty:
+    window = _time_window(trace, opts)
+    f = fastcopies.copies(trace, "memset", _sync_memset_call,
+                          f'"memKind" IN ({_PINNED}, {_MANAGED})', window, opts["rows"])
+    if f is None:
+        memset = _in_window(trace.table("memset"), window)
+        m = _with_api(memset, api_calls(trace, _memory_call)) \
+            if not memset.empty else memset
+        if not m.empty:
+            kind = _int_col(m["memKind"])
+            m = m[
+                _names_like(m["apiName"], "cudaMemset") & ~_has_async(m["apiName"])
+                & kind.isin([_PINNED, _MANAGED]).fillna(False)
+            ]
+        f = _found(m)
+    if f.n == 0:
         return _nothing("cuda_memset_sync", _MEMSET_COLUMNS, opts,
                         "No synchronous cudaMemset on pinned or managed memory was found"
                         + _missing_note(trace, ["memset", "api"]) + ".")
-    total_ns = float((m["end"] - m["start"]).sum())
+    total_ns = f.total_ns
     explanation = (
-        f"{_plural(len(m), 'synchronous cudaMemset call')} on pinned or managed memory took "
+        f"{_plural(f.n, 'synchronous cudaMemset call')} on pinned or managed memory took "
         f"{_fmt_ms(total_ns)} on the GPU; on such memory cudaMemset blocks the CPU thread until "
         "the GPU has finished."
     )
@@ -193,12 +237,21 @@ def _rule_cuda_memset_sync(trace: Trace, opts: dict[str, Any]) -> RuleResult:
         "Use cudaMemsetAsync on a stream (or set the buffer on the device inside a kernel), and "
         "synchronise only when the host needs the result."
     )
-    return RuleResult("cuda_memset_sync", _copy_table(m, _MEMSET_COLUMNS, opts["rows"]),
+    return RuleResult("cuda_memset_sync", _copy_table(f.top, _MEMSET_COLUMNS, opts["rows"]),
                       explanation, fix, opts)
 
 
 def _rule_cuda_api_sync(trace: Trace, opts: dict[str, Any]) -> RuleResult:
-    api = _in_window(api_calls(trace, _sync_call), _time_window(trace, opts))
+    window = _time_window(trace, opts)
+    fast = fastcopies.api_sync(trace, _sync_call, window, opts["rows"])
+    if fast is not None:
+        table, n, total_ns, longest, counts = fast
+        if n == 0:
+            return _nothing("cuda_api_sync", _API_COLUMNS, opts,
+                            "No cudaDeviceSynchronize or cudaStreamSynchronize call was found"
+                            + _missing_note(trace, ["api"]) + ".")
+        return _api_sync_result(table, n, total_ns, longest, counts, opts)
+    api = _in_window(api_calls(trace, _sync_call), window)
     names = api["name"]
     calls = api[_names_like(names, "cudaDeviceSynchronize") | _names_like(names, "cudaStreamSynchronize")]
     if calls.empty:
@@ -212,12 +265,19 @@ def _rule_cuda_api_sync(trace: Trace, opts: dict[str, Any]) -> RuleResult:
         "TID": _int_col(calls["tid"]),
         "API Name": calls["name"].astype("object"),
     })
-    total_ns = float(table["Duration (ns)"].sum())
-    counts = calls["baseName"].fillna(calls["name"]).value_counts()
-    which = ", ".join(f"{c} {n}" for n, c in counts.items())
+    per_name = calls["baseName"].fillna(calls["name"]).value_counts()
+    return _api_sync_result(
+        _limit(_by_duration(table), opts["rows"]).reset_index(drop=True), len(calls),
+        float(table["Duration (ns)"].sum()), float(table["Duration (ns)"].max()),
+        {str(k): int(v) for k, v in per_name.items()}, opts)
+
+
+def _api_sync_result(table: pd.DataFrame, n: int, total_ns: float, longest: float,
+                     counts: dict[str, int], opts: dict[str, Any]) -> RuleResult:
+    which = ", ".join(f"{c} {name}" for name, c in counts.items())
     explanation = (
-        f"{_plural(len(calls), 'synchronization call')} ({which}) blocked the CPU for "
-        f"{_fmt_ms(total_ns)} in total, longest {_fmt_ms(float(table['Duration (ns)'].max()))}; "
+        f"{_plural(n, 'synchronization call')} ({which}) blocked the CPU for "
+        f"{_fmt_ms(total_ns)} in total, longest {_fmt_ms(longest)}; "
         "while the CPU waits it cannot launch more work, and the GPU idles once its queue drains."
     )
     fix = (
@@ -225,7 +285,4 @@ def _rule_cuda_api_sync(trace: Trace, opts: dict[str, Any]) -> RuleResult:
         "cudaEvent for just that work (cudaStreamWaitEvent between streams) instead of the whole "
         "device, and keep enough work queued ahead (in PyTorch avoid .item() / .cpu() inside loops)."
     )
-    return RuleResult("cuda_api_sync", _limit(_by_duration(table), opts["rows"]).reset_index(drop=True),
-                      explanation, fix, opts)
-
-
+    return RuleResult("cuda_api_sync", table, explanation, fix, opts)

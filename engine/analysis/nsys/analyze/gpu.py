@@ -10,6 +10,7 @@ import pandas as pd
 if TYPE_CHECKING:
     from engine.reports.base import Trace
 
+from engine.analysis.nsys.analyze import fastgpu
 from engine.analysis.nsys.analyze.common import (
     _GAP_COLUMNS,
     _UTIL_COLUMNS,
@@ -52,11 +53,35 @@ def _gpu_ops(trace: Trace, window: tuple[int | None, int | None]) -> pd.DataFram
     return _in_window(pd.concat(parts, ignore_index=True), window)
 
 
+def _fast_gaps(trace: Trace, window: tuple[int | None, int | None], gs: list[fastgpu.Group],
+               threshold_ns: float, rows: int) -> pd.DataFrame:
+    """gpu_gaps' table from the sorted starts and ends (same rows and order as the general path)."""
+    from engine.analysis.nsys.analyze.fastcopies import _top
+
+    g = fastgpu.gaps(gs, threshold_ns)
+    pick = _top([g["pos"], g["group"], g["start"], g["pid"]], -g["dur"], rows)
+    wanted = [(int(g["pid"][i]), int(g["dev"][i]), int(g["start"][i])) for i in pick.tolist()]
+    ctx = fastgpu.gap_contexts(trace, window, wanted)
+    return pd.DataFrame({
+        "Row#": pd.array(np.arange(1, len(pick) + 1), dtype="Int64"),
+        "Duration (ns)": pd.array(g["dur"][pick], dtype="Int64"),
+        "Start (ns)": pd.array(g["start"][pick], dtype="Int64"),
+        "PID": pd.array(g["pid"][pick], dtype="Int64"),
+        "Device ID": pd.array(g["dev"][pick], dtype="Int64"),
+        "Context ID": pd.array([ctx.get(w) for w in wanted], dtype="Int64"),
+    })
+
+
 def _rule_gpu_gaps(trace: Trace, opts: dict[str, Any]) -> RuleResult:
-    ops = _gpu_ops(trace, _time_window(trace, opts))
+    window = _time_window(trace, opts)
     threshold_ns = opts["gap"] * 1e6
     table = _empty(_GAP_COLUMNS)
-    if not ops.empty:
+    gs = fastgpu.groups(trace, window)
+    ops = _gpu_ops(trace, window) if gs is None else pd.DataFrame()
+    if gs is not None:
+        found = _fast_gaps(trace, window, gs, threshold_ns, opts["rows"])
+        table = found if not found.empty else table
+    elif not ops.empty:
         ops = ops.sort_values(["pid", "deviceId", "start", "end"], kind="stable",
                               na_position="last").reset_index(drop=True)
         keys = [ops["pid"].fillna(-1), ops["deviceId"].fillna(-1)]
@@ -143,9 +168,46 @@ def _util_records(ops: pd.DataFrame, chunks: int, threshold: float) -> list[dict
     return records
 
 
+def _fast_util_records(gs: list[fastgpu.Group], chunks: int, threshold: float) -> list[dict[str, Any]]:
+    """:func:`_util_records` from the sorted starts and ends of each (pid, device)."""
+    records: list[dict[str, Any]] = []
+    for g in gs:
+        if not len(g.starts):
+            continue
+        lo, hi = int(g.starts[0]), int(g.ends[-1])
+        span = hi - lo
+        if span <= 0:
+            continue
+        size = -(-span // chunks)
+        active = -(-span // size)
+        edges = lo + size * np.arange(active + 1, dtype=np.int64)
+        edges[-1] = min(int(edges[-1]), hi)
+        busy = np.diff(fastgpu.coverage(g, edges)).astype(np.float64)
+        dur = np.diff(edges).astype(np.float64)
+        idx = np.flatnonzero(busy / dur * 100.0 < threshold)
+        if idx.size == 0:
+            continue
+        breaks = np.flatnonzero(np.diff(idx) != 1) + 1
+        for run in np.split(idx, breaks):
+            first, last = int(run[0]), int(run[-1])
+            records.append({
+                "chunk": first, "pid": g.pid, "dev": g.dev,
+                "In-Use (%)": float(busy[run].sum() / dur[run].sum() * 100.0),
+                "Duration (ns)": int(edges[last + 1] - edges[first]),
+                "Start (ns)": int(edges[first]),
+                "PID": g.pid, "Device ID": g.dev, "Context ID": g.last_ctx,
+            })
+    return records
+
+
 def _rule_gpu_time_util(trace: Trace, opts: dict[str, Any]) -> RuleResult:
-    ops = _gpu_ops(trace, _time_window(trace, opts))
-    records = _util_records(ops, opts["chunks"], opts["threshold"]) if not ops.empty else []
+    window = _time_window(trace, opts)
+    gs = fastgpu.groups(trace, window)
+    if gs is not None:
+        records = _fast_util_records(gs, opts["chunks"], opts["threshold"])
+    else:
+        ops = _gpu_ops(trace, window)
+        records = _util_records(ops, opts["chunks"], opts["threshold"]) if not ops.empty else []
     if not records:
         return _nothing("gpu_time_util", _UTIL_COLUMNS, opts,
                         f"No stretch of GPU time was less than {opts['threshold']:g}% in use "

@@ -1,0 +1,95 @@
+"""The analyze rules' big-report path (SQL-filtered column reads, numpy top rows) against the
+general path (whole tables as DataFrames), on every fixture and H100 recording, with options that
+make every rule find many rows (gap=0, thresholds of 100 %, time windows, unlimited rows).
+
+The general path is what a trace without a columnar cache takes (a Kineto trace); here the same
+nsys export is opened once with its cache and once presented without it, and the CSV text of
+every rule must be the same bytes.
+"""
+
+from __future__ import annotations
+
+import lzma
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.analysis.nsys import analyze
+from engine.analysis.nsys.analyze import fastgpu
+from engine.reports import open_report
+from engine.reports.base import Trace
+from tests.conftest import REPO
+
+FIXTURES = sorted((REPO.parent / "shared" / "fixtures" / "nsys").glob("*.sqlite"))
+if not FIXTURES:
+    FIXTURES = sorted(Path("/work/shared/fixtures/nsys").glob("*.sqlite"))
+RECORDINGS = sorted((REPO / "tests" / "data" / "recordings" / "nsys").glob("*/*.sqlite.xz"))
+
+
+class WithoutColumns:
+    """The same export without its columnar cache: the rules take their general path."""
+
+    def __init__(self, trace: Trace) -> None:
+        self._trace = trace
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("column_store", "has_sqlite_table"):
+            raise AttributeError(name)
+        return getattr(self._trace, name)
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    folder = tmp_path_factory.mktemp("fastrules")
+    out = list(FIXTURES)
+    for xz in RECORDINGS:
+        dest = folder / xz.name[: -len(".xz")]
+        dest.write_bytes(lzma.decompress(xz.read_bytes()))
+        out.append(dest)
+    return out
+
+
+def _window(trace: Trace) -> dict[str, int]:
+    """A window over the middle half of the kernels, so that it cuts through the ops."""
+    k = trace.table("kernels", ["start", "end"])
+    lo, hi = int(k["start"].min()), int(k["end"].max())
+    return {"start": lo + (hi - lo) // 4, "end": hi - (hi - lo) // 4}
+
+
+OPTIONS: list[tuple[str, dict[str, Any]]] = [
+    ("gpu_gaps", {"gap": 0, "rows": -1}),
+    ("gpu_gaps", {"gap": 0.01, "rows": 7}),
+    ("gpu_gaps", {}),
+    ("gpu_time_util", {"threshold": 100, "chunks": 1000, "rows": -1}),
+    ("gpu_time_util", {"threshold": 60, "chunks": 7}),
+    ("gpu_time_util", {}),
+    ("cuda_api_sync", {"rows": -1}),
+    ("cuda_api_sync", {"rows": 3}),
+    ("cuda_memcpy_async", {"rows": -1}),
+    ("cuda_memcpy_sync", {"rows": -1}),
+    ("cuda_memcpy_sync", {"rows": 2}),
+    ("cuda_memset_sync", {"rows": -1}),
+]
+
+
+def test_fast_path_equals_general_path(reports: list[Path], tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNELSCOPE_CACHE", str(tmp_path / "cache"))
+    checked = rows = 0
+    for path in reports:
+        trace = open_report(path)
+        general = WithoutColumns(trace)
+        windows: list[dict[str, int]] = [{}]
+        if trace.has("kernels"):
+            windows.append(_window(trace))
+        for rule, opts in OPTIONS:
+            for window in windows:
+                fast = analyze.run_rule(trace, rule, **opts, **window)
+                slow = analyze.run_rule(general, rule, **opts, **window)  # type: ignore[arg-type]
+                assert analyze.to_csv(fast) == analyze.to_csv(slow), (path.name, rule, opts, window)
+                checked += 1
+                rows += len(fast.table)
+        assert fastgpu.groups(trace, (None, None)) is not None  # the fast path did apply
+    assert checked >= len(OPTIONS) * 2 * 5
+    assert rows > 1000  # the options above find many rows, ties included
