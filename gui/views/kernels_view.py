@@ -39,9 +39,14 @@ VERDICT_COLORS = {
 
 def compute(ncu: Any) -> dict[str, Any]:
     """Kernel table and ranked rules of an Nsight Compute report (runs in a worker thread)."""
+    from engine.analysis.findings.model import sort_findings
+    from engine.analysis.findings.ncu import ncu_findings
     from engine.analysis.ncu.sections import kernel_table, rules_table
 
-    return {"kernels": kernel_table(ncu), "rules": rules_table(ncu)}
+    # The headline's "fix first" comes from the findings engine (gains capped by each kernel's
+    # distance to its roofline); the rules table below keeps ncu's own, uncapped estimates.
+    top = next((f for f in sort_findings(ncu_findings(ncu)) if f.gain is not None), None)
+    return {"kernels": kernel_table(ncu), "rules": rules_table(ncu), "top_finding": top}
 
 
 def kernel_frame(kt: Any) -> Any:
@@ -400,7 +405,16 @@ class KernelsView(ReportView):
         verdicts = ", ".join(f"{n} {v}" for v, n in counts.items())
         lines = [f"<b>{len(kt)}</b> profiled kernel{'s' if len(kt) != 1 else ''}, "
                  f"{fmt.duration(total)} in total; bottlenecks: {verdicts}."]
-        if len(rt):
+        finding = data.get("top_finding")
+        if finding is not None:
+            from engine.analysis.findings.overview import gain_text
+
+            subject = _elide_middle(str(finding.subject or ""), 70)
+            where = f" in <b>{html.escape(subject)}</b>" if subject else ""
+            lines.append(f"Fix first: <b>{html.escape(finding.title, quote=False)}</b>{where}: "
+                         f"{html.escape(gain_text(finding), quote=False)}. The Findings tab ranks every fix; the table "
+                         "below shows Nsight Compute's own, uncapped estimates.")
+        elif len(rt):
             top = rt.iloc[0]
             short = dict(zip(kt["id"], kt["short_name"], strict=True)).get(top["id"], str(top["kernel"]))
             lines.append(f"Fix first: <b>{top.get('name') or top['rule']}</b> in "

@@ -30,7 +30,8 @@ def gain_text(f: Finding) -> str:
     if g.per_step_ns is not None and not g.one_time:
         share = f" ({g.pct_of_step:.1f} % of the step)" if g.pct_of_step is not None else ""
         return f"{bound}{fmt_time(g.per_step_ns)} per step{share}"
-    share = f" ({g.pct_of_wall:.1f} % of the capture)" if g.pct_of_wall is not None else ""
+    of = "of the kernel's time" if g.window == "kernel time" else "of the capture"
+    share = f" ({g.pct_of_wall:.1f} % {of})" if g.pct_of_wall is not None else ""
     once = ", one-time" if g.one_time else ""
     return f"{bound}{fmt_time(g.seconds * 1e9)}{share}{once}"
 
