@@ -412,8 +412,8 @@ class KernelsView(ReportView):
             subject = _elide_middle(str(finding.subject or ""), 70)
             where = f" in <b>{html.escape(subject)}</b>" if subject else ""
             lines.append(f"Fix first: <b>{html.escape(finding.title, quote=False)}</b>{where}: "
-                         f"{html.escape(gain_text(finding), quote=False)}. The Findings tab ranks every fix; the table "
-                         "below shows Nsight Compute's own, uncapped estimates.")
+                         f"{html.escape(gain_text(finding), quote=False)}. The Findings tab ranks every fix; "
+                         "the table below shows Nsight Compute's own, uncapped estimates.")
         elif len(rt):
             top = rt.iloc[0]
             short = dict(zip(kt["id"], kt["short_name"], strict=True)).get(top["id"], str(top["kernel"]))
