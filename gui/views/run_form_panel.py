@@ -269,7 +269,10 @@ class RunFormPanel(QWidget):
         buttons.addWidget(self.cancel_button)
         buttons.addStretch(1)
         buttons.addWidget(self.doctor_button)
-        v.addLayout(buttons)
+        # Start/Cancel/Doctor live in a bar of their own, which the Run view keeps below the
+        # scrolling form: they stay visible on small screens however long the form gets.
+        self.button_bar = QWidget()
+        self.button_bar.setLayout(buttons)
         v.addStretch(1)
 
         self._on_target_changed()
