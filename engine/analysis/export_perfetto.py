@@ -243,7 +243,10 @@ class _SqliteEvents(_Counted):
         """JSON-quoted names of ``ids``, made per chunk (each distinct id looked up once)."""
         np = self._np
         ids = np.asarray(ids)
-        uniq = np.unique(ids)
+        top = int(ids.max()) if len(ids) else 0
+        # ids are small (StringIds rows, kinds): a count per id finds the distinct ones without a sort
+        uniq = (np.flatnonzero(np.bincount(ids, minlength=top + 1)) if len(ids) and int(ids.min()) >= 0
+                and top < 1 << 26 else np.unique(ids))
         quoted = np.array([_js(name(int(u))) for u in uniq.tolist()], dtype=object)
         return _Lazy(lambda rows: quoted[np.searchsorted(uniq, ids[rows])], len(ids))
 
@@ -273,15 +276,17 @@ class _SqliteEvents(_Counted):
         return texts
 
     # -- events ----------------------------------------------------------------------------------
-    def _x(self, cat: str, names: Any, c: dict[str, Arr], rows: Any, pid: Arr, tid: Arr,
+    def _x(self, cat: str, names: Any, c: dict[str, Arr], rows: Any, pid: Any, tid: Any,
            args: list[Any]) -> Iterator[str | bytes | memoryview]:
         np = self._np
         start = np.asarray(c["start"])[rows]
         end = np.asarray(c["end"])[rows]
+        t0 = self.t0
         return self._render([
-            ',\n{"ph":"X","cat":"' + cat + '","name":', ("s", names), ',"ts":', ("us", start - self.t0),
-            ',"dur":', ("us", end - start), ',"pid":', ("d", pid), ',"tid":', ("d", tid), *args, "}"],
-            len(start))
+            ',\n{"ph":"X","cat":"' + cat + '","name":', ("s", names), ',"ts":',
+            ("us", _Lazy(lambda r: start[r] - t0, len(start))), ',"dur":',
+            ("us", _Lazy(lambda r: end[r] - start[r], len(start))), ',"pid":', ("d", pid), ',"tid":',
+            ("d", tid), *args, "}"], len(start))
 
     def _render(self, pieces: list[Any], n: int) -> Iterator[str | bytes | memoryview]:
         """Rows of JSON text, each starting with a comma and a newline, ``_CHUNK`` rows per piece.
@@ -316,18 +321,22 @@ class _SqliteEvents(_Counted):
         api = self.api
         if api is not None and len(api["start"]):
             g = np.asarray(api["gtid"])
-            a_pid, a_tid = ((g >> 24) & 0xFFFFFF).astype(np.int32), (g & 0xFFFFFF).astype(np.int32)
+            # pid / tid per slice, never as whole columns (69M rows at 10M kernels)
+            a_pid = _Lazy(lambda r, g=g: (g[r] >> 24) & 0xFFFFFF, len(g))  # g bound now (reused below)
+            a_tid = _Lazy(lambda r, g=g: g[r] & 0xFFFFFF, len(g))
 
             def api_name(i: int) -> str:
                 return re.sub(r"_v\d{4}$", "", strings.get(i, f"<unknown {i}>"))
 
-            seen.append(np.unique(a_pid))
-            used.append(np.unique(key(a_pid, a_tid)))
+            for i in range(0, len(g), 10 * _CHUNK):
+                sl = slice(i, i + 10 * _CHUNK)
+                seen.append(np.unique(a_pid[sl]))
+                used.append(np.unique(key(a_pid[sl], a_tid[sl])))
             pieces.append(self._x("cuda_api", self._names(api["nameId"], api_name), api, slice(None),
                                   a_pid, a_tid, [',"args":{"correlationId":', ("d", np.asarray(api["corr"])),
                                                  "}"]))
         else:
-            a_pid = a_tid = empty
+            a_pid = a_tid = _Lazy(lambda r: empty[r], 0)
         nv = self.nv
         if nv is not None and len(nv["start"]):
             et, g = np.asarray(nv["eventType"]), np.asarray(nv["gtid"])
@@ -405,13 +414,14 @@ class _SqliteEvents(_Counted):
                              ("us", start - self.t0), ',"pid":', ("d", pid), ',"tid":', ("d", tid), "}"],
                             len(start))
 
-    def _flows(self, gpu_parts: list[tuple[str, dict[str, Arr]]], a_pid: Arr, a_tid: Arr,
+    def _flows(self, gpu_parts: list[tuple[str, dict[str, Arr]]], a_pid: _Lazy, a_tid: _Lazy,
                cat: str, name: str) -> Iterator[str | bytes | memoryview]:
         """``s``/``f`` pairs from each call to the GPU work of the same process and correlationId."""
         np = self._np
         assert self.api is not None
         a_corr = np.asarray(self.api["corr"]).astype(np.int64)
-        akey = (a_pid.astype(np.int64) << 32) | a_corr
+        akey = (a_pid[slice(None)].astype(np.int64) << 32) | a_corr
+        del a_corr
         uniq, first = np.unique(akey, return_index=True)  # the first call of each key, as setdefault
         a_start = np.asarray(self.api["start"])
         fid = 0
