@@ -138,6 +138,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     trace: Trace | None = None
     fast: dict[str, stats.SummaryTable] = {}
     texts: dict[str, str] = {}  # report -> output text, or "\0SKIP" + reason
+    streams: dict[str, Any] = {}  # report -> a CsvTable too big to hold as text
     for name in names:
         key = f"stats-{name}.{_ext(fmt)}"
         text = result_get(identity, key)
@@ -154,6 +155,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
             df: pd.DataFrame | stats.SummaryTable = (
                 fast[name] if name in fast else stats.run_report(trace, name)
             )
+            if fmt == "csv" and hasattr(df, "write_to") and len(df) > _STREAM_ROWS:
+                streams[name] = df  # written chunk by chunk below, never held whole
+                texts[name] = ""
+                continue
             if df.empty:
                 text = _SKIP + _why_empty(trace, name)
             elif fmt == "csv":
@@ -168,6 +173,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
         texts[name] = text
     json_out: dict[str, Any] = {}
     for name, text in texts.items():
+        if name in streams:
+            _emit_stream(args, name, streams.pop(name))
+            continue
         if text.startswith(_SKIP):
             print(f"kernelscope: {name}: skipped, {text[len(_SKIP):]}.", file=sys.stderr)
             if fmt == "json" and not args.output:
@@ -182,6 +190,26 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 _SKIP = "\0SKIP"
+_STREAM_ROWS = 200_000  # CSV reports with more rows (~30 MB of text) are streamed to their file
+
+
+def _emit_stream(args: argparse.Namespace, name: str, table: Any) -> None:
+    """Write a big CSV report chunk by chunk: to PREFIX_<name>.csv, or to stdout."""
+    if not args.output:
+        sys.stdout.flush()
+        table.write_to(sys.stdout.buffer)
+        sys.stdout.buffer.flush()
+        return
+    target = Path(f"{args.output}_{name}.csv")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with target.open("wb") as fh:
+            table.write_to(fh)
+    except OSError as exc:
+        raise KernelscopeError(
+            f"Could not write {target} ({exc.strerror}); choose another --output prefix."
+        ) from exc
+    print(f"kernelscope: wrote {target}", file=sys.stderr)
 _RESULT_CACHE_MAX = 32 << 20  # characters; bigger texts are recomputed from the columnar cache
 
 

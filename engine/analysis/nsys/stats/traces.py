@@ -1,15 +1,25 @@
 """``cuda_gpu_trace`` of an nsys SQLite export without pandas.
 
 Columns come from the columnar cache, the CSV from :mod:`.csvfast`: the same bytes as the
-DataFrame path and :func:`.output.to_csv`.
+DataFrame path and :func:`.output.to_csv`, produced a chunk of rows at a time so that the text of
+a 10M-kernel report is streamed to its file in bounded memory.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, BinaryIO
 
 from engine.analysis.nsys.stats.catalog import COLUMNS
-from engine.analysis.nsys.stats.csvfast import FixedColumn, IntColumn, TextColumn, to_csv_bytes
+from engine.analysis.nsys.stats.csvfast import (
+    _CHUNK,
+    FixedColumn,
+    IntColumn,
+    TextColumn,
+    _quoted,
+    _rows,
+)
+from engine.reports.columns import has_null
 
 if TYPE_CHECKING:
     import numpy as np
@@ -28,10 +38,15 @@ _TABLES = {
 
 
 class CsvTable:
-    """A report already rendered as ``nsys stats --format csv`` text (see :func:`gpu_trace_csv`)."""
+    """A report rendered as ``nsys stats --format csv`` text, chunk by chunk (see :func:`gpu_trace_csv`).
 
-    def __init__(self, report: str, text: str, rows: int) -> None:
-        self.report, self.text, self.rows = report, text, rows
+    ``chunks()`` yields the UTF-8 text (header first) a bounded number of rows at a time, so a
+    10M-kernel ``cuda_gpu_trace`` (several GB of text) is written to its file without ever being
+    held whole; ``text`` joins the chunks (for small reports and the result cache).
+    """
+
+    def __init__(self, report: str, rows: int, chunks: Callable[[], Iterator[bytes]]) -> None:
+        self.report, self.rows, self._chunks = report, rows, chunks
         self.columns = COLUMNS[report]
 
     @property
@@ -42,11 +57,59 @@ class CsvTable:
     def __len__(self) -> int:
         return self.rows
 
+    def chunks(self) -> Iterator[bytes]:
+        """The CSV text in pieces of at most ~131k rows (nothing when there are no rows)."""
+        if self.rows:
+            yield from self._chunks()
 
-def _read(trace: NsysSqliteTrace) -> dict[str, dict[str, npt.NDArray[np.int64]]] | None:
-    """The integer columns of the three GPU tables (absent columns read as NULL)."""
-    store = trace.column_store()
-    pending = {}
+    @property
+    def text(self) -> str:
+        """The whole CSV text."""
+        return b"".join(self.chunks()).decode("utf-8")
+
+    def write_to(self, fh: BinaryIO) -> None:
+        """Write the CSV text to a binary file, chunk by chunk."""
+        for chunk in self.chunks():
+            fh.write(chunk)
+
+
+_GROUP = 4  # columns read from SQLite per pass: a cold read of 10M rows holds 4 columns at a time
+
+
+class _Source:
+    """The integer columns of one GPU table, mapped afresh from the columnar cache when asked.
+
+    Each chunk of rows maps the cached ``.npy`` files again and lets them go, so the pages a
+    chunk touched leave the process (its peak RSS stays that of one chunk). Where the cache
+    cannot be written, the columns stay in memory instead.
+    """
+
+    def __init__(self, trace: NsysSqliteTrace, table: str, exprs: dict[str, str]) -> None:
+        self.store, self.table, self.exprs = trace.column_store(), table, exprs
+        self.held: dict[str, npt.NDArray[np.int64]] = {}
+        names = list(exprs)
+        for k in range(0, len(names), _GROUP):
+            group = {n: exprs[n] for n in names[k:k + _GROUP]}
+            got = self.store.read(table, group)
+            for n in group:  # keep only what the cache could not take
+                if self.store.cached(table, n, exprs[n]) is None:
+                    self.held[n] = got[n]
+            del got
+        self.rows = len(self.column("start"))
+
+    def column(self, name: str) -> npt.NDArray[np.int64]:
+        if name in self.held:
+            return self.held[name]
+        arr = self.store.cached(self.table, name, self.exprs[name])
+        if arr is None:  # the cache went away meanwhile: read it again and keep it
+            arr = self.store.read(self.table, {name: self.exprs[name]})[name]
+            self.held[name] = arr
+        return arr
+
+
+def _sources(trace: NsysSqliteTrace) -> dict[str, _Source] | None:
+    """The three GPU tables' column sources (absent columns read as NULL)."""
+    out = {}
     for name, (table, cols) in _TABLES.items():
         if not trace.has_sqlite_table(table):
             continue
@@ -56,15 +119,17 @@ def _read(trace: NsysSqliteTrace) -> dict[str, dict[str, npt.NDArray[np.int64]]]
             if not {"demangledName", "shortName"} & have:
                 return None
             exprs["nameId"] = 'coalesce("demangledName", "shortName")'
-        pending[name] = store.read_async(table, exprs)
-    return {name: p.result() for name, p in pending.items()}
+        out[name] = _Source(trace, table, exprs)
+    return out
 
 
 def gpu_trace_csv(trace: NsysSqliteTrace) -> CsvTable | None:
-    """``cuda_gpu_trace`` as CSV text, or None where the general path must handle it (NULL times).
+    """``cuda_gpu_trace`` as CSV, or None where the general path must handle it (NULL times).
 
     Rows are sorted by start, then kernels before copies before memsets, then table order
     (a stable sort), as :func:`engine.analysis.nsys.stats.frames._cuda_gpu_trace` sorts them.
+    Only the row order (8 bytes a row) is held; each chunk of rows gathers its columns from the
+    columnar cache and is formatted on its own.
     """
     import sqlite3
 
@@ -74,119 +139,143 @@ def gpu_trace_csv(trace: NsysSqliteTrace) -> CsvTable | None:
     from engine.reports.nsys_sqlite import _MEM_KIND_LABELS, COPY_KIND_LABELS
 
     try:
-        parts = _read(trace)
+        srcs = _sources(trace)
     except sqlite3.Error:
         return None
-    if parts is None:
+    if srcs is None:
         return None
-    parts = {k: v for k, v in parts.items() if len(v["start"])}
-    if not parts:
-        return CsvTable("cuda_gpu_trace", "", 0)
-    if any((p["start"] == NULL).any() or (p["end"] == NULL).any() for p in parts.values()):
+    srcs = {k: v for k, v in srcs.items() if v.rows}
+    if not srcs:
+        return CsvTable("cuda_gpu_trace", 0, lambda: iter(()))
+    if any(has_null(s.column("start")) or has_null(s.column("end")) for s in srcs.values()):
         return None
+    names = list(srcs)
+    offsets = np.cumsum([0] + [srcs[n].rows for n in names])
+    start_all = np.concatenate([np.asarray(srcs[n].column("start")) for n in names])
+    kinds_all = np.concatenate([np.full(srcs[n].rows, ("kernels", "memcpy", "memset").index(n),
+                                        np.int8) for n in names])
+    order = np.lexsort((kinds_all, start_all))
+    del start_all, kinds_all
+
+    # Labels, each over the distinct values of a whole column (one pass, before the chunks).
+    strings = trace.strings()
+    copy_labels = trace.enum_labels("ENUM_CUDA_MEMCPY_OPER", COPY_KIND_LABELS)
+    mem_labels = trace.enum_labels("ENUM_CUDA_MEM_KIND", _MEM_KIND_LABELS)
+    labels: list[str] = []
+    name_lut: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
+    if "kernels" in srcs:
+        uniq = np.unique(srcs["kernels"].column("nameId"))
+        if (uniq == NULL).any() or any(int(i) not in strings for i in uniq.tolist()):
+            return None
+        name_lut["kernels"] = (uniq, np.arange(len(uniq), dtype=np.int64))
+        labels += [strings[int(i)] for i in uniq.tolist()]
+    if "memcpy" in srcs:
+        uniq = np.unique(srcs["memcpy"].column("copyKind"))
+        name_lut["memcpy"] = (uniq, np.arange(len(uniq), dtype=np.int64) + len(labels))
+        labels += [f"[CUDA memcpy {copy_labels.get(int(k), 'Unknown')}]" for k in uniq.tolist()]
+    if "memset" in srcs:
+        name_lut["memset"] = (np.zeros(1, np.int64), np.full(1, len(labels), np.int64))
+        labels.append("[CUDA memset]")
+    kind_ids = sorted(mem_labels)
+    kind_names = [mem_labels[k] for k in kind_ids]
+    gpus = _gpu_names(trace)
+    dev_ids = sorted(set().union(*(np.unique(s.column("deviceId")).tolist() for s in srcs.values()))
+                     - {NULL})
+    dev_arr = np.array(dev_ids, dtype=np.int64)
+    dev_labels = [f"{gpus[d]} ({d})" if d in gpus else f"GPU {d}" for d in dev_ids]
+    if any("\n" in t for t in [*kind_names, *dev_labels]):
+        return None  # a text column before the last one holds a newline: the general path
+
+    def chunks() -> Iterator[bytes]:
+        yield ",".join(_quoted(h).decode() for h in COLUMNS["cuda_gpu_trace"]).encode() + b"\n"
+        for lo in range(0, len(order), _CHUNK):
+            idx = order[lo:lo + _CHUNK]
+            yield _chunk(srcs, names, offsets, idx, labels, name_lut, kind_ids, kind_names,
+                         dev_arr, dev_labels)
+
+    return CsvTable("cuda_gpu_trace", len(order), chunks)
+
+
+def _lookup(uniq: npt.NDArray[np.int64], codes: npt.NDArray[np.int64],
+            values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """``codes[i]`` where ``values == uniq[i]``; -1 for values not in ``uniq``."""
+    import numpy as np
+
+    if not len(uniq):
+        return np.full(len(values), -1, np.int64)
+    pos = np.clip(np.searchsorted(uniq, values), 0, len(uniq) - 1)
+    return np.where(uniq[pos] == values, codes[pos], -1)
+
+
+def _chunk(srcs: dict[str, _Source], names: list[str], offsets: npt.NDArray[np.int64],
+           idx: npt.NDArray[np.intp], labels: list[str],
+           name_lut: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]],
+           kind_ids: list[int], kind_names: list[str], dev_arr: npt.NDArray[np.int64],
+           dev_labels: list[str]) -> bytes:
+    """One chunk of rows (``idx``: positions in the tables' concatenation) as CSV bytes."""
+    import numpy as np
+
+    from engine.reports.columns import NULL
+
+    n = len(idx)
+    which = np.searchsorted(offsets, idx, side="right") - 1
+    sel = {name: (which == i, idx[which == i] - offsets[i]) for i, name in enumerate(names)}
 
     def col(name: str) -> npt.NDArray[np.int64]:
-        return np.concatenate([p[name] if name in p else np.full(len(p["start"]), NULL, np.int64)
-                               for p in parts.values()])
-
-    kinds = np.concatenate([np.full(len(p["start"]), i, np.int64)
-                            for i, p in zip((0, 1, 2), _aligned(parts), strict=True) if p is not None])
-    start = col("start")
-    order = np.lexsort((kinds, start))
-    start = start[order]
-    dur = col("end")[order] - start
-    kinds = kinds[order]
+        out = np.full(n, NULL, np.int64)
+        for t, (mask, rows) in sel.items():
+            if name in srcs[t].exprs and mask.any():
+                arr = srcs[t].column(name)
+                out[mask] = arr[rows]
+                del arr
+        return out
 
     def ints(name: str, zero_null: bool = False) -> IntColumn:
-        v = col(name)[order]
+        v = col(name)
         null = v == NULL
         if zero_null:
             null |= v == 0
         return IntColumn(v, null if null.any() else None)
 
-    def mb(name: str) -> npt.NDArray[np.float64]:
-        v = col(name)[order]
+    def mb(v: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         return np.where(v == NULL, np.nan, v.astype(np.float64) / 1e6)
 
-    nbytes = mb("bytes")
+    start = col("start")
+    dur = col("end") - start
+    nbytes = mb(col("bytes"))
     dur_f = dur.astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         throughput = np.where(dur_f > 0, nbytes * (1e9 // dur_f), np.nan)
-
-    # Names: kernels' StringIds, then memcpy operation labels, then "[CUDA memset]".
-    strings = trace.strings()
-    copy_labels = trace.enum_labels("ENUM_CUDA_MEMCPY_OPER", COPY_KIND_LABELS)
-    mem_labels = trace.enum_labels("ENUM_CUDA_MEM_KIND", _MEM_KIND_LABELS)
-    labels: list[str] = []
-    if "kernels" in parts:
-        ids = parts["kernels"]["nameId"]
-        uniq, inv = np.unique(ids, return_inverse=True)
-        if (uniq == NULL).any() or any(int(i) not in strings for i in uniq.tolist()):
-            return None
-        labels += [strings[int(i)] for i in uniq.tolist()]
-        kernel_codes = inv.astype(np.int64)
-    else:
-        kernel_codes = np.zeros(0, np.int64)
-    memcpy_codes = np.zeros(0, np.int64)
-    if "memcpy" in parts:
-        ck = parts["memcpy"]["copyKind"]
-        uniq, inv = np.unique(ck, return_inverse=True)
-        memcpy_codes = inv.astype(np.int64) + len(labels)
-        labels += [f"[CUDA memcpy {copy_labels.get(int(k), 'Unknown')}]" for k in uniq.tolist()]
-    memset_codes = np.zeros(0, np.int64)
-    if "memset" in parts:
-        memset_codes = np.full(len(parts["memset"]["start"]), len(labels), np.int64)
-        labels.append("[CUDA memset]")
-    name_codes = np.concatenate([c for k, c in (("kernels", kernel_codes), ("memcpy", memcpy_codes),
-                                                ("memset", memset_codes)) if k in parts])[order]
-
-    # Memory kinds: memcpy src/dst, memset's kind in SrcMemKd.
-    kind_ids = sorted(mem_labels)
-    lut_size = max([*kind_ids, 0]) + 2
-
-    def kind_codes(vals: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        lut = np.full(lut_size, -1, dtype=np.int64)
-        for i, k in enumerate(kind_ids):
-            lut[k] = i
-        ok = (vals >= 0) & (vals < lut_size - 1)
-        return np.where(ok, lut[np.clip(vals, 0, lut_size - 1)], -1)
-
-    kind_names = [mem_labels[k] for k in kind_ids]
-    src = col("srcKind") if "memcpy" in parts else None
-    mk = col("memKind") if "memset" in parts else None
-    src_v = np.full(len(start), NULL, np.int64)
-    if src is not None:
-        src_v = src
-    if mk is not None:
-        src_v = np.where(np.concatenate([np.full(len(p["start"]), n == "memset")
-                                         for n, p in parts.items()]), mk, src_v)
-    src_codes = kind_codes(src_v[order])
-    dst_codes = kind_codes(col("dstKind")[order]) if "memcpy" in parts else np.full(len(start), -1)
-
-    gpus = _gpu_names(trace)
-    dev = col("deviceId")[order]
-    dev_ids = sorted(set(np.unique(dev).tolist()) - {NULL})
-    dev_labels = [f"{gpus[d]} ({d})" if d in gpus else f"GPU {d}" for d in dev_ids]
-    dev_lut = {d: i for i, d in enumerate(dev_ids)}
-    dev_codes = np.full(len(dev), -1, np.int64)
-    for d, i in dev_lut.items():
-        dev_codes[dev == d] = i
-
-    kern = kinds == 0
+    name_codes = np.full(n, -1, np.int64)
+    key = {"kernels": "nameId", "memcpy": "copyKind", "memset": None}
+    for t, (mask, _) in sel.items():
+        if mask.any():
+            uniq, codes = name_lut[t]
+            k = key[t]
+            vals = col(k)[mask] if k else np.zeros(int(mask.sum()), np.int64)
+            name_codes[mask] = _lookup(uniq, codes, vals)
+    kind_arr = np.array(kind_ids, dtype=np.int64)
+    kind_codes = np.arange(len(kind_ids), dtype=np.int64)
+    src_v = col("srcKind")
+    if "memset" in sel:
+        src_v = np.where(sel["memset"][0], col("memKind"), src_v)
+    kern = sel["kernels"][0] if "kernels" in sel else np.zeros(n, bool)
     cols: list[IntColumn | FixedColumn | TextColumn] = [
         IntColumn(start), IntColumn(dur), ints("correlationId"),
         *(ints(c) for c in ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ",
                             "registersPerThread")),
-        FixedColumn(np.where(kern, mb("staticSharedMemory"), np.nan), 3),
-        FixedColumn(np.where(kern, mb("dynamicSharedMemory"), np.nan), 3),
+        FixedColumn(np.where(kern, mb(col("staticSharedMemory")), np.nan), 3),
+        FixedColumn(np.where(kern, mb(col("dynamicSharedMemory")), np.nan), 3),
         FixedColumn(nbytes, 3), FixedColumn(throughput, 3),
-        TextColumn(src_codes, kind_names), TextColumn(dst_codes, kind_names),
-        TextColumn(dev_codes, dev_labels), ints("contextId", zero_null=True),
-        ints("greenContextId", zero_null=True), ints("streamId", zero_null=True),
+        TextColumn(_lookup(kind_arr, kind_codes, src_v), kind_names),
+        TextColumn(_lookup(kind_arr, kind_codes, col("dstKind")), kind_names),
+        TextColumn(_lookup(dev_arr, np.arange(len(dev_arr), dtype=np.int64), col("deviceId")),
+                   dev_labels),
+        ints("contextId", zero_null=True), ints("greenContextId", zero_null=True),
+        ints("streamId", zero_null=True),
         TextColumn(name_codes, labels),
     ]
-    data = to_csv_bytes(COLUMNS["cuda_gpu_trace"], cols)
-    return CsvTable("cuda_gpu_trace", data.decode("utf-8"), len(start))
+    return _rows(cols[:-1], 0, n, cols[-1])  # type: ignore[arg-type]
 
 
 def _aligned(

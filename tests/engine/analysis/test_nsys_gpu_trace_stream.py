@@ -1,0 +1,57 @@
+"""cuda_gpu_trace streamed chunk by chunk (issue 16: a 10M-kernel trace is several GB of text):
+the chunks, the path without a writable columnar cache and the command line's streamed output
+all give the bytes of the DataFrame path (:func:`run_report` + :func:`to_csv`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.analysis.nsys.stats import run_report, to_csv, traces
+from engine.cli import app, main
+from engine.reports import open_report
+from tests.conftest import NSYS_SQLITE
+
+
+@pytest.mark.parametrize("db", NSYS_SQLITE, ids=lambda p: p.stem)
+def test_small_chunks_give_the_dataframe_paths_bytes(db: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNELSCOPE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(traces, "_CHUNK", 7)  # many chunks, a short last one
+    trace = open_report(db)
+    want = to_csv(run_report(trace, "cuda_gpu_trace"))
+    table = traces.gpu_trace_csv(trace)  # type: ignore[arg-type]
+    assert table is not None
+    pieces = list(table.chunks())
+    assert len(pieces) == 1 + -(-table.rows // 7) if table.rows else pieces == []
+    assert b"".join(pieces).decode() == want
+
+
+def test_without_a_writable_cache_the_columns_stay_in_memory(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    monkeypatch.setenv("KERNELSCOPE_CACHE", str(blocker / "cache"))  # mkdir fails: no cache
+    monkeypatch.setattr(traces, "_CHUNK", 5)
+    db = max(NSYS_SQLITE, key=lambda p: p.stat().st_size)
+    trace = open_report(db)
+    table = traces.gpu_trace_csv(trace)  # type: ignore[arg-type]
+    assert table is not None and table.rows > 10
+    assert table.text == to_csv(run_report(trace, "cuda_gpu_trace"))
+
+
+def test_command_line_streams_big_reports_to_the_file_and_stdout(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+    monkeypatch.setenv("KERNELSCOPE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(app, "_STREAM_ROWS", 0)  # every report counts as big
+    monkeypatch.setattr(traces, "_CHUNK", 3)
+    db = max(NSYS_SQLITE, key=lambda p: p.stat().st_size)
+    want = to_csv(run_report(open_report(db), "cuda_gpu_trace")).encode()
+    assert main(["stats", str(db), "-r", "cuda_gpu_trace,cuda_gpu_kern_sum", "-f", "csv",
+                 "-o", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out_cuda_gpu_trace.csv").read_bytes() == want
+    assert (tmp_path / "out_cuda_gpu_kern_sum.csv").read_bytes().startswith(b"Time (%)")
+    capsysbinary.readouterr()
+    assert main(["stats", str(db), "-r", "cuda_gpu_trace", "-f", "csv"]) == 0
+    assert capsysbinary.readouterr().out == want
