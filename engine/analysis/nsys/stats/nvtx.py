@@ -8,6 +8,8 @@ from engine.analysis.nsys.stats.frames import _empty, _group_stats
 from engine.analysis.nsys.stats.more import DOMAIN_CREATE, PUSHPOP, STARTEND, _sql
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
     import pandas as pd
 
     from engine.reports.base import Trace
@@ -149,23 +151,76 @@ def _gpu_op_calls(trace: Trace) -> pd.DataFrame | None:
 
 
 def _parents(ranges: pd.DataFrame) -> dict[int, int | None]:
-    """The tightest range of the same thread containing each range (either style), or None."""
+    """The tightest range of the same thread containing each range (either style), or None.
+
+    Tightest = shortest; among equally tight ones the first in table order. Where a thread's
+    ranges nest (push/pop always do), one pass over them sorted by start with a stack of open
+    ranges finds every parent in O(n log n); where they overlap partially (start/end ranges may),
+    that thread's ranges are compared pairwise, in blocks.
+    """
     import numpy as np
 
     parent: dict[int, int | None] = {}
     for _, g in ranges.groupby("globalTid", sort=False):
         ids = g["id"].to_numpy(np.int64)
         s, e = g["start"].to_numpy(np.int64), g["end"].to_numpy(np.int64)
-        for lo in range(0, len(ids), 2048):  # children in blocks: bounded memory
-            cs, ce = s[lo:lo + 2048, None], e[lo:lo + 2048, None]
-            inside = (s[None, :] <= cs) & (e[None, :] >= ce)
-            inside[np.arange(len(cs)), np.arange(lo, lo + len(cs))] = False
-            tight = np.where(inside, (cs - s[None, :]) + (e[None, :] - ce), np.iinfo(np.int64).max)
-            best = tight.argmin(axis=1)
-            found = [bool(h) for h in np.asarray(inside.any(axis=1)).tolist()]
-            for k, (b, h) in enumerate(zip(best.tolist(), found, strict=True)):
-                parent[int(ids[lo + k])] = int(ids[b]) if h else None
+        found = _nested_parents(s, e)
+        if found is None:
+            found = _pairwise_parents(s, e)
+        parent.update({int(i): (None if p < 0 else int(ids[p]))
+                       for i, p in zip(ids.tolist(), found.tolist(), strict=True)})
     return parent
+
+
+def _nested_parents(s: npt.NDArray[np.int64], e: npt.NDArray[np.int64]) -> npt.NDArray[np.int64] | None:
+    """Parents (positions, -1 for none) of ranges that nest, or None when two overlap partially.
+
+    Ranges with the same start and end are each other's tightest containers: the first of them
+    has the second as parent, the others the first; the ranges inside them have the first.
+    """
+    import numpy as np
+
+    n = len(s)
+    out = np.full(n, -1, dtype=np.int64)
+    order = np.lexsort((np.arange(n), -e, s)).tolist()
+    sl, el = s.tolist(), e.tolist()
+    stack: list[int] = []  # representatives (first of their duplicates) of the open ranges
+    k = 0
+    while k < n:
+        first = order[k]
+        cs, ce = sl[first], el[first]
+        m = k + 1
+        while m < n and sl[order[m]] == cs and el[order[m]] == ce:
+            m += 1
+        while stack and el[stack[-1]] < cs:  # ended before this one starts: no later one inside
+            stack.pop()
+        if stack and el[stack[-1]] < ce:
+            return None  # overlaps the open range partially: not nested
+        dups = sorted(order[k:m])
+        head = dups[0]
+        if len(dups) > 1:
+            out[head] = dups[1]
+            out[dups[1:]] = head
+        elif stack:
+            out[head] = stack[-1]
+        stack.append(head)
+        k = m
+    return out
+
+
+def _pairwise_parents(s: npt.NDArray[np.int64], e: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """:func:`_nested_parents` for any ranges, comparing each with all (in blocks of 2048)."""
+    import numpy as np
+
+    out = np.full(len(s), -1, dtype=np.int64)
+    for lo in range(0, len(s), 2048):  # children in blocks: bounded memory
+        cs, ce = s[lo:lo + 2048, None], e[lo:lo + 2048, None]
+        inside = (s[None, :] <= cs) & (e[None, :] >= ce)
+        inside[np.arange(len(cs)), np.arange(lo, lo + len(cs))] = False
+        tight = np.where(inside, (cs - s[None, :]) + (e[None, :] - ce), np.iinfo(np.int64).max)
+        best = tight.argmin(axis=1)
+        out[lo:lo + len(cs)] = np.where(inside.any(axis=1), best, -1)
+    return out
 
 
 def nvtx_gpu_proj_trace(trace: Trace) -> pd.DataFrame:
