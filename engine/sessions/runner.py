@@ -266,6 +266,7 @@ def _recover_imports(sess: Session, sid: str, store: SessionStore, nsys: str, sd
                      ) -> tuple[OutcomeKind, str]:
     """Import every .qdstrm nsys left (one per rank for a per-rank job); register what was imported."""
     tried: list[tuple[str, OutcomeKind, str, bool]] = []
+    removed: list[str] = []
     for q, r in pending:
         if sess.cancel.is_set():
             break
@@ -273,9 +274,16 @@ def _recover_imports(sess: Session, sid: str, store: SessionStore, nsys: str, sd
         if ok:
             store.add_report(sid, sdir / r)
             reports.append(sdir / r)
+            raw = sdir / q
+            size = raw.stat().st_size if raw.exists() else 0
+            try:  # nsys deletes its .qdstrm once imported; a DDP rank's is ~2 GB of scratch
+                raw.unlink(missing_ok=True)
+                removed.append(f"Removed {q} ({size / 1e9:.2f} GB) after importing it into {r}, as nsys does.")
+            except OSError:
+                pass
         tried.append((r, kind, msg, ok))
     kind, msg, more = combine_imports(first, tried, len(pending))
-    notes += more
+    notes += more + removed
     return kind, msg
 
 

@@ -98,7 +98,9 @@ def test_failing_program_is_the_story_not_the_importer(tmp_path: Path, libs: boo
     assert "nsys failed" not in out.message and "importer" not in out.message.lower().split("(nsys")[0]
     if libs:
         assert "(the report up to the crash is kept)" in out.message
-        assert out.notes == ("nsys's import step failed; Kernelscope ran QdstrmImporter itself.",)
+        assert out.notes == ("nsys's import step failed; Kernelscope ran QdstrmImporter itself.",
+                             "Removed python3.qdstrm (0.00 GB) after importing it into python3.nsys-rep, "
+                             "as nsys does.")
     else:
         assert "(nsys's import step failed too; the .qdstrm is kept)" in out.message
         assert len(out.notes) == 1 and "QdstrmImporter failed too" in out.notes[0]

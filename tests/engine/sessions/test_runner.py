@@ -311,7 +311,10 @@ def test_nsys_importer_failure_is_recovered_with_libs(tmp_path: Path, store: Ses
     out = run_session(_spec(tmp_path, PY, "-c", "pass", tool="nsys", name="app"), store=store, env=env)
     assert out.kind is OutcomeKind.SUCCESS, out.message
     assert "imported the .qdstrm itself" in out.message and any("QdstrmImporter" in n for n in out.notes)
-    assert sorted(p.name for p in out.reports) == ["app.nsys-rep", "app.qdstrm", "app.sqlite"]
+    # the raw stream is scratch once imported: removed, as nsys does, and said so
+    assert sorted(p.name for p in out.reports) == ["app.nsys-rep", "app.sqlite"]
+    assert not (out.session_dir / "app.qdstrm").exists()
+    assert any(n.startswith("Removed app.qdstrm") for n in out.notes)
     imp = [json.loads(x) for x in fake.argv_log.read_text().splitlines() if "QdstrmImporter" in x][0]
     assert imp == ["QdstrmImporter", "-i", str(out.session_dir / "app.qdstrm"), "-o",
                    str(out.session_dir / "app.nsys-rep"), f"LD_LIBRARY_PATH={fake.libs}"]
