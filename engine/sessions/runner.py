@@ -278,7 +278,8 @@ def _recover_imports(sess: Session, sid: str, store: SessionStore, nsys: str, sd
             size = raw.stat().st_size if raw.exists() else 0
             try:  # nsys deletes its .qdstrm once imported; a DDP rank's is ~2 GB of scratch
                 raw.unlink(missing_ok=True)
-                removed.append(f"Removed {q} ({size / 1e9:.2f} GB) after importing it into {r}, as nsys does.")
+                removed.append(f"Removed {q} ({size / 1e9:.2f} GB) after importing it into {r}, "
+                               "as nsys does.")
             except OSError:
                 pass
         tried.append((r, kind, msg, ok))
