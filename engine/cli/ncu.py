@@ -168,7 +168,9 @@ def cmd_ncu(args: argparse.Namespace) -> int:
         if text is not None:
             sys.stdout.write(text)
             return 0
-    report = _filter(_named(read_ncu(args.input), args.input, args.rename_kernels), args.kernel)
+    sources = args.page == "sections" and not args.kernel  # every kernel's hottest SASS, in children
+    report = _filter(_named(read_ncu(args.input, sources=sources), args.input, args.rename_kernels),
+                     args.kernel)
     if cached is not None and not report.notes:
         import io
 

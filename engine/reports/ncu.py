@@ -41,6 +41,7 @@ from engine.reports.ncu_rep import (
     LazyNcuReport,
     read_ncu_rep,
     report_format_version,
+    resolve_all_sources,
     resolve_sources,
 )
 from engine.reports.ncu_units import format_number, format_speedup, parse_number, to_base_unit
@@ -48,13 +49,16 @@ from engine.reports.ncu_units import format_number, format_speedup, parse_number
 __all__ = [
     "DETAILS_COLUMNS", "ID_COLUMNS", "KERNEL_COLUMNS", "KNOWN_FORMAT", "LINE_COLUMNS", "RULE_COLUMNS",
     "RULE_TABLE_COLUMNS", "SOURCE_COLUMNS", "LazyNcuReport", "NcuReport", "format_number", "format_speedup",
-    "parse_number", "read_ncu", "read_ncu_csv", "read_ncu_rep", "report_format_version", "resolve_sources",
-    "to_base_unit",
+    "parse_number", "read_ncu", "read_ncu_csv", "read_ncu_rep", "report_format_version",
+    "resolve_all_sources",
+    "resolve_sources", "to_base_unit",
 ]
 
 
-def read_ncu(path: str | Path) -> NcuReport:
+def read_ncu(path: str | Path, *, sources: bool = False) -> NcuReport:
     """Read an Nsight Compute report (``.ncu-rep``) or its CSV export (``.csv``).
+
+    ``sources``: also disassemble every kernel's hottest instructions (``.ncu-rep`` only).
 
     Raises:
         ReportError: The file cannot be read; the message says what to do.
@@ -62,4 +66,4 @@ def read_ncu(path: str | Path) -> NcuReport:
     p = Path(path)
     if p.suffix.lower() == ".csv":
         return read_ncu_csv(p)
-    return read_ncu_rep(p)
+    return read_ncu_rep(p, sources=sources)

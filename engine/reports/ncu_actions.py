@@ -314,37 +314,42 @@ def all_metrics(
     actions: list[Any], idents: list[list[str]]
 ) -> tuple[pd.DataFrame, dict[str, str], pd.DataFrame]:
     """Every metric of every kernel: the raw page (text as ncu prints it), its units, ``values``."""
-    import numpy as np
-    import pandas as pd
-
-    raw_rows: list[dict[str, str]] = []
+    rows: list[dict[str, tuple[str, float]]] = []
     raw_units: dict[str, str] = {}
-    numeric: list[dict[str, float]] = []
-    for a, ident in zip(actions, idents, strict=True):
-        row = dict(zip(ID_COLUMNS, ident, strict=True))
-        nums: dict[str, float] = {}
+    for a in actions:
+        row: dict[str, tuple[str, float]] = {}
         for name in map(str, a.metric_names()):
             if name.startswith(NOT_METRICS):
                 continue
             m = a.metric_by_name(name)
-            row[name], nums[name] = metric_text(m)
+            row[name] = metric_text(m)
             if name not in raw_units:
                 raw_units[name] = raw_unit(name, m)
-        raw_rows.append(row)
-        numeric.append(nums)
+        rows.append(row)
+    raw, values = metric_frames(rows, idents, raw_units)
+    return raw, raw_units, values
+
+
+def metric_frames(
+    rows: list[dict[str, tuple[str, float]]], idents: list[list[str]], raw_units: dict[str, str]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The raw page and ``values`` from each kernel's {metric: (text, value)} (see :func:`all_metrics`)."""
+    import numpy as np
+    import pandas as pd
+
     cols = ID_COLUMNS + sorted(raw_units)
     # Built as one 2-D block each: per-column construction of ~2,000 columns costs ~0.5 s.
-    cells = np.empty((len(raw_rows), len(cols)), dtype=object)
-    for r, row in enumerate(raw_rows):
-        cells[r] = [row.get(c, "") for c in cols]
+    cells = np.empty((len(rows), len(cols)), dtype=object)
+    for r, (row, ident) in enumerate(zip(rows, idents, strict=True)):
+        cells[r] = [*ident, *[row[c][0] if c in row else "" for c in cols[len(ID_COLUMNS):]]]
     raw = pd.DataFrame(cells, columns=cols, dtype=object)
-    names = sorted({n for nums in numeric for n in nums})
+    names = sorted({n for row in rows for n in row})
     pos = {n: i for i, n in enumerate(names)}
-    table = np.full((len(numeric), len(names)), np.nan)
-    for r, nums in enumerate(numeric):
-        table[r, [pos[n] for n in nums]] = list(nums.values())
-    values = pd.DataFrame(table, index=pd.Index(range(len(numeric)), name="ID"), columns=names)
-    return raw, raw_units, values
+    table = np.full((len(rows), len(names)), np.nan)
+    for r, row in enumerate(rows):
+        table[r, [pos[n] for n in row]] = [x for _, x in row.values()]
+    values = pd.DataFrame(table, index=pd.Index(range(len(rows)), name="ID"), columns=names)
+    return raw, values
 
 
 def section_labels(action: Any, labels: dict[str, str]) -> list[str]:

@@ -16,35 +16,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.reports import ncu_split
 from engine.reports.base import read_head
-from engine.reports.ncu_actions import (
-    NOT_METRICS,
-    all_metrics,
-    hottest_lines,
-    int_text,
-    launch_dim,
-    metric_text,
-    metric_value,
-    nvtx_cells,
-    nvtx_range,
-    raw_unit,
-    rule_records,
-    rule_rows,
-    sass_and_lines,
-    section_labels,
-    section_table,
-    source_records,
-)
+from engine.reports.ncu_actions import all_metrics, hottest_lines, metric_frames, sass_and_lines
 from engine.reports.ncu_cache import cache_load, cache_store
+from engine.reports.ncu_decode import ActionDecoder, is_range, settle_units
 from engine.reports.ncu_model import (
     DETAILS_COLUMNS,
     KERNEL_COLUMNS,
+    LINE_COLUMNS,
     RULE_TABLE_COLUMNS,
     SOURCE_COLUMNS,
     NcuReport,
 )
 from engine.reports.ncu_names import simplify_names
 from engine.reports.ncu_section_defs import read_report_layout, version_tuple
+from engine.reports.ncu_split import resolve_in_children, use_children
 from engine.system.errors import ReportError
 
 if TYPE_CHECKING:
@@ -380,9 +367,19 @@ def resolve_sources(report: NcuReport, kernel_id: int) -> None:
             action = _action(_open_report(report.path), (i, j))
         files = action.source_files()
         found = sass_and_lines(action, [int(pc) for pc in src.loc[mine, "pc"]], files)
-        report.source_lines[kernel_id] = hottest_lines(action, report, kernel_id, files=files)
+        lines = hottest_lines(action, report, kernel_id, files=files)
     except Exception:  # noqa: BLE001 - the SASS text is decoration; the counts are already there
         return
+    fill_sources(report, kernel_id, found, lines)
+
+
+def fill_sources(report: NcuReport, kernel_id: int, found: dict[int, tuple[str, str, int | None]],
+                 lines: pd.DataFrame) -> None:
+    """Set one kernel's SASS text, file and line per hottest PC, and its hottest source lines."""
+    src = report.sources
+    assert src is not None
+    mine = src.index[(src["ID"] == kernel_id) & src["sass"].isna()]
+    report.source_lines[kernel_id] = lines
     src = src.astype({"sass": "object", "file": "object", "line": "object"})
     for idx in mine:
         pc: Any = src.at[idx, "pc"]
@@ -391,7 +388,40 @@ def resolve_sources(report: NcuReport, kernel_id: int) -> None:
     report.sources = src
 
 
-def read_ncu_rep(path: str | Path, *, use_cache: bool = True) -> NcuReport:
+def resolve_all_sources(report: NcuReport) -> bool:
+    """:func:`resolve_sources` for every kernel, decoded in child processes (what the sections page shows).
+
+    Kernels already resolved are skipped; when the children cannot run, each kernel is resolved
+    in-process. Returns whether any kernel was resolved now.
+    """
+    src = report.sources
+    if report.source != "ncu-rep" or src is None or not len(src):
+        return False
+    todo = sorted({int(k) for k in src.loc[src["sass"].isna(), "ID"]} - set(report.source_lines))
+    if not todo:
+        return False
+    found = None
+    if len(todo) >= ncu_split.SPLIT_MIN and use_children() and report.pc_samples is not None:
+        ps = report.pc_samples
+        wanted = {}
+        for k in todo:
+            mine = ps[ps["ID"] == k]
+            wanted[k] = ([int(pc) for pc in src.loc[(src["ID"] == k) & src["sass"].isna(), "pc"]],
+                         [(int(pc), int(n)) for pc, n in zip(mine["pc"], mine["samples"], strict=True)])
+        found = resolve_in_children(report.path, report.action_refs, wanted)
+    if found is None:
+        for k in todo:
+            resolve_sources(report, k)
+        return True
+    import pandas as pd
+
+    for k, got in found.items():
+        if got is not None:
+            fill_sources(report, k, got[0], pd.DataFrame(got[1], columns=LINE_COLUMNS))
+    return True
+
+
+def read_ncu_rep(path: str | Path, *, use_cache: bool = True, sources: bool = False) -> NcuReport:
     """Read a ``.ncu-rep`` file into tables.
 
     Decoding a kernel in ``ncu_report`` costs about 0.1 s, so the tables are cached (pickled under
@@ -402,9 +432,14 @@ def read_ncu_rep(path: str | Path, *, use_cache: bool = True) -> NcuReport:
     ``values``/``units`` and any other metric are decoded on first use, and the cache entry is then
     rewritten with the full tables.
 
+    A report of :data:`~engine.reports.ncu_split.SPLIT_MIN` kernels or more is decoded in child
+    processes (:mod:`engine.reports.ncu_split`), complete at once: ~130 MB of ``ncu_report`` memory
+    per child instead of ~10 MB per kernel kept in this process.
+
     Args:
         path: The report file.
         use_cache: Read and write the on-disk cache.
+        sources: Also disassemble every kernel's hottest instructions (:func:`resolve_all_sources`).
 
     Returns:
         The report's kernels, details-page metrics, raw-page metrics, numeric values, rules and
@@ -418,47 +453,25 @@ def read_ncu_rep(path: str | Path, *, use_cache: bool = True) -> NcuReport:
     if use_cache:
         cached = cache_load(p)
         if cached is not None:
+            if sources and resolve_all_sources(cached):
+                cache_store(p, cached)
             return cached
-    report = _read_ncu_rep(p, use_cache)
+    report = _read_ncu_rep(p, use_cache, sources)
+    if sources:
+        resolve_all_sources(report)
     if use_cache:
         cache_store(p, report)
     return report
 
 
-def _settle_units(actions: list[Any]) -> None:
-    """Ask ``ncu_report`` for every metric's unit, in its own order, before anything else.
-
-    ``ncu_report`` (2025.3 and 2026.3) works a derived metric's unit out on the first ``unit()``
-    call, from what it was asked before, and keeps it for the process: asked in other orders,
-    ``derived__memory_l2_theoretical_sectors_global_excessive`` comes out "sector" or "byte" and
-    ``sass__inst_executed_register_spilling_mem_local`` "inst" or "byte". Asked first, in the
-    order of ``metric_names()``, they come out as ncu prints them (on a ``--set detailed`` report
-    "byte", on a ``--set full`` one "sector" and "inst"). Kernels with the same metric list share
-    the answers, so each distinct list is asked once.
-    """
-    done: set[tuple[str, ...]] = set()
-    for a in actions:
-        names = tuple(map(str, a.metric_names()))
-        if names in done:
-            continue
-        done.add(names)
-        for name in names:
-            m = a.metric_by_name(name)
-            if m is not None:
-                m.unit()
+def _unreadable(p: Path, fmt: int | None, ncu_version: str | None, newer: bool,
+                exc: Exception) -> ReportError:
+    if newer:
+        return ReportError(_newer_message(p, fmt, ncu_version))
+    return ReportError(f"{p} could not be read by ncu_report ({exc}); record the report again.")
 
 
-def _is_range(action: Any) -> bool:
-    """Whether the result is a range (``--replay-mode range``), not a kernel launch."""
-    try:
-        return bool(action.workload_type() == action.WorkloadType_RANGE)
-    except AttributeError:  # an ncu_report without workload types: kernels only
-        return False
-
-
-def _read_ncu_rep(p: Path, use_cache: bool = False) -> NcuReport:
-    import pandas as pd
-
+def _read_ncu_rep(p: Path, use_cache: bool = False, sources: bool = False) -> NcuReport:
     ncu = _import_ncu_report()
     fmt = report_format_version(p)
     layout = read_report_layout(p)
@@ -466,12 +479,9 @@ def _read_ncu_rep(p: Path, use_cache: bool = False) -> NcuReport:
     try:
         ctx = _open_report(p, ncu.load_report(str(p)))
         refs = [(i, j) for i in range(ctx.num_ranges()) for j in range(ctx.range_by_idx(i).num_actions())]
-        actions = [_action(ctx, ref) for ref in refs]
     except Exception as exc:  # noqa: BLE001 - the native reader's errors are not for people
-        if newer:
-            raise ReportError(_newer_message(p, fmt, layout.ncu_version)) from exc
-        raise ReportError(f"{p} could not be read by ncu_report ({exc}); record the report again.") from exc
-    if not actions:
+        raise _unreadable(p, fmt, layout.ncu_version, newer, exc) from exc
+    if not refs:
         if newer:
             raise ReportError(_newer_message(p, fmt, layout.ncu_version))
         raise ReportError(
@@ -483,9 +493,9 @@ def _read_ncu_rep(p: Path, use_cache: bool = False) -> NcuReport:
         notes.append(_newer_message(p, fmt, layout.ncu_version, partly=True))
     first_process = _process_info(p)
     section_defs = layout.sections
-    processes = [first_process] * len(actions)
-    stored_sections: list[tuple[str, ...]] = [()] * len(actions)
-    if len(layout.results) == len(actions):  # the file's results are ncu_report's actions, in order
+    processes = [first_process] * len(refs)
+    stored_sections: list[tuple[str, ...]] = [()] * len(refs)
+    if len(layout.results) == len(refs):  # the file's results are ncu_report's actions, in order
         stored_sections = [r.sections for r in layout.results]
         pids = [r.pid for r in layout.results]
         processes = [
@@ -493,116 +503,59 @@ def _read_ncu_rep(p: Path, use_cache: bool = False) -> NcuReport:
             for q in pids
         ]
         if len(set(pids)) > 1:  # ncu numbers the kernels process by process (by process id)
-            order = sorted(range(len(actions)), key=lambda i: (pids[i] or 0, i))
-            refs, actions = [refs[i] for i in order], [actions[i] for i in order]
+            order = sorted(range(len(refs)), key=lambda i: (pids[i] or 0, i))
+            refs = [refs[i] for i in order]
             processes = [processes[i] for i in order]
             stored_sections = [stored_sections[i] for i in order]
 
-    kernels: list[dict[str, Any]] = []
-    details: list[list[Any]] = []
-    raw_units: dict[str, str] = {}
-    labels: dict[str, str] = {}
-    rule_table: list[list[Any]] = []
-    source_table: list[list[Any]] = []
-    all_samples: list[tuple[int, int, int]] = []
-    sections: dict[int, list[str]] = {}
-    detail_units: dict[str, str] = {}
-    from engine.reports.ncu_metrics import summary_metrics
+    if len(refs) >= ncu_split.SPLIT_MIN and use_children():
+        from engine.reports.ncu_split import read_in_children
 
-    wanted, patterns = summary_metrics()
-    name_sets: list[frozenset[str]] = []
-    partial_nums: list[dict[str, float]] = []
-    idents: list[list[str]] = []
-    canonical: dict[str, str] = {}  # one str object per metric name: the cache pickles each once
-    name_lists: dict[tuple[str, ...], tuple[list[str], frozenset[str], frozenset[str]]] = {}
-    nvtx: dict[int, tuple[str, str]] = {}
-    _settle_units(actions)
+        split = read_in_children(p, refs, processes, stored_sections, section_defs, sources=sources)
+        if split is not None:
+            dec, printed_names, stored_names, resolved = split
+            return _report(p, dec, refs, notes, layout, printed_names, stored_names, resolved, use_cache)
+    try:
+        actions = [_action(ctx, ref) for ref in refs]
+    except Exception as exc:  # noqa: BLE001 - the native reader's errors are not for people
+        raise _unreadable(p, fmt, layout.ncu_version, newer, exc) from exc
+    dec = ActionDecoder(section_defs)
+    settle_units(actions)
     stored_names = [str(a.name(a.NameBase_DEMANGLED)) for a in actions]
     printed_names = simplify_names(stored_names)  # as ncu prints them: depends on the whole report
-    ranges = [_is_range(a) for a in actions]
+    dec.ranges = [is_range(a) for a in actions]
     for idx, a in enumerate(actions):
-        pid, pname, host = processes[idx]
-        block, grid = launch_dim(a, "launch__block_dim"), launch_dim(a, "launch__grid_dim")
-        major = metric_value(a, "device__attribute_compute_capability_major")
-        minor = metric_value(a, "device__attribute_compute_capability_minor")
-        cc = f"{int(major)}.{int(minor or 0)}" if major is not None else ""
-        demangled = printed_names[idx]
-        ident = [
-            str(idx), pid, pname, host, demangled, int_text(a, "launch__context_id"),
-            "n/a" if ranges[idx] else int_text(a, "launch__stream_id"), "({}, {}, {})".format(*block),
-            "({}, {}, {})".format(*grid), int_text(a, "launch__device_id") or "0", cc,
-        ]
-        dur = metric_value(a, "gpu__time_duration.sum")
-        kernels.append({
-            "ID": idx, "Kernel Name": demangled, "Base Name": str(a.name(a.NameBase_FUNCTION)),
-            "Mangled Name": str(a.name(a.NameBase_MANGLED)), "Process ID": pid, "Process Name": pname,
-            "Context": ident[5], "Stream": ident[6], "Grid Size": ident[8], "Block Size": ident[7],
-            "grid_x": grid[0], "grid_y": grid[1], "grid_z": grid[2],
-            "block_x": block[0], "block_y": block[1], "block_z": block[2],
-            "Registers Per Thread": metric_value(a, "launch__registers_per_thread"),
-            "Static Shared Memory Per Block": metric_value(a, "launch__shared_mem_per_block_static"),
-            "Dynamic Shared Memory Per Block": metric_value(a, "launch__shared_mem_per_block_dynamic"),
-            "Device": ident[9], "Device Name": metric_value(a, "device__attribute_display_name") or "",
-            "CC": cc, "duration_ns": float(dur) if dur is not None else math.nan,
-            "NVTX Range": nvtx_range(a),
-        })
-        rules = rule_rows(a)
-        nums: dict[str, float] = {}
-        arch = int(major) * 10 + int(minor or 0) if major is not None else None
-        for sid, sname, _order, header in section_table(a, section_defs, arch, stored_sections[idx]):
-            for metric_name, label in header:
-                m = a.metric_by_name(metric_name)
-                if m is None:  # a header metric the report lacks: ncu prints "n/a" without a unit
-                    details.append([*ident, sname, label, "", "n/a", *[""] * 5, math.nan, metric_name])
-                    continue
-                text, num = metric_text(m)
-                nums[metric_name] = num
-                unit = detail_units.get(metric_name)
-                if unit is None:  # unit() costs ~60 us a call; a metric's unit is the same in every kernel
-                    unit = detail_units[metric_name] = str(m.unit())
-                details.append([*ident, sname, label, unit, text, "", "", "", "", "", num, metric_name])
-            for rule in rules.get(sid, []):
-                details.append([*ident, sid, "", "", "", *rule, math.nan, ""])
-        listed = tuple(map(str, a.metric_names()))
-        known = name_lists.get(listed)  # kernels of one report mostly have the same metric names
-        if known is None:
-            names = [canonical.setdefault(n, n) for n in listed]
-            have = frozenset(n for n in names if not n.startswith(NOT_METRICS))
-            summary = wanted.intersection(have).union(
-                n for n in have for pre, suf in patterns if n.startswith(pre) and n.endswith(suf))
-            known = name_lists[listed] = (names, have, summary)
-        names, have, summary = known
-        # Only the summary's metrics now (the rest when the raw page or another metric is asked for).
-        nums = {n: x for n, x in nums.items() if n in have}  # the details header metrics
-        for name in summary.union(nums):
-            if name not in nums or name not in raw_units:
-                m = a.metric_by_name(name)
-                if name not in nums:
-                    nums[name] = metric_text(m)[1]
-                if name not in raw_units:
-                    raw_units[name] = raw_unit(name, m)
-        cells = None if ranges[idx] else nvtx_cells(a, pid)  # a range result has no NVTX columns
-        if cells is not None:
-            nvtx[idx] = cells
-        idents.append(ident)
-        name_sets.append(have)
-        partial_nums.append(nums)
-        rule_table.extend(rule_records(idx, a))
-        source_table.extend(source_records(idx, a, names, all_samples))
-        sections[idx] = section_labels(a, labels)
+        dec.add(idx, a, processes[idx], stored_sections[idx], printed_names[idx], dec.ranges[idx])
+    return _report(p, dec, refs, notes, layout, printed_names, stored_names, None, use_cache)
 
-    metrics = pd.DataFrame(details, columns=[*DETAILS_COLUMNS, "value", "metric"])
+
+def _report(p: Path, dec: ActionDecoder, refs: list[tuple[int, int]], notes: list[str], layout: Any,
+            printed_names: list[str], stored_names: list[str], resolved: dict[int, Any] | None,
+            use_cache: bool) -> NcuReport:
+    """The report's tables from the decoded rows; complete (not lazy) when ``dec`` has every metric."""
+    import pandas as pd
+
+    metrics = pd.DataFrame(dec.details, columns=[*DETAILS_COLUMNS, "value", "metric"])
     report = LazyNcuReport(
-        p, "ncu-rep", pd.DataFrame(kernels, columns=KERNEL_COLUMNS), metrics, pd.DataFrame(), {},
-        notes=notes, values=None, units={}, labels=labels,
-        rules=pd.DataFrame(rule_table, columns=RULE_TABLE_COLUMNS),
-        sources=pd.DataFrame(source_table, columns=SOURCE_COLUMNS), sections=sections,
-        action_refs=refs, pc_samples=pd.DataFrame(all_samples, columns=["ID", "pc", "samples"]),
-        stored_names=stored_names, rule_columns=any(r.has_rule_results for r in layout.results), nvtx=nvtx,
-        launch_columns=not all(ranges),
+        p, "ncu-rep", pd.DataFrame(dec.kernels, columns=KERNEL_COLUMNS), metrics, pd.DataFrame(), {},
+        notes=notes, values=None, units={}, labels=dec.labels,
+        rules=pd.DataFrame(dec.rule_table, columns=RULE_TABLE_COLUMNS),
+        sources=pd.DataFrame(dec.source_table, columns=SOURCE_COLUMNS), sections=dec.sections,
+        action_refs=refs, pc_samples=pd.DataFrame(dec.all_samples, columns=["ID", "pc", "samples"]),
+        stored_names=stored_names, rule_columns=any(r.has_rule_results for r in layout.results),
+        nvtx=dec.nvtx, launch_columns=not all(dec.ranges),
     )
+    if dec.full_rows:
+        raw, values = metric_frames(dec.full_rows, dec.idents, dec.full_units)
+        units = dec.full_units
+        report.__dict__.update(_raw=raw, _raw_units=units, _values=values, _units=dict(units))
+        report.__dict__["_partial"] = None
+        for kid, found in (resolved or {}).items():
+            if found is not None:
+                fill_sources(report, kid, found[0], pd.DataFrame(found[1], columns=LINE_COLUMNS))
+        return report
     st = p.stat()
     report.__dict__["_partial"] = _Partial(
-        name_sets, partial_nums, raw_units, idents, use_cache, (st.st_size, st.st_mtime_ns)
+        dec.name_sets, dec.partial_nums, dec.raw_units, dec.idents, use_cache, (st.st_size, st.st_mtime_ns)
     )
     return report

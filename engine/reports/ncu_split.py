@@ -1,0 +1,192 @@
+"""Decode a ``.ncu-rep`` in short-lived child processes, a slice of its kernels each, and merge the rows.
+
+``ncu_report`` frees nothing it decodes: ~130 MB for the first kernel of a ``--set full`` report,
+~10 MB for each one after, ~20 MB more for a kernel's SASS. Decoded in one process, an 18-kernel
+report costs ~480 MB (~850 MB with the SASS of every kernel's hottest instructions). Here each
+child (``python -m engine.reports.ncu_decode``) decodes at most :data:`PER_CHILD` kernels
+with every metric (and, for the sections page, the SASS of its hottest instructions), sends plain
+rows back and exits: without SASS no process holds more than ~300 MB, the parent stays small, and
+the tables come out complete, so the next page is read from the cache without the report.
+
+Byte-identity with the single-process reader: ``ncu_report`` works a derived metric's unit out
+from the units asked before it in the same process (:func:`engine.reports.ncu_decode.settle_units`),
+so a child first asks the metric lists of the kernels before its slice, in report order; children
+start assuming those are the first kernel's list, and a child whose assumption was wrong (a report
+whose kernels have several metric lists) is run again with the right ones. A unit the details page
+took from an earlier kernel is taken from it here too. Set ``KERNELSCOPE_NCU_CHILDREN=0`` to decode
+in-process.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from engine.reports.ncu_decode import NAME_PLACEHOLDER, ActionDecoder
+from engine.reports.ncu_section_defs import SectionDef
+
+#: Reports with fewer kernels are decoded in-process (one child would hold as much memory).
+#: ``KERNELSCOPE_NCU_SPLIT_MIN`` and ``KERNELSCOPE_NCU_PER_CHILD`` override both (tests split small
+#: reports into many children that way).
+SPLIT_MIN = int(os.environ.get("KERNELSCOPE_NCU_SPLIT_MIN", "6"))
+#: Kernels per child: ~130 MB + ~10 MB a kernel stays under ~300 MB. SASS is not split finer: the
+#: first disassembly in a process costs ~1 s and ~90 MB, and each kernel module's SASS 20-200 MB
+#: (torch18_full: 9 kernels with SASS ~490 MB, 5 kernels 290-470 MB), so finer slices cost time
+#: and still miss 300 MB.
+PER_CHILD = int(os.environ.get("KERNELSCOPE_NCU_PER_CHILD", "10"))
+PER_CHILD_SASS = PER_CHILD
+_PARALLEL = int(os.environ.get("KERNELSCOPE_NCU_PARALLEL", "2"))
+
+
+def use_children() -> bool:
+    """Whether reports are decoded in child processes (``KERNELSCOPE_NCU_CHILDREN=0``: in-process)."""
+    return os.environ.get("KERNELSCOPE_NCU_CHILDREN", "1") != "0"
+
+
+def _chunks(ids: list[int], per: int) -> list[list[int]]:
+    n = max(1, -(-len(ids) // per))
+    size = -(-len(ids) // n)
+    return [ids[i:i + size] for i in range(0, len(ids), size)]
+
+
+def _run(jobs: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """Run each job in a child (``_PARALLEL`` at a time), results in job order; None if one fails."""
+    import importlib.util
+
+    # -S: without site (.pth files, ~70 ms); the child needs only this code and ncu_report.
+    spec = importlib.util.find_spec("ncu_report")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    where = str(Path(next(iter(spec.submodule_search_locations))).parent)
+    repo = str(Path(__file__).resolve().parents[2])
+    path = os.pathsep.join(filter(None, [repo, where, os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, PYTHONPATH=path)
+    argv = [sys.executable, "-S", "-m", "engine.reports.ncu_decode"]
+    results: list[dict[str, Any] | None] = [None] * len(jobs)
+    running: list[tuple[int, subprocess.Popen[bytes], Any]] = []
+    todo = list(range(len(jobs)))
+    ok = True
+    warmed = "pandas" in sys.modules
+    while todo or running:
+        while todo and len(running) < _PARALLEL:
+            i = todo.pop(0)
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL, env=env)
+            assert proc.stdin is not None
+            proc.stdin.write(pickle.dumps(jobs[i], protocol=pickle.HIGHEST_PROTOCOL))
+            proc.stdin.close()
+            running.append((i, proc, None))
+        if not warmed:  # the caller builds pandas tables next: import it while the children decode
+            import pandas  # noqa: F401, PLC0415
+
+            warmed = True
+        i, proc, _ = running.pop(0)
+        assert proc.stdout is not None
+        data = proc.stdout.read()
+        if proc.wait() != 0 or not data:
+            ok = False
+            continue
+        results[i] = pickle.loads(data)  # noqa: S301 - written by our own child process
+    if not ok:
+        return None
+    return [r for r in results if r is not None]
+
+
+def read_in_children(
+    p: Path, refs: list[tuple[int, int]], processes: list[tuple[str, str, str]],
+    stored_sections: list[tuple[str, ...]], section_defs: dict[str, SectionDef], *, sources: bool,
+) -> tuple[ActionDecoder, list[str], list[str], dict[int, Any]] | None:
+    """Every kernel's rows and metrics (and with ``sources`` their hottest SASS), decoded in children.
+
+    Returns (merged decoder, printed names, stored names, resolved sources), or None when a child
+    fails (the caller then decodes in-process and says what went wrong in its own words).
+    """
+    from engine.reports.ncu_names import simplify_names
+
+    ids = list(range(len(refs)))
+    base = {"path": str(p), "refs": refs, "processes": processes, "stored_sections": stored_sections,
+            "section_defs": section_defs, "tables": True, "sources": None if sources else {}}
+    chunks = _chunks(ids, PER_CHILD_SASS if sources else PER_CHILD)
+    jobs: list[dict[str, Any]] = [base | {"ids": c, "settle": [0] if c[0] > 0 else []} for c in chunks]
+    results = _run(jobs)
+    if results is None:
+        return None
+    # The metric lists before each slice, in report order: rerun a child that assumed otherwise.
+    firsts: dict[str, int] = {}
+    redo: list[int] = []
+    for n, (job, res) in enumerate(zip(jobs, results, strict=True)):
+        if sorted(firsts.values()) != job["settle"] and job["ids"][0] > 0:
+            job["settle"] = sorted(firsts.values())
+            redo.append(n)
+        for k, key in zip(job["ids"], res["lists"], strict=True):
+            firsts.setdefault(key, k)
+    if redo:
+        again = _run([jobs[n] for n in redo])
+        if again is None:
+            return None
+        for n, res in zip(redo, again, strict=True):
+            results[n] = res
+    stored_names = [name for res in results for name in res["stored_names"]]
+    printed = simplify_names(stored_names)  # as ncu prints them: depends on the whole report
+    dec = _merge(results, section_defs, printed)
+    resolved = {k: v for res in results for k, v in res["sources"].items()}
+    return dec, printed, stored_names, resolved
+
+
+def _merge(results: list[dict[str, Any]], section_defs: dict[str, SectionDef],
+           printed: list[str]) -> ActionDecoder:
+    """One decoder holding every child's rows, as if one process had decoded the kernels in order."""
+    dec = ActionDecoder(section_defs)
+    for res in results:
+        part = res["decoder"]
+        for ident in part["idents"]:
+            ident[4] = printed[int(ident[0])]
+        for k in part["kernels"]:
+            k["Kernel Name"] = printed[k["ID"]]
+        units = part["detail_units"]
+        for row in part["details"]:
+            row[4] = printed[int(row[0])]
+            m = row[-1]
+            if m and m in units:
+                first = dec.detail_units.setdefault(m, units[m])
+                if first != units[m] and not (row[13] == "" and row[14] == "n/a"):
+                    row[13] = first  # the unit an earlier kernel gave it (the reader keeps the first)
+        for m, u in units.items():
+            dec.detail_units.setdefault(m, u)
+        for name, label in part["labels"].items():
+            dec.labels.setdefault(name, label)
+        for name, unit in part["full_units"].items():
+            dec.full_units.setdefault(name, unit)
+        for name, unit in part["raw_units"].items():
+            dec.raw_units.setdefault(name, unit)
+        dec.kernels += part["kernels"]
+        dec.details += part["details"]
+        dec.rule_table += part["rule_table"]
+        dec.source_table += part["source_table"]
+        dec.all_samples += part["all_samples"]
+        dec.sections.update(part["sections"])
+        dec.name_sets += part["name_sets"]
+        dec.partial_nums += part["partial_nums"]
+        dec.idents += part["idents"]
+        dec.nvtx.update(part["nvtx"])
+        dec.ranges += part["ranges"]
+        dec.full_rows += part["full_rows"]
+    assert all(NAME_PLACEHOLDER not in r[4] for r in dec.details)
+    return dec
+
+
+def resolve_in_children(
+    p: Path, refs: list[tuple[int, int]], wanted: dict[int, tuple[list[int], list[tuple[int, int]]]]
+) -> dict[int, Any] | None:
+    """The hottest instructions' SASS and source lines of the kernels in ``wanted``, decoded in children."""
+    ids = sorted(wanted)
+    jobs = [{"path": str(p), "refs": refs, "ids": c, "settle": [], "tables": False,
+             "sources": {k: wanted[k] for k in c}} for c in _chunks(ids, PER_CHILD_SASS)]
+    results = _run(jobs)
+    if results is None:
+        return None
+    return {k: v for res in results for k, v in res["sources"].items()}
