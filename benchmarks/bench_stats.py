@@ -18,7 +18,9 @@ With --oracles DIR, our CSVs are compared byte for byte with `DIR/<prefix>_<repo
 Rows: core5 (the five core reports), cache (core5 again from our cache), gputrace, all9 (the nine
 reports of nsys 2022.4 that we print), analyze (the six rules), analyze-cache (the six rules again
 with the columnar cache the cold run left, against the same nsys analyze), summary (`kernelscope
-summary`, against nsys stats core5, the goal for 10M-kernel reports). On reports of 5M kernels or
+summary`, against nsys stats core5, the goal for 10M-kernel reports), newer (every NVTX / OS runtime /
+unified memory / trace report of :data:`NEWER_2022`, each against its nsys 2022.4 report where
+2022.4 has one; r:NAME for one of them). On reports of 5M kernels or
 more every row also has issue 16's memory goal (peak RSS <= 2 GB; --mem-goal MB to change it).
 """
 
@@ -41,6 +43,16 @@ ALL9 = CORE + ",cuda_api_gpu_sum,cuda_kern_exec_sum,cuda_gpu_sum,cuda_gpu_trace"
 ALL9_2022 = CORE_2022 + ",apigpusum,kernexecsum,gpusum,gputrace"
 RULES_2022 = "cuda-async-memcpy,cuda-sync-memcpy,cuda-sync-memset,cuda-sync-api,gpu-starv,gpu-low-util"
 GNU_TIME = shutil.which("time") or "/usr/bin/time"
+#: The newer reports (NVTX, OS runtime, unified memory, traces) -> nsys 2022.4's name (None: no
+#: such report in 2022.4, ours is timed alone). Row "newer" runs them all, row "r:NAME" one.
+NEWER_2022: dict[str, str | None] = {
+    "nvtx_kern_sum": "nvtxkernsum", "nvtx_gpu_proj_trace": "nvtxgpuproj", "nvtx_gpu_proj_sum": None,
+    "nvtx_pushpop_sum": "nvtxppsum", "nvtx_pushpop_trace": "nvtxpptrace",
+    "nvtx_startend_sum": "nvtxsesum", "osrt_sum": "osrtsum", "um_sum": "unifiedmemory",
+    "um_total_sum": "unifiedmemorytotals", "um_cpu_page_faults_sum": "umcpupagefaults",
+    "cuda_api_trace": "cudaapitrace", "cuda_kern_exec_trace": "kernexectrace",
+    "cuda_gpu_kern_gb_sum": None,
+}
 
 
 @dataclass
@@ -60,7 +72,11 @@ def rows(report: str) -> dict[str, Row]:
     stats = ["stats", report, "-f", "csv", "-o", "{out}", "-r"]
     nsys_stats = ["stats", "--format", "csv", "--force-overwrite", "true", "--output", "{out}",
                   "--report"]
+    newer = {f"r:{name}": Row(f"stats -r {name}", [*stats, name],
+                              [*nsys_stats, old, report] if old else None, 0.5)
+             for name, old in NEWER_2022.items()}
     return {
+        **newer,
         "core5": Row("stats, 5 core reports", [*stats, CORE], [*nsys_stats, CORE_2022, report], 0.5),
         "cache": Row("stats, 5 core, from cache", [*stats, CORE], [*nsys_stats, CORE_2022, report],
                      0.1, warm=True, ref_key="core5"),
@@ -128,6 +144,10 @@ def main() -> int:
     table = rows(report)
     mem_goal = args.mem_goal if args.mem_goal is not None else (2048.0 if counts[0] >= 5_000_000 else None)
     wanted = [r.strip() for r in args.rows.split(",") if r.strip()]
+    wanted = [w for r in wanted for w in ([f"r:{n}" for n in NEWER_2022] if r == "newer" else [r])]
+    unknown = [w for w in wanted if w not in table]
+    if unknown:
+        sys.exit(f"unknown row(s) {', '.join(unknown)}; rows: newer, {', '.join(table)}")
     work = Path(tempfile.mkdtemp(prefix="ks-bench-"))
     ours: dict[str, list[tuple[float, float]]] = {k: [] for k in wanted}
     ref: dict[str, list[tuple[float, float]]] = {k: [] for k in wanted}

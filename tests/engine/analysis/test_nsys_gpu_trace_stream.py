@@ -55,3 +55,16 @@ def test_command_line_streams_big_reports_to_the_file_and_stdout(
     capsysbinary.readouterr()
     assert main(["stats", str(db), "-r", "cuda_gpu_trace", "-f", "csv"]) == 0
     assert capsysbinary.readouterr().out == want
+
+
+@pytest.mark.parametrize("db", NSYS_SQLITE, ids=lambda p: p.stem)
+def test_streamed_api_trace_gives_the_dataframe_paths_bytes(db: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNELSCOPE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(traces, "_CHUNK", 11)
+    trace = open_report(db)
+    want = to_csv(run_report(trace, "cuda_api_trace"))
+    table = traces.api_trace_csv(trace)  # type: ignore[arg-type]
+    assert table is not None
+    assert table.rows == len(run_report(trace, "cuda_api_trace"))
+    assert table.text == want

@@ -276,6 +276,12 @@ def fast_reports(trace: Trace, names: Sequence[str], *, csv: bool = False) -> di
         table = gpu_trace_csv(trace)
         if table is not None:
             out["cuda_gpu_trace"] = table
+    if csv and "cuda_api_trace" in names and isinstance(trace, NsysSqliteTrace):
+        from engine.analysis.nsys.stats.traces import api_trace_csv
+
+        api_table = api_trace_csv(trace)
+        if api_table is not None:
+            out["cuda_api_trace"] = api_table
     wanted = [n for n in dict.fromkeys(names) if n in FAST_REPORTS]
     if not isinstance(trace, NsysSqliteTrace) or not wanted:
         return out

@@ -84,12 +84,13 @@ class _Source:
     cannot be written, the columns stay in memory instead.
     """
 
-    def __init__(self, trace: NsysSqliteTrace, table: str, exprs: dict[str, str]) -> None:
+    def __init__(self, trace: NsysSqliteTrace, table: str, exprs: dict[str, str],
+                 per_pass: int = _GROUP) -> None:
         self.store, self.table, self.exprs = trace.column_store(), table, exprs
         self.held: dict[str, npt.NDArray[np.int64]] = {}
         names = list(exprs)
-        for k in range(0, len(names), _GROUP):
-            group = {n: exprs[n] for n in names[k:k + _GROUP]}
+        for k in range(0, len(names), per_pass):
+            group = {n: exprs[n] for n in names[k:k + per_pass]}
             got = self.store.read(table, group)
             for n in group:  # keep only what the cache could not take
                 if self.store.cached(table, n, exprs[n]) is None:
@@ -292,3 +293,81 @@ def _gpu_names(trace: NsysSqliteTrace) -> dict[int, str]:
         return {}
     rows = trace.rows("SELECT id, name FROM TARGET_INFO_GPU")
     return {int(str(i)): str(n) for i, n in rows if i is not None and n is not None}
+
+
+def api_trace_csv(trace: NsysSqliteTrace) -> CsvTable | None:
+    """``cuda_api_trace`` as CSV chunks, or None where the general path must handle it (NULLs).
+
+    The same bytes as :func:`engine.analysis.nsys.stats.more.cuda_api_trace` + ``to_csv``: rows by
+    start (stable), names without their ``_vNNNN`` suffix, the thread's priority and name from
+    ThreadNames (its first row per thread). Only the row order is held; 69M calls of a 10M-kernel
+    report are read two columns per pass and formatted a chunk at a time.
+    """
+    import sqlite3
+
+    import numpy as np
+
+    from engine.analysis.nsys.stats.catalog import _API_SUFFIX
+
+    table = "CUPTI_ACTIVITY_KIND_RUNTIME"
+    if not trace.has_sqlite_table(table):
+        return None
+    have = set(trace.columns(table))
+    need = ("start", "end", "nameId", "correlationId", "globalTid")
+    if not set(need) <= have:
+        return None
+    exprs = {c: f'"{c}"' for c in need}
+    exprs["returnValue"] = '"returnValue"' if "returnValue" in have else "NULL"
+    try:
+        src = _Source(trace, table, exprs, per_pass=2)
+    except sqlite3.Error:
+        return None
+    if not src.rows:
+        return CsvTable("cuda_api_trace", 0, lambda: iter(()))
+    if any(has_null(src.column(c)) for c in ("start", "end", "nameId", "globalTid")):
+        return None
+    order = np.argsort(src.column("start"), kind="stable")
+    strings = trace.strings()
+    name_ids = np.unique(src.column("nameId"))
+    names = [_API_SUFFIX.sub("", str(strings.get(int(i), f"<unknown {int(i)}>")))
+             for i in name_ids.tolist()]
+    gtids = np.unique(src.column("globalTid"))
+    prio: dict[int, object] = {}
+    tname: dict[int, object] = {}
+    if trace.has_sqlite_table("ThreadNames"):
+        rows = trace.rows("SELECT t.globalTid, t.priority, s.value FROM ThreadNames AS t "
+                          "LEFT JOIN StringIds AS s ON s.id = t.nameId")
+        for g, p, n in rows:
+            if g is not None and int(str(g)) not in prio:
+                prio[int(str(g))], tname[int(str(g))] = p, n
+    gl = gtids.tolist()
+    pri_vals = np.array([int(str(prio[g])) if prio.get(g) is not None else 0 for g in gl], np.int64)
+    pri_null = np.array([prio.get(g) is None for g in gl], dtype=bool)
+    thread_labels = sorted({str(tname[g]) for g in gl if tname.get(g) is not None})
+    thread_code = np.array([thread_labels.index(str(tname[g])) if tname.get(g) is not None else -1
+                            for g in gl], dtype=np.int64)
+    if any("\n" in t for t in names):
+        return None  # a text column before the last one holds a newline: the general path
+
+    def chunks() -> Iterator[bytes]:
+        from engine.reports.columns import NULL
+
+        yield ",".join(_quoted(h).decode() for h in COLUMNS["cuda_api_trace"]).encode() + b"\n"
+        for lo in range(0, len(order), _CHUNK):
+            idx = order[lo:lo + _CHUNK]
+            start = np.asarray(src.column("start")[idx])
+            gtid = np.asarray(src.column("globalTid")[idx])
+            g = np.searchsorted(gtids, gtid)
+            ret = np.asarray(src.column("returnValue")[idx])
+            corr = np.asarray(src.column("correlationId")[idx])
+            cols: list[IntColumn | FixedColumn | TextColumn] = [
+                IntColumn(start), IntColumn(np.asarray(src.column("end")[idx]) - start),
+                TextColumn(np.searchsorted(name_ids, np.asarray(src.column("nameId")[idx])), names),
+                IntColumn(ret, ret == NULL), IntColumn(corr, corr == NULL),
+                IntColumn((gtid >> 24) & 0xFFFFFF), IntColumn(gtid & 0xFFFFFF),
+                IntColumn(pri_vals[g], pri_null[g]),
+                TextColumn(thread_code[g], thread_labels),
+            ]
+            yield _rows(cols[:-1], 0, len(idx), cols[-1])  # type: ignore[arg-type]
+
+    return CsvTable("cuda_api_trace", len(order), chunks)
