@@ -1,12 +1,14 @@
 """Decode a ``.ncu-rep`` in short-lived child processes, a slice of its kernels each, and merge the rows.
 
 ``ncu_report`` frees nothing it decodes: ~130 MB for the first kernel of a ``--set full`` report,
-~10 MB for each one after, ~20 MB more for a kernel's SASS. Decoded in one process, an 18-kernel
-report costs ~480 MB (~850 MB with the SASS of every kernel's hottest instructions). Here each
-child (``python -m engine.reports.ncu_decode``) decodes at most :data:`PER_CHILD` kernels
-with every metric (and, for the sections page, the SASS of its hottest instructions), sends plain
-rows back and exits: without SASS no process holds more than ~300 MB, the parent stays small, and
-the tables come out complete, so the next page is read from the cache without the report.
+~10 MB for each one after; the first SASS disassembly ~90 MB and ~1 s, each kernel module's SASS
+20-200 MB more. Decoded in one process, an 18-kernel report costs ~480 MB (~850 MB with the SASS
+of every kernel's hottest instructions), for as long as the process lives (the GUI's: per report
+opened). Here each child (``python -m engine.reports.ncu_decode``; two at a time where two cores
+are idle, else one) decodes at most :data:`PER_CHILD` kernels with every metric (and, for the
+sections page, the SASS of its hottest instructions), sends plain rows back and exits: without
+SASS no process holds more than ~300 MB, the parent stays small, and the tables come out
+complete, so the next page is read from the cache without the report.
 
 Byte-identity with the single-process reader: ``ncu_report`` works a derived metric's unit out
 from the units asked before it in the same process (:func:`engine.reports.ncu_decode.settle_units`),
@@ -39,7 +41,23 @@ SPLIT_MIN = int(os.environ.get("KERNELSCOPE_NCU_SPLIT_MIN", "6"))
 #: and still miss 300 MB.
 PER_CHILD = int(os.environ.get("KERNELSCOPE_NCU_PER_CHILD", "10"))
 PER_CHILD_SASS = PER_CHILD
-_PARALLEL = int(os.environ.get("KERNELSCOPE_NCU_PARALLEL", "2"))
+
+
+def _parallel() -> int:
+    """Children at a time: 2 where two cores are idle, else 1 (``KERNELSCOPE_NCU_PARALLEL`` overrides).
+
+    Two children at once cost ~0.5 s more CPU than one process and hold ~2 x 275 MB together; on
+    a busy machine (2 cores, load 4.5) one at a time was faster (2.1 s against 2.7 s for the
+    details page of torch18_full) and held 407 MB in all against 678 MB.
+    """
+    given = os.environ.get("KERNELSCOPE_NCU_PARALLEL")
+    if given:
+        return max(1, int(given))
+    try:
+        idle = (os.cpu_count() or 1) - os.getloadavg()[0]
+    except OSError:
+        return 1
+    return 2 if idle >= 2 else 1
 
 
 def use_children() -> bool:
@@ -54,7 +72,7 @@ def _chunks(ids: list[int], per: int) -> list[list[int]]:
 
 
 def _run(jobs: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-    """Run each job in a child (``_PARALLEL`` at a time), results in job order; None if one fails."""
+    """Run each job in a child (:func:`_parallel` at a time), results in job order; None if one fails."""
     import importlib.util
 
     # -S: without site (.pth files, ~70 ms); the child needs only this code and ncu_report.
@@ -70,9 +88,10 @@ def _run(jobs: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
     running: list[tuple[int, subprocess.Popen[bytes], Any]] = []
     todo = list(range(len(jobs)))
     ok = True
+    parallel = _parallel()
     warmed = "pandas" in sys.modules
     while todo or running:
-        while todo and len(running) < _PARALLEL:
+        while todo and len(running) < parallel:
             i = todo.pop(0)
             proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.DEVNULL, env=env)
