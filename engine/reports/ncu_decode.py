@@ -230,7 +230,7 @@ def decode_chunk(job: dict[str, Any]) -> dict[str, Any]:
     section_defs; tables (decode the rows and every metric); sources ({kernel ID: ([pc], [(pc,
     samples)])} to disassemble, or None: every decoded kernel's hottest instructions).
     """
-    import ncu_report  # noqa: PLC0415 - native module, only in the child
+    import ncu_report  # noqa: PLC0415 - native module, imported by main() before the job comes
 
     ctx = ncu_report.load_report(str(job["path"]))
     refs: list[tuple[int, int]] = job["refs"]
@@ -268,7 +268,14 @@ def decode_chunk(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
-    """Child process: read a pickled job on stdin, write the pickled :func:`decode_chunk` result."""
+    """Child process: read a pickled job on stdin, write the pickled :func:`decode_chunk` result.
+
+    The imports come first: the parent starts the next child while the previous one decodes.
+    """
+    import ncu_report  # noqa: F401, PLC0415 - native module, only in the child
+
+    import engine.reports.ncu_metrics  # noqa: F401, PLC0415 - what ActionDecoder imports
+
     job = pickle.load(sys.stdin.buffer)  # noqa: S301 - written by our own parent process
     result = decode_chunk(job)
     sys.stdout.buffer.write(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))

@@ -31,10 +31,11 @@ from typing import Any
 from engine.reports.ncu_decode import NAME_PLACEHOLDER, ActionDecoder
 from engine.reports.ncu_section_defs import SectionDef
 
-#: Reports with fewer kernels are decoded in-process (one child would hold as much memory).
+#: Reports with fewer kernels are decoded in-process: they fit in ~300 MB there (~130 MB + ~10 MB a
+#: kernel + Python's ~50 MB), and children cost ~0.5 s more CPU (each pays the first-kernel decode).
 #: ``KERNELSCOPE_NCU_SPLIT_MIN`` and ``KERNELSCOPE_NCU_PER_CHILD`` override both (tests split small
 #: reports into many children that way).
-SPLIT_MIN = int(os.environ.get("KERNELSCOPE_NCU_SPLIT_MIN", "6"))
+SPLIT_MIN = int(os.environ.get("KERNELSCOPE_NCU_SPLIT_MIN", "13"))
 #: Kernels per child: ~130 MB + ~10 MB a kernel stays under ~300 MB. SASS is not split finer: the
 #: first disassembly in a process costs ~1 s and ~90 MB, and each kernel module's SASS 20-200 MB
 #: (torch18_full: 9 kernels with SASS ~490 MB, 5 kernels 290-470 MB), so finer slices cost time
@@ -85,7 +86,15 @@ def _run(jobs: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
     env = dict(os.environ, PYTHONPATH=path)
     argv = [sys.executable, "-S", "-m", "engine.reports.ncu_decode"]
     results: list[dict[str, Any] | None] = [None] * len(jobs)
-    running: list[tuple[int, subprocess.Popen[bytes], Any]] = []
+    running: list[tuple[int, subprocess.Popen[bytes]]] = []
+    spawned: dict[int, subprocess.Popen[bytes]] = {}
+
+    def spawn(i: int) -> subprocess.Popen[bytes]:
+        if i not in spawned:
+            spawned[i] = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          stderr=subprocess.DEVNULL, env=env)
+        return spawned[i]
+
     todo = list(range(len(jobs)))
     ok = True
     parallel = _parallel()
@@ -93,17 +102,18 @@ def _run(jobs: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
     while todo or running:
         while todo and len(running) < parallel:
             i = todo.pop(0)
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.DEVNULL, env=env)
+            proc = spawn(i)
             assert proc.stdin is not None
             proc.stdin.write(pickle.dumps(jobs[i], protocol=pickle.HIGHEST_PROTOCOL))
             proc.stdin.close()
-            running.append((i, proc, None))
+            running.append((i, proc))
+        if todo:  # the next child starts Python and its imports now, and waits for its job
+            spawn(todo[0])
         if not warmed:  # the caller builds pandas tables next: import it while the children decode
             import pandas  # noqa: F401, PLC0415
 
             warmed = True
-        i, proc, _ = running.pop(0)
+        i, proc = running.pop(0)
         assert proc.stdout is not None
         data = proc.stdout.read()
         if proc.wait() != 0 or not data:
