@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import sqlite3
 import statistics
 import subprocess
@@ -92,11 +93,19 @@ def rows(report: str) -> dict[str, Row]:
     }
 
 
-def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """(wall seconds, peak RSS MB) of one run, via GNU time."""
+def timed(argv: list[str], env: dict[str, str], limit: float | None = None) -> tuple[float, float]:
+    """(wall seconds, peak RSS MB) of one run, via GNU time; (inf, nan) past ``limit`` seconds."""
     with tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
-        r = subprocess.run([GNU_TIME, "-f", "%e %M", "-o", tf.name, *argv], env=env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen([GNU_TIME, "-f", "%e %M", "-o", tf.name, *argv], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)  # its own group: a timeout stops it all
+        try:
+            _, err = proc.communicate(timeout=limit)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            return float("inf"), float("nan")
+        r = subprocess.CompletedProcess(argv, proc.returncode, None, err)
         if r.returncode != 0:
             sys.exit(f"command failed ({r.returncode}): {' '.join(argv)}\n{r.stderr[-2000:]}")
         wall, kb = tf.read().split()[-2:]
@@ -122,6 +131,8 @@ def main() -> int:
     ap.add_argument("--drop-caches", action="store_true", help="drop the page cache before cold runs")
     ap.add_argument("--oracles", type=Path, help="folder with <prefix>_<report>.csv files")
     ap.add_argument("--oracle-prefix", default="big")
+    ap.add_argument("--ref-timeout", type=float, default=None,
+                    help="stop a reference run after this many seconds (its time then reads '> N s')")
     ap.add_argument("--mem-goal", type=float, default=None,
                     help="peak RSS goal in MB for every row (default: 2048 for reports of 5M kernels "
                          "or more, as issue 16 asks at 10M; none below)")
@@ -160,7 +171,8 @@ def main() -> int:
                 if nsys and row.ref is not None and not row.warm:
                     if args.drop_caches:
                         drop_caches()
-                    ref[key].append(timed([nsys, *(a.replace("{out}", out + "_ref") for a in row.ref)], env))
+                    ref[key].append(timed([nsys, *(a.replace("{out}", out + "_ref") for a in row.ref)], env,
+                                          args.ref_timeout))
                 cache = work / f"cache-{key}{i}"
                 env_ks = {**env, "KERNELSCOPE_CACHE": str(cache)}
                 argv = [kernelscope, *(a.replace("{out}", out) for a in row.ours)]
@@ -170,7 +182,7 @@ def main() -> int:
                     drop_caches()
                 ours[key].append(timed(argv, env_ks))
                 shutil.rmtree(cache, ignore_errors=True)
-        _print(table, wanted, ours, ref, mem_goal)
+        _print(table, wanted, ours, ref, mem_goal, args.ref_timeout or float("inf"))
         if args.oracles:
             print()
             for rep in ALL9.split(","):
@@ -185,7 +197,8 @@ def main() -> int:
 
 
 def _print(table: dict[str, Row], wanted: list[str], ours: dict[str, list[tuple[float, float]]],
-           ref: dict[str, list[tuple[float, float]]], mem_goal: float | None = None) -> None:
+           ref: dict[str, list[tuple[float, float]]], mem_goal: float | None = None,
+           limit: float = float("inf")) -> None:
     goal_mem = f", <= {mem_goal:.0f} MB" if mem_goal else ""
     print("| command | ours: median s (min-max), peak MB | nsys 2022.4: median s, peak MB | ratio | goal "
           "| met |")
@@ -200,7 +213,11 @@ def _print(table: dict[str, Row], wanted: list[str], ours: dict[str, list[tuple[
         mem_ok = mem_goal is None or max(m for _, m in ours[key]) <= mem_goal
         if key == "summary" and not base:
             base = ref_core
-        if base:
+        if base and all(t == float("inf") for t, _ in base):  # stopped at --ref-timeout
+            met = mine / limit <= row.goal and mem_ok
+            print(f"| {row.label} | {cell} | > {limit:.0f} (stopped) | < {mine / limit:.2f} | "
+                  f"<= {row.goal}{goal_mem} | {'yes' if met else 'NO'} |")
+        elif base:
             theirs = statistics.median(t for t, _ in base)
             ratio = mine / theirs
             met = ratio <= row.goal and mem_ok

@@ -4,10 +4,22 @@ shared starts and zero-length ranges included; partially overlapping ranges take
 
 from __future__ import annotations
 
+import lzma
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
+import pytest
 
-from engine.analysis.nsys.stats.nvtx import _nested_parents, _pairwise_parents, _parents
+from engine.analysis.nsys.stats.nvtx import (
+    _gpu_op_calls_columns,
+    _gpu_op_calls_sql,
+    _nested_parents,
+    _pairwise_parents,
+    _parents,
+)
+from engine.reports import open_report
+from tests.conftest import NSYS_SQLITE, REPO
 
 
 def _nested_ranges(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -57,3 +69,28 @@ def test_threads_are_separate() -> None:
     ranges = pd.DataFrame({"id": [1, 2, 3], "start": [0, 1, 1], "end": [10, 2, 2],
                            "globalTid": [7, 7, 8]})
     assert _parents(ranges) == {1: None, 2: 1, 3: None}
+
+
+def test_numpy_join_of_gpu_ops_and_calls_equals_sqlites(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """nvtx_gpu_proj's op/call join through the columnar cache gives SQLite's rows (as a multiset)."""
+    monkeypatch.setenv("KERNELSCOPE_CACHE", str(tmp_path / "cache"))
+    paths = list(NSYS_SQLITE)
+    for xz in sorted((REPO / "tests" / "data" / "recordings" / "nsys").glob("*/*.sqlite.xz")):
+        dest = tmp_path / xz.name[: -len(".xz")]
+        dest.write_bytes(lzma.decompress(xz.read_bytes()))
+        paths.append(dest)
+    cols = ["start", "end", "corr", "a_start", "a_end", "gtid"]
+    total = 0
+    for path in paths:
+        trace = open_report(path)
+        want = _gpu_op_calls_sql(trace)
+        got = _gpu_op_calls_columns(trace)
+        assert got is not None, path.name
+        if want is None:
+            assert got.empty, path.name
+            continue
+        assert sorted(map(tuple, got[cols].to_numpy().tolist())) == \
+            sorted(map(tuple, want[cols].astype("int64").to_numpy().tolist())), path.name
+        total += len(want)
+    assert total > 10_000

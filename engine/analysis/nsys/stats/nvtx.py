@@ -134,7 +134,19 @@ def nvtx_kern_sum(trace: Trace) -> pd.DataFrame:
 
 
 def _gpu_op_calls(trace: Trace) -> pd.DataFrame | None:
-    """Kernels, copies and memsets with their launch call: op start/end, correlation id, call."""
+    """Kernels, copies and memsets with their launch call: op start/end, correlation id, call.
+
+    Through the columnar cache where the export has one (:func:`_gpu_op_calls_columns`), else
+    SQLite's join (:func:`_gpu_op_calls_sql`); the same rows, maybe in another order.
+    """
+    fast = _gpu_op_calls_columns(trace)
+    if fast is not None:
+        return fast if len(fast) else None
+    return _gpu_op_calls_sql(trace)
+
+
+def _gpu_op_calls_sql(trace: Trace) -> pd.DataFrame | None:
+    """:func:`_gpu_op_calls` by SQLite joins."""
     import pandas as pd
 
     parts = []
@@ -148,6 +160,70 @@ def _gpu_op_calls(trace: Trace) -> pd.DataFrame | None:
         if df is not None:
             parts.append(df)
     return pd.concat(parts, ignore_index=True) if parts else None
+
+
+def _gpu_op_calls_columns(trace: Trace) -> pd.DataFrame | None:
+    """:func:`_gpu_op_calls` joined with numpy over the columnar cache (None: take the SQL join).
+
+    SQLite joins each GPU table with 2.76M runtime calls (400k kernels) by building a temporary
+    index each time; here the calls' (process, correlationId) keys are sorted once and every op
+    finds its calls with a binary search. Rows come in table order, op by op (the SQL join's
+    order may differ; :func:`nvtx_gpu_proj_trace` only aggregates them).
+    """
+    import numpy as np
+    import pandas as pd
+
+    from engine.reports.columns import NULL, has_null
+
+    store_fn = getattr(trace, "column_store", None)
+    has = getattr(trace, "has_sqlite_table", None)
+    runtime = "CUPTI_ACTIVITY_KIND_RUNTIME"
+    if store_fn is None or has is None or not has(runtime):
+        return None
+    store = store_fn()
+    both = {"start": '"start"', "end": '"end"', "correlationId": '"correlationId"'}
+    try:
+        api = store.read(runtime, {**both, "globalTid": '"globalTid"'})
+        ops = [store.read(t, {**both, "globalPid": '"globalPid"'})
+               for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+                         "CUPTI_ACTIVITY_KIND_MEMSET") if has(t)]
+    except Exception:  # noqa: BLE001 - any read problem: the SQL join
+        return None
+    if has_null(api["start"]) or has_null(api["end"]) or any(
+            has_null(o["start"]) or has_null(o["end"]) for o in ops):
+        return None
+    ops = [o for o in ops if len(o["start"])]
+    if not ops or not len(api["start"]):
+        return None if not ops else pd.DataFrame()
+    corr_a, gtid = np.asarray(api["correlationId"]), np.asarray(api["globalTid"])
+    ok_a = (corr_a != NULL) & (gtid != NULL)
+    corr_o = np.concatenate([np.asarray(o["correlationId"]) for o in ops])
+    gpid = np.concatenate([np.asarray(o["globalPid"]) for o in ops])
+    ok_o = (corr_o != NULL) & (gpid != NULL) & ((gpid & 0xFFFFFF) == 0)
+    if (corr_a[ok_a] < 0).any() or (corr_a[ok_a] >= 1 << 40).any() or \
+            (corr_o[ok_o] < 0).any() or (corr_o[ok_o] >= 1 << 40).any():
+        return None
+    procs, code = np.unique(np.concatenate([gtid[ok_a] >> 24, gpid[ok_o] >> 24]), return_inverse=True)
+    if len(procs) >= 1 << 22:
+        return None
+    n_a = int(ok_a.sum())
+    key_a = (code[:n_a].astype(np.int64) << 40) | corr_a[ok_a]
+    key_o = (code[n_a:].astype(np.int64) << 40) | corr_o[ok_o]
+    calls = np.flatnonzero(ok_a)
+    order = np.argsort(key_a, kind="stable")
+    sk = key_a[order]
+    lo = np.searchsorted(sk, key_o, side="left")
+    cnt = np.searchsorted(sk, key_o, side="right") - lo
+    op_idx = np.repeat(np.flatnonzero(ok_o), cnt)
+    first = np.cumsum(cnt) - cnt
+    call_idx = calls[order[np.repeat(lo, cnt) + (np.arange(int(cnt.sum())) - np.repeat(first, cnt))]]
+    start_o = np.concatenate([np.asarray(o["start"]) for o in ops])
+    end_o = np.concatenate([np.asarray(o["end"]) for o in ops])
+    return pd.DataFrame({
+        "start": start_o[op_idx], "end": end_o[op_idx], "corr": corr_o[op_idx],
+        "a_start": np.asarray(api["start"])[call_idx], "a_end": np.asarray(api["end"])[call_idx],
+        "gtid": gtid[call_idx],
+    })
 
 
 def _parents(ranges: pd.DataFrame) -> dict[int, int | None]:
