@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import re
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -112,6 +113,39 @@ def corr_keys(values: Any) -> npt.NDArray[np.int64]:
     return out
 
 
+def match_first(left: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
+                right: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]) -> npt.NDArray[np.int64]:
+    """For each row of ``left`` (two int key columns), the first ``right`` row with the same keys, or -1.
+
+    The rows a pandas left merge with ``right.drop_duplicates(keys)`` gives, in numpy: the two keys
+    packed into one int64, the right side's first rows found with a stable sort and searchsorted.
+    """
+    lp, lc = (np.asarray(k, dtype=np.int64) for k in left)
+    rp, rc = (np.asarray(k, dtype=np.int64) for k in right)
+    out = np.full(len(lp), -1, dtype=np.int64)
+    if not len(lp) or not len(rp):
+        return out
+    cmin = min(int(lc.min()), int(rc.min()))
+    span = max(int(lc.max()), int(rc.max())) - cmin + 1
+    pmin = min(int(lp.min()), int(rp.min()))
+    pmax = max(int(lp.max()), int(rp.max()))
+    if (pmax - pmin + 1) * span >= 1 << 62:  # keys too wide to pack: pandas does it
+        import pandas as pd
+
+        r = pd.DataFrame({"p": rp, "c": rc, "i": np.arange(len(rp))}).drop_duplicates(["p", "c"])
+        j = pd.DataFrame({"p": lp, "c": lc}).merge(r, how="left", on=["p", "c"])
+        got = j["i"].notna().to_numpy()
+        out[got] = j["i"].to_numpy()[got].astype(np.int64)
+        return out
+    rk = (rp - pmin) * span + (rc - cmin)
+    lk = (lp - pmin) * span + (lc - cmin)
+    uniq, first = np.unique(rk, return_index=True)  # first occurrence of each key
+    pos = np.minimum(np.searchsorted(uniq, lk), len(uniq) - 1)
+    hit = uniq[pos] == lk
+    out[hit] = first[pos[hit]]
+    return out
+
+
 def pid_key(value: Any) -> str:
     """One process id as text (the form every function here compares)."""
     return str(pid_keys([value])[0])
@@ -177,17 +211,19 @@ class Steps:
     gpu_total_ns: int
     chosen_by: str = "structure"
 
+    # Derived values are computed once per Steps (a capture can hold 200k steps and the rules ask
+    # for them dozens of times); functools.cached_property stores them beside the frozen fields.
     @property
     def count(self) -> int:
         """Number of steps, warm-up included."""
         return len(self.steps)
 
-    @property
+    @cached_property
     def warmup_count(self) -> int:
         """Leading steps that are warm-up."""
         return sum(1 for s in self.steps if s.warmup)
 
-    @property
+    @cached_property
     def steady(self) -> tuple[Step, ...]:
         """The steps after warm-up."""
         return tuple(s for s in self.steps if not s.warmup)
@@ -195,29 +231,60 @@ class Steps:
     @property
     def durations_ns(self) -> list[int]:
         """Every step's duration, in time order."""
-        return [s.duration_ns for s in self.steps]
+        out: list[int] = self._durations.tolist()
+        return out
 
-    @property
+    @cached_property
+    def _durations(self) -> npt.NDArray[np.int64]:
+        return self._ends - self._starts
+
+    @cached_property
+    def _starts(self) -> npt.NDArray[np.int64]:
+        return np.fromiter((s.start_ns for s in self.steps), dtype=np.int64, count=len(self.steps))
+
+    @cached_property
+    def _ends(self) -> npt.NDArray[np.int64]:
+        return np.fromiter((s.end_ns for s in self.steps), dtype=np.int64, count=len(self.steps))
+
+    @cached_property
+    def _steady_mask(self) -> npt.NDArray[np.bool_]:
+        return np.fromiter((not s.warmup for s in self.steps), dtype=bool, count=len(self.steps))
+
+    @cached_property
     def steady_median_ns(self) -> float:
         """Median duration of the steady-state steps (all steps when every one is warm-up)."""
-        d = [s.duration_ns for s in (self.steady or self.steps)]
+        d = self._durations[self._steady_mask] if self.steady else self._durations
         return float(np.median(d))
 
     @property
     def starts_ns(self) -> npt.NDArray[np.int64]:
         """Step starts (sorted)."""
-        return np.array([s.start_ns for s in self.steps], dtype=np.int64)
+        return self._starts.copy()
 
     @property
     def ends_ns(self) -> npt.NDArray[np.int64]:
         """Step ends."""
-        return np.array([s.end_ns for s in self.steps], dtype=np.int64)
+        return self._ends.copy()
+
+    @cached_property
+    def _blocks(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        return merged(*self.window())
+
+    @cached_property
+    def _steady_blocks(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        return merged(*self.window(steady_only=True))
+
+    def contains(self, t: npt.NDArray[np.int64], *, steady_only: bool = False) -> npt.NDArray[np.bool_]:
+        """Which times fall inside a step (a steady one with ``steady_only``): :func:`inside`."""
+        s, e = self._steady_blocks if steady_only else self._blocks
+        return _inside_blocks(s, e, np.asarray(t, dtype=np.int64))
 
     def window(self, *, steady_only: bool = False) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(starts, ends) of the steps, optionally of the steady ones only."""
-        chosen = self.steady if steady_only and self.steady else self.steps
-        return (np.array([s.start_ns for s in chosen], dtype=np.int64),
-                np.array([s.end_ns for s in chosen], dtype=np.int64))
+        if steady_only and self.steady:
+            m = self._steady_mask
+            return self._starts[m], self._ends[m]
+        return self._starts.copy(), self._ends.copy()
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -310,12 +377,10 @@ def _gpu_ops(trace: Trace) -> pd.DataFrame:
     if len(api):
         # join on integers: the pid keys of both tables numbered together, with the correlation id
         pk_codes, _ = pd.factorize(np.concatenate([out["pidk"].to_numpy(object), pid_keys(api["pid"])]))
-        a = pd.DataFrame({"launch": api["start"].to_numpy(dtype=np.int64), "p": pk_codes[len(out):],
-                          "corr": corr_keys(api["correlationId"])}).drop_duplicates(["p", "corr"])
-        o = pd.DataFrame({"p": pk_codes[: len(out)], "corr": corr_keys(ops["correlationId"])})
-        j = o.merge(a, how="left", on=["p", "corr"])
-        got = j["launch"].notna().to_numpy()
-        launch[got] = j["launch"].to_numpy()[got].astype(np.int64)
+        idx = match_first((pk_codes[: len(out)], corr_keys(ops["correlationId"])),
+                          (pk_codes[len(out):], corr_keys(api["correlationId"])))
+        got = idx >= 0
+        launch[got] = api["start"].to_numpy(dtype=np.int64)[idx[got]]
     out["launch"] = launch
     return out
 
@@ -345,6 +410,14 @@ def inside(starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64], t: npt.ND
     if not len(starts) or not len(t):
         return np.zeros(len(t), dtype=bool)
     s, e = merged(np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64))
+    return _inside_blocks(s, e, t)
+
+
+def _inside_blocks(s: npt.NDArray[np.int64], e: npt.NDArray[np.int64], t: npt.NDArray[np.int64]
+                   ) -> npt.NDArray[np.bool_]:
+    """Which times ``t`` fall in one of the disjoint sorted blocks [s, e)."""
+    if not len(s) or not len(t):
+        return np.zeros(len(t), dtype=bool)
     idx = np.searchsorted(s, t, side="right") - 1
     ok = idx >= 0
     res = np.zeros(len(t), dtype=bool)
@@ -362,6 +435,14 @@ def range_candidates(trace: Trace, *, pid: Any = None, _ops: pd.DataFrame | None
         pid: only this process (None: every process; one entry per process and range).
 
     """
+    if pid is None and _ops is None and _ranges_df is None:  # every process: built once per trace
+        every = trace_cache(trace, "range_candidates", lambda: _range_candidates(trace, None, None, None))
+        return list(every)
+    return _range_candidates(trace, pid, _ops, _ranges_df)
+
+
+def _range_candidates(trace: Trace, pid: Any, _ops: pd.DataFrame | None,
+                      _ranges_df: pd.DataFrame | None) -> list[RangeCandidate]:
     r = ranges_table(trace) if _ranges_df is None else _ranges_df
     if not len(r):
         return []
@@ -440,9 +521,9 @@ def _build(r: pd.DataFrame, ops: pd.DataFrame, pk: str, name: str, chosen_by: st
     sub = sub[sub["tidk"] == tid].sort_values(["start", "end"])
     # Nested instances of the same name (recursion) collapse into their outermost one.
     s, e = merged(sub["start"].to_numpy(np.int64), sub["end"].to_numpy(np.int64), touching=False)
-    durs = [int(b - a) for a, b in zip(s, e, strict=True)]
+    durs = (e - s).tolist()
     flags = _warmup_flags(durs)
-    steps = tuple(Step(i, int(a), int(b), flags[i]) for i, (a, b) in enumerate(zip(s, e, strict=True)))
+    steps = tuple(map(Step, range(len(durs)), s.tolist(), e.tolist(), flags))
     mine = ops[ops["pidk"] == pk] if len(ops) else ops
     gpu = total = 0
     if len(mine):
@@ -465,11 +546,18 @@ def steps_per_process(trace: Trace, *, range_name: str | None = None) -> list[St
             the one chosen by structure.
 
     """
+    # Built once per trace and range (the summary and the findings rules both ask); Steps is frozen.
+    every: list[Steps] = trace_cache(trace, f"steps_per_process:{range_name!r}",
+                                     lambda: _steps_per_process(trace, range_name))
+    return list(every)
+
+
+def _steps_per_process(trace: Trace, range_name: str | None) -> list[Steps]:
     r = ranges_table(trace)
     if not len(r):
         return []
     ops = gpu_ops(trace)
-    cands = range_candidates(trace, _ops=ops, _ranges_df=r)
+    cands = range_candidates(trace)
     out: list[Steps] = []
     for pk in dict.fromkeys(c.pid for c in cands):
         mine = [c for c in cands if c.pid == pk]
@@ -479,9 +567,12 @@ def steps_per_process(trace: Trace, *, range_name: str | None = None) -> list[St
         else:
             pick, chosen_by = _choose(mine), "structure"
         if pick is not None:
-            st = _build(r, ops, pk, pick.name, chosen_by)
+            # the same range's steps whether picked by structure or named by the user
+            name = pick.name
+            st = trace_cache(trace, f"steps_build:{pk!r}:{name!r}",
+                             lambda pk=pk, name=name: _build(r, ops, pk, name, "structure"))
             if st is not None:
-                out.append(st)
+                out.append(st if st.chosen_by == chosen_by else replace(st, chosen_by=chosen_by))
     out.sort(key=lambda s: (-s.gpu_total_ns, -s.count, s.pid))
     return out
 

@@ -20,12 +20,12 @@ from engine.analysis import summary_model as sm
 from engine.analysis.steps import (
     Steps,
     gpu_ops,
-    inside,
     pid_key,
     pid_keys,
     range_names,
     ranges_table,
     steps_per_process,
+    trace_cache,
 )
 from engine.analysis.summary_model import SCHEMA, Summary
 
@@ -245,7 +245,7 @@ def _ops(trace: Trace) -> pd.DataFrame:
     mc_rows = kinds == "memcpy"
     if mc_rows.any():
         mc = trace.table("memcpy", ["operation", "srcKindName", "dstKindName", "bytes"])
-        codes, uniq = _kinds(mc)
+        codes, uniq = _copy_kinds(trace, mc)
         labels = np.array([f"memcpy {o} ({_host_kind(o, a, b)})" for o, a, b in uniq], dtype=object)
         part[mc_rows] = labels[codes]
         nbytes[mc_rows] = mc["bytes"].astype(float).fillna(0).to_numpy()
@@ -254,6 +254,13 @@ def _ops(trace: Trace) -> pd.DataFrame:
         part[ms_rows] = "memset"
         nbytes[ms_rows] = trace.table("memset", ["bytes"])["bytes"].astype(float).fillna(0).to_numpy()
     return ops.assign(part=part, bytes=nbytes, devk=pid_keys(ops["deviceId"]), strk=pid_keys(ops["streamId"]))
+
+
+def _copy_kinds(trace: Trace, mc: pd.DataFrame) -> tuple[np.ndarray, list[tuple[str, str, str]]]:
+    """:func:`_kinds` of the trace's copies, computed once per trace (``mc``: its memcpy table)."""
+    out: tuple[np.ndarray, list[tuple[str, str, str]]] = trace_cache(trace, "summary_copy_kinds",
+                                                                       lambda: _kinds(mc))
+    return out
 
 
 def _kinds(mc: pd.DataFrame) -> tuple[np.ndarray, list[tuple[str, str, str]]]:
@@ -339,7 +346,7 @@ def _bandwidth(trace: Trace) -> tuple[sm.BandwidthRow, ...]:
     if not len(mc):
         return ()
     m = mc.assign(duration_ns=_durations(mc), nbytes=mc["bytes"].astype(float).fillna(0))
-    codes, uniq = _kinds(mc)
+    codes, uniq = _copy_kinds(trace, mc)
     m["memory"] = np.array([_host_kind(o, a, b) for o, a, b in uniq], dtype=object)[codes]
     out = []
     for (op, mem), g in m.groupby(["operation", "memory"], sort=False):
@@ -374,8 +381,8 @@ def _iterations(trace: Trace, api: pd.DataFrame, ops: pd.DataFrame,
     mine = api[api["pidk"] == st.pid] if len(api) else api
     if len(mine):
         t = mine["start"].to_numpy(np.int64)
-        in_steady = inside(ss, se, t)
-        in_any = inside(a_all, e_all, t)
+        in_steady = st.contains(t, steady_only=True)
+        in_any = st.contains(t)
         per_it = _costs(mine[in_steady], n_steady)
         warm = _costs(mine[in_any & ~in_steady], st.warmup_count or None)
         once = _costs(mine[~in_any], None)
@@ -405,9 +412,8 @@ def _phases(trace: Trace, st: Steps) -> tuple[sm.Phase, ...]:
     r = ranges_table(trace)
     if not len(r):
         return ()
-    a, e = st.window()
     o = r[(r["pidk"] == st.pid) & (r["name"] != st.range_name)]
-    o = o[inside(a, e, o["start"].to_numpy(np.int64))]
+    o = o[st.contains(o["start"].to_numpy(np.int64))]
     out = []
     for rng, g in o.groupby("name"):
         d = (g["end"] - g["start"]).to_numpy(np.int64)

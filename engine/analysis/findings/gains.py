@@ -74,12 +74,9 @@ class Context:
 
     def steady_mask(self, t: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
         """Which times fall inside a steady-state step."""
-        from engine.analysis.steps import inside
-
         if not self.steps:
             return np.zeros(len(t), dtype=bool)
-        s, e = self.steps.window(steady_only=True)
-        return inside(s, e, np.asarray(t, dtype=np.int64))
+        return self.steps.contains(t, steady_only=True)
 
     def step_busy_idle(self) -> tuple[float, float]:
         """GPU busy and idle per steady step (the step's process, union over its GPU work)."""

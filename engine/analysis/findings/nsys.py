@@ -14,7 +14,7 @@ import numpy as np
 
 from engine.analysis.findings.gains import GPU, HOST, Context, gain_from, severity_of
 from engine.analysis.findings.model import Evidence, Finding, Gain, fmt_time, pct
-from engine.analysis.steps import corr_keys, pid_keys, trace_cache
+from engine.analysis.steps import corr_keys, match_first, pid_keys, trace_cache
 from engine.analysis.summary import categories, interval_union_ns
 
 if TYPE_CHECKING:
@@ -71,11 +71,25 @@ def _copies(trace: Trace) -> pd.DataFrame:
     a = api.rename(columns={"start": "api_start", "end": "api_end", "baseName": "api"})
     if not len(mc):
         return mc.assign(api=[], api_start=[], api_end=[])
-    # Join on text keys: Kineto traces store pid as int in one table and str (or None) in another.
-    a = a.assign(_pk=pid_keys(a["pid"]), _ck=corr_keys(a["correlationId"]))
-    a = a.drop(columns=["pid", "correlationId"]).drop_duplicates(["_pk", "_ck"])
-    m = mc.assign(_pk=pid_keys(mc["pid"]), _ck=corr_keys(mc["correlationId"]))
-    return m.merge(a, how="left", on=["_pk", "_ck"]).drop(columns=["_pk", "_ck"])
+    import pandas as pd
+
+    # Join on text keys: Kineto traces store pid as int in one table and str (or None) in another
+    # (numbered together, then joined on integers: the rows of a left merge with the calls'
+    # first row per key, as pandas' merge after drop_duplicates gives, without its cost).
+    pk, _ = pd.factorize(np.concatenate([pid_keys(mc["pid"]), pid_keys(a["pid"])]))
+    idx = match_first((pk[: len(mc)], corr_keys(mc["correlationId"])),
+                      (pk[len(mc):], corr_keys(a["correlationId"])))
+    out = mc.reset_index(drop=True)
+    extra = {}
+    for c in a.columns:
+        if c not in ("pid", "correlationId"):
+            col = a[c]
+            if isinstance(col.dtype, np.dtype):  # object stays object, as merge gives
+                v = pd.api.extensions.take(col.to_numpy(), idx, allow_fill=True)
+                extra[c] = pd.Series(v, dtype=v.dtype, copy=False)
+            else:  # extension dtypes (pandas' str) keep their dtype
+                extra[c] = pd.Series(col.array.take(idx, allow_fill=True))
+    return out.assign(**extra)
 
 
 def _host_memory(row_op: str, src: str, dst: str) -> str:
