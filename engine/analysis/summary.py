@@ -134,6 +134,19 @@ def _union(starts: Any, ends: Any) -> int:
     return interval_union_ns(np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64))[0]
 
 
+def _union_sorted(s: np.ndarray, e: np.ndarray) -> int:
+    """:func:`interval_union_ns`'s length for intervals already sorted by start (no sort)."""
+    if not len(s):
+        return 0
+    run_end = np.maximum.accumulate(e)
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > run_end[:-1]
+    idx = np.flatnonzero(new)
+    block_ends = np.append(run_end[idx[1:] - 1], run_end[-1])
+    return int((block_ends - s[idx]).sum())
+
+
 def _host_kind(row_op: str, src: str, dst: str) -> str:
     """The memory kind that matters for a copy's speed: the host side (or Device for D2D)."""
     if row_op.startswith("Host-to") or row_op.startswith("Unified Host"):
@@ -148,12 +161,17 @@ def _durations(df: pd.DataFrame) -> np.ndarray:
     return d
 
 
+_NVTX_COLUMNS = ["start", "end", "eventType", "text", "domain", "pid", "tid"]
+
+
 def capture_window(trace: Trace) -> tuple[int, int]:
     """The capture's (start, end) in ns: the span of everything the trace recorded."""
     starts: list[int] = []
     ends: list[int] = []
     for name in ("api", "kernels", "memcpy", "memset", "nvtx", "cpu_ops"):
-        df = trace.table(name, ["start", "end"])
+        # nvtx is read whole by the reader whatever the columns: take the step detection's too
+        # (steps.ranges_table), so that it finds them cached instead of reading the table again
+        df = trace.table(name, _NVTX_COLUMNS if name == "nvtx" else ["start", "end"])
         if len(df):
             st = df["start"].dropna()
             en = df["end"].dropna()
@@ -202,23 +220,27 @@ def _host(d: pd.DataFrame, wall_ns: int) -> sm.Host:
     if not len(d):
         return sm.Host(0, 0, 0, 0, None, (), ())
     total = int(d["duration_ns"].sum())
-    union = _union(d["start"], d["end"])
+    # Sorted by start once: the unions below take subsets of these, already in order.
+    order = np.argsort(d["start"].to_numpy(np.int64), kind="stable")
+    s_all = d["start"].to_numpy(np.int64)[order]
+    e_all = d["end"].to_numpy(np.int64)[order]
+    union = _union_sorted(s_all, e_all)
     cats = []
-    cs: list[np.ndarray] = []
-    ce: list[np.ndarray] = []
+    seen = np.zeros(len(d), dtype=bool)
     covered = 0
     for cat, label in API_CATEGORIES.items():
-        sub = d[d["category"] == cat]
-        if not len(sub):
+        in_cat = (d["category"] == cat).to_numpy(dtype=bool)
+        if not in_cat.any():
             continue
-        cs.append(sub["start"].to_numpy(np.int64))
-        ce.append(sub["end"].to_numpy(np.int64))
-        now = _union(np.concatenate(cs), np.concatenate(ce))
+        sub = d[in_cat]
+        in_cat_sorted = in_cat[order]
+        seen |= in_cat_sorted
+        now = _union_sorted(s_all[seen], e_all[seen])
         attributed, covered = now - covered, now
         by_name = sub.groupby("baseName")["duration_ns"].agg(["sum", "count"]).sort_values(
             "sum", ascending=False)
         cat_total = int(sub["duration_ns"].sum())
-        cat_union = _union(sub["start"], sub["end"])
+        cat_union = _union_sorted(s_all[in_cat_sorted], e_all[in_cat_sorted])
         cats.append(sm.ApiCategory(
             cat, label, cat_total, cat_union, attributed, len(sub), _pct(cat_total, total),
             _pct(cat_union, wall_ns),

@@ -277,8 +277,10 @@ def rule_pageable_copies(ctx: Context) -> list[Finding]:
         return out
     for direction in _DIRECTIONS:
         sub = c[c["operation"] == direction]
-        mem = np.array([_host_memory(direction, s, d) == "Pageable"
-                        for s, d in zip(sub["srcKindName"], sub["dstKindName"], strict=False)], dtype=bool)
+        # _host_memory(direction, src, dst) == "Pageable", a column at a time
+        side = "dstKindName" if direction.endswith("to-Host") and not direction.startswith("Host-to") \
+            else "srcKindName"
+        mem = np.asarray(sub[side].to_numpy(dtype=object) == "Pageable", dtype=bool)
         sub = sub[mem]
         if not len(sub):
             continue
