@@ -206,13 +206,28 @@ def busy_between(block_starts: np.ndarray, block_ends: np.ndarray, a: np.ndarray
 
 
 # -- host --------------------------------------------------------------------------------------------
+def api_keys(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """(:func:`pid_keys`, :func:`categories`) of every row of the API table, computed once per trace.
+
+    Row for row with ``trace.table("api")``: the summary and the findings rules filter them.
+    """
+    def make() -> tuple[np.ndarray, np.ndarray]:
+        api = trace.table("api", ["pid", "baseName"])
+        return pid_keys(api["pid"]), categories(api["baseName"])
+
+    out: tuple[np.ndarray, np.ndarray] = trace_cache(trace, "api_keys", make)
+    return out
+
+
 def _api_frame(trace: Trace) -> pd.DataFrame:
     api = trace.table("api", ["start", "end", "baseName", "pid", "tid"])
-    api = api[api["start"].notna() & api["end"].notna()]
+    keep = (api["start"].notna() & api["end"].notna()).to_numpy(dtype=bool)
+    pk, cat = api_keys(trace)
+    api = api[keep]
     return api.assign(
         start=api["start"].to_numpy(dtype=np.int64), end=api["end"].to_numpy(dtype=np.int64),
-        duration_ns=_durations(api), pidk=pid_keys(api["pid"]), tidk=pid_keys(api["tid"]),
-        category=categories(api["baseName"]),
+        duration_ns=_durations(api), pidk=pk[keep], tidk=pid_keys(api["tid"]),
+        category=cat[keep],
     )
 
 

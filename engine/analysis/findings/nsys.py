@@ -15,7 +15,7 @@ import numpy as np
 from engine.analysis.findings.gains import GPU, HOST, Context, gain_from, severity_of
 from engine.analysis.findings.model import Evidence, Finding, Gain, fmt_time, pct
 from engine.analysis.steps import corr_keys, match_first, pid_keys, trace_cache
-from engine.analysis.summary import categories, interval_union_ns
+from engine.analysis.summary import api_keys, categories, interval_union_ns
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -223,8 +223,8 @@ def rule_per_iteration_alloc(ctx: Context) -> list[Finding]:
         return []
     n = ctx.n_steady
     api = ctx.trace.table("api", ["start", "end", "baseName", "pid"])
-    api = api[pid_keys(api["pid"]) == st.pid]
-    api = api[categories(api["baseName"]) == "allocation"]
+    pk, cat = api_keys(ctx.trace)
+    api = api[(pk == st.pid) & (cat == "allocation")]
     inside = api[ctx.steady_mask(api["start"].to_numpy(dtype=np.int64))]
     total = int(_durations(inside).sum()) if len(inside) else 0
     steady_total = ctx.step_ns * n

@@ -15,7 +15,7 @@ import numpy as np
 from engine.analysis.findings.gains import HOST, Context, gain_from, severity_of
 from engine.analysis.findings.model import Evidence, Finding, Gain, fmt_time, pct
 from engine.analysis.steps import corr_keys, pid_keys
-from engine.analysis.summary import busy_between, categories, interval_union_ns
+from engine.analysis.summary import api_keys, busy_between, interval_union_ns
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -53,7 +53,7 @@ def rule_launch_bound(ctx: Context) -> list[Finding]:
     api = ctx.trace.table("api", ["start", "end", "correlationId", "pid", "baseName"])
     if len(k) < 50 or not len(api):
         return []
-    launches = api[categories(api["baseName"]) == "launches"]
+    launches = api[api_keys(ctx.trace)[1] == "launches"]
     kk = k.assign(pk=pid_keys(k["pid"]), ck=corr_keys(k["correlationId"]))
     ll = launches.assign(pk=pid_keys(launches["pid"]), ck=corr_keys(launches["correlationId"]))
     j = kk.merge(ll[["start", "end", "pk", "ck"]].rename(columns={"start": "a0", "end": "a1"}),
