@@ -76,6 +76,13 @@ def _nvtx_ranges(trace: Trace, styles: tuple[int, ...]) -> pd.DataFrame | None:
     """Closed NVTX ranges of the given event types with their ``domain:text`` label."""
     import pandas as pd
 
+    rows = getattr(trace, "rows", None)
+    has = getattr(trace, "has_sqlite_table", None)
+    if rows is not None and has is not None:  # none of these styles: skip loading every event
+        if not has("NVTX_EVENTS") or not rows(
+                "SELECT 1 FROM NVTX_EVENTS WHERE eventType IN "
+                f"({', '.join(str(int(t)) for t in styles)}) AND \"end\" IS NOT NULL LIMIT 1"):
+            return None
     nvtx = _usable(trace, "nvtx")
     if nvtx is None:
         return None
