@@ -19,6 +19,7 @@ import numpy as np
 from engine.analysis import summary_model as sm
 from engine.analysis.steps import (
     Steps,
+    factorize_rows,
     gpu_ops,
     pid_key,
     pid_keys,
@@ -302,11 +303,8 @@ def _copy_kinds(trace: Trace, mc: pd.DataFrame) -> tuple[np.ndarray, list[tuple[
 
 def _kinds(mc: pd.DataFrame) -> tuple[np.ndarray, list[tuple[str, str, str]]]:
     """Codes of each copy's (operation, source kind, destination kind), and the distinct triples."""
-    import pandas as pd
-
-    frame = pd.DataFrame({c: mc[c].astype(str).to_numpy(dtype=object)
-                          for c in ("operation", "srcKindName", "dstKindName")})
-    codes, uniq = pd.factorize(pd.MultiIndex.from_frame(frame))
+    codes, uniq = factorize_rows(*(mc[c].astype(str).to_numpy(dtype=object)
+                                   for c in ("operation", "srcKindName", "dstKindName")))
     return codes, [(str(o), str(a), str(b)) for o, a, b in uniq]
 
 
