@@ -181,7 +181,8 @@ def test_cli_bench_errors_are_one_line(capsys):
     # no GPU here: the default device=cuda says so and how to run on CPU
     assert main(["bench", "gemm"]) == 1
     assert capsys.readouterr().err.strip() == (
-        "kernelscope: No CUDA GPU is visible to PyTorch; run on a GPU machine or pass --param device=cpu.")
+        "kernelscope: No CUDA GPU is visible to PyTorch; run gemm on the CPU with --param device=cpu, or on "
+        "a GPU machine.")
 
 
 def test_cli_bench_list(capsys):
