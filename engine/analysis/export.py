@@ -139,7 +139,8 @@ def svg_samples(title: str, groups: list[tuple[str, list[float]]], unit: str, wi
 
 
 # -- Markdown / HTML -----------------------------------------------------------------------------
-def _findings_md(findings: list[Finding]) -> list[str]:
+def findings_markdown(findings: list[Finding]) -> list[str]:
+    """The findings as a Markdown section (shared by the nsys and ncu exports)."""
     if not findings:
         return ["No findings."]
     out = ["| severity | finding | expected gain | how the gain is computed |", "| --- | --- | --- | --- |"]
@@ -246,7 +247,7 @@ def session_markdown(summary: Summary | dict[str, Any], findings: list[Finding])
     if summary["missing"]:
         lines.append(f"- Not captured: {'; '.join(summary['missing'])}")
     lines += [""] + _breakdown_md(summary)
-    lines += ["## Findings", ""] + _findings_md(findings)
+    lines += ["## Findings", ""] + findings_markdown(findings)
     return "\n".join(lines) + "\n"
 
 

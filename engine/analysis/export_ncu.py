@@ -38,7 +38,7 @@ def _ns(v: Any) -> str:
 
 def ncu_markdown(report: NcuReport, findings: list[Finding]) -> str:
     """An Nsight Compute report's kernels, ranked rules and findings as Markdown."""
-    from engine.analysis.export import _findings_md
+    from engine.analysis.export import findings_markdown
     from engine.analysis.ncu.sections import kernel_table, rules_table
 
     kt = kernel_table(report)
@@ -70,7 +70,7 @@ def ncu_markdown(report: NcuReport, findings: list[Finding]) -> str:
             lines.append(f"\n{len(rules) - TOP_RULES} more rule results: "
                          "`kernelscope ncu REPORT --page rules`.")
     lines += ["", "## Findings", ""]
-    lines += _findings_md(findings) if findings else ["No findings: none of the rules fired on this report."]
+    lines += findings_markdown(findings) if findings else ["No findings: none of the rules fired on this report."]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -53,7 +53,7 @@ from engine.analysis.nsys.analyze.copies import (
     _rule_cuda_memcpy_sync,
     _rule_cuda_memset_sync,
 )
-from engine.analysis.nsys.analyze.gpu import _rule_gpu_gaps, _rule_gpu_time_util
+from engine.analysis.nsys.analyze.gpu import rule_gpu_gaps, rule_gpu_time_util
 
 if TYPE_CHECKING:
     from engine.reports.base import Trace
@@ -68,8 +68,8 @@ _RUNNERS = {
     "cuda_memcpy_sync": _rule_cuda_memcpy_sync,
     "cuda_memset_sync": _rule_cuda_memset_sync,
     "cuda_api_sync": _rule_cuda_api_sync,
-    "gpu_gaps": _rule_gpu_gaps,
-    "gpu_time_util": _rule_gpu_time_util,
+    "gpu_gaps": rule_gpu_gaps,
+    "gpu_time_util": rule_gpu_time_util,
 }
 
 

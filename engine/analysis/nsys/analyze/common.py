@@ -295,7 +295,8 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def _empty(columns: list[str]) -> pd.DataFrame:
+def empty_rule_frame(columns: list[str]) -> pd.DataFrame:
+    """An empty result table with the rule's columns."""
     return pd.DataFrame({c: pd.Series(dtype="object") for c in columns})
 
 
@@ -306,5 +307,5 @@ def _missing_note(trace: Trace, tables: list[str]) -> str:
 
 
 def _nothing(name: str, columns: list[str], opts: dict[str, Any], sentence: str) -> RuleResult:
-    return RuleResult(name, _empty(columns), sentence, "", opts)
+    return RuleResult(name, empty_rule_frame(columns), sentence, "", opts)
 

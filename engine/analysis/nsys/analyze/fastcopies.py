@@ -73,7 +73,7 @@ def _window_sql(window: tuple[int | None, int | None]) -> str:
     return "".join(f" AND {p}" for p in parts)
 
 
-def _top(keys: list[npt.NDArray[Any]], primary: npt.NDArray[np.int64],
+def top_rows(keys: list[npt.NDArray[Any]], primary: npt.NDArray[np.int64],
          rows: int) -> npt.NDArray[np.intp]:
     """Indices of the first ``rows`` ordered by ``primary`` (ascending), then ``keys`` (last first).
 
@@ -113,7 +113,7 @@ def api_sync(trace: Trace, test: Callable[[str], bool], window: tuple[int | None
     start, end, gtid = cols["start"], cols["end"], cols["globalTid"]
     dur = end - start
     pid = (gtid >> 24) & 0xFFFFFF
-    pick = _top([np.arange(len(dur)), start, pid], -dur, rows)
+    pick = top_rows([np.arange(len(dur)), start, pid], -dur, rows)
     label = np.array([names.get(int(i), "") for i in cols["nameId"][pick].tolist()], dtype=object)
     table = pd.DataFrame({
         "Duration (ns)": pd.array(dur[pick], dtype="Int64"),
@@ -176,7 +176,7 @@ def copies(trace: Trace, table: str, test: Callable[[str], bool], where: str,
     first = np.cumsum(cnt) - cnt
     op = order[lo[call] + (np.arange(total) - first[call])]
     dur = ops["end"][op] - ops["start"][op]
-    pick = _top([np.arange(total)], -dur, rows)
+    pick = top_rows([np.arange(total)], -dur, rows)
     pageable = int((ops["pageable"][op] == 1).sum()) if "pageable" in ops else 0
     top = _details(trace, t, table, ops["rowid"][op[pick]])
     top["apiName"] = pd.Series([names[int(i)] for i in calls["nameId"][call[pick]].tolist()],

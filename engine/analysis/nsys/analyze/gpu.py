@@ -16,7 +16,6 @@ from engine.analysis.nsys.analyze.common import (
     _UTIL_COLUMNS,
     RuleResult,
     _by_duration,
-    _empty,
     _fmt_ms,
     _in_window,
     _int_col,
@@ -26,6 +25,7 @@ from engine.analysis.nsys.analyze.common import (
     _op_pids,
     _plural,
     _time_window,
+    empty_rule_frame,
 )
 
 
@@ -56,10 +56,10 @@ def _gpu_ops(trace: Trace, window: tuple[int | None, int | None]) -> pd.DataFram
 def _fast_gaps(trace: Trace, window: tuple[int | None, int | None], gs: list[fastgpu.Group],
                threshold_ns: float, rows: int) -> pd.DataFrame:
     """gpu_gaps' table from the sorted starts and ends (same rows and order as the general path)."""
-    from engine.analysis.nsys.analyze.fastcopies import _top
+    from engine.analysis.nsys.analyze.fastcopies import top_rows
 
     g = fastgpu.gaps(gs, threshold_ns)
-    pick = _top([g["pos"], g["group"], g["start"], g["pid"]], -g["dur"], rows)
+    pick = top_rows([g["pos"], g["group"], g["start"], g["pid"]], -g["dur"], rows)
     wanted = [(int(g["pid"][i]), int(g["dev"][i]), int(g["start"][i])) for i in pick.tolist()]
     ctx = fastgpu.gap_contexts(trace, window, wanted)
     return pd.DataFrame({
@@ -72,10 +72,11 @@ def _fast_gaps(trace: Trace, window: tuple[int | None, int | None], gs: list[fas
     })
 
 
-def _rule_gpu_gaps(trace: Trace, opts: dict[str, Any]) -> RuleResult:
+def rule_gpu_gaps(trace: Trace, opts: dict[str, Any]) -> RuleResult:
+    """The gpu_gaps rule: GPU idle gaps longer than the threshold, per process and device."""
     window = _time_window(trace, opts)
     threshold_ns = opts["gap"] * 1e6
-    table = _empty(_GAP_COLUMNS)
+    table = empty_rule_frame(_GAP_COLUMNS)
     gs = fastgpu.groups(trace, window)
     ops = _gpu_ops(trace, window) if gs is None else pd.DataFrame()
     if gs is not None:
@@ -200,7 +201,8 @@ def _fast_util_records(gs: list[fastgpu.Group], chunks: int, threshold: float) -
     return records
 
 
-def _rule_gpu_time_util(trace: Trace, opts: dict[str, Any]) -> RuleResult:
+def rule_gpu_time_util(trace: Trace, opts: dict[str, Any]) -> RuleResult:
+    """The gpu_time_util rule: time windows where GPU utilisation is below the threshold."""
     window = _time_window(trace, opts)
     gs = fastgpu.groups(trace, window)
     if gs is not None:

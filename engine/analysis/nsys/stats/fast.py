@@ -62,9 +62,9 @@ class SummaryTable:
         import pandas as pd
 
         if self.empty:
-            from engine.analysis.nsys.stats.frames import _empty
+            from engine.analysis.nsys.stats.frames import empty_frame
 
-            return _empty(self.report)
+            return empty_frame(self.report)
         return pd.DataFrame({c: v for c, v in zip(self.columns, self.data, strict=True)})
 
 

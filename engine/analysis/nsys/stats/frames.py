@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 
 # -- helpers ------------------------------------------------------------------------------------
-def _empty(report: str) -> pd.DataFrame:
+def empty_frame(report: str) -> pd.DataFrame:
+    """An empty frame with the report's columns (what nsys prints for a report with no rows)."""
     import pandas as pd
 
     return pd.DataFrame({c: pd.Series(dtype="object") for c in COLUMNS[report]})
@@ -41,7 +42,7 @@ def _durations(df: pd.DataFrame) -> pd.Series:
     return dur.astype("int64")
 
 
-def _group_stats(keys: pd.DataFrame, values: pd.Series) -> pd.DataFrame:
+def group_stats(keys: pd.DataFrame, values: pd.Series) -> pd.DataFrame:
     """Per-group total, count, mean, median, min, max and sample stddev of ``values``.
 
     Groups come out sorted by key (ascending), which then breaks ties in the total-descending sort.
@@ -59,7 +60,7 @@ def _group_stats(keys: pd.DataFrame, values: pd.Series) -> pd.DataFrame:
 
 
 def _time_summary(stats: pd.DataFrame, count_col: str, label_cols: dict[str, str]) -> pd.DataFrame:
-    """Shape ``_group_stats`` output as a time summary (Time (%), Total Time, ..., labels)."""
+    """Shape ``group_stats`` output as a time summary (Time (%), Total Time, ..., labels)."""
     import pandas as pd
 
     total = stats["sum"].astype("int64")
@@ -121,7 +122,7 @@ def _api_stats(trace: Trace) -> pd.DataFrame | None:
     api = _usable(trace, "api", ["start", "end", "name"])
     if api is None:
         return None
-    return _group_stats(pd.DataFrame({"name": _api_names(api)}), _durations(api))
+    return group_stats(pd.DataFrame({"name": _api_names(api)}), _durations(api))
 
 
 def _kernel_stats(trace: Trace) -> pd.DataFrame | None:
@@ -130,7 +131,7 @@ def _kernel_stats(trace: Trace) -> pd.DataFrame | None:
     k = _usable(trace, "kernels", ["start", "end", "name"])
     if k is None:
         return None
-    return _group_stats(pd.DataFrame({"name": k["name"].fillna("").astype(str)}), _durations(k))
+    return group_stats(pd.DataFrame({"name": k["name"].fillna("").astype(str)}), _durations(k))
 
 
 def _memop_stats(trace: Trace) -> pd.DataFrame | None:
@@ -139,27 +140,27 @@ def _memop_stats(trace: Trace) -> pd.DataFrame | None:
     ops = _memop_frame(trace)
     if ops is None:
         return None
-    return _group_stats(pd.DataFrame({"name": ops["label"]}), _durations(ops))
+    return group_stats(pd.DataFrame({"name": ops["label"]}), _durations(ops))
 
 
 def _cuda_api_sum(trace: Trace) -> pd.DataFrame:
     stats = _api_stats(trace)
     if stats is None:
-        return _empty("cuda_api_sum")
+        return empty_frame("cuda_api_sum")
     return _time_summary(stats, "Num Calls", {"Name": "name"})
 
 
 def _cuda_gpu_kern_sum(trace: Trace) -> pd.DataFrame:
     stats = _kernel_stats(trace)
     if stats is None:
-        return _empty("cuda_gpu_kern_sum")
+        return empty_frame("cuda_gpu_kern_sum")
     return _time_summary(stats, "Instances", {"Name": "name"})
 
 
 def _cuda_gpu_mem_time_sum(trace: Trace) -> pd.DataFrame:
     stats = _memop_stats(trace)
     if stats is None:
-        return _empty("cuda_gpu_mem_time_sum")
+        return empty_frame("cuda_gpu_mem_time_sum")
     return _time_summary(stats, "Count", {"Operation": "name"})
 
 
@@ -168,9 +169,9 @@ def _cuda_gpu_mem_size_sum(trace: Trace) -> pd.DataFrame:
 
     ops = _memop_frame(trace)
     if ops is None:
-        return _empty("cuda_gpu_mem_size_sum")
+        return empty_frame("cuda_gpu_mem_size_sum")
     nbytes = pd.to_numeric(ops["bytes"]).astype("float64")
-    stats = _group_stats(pd.DataFrame({"name": ops["label"]}), nbytes / 1e6)
+    stats = group_stats(pd.DataFrame({"name": ops["label"]}), nbytes / 1e6)
     out = pd.DataFrame({
         "Total (MB)": stats["sum"],
         "Count": stats["count"],
@@ -189,16 +190,16 @@ def _nvtx_sum(trace: Trace) -> pd.DataFrame:
 
     nvtx = _usable(trace, "nvtx")
     if nvtx is None:
-        return _empty("nvtx_sum")
+        return empty_frame("nvtx_sum")
     etype = pd.to_numeric(nvtx["eventType"])
     ranges = nvtx[etype.isin(list(_NVTX_STYLES)) & nvtx["end"].notna()]
     if ranges.empty:
-        return _empty("nvtx_sum")
+        return empty_frame("nvtx_sum")
     keys = pd.DataFrame({
         "range": ranges["domain"].fillna("").astype(str) + ":" + ranges["text"].fillna("").astype(str),
         "style": pd.to_numeric(ranges["eventType"]).map(_NVTX_STYLES),
     })
-    stats = _group_stats(keys, _durations(ranges))
+    stats = group_stats(keys, _durations(ranges))
     return _time_summary(stats, "Instances", {"Style": "style", "Range": "range"})
 
 
@@ -210,7 +211,7 @@ def _combined(parts: Sequence[tuple[str, pd.DataFrame | None]], report: str) -> 
         if stats is not None:
             frames.append(stats.assign(category=category))
     if not frames:
-        return _empty(report)
+        return empty_frame(report)
     stats = pd.concat(frames, ignore_index=True)
     return _time_summary(stats, "Instances", {"Category": "category", "Operation": "name"})
 
@@ -248,7 +249,7 @@ def _cuda_kern_exec_sum(trace: Trace) -> pd.DataFrame:
     k = _usable(trace, "kernels", ["globalPid", "correlationId", "start", "end", "deviceId", "name"])
     api = _usable(trace, "api", ["globalTid", "correlationId", "start", "end", "pid", "tid", "name"])
     if k is None or api is None:
-        return _empty("cuda_kern_exec_sum")
+        return empty_frame("cuda_kern_exec_sum")
     # A kernel and its launch share correlationId within one process (nsys: join on globalPid
     # too). Kineto traces have no globalPid, and their GPU events carry the device as "pid", but
     # their correlation ids are unique within the trace, so correlationId alone joins them.
@@ -277,7 +278,7 @@ def _cuda_kern_exec_sum(trace: Trace) -> pd.DataFrame:
     right = right[right["corr"].notna()]
     j = left.merge(right, on=["proc", "corr"], how="inner")
     if j.empty:
-        return _empty("cuda_kern_exec_sum")
+        return empty_frame("cuda_kern_exec_sum")
     j["T"] = np.maximum(j["a_end"], j["k_end"]) - j["a_start"]
     j["A"] = j["a_end"] - j["a_start"]
     q = j["k_start"] - j["a_end"]
@@ -347,7 +348,7 @@ def _cuda_gpu_trace(trace: Trace) -> pd.DataFrame:
             "name": "[CUDA memset]", "order": 2,
         }))
     if not parts:
-        return _empty("cuda_gpu_trace")
+        return empty_frame("cuda_gpu_trace")
     rows = pd.concat(parts, ignore_index=True)
     for col in ("GrdX", "GrdY", "GrdZ", "BlkX", "BlkY", "BlkZ", "Reg/Trd", "stc", "dym"):
         if col not in rows:  # no kernels captured

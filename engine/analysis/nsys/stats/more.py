@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 from engine.analysis.nsys.stats.frames import (
     _api_names,
     _durations,
-    _empty,
-    _group_stats,
     _time_summary,
     _usable,
+    empty_frame,
+    group_stats,
 )
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 PUSHPOP, STARTEND, DOMAIN_CREATE = (59, 70), (60, 71), 75
 
 
-def _sql(trace: Trace, table: str, sql: str) -> pd.DataFrame | None:
+def sql_rows(trace: Trace, table: str, sql: str) -> pd.DataFrame | None:
     """Run ``sql`` over an nsys export that has ``table`` with rows; None otherwise."""
     has = getattr(trace, "has_sqlite_table", None)
     query = getattr(trace, "query", None)
@@ -42,11 +42,11 @@ def _named_summary(trace: Trace, table: str, count_col: str, report: str, where:
     """Durations of ``table`` grouped by their nameId's string (osrt_sum, openmp_sum)."""
     import pandas as pd
 
-    df = _sql(trace, table, f'SELECT t."start", t."end", s.value AS name FROM {table} AS t '
+    df = sql_rows(trace, table, f'SELECT t."start", t."end", s.value AS name FROM {table} AS t '
                             f"LEFT JOIN StringIds AS s ON s.id = t.nameId {where}")
     if df is None:
-        return _empty(report)
-    stats = _group_stats(pd.DataFrame({"name": df["name"].fillna("").astype(str)}), _durations(df))
+        return empty_frame(report)
+    stats = group_stats(pd.DataFrame({"name": df["name"].fillna("").astype(str)}), _durations(df))
     return _time_summary(stats, count_col, {"Name": "name"})
 
 
@@ -63,12 +63,12 @@ def openmp_sum(trace: Trace) -> pd.DataFrame:
 
     tables: list[str] = getattr(trace, "sqlite_tables", lambda: [])()
     parts = [df for t in sorted(tables) if t.startswith("OPENMP_EVENT_KIND_")
-             if (df := _sql(trace, t, f'SELECT t."start", t."end", s.value AS name FROM {t} AS t '
+             if (df := sql_rows(trace, t, f'SELECT t."start", t."end", s.value AS name FROM {t} AS t '
                                       "LEFT JOIN StringIds AS s ON s.id = t.nameId")) is not None]
     if not parts:
-        return _empty("openmp_sum")
+        return empty_frame("openmp_sum")
     df = pd.concat(parts, ignore_index=True)
-    stats = _group_stats(pd.DataFrame({"name": df["name"].fillna("").astype(str)}), _durations(df))
+    stats = group_stats(pd.DataFrame({"name": df["name"].fillna("").astype(str)}), _durations(df))
     return _time_summary(stats, "Count", {"Name": "name"})
 
 
@@ -100,8 +100,8 @@ def _nvtx_style_sum(trace: Trace, styles: tuple[int, ...], report: str) -> pd.Da
 
     ranges = _nvtx_ranges(trace, styles)
     if ranges is None:
-        return _empty(report)
-    stats = _group_stats(pd.DataFrame({"range": ranges["label"]}), _durations(ranges))
+        return empty_frame(report)
+    stats = group_stats(pd.DataFrame({"range": ranges["label"]}), _durations(ranges))
     return _time_summary(stats, "Instances", {"Range": "range"})
 
 
@@ -132,10 +132,10 @@ def cuda_gpu_kern_gb_sum(trace: Trace) -> pd.DataFrame:
     k = _usable(trace, "kernels", ["start", "end", "name", "gridX", "gridY", "gridZ", "blockX",
                                    "blockY", "blockZ"])
     if k is None:
-        return _empty("cuda_gpu_kern_gb_sum")
+        return empty_frame("cuda_gpu_kern_gb_sum")
     keys = pd.DataFrame({"name": k["name"].fillna("").astype(str), "grid": _xyz(k, "grid"),
                          "block": _xyz(k, "block")})
-    stats = _group_stats(keys, _durations(k))
+    stats = group_stats(keys, _durations(k))
     return _time_summary(stats, "Instances", {"GridXYZ": "grid", "BlockXYZ": "block", "Name": "name"})
 
 
@@ -146,8 +146,8 @@ def cuda_api_trace(trace: Trace) -> pd.DataFrame:
     api = _usable(trace, "api", ["start", "end", "name", "returnValue", "correlationId", "pid",
                                  "tid", "globalTid"])
     if api is None:
-        return _empty("cuda_api_trace")
-    threads = _sql(trace, "ThreadNames",
+        return empty_frame("cuda_api_trace")
+    threads = sql_rows(trace, "ThreadNames",
                    "SELECT t.globalTid, t.priority, s.value AS tname FROM ThreadNames AS t "
                    "LEFT JOIN StringIds AS s ON s.id = t.nameId")
     prio: dict[int, object] = {}
@@ -180,7 +180,7 @@ def cuda_kern_exec_trace(trace: Trace) -> pd.DataFrame:
                                    "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"])
     api = _usable(trace, "api", ["start", "end", "correlationId", "globalTid", "pid", "tid", "name"])
     if k is None or api is None:
-        return _empty("cuda_kern_exec_trace")
+        return empty_frame("cuda_kern_exec_trace")
     left = pd.DataFrame({
         "proc": pd.to_numeric(k["globalPid"], errors="coerce") // (1 << 24),
         "corr": pd.to_numeric(k["correlationId"]),
@@ -203,7 +203,7 @@ def cuda_kern_exec_trace(trace: Trace) -> pd.DataFrame:
         left["proc"], right["proc"] = 0, 0
     j = left.merge(right[right["corr"].notna()], on=["proc", "corr"], how="inner")
     if j.empty:
-        return _empty("cuda_kern_exec_trace")
+        return empty_frame("cuda_kern_exec_trace")
     queued = j["k_start"] - j["a_end"] >= 0
     out = pd.DataFrame({
         "API Start (ns)": j["a_start"],
@@ -226,12 +226,12 @@ def um_cpu_page_faults_sum(trace: Trace) -> pd.DataFrame:
     has: set[str] = set(getattr(trace, "columns", lambda t: [])(table))
     src = "e.sourceFile" if "sourceFile" in has else "NULL"
     line = "e.sourceLine" if "sourceLine" in has else "NULL"
-    df = _sql(trace, table,
+    df = sql_rows(trace, table,
               f"SELECT count(*) AS n, i.value AS addr, f.value AS file, {line} AS line "
               f"FROM {table} AS e LEFT JOIN StringIds AS i ON i.id = e.CpuInstruction "
               f"LEFT JOIN StringIds AS f ON f.id = {src} GROUP BY e.CpuInstruction, {src}, {line}")
     if df is None:
-        return _empty("um_cpu_page_faults_sum")
+        return empty_frame("um_cpu_page_faults_sum")
     import pandas as pd
 
     out = pd.DataFrame({"CPU Page Faults": df["n"].astype("int64"),
@@ -247,12 +247,12 @@ _UM_HTOD, _UM_DTOH = 11, 12
 
 def _um_parts(trace: Trace) -> tuple[pd.DataFrame | None, pd.DataFrame | None, pd.DataFrame | None]:
     """(CPU faults: address; GPU faults: address, n; UM migrations: address, kind, bytes, dur)."""
-    cpu = _sql(trace, _UM_TABLES[0], f"SELECT address FROM {_UM_TABLES[0]}")
-    gpu = _sql(trace, _UM_TABLES[1], f"SELECT address, numberOfPageFaults AS n FROM {_UM_TABLES[1]}")
+    cpu = sql_rows(trace, _UM_TABLES[0], f"SELECT address FROM {_UM_TABLES[0]}")
+    gpu = sql_rows(trace, _UM_TABLES[1], f"SELECT address, numberOfPageFaults AS n FROM {_UM_TABLES[1]}")
     mig = None
     has: list[str] = getattr(trace, "columns", lambda t: [])("CUPTI_ACTIVITY_KIND_MEMCPY")
     if "virtualAddress" in has:
-        mig = _sql(trace, "CUPTI_ACTIVITY_KIND_MEMCPY",
+        mig = sql_rows(trace, "CUPTI_ACTIVITY_KIND_MEMCPY",
                    'SELECT virtualAddress AS address, copyKind AS kind, bytes, "end" - "start" AS dur '
                    f"FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind IN ({_UM_HTOD}, {_UM_DTOH})")
     return cpu, gpu, mig
@@ -264,7 +264,7 @@ def um_total_sum(trace: Trace) -> pd.DataFrame:
 
     cpu, gpu, mig = _um_parts(trace)
     if cpu is None and gpu is None and mig is None:
-        return _empty("um_total_sum")
+        return empty_frame("um_total_sum")
     addrs = [pd.to_numeric(d["address"], errors="coerce").dropna() for d in (cpu, gpu, mig)
              if d is not None]
     every = pd.concat(addrs) if addrs else pd.Series(dtype="float64")
@@ -300,7 +300,7 @@ def um_sum(trace: Trace, rows: int = 10) -> pd.DataFrame:
 
     cpu, gpu, mig = _um_parts(trace)
     if cpu is None and gpu is None and mig is None:
-        return _empty("um_sum")
+        return empty_frame("um_sum")
     frames = []
     if cpu is not None:
         frames.append(cpu.groupby("address").size().rename("cpu"))
@@ -340,19 +340,19 @@ def nvtx_pushpop_trace(trace: Trace) -> pd.DataFrame:
     """
     import pandas as pd
 
-    df = _sql(trace, "NVTX_EVENTS",
+    df = sql_rows(trace, "NVTX_EVENTS",
               'SELECT e.rowid AS id, e."start", e."end", e.eventType, e.text, e.textId, e.domainId, '
               "e.globalTid, s.value AS stext FROM NVTX_EVENTS AS e "
               "LEFT JOIN StringIds AS s ON s.id = e.textId")
     if df is None:
-        return _empty("nvtx_pushpop_trace")
+        return empty_frame("nvtx_pushpop_trace")
     domains = {d: (t if t is not None else s) for d, t, s in
                df.loc[df["eventType"] == DOMAIN_CREATE, ["domainId", "text", "stext"]]
                .itertuples(index=False)}
     last = int(pd.concat([df["start"], df["end"]]).max())
     r = df[df["eventType"].isin(list(PUSHPOP))].copy()
     if r.empty:
-        return _empty("nvtx_pushpop_trace")
+        return empty_frame("nvtx_pushpop_trace")
     r["end"] = pd.to_numeric(r["end"]).fillna(last).astype("int64")
     r = r.sort_values(["globalTid", "start", "end", "id"], ascending=[True, True, False, True],
                       kind="stable")
@@ -407,7 +407,7 @@ def _mpi(trace: Trace, report: str) -> pd.DataFrame:
             f"This report has MPI data, which Kernelscope does not summarise yet; run "
             f"`nsys stats -r {report}` on it for the {report} report."
         )
-    return _empty(report)
+    return empty_frame(report)
 
 
 def mpi_event_sum(trace: Trace) -> pd.DataFrame:

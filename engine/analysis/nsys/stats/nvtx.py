@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine.analysis.nsys.stats.frames import _empty, _group_stats
-from engine.analysis.nsys.stats.more import DOMAIN_CREATE, PUSHPOP, STARTEND, _sql
+from engine.analysis.nsys.stats.frames import empty_frame, group_stats
+from engine.analysis.nsys.stats.more import DOMAIN_CREATE, PUSHPOP, STARTEND, sql_rows
 
 if TYPE_CHECKING:
     import numpy as np
@@ -25,7 +25,7 @@ def nvtx_ranges(trace: Trace) -> pd.DataFrame | None:
 
     have = set(getattr(trace, "columns", lambda t: [])("NVTX_EVENTS"))
     end_tid = "e.endGlobalTid" if "endGlobalTid" in have else "NULL"
-    df = _sql(trace, "NVTX_EVENTS",
+    df = sql_rows(trace, "NVTX_EVENTS",
               f'SELECT e.rowid AS id, e."start", e."end", e.eventType, e.text, e.domainId, '
               f"e.globalTid, {end_tid} AS endTid, s.value AS stext FROM NVTX_EVENTS AS e "
               "LEFT JOIN StringIds AS s ON s.id = e.textId")
@@ -48,7 +48,7 @@ def nvtx_ranges(trace: Trace) -> pd.DataFrame | None:
 
 def _kernel_calls(trace: Trace) -> pd.DataFrame | None:
     """Each kernel with its launch call: kernel row, duration, name, call start/end, globalTid."""
-    df = _sql(trace, "CUPTI_ACTIVITY_KIND_KERNEL",
+    df = sql_rows(trace, "CUPTI_ACTIVITY_KIND_KERNEL",
               'SELECT k.rowid AS kid, k."end" - k."start" AS kdur, s.value AS kname, '
               'r."start" AS a_start, r."end" AS a_end, r.globalTid AS gtid '
               "FROM CUPTI_ACTIVITY_KIND_KERNEL AS k "
@@ -97,7 +97,7 @@ def nvtx_kern_sum(trace: Trace) -> pd.DataFrame:
     ranges = nvtx_ranges(trace)
     calls = _kernel_calls(trace)
     if ranges is None or calls is None:
-        return _empty("nvtx_kern_sum")
+        return empty_frame("nvtx_kern_sum")
     calls = calls.reset_index(drop=True)
     with_call = calls[calls["a_start"].notna()]
     pairs = _pairs(with_call.astype({"a_start": "int64", "a_end": "int64"}), ranges)
@@ -114,7 +114,7 @@ def nvtx_kern_sum(trace: Trace) -> pd.DataFrame:
         "name": rows["name"].astype("object"), "style": rows["style"].astype("object"),
         "kname": rows["kname"].astype("object"),
     })
-    stats = _group_stats(keys, pd.to_numeric(rows["kdur"]).astype("int64"))
+    stats = group_stats(keys, pd.to_numeric(rows["kdur"]).astype("int64"))
     grouped = pd.concat([keys, rows[["rid", "kid"]]], axis=1).groupby(
         ["pid", "tid", "name", "style", "kname"], sort=True, dropna=False)
     inst = grouped["rid"].nunique().reset_index(drop=True)
@@ -152,7 +152,7 @@ def _gpu_op_calls_sql(trace: Trace) -> pd.DataFrame | None:
     parts = []
     for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
                   "CUPTI_ACTIVITY_KIND_MEMSET"):
-        df = _sql(trace, table,
+        df = sql_rows(trace, table,
                   f'SELECT o."start", o."end", r.correlationId AS corr, r."start" AS a_start, '
                   f'r."end" AS a_end, r.globalTid AS gtid FROM {table} AS o '
                   "JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r ON r.correlationId = o.correlationId "
@@ -311,10 +311,10 @@ def nvtx_gpu_proj_trace(trace: Trace) -> pd.DataFrame:
     ranges = nvtx_ranges(trace)
     ops = _gpu_op_calls(trace)
     if ranges is None or ops is None:
-        return _empty("nvtx_gpu_proj_trace")
+        return empty_frame("nvtx_gpu_proj_trace")
     pairs = _pairs(ops, ranges)
     if pairs.empty:
-        return _empty("nvtx_gpu_proj_trace")
+        return empty_frame("nvtx_gpu_proj_trace")
     joined = pd.DataFrame({
         "range": pairs["range"].to_numpy(),
         "start": ops.loc[pairs["call"], "start"].to_numpy(),
@@ -367,9 +367,9 @@ def nvtx_gpu_proj_sum(trace: Trace) -> pd.DataFrame:
 
     t = nvtx_gpu_proj_trace(trace)
     if t.empty:
-        return _empty("nvtx_gpu_proj_sum")
+        return empty_frame("nvtx_gpu_proj_sum")
     keys = pd.DataFrame({"name": t["Name"], "style": t["Style"]})
-    stats = _group_stats(keys, t["Projected Duration (ns)"].astype("int64"))
+    stats = group_stats(keys, t["Projected Duration (ns)"].astype("int64"))
     g = pd.concat([keys, t], axis=1).groupby(["name", "style"], sort=True, dropna=False)
     out = pd.DataFrame({
         "Range": stats["name"], "Style": stats["style"],
