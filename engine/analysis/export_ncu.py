@@ -70,7 +70,8 @@ def ncu_markdown(report: NcuReport, findings: list[Finding]) -> str:
             lines.append(f"\n{len(rules) - TOP_RULES} more rule results: "
                          "`kernelscope ncu REPORT --page rules`.")
     lines += ["", "## Findings", ""]
-    lines += findings_markdown(findings) if findings else ["No findings: none of the rules fired on this report."]
+    lines += (findings_markdown(findings) if findings
+              else ["No findings: none of the rules fired on this report."])
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -9,9 +9,7 @@ import numpy as np
 import pytest
 
 from engine.analysis.findings import findings_for, format_findings
-from engine.analysis.findings.ncu import ncu_findings
 from engine.analysis.findings.nsys import nsys_findings, pinned_ceiling
-from engine.analysis.findings.telemetry import telemetry_findings
 from engine.cli import main
 from engine.reports import open_report
 from tests.conftest import FIXTURES, NSYS_DIR
