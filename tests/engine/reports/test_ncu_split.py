@@ -43,13 +43,22 @@ def _page(report: Path, page: str, cache: Path, *, children: bool, extra: str = 
 
 
 def _peak_mb(report: Path, page: str, cache: Path) -> float:
-    """Peak RSS (MB) of `kernelscope ncu` and its children, as ``os.wait4`` reports it (the largest)."""
+    """Peak RSS (MB) of `kernelscope ncu` and its children (the largest process).
+
+    Measured from a small launcher process: a child forked straight from this (large, late in the
+    suite) pytest process counts the parent's resident pages until it execs, so ``wait4`` here would
+    report pytest's own size, not Kernelscope's.
+    """
     env = dict(os.environ, KERNELSCOPE_CACHE=str(cache), KERNELSCOPE_NCU_CHILDREN="1")
     argv = [sys.executable, "-m", "engine.cli.app", "ncu", str(report), "--page", page]
-    p = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _pid, status, usage = os.wait4(p.pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    return usage.ru_maxrss / 1024
+    launcher = ("import resource, subprocess, sys\n"
+                "rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL,\n"
+                "                    stderr=subprocess.DEVNULL).returncode\n"
+                "print(rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    out = subprocess.run([sys.executable, "-c", launcher, *argv], env=env, cwd=REPO, capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert out[0] == "0"
+    return int(out[1]) / 1024
 
 
 @pytest.mark.parametrize("page", ["details", "raw", "sections"])
