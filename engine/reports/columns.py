@@ -32,6 +32,7 @@ import os
 import re
 import sqlite3
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -240,14 +241,7 @@ class ColumnStore:
             finally:
                 con.close()
 
-        threads = [threading.Thread(target=work, args=(k,), daemon=True) for k in range(1, n_threads)]
-        for t in threads:
-            t.start()
-        work(0)
-        for t in threads:
-            t.join()
-        if errors:
-            raise errors[0]
+        _fan_out(work, n_threads, errors)
 
     def read_where(self, table: str, exprs: dict[str, str],
                    where: str) -> dict[str, npt.NDArray[np.int64]]:
@@ -294,14 +288,7 @@ class ColumnStore:
             finally:
                 con.close()
 
-        threads = [threading.Thread(target=work, args=(k,), daemon=True) for k in range(1, n_threads)]
-        for t in threads:
-            t.start()
-        work(0)
-        for t in threads:
-            t.join()
-        if errors:
-            raise errors[0]
+        _fan_out(work, n_threads, errors)
         result: dict[str, npt.NDArray[np.int64]] = {}
         for i, (name, k) in enumerate(keyed.items()):
             arr = np.concatenate([p[i] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
@@ -315,6 +302,18 @@ class ColumnStore:
             if self._pool is not None:
                 self._pool.shutdown(wait=False)
                 self._pool = None
+
+
+def _fan_out(work: Callable[[int], None], n_threads: int, errors: list[BaseException]) -> None:
+    """Run ``work(k)`` for k in 0..n_threads-1 (k = 0 on this thread); re-raise the first error."""
+    threads = [threading.Thread(target=work, args=(k,), daemon=True) for k in range(1, n_threads)]
+    for th in threads:
+        th.start()
+    work(0)
+    for th in threads:
+        th.join()
+    if errors:
+        raise errors[0]
 
 
 class _Wide(Exception):
