@@ -310,22 +310,25 @@ def nvtx_cells(action: Any, thread: str) -> tuple[str, str] | None:
     return push_cell, start_cell
 
 
+def metric_row(a: Any, units: dict[str, str]) -> dict[str, tuple[str, float]]:
+    """Every metric of action ``a`` as (text as the raw page prints it, value); adds first-seen units."""
+    row: dict[str, tuple[str, float]] = {}
+    for name in map(str, a.metric_names()):
+        if name.startswith(NOT_METRICS):
+            continue
+        m = a.metric_by_name(name)
+        row[name] = metric_text(m)
+        if name not in units:
+            units[name] = raw_unit(name, m)
+    return row
+
+
 def all_metrics(
     actions: list[Any], idents: list[list[str]]
 ) -> tuple[pd.DataFrame, dict[str, str], pd.DataFrame]:
     """Every metric of every kernel: the raw page (text as ncu prints it), its units, ``values``."""
-    rows: list[dict[str, tuple[str, float]]] = []
     raw_units: dict[str, str] = {}
-    for a in actions:
-        row: dict[str, tuple[str, float]] = {}
-        for name in map(str, a.metric_names()):
-            if name.startswith(NOT_METRICS):
-                continue
-            m = a.metric_by_name(name)
-            row[name] = metric_text(m)
-            if name not in raw_units:
-                raw_units[name] = raw_unit(name, m)
-        rows.append(row)
+    rows = [metric_row(a, raw_units) for a in actions]
     raw, values = metric_frames(rows, idents, raw_units)
     return raw, raw_units, values
 

@@ -23,6 +23,7 @@ from engine.reports.ncu_actions import (
     NOT_METRICS,
     int_text,
     launch_dim,
+    metric_row,
     metric_text,
     metric_value,
     nvtx_cells,
@@ -183,16 +184,7 @@ class ActionDecoder:
 
     def add_full(self, a: Any) -> None:
         """Every metric of action ``a`` (text as the raw page prints it, value) and first-seen units."""
-        row: dict[str, tuple[str, float]] = {}
-        units = self.full_units
-        for name in map(str, a.metric_names()):
-            if name.startswith(NOT_METRICS):
-                continue
-            m = a.metric_by_name(name)
-            row[name] = metric_text(m)
-            if name not in units:
-                units[name] = raw_unit(name, m)
-        self.full_rows.append(row)
+        self.full_rows.append(metric_row(a, self.full_units))
 
 
 def hot_sources(a: Any, kid: int, pcs: list[int], samples: list[tuple[int, int]],
