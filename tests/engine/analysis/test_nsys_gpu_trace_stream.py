@@ -68,3 +68,24 @@ def test_streamed_api_trace_gives_the_dataframe_paths_bytes(db: Path, tmp_path: 
     assert table is not None
     assert table.rows == len(run_report(trace, "cuda_api_trace"))
     assert table.text == want
+
+
+@pytest.mark.parametrize("db", NSYS_SQLITE, ids=lambda p: p.stem)
+def test_streamed_kern_exec_trace_gives_the_dataframe_paths_bytes(db: Path, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """cuda_kern_exec_trace joined by numpy and streamed (a chunk of 13 rows at a time) prints the
+    bytes of the pandas merge; an export without kernels leaves it to the general path."""
+    from engine.analysis.nsys.stats import kexec
+
+    monkeypatch.setenv("KERNELSCOPE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(kexec, "_CHUNK", 13)
+    trace = open_report(db)
+    want = to_csv(run_report(trace, "cuda_kern_exec_trace"))
+    table = kexec.kern_exec_trace_csv(trace)  # type: ignore[arg-type]
+    if not trace.has_sqlite_table("CUPTI_ACTIVITY_KIND_KERNEL"):  # type: ignore[attr-defined]
+        assert table is None and want == ""
+        return
+    assert table is not None and table.rows > 0
+    pieces = list(table.chunks())
+    assert len(pieces) == 1 + -(-table.rows // 13)
+    assert b"".join(pieces).decode() == want

@@ -84,9 +84,9 @@ def test_fast_paths_match_nsys_2025(exports: Path, stem: str) -> None:
     """The pandas-free core reports and the vectorised cuda_gpu_trace/cuda_api_trace print the
     oracles' bytes."""
     od = next(d for d in ORACLE_DIRS if d.name == stem)
-    names = [*stats.FAST_REPORTS, "cuda_gpu_trace", "cuda_api_trace"]
+    names = [*stats.FAST_REPORTS, "cuda_gpu_trace", "cuda_api_trace", "cuda_kern_exec_trace"]
     fast = fast_reports(open_report(exports / f"{stem}.sqlite"), names, csv=True)
-    assert "cuda_gpu_trace" in fast and "cuda_api_sum" in fast and "cuda_api_trace" in fast
+    assert {"cuda_gpu_trace", "cuda_api_sum", "cuda_api_trace", "cuda_kern_exec_trace"} <= set(fast)
     for name, table in fast.items():
         want = lzma.decompress((od / f"{stem}_{name}.csv.xz").read_bytes()).decode()
         assert stats.to_csv(table) == want, name

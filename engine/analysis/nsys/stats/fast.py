@@ -282,6 +282,12 @@ def fast_reports(trace: Trace, names: Sequence[str], *, csv: bool = False) -> di
         api_table = api_trace_csv(trace)
         if api_table is not None:
             out["cuda_api_trace"] = api_table
+    if csv and "cuda_kern_exec_trace" in names and isinstance(trace, NsysSqliteTrace):
+        from engine.analysis.nsys.stats.kexec import kern_exec_trace_csv
+
+        kexec = kern_exec_trace_csv(trace)
+        if kexec is not None:
+            out["cuda_kern_exec_trace"] = kexec
     wanted = [n for n in dict.fromkeys(names) if n in FAST_REPORTS]
     if not isinstance(trace, NsysSqliteTrace) or not wanted:
         return out

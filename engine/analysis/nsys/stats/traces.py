@@ -19,7 +19,7 @@ from engine.analysis.nsys.stats.csvfast import (
     _quoted,
     _rows,
 )
-from engine.reports.columns import has_null
+from engine.reports.columns import CHUNK_ROWS, has_null
 
 if TYPE_CHECKING:
     import numpy as np
@@ -74,6 +74,7 @@ class CsvTable:
 
 
 _GROUP = 4  # columns read from SQLite per pass: a cold read of 10M rows holds 4 columns at a time
+_PASS_VALUES = 40_000_000  # values read in one pass at most, beyond _GROUP columns (320 MB)
 
 
 class _Source:
@@ -88,15 +89,28 @@ class _Source:
                  per_pass: int = _GROUP) -> None:
         self.store, self.table, self.exprs = trace.column_store(), table, exprs
         self.held: dict[str, npt.NDArray[np.int64]] = {}
-        names = list(exprs)
-        for k in range(0, len(names), per_pass):
-            group = {n: exprs[n] for n in names[k:k + per_pass]}
-            got = self.store.read(table, group)
-            for n in group:  # keep only what the cache could not take
-                if self.store.cached(table, n, exprs[n]) is None:
-                    self.held[n] = got[n]
-            del got
+        todo = [n for n in exprs if self.store.cached(table, n, exprs[n]) is None]
+        span = trace.rows(f"SELECT max(rowid) - min(rowid) + 1 FROM {table}")[0][0] if todo else 0
+        rows = int(str(span)) if span is not None else 0
+        # Fewer passes over a table that is not huge (each pass decodes every row again):
+        # at most _PASS_VALUES values held at a time, and never fewer than per_pass columns.
+        per_pass = max(per_pass, _PASS_VALUES // max(rows, 1))
+        if rows <= CHUNK_ROWS and len(todo) > 1:  # one chunk: one thread a read, so two reads
+            half = (len(todo) + 1) // 2
+            pending = [self.store.read_async(table, {n: exprs[n] for n in g})
+                       for g in (todo[:half], todo[half:])]
+            for p in pending:
+                self._keep(p.result())
+        else:
+            for k in range(0, len(todo), per_pass):
+                self._keep(self.store.read(table, {n: exprs[n] for n in todo[k:k + per_pass]}))
         self.rows = len(self.column("start"))
+
+    def _keep(self, got: dict[str, npt.NDArray[np.int64]]) -> None:
+        """Hold the columns of ``got`` that the cache could not take."""
+        for n, arr in got.items():
+            if self.store.cached(self.table, n, self.exprs[n]) is None:
+                self.held[n] = arr
 
     def column(self, name: str) -> npt.NDArray[np.int64]:
         if name in self.held:
