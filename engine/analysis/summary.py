@@ -11,12 +11,12 @@ or busy time is a union, so none exceeds 100 % (see ``summary_model``).
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from engine.analysis import summary_model as sm
+from engine.analysis.calls import CATEGORY_ORDER, ApiCalls, api_calls, api_category, small_codes
 from engine.analysis.steps import (
     Steps,
     factorize_rows,
@@ -46,53 +46,6 @@ API_CATEGORIES: dict[str, str] = {
     "setup": "context, stream and module setup",
     "other": "other CUDA API calls",
 }
-
-_ALLOC = re.compile(
-    r"^(cuda(Malloc|Free|HostAlloc|HostRegister|HostUnregister|MallocHost|FreeHost|MallocManaged|"
-    r"MallocAsync|FreeAsync|MallocPitch|Malloc3D|MallocArray|FreeArray|Malloc3DArray|"
-    r"MallocFromPoolAsync|MemPool\w*|MallocMipmappedArray|FreeMipmappedArray)\w*|"
-    r"cu(MemAlloc|MemFree|MemHostAlloc|MemAllocHost|MemFreeHost|MemHostRegister|MemHostUnregister|"
-    r"MemCreate|MemRelease|MemMap|MemUnmap|MemAddressReserve|MemAddressFree|MemSetAccess|MemPool|"
-    r"ArrayCreate|ArrayDestroy|MipmappedArray)\w*)$"
-)
-_COPY = re.compile(r"^(cuda(Memcpy|Memset)\w*|cu(Memcpy|Memset|MemPrefetch)\w*|cudaMemPrefetch\w*)$")
-_SYNC = re.compile(
-    r"^(cuda(DeviceSynchronize|StreamSynchronize|EventSynchronize|StreamWaitEvent|ThreadSynchronize)|"
-    r"cu(CtxSynchronize|StreamSynchronize|EventSynchronize|StreamWaitEvent|StreamWaitValue\w*))\w*$"
-)
-_LAUNCH = re.compile(
-    r"^(cuda(LaunchKernel|LaunchKernelExC|LaunchCooperativeKernel\w*|GraphLaunch|LaunchHostFunc|"
-    r"Launch\w*)|cu(LaunchKernel\w*|LaunchCooperativeKernel\w*|GraphLaunch|LaunchHostFunc|"
-    r"LaunchGrid\w*))\w*$"
-)
-_SETUP = re.compile(
-    r"^(cuInit|cuDriverGetVersion|cudaSetDevice|cudaGetDevice\w*|cudaDeviceReset|cudaSetDeviceFlags|"
-    r"cudaDeviceGetAttribute|cudaDeviceSetLimit|cudaDeviceGet\w*|cudaRuntimeGetVersion|"
-    r"cudaDriverGetVersion|cudaInitDevice|cudaStreamCreate\w*|cudaStreamDestroy\w*|cudaEventCreate\w*|"
-    r"cudaEventDestroy\w*|cudaFuncGetAttributes|cudaFuncSetAttribute|cudaGraphInstantiate\w*|"
-    r"cudaGraphCreate|cudaGraphDestroy|cudaGraphExecDestroy|cudaStreamBeginCapture\w*|"
-    r"cudaStreamEndCapture|cudaGetFuncBySymbol|cudaGetDriverEntryPoint\w*|"
-    r"cu(Ctx\w*|DevicePrimaryCtx\w*|Device\w*|Module\w*|Library\w*|Kernel\w*|Func\w*|Link\w*|"
-    r"StreamCreate\w*|StreamDestroy\w*|EventCreate\w*|EventDestroy\w*|GraphInstantiate\w*|"
-    r"GetProcAddress\w*|GetExportTable))$"
-)
-
-
-def api_category(name: str) -> str:
-    """Category of a CUDA API call by its name (with or without the ``_vNNNN`` suffix)."""
-    base = re.sub(r"_v\d+$", "", name)
-    if _SYNC.match(base):
-        return "synchronization"
-    if _ALLOC.match(base):
-        return "allocation"
-    if _COPY.match(base):
-        return "copies"
-    if _LAUNCH.match(base):
-        return "launches"
-    if _SETUP.match(base):
-        return "setup"
-    return "other"
-
 
 def categories(names: Any) -> np.ndarray:
     """:func:`api_category` of every call name (a column), evaluated once per distinct name."""
@@ -208,67 +161,120 @@ def busy_between(block_starts: np.ndarray, block_ends: np.ndarray, a: np.ndarray
 
 # -- host --------------------------------------------------------------------------------------------
 def api_keys(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """(:func:`pid_keys`, :func:`categories`) of every row of the API table, computed once per trace.
+    """(:func:`pid_keys`, :func:`categories`) of every row of the API table, as text.
 
-    Row for row with ``trace.table("api")``: the summary and the findings rules filter them.
+    Row for row with ``trace.table("api")``; from :func:`engine.analysis.calls.api_calls` (the
+    rules use its integer codes directly).
     """
-    def make() -> tuple[np.ndarray, np.ndarray]:
-        api = trace.table("api", ["pid", "baseName"])
-        return pid_keys(api["pid"]), categories(api["baseName"])
-
-    out: tuple[np.ndarray, np.ndarray] = trace_cache(trace, "api_keys", make)
-    return out
+    calls = api_calls(trace)
+    pk = np.array(calls.pids, dtype=object)[calls.pid] if len(calls.pids) else np.full(calls.n, "", object)
+    cat: np.ndarray = np.array(CATEGORY_ORDER, dtype=object)[calls.category]
+    return pk, cat
 
 
-def _api_frame(trace: Trace) -> pd.DataFrame:
-    api = trace.table("api", ["start", "end", "baseName", "pid", "tid"])
-    keep = (api["start"].notna() & api["end"].notna()).to_numpy(dtype=bool)
-    pk, cat = api_keys(trace)
-    api = api[keep]
-    return api.assign(
-        start=api["start"].to_numpy(dtype=np.int64), end=api["end"].to_numpy(dtype=np.int64),
-        duration_ns=_durations(api), pidk=pk[keep], tidk=pid_keys(api["tid"]),
-        category=cat[keep],
-    )
+class _Calls:
+    """The valid calls (start and end known) of a trace, sorted by start once, with their codes."""
+
+    def __init__(self, calls: ApiCalls) -> None:
+        v = calls.valid
+        self.calls = calls
+        self.start = calls.start if v is None else calls.start[v]
+        self.end = calls.end if v is None else calls.end[v]
+        self.n = len(self.start)
+        self._valid = v
+        self.pid = self._pick(calls.pid)
+        self.name = self._pick(calls.name)
+        self.category = self._pick(calls.category)
+        self.dur = self.end - self.start
+        self.order = np.argsort(self.start, kind="stable")
+        self.s_sorted = self.start[self.order]
+        self.e_sorted = self.end[self.order]
+
+    def _pick(self, a: np.ndarray) -> np.ndarray:
+        return a if self._valid is None else a[self._valid]
+
+    def tid(self) -> np.ndarray:
+        """Thread codes of the valid calls."""
+        return self._pick(self.calls.tid)
+
+    def groups(self, codes: np.ndarray) -> list[tuple[int, int, int, int]]:
+        """(code, calls, summed duration, union) per code, in order of first appearance."""
+        if not self.n:
+            return []
+        c, uniq = small_codes(codes)
+        counts = np.bincount(c, minlength=len(uniq))
+        sums = _int_sums(c, self.dur, len(uniq))
+        cs = c[self.order]
+        by = np.argsort(cs.astype(np.int16) if len(uniq) < 1 << 15 else cs, kind="stable")
+        bounds = np.concatenate([[0], np.cumsum(counts)])
+        s, e = self.s_sorted[by], self.e_sorted[by]
+        return [(int(uniq[j]), int(counts[j]), int(sums[j]),
+                 _union_sorted(s[bounds[j]:bounds[j + 1]], e[bounds[j]:bounds[j + 1]]))
+                for j in range(len(uniq))]
 
 
-def _host(d: pd.DataFrame, wall_ns: int) -> sm.Host:
-    if not len(d):
+def _int_sums(codes: np.ndarray, values: np.ndarray, k: int) -> np.ndarray:
+    """Exact int64 sums of ``values`` per code 0..k-1 (float sums are exact below 2**53)."""
+    if len(values) and int(np.abs(values).sum(dtype=np.float64)) < 2**53:
+        return np.bincount(codes, weights=values, minlength=k).astype(np.int64)
+    return np.array([int(values[codes == j].sum()) for j in range(k)], dtype=np.int64)
+
+
+def _sum_count(codes: np.ndarray, values: np.ndarray, labels: tuple[str, ...] | list[str]) -> pd.DataFrame:
+    """What ``df.groupby(label)[value].agg(["sum", "count"])`` gives, from codes (-1: no label)."""
+    import pandas as pd
+
+    ok = codes >= 0
+    c, v = (codes, values) if ok.all() else (codes[ok], values[ok])
+    counts = np.bincount(c, minlength=len(labels))
+    sums = _int_sums(c, v, len(labels))
+    agg: dict[str, list[int]] = {}
+    for j in np.flatnonzero(counts):
+        s0, n0 = agg.get(labels[j], [0, 0])
+        agg[labels[j]] = [s0 + int(sums[j]), n0 + int(counts[j])]
+    keys = sorted(agg)
+    return pd.DataFrame({"sum": np.array([agg[k][0] for k in keys], dtype=np.int64),
+                         "count": np.array([agg[k][1] for k in keys], dtype=np.int64)}, index=keys)
+
+
+def _host(d: _Calls, wall_ns: int) -> sm.Host:
+    if not d.n:
         return sm.Host(0, 0, 0, 0, None, (), ())
-    total = int(d["duration_ns"].sum())
+    total = int(d.dur.sum())
     # Sorted by start once: the unions below take subsets of these, already in order.
-    order = np.argsort(d["start"].to_numpy(np.int64), kind="stable")
-    s_all = d["start"].to_numpy(np.int64)[order]
-    e_all = d["end"].to_numpy(np.int64)[order]
+    s_all, e_all = d.s_sorted, d.e_sorted
     union = _union_sorted(s_all, e_all)
     cats = []
-    seen = np.zeros(len(d), dtype=bool)
+    seen = np.zeros(d.n, dtype=bool)
+    cat_sorted = d.category[d.order]
     covered = 0
+    names = d.calls.names
     for cat, label in API_CATEGORIES.items():
-        in_cat = (d["category"] == cat).to_numpy(dtype=bool)
-        if not in_cat.any():
+        code = CATEGORY_ORDER.index(cat)
+        in_cat = d.category == code
+        n_cat = int(in_cat.sum())
+        if not n_cat:
             continue
-        sub = d[in_cat]
-        in_cat_sorted = in_cat[order]
+        in_cat_sorted = cat_sorted == code
         seen |= in_cat_sorted
         now = _union_sorted(s_all[seen], e_all[seen])
         attributed, covered = now - covered, now
-        by_name = sub.groupby("baseName")["duration_ns"].agg(["sum", "count"]).sort_values(
-            "sum", ascending=False)
-        cat_total = int(sub["duration_ns"].sum())
+        sub_d = d.dur[in_cat]
+        by_name = _sum_count(d.name[in_cat], sub_d, names).sort_values("sum", ascending=False)
+        cat_total = int(sub_d.sum())
         cat_union = _union_sorted(s_all[in_cat_sorted], e_all[in_cat_sorted])
         cats.append(sm.ApiCategory(
-            cat, label, cat_total, cat_union, attributed, len(sub), _pct(cat_total, total),
+            cat, label, cat_total, cat_union, attributed, n_cat, _pct(cat_total, total),
             _pct(cat_union, wall_ns),
             tuple(sm.TopCall(str(n), int(r["sum"]), int(r["count"])) for n, r in by_name.head(5).iterrows()),
         ))
     threads = []
-    for (pk, tk), g in d.groupby(["pidk", "tidk"], sort=False):
-        u = _union(g["start"], g["end"])
-        threads.append(sm.ThreadRow(str(pk), str(tk), len(g), int(g["duration_ns"].sum()), u,
+    ntid = max(len(d.calls.tids), 1)
+    for key, n, dsum, u in d.groups(d.pid.astype(np.int64) * ntid + d.tid()):
+        threads.append(sm.ThreadRow(d.calls.pids[key // ntid], d.calls.tids[key % ntid], n, dsum, u,
                                     _pct(u, wall_ns)))
     threads.sort(key=lambda t: -t.union_ns)
-    return sm.Host(total, union, len(d), len(threads), _pct(union, wall_ns), tuple(cats), tuple(threads))
+    return sm.Host(total, union, d.n, len(threads), _pct(union, wall_ns), tuple(cats), tuple(threads))
 
 
 # -- GPU ---------------------------------------------------------------------------------------------
@@ -351,25 +357,27 @@ def _gpu(trace: Trace, ops: pd.DataFrame, wall_ns: int) -> sm.Gpu:
                   len(devices), _parts(ops, busy, wall_ns), tuple(devices))
 
 
-def _processes(trace: Trace, api: pd.DataFrame, ops: pd.DataFrame, wall_ns: int
+def _processes(trace: Trace, api: _Calls, ops: pd.DataFrame, wall_ns: int
                ) -> tuple[sm.ProcessRow, ...]:
     procs = trace.table("processes", ["pid", "name"])
     names = {pid_key(p): (None if n is None else str(n))
              for p, n in zip(procs["pid"], procs["name"], strict=True)}
     import pandas as pd
 
-    parts = [df["pidk"].to_numpy(dtype=object) for df in (api, ops) if len(df) and "pidk" in df]
+    per_api = {api.calls.pids[c]: (n, u) for c, n, _d, u in api.groups(api.pid)}
+    parts = [np.array(list(per_api), dtype=object)] if per_api else []
+    if len(ops) and "pidk" in ops:
+        parts.append(ops["pidk"].to_numpy(dtype=object))
     keys = [str(k) for k in pd.unique(np.concatenate(parts))] if parts else []
     out = []
     for pk in keys:
         if pk == "" and len(keys) > 1:
             continue
-        a = api[api["pidk"] == pk] if len(api) else api
+        n_api, au = per_api.get(pk, (0, 0))
         o = ops[ops["pidk"] == pk] if len(ops) else ops
-        au = _union(a["start"], a["end"]) if len(a) else 0
         ob = _union(o["start"], o["end"]) if len(o) else 0
         out.append(sm.ProcessRow(
-            str(pk), names.get(str(pk)), len(a), au, _pct(au, wall_ns), ob, _pct(ob, wall_ns),
+            str(pk), names.get(str(pk)), n_api, au, _pct(au, wall_ns), ob, _pct(ob, wall_ns),
             int((o["kind"] == "kernels").sum()) if len(o) else 0,
             tuple(sorted(str(d) for d in pd.unique(o["devk"].to_numpy(dtype=object)))) if len(o) else ()))
     out.sort(key=lambda p: (-p.gpu_busy_ns, -p.api_union_ns))
@@ -397,13 +405,14 @@ def _bandwidth(trace: Trace) -> tuple[sm.BandwidthRow, ...]:
 
 
 # -- iterations --------------------------------------------------------------------------------------
-def _costs(d: pd.DataFrame, n: int | None) -> tuple[sm.ApiCost, ...]:
-    g = d.groupby("category")["duration_ns"].agg(["sum", "count"]).sort_values("sum", ascending=False)
+def _costs(cat: np.ndarray, dur: np.ndarray, n: int | None) -> tuple[sm.ApiCost, ...]:
+    """API time per category (codes into CATEGORY_ORDER), most first; per step when ``n``."""
+    g = _sum_count(cat.astype(np.int64), dur, CATEGORY_ORDER).sort_values("sum", ascending=False)
     return tuple(sm.ApiCost(str(c), int(r["sum"]), int(r["count"]), int(r["sum"]) // n if n else None)
                  for c, r in g.iterrows())
 
 
-def _iterations(trace: Trace, api: pd.DataFrame, ops: pd.DataFrame,
+def _iterations(trace: Trace, api: _Calls, ops: pd.DataFrame,
                 range_name: str | None) -> sm.Iterations | None:
     every = steps_per_process(trace, range_name=range_name)
     if not every:
@@ -412,15 +421,17 @@ def _iterations(trace: Trace, api: pd.DataFrame, ops: pd.DataFrame,
     durs = np.asarray(st.durations_ns, dtype=np.int64)
     ss, se = st.window(steady_only=True)
     n_steady = len(ss)
-    a_all, e_all = st.window()
-    mine = api[api["pidk"] == st.pid] if len(api) else api
-    if len(mine):
-        t = mine["start"].to_numpy(np.int64)
+    code = api.calls.pid_code(st.pid)
+    mine = api.pid == code if api.n and code >= 0 else None
+    if mine is not None and mine.any():
+        t = api.start[mine]
+        cat, dur = api.category[mine], api.dur[mine]
         in_steady = st.contains(t, steady_only=True)
         in_any = st.contains(t)
-        per_it = _costs(mine[in_steady], n_steady)
-        warm = _costs(mine[in_any & ~in_steady], st.warmup_count or None)
-        once = _costs(mine[~in_any], None)
+        warm_rows = in_any & ~in_steady
+        per_it = _costs(cat[in_steady], dur[in_steady], n_steady)
+        warm = _costs(cat[warm_rows], dur[warm_rows], st.warmup_count or None)
+        once = _costs(cat[~in_any], dur[~in_any], None)
     else:
         per_it = warm = once = ()
     o = ops[ops["pidk"] == st.pid] if len(ops) else ops
@@ -478,7 +489,7 @@ def summarize(trace: Trace, *, range_name: str | None = None) -> Summary:
         sm.GpuInfo(**{k: sm.strict(row.get(k)) for k in ("id", "name", "smCount", "memoryBandwidth",
                                                         "totalMemory", "computeMajor", "computeMinor")})
         for row in gpus.to_dict("records")) if len(gpus) else ()
-    api = _api_frame(trace)
+    api = _Calls(api_calls(trace))
     ops = _ops(trace)
     return Summary(
         schema=SCHEMA,

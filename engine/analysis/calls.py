@@ -1,0 +1,327 @@
+"""The CUDA API calls of a trace as numpy columns: no DataFrame over millions of calls.
+
+``api_calls(trace)`` (built once per trace) holds, row for row with ``trace.table("api")``, each
+call's start and end, its process, thread and base name (``_vNNNN`` dropped) as small integer
+codes with their labels, and its correlation id. For an nsys export the columns come from the
+export's columnar cache (:class:`~engine.reports.columns.ColumnStore`: read once, then
+memory-mapped, only the columns asked for), with the process and thread split from ``globalTid``
+in SQLite and names as StringIds ids; other traces (Kineto) fill the same columns from their
+table. Labels are the texts :func:`engine.analysis.steps.pid_keys` gives, so keys compare equal
+with every other table's.
+
+Every column is loaded on first use, so a caller that needs only starts and names never maps
+the rest.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from engine.analysis.steps import trace_cache
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from engine.reports.base import Trace
+
+I64 = np.int64
+#: stands for SQL NULL in a column of the columnar cache (engine.reports.columns.NULL)
+_NULL = -(2**62)
+_RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+#: ColumnStore expressions (the ones the trace's own loader caches, so the files are shared)
+_EXPRS = {
+    "start": '"start"', "end": '"end"', "correlationId": '"correlationId"', "nameId": '"nameId"',
+    "pid": '"globalTid" / 16777216 % 16777216', "tid": '"globalTid" % 16777216',
+}
+_NARROW = frozenset({"nameId", "pid", "tid"})
+
+
+def small_codes(values: npt.NDArray[Any]) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]:
+    """Codes of non-negative integers (< 2**31) in order of first appearance, and the distinct values.
+
+    What ``pd.factorize`` gives for a column with few distinct values, without hashing every row:
+    one ``bincount`` when the values are small, else ``np.unique``; the first appearances are
+    found a million rows at a time (the first chunk usually holds them all).
+    """
+    v = np.asarray(values)
+    if not len(v):
+        return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=I64)
+    hi = int(v.max())
+    if hi < 1 << 25:
+        present = np.flatnonzero(np.bincount(v, minlength=hi + 1))
+    else:
+        present = np.unique(v)
+    k = len(present)
+    first = np.full(k, len(v), dtype=I64)
+    found = 0
+    step = 1 << 20
+    for lo in range(0, len(v), step):
+        u, idx = np.unique(v[lo:lo + step], return_index=True)
+        pos = np.searchsorted(present, u)
+        new = first[pos] == len(v)
+        first[pos[new]] = idx[new] + lo
+        found += int(new.sum())
+        if found == k:
+            break
+    order = np.argsort(first, kind="stable")  # code -> value, first appearance first
+    uniq = present[order]
+    rank = np.empty(k, dtype=np.int32)
+    rank[order] = np.arange(k, dtype=np.int32)
+    if hi < 1 << 25:
+        lut = np.zeros(hi + 1, dtype=np.int32)
+        lut[present] = rank
+        codes = lut[v]
+    else:
+        codes = rank[np.searchsorted(present, v)]
+    return codes.astype(np.int32, copy=False), uniq.astype(I64)
+
+
+class ApiCalls:
+    """The API calls of one trace, column by column (see the module docstring).
+
+    Attributes (arrays row for row with ``trace.table("api")``):
+        start, end: int64 ns; rows without both are not ``valid``.
+        pid, tid: int32 codes into ``pids``/``tids`` (process and thread ids as text, "" missing).
+        name: int32 codes into ``names`` (base names), -1 for a call without a name.
+        corr: correlation ids (-1 missing).
+    """
+
+    def __init__(self, trace: Trace) -> None:
+        self._trace = trace
+        self._store: Any = None
+        self._frame: Any = None
+        from engine.reports.nsys_sqlite import NsysSqliteTrace
+
+        if isinstance(trace, NsysSqliteTrace) and trace.has_sqlite_table(_RUNTIME):
+            have = set(trace.columns(_RUNTIME))
+            if {"start", "end", "nameId", "globalTid", "correlationId"} <= have:
+                self._store = trace.column_store()
+
+    # -- raw columns ---------------------------------------------------------------------------
+    def _col(self, name: str) -> npt.NDArray[Any] | None:
+        """A column of the export through the columnar cache, or None (the table path is used)."""
+        if self._store is None:
+            return None
+        try:
+            arr: npt.NDArray[Any] = self._store.read(
+                _RUNTIME, {name: _EXPRS[name]}, _NARROW & {name})[name]
+        except sqlite3.Error:
+            self._store = None
+            return None
+        # A cold read returns the array it parsed; the cached file is mapped instead (its pages
+        # are the OS's to drop, not this process's heap).
+        mapped = self._store.cached(_RUNTIME, name, _EXPRS[name])
+        return arr if mapped is None else mapped
+
+    def _table(self) -> Any:
+        if self._frame is None:
+            self._frame = self._trace.table(
+                "api", ["start", "end", "pid", "tid", "baseName", "correlationId"])
+        return self._frame
+
+    @cached_property
+    def n(self) -> int:
+        """Rows of the API table."""
+        return len(self.start)
+
+    @cached_property
+    def start(self) -> npt.NDArray[np.int64]:
+        """Call starts (int64; meaningless where not ``valid``)."""
+        return self._times("start")
+
+    @cached_property
+    def end(self) -> npt.NDArray[np.int64]:
+        """Call ends (int64; meaningless where not ``valid``)."""
+        return self._times("end")
+
+    def _times(self, name: str) -> npt.NDArray[np.int64]:
+        col = self._col(name)
+        if col is not None:
+            return col
+        s = self._table()[name]
+        return np.asarray(s.fillna(_NULL).to_numpy(dtype=np.float64), dtype=np.float64).astype(I64) \
+            if s.dtype.kind == "f" else s.to_numpy(dtype=I64, na_value=_NULL)
+
+    @cached_property
+    def valid(self) -> npt.NDArray[np.bool_] | None:
+        """Rows with both a start and an end; None when every row has them."""
+        bad = (self.start == _NULL) | (self.end == _NULL)
+        return ~bad if bad.any() else None
+
+    @cached_property
+    def corr(self) -> npt.NDArray[np.int64]:
+        """Correlation ids, -1 where missing."""
+        col = self._col("correlationId")
+        if col is not None:
+            return np.where(col == _NULL, -1, col) if (col == _NULL).any() else col
+        from engine.analysis.steps import corr_keys
+
+        return corr_keys(self._table()["correlationId"])
+
+    @cached_property
+    def _pid(self) -> tuple[npt.NDArray[np.int32], tuple[str, ...]]:
+        return self._keys("pid")
+
+    @cached_property
+    def _tid(self) -> tuple[npt.NDArray[np.int32], tuple[str, ...]]:
+        return self._keys("tid")
+
+    def _keys(self, name: str) -> tuple[npt.NDArray[np.int32], tuple[str, ...]]:
+        col = self._col(name)
+        if col is not None:
+            null = col < 0  # NULL globalTid
+            codes, uniq = small_codes(np.where(null, 0, col) if null.any() else col)
+            labels = [str(int(u)) for u in uniq]
+            if null.any():  # "" for the calls without a thread, as pid_keys gives
+                codes = np.where(null, len(labels), codes).astype(np.int32)
+                labels.append("")
+                codes, labels = _renumber(codes, labels)
+            return codes, tuple(labels)
+        import pandas as pd
+
+        from engine.analysis.steps import pid_keys
+
+        c, u = pd.factorize(pid_keys(self._table()[name]))
+        return c.astype(np.int32), tuple(str(x) for x in u)
+
+    @property
+    def pid(self) -> npt.NDArray[np.int32]:
+        """Process codes (see ``pids``)."""
+        return self._pid[0]
+
+    @property
+    def pids(self) -> tuple[str, ...]:
+        """Process ids as text, by code (first appearance first)."""
+        return self._pid[1]
+
+    @property
+    def tid(self) -> npt.NDArray[np.int32]:
+        """Thread codes (see ``tids``)."""
+        return self._tid[0]
+
+    @property
+    def tids(self) -> tuple[str, ...]:
+        """Thread ids as text, by code (first appearance first)."""
+        return self._tid[1]
+
+    def pid_code(self, key: str) -> int:
+        """The code of a process key, -1 when no call has it."""
+        try:
+            return self.pids.index(key)
+        except ValueError:
+            return -1
+
+    @cached_property
+    def _name(self) -> tuple[npt.NDArray[np.int32], tuple[str, ...]]:
+        col = self._col("nameId")
+        if col is not None:
+            null = col == _NULL
+            ids = np.where(null, 0, col) if null.any() else col
+            codes, uniq = small_codes(np.maximum(ids, 0))
+            s = self._trace.strings()  # type: ignore[attr-defined]
+            full = [s.get(int(i), f"<unknown {int(i)}>") for i in uniq]
+            names = [re.sub(r"_v\d{4}$", "", str(n)) for n in full]
+            if null.any():
+                codes = np.where(null, -1, codes).astype(np.int32)
+            return _merge_labels(codes, names)
+        import pandas as pd
+
+        c, u = pd.factorize(self._table()["baseName"], use_na_sentinel=True)
+        return c.astype(np.int32), tuple(str(x) for x in u)
+
+    @property
+    def name(self) -> npt.NDArray[np.int32]:
+        """Base-name codes (see ``names``), -1 for a call without a name."""
+        return self._name[0]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Base names by code."""
+        return self._name[1]
+
+    @cached_property
+    def category(self) -> npt.NDArray[np.int8]:
+        """Each call's category, as an index into :data:`CATEGORY_ORDER`."""
+        per_name = np.array([CATEGORY_ORDER.index(api_category(n)) for n in self.names]
+                            + [CATEGORY_ORDER.index("other")], dtype=np.int8)
+        out: npt.NDArray[np.int8] = per_name[self.name]  # -1 (no name) picks "other"
+        return out
+
+
+_ALLOC = re.compile(
+    r"^(cuda(Malloc|Free|HostAlloc|HostRegister|HostUnregister|MallocHost|FreeHost|MallocManaged|"
+    r"MallocAsync|FreeAsync|MallocPitch|Malloc3D|MallocArray|FreeArray|Malloc3DArray|"
+    r"MallocFromPoolAsync|MemPool\w*|MallocMipmappedArray|FreeMipmappedArray)\w*|"
+    r"cu(MemAlloc|MemFree|MemHostAlloc|MemAllocHost|MemFreeHost|MemHostRegister|MemHostUnregister|"
+    r"MemCreate|MemRelease|MemMap|MemUnmap|MemAddressReserve|MemAddressFree|MemSetAccess|MemPool|"
+    r"ArrayCreate|ArrayDestroy|MipmappedArray)\w*)$"
+)
+_COPY = re.compile(r"^(cuda(Memcpy|Memset)\w*|cu(Memcpy|Memset|MemPrefetch)\w*|cudaMemPrefetch\w*)$")
+_SYNC = re.compile(
+    r"^(cuda(DeviceSynchronize|StreamSynchronize|EventSynchronize|StreamWaitEvent|ThreadSynchronize)|"
+    r"cu(CtxSynchronize|StreamSynchronize|EventSynchronize|StreamWaitEvent|StreamWaitValue\w*))\w*$"
+)
+_LAUNCH = re.compile(
+    r"^(cuda(LaunchKernel|LaunchKernelExC|LaunchCooperativeKernel\w*|GraphLaunch|LaunchHostFunc|"
+    r"Launch\w*)|cu(LaunchKernel\w*|LaunchCooperativeKernel\w*|GraphLaunch|LaunchHostFunc|"
+    r"LaunchGrid\w*))\w*$"
+)
+_SETUP = re.compile(
+    r"^(cuInit|cuDriverGetVersion|cudaSetDevice|cudaGetDevice\w*|cudaDeviceReset|cudaSetDeviceFlags|"
+    r"cudaDeviceGetAttribute|cudaDeviceSetLimit|cudaDeviceGet\w*|cudaRuntimeGetVersion|"
+    r"cudaDriverGetVersion|cudaInitDevice|cudaStreamCreate\w*|cudaStreamDestroy\w*|cudaEventCreate\w*|"
+    r"cudaEventDestroy\w*|cudaFuncGetAttributes|cudaFuncSetAttribute|cudaGraphInstantiate\w*|"
+    r"cudaGraphCreate|cudaGraphDestroy|cudaGraphExecDestroy|cudaStreamBeginCapture\w*|"
+    r"cudaStreamEndCapture|cudaGetFuncBySymbol|cudaGetDriverEntryPoint\w*|"
+    r"cu(Ctx\w*|DevicePrimaryCtx\w*|Device\w*|Module\w*|Library\w*|Kernel\w*|Func\w*|Link\w*|"
+    r"StreamCreate\w*|StreamDestroy\w*|EventCreate\w*|EventDestroy\w*|GraphInstantiate\w*|"
+    r"GetProcAddress\w*|GetExportTable))$"
+)
+
+
+def api_category(name: str) -> str:
+    """Category of a CUDA API call by its name (with or without the ``_vNNNN`` suffix)."""
+    base = re.sub(r"_v\d+$", "", name)
+    if _SYNC.match(base):
+        return "synchronization"
+    if _ALLOC.match(base):
+        return "allocation"
+    if _COPY.match(base):
+        return "copies"
+    if _LAUNCH.match(base):
+        return "launches"
+    if _SETUP.match(base):
+        return "setup"
+    return "other"
+
+
+#: category names by code (``ApiCalls.category``)
+CATEGORY_ORDER = ("allocation", "copies", "synchronization", "launches", "setup", "other")
+
+
+def _renumber(codes: npt.NDArray[np.int32], labels: list[str]) -> tuple[npt.NDArray[np.int32], list[str]]:
+    """Codes renumbered in order of first appearance (after a label was added at the end)."""
+    c2, u2 = small_codes(codes)
+    return c2, [labels[int(u)] for u in u2]
+
+
+def _merge_labels(codes: npt.NDArray[np.int32], names: list[str]
+                  ) -> tuple[npt.NDArray[np.int32], tuple[str, ...]]:
+    """Codes whose labels repeat (two ids, one base name) merged into one code per label."""
+    uniq: dict[str, int] = {}
+    remap = np.array([uniq.setdefault(n, len(uniq)) for n in names] + [-1], dtype=np.int32)
+    if len(uniq) == len(names):
+        return codes, tuple(names)
+    out: npt.NDArray[np.int32] = remap[codes]
+    return out, tuple(uniq)
+
+
+def api_calls(trace: Trace) -> ApiCalls:
+    """The trace's :class:`ApiCalls`, built once per trace."""
+    out: ApiCalls = trace_cache(trace, "api_calls", lambda: ApiCalls(trace))
+    return out
