@@ -265,11 +265,19 @@ def fast_reports(trace: Trace, names: Sequence[str], *, csv: bool = False) -> di
     Returns:
         Report name -> table, for the reports it could compute; the others (other reports,
         other readers, NULL times or names that the general path handles) are left out.
+        Reports that the export's schema shows to be empty (no OSRT_API table for
+        ``osrt_sum``, say: :func:`~engine.analysis.nsys.stats.empty.empty_reports`) come back as
+        empty tables, whatever the report.
 
     """
     from engine.reports.nsys_sqlite import NsysSqliteTrace
 
     out: dict[str, Any] = {}
+    if isinstance(trace, NsysSqliteTrace):  # empty on this capture: told by the schema
+        from engine.analysis.nsys.stats.empty import empty_reports
+
+        out.update(empty_reports(trace, names))
+        names = [n for n in names if n not in out]
     if csv and "cuda_gpu_trace" in names and isinstance(trace, NsysSqliteTrace):
         from engine.analysis.nsys.stats.traces import gpu_trace_csv
 
