@@ -102,6 +102,11 @@ class ApiCalls:
             if {"start", "end", "nameId", "globalTid", "correlationId"} <= have:
                 self._store = trace.column_store()
 
+    @property
+    def from_columns(self) -> bool:
+        """True when the calls come from the export's columnar cache (not from a table)."""
+        return self._store is not None
+
     # -- raw columns ---------------------------------------------------------------------------
     def _col(self, name: str) -> npt.NDArray[Any] | None:
         """A column of the export through the columnar cache, or None (the table path is used)."""
@@ -208,6 +213,16 @@ class ApiCalls:
     def tids(self) -> tuple[str, ...]:
         """Thread ids as text, by code (first appearance first)."""
         return self._tid[1]
+
+    def codes_of(self, keys: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+        """The process codes of process keys (text) from another table; -2 for a process without calls."""
+        import pandas as pd
+
+        c, u = pd.factorize(keys, use_na_sentinel=True)
+        lut = np.array([self.pid_code(str(k)) for k in u] + [-2], dtype=np.int64)
+        lut[lut == -1] = -2
+        out: npt.NDArray[np.int64] = lut[c]
+        return out
 
     def pid_code(self, key: str) -> int:
         """The code of a process key, -1 when no call has it."""

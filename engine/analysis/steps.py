@@ -395,15 +395,16 @@ def _gpu_ops(trace: Trace) -> pd.DataFrame:
         "deviceId": ops["deviceId"].to_numpy(), "streamId": ops["streamId"].to_numpy(),
         "pidk": _obj(pid_keys(ops["pid"])), "kind": _obj(ops["kind"].to_numpy()),
     })
-    api = trace.table("api", ["start", "correlationId", "pid"])
+    from engine.analysis.calls import api_calls
+
+    calls = api_calls(trace)
     launch = out["start"].to_numpy(dtype=np.int64).copy()
-    if len(api):
-        # join on integers: the pid keys of both tables numbered together, with the correlation id
-        pk_codes, _ = pd.factorize(np.concatenate([out["pidk"].to_numpy(object), pid_keys(api["pid"])]))
-        idx = match_first((pk_codes[: len(out)], corr_keys(ops["correlationId"])),
-                          (pk_codes[len(out):], corr_keys(api["correlationId"])))
+    if calls.n:
+        # join on integers: each op's process key as the calls' process code, with the correlation id
+        idx = match_first((calls.codes_of(out["pidk"].to_numpy(object)), corr_keys(ops["correlationId"])),
+                          (calls.pid.astype(np.int64), calls.corr))
         got = idx >= 0
-        launch[got] = api["start"].to_numpy(dtype=np.int64)[idx[got]]
+        launch[got] = calls.start[idx[got]]
     out["launch"] = launch
     return out
 

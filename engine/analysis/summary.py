@@ -220,8 +220,11 @@ def _int_sums(codes: np.ndarray, values: np.ndarray, k: int) -> np.ndarray:
     return np.array([int(values[codes == j].sum()) for j in range(k)], dtype=np.int64)
 
 
-def _sum_count(codes: np.ndarray, values: np.ndarray, labels: tuple[str, ...] | list[str]) -> pd.DataFrame:
-    """What ``df.groupby(label)[value].agg(["sum", "count"])`` gives, from codes (-1: no label)."""
+def sum_count(codes: np.ndarray, values: np.ndarray, labels: tuple[str, ...] | list[str]) -> pd.DataFrame:
+    """What ``df.groupby(label)[value].agg(["sum", "count"])`` gives, from codes (-1: no label).
+
+    Labels sorted as groupby sorts them, so a ``sort_values`` after it orders ties alike.
+    """
     import pandas as pd
 
     ok = codes >= 0
@@ -260,7 +263,7 @@ def _host(d: _Calls, wall_ns: int) -> sm.Host:
         now = _union_sorted(s_all[seen], e_all[seen])
         attributed, covered = now - covered, now
         sub_d = d.dur[in_cat]
-        by_name = _sum_count(d.name[in_cat], sub_d, names).sort_values("sum", ascending=False)
+        by_name = sum_count(d.name[in_cat], sub_d, names).sort_values("sum", ascending=False)
         cat_total = int(sub_d.sum())
         cat_union = _union_sorted(s_all[in_cat_sorted], e_all[in_cat_sorted])
         cats.append(sm.ApiCategory(
@@ -407,7 +410,7 @@ def _bandwidth(trace: Trace) -> tuple[sm.BandwidthRow, ...]:
 # -- iterations --------------------------------------------------------------------------------------
 def _costs(cat: np.ndarray, dur: np.ndarray, n: int | None) -> tuple[sm.ApiCost, ...]:
     """API time per category (codes into CATEGORY_ORDER), most first; per step when ``n``."""
-    g = _sum_count(cat.astype(np.int64), dur, CATEGORY_ORDER).sort_values("sum", ascending=False)
+    g = sum_count(cat.astype(np.int64), dur, CATEGORY_ORDER).sort_values("sum", ascending=False)
     return tuple(sm.ApiCost(str(c), int(r["sum"]), int(r["count"]), int(r["sum"]) // n if n else None)
                  for c, r in g.iterrows())
 

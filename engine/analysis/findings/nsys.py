@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from engine.analysis.calls import CATEGORY_ORDER, api_calls
 from engine.analysis.findings.gains import GPU, HOST, Context, gain_from, severity_of
 from engine.analysis.findings.model import Evidence, Finding, Gain, fmt_time, pct
 from engine.analysis.steps import corr_keys, match_first, pid_keys, trace_cache
-from engine.analysis.summary import api_keys, categories, interval_union_ns
+from engine.analysis.summary import interval_union_ns, sum_count
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -67,11 +68,26 @@ def _copies(trace: Trace) -> pd.DataFrame:
     """
     mc = trace.table("memcpy", ["start", "end", "bytes", "operation", "srcKindName", "dstKindName",
                                 "streamId", "correlationId", "pid"])
-    api = trace.table("api", ["start", "end", "correlationId", "pid", "baseName"])
-    a = api.rename(columns={"start": "api_start", "end": "api_end", "baseName": "api"})
     if not len(mc):
         return mc.assign(api=[], api_start=[], api_end=[])
     import pandas as pd
+
+    calls = api_calls(trace)
+    if calls.from_columns and calls.valid is None:
+        # the calls' integer columns: no table of every call (times are integers, names text)
+        idx = match_first((calls.codes_of(pid_keys(mc["pid"])), corr_keys(mc["correlationId"])),
+                          (calls.pid.astype(np.int64), calls.corr))
+        names = np.array([*calls.names, np.nan], dtype=object)
+        name_codes = np.asarray(calls.name)
+        extra_cols: dict[str, Any] = {
+            "api_start": pd.api.extensions.take(np.asarray(calls.start), idx, allow_fill=True),
+            "api_end": pd.api.extensions.take(np.asarray(calls.end), idx, allow_fill=True),
+            "api": names[np.where(idx >= 0, name_codes[np.maximum(idx, 0)], -1)],
+        }
+        out0 = mc.reset_index(drop=True)
+        return out0.assign(**{c: pd.Series(v, dtype=v.dtype, copy=False) for c, v in extra_cols.items()})
+    api = trace.table("api", ["start", "end", "correlationId", "pid", "baseName"])
+    a = api.rename(columns={"start": "api_start", "end": "api_end", "baseName": "api"})
 
     # Join on text keys: Kineto traces store pid as int in one table and str (or None) in another
     # (numbered together, then joined on integers: the rows of a left merge with the calls'
@@ -179,10 +195,11 @@ def rule_capture_incomplete(ctx: Context) -> list[Finding]:
     t = ctx.trace
     if t.has("kernels"):
         return []
-    api = t.table("api", ["baseName"])
-    if not len(api):
+    calls = api_calls(t)
+    n_calls = calls.n
+    if not n_calls:
         return []
-    launches = int((categories(api["baseName"]) == "launches").sum())
+    launches = int((calls.category == CATEGORY_ORDER.index("launches")).sum())
     memcpy = len(t.table("memcpy", ["start"]))
     version = t.info.product_version or "an unknown version"
     why = t.missing.get("kernels", "no CUDA kernels were recorded")
@@ -196,12 +213,12 @@ def rule_capture_incomplete(ctx: Context) -> list[Finding]:
         severity="critical",
         source="capture",
         summary=(
-            f"The report has {len(api)} CUDA API calls ({launches} kernel launches) and {memcpy} copies "
+            f"The report has {n_calls} CUDA API calls ({launches} kernel launches) and {memcpy} copies "
             f"but no kernel records: {why}. {reason} Numbers from this report understate the GPU work, "
             "so no gains are computed from it."
         ),
         evidence=[
-            Evidence("CUDA API calls recorded", len(api), "calls", "CUPTI_ACTIVITY_KIND_RUNTIME"),
+            Evidence("CUDA API calls recorded", n_calls, "calls", "CUPTI_ACTIVITY_KIND_RUNTIME"),
             Evidence("kernel launch calls", launches, "calls", "CUPTI_ACTIVITY_KIND_RUNTIME"),
             Evidence("kernels recorded", 0, "kernels", "CUPTI_ACTIVITY_KIND_KERNEL (absent)"),
             Evidence("copies recorded", memcpy, "copies", "CUPTI_ACTIVITY_KIND_MEMCPY"),
@@ -222,21 +239,25 @@ def rule_per_iteration_alloc(ctx: Context) -> list[Finding]:
     if st is None or not ctx.n_steady:
         return []
     n = ctx.n_steady
-    api = ctx.trace.table("api", ["start", "end", "baseName", "pid"])
-    pk, cat = api_keys(ctx.trace)
-    api = api[(pk == st.pid) & (cat == "allocation")]
-    inside = api[ctx.steady_mask(api["start"].to_numpy(dtype=np.int64))]
-    total = int(_durations(inside).sum()) if len(inside) else 0
+    calls = api_calls(ctx.trace)
+    rows = (calls.pid == calls.pid_code(st.pid)) & (calls.category == CATEGORY_ORDER.index("allocation"))
+    if calls.valid is not None:
+        rows &= calls.valid
+    start = calls.start[rows]
+    inside = ctx.steady_mask(start)
+    d = (calls.end[rows] - start)[inside]
+    n_inside = len(d)
+    total = int(d.sum()) if n_inside else 0
     steady_total = ctx.step_ns * n
-    if len(inside) < n or total < 0.01 * steady_total:
+    if n_inside < n or total < 0.01 * steady_total:
         return []
-    by_name = inside.assign(d=_durations(inside)).groupby("baseName")["d"].agg(["sum", "count"])
+    by_name = sum_count(calls.name[rows][inside], d, calls.names)
     gain = gain_from(ctx, total, 0, f"allocation API time inside the {n} steady steps = {fmt_time(total)} "
                      "(allocate once, outside the loop)", overlap=HOST)
     ev = [
         Evidence("steady steps", n, "", f"NVTX range {st.range_name}"),
         Evidence("allocation API time inside the steady steps", total, "ns", "CUPTI_ACTIVITY_KIND_RUNTIME"),
-        Evidence("allocation calls inside the steady steps", len(inside), "calls",
+        Evidence("allocation calls inside the steady steps", n_inside, "calls",
                  "CUPTI_ACTIVITY_KIND_RUNTIME"),
         Evidence("allocation time per step", total // n, "ns", "CUPTI_ACTIVITY_KIND_RUNTIME"),
         Evidence("share of the step median", pct(total / n, ctx.step_ns) or 0.0, "%", "NVTX_EVENTS"),
@@ -252,7 +273,7 @@ def rule_per_iteration_alloc(ctx: Context) -> list[Finding]:
         severity="warning" if sev == "info" else sev,
         source="nsys",
         summary=(
-            f"{len(inside)} allocation/free calls inside the {n} steady {st.range_name} steps took "
+            f"{n_inside} allocation/free calls inside the {n} steady {st.range_name} steps took "
             f"{fmt_time(total)} ({fmt_time(total / n)} per step); cudaFree also synchronizes the device. "
             f"Allocating once outside the loop saves about {fmt_time(gain.per_step_ns or 0)} per step."
         ),

@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from engine.analysis.calls import CATEGORY_ORDER, ApiCalls, api_calls
 from engine.analysis.findings.gains import HOST, Context, gain_from, severity_of
 from engine.analysis.findings.model import Evidence, Finding, Gain, fmt_time, pct
-from engine.analysis.steps import corr_keys, pid_keys
-from engine.analysis.summary import api_keys, busy_between, interval_union_ns
+from engine.analysis.steps import corr_keys, match_first, pid_keys
+from engine.analysis.summary import busy_between, interval_union_ns
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -47,26 +48,53 @@ def _idle_in(ctx: Context, a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -
     return window, max(window - busy, 0)
 
 
+def _kernel_launches(k: pd.DataFrame, calls: ApiCalls
+                     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
+    """(kernel durations, launch call durations, launch starts) of the kernels whose launch call is known.
+
+    The rows of an inner merge of the kernels with the launch calls on (process, correlation id),
+    in kernel order; None when no kernel has its call.
+    """
+    import pandas as pd
+
+    rows = calls.category == CATEGORY_ORDER.index("launches")
+    lp, lc = calls.pid[rows].astype(np.int64), calls.corr[rows]
+    l0, l1 = calls.start[rows], calls.end[rows]
+    kp, kc = calls.codes_of(pid_keys(k["pid"])), corr_keys(k["correlationId"])
+    if len(lp) and len(pd.unique(lp * (int(lc.max()) - int(lc.min()) + 1) + (lc - int(lc.min())))) < len(lp):
+        # a (process, correlation id) with several launch calls: every pair, as the merge gives
+        j = pd.DataFrame({"p": kp, "c": kc, "s": k["start"].to_numpy(np.int64),
+                          "e": k["end"].to_numpy(np.int64)}).merge(
+            pd.DataFrame({"p": lp, "c": lc, "a0": l0, "a1": l1}), on=["p", "c"])
+        if not len(j):
+            return None
+        return ((j["e"] - j["s"]).to_numpy(np.int64), (j["a1"] - j["a0"]).to_numpy(np.int64),
+                j["a0"].to_numpy(np.int64))
+    idx = match_first((kp, kc), (lp, lc))
+    got = idx >= 0
+    if not got.any():
+        return None
+    i = idx[got]
+    kd = k["end"].to_numpy(np.int64)[got] - k["start"].to_numpy(np.int64)[got]
+    return kd, l1[i] - l0[i], l0[i]
+
+
 def rule_launch_bound(ctx: Context) -> list[Finding]:
     """Many kernels shorter than their launch call, while the GPU has idle time to fill."""
     k = ctx.trace.table("kernels", ["start", "end", "correlationId", "pid"])
-    api = ctx.trace.table("api", ["start", "end", "correlationId", "pid", "baseName"])
-    if len(k) < 50 or not len(api):
+    calls = api_calls(ctx.trace)
+    if len(k) < 50 or not calls.n:
         return []
-    launches = api[api_keys(ctx.trace)[1] == "launches"]
-    kk = k.assign(pk=pid_keys(k["pid"]), ck=corr_keys(k["correlationId"]))
-    ll = launches.assign(pk=pid_keys(launches["pid"]), ck=corr_keys(launches["correlationId"]))
-    j = kk.merge(ll[["start", "end", "pk", "ck"]].rename(columns={"start": "a0", "end": "a1"}),
-                 on=["pk", "ck"])
-    if not len(j):
+    joined = _kernel_launches(k, calls)
+    if joined is None:
         return []
-    kd = j["end"].to_numpy(np.int64) - j["start"].to_numpy(np.int64)
-    ld = j["a1"].to_numpy(np.int64) - j["a0"].to_numpy(np.int64)
+    kd, ld, a0 = joined
+    n_joined = len(kd)
     short = kd < ld
     if short.mean() < 0.5:
         return []
     excess = np.where(short, ld - kd, 0)
-    steady = ctx.steady_mask(j["a0"].to_numpy(np.int64))
+    steady = ctx.steady_mask(a0)
     if ctx.steps is not None and ctx.n_steady:
         a, b = ctx.steps.window(steady_only=True)
         window, idle = _idle_in(ctx, a, b)
@@ -91,13 +119,13 @@ def rule_launch_bound(ctx: Context) -> list[Finding]:
         severity=severity_of(gain),
         source="nsys",
         summary=(
-            f"{int(short.sum())} of {len(j)} kernels ran for less time than their launch call took "
+            f"{int(short.sum())} of {n_joined} kernels ran for less time than their launch call took "
             f"(median kernel {fmt_time(float(np.median(kd)))}, median launch "
             f"{fmt_time(float(np.median(ld)))}) and the GPU was idle {fmt_time(idle)} of "
             f"{fmt_time(window)} ({pct(idle, window)} %) in {where}: the CPU cannot keep it busy."
         ),
         evidence=[
-            Evidence("kernels", len(j), "kernels", "CUPTI_ACTIVITY_KIND_KERNEL"),
+            Evidence("kernels", n_joined, "kernels", "CUPTI_ACTIVITY_KIND_KERNEL"),
             Evidence("kernels shorter than their launch", int(short.sum()), "kernels",
                      "kernel duration < launch API duration"),
             Evidence("median kernel duration", float(np.median(kd)), "ns", "cuda_gpu_kern_sum"),
