@@ -47,10 +47,15 @@ class FixedColumn:
 
 @dataclass
 class TextColumn:
-    """Categorical text: ``codes`` index ``labels``; a negative code is an empty field."""
+    """Categorical text: ``codes`` index ``labels``; a negative code is an empty field.
+
+    ``plain``: the caller knows no label needs CSV quoting (digits and colons, say), so they
+    are written as they are (no csv module call per label: a label per row stays cheap).
+    """
 
     codes: npt.NDArray[np.int64]
     labels: Sequence[str]
+    plain: bool = False
 
 
 Column = IntColumn | FixedColumn | TextColumn
@@ -165,12 +170,12 @@ def _fixed_parts(col: FixedColumn) -> tuple[list[npt.NDArray[np.uint8]], list[np
 def _text_parts(col: TextColumn) -> tuple[list[npt.NDArray[np.uint8]], list[npt.NDArray[np.bool_]]]:
     import numpy as np
 
-    enc = [_quoted(s) for s in col.labels] + [b""]
-    width = max(1, max(len(b) for b in enc))
+    enc = [s.encode() for s in col.labels] if col.plain else [_quoted(s) for s in col.labels]
+    enc.append(b"")
+    lengths = np.fromiter(map(len, enc), dtype=np.int64, count=len(enc))
+    width = max(1, int(lengths.max()))
     table = np.zeros((len(enc), width), dtype=np.uint8)
-    for i, b in enumerate(enc):
-        table[i, :len(b)] = np.frombuffer(b, dtype=np.uint8)
-    lengths = np.array([len(b) for b in enc], dtype=np.int64)
+    table[np.arange(width)[None, :] < lengths[:, None]] = np.frombuffer(b"".join(enc), dtype=np.uint8)
     codes = np.where(col.codes < 0, len(enc) - 1, col.codes)
     mask = np.arange(width)[None, :] < lengths[codes][:, None]
     return [table[codes]], [mask]
@@ -220,7 +225,7 @@ def _rows(body: Sequence[Column], lo: int, hi: int, tail: TextColumn | None) -> 
         elif isinstance(col, FixedColumn):
             part = _fixed_parts(FixedColumn(col.values[lo:hi], col.decimals))
         else:
-            part = _text_parts(TextColumn(col.codes[lo:hi], col.labels))
+            part = _text_parts(TextColumn(col.codes[lo:hi], col.labels, col.plain))
         mats += part[0]
         masks += part[1]
     if tail is not None and body:

@@ -296,6 +296,12 @@ def fast_reports(trace: Trace, names: Sequence[str], *, csv: bool = False) -> di
         kexec = kern_exec_trace_csv(trace)
         if kexec is not None:
             out["cuda_kern_exec_trace"] = kexec
+    if csv and "nvtx_pushpop_trace" in names and isinstance(trace, NsysSqliteTrace):
+        from engine.analysis.nsys.stats.nvtxfast import pushpop_trace_csv
+
+        pushpop = pushpop_trace_csv(trace)
+        if pushpop is not None:
+            out["nvtx_pushpop_trace"] = pushpop
     wanted = [n for n in dict.fromkeys(names) if n in FAST_REPORTS]
     if not isinstance(trace, NsysSqliteTrace) or not wanted:
         return out

@@ -1,0 +1,66 @@
+"""nvtx_pushpop_trace without pandas (issue 16): the columnar read, the one-pass tree and the
+chunked CSV print the bytes of the DataFrame path on every fixture, every H100 recording and an
+export with every case added by hand (nesting, equal ranges, a range never popped, two threads,
+a named domain, a StringIds text, a comma in a name)."""
+
+from __future__ import annotations
+
+import lzma
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from engine.analysis.nsys.stats import nvtxfast, run_report, to_csv
+from engine.reports import open_report
+from tests.conftest import NSYS_SQLITE, REPO
+
+RECORDINGS = sorted((REPO / "tests" / "data" / "recordings" / "nsys").glob("*/*.sqlite.xz"))
+
+
+def _same(db: Path) -> int:
+    trace = open_report(db)
+    want = to_csv(run_report(trace, "nvtx_pushpop_trace"))
+    table = nvtxfast.pushpop_trace_csv(trace)  # type: ignore[arg-type]
+    assert table is not None
+    pieces = list(table.chunks())
+    assert b"".join(pieces).decode() == want
+    return table.rows
+
+
+@pytest.mark.parametrize("db", NSYS_SQLITE, ids=lambda p: p.stem)
+def test_fixtures(db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNELSCOPE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(nvtxfast, "_CHUNK", 3)
+    _same(db)
+
+
+@pytest.mark.parametrize("xz", RECORDINGS, ids=lambda p: p.name.split(".")[0])
+def test_recordings(xz: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNELSCOPE_CACHE", str(tmp_path / "cache"))
+    db = tmp_path / xz.name[: -len(".xz")]
+    db.write_bytes(lzma.decompress(xz.read_bytes()))
+    assert _same(db) > 0
+
+
+def test_every_case_by_hand(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNELSCOPE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(nvtxfast, "_CHUNK", 4)
+    db = tmp_path / "cases.sqlite"
+    shutil.copy(next(p for p in NSYS_SQLITE if p.stem == "host_overhead_naive"), db)
+    t1, t2 = 281508900243430, 281508900243431
+    rows = [  # start, end, eventType, text, textId, domainId, globalTid
+        (10, 100, 59, "outer", None, 0, t1), (20, 50, 59, "a,b", None, 0, t1),
+        (20, 50, 59, "twin", None, 0, t1), (25, 30, 59, "leaf", None, 0, t1),
+        (60, None, 59, "open", None, 0, t1), (70, 80, 70, None, 900001, 7, t1),
+        (15, 40, 59, "other thread", None, 0, t2), (16, 17, 59, "x", None, 7, t2),
+        (1, None, 75, "mydomain", None, 7, t1), (5, 95, 60, "startend", None, 0, t1),
+    ]
+    with sqlite3.connect(db) as con:
+        con.execute("INSERT INTO StringIds (id, value) VALUES (900001, 'from string ids')")
+        con.executemany('INSERT INTO NVTX_EVENTS ("start", "end", eventType, text, textId, domainId, '
+                        "globalTid) VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+    assert _same(db) > 10
+    text = to_csv(run_report(open_report(db), "nvtx_pushpop_trace"))
+    assert '":a,b"' in text and "mydomain:from string ids" in text and "--:leaf" in text
