@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from engine.analysis import export, export_perfetto
+from engine.analysis import export, export_perfetto_rows, export_perfetto_sqlite
 from engine.analysis.export_perfetto import write_perfetto
 from engine.cli import main
 from engine.reports import open_report
@@ -41,7 +41,7 @@ def test_streamed_gzip_equals_the_reference_events(path, tmp_path):
 def test_python_formatter_writes_the_same_bytes_as_pyarrow(tmp_path, monkeypatch):
     path = NSYS_DIR / "torch_sdpa_gemm.sqlite"
     write_perfetto(open_report(path), tmp_path / "a.json")
-    monkeypatch.setattr(export_perfetto, "_ARROW", False)
+    monkeypatch.setattr(export_perfetto_rows, "ARROW", False)
     write_perfetto(open_report(path), tmp_path / "b.json")
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
 
@@ -54,7 +54,7 @@ def test_null_correlation_id_takes_the_general_path(tmp_path):
                 "(SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)")
     con.commit()
     con.close()
-    assert export_perfetto._SqliteEvents.open(open_report(path)) is None
+    assert export_perfetto_sqlite.SqliteEvents.open(open_report(path)) is None
     out = tmp_path / "t.json"
     n = write_perfetto(open_report(path), out)
     doc = json.loads(out.read_text())
