@@ -53,7 +53,8 @@ OPEN_FILTER = (
 
 #: views that show the summary (it starts at once there); elsewhere it waits for the view's first work
 SUMMARY_VIEWS = tuple(s.key for s in VIEW_SPECS if s.needs_summary)
-SUMMARY_MAX_DELAY_S = 3.0
+#: at most this long (a big report's timeline stages on a cold cache: ~40 s at 10M kernels here)
+SUMMARY_MAX_DELAY_S = 60.0
 SUMMARY_POLL_MS = 100
 
 

@@ -583,6 +583,29 @@ class NsysSqliteTrace(Trace):
                 out[c] = pd.Series(out[c], index=raw.index, dtype=object)
         return pd.DataFrame(out, index=raw.index)
 
+    def rows_by_id(self, name: str, rowids: list[int], columns: list[str]) -> pd.DataFrame:
+        """Resolved ``columns`` of big table ``name`` (kernels, memcpy, memset, api) for these rowids only.
+
+        The values ``table(name, columns)`` gives for those rows, in rowid order, without reading
+        the rest (the timeline of a big report shows the one row under the pointer).
+        """
+        import pandas as pd
+
+        t = _NSYS_TABLES[name]
+        derived = _DERIVED[name]
+        sources: list[str] = []
+        for c in columns:
+            for src in derived.get(c, [c]):
+                if src not in sources:
+                    sources.append(src)
+        have = set(self.columns(t))
+        parts = [f'"{c}"' if c in have else f'NULL AS "{c}"' for c in sources]
+        marks = ", ".join("?" * len(rowids))
+        raw = self.query(f"SELECT {', '.join(parts)} FROM {t} WHERE rowid IN ({marks}) ORDER BY rowid",
+                         tuple(int(r) for r in rowids))
+        out = {c: self._derive(name, c, raw) if c in derived else raw[c].to_numpy() for c in columns}
+        return pd.DataFrame(out, index=raw.index)
+
     def _derive(self, table: str, col: str, raw: pd.DataFrame) -> object:
         """Compute a resolved column (names, labels, pid/tid) from its raw source columns."""
         if col in ("pid", "tid"):

@@ -35,7 +35,6 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QScrollBar, QSizePolicy, QToolTip, QWidget
 
 from gui.timeline import model as tm
-from gui.timeline import overview as tov
 from gui.timeline.style import GROUP_TINT, KIND_COLORS, PALETTE, tooltip_text
 
 GUTTER = 260  # px for lane labels
@@ -47,8 +46,6 @@ LANE_GAP = 4
 DETAIL_MAX = 2000
 LABEL_MIN_PX = 46
 MIN_SPAN_NS = 50.0
-#: what hovering the overview says (it has no events to show)
-LOADING_TEXT = "Loading details…"
 
 
 def nice_step(span: float, target_ticks: int) -> float:
@@ -118,8 +115,6 @@ class TimelineCanvas(QWidget):
         self.setMinimumSize(400, 160)
         self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
         self.model: tm.TimelineModel | None = None
-        #: a coarse overview shown until the full model arrives (big reports; see overview.py)
-        self.overview: tov.Overview | None = None
         self.t0 = 0.0
         self.t1 = 1.0
         self.v_offset = 0
@@ -136,6 +131,9 @@ class TimelineCanvas(QWidget):
         #: per lane key and kind: the coverage fractions drawn in the last paint
         self.last_coverage: dict[tuple[str, int], np.ndarray] = {}
         self.last_paint_ms = 0.0
+        #: drawn while there is nothing to show (set_message)
+        self.message = ""
+        self._fit_range = (0.0, 0.0)  # the range fit() showed last
         self.detail_max = DETAIL_MAX
         self.paint_count = 0
         self._brushes = {i: QBrush(QColor(c)) for i, c in enumerate(PALETTE)}
@@ -150,18 +148,18 @@ class TimelineCanvas(QWidget):
         self.vbar.hide()
 
     # -- model and range -----------------------------------------------------------------------------
-    def set_model(self, model: tm.TimelineModel | None) -> None:
-        """Show ``model``; replacing an overview, the visible time range stays as it is."""
-        keep = model is not None and self.model is None and self.overview is not None
+    def set_model(self, model: tm.TimelineModel | None, keep_range: bool = False) -> None:
+        """Show ``model``; with ``keep_range`` (more lanes of the same report) the visible range stays."""
+        keep = model is not None and keep_range
+        self.message = ""
         self.model = model
-        self.overview = None
         self.hover = self.selected = None
         self.draw_stats.clear()
         self.last_coverage.clear()
         if not keep:
             self.v_offset = 0
         if model is not None:
-            if keep:
+            if keep and (self.t0, self.t1) != self._fit_range:  # the user zoomed or panned: keep it
                 t0, t1 = self.t0, self.t1
                 self.t0 = self.t1 = 0.0  # set_range clamps to the model and announces the range
                 self.set_range(t0, t1)
@@ -170,24 +168,16 @@ class TimelineCanvas(QWidget):
         self._update_vbar()
         self.update()
 
-    def set_overview(self, overview: tov.Overview | None) -> None:
-        """Show a coarse overview (no events to hover or click) until :meth:`set_model`."""
-        self.model = None
-        self.overview = overview
-        self.hover = self.selected = None
-        self.v_offset = 0
-        self.draw_stats.clear()
-        self.last_coverage.clear()
-        if overview is not None:
-            self.fit()
-        self._update_vbar()
+    def set_message(self, text: str) -> None:
+        """A sentence drawn in the middle of the empty canvas (what is being read) until a model."""
+        self.message = text
         self.update()
 
-    def _source(self) -> tm.TimelineModel | tov.Overview | None:
-        return self.model if self.model is not None else self.overview
+    def _source(self) -> tm.TimelineModel | None:
+        return self.model
 
     def lanes(self) -> list[Any]:
-        """The lanes drawn: the model's, else the overview's."""
+        """The lanes drawn (the model's)."""
         src = self._source()
         return list(src.lanes) if src is not None else []
 
@@ -199,6 +189,7 @@ class TimelineCanvas(QWidget):
         a, b = src.activity_min, src.activity_max
         pad = (b - a) * 0.01
         self.set_range(a - pad, b + pad)
+        self._fit_range = (self.t0, self.t1)
 
     def visible_range(self) -> tuple[float, float]:
         return self.t0, self.t1
@@ -313,6 +304,10 @@ class TimelineCanvas(QWidget):
         p.fillRect(self.rect(), QColor("#ffffff"))
         lanes = self.lanes()
         if self._source() is None:
+            if self.message:
+                p.setPen(QColor("#5f6b7a"))
+                p.drawText(self.rect().adjusted(20, 0, -20, 0),
+                           Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap, self.message)
             p.end()
             return
         p.setFont(self._font)
@@ -331,9 +326,7 @@ class TimelineCanvas(QWidget):
             p.fillRect(QRectF(GUTTER, top, w, h), tint)
             p.save()
             p.setClipRect(QRectF(GUTTER, max(top, AXIS_H), w, h))
-            if isinstance(ln, tov.OverviewLane):
-                stats[ln.key] = self._paint_overview(p, ln, top, h, w)
-            elif ln.is_metric:
+            if ln.is_metric:
                 self._paint_metric(p, ln, top, h, w)
                 stats[ln.key] = ("coverage", 0)
             else:
@@ -462,23 +455,6 @@ class TimelineCanvas(QWidget):
             p.setBrush(self._kind_brushes[k])
             p.drawRects(self._bars(height, base_y))
         return ("coverage", n)
-
-    def _paint_overview(self, p: QPainter, ln: tov.OverviewLane, top: float, h: float,
-                        w: int) -> tuple[str, int]:
-        """The overview's busy fraction per pixel column, per kind (bucket resolution)."""
-        assert self.overview is not None
-        n_bins = int(w)
-        base_y = int(top + h - 1)
-        p.setPen(Qt.PenStyle.NoPen)
-        for k in ln.hist:
-            cov = self.overview.coverage(ln, k, self.t0, self.t1, n_bins)
-            self.last_coverage[(ln.key, k)] = cov
-            height = np.where(cov > 0, np.maximum(np.rint(cov * (h - 3)), 2), 0).astype(np.int64)
-            p.setBrush(self._pale_brushes[k])
-            p.drawRects(self._bars(np.where(cov > 0, h - 3, 0).astype(np.int64), base_y))
-            p.setBrush(self._kind_brushes[k])
-            p.drawRects(self._bars(height, base_y))
-        return ("overview", ln.n_events)
 
     @staticmethod
     def _bars(height: np.ndarray, base_y: int) -> list[QRect]:
@@ -627,10 +603,6 @@ class TimelineCanvas(QWidget):
         return rec
 
     def _update_hover(self, pos: QPointF) -> None:
-        if self.model is None and self.overview is not None:  # nothing to point at yet
-            over = pos.x() >= GUTTER and self.lane_at(pos.y()) is not None
-            self.hover_text = LOADING_TEXT if over else ""
-            return
         hit = self.event_at(pos.x(), pos.y())
         if hit != self.hover:
             self.hover = hit

@@ -14,6 +14,7 @@ frame costs O(pixels · log n) whatever the zoom, instead of O(events).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,8 +57,10 @@ class Lane:
     starts: np.ndarray  # int64 ns (metric lanes: sample times)
     ends: np.ndarray  # int64 ns (metric lanes: the next sample's time)
     kinds: np.ndarray  # int8 KIND_* of each event (metric lanes: empty)
-    rows: np.ndarray  # int32 position of each event in its source table (trace.table(KIND_TABLES[kind]))
-    names: np.ndarray  # int32 code into TimelineModel.names
+    #: int32 position of each event in its source table (trace.table(KIND_TABLES[kind])); None:
+    #: event i is row i (a lane that is a whole table in order, in the columnar model)
+    rows: np.ndarray | None
+    names: np.ndarray  # int16/int32 code into TimelineModel.names
     values: np.ndarray | None = None  # metric lanes: sample values
     value_max: float = 1.0  # metric lanes: top of the lane's scale
     unit: str = ""
@@ -73,8 +76,12 @@ class Lane:
         self.run_max_end = e if monotonic else np.maximum.accumulate(e)  # shared when already sorted
         self.union = {}
         if self.values is None:
-            present = np.flatnonzero(np.bincount(self.kinds, minlength=len(KIND_NAMES)))
-            for k in present.tolist():
+            kd = self.kinds
+            if len(kd) and kd.strides == (0,):  # one kind, broadcast (the columnar model): no scan
+                present = [int(kd[0])]
+            else:
+                present = np.flatnonzero(np.bincount(kd, minlength=len(KIND_NAMES))).tolist()
+            for k in present:
                 if len(present) == 1:  # one kind (every lane but GPU streams): no selection copy
                     self.union[int(k)] = union_intervals(self.starts, self.ends)
                 else:
@@ -139,6 +146,19 @@ class TimelineModel:
     #: span of the CUDA and NVTX events (GPU metrics are sampled over the whole capture)
     activity_min: int = 0
     activity_max: int = 1
+    #: (table, row) -> the row as a dict, for tables not held in ``tables`` (the columnar model
+    #: of a big report reads one row from SQLite when an event is hovered or clicked)
+    row_source: Callable[[str, int], dict[str, Any]] | None = None
+    #: kernels-table row -> launch index (computed on demand where ``ncu_order`` is not kept)
+    launch_of: Callable[[int], int] | None = None
+    #: a sentence when lanes are still loading (a partial model of a big report), else ""
+    pending: str = ""
+
+    def launch_index(self, row: int) -> int:
+        """Launch index of kernels-table ``row`` among kernels of the same base name (ncu link)."""
+        if self.launch_of is not None:
+            return self.launch_of(row)
+        return int(self.ncu_order[row]) if row < len(self.ncu_order) else 0
 
     def counts(self) -> dict[str, int]:
         """Events per group: api, gpu (kernels + memcpy + memset), nvtx, metric samples."""
@@ -158,8 +178,12 @@ class TimelineModel:
                     "end": int(lane.ends[i]), "value": float(lane.values[i]), "unit": lane.unit}
         kind = int(lane.kinds[i])
         table = KIND_TABLES[kind]
-        row = int(lane.rows[i])
-        rec = {k: _py(v) for k, v in self.tables[table].iloc[row].items()}
+        row = i if lane.rows is None else int(lane.rows[i])
+        if table in self.tables:
+            rec = {k: _py(v) for k, v in self.tables[table].iloc[row].items()}
+        else:
+            assert self.row_source is not None
+            rec = self.row_source(table, row)
         rec["kind"] = KIND_NAMES[kind]
         rec["row"] = row
         rec["name"] = str(self.names[lane.names[i]])
@@ -179,9 +203,16 @@ def union_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, n
     if not len(starts):
         z = np.zeros(0, dtype=np.int64)
         return z, z, np.zeros(1, dtype=np.int64)
-    run = np.maximum.accumulate(ends)
+    # ends in order (the usual lane: no nesting) are their own running maximum: no copy
+    run = ends if bool(np.all(ends[1:] >= ends[:-1])) else np.maximum.accumulate(ends)
     new = np.ones(len(starts), dtype=bool)
     new[1:] = starts[1:] > run[:-1]
+    if bool(new.all()):  # no two intervals overlap or touch: the union is the intervals themselves
+        del run, new
+        cum = np.zeros(len(starts) + 1, dtype=np.int64)
+        np.subtract(ends, starts, out=cum[1:])
+        np.cumsum(cum[1:], out=cum[1:])
+        return starts, ends, cum
     idx = np.flatnonzero(new)
     us = starts[idx]
     ue = np.maximum.reduceat(ends, idx)
@@ -202,7 +233,8 @@ def covered_before(union: tuple[np.ndarray, np.ndarray, np.ndarray], x: np.ndarr
     top = int(np.searchsorted(us, xi[-1], side="right"))
     k = base + np.searchsorted(us[base:top], xi, side="right") - 1
     kc = np.clip(k, 0, len(us) - 1)
-    part = np.clip(x - us[kc], 0, (ue - us)[kc])
+    s_k = us[kc]
+    part = np.clip(x - s_k, 0, ue[kc] - s_k)  # only the intervals looked up (not all 21M of them)
     return np.where(k >= 0, cum[kc] + part, 0.0)
 
 
@@ -377,50 +409,9 @@ def build_model(trace: Any, cancel: Any = None) -> TimelineModel:
                                 f"GPU {_key_text(dev)} · stream {_key_text(stream)}", "gpu", parts,
                                 times, codes))
         check()
-    # NVTX: one lane per nesting level of each thread's ranges; marks on level 0
-    nvtx = tables["nvtx"]
-    if len(nvtx):
-        keep = np.flatnonzero(nvtx["eventType"].isin([*NVTX_RANGE_TYPES, NVTX_MARK_TYPE]).to_numpy())
-        pid_k, tid_k = _int_key(nvtx["pid"])[keep], _int_key(nvtx["tid"])[keep]
-        n_st, n_en = times["nvtx"]
-        for (pid, tid), sub in _groups(pid_k, tid_k) if len(keep) else []:
-            rows = keep[sub]
-            depth = nesting_depth(n_st[rows], n_en[rows])
-            for level in range(int(depth.max()) + 1):
-                suffix = "" if level == 0 else f" · level {level + 1}"
-                lanes.append(_lane_from(f"nvtx:{_key_text(pid)}:{_key_text(tid)}:{level}",
-                                        f"Thread {_key_text(tid)} · NVTX{suffix}", "nvtx",
-                                        [(KIND_NVTX, rows[depth == level])], times, codes))
-            check()
-    # GPU metrics: one lane per (gpu, metric), the [Throughput %] ones first
-    gm = tables["gpu_metrics"]
-    if len(gm):
-        groups = sorted(gm.groupby(["gpu", "metricName"], sort=True, dropna=False),
-                        key=lambda kv: ("%" not in str(kv[0][1]), kv[0][0], str(kv[0][1])))
-        for (gpu, metric), g in groups:
-            g = g.sort_values("timestamp", kind="stable")
-            t = _ints(g["timestamp"])
-            v = np.asarray(g["value"], dtype=np.float64)
-            nxt = np.empty_like(t)
-            if len(t) > 1:
-                nxt[:-1] = t[1:]
-                nxt[-1] = t[-1] + (t[-1] - t[-2])
-            elif len(t):
-                nxt[:] = t
-            unit = _metric_unit(str(metric))
-            top = 100.0 if unit == "%" else float(np.nanmax(v)) if len(v) and np.isfinite(v).any() else 1.0
-            top = max(top, 1e-12)
-            if not np.nanmax(np.abs(v), initial=0.0):
-                scale = "always 0"
-            elif unit == "%":
-                scale = "0–100 %"
-            else:
-                scale = f"0–{top:,.4g}"
-            lanes.append(Lane(f"metric:{_label_int(gpu)}:{metric}", str(metric),
-                              "metric", t, nxt, np.zeros(0, dtype=np.int8),
-                              g.index.to_numpy(), np.zeros(0, dtype=np.int32), values=v,
-                              value_max=top, unit=unit, sublabel=f"GPU {_label_int(gpu)} · {scale}"))
-        check()
+    lanes += nvtx_lanes(tables["nvtx"], times["nvtx"], codes["nvtx"], check)
+    lanes += metric_lanes(tables["gpu_metrics"])
+    check()
 
     lo = [int(ln.starts[0]) for ln in lanes if len(ln)]
     hi = [int(ln.run_max_end[-1]) for ln in lanes if len(ln)]
@@ -442,6 +433,70 @@ def build_model(trace: Any, cancel: Any = None) -> TimelineModel:
         ncu_order[order.index.to_numpy()] = order.to_numpy()
     return TimelineModel(lanes, names, name_colors, tables, t_min, t_max, missing, ncu_order,
                          a_min, max(a_max, a_min + 1))
+
+
+def nvtx_lanes(nvtx: Any, times: tuple[np.ndarray, np.ndarray], codes: np.ndarray,
+               check: Callable[[], None] = lambda: None) -> list[Lane]:
+    """NVTX lanes: one per nesting level of each thread's ranges, marks on level 0.
+
+    Args:
+        nvtx: the trace's ``nvtx`` table (COLUMNS["nvtx"]).
+        times: (start, end) int64 of every row (a missing end: the start).
+        codes: each row's code into the model's names.
+        check: called between threads (raises to stop).
+
+    """
+    lanes: list[Lane] = []
+    if not len(nvtx):
+        return lanes
+    keep = np.flatnonzero(nvtx["eventType"].isin([*NVTX_RANGE_TYPES, NVTX_MARK_TYPE]).to_numpy())
+    pid_k, tid_k = _int_key(nvtx["pid"])[keep], _int_key(nvtx["tid"])[keep]
+    n_st, n_en = times
+    nv_times = {"nvtx": times}
+    nv_codes = {"nvtx": codes}
+    for (pid, tid), sub in _groups(pid_k, tid_k) if len(keep) else []:
+        rows = keep[sub]
+        depth = nesting_depth(n_st[rows], n_en[rows])
+        for level in range(int(depth.max()) + 1):
+            suffix = "" if level == 0 else f" · level {level + 1}"
+            lanes.append(_lane_from(f"nvtx:{_key_text(pid)}:{_key_text(tid)}:{level}",
+                                    f"Thread {_key_text(tid)} · NVTX{suffix}", "nvtx",
+                                    [(KIND_NVTX, rows[depth == level])], nv_times, nv_codes))
+        check()
+    return lanes
+
+
+def metric_lanes(gm: Any) -> list[Lane]:
+    """GPU metric lanes: one per (gpu, metric), the [Throughput %] ones first."""
+    lanes: list[Lane] = []
+    if not len(gm):
+        return lanes
+    groups = sorted(gm.groupby(["gpu", "metricName"], sort=True, dropna=False),
+                    key=lambda kv: ("%" not in str(kv[0][1]), kv[0][0], str(kv[0][1])))
+    for (gpu, metric), g in groups:
+        g = g.sort_values("timestamp", kind="stable")
+        t = _ints(g["timestamp"])
+        v = np.asarray(g["value"], dtype=np.float64)
+        nxt = np.empty_like(t)
+        if len(t) > 1:
+            nxt[:-1] = t[1:]
+            nxt[-1] = t[-1] + (t[-1] - t[-2])
+        elif len(t):
+            nxt[:] = t
+        unit = _metric_unit(str(metric))
+        top = 100.0 if unit == "%" else float(np.nanmax(v)) if len(v) and np.isfinite(v).any() else 1.0
+        top = max(top, 1e-12)
+        if not np.nanmax(np.abs(v), initial=0.0):
+            scale = "always 0"
+        elif unit == "%":
+            scale = "0–100 %"
+        else:
+            scale = f"0–{top:,.4g}"
+        lanes.append(Lane(f"metric:{_label_int(gpu)}:{metric}", str(metric),
+                          "metric", t, nxt, np.zeros(0, dtype=np.int8),
+                          g.index.to_numpy(), np.zeros(0, dtype=np.int32), values=v,
+                          value_max=top, unit=unit, sublabel=f"GPU {_label_int(gpu)} · {scale}"))
+    return lanes
 
 
 _NO_ID = -(1 << 62)

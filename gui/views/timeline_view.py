@@ -3,18 +3,20 @@ ranges and GPU metrics on one time axis, with hover tooltips, a details panel an
 kernel's Nsight Compute results when an ncu report of the same run is open.
 
 The lanes are built once per report in a worker thread (:func:`gui.timeline.model.build_model`)
-and kept while the report is open; the canvas draws level-of-detail from them. On a big Nsight
-Systems report (more than ``overview_min_events`` CUDA events) a coarse overview from SQL
-aggregates (:mod:`gui.timeline.overview`, a fraction of a second) is painted first, then replaced
-by the full lanes, keeping the visible range.
+and kept while the report is open; the canvas draws level-of-detail from them. A big Nsight
+Systems report (more than ``overview_min_events`` CUDA events) is read in stages from its columnar
+cache (:mod:`gui.timeline.columnar`): the GPU lanes are painted as soon as they are read, the CUDA
+API lanes, then NVTX and GPU metrics, join them keeping the visible range; the status line says
+what is still being read and for how long.
 """
 
 from __future__ import annotations
 
 import html
+import time
 from typing import Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -27,8 +29,8 @@ from PySide6.QtWidgets import (
 )
 
 from gui.documents import OpenReports
+from gui.timeline import columnar as tcol
 from gui.timeline import model as tm
-from gui.timeline import overview as tov
 from gui.timeline.canvas import TimelineCanvas
 from gui.timeline.style import facts
 from gui.views.base import ReportView
@@ -67,24 +69,37 @@ class BuildWorker(Worker):
         return self.report, tm.build_model(self.report.trace, self.cancel_event)
 
 
-class OverviewWorker(Worker):
-    """Compute the coarse overview of an nsys SQLite report in the worker thread."""
+#: the stages of a big report's timeline: (stage, what it reads, what the later stages still read)
+STAGES = (
+    ("gpu", "kernels, copies and memsets", "CUDA API calls, NVTX ranges and GPU metrics"),
+    ("api", "CUDA API calls", "NVTX ranges and GPU metrics"),
+    ("rest", "NVTX ranges and GPU metrics", ""),
+)
 
-    def __init__(self, report: LoadedReport, sqlite_path: Any) -> None:
+
+class StageWorker(Worker):
+    """Load one stage of a big nsys report's timeline (gui.timeline.columnar) in the worker thread."""
+
+    def __init__(self, report: LoadedReport, timeline: tcol.ColumnarTimeline, stage: int) -> None:
         super().__init__()
-        self.report = report
-        self.sqlite_path = sqlite_path
+        self.report, self.timeline, self.stage = report, timeline, stage
 
     def work(self) -> Any:
-        return self.report, tov.build_overview(self.sqlite_path, cancel=self.cancel_event)
+        name, what, later = STAGES[self.stage]
+        cold = name != "rest" and not self.timeline.cached(name)
+        note = " (first open: building this report's column cache; later opens read it back)" if cold else ""
+        self.sig_progress.emit(f"Reading the {what}{note}…")
+        getattr(self.timeline, f"load_{name}")(self.cancel_event)
+        return self.report, self.timeline.model(f"reading the {later}…" if later else "")
 
 
-#: CUDA events (API calls, kernels, copies, memsets) above which the overview is painted first
+#: CUDA events (API calls, kernels, copies, memsets) above which the timeline is read in stages
+#: from the columnar cache (gui.timeline.columnar), GPU lanes first
 OVERVIEW_MIN_EVENTS = 200_000
 
 
 def overview_source(report: LoadedReport, min_events: int) -> Any:
-    """The SQLite export to compute an overview from, when ``report`` is a big nsys report; else None."""
+    """The SQLite export of ``report`` when it is a big nsys report (read in stages); else None."""
     info = getattr(report.trace, "info", None)
     path = getattr(info, "sqlite_path", None)
     if path is None or not str(getattr(info, "kind", "")).startswith("nsys"):
@@ -113,6 +128,11 @@ class TimelineView(ReportView):
         self.overview_min_events = OVERVIEW_MIN_EVENTS
         self.current_event: dict[str, Any] | None = None
         self.current_ncu: dict[str, Any] | None = None
+        self._stage_text = ""
+        self._t_stages = 0.0
+        self._tick = QTimer(self)  # the elapsed seconds of a big report's stages, in the status line
+        self._tick.setInterval(1000)
+        self._tick.timeout.connect(self._on_tick)
 
         lay = self.vbox
         bar = QHBoxLayout()
@@ -235,12 +255,58 @@ class TimelineView(ReportView):
         if src is None:
             self._start_build(report)
             return
-        job = Job(OverviewWorker(report, src), self)  # fast: SQL aggregates; the full lanes next
+        self._t_stages = time.perf_counter()
+        self._run_stage(report, tcol.ColumnarTimeline(report.trace), 0)
+
+    def _run_stage(self, report: LoadedReport, timeline: tcol.ColumnarTimeline, stage: int) -> None:
+        """Start stage ``stage`` of a big report's timeline; the next starts when it is shown."""
+        job = Job(StageWorker(report, timeline, stage), self)
         self._job = job
-        job.sig_finished.connect(self._on_overview)
-        job.sig_errored.connect(lambda msg: self.sig_message.emit(f"Timeline overview: {msg}"))
-        job.sig_done.connect(lambda j=job, r=report: self._on_overview_done(j, r))
+        job.sig_progress.connect(self._on_stage_progress)
+        job.sig_finished.connect(self._on_stage)
+        job.sig_errored.connect(self._on_build_failed)
+        job.sig_done.connect(lambda j=job: self._on_stage_done(j, report, timeline, stage))
+        self._stage_text = ""
+        self._tick.start()
         job.start()
+
+    def _on_stage_progress(self, msg: str) -> None:
+        self._stage_text = msg
+        self._on_tick()
+
+    def _on_tick(self) -> None:
+        if self._job is None or not self._stage_text:
+            self._tick.stop()
+            return
+        msg = f"{self._stage_text} {time.perf_counter() - self._t_stages:.0f} s"
+        if self.canvas.model is None:
+            self.status.setText(msg)
+            self.canvas.set_message(msg)
+        else:
+            self._show_model(self.canvas.model, msg)
+
+    def _on_stage(self, result: tuple[LoadedReport, tm.TimelineModel]) -> None:
+        report, model = result
+        if not model.pending and report in self.reports.reports:
+            self._models[id(report)] = model
+        if report is self._shown:
+            self.canvas.set_model(model, keep_range=self.canvas.model is not None)
+            self._show_model(model)
+
+    def _on_stage_done(self, job: Job, report: LoadedReport, timeline: tcol.ColumnarTimeline,
+                       stage: int) -> None:
+        if job is self._job:
+            self._job = None
+            ok = job.worker.cancel_event.is_set() is False and len(timeline.loaded) == stage + 1
+            if (ok and stage + 1 < len(STAGES) and report is self._shown
+                    and report in self.reports.reports):
+                self._run_stage(report, timeline, stage + 1)
+            else:
+                self._tick.stop()
+                self.sig_ready.emit()
+        elif job in self._old_jobs:
+            self._old_jobs.remove(job)
+        job.deleteLater()
 
     def _start_build(self, report: LoadedReport) -> None:
         job = Job(BuildWorker(report), self)
@@ -249,27 +315,6 @@ class TimelineView(ReportView):
         job.sig_errored.connect(self._on_build_failed)
         job.sig_done.connect(lambda j=job: self._on_job_done(j))
         job.start()
-
-    def _on_overview(self, result: tuple[LoadedReport, tov.Overview]) -> None:
-        report, ov = result
-        if report is not self._shown or self.canvas.model is not None:
-            return
-        self.canvas.set_overview(ov)
-        c = ov.counts()
-        self.status.setText(
-            f"Overview of {c['api']:,} CUDA API calls and {c['gpu']:,} GPU operations at "
-            f"{ov.n_buckets:,}-bucket resolution; loading the details (events, NVTX, GPU metrics)…")
-
-    def _on_overview_done(self, job: Job, report: LoadedReport) -> None:
-        if job is self._job:  # still the current report's: build its full lanes now
-            self._job = None
-            if report is self._shown and report in self.reports.reports:
-                self._start_build(report)
-            else:
-                self.sig_ready.emit()
-        elif job in self._old_jobs:
-            self._old_jobs.remove(job)
-        job.deleteLater()
 
     def _on_built(self, result: tuple[LoadedReport, tm.TimelineModel]) -> None:
         report, model = result
@@ -297,8 +342,9 @@ class TimelineView(ReportView):
     def _on_added(self, _report: LoadedReport) -> None:
         self._refresh_ncu()  # a newly opened ncu report may link the selected kernel
 
-    def _show_model(self, model: tm.TimelineModel) -> None:
-        self.canvas.set_model(model)
+    def _show_model(self, model: tm.TimelineModel, pending: str = "") -> None:
+        if self.canvas.model is not model:
+            self.canvas.set_model(model)
         c = model.counts()
         n_lanes = {g: sum(1 for ln in model.lanes if ln.group == g) for g in c}
         parts = [f"{c['api']:,} CUDA API calls on {n_lanes['api']} CPU thread(s)",
@@ -310,7 +356,8 @@ class TimelineView(ReportView):
         text = "; ".join(parts) + "."
         if model.missing:
             text += " " + " ".join(model.missing)
-        self.status.setText(text)
+        pending = pending or (f"Still {model.pending}" if model.pending else "")
+        self.status.setText(f"{text} {pending}" if pending else text)
 
     # -- range and selection ------------------------------------------------------------------------
     def _on_range_changed(self, t0: float, t1: float) -> None:
@@ -361,9 +408,11 @@ class TimelineView(ReportView):
         m = self.canvas.model
         if rec.get("kind") != "kernel" or m is None:
             return None
-        launch = int(m.ncu_order[rec["row"]]) if rec["row"] < len(m.ncu_order) else 0
-        for rep in self.reports.reports:
-            kernels = tm.ncu_kernels(rep)
+        open_ncu = [(rep, k) for rep in self.reports.reports if (k := tm.ncu_kernels(rep)) is not None]
+        if not open_ncu:
+            return None
+        launch = m.launch_index(int(rec["row"]))  # a big report's: counted in SQLite, so only here
+        for rep, kernels in open_ncu:
             hit = tm.match_ncu(str(rec["name"]), rec.get("shortName"), launch, kernels)
             if hit is not None:
                 hit["ncu_report"] = rep.name

@@ -1,0 +1,409 @@
+"""The timeline of a big Nsight Systems export, built in stages from its columnar cache (no Qt).
+
+:func:`gui.timeline.model.build_model` reads whole tables into pandas (names as Python strings),
+which at 10M kernels and 20M CUDA API calls costs minutes and several GB. Here the lanes come from
+the integer columns of :class:`engine.reports.columns.ColumnStore` (read from SQLite once, in
+threads that run without Python's lock, then memory-mapped on every later open and shared with the
+engine's summary and reports, so the app holds no second copy of the kernel table):
+
+1. :meth:`ColumnarTimeline.load_gpu`: kernels, copies and memsets per GPU stream (painted first);
+2. :meth:`ColumnarTimeline.load_api`: CUDA API calls per CPU thread;
+3. :meth:`ColumnarTimeline.load_rest`: NVTX ranges and GPU metrics (through the trace's tables,
+   as the pandas path does).
+
+After each stage :meth:`ColumnarTimeline.model` gives a :class:`~gui.timeline.model.TimelineModel`
+with the lanes so far, the same lanes (keys, labels, events, names) the pandas path builds. A lane
+that is a whole table already in start order keeps the mapped columns themselves (no copy); names
+are StringIds ids mapped to codes through a lookup table. The row of a hovered or clicked event is
+read from SQLite by rowid (``NsysSqliteTrace.rows_by_id``), not kept in memory.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from engine.reports.columns import NULL
+from gui.timeline import model as tm
+from gui.timeline.style import color_index
+
+#: timeline kind -> (engine table name, the export's table)
+_TABLES = {
+    tm.KIND_KERNEL: ("kernels", "CUPTI_ACTIVITY_KIND_KERNEL"),
+    tm.KIND_MEMCPY: ("memcpy", "CUPTI_ACTIVITY_KIND_MEMCPY"),
+    tm.KIND_MEMSET: ("memset", "CUPTI_ACTIVITY_KIND_MEMSET"),
+    tm.KIND_API: ("api", "CUPTI_ACTIVITY_KIND_RUNTIME"),
+}
+#: columns kept as int32 in memory (ids and kinds)
+_NARROW = frozenset({"nameId", "copyKind", "deviceId", "streamId"})
+
+
+def _exprs(kind: int, have: set[str]) -> dict[str, str]:
+    """Cache column name -> SQL expression; the names and expressions the engine uses (shared files)."""
+    def col(c: str) -> str:
+        return f'"{c}"' if c in have else "NULL"
+
+    out = {"start": '"start"', "end": col("end")}
+    if kind == tm.KIND_API:
+        out.update(globalTid=col("globalTid"), nameId=col("nameId"))
+        return out
+    out.update(deviceId=col("deviceId"), streamId=col("streamId"))
+    if kind == tm.KIND_KERNEL:
+        names = [c for c in ("demangledName", "shortName") if c in have]
+        out["nameId"] = f"coalesce({', '.join(col(c) for c in names)})" if len(names) > 1 else (
+            col(names[0]) if names else "NULL")
+    elif kind == tm.KIND_MEMCPY:
+        out["copyKind"] = col("copyKind")
+    return out
+
+
+def _check(cancel: threading.Event | None) -> None:
+    if cancel is not None and cancel.is_set():
+        from gui.workers import Cancelled
+
+        raise Cancelled
+
+
+def factor(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct values in order, each row's index into them) of an integer column, fast for ids."""
+    if not len(a):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
+    lo, hi = int(a.min()), int(a.max())
+    if lo == hi:
+        return np.array([lo], dtype=np.int64), np.zeros(len(a), dtype=np.int32)
+    if lo >= 0 and hi < (1 << 26):  # ids: a lookup table instead of a sort
+        present = np.flatnonzero(np.bincount(a))
+        lut = np.zeros(hi + 1, dtype=_code_type(len(present)))
+        lut[present] = np.arange(len(present))
+        return present.astype(np.int64), lut[a]
+    uniq, inv = np.unique(a, return_inverse=True)
+    return uniq.astype(np.int64), inv.reshape(-1).astype(np.int32)
+
+
+def _code_type(n: int) -> type[np.signedinteger[Any]]:
+    """int16 for codes of fewer than 32,767 distinct values (half the memory), else int32."""
+    return np.int16 if n < (1 << 15) - 1 else np.int32
+
+
+def _sorted(a: np.ndarray) -> bool:
+    return len(a) < 2 or bool(np.all(a[1:] >= a[:-1]))
+
+
+class _Part:
+    """The events of one kind in one lane: rows of its table (None: all, in table order)."""
+
+    def __init__(self, kind: int, rows: np.ndarray | None, starts: np.ndarray, ends: np.ndarray,
+                 codes: np.ndarray) -> None:
+        self.kind, self.rows = kind, rows
+        self.starts, self.ends, self.codes = starts, ends, codes
+
+
+def _rows(p: _Part) -> np.ndarray:
+    return np.arange(len(p.starts), dtype=np.int32) if p.rows is None else p.rows.astype(np.int32)
+
+
+def _merge(parts: list[_Part]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(starts, ends, kinds, rows, codes) of parts in kind order, stably sorted by start."""
+    st = np.concatenate([p.starts for p in parts])
+    en = np.concatenate([p.ends for p in parts])
+    nm = np.concatenate([p.codes for p in parts])
+    kd = np.concatenate([np.full(len(p.starts), p.kind, dtype=np.int8) for p in parts])
+    rows = np.concatenate([_rows(p) for p in parts])
+    if not _sorted(st):
+        order = np.argsort(st, kind="stable")  # runs already sorted: a merge (timsort)
+        st, en, kd, rows, nm = st[order], en[order], kd[order], rows[order], nm[order]
+    return st, en, kd, rows, nm
+
+
+def _lane(key: str, label: str, group: str, parts: list[_Part]) -> tm.Lane:
+    """One lane from its parts, sorted by start (ties in kind order, as a stable sort of the
+    parts in kind order gives); a single part already in order is not copied."""
+    if len(parts) == 1 and _sorted(parts[0].starts):
+        p = parts[0]
+        kd: np.ndarray = np.broadcast_to(np.int8(p.kind), (len(p.starts),))
+        return tm.Lane(key, label, group, p.starts, p.ends, kd, p.rows, p.codes)
+    big = max(parts, key=lambda p: len(p.starts))
+    small = [p for p in parts if p is not big]
+    if not _sorted(big.starts) or sum(len(p.starts) for p in small) * 8 > len(big.starts):
+        st, en, kd, rows, nm = _merge(parts)
+        return tm.Lane(key, label, group, st, en, kd, rows, nm)
+    # a few copies among many kernels: insert them (one pass) instead of sorting everything
+    s_st, s_en, s_kd, s_rows, s_nm = _merge(small)
+    before = s_kd < big.kind  # on equal starts these come first
+    pos = np.where(before, np.searchsorted(big.starts, s_st, side="left"),
+                   np.searchsorted(big.starts, s_st, side="right"))
+    kd = np.insert(np.full(len(big.starts), big.kind, dtype=np.int8), pos, s_kd)
+    codes = big.codes.astype(np.result_type(big.codes, s_nm), copy=False)
+    return tm.Lane(key, label, group, np.insert(big.starts, pos, s_st), np.insert(big.ends, pos, s_en),
+                   kd, np.insert(_rows(big), pos, s_rows), np.insert(codes, pos, s_nm))
+
+
+class ColumnarTimeline:
+    """The lanes of one big nsys SQLite trace, loaded stage by stage (see the module docstring).
+
+    Args:
+        trace: an ``engine.reports.nsys_sqlite.NsysSqliteTrace`` (its column store, its
+            ``rows_by_id`` for the rows under the pointer, its tables for NVTX and GPU metrics).
+
+    """
+
+    def __init__(self, trace: Any) -> None:
+        self.trace = trace
+        self.store = trace.column_store()
+        self.lanes: dict[str, list[tm.Lane]] = {"api": [], "gpu": [], "nvtx": [], "metric": []}
+        self.names: list[np.ndarray] = []
+        self.colors: list[np.ndarray] = []
+        self.n_names = 0
+        self.missing: dict[str, str] = {}
+        self.tables: dict[str, Any] = {}
+        #: engine table -> first rowid (contiguous rowids) or each row's rowid (found on first use)
+        self._rowids: dict[str, int | np.ndarray] = {}
+        self._span: dict[str, tuple[int, int]] = {}
+        self.loaded: list[str] = []
+        self._lock = threading.Lock()
+
+    # -- stages ------------------------------------------------------------------------------------
+    def cached(self, stage: str) -> bool:
+        """True when every column stage ``stage`` ("gpu" or "api") reads is in the cache already."""
+        kinds = (tm.KIND_API,) if stage == "api" else (tm.KIND_KERNEL, tm.KIND_MEMCPY, tm.KIND_MEMSET)
+        for k in kinds:
+            name, table = _TABLES[k]
+            if not self.trace.has_sqlite_table(table):
+                continue
+            exprs = _exprs(k, set(self.trace.columns(table)))
+            if any(self.store.cached(table, n, e) is None for n, e in exprs.items()):
+                return False
+        return True
+
+    def load_gpu(self, cancel: threading.Event | None = None) -> None:
+        """Kernels, memcpy and memset: one lane per (device, stream)."""
+        kinds = (tm.KIND_KERNEL, tm.KIND_MEMCPY, tm.KIND_MEMSET)
+        pending = {k: self._read(k) for k in kinds}
+        data: dict[int, dict[str, np.ndarray]] = {}
+        for k in kinds:
+            p = pending[k]
+            if p is not None:
+                data[k] = p.result()
+                _check(cancel)
+        dev = {k: factor(np.asarray(c["deviceId"])) for k, c in data.items() if len(c["start"])}
+        stm = {k: factor(np.asarray(c["streamId"])) for k, c in data.items() if len(c["start"])}
+        per_kind: dict[int, dict[tuple[int, int], np.ndarray | None]] = {}
+        for k in dev:
+            (ud, cd), (us, cs) = dev[k], stm[k]
+            if len(ud) == 1 and len(us) == 1:
+                per_kind[k] = {(int(ud[0]), int(us[0])): None}
+                continue
+            g = cd.astype(np.int64) * len(us) + cs
+            ug, cg = factor(g)
+            order = np.argsort(cg.astype(np.int16) if len(ug) < 32_000 else cg, kind="stable")
+            bounds = np.searchsorted(cg[order], np.arange(len(ug) + 1))
+            per_kind[k] = {(int(ud[v // len(us)]), int(us[v % len(us)])): order[bounds[i]:bounds[i + 1]]
+                           for i, v in enumerate(ug.tolist())}
+            _check(cancel)
+        pairs = sorted({pair for groups in per_kind.values() for pair in groups})
+        times = {k: self._times(c) for k, c in data.items()}
+        codes = {k: self._codes(k, c) for k, c in data.items()}
+        lanes = []
+        for d, s in pairs:
+            parts = []
+            for k in kinds:
+                rows = per_kind.get(k, {}).get((d, s), "absent")
+                if isinstance(rows, str):
+                    continue
+                st, en = times[k]
+                if rows is None:
+                    parts.append(_Part(k, None, st, en, codes[k]))
+                else:
+                    parts.append(_Part(k, rows, st[rows], en[rows], codes[k][rows]))
+            if parts:
+                ds, ss = _text(d), _text(s)
+                lanes.append(_lane(f"gpu:{ds}:{ss}", f"GPU {ds} · stream {ss}", "gpu", parts))
+                _check(cancel)
+        self.lanes["gpu"] = lanes
+        self.loaded.append("gpu")
+
+    def load_api(self, cancel: threading.Event | None = None) -> None:
+        """CUDA API calls: one lane per CPU thread."""
+        pending = self._read(tm.KIND_API)
+        lanes: list[tm.Lane] = []
+        if pending is not None:
+            c = pending.result()
+            _check(cancel)
+            if len(c["start"]):
+                st, en = self._times(c)
+                codes = self._codes(tm.KIND_API, c)
+                g = np.asarray(c["globalTid"])
+                ug, cg = factor(g)
+                if len(ug) == 1:
+                    groups: list[tuple[int, np.ndarray | None]] = [(int(ug[0]), None)]
+                else:
+                    order = np.argsort(cg.astype(np.int16) if len(ug) < 32_000 else cg, kind="stable")
+                    bounds = np.searchsorted(cg[order], np.arange(len(ug) + 1))
+                    groups = [(int(v), order[bounds[i]:bounds[i + 1]]) for i, v in enumerate(ug.tolist())]
+                # lanes in (pid, tid) order, as the pandas path gives them
+                keyed = sorted(((_pid_tid(v), rows) for v, rows in groups), key=lambda kv: kv[0])
+                for (pid, tid), rows in keyed:
+                    part = (_Part(tm.KIND_API, None, st, en, codes) if rows is None
+                            else _Part(tm.KIND_API, rows, st[rows], en[rows], codes[rows]))
+                    lanes.append(_lane(f"api:{_text(pid)}:{_text(tid)}",
+                                       f"Thread {_text(tid)} · CUDA API", "api", [part]))
+                    _check(cancel)
+        self.lanes["api"] = lanes
+        self.loaded.append("api")
+
+    def load_rest(self, cancel: threading.Event | None = None) -> None:
+        """NVTX ranges and GPU metrics, from the trace's tables (as the pandas path reads them)."""
+        import pandas as pd
+
+        for name in ("nvtx", "gpu_metrics"):
+            self.tables[name] = self.trace.table(name, columns=tm.COLUMNS[name])
+            if name in self.trace.missing:
+                self.missing[name] = tm._missing_sentence(name, self.trace.missing[name])
+            _check(cancel)
+        nvtx = self.tables["nvtx"]
+        if len(nvtx):
+            c, uniq = pd.factorize(nvtx["text"].fillna("").astype(str))
+            codes = np.asarray(c, dtype=np.int32) + self._add_names(
+                np.asarray(uniq, dtype=object), tm.KIND_NVTX)
+            st = np.asarray(nvtx["start"], dtype=np.float64).astype(np.int64)
+            en = np.asarray(nvtx["end"], dtype=np.float64)
+            en = np.maximum(np.where(np.isnan(en), st, en).astype(np.int64), st)
+            self.lanes["nvtx"] = tm.nvtx_lanes(nvtx, (st, en), codes, lambda: _check(cancel))
+        self.lanes["metric"] = tm.metric_lanes(self.tables["gpu_metrics"])
+        self.loaded.append("rest")
+
+    # -- the model -----------------------------------------------------------------------------------
+    def model(self, pending: str = "") -> tm.TimelineModel:
+        """The lanes loaded so far as a TimelineModel (``pending``: what is still loading)."""
+        lanes = [*self.lanes["api"], *self.lanes["gpu"], *self.lanes["nvtx"], *self.lanes["metric"]]
+        names = np.concatenate(self.names) if self.names else np.zeros(0, dtype=object)
+        colors = np.concatenate(self.colors) if self.colors else np.zeros(0, dtype=np.int8)
+        lo = [int(ln.starts[0]) for ln in lanes if len(ln)]
+        hi = [int(ln.run_max_end[-1]) for ln in lanes if len(ln)]
+        t_min, t_max = (min(lo), max(hi)) if lo else (0, 1)
+        t_max = max(t_max, t_min + 1)
+        act = [ln for ln in lanes if len(ln) and not ln.is_metric]
+        a_min = min(int(ln.starts[0]) for ln in act) if act else t_min
+        a_max = max(int(ln.run_max_end[-1]) for ln in act) if act else t_max
+        missing = [self.missing[n] for n in tm.COLUMNS if n in self.missing]
+        return tm.TimelineModel(lanes, names, colors, dict(self.tables), t_min, t_max, missing,
+                                activity_min=a_min, activity_max=max(a_max, a_min + 1),
+                                row_source=self.row, launch_of=self.launch_index, pending=pending)
+
+    def row(self, table: str, row: int) -> dict[str, Any]:
+        """Row ``row`` (position in rowid order) of big table ``table``, resolved as trace.table gives it."""
+        rowid = self._rowid(table, row)
+        df = self.trace.rows_by_id(table, [rowid], tm.COLUMNS[table])
+        return {k: tm._py(v) for k, v in df.iloc[0].items()}
+
+    def launch_index(self, row: int) -> int:
+        """Launches of kernels of the same base name before kernels-table ``row`` (start order).
+
+        What ``ncu_order`` holds in the pandas model, counted by SQLite for the one row asked (a
+        scan of the kernel table: only done for the ncu link, when an ncu report is open).
+        """
+        rowid = self._rowid("kernels", row)
+        t = _TABLES[tm.KIND_KERNEL][1]
+        have = set(self.trace.columns(t))
+        cols = [f'"{c}"' for c in ("shortName", "demangledName") if c in have]
+        name = f"coalesce({', '.join(cols)}, NULL)"
+        got = self.trace.rows(f'SELECT {name}, "start" FROM {t} WHERE rowid = ?', (rowid,))
+        if not got:
+            return 0
+        key, start = got[0]
+        n = self.trace.rows(f'SELECT count(*) FROM {t} WHERE {name} IS ? AND ("start" < ? OR '
+                            '("start" = ? AND rowid < ?))', (key, start, start, rowid))
+        return int(n[0][0]) if n else 0
+
+    # -- helpers ---------------------------------------------------------------------------------------
+    def _read(self, kind: int) -> Any:
+        """Start reading a table's columns (None when the table was not captured)."""
+        name, table = _TABLES[kind]
+        if not self.trace.has(name):
+            self.missing[name] = tm._missing_sentence(name, self.trace.missing[name])
+            return None
+        have = set(self.trace.columns(table))
+        exprs = _exprs(kind, have)
+        # two queries: SQLite answers each from the b-tree's end, but scans for both in one
+        ends = [self.trace.rows(f"SELECT rowid FROM {table} ORDER BY rowid {o} LIMIT 1")
+                for o in ("", "DESC")]
+        self._span[name] = (int(ends[0][0][0]), int(ends[1][0][0])) if ends[0] else (1, 0)
+        return self.store.read_async(table, exprs, _NARROW)
+
+    def _rowid(self, name: str, row: int) -> int:
+        """SQLite rowid of row ``row`` (position in rowid order) of big table ``name``."""
+        base = self._rowids.get(name)
+        if base is None:
+            first, last = self._span[name]
+            table = next(t for n, t in _TABLES.values() if n == name)
+            n = len(self.store.read(table, {"start": '"start"'})["start"])  # mapped: the cached column
+            base = first if n == last - first + 1 else np.asarray(  # gaps: each row's rowid
+                self.store.read(table, {"rowid": "rowid"})["rowid"])
+            self._rowids[name] = base
+        return base + row if isinstance(base, int) else int(base[row])
+
+    @staticmethod
+    def _times(c: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """(start, end) int64; a missing end is the start, an end before the start is the start."""
+        st = np.asarray(c["start"])
+        en = np.asarray(c["end"])
+        if bool((en == NULL).any()):
+            en = np.where(en == NULL, st, en)
+        if bool((en < st).any()):
+            en = np.maximum(en, st)
+        return st, en
+
+    def _add_names(self, names: np.ndarray, kind: int) -> int:
+        """Append names to the model's name table; returns the code of the first."""
+        with self._lock:
+            off = self.n_names
+            self.names.append(names)
+            self.colors.append(np.array([color_index(kind, str(u)) for u in names], dtype=np.int8))
+            self.n_names += len(names)
+        return off
+
+    def _codes(self, kind: int, c: dict[str, np.ndarray]) -> np.ndarray:
+        """Each row's code into the model's names."""
+        n = len(c["start"])
+        strings = self.trace.strings()
+        if kind == tm.KIND_MEMSET:
+            off = self._add_names(np.array(["[CUDA memset]"], dtype=object), kind)
+            return np.full(n, off, dtype=_code_type(off + 1))
+        if kind == tm.KIND_MEMCPY:
+            from engine.reports.nsys_sqlite import COPY_KIND_LABELS
+
+            labels = self.trace.enum_labels("ENUM_CUDA_MEMCPY_OPER", COPY_KIND_LABELS)
+            uniq, codes = factor(np.asarray(c["copyKind"]))
+            names = [f"[CUDA memcpy {labels.get(v, 'nan') if v != NULL else 'nan'}]" for v in uniq.tolist()]
+        else:
+            uniq, codes = factor(np.asarray(c["nameId"]))
+            miss = "<unknown {}>" if kind == tm.KIND_API else ""
+            names = ["" if v == NULL else strings.get(v, miss.format(v)) for v in uniq.tolist()]
+        # equal names (two ids of one string) share one code, as pandas' factorize of the names does
+        text = np.array(names, dtype=object)
+        distinct, remap = np.unique(text.astype(str), return_inverse=True) if len(text) else (text, text)
+        off = self._add_names(np.asarray(distinct, dtype=object), kind)
+        lut = (np.asarray(remap).reshape(-1) + off).astype(_code_type(off + len(distinct)))
+        out: np.ndarray = lut[codes]
+        return out
+
+
+def _pid_tid(global_tid: int) -> tuple[int, int]:
+    if global_tid == NULL:
+        return NULL, NULL
+    return (global_tid // (1 << 24)) % (1 << 24), global_tid % (1 << 24)
+
+
+def _text(v: int) -> str:
+    return "?" if v == NULL else str(v)
+
+
+def build_columnar(trace: Any, cancel: threading.Event | None = None) -> tm.TimelineModel:
+    """Every stage at once (tests, scripts): the full columnar model of ``trace``."""
+    tl = ColumnarTimeline(trace)
+    tl.load_gpu(cancel)
+    tl.load_api(cancel)
+    tl.load_rest(cancel)
+    return tl.model()
