@@ -1,7 +1,8 @@
-"""nvtx_pushpop_trace without pandas (issue 16): the columnar read, the one-pass tree and the
-chunked CSV print the bytes of the DataFrame path on every fixture, every H100 recording and an
-export with every case added by hand (nesting, equal ranges, a range never popped, two threads,
-a named domain, a StringIds text, a comma in a name)."""
+"""nvtx_pushpop_trace and nvtx_kern_sum without pandas (issue 16): the columnar reads, the
+one-pass tree, the numpy joins and the chunked CSV print the bytes of the DataFrame path on every
+fixture, every H100 recording and an export with every case added by hand (nesting, equal ranges,
+a range never popped, two threads, a named domain, a StringIds text, a comma in a name, a kernel
+launched outside any range, a kernel without a launch call)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,12 @@ def _same(db: Path) -> int:
     assert table is not None
     pieces = list(table.chunks())
     assert b"".join(pieces).decode() == want
+    kern_sum = nvtxfast.kern_sum_table(trace)  # type: ignore[arg-type]
+    want = to_csv(run_report(trace, "nvtx_kern_sum"))
+    if not trace.has_sqlite_table("CUPTI_ACTIVITY_KIND_KERNEL"):  # type: ignore[attr-defined]
+        assert kern_sum is None and want == ""
+    else:
+        assert kern_sum is not None and to_csv(kern_sum) == want
     return table.rows
 
 
@@ -58,9 +65,29 @@ def test_every_case_by_hand(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         (1, None, 75, "mydomain", None, 7, t1), (5, 95, 60, "startend", None, 0, t1),
     ]
     with sqlite3.connect(db) as con:
+        # A kernel whose launch call starts inside "leaf" of thread 1, one launched by a thread
+        # without ranges, one without a launch call (a correlation id no call has).
+        con.row_factory = sqlite3.Row
+        kernel = dict(con.execute("SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1").fetchone())
+        call = dict(con.execute("SELECT * FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId = ?",
+                                (kernel["correlationId"],)).fetchone())
+        for corr, call_start, gtid in ((990001, 26, t1), (990002, 27, t1 + 5), (990003, None, t1)):
+            _insert(con, "CUPTI_ACTIVITY_KIND_KERNEL", {**kernel, "correlationId": corr})
+            if call_start is not None:
+                _insert(con, "CUPTI_ACTIVITY_KIND_RUNTIME", {
+                    **call, "correlationId": corr, "start": call_start, "end": call_start + 2,
+                    "globalTid": gtid})
         con.execute("INSERT INTO StringIds (id, value) VALUES (900001, 'from string ids')")
         con.executemany('INSERT INTO NVTX_EVENTS ("start", "end", eventType, text, textId, domainId, '
                         "globalTid) VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
     assert _same(db) > 10
     text = to_csv(run_report(open_report(db), "nvtx_pushpop_trace"))
     assert '":a,b"' in text and "mydomain:from string ids" in text and "--:leaf" in text
+    kern = to_csv(run_report(open_report(db), "nvtx_kern_sum")).splitlines()
+    assert any(line.startswith(":leaf,PushPop,") for line in kern)
+    assert any(line.startswith(",,,,0,") for line in kern)  # the kernel without a call
+
+
+def _insert(con: sqlite3.Connection, table: str, row: dict[str, object]) -> None:
+    con.execute(f"INSERT INTO {table} ({', '.join(map(repr, row))}) VALUES ({', '.join('?' * len(row))})",
+                list(row.values()))

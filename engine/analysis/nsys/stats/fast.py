@@ -302,6 +302,12 @@ def fast_reports(trace: Trace, names: Sequence[str], *, csv: bool = False) -> di
         pushpop = pushpop_trace_csv(trace)
         if pushpop is not None:
             out["nvtx_pushpop_trace"] = pushpop
+    if "nvtx_kern_sum" in names and isinstance(trace, NsysSqliteTrace):
+        from engine.analysis.nsys.stats.nvtxfast import kern_sum_table
+
+        kern_sum = kern_sum_table(trace)
+        if kern_sum is not None:
+            out["nvtx_kern_sum"] = kern_sum
     wanted = [n for n in dict.fromkeys(names) if n in FAST_REPORTS]
     if not isinstance(trace, NsysSqliteTrace) or not wanted:
         return out

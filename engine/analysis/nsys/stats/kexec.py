@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from engine.analysis.nsys.stats.catalog import _API_SUFFIX, COLUMNS
 from engine.analysis.nsys.stats.csvfast import _CHUNK, IntColumn, TextColumn, _quoted, _rows
-from engine.analysis.nsys.stats.traces import CsvTable, _Source
+from engine.analysis.nsys.stats.traces import CsvTable, _Source, distinct, factorize
 from engine.reports.columns import has_null
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def _pairs(k_proc: npt.NDArray[np.int64], k_corr: npt.NDArray[np.int64], a_proc:
     if (k_corr[ok_k] < 0).any() or (k_corr[ok_k] >= 1 << 40).any() or \
             (a_corr[ok_a] < 0).any() or (a_corr[ok_a] >= 1 << 40).any():
         return None
-    procs, code = np.unique(np.concatenate([k_proc[ok_k], a_proc[ok_a]]), return_inverse=True)
+    procs, code = factorize(np.concatenate([k_proc[ok_k], a_proc[ok_a]]))
     if len(procs) >= 1 << 22:
         return None
     n_k = int(ok_k.sum())
@@ -117,12 +117,12 @@ def kern_exec_trace_csv(trace: NsysSqliteTrace) -> CsvTable | None:
     del order
     strings = trace.strings()
     knames: dict[int, str] = {}
-    for i in np.unique(ks.column("nameId")).tolist():
+    for i in distinct(np.asarray(ks.column("nameId"))).tolist():
         if i != NULL:
             if i not in strings:
                 return None  # an id without a string: the general path's fallbacks
             knames[i] = str(strings[i])
-    a_ids = np.unique(calls.column("nameId"))
+    a_ids = distinct(np.asarray(calls.column("nameId")))
     a_names = [_API_SUFFIX.sub("", str(strings.get(i, f"<unknown {i}>"))) for i in a_ids.tolist()]
     if any("\n" in t for t in a_names):
         return None  # a text column before the last one holds a newline: the general path
@@ -142,7 +142,7 @@ def _xyz(ks: _Source, prefix: str, rows: npt.NDArray[np.int64]) -> TextColumn:
 
     x, y, z = (np.asarray(ks.column(f"{prefix}{a}")[rows]) for a in "XYZ")
     key = (x << (2 * _DIM_BITS)) | (y << _DIM_BITS) | z
-    uniq, codes = np.unique(key, return_inverse=True)
+    uniq, codes = factorize(key)
     mask = (1 << _DIM_BITS) - 1
     labels = [f"{k >> (2 * _DIM_BITS):4d} {(k >> _DIM_BITS) & mask:4d} {k & mask:4d}" for k in uniq.tolist()]
     return TextColumn(codes.astype(np.int64), labels)
@@ -164,7 +164,7 @@ def _chunk(ks: _Source, calls: _Source, kr: npt.NDArray[np.int64], ar: npt.NDArr
     queue = k_start - a_end
     not_queued = queue < 0
     k_ids = np.asarray(ks.column("nameId")[kr])
-    uniq, codes = np.unique(k_ids, return_inverse=True)
+    uniq, codes = factorize(k_ids)
     labels = [knames.get(i, "") for i in uniq.tolist()]
     cols: list[IntColumn | TextColumn] = [
         IntColumn(a_start), IntColumn(a_end - a_start),

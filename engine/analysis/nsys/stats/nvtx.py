@@ -173,6 +173,7 @@ def _gpu_op_calls_columns(trace: Trace) -> pd.DataFrame | None:
     import numpy as np
     import pandas as pd
 
+    from engine.analysis.nsys.stats.traces import factorize
     from engine.reports.columns import NULL, has_null
 
     store_fn = getattr(trace, "column_store", None)
@@ -203,7 +204,7 @@ def _gpu_op_calls_columns(trace: Trace) -> pd.DataFrame | None:
     if (corr_a[ok_a] < 0).any() or (corr_a[ok_a] >= 1 << 40).any() or \
             (corr_o[ok_o] < 0).any() or (corr_o[ok_o] >= 1 << 40).any():
         return None
-    procs, code = np.unique(np.concatenate([gtid[ok_a] >> 24, gpid[ok_o] >> 24]), return_inverse=True)
+    procs, code = factorize(np.concatenate([gtid[ok_a] >> 24, gpid[ok_o] >> 24]))
     if len(procs) >= 1 << 22:
         return None
     n_a = int(ok_a.sum())
