@@ -20,12 +20,17 @@ with no repeating range gives ``None``.
 from __future__ import annotations
 
 import re
-import weakref
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from engine.analysis.tables import corr_keys as corr_keys  # re-exported: callers import them from here
+from engine.analysis.tables import factorize_rows as factorize_rows
+from engine.analysis.tables import match_first as match_first
+from engine.analysis.tables import pid_keys as pid_keys
+from engine.analysis.tables import trace_cache as trace_cache
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -73,27 +78,6 @@ def is_library_range(label: str) -> bool:
     return bool(_LIBRARY_TEXT.search(text))
 
 
-def _text(v: Any) -> str:
-    if v is None or (isinstance(v, (float, np.floating)) and np.isnan(v)):
-        return ""
-    if isinstance(v, (float, np.floating)) and float(v).is_integer():
-        return str(int(v))
-    return str(v)
-
-
-def pid_keys(values: Any) -> npt.NDArray[Any]:
-    """A process id as text, so ints, floats and strings from different tables compare equal.
-
-    Vectorised: each distinct value is converted once (a column of millions has a few pids).
-    """
-    import pandas as pd
-
-    codes, uniques = pd.factorize(pd.Series(values, copy=False), use_na_sentinel=True)
-    table = np.array([_text(u) for u in uniques] + [""], dtype=object)
-    out: npt.NDArray[Any] = table[codes]  # code -1 (missing) picks the trailing ""
-    return out
-
-
 def _obj(values: npt.NDArray[Any]) -> Any:
     """A text column kept as Python objects, not copied into Arrow strings.
 
@@ -102,72 +86,6 @@ def _obj(values: npt.NDArray[Any]) -> Any:
     import pandas as pd
 
     return pd.Series(values, dtype=object, copy=False)
-
-
-def corr_keys(values: Any) -> npt.NDArray[np.int64]:
-    """Correlation ids as int64 (-1 when missing or not a number), whatever dtype a table has."""
-    import pandas as pd
-
-    num = pd.to_numeric(pd.Series(values, copy=False), errors="coerce")
-    out: npt.NDArray[np.int64] = num.fillna(-1).to_numpy(dtype=np.float64).astype(np.int64)
-    return out
-
-
-def factorize_rows(*columns: npt.NDArray[Any]) -> tuple[npt.NDArray[np.intp], list[tuple[Any, ...]]]:
-    """Codes of each row's tuple of values, and the distinct tuples in order of first appearance.
-
-    What ``pd.factorize(pd.MultiIndex.from_arrays(columns))`` gives, for a fraction of its cost:
-    each column factorized alone (missing values kept as values), the codes packed into one int.
-    """
-    import pandas as pd
-
-    n = len(columns[0])
-    packed = np.zeros(n, dtype=np.int64)
-    levels = []
-    for col in columns:
-        c, u = pd.factorize(col, use_na_sentinel=False)
-        packed = packed * max(len(u), 1) + c
-        levels.append((np.asarray(u, dtype=object), max(len(u), 1)))
-    codes, uniq = pd.factorize(packed)
-    parts: list[npt.NDArray[Any]] = []
-    rest = np.asarray(uniq, dtype=np.int64)
-    for u, size in reversed(levels):
-        parts.append(u[rest % size] if len(u) else np.full(len(rest), None, dtype=object))
-        rest = rest // size
-    return codes, list(zip(*reversed(parts), strict=True))
-
-
-def match_first(left: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
-                right: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]) -> npt.NDArray[np.int64]:
-    """For each row of ``left`` (two int key columns), the first ``right`` row with the same keys, or -1.
-
-    The rows a pandas left merge with ``right.drop_duplicates(keys)`` gives, in numpy: the two keys
-    packed into one int64, the right side's first rows found with a stable sort and searchsorted.
-    """
-    lp, lc = (np.asarray(k, dtype=np.int64) for k in left)
-    rp, rc = (np.asarray(k, dtype=np.int64) for k in right)
-    out = np.full(len(lp), -1, dtype=np.int64)
-    if not len(lp) or not len(rp):
-        return out
-    cmin = min(int(lc.min()), int(rc.min()))
-    span = max(int(lc.max()), int(rc.max())) - cmin + 1
-    pmin = min(int(lp.min()), int(rp.min()))
-    pmax = max(int(lp.max()), int(rp.max()))
-    if (pmax - pmin + 1) * span >= 1 << 62:  # keys too wide to pack: pandas does it
-        import pandas as pd
-
-        r = pd.DataFrame({"p": rp, "c": rc, "i": np.arange(len(rp))}).drop_duplicates(["p", "c"])
-        j = pd.DataFrame({"p": lp, "c": lc}).merge(r, how="left", on=["p", "c"])
-        got = j["i"].notna().to_numpy()
-        out[got] = j["i"].to_numpy()[got].astype(np.int64)
-        return out
-    rk = (rp - pmin) * span + (rc - cmin)
-    lk = (lp - pmin) * span + (lc - cmin)
-    uniq, first = np.unique(rk, return_index=True)  # first occurrence of each key
-    pos = np.minimum(np.searchsorted(uniq, lk), len(uniq) - 1)
-    hit = uniq[pos] == lk
-    out[hit] = first[pos[hit]]
-    return out
 
 
 def pid_key(value: Any) -> str:
@@ -322,23 +240,6 @@ class Steps:
 
 
 # -- tables ----------------------------------------------------------------------------------------
-_MEMO: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
-
-
-def trace_cache(trace: Trace, key: str, make: Any) -> Any:
-    """A per-trace cache of derived tables: built once however many rules and views ask.
-
-    The value must not be modified by callers (it is shared); it lives as long as the trace.
-    """
-    try:
-        store = _MEMO.setdefault(trace, {})
-    except TypeError:  # not weak-referenceable: no cache
-        return make()
-    if key not in store:
-        store[key] = make()
-    return store[key]
-
-
 def ranges_table(trace: Trace) -> pd.DataFrame:
     """Closed ranges with ``start``, ``end``, ``name`` (normalised label), ``pidk``, ``tidk``."""
     out: pd.DataFrame = trace_cache(trace, "ranges", lambda: _ranges_table(trace))
@@ -472,17 +373,13 @@ def _range_candidates(trace: Trace, pid: Any, _ops: pd.DataFrame | None,
         return []
     if pid is not None:
         r = r[r["pidk"] == pid_key(pid)]
-    ops = gpu_ops(trace) if _ops is None else _ops
     counts = r.groupby(["pidk", "name"]).size()
     # Per process: launches sorted once, with the cumulative GPU time, so the GPU time launched
     # inside a range's instances costs two binary searches per instance.
     by_pid: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
-    if len(ops):
-        for pk, g in ops.groupby("pidk", sort=False):
-            launch = g["launch"].to_numpy(np.int64)
-            order = np.argsort(launch, kind="stable")
-            dur = (g["end"].to_numpy(np.int64) - g["start"].to_numpy(np.int64))[order]
-            by_pid[str(pk)] = (launch[order], np.concatenate([[0], np.cumsum(dur)]))
+    for pk, (launch, dur) in launches_per_pid(trace, _ops).items():
+        order = np.argsort(launch, kind="stable")
+        by_pid[pk] = (launch[order], np.concatenate([[0], np.cumsum(dur[order])]))
     groups: dict[Any, pd.DataFrame] = dict(iter(r.groupby(["pidk", "name"], sort=False)))
     out: list[RangeCandidate] = []
     for key, n in counts[counts >= 2].items():
@@ -499,6 +396,35 @@ def _range_candidates(trace: Trace, pid: Any, _ops: pd.DataFrame | None,
         out.append(RangeCandidate(name, pk, int(n), total, gpu, is_library_range(str(name))))
     out.sort(key=lambda c: (-c.gpu_ns, -c.total_ns, c.name))
     return out
+
+
+def launches_per_pid(trace: Trace, ops: pd.DataFrame | None = None
+                     ) -> dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
+    """Process key -> (launch times, durations) of its GPU operations, in row order (cached per trace).
+
+    From ``ops.gpu_op_columns`` (integer columns), or from ``ops`` (a :func:`gpu_ops` frame) when given.
+    """
+    if ops is not None:
+        out = {}
+        if len(ops):
+            for pk, g in ops.groupby("pidk", sort=False):
+                out[str(pk)] = (g["launch"].to_numpy(np.int64),
+                                g["end"].to_numpy(np.int64) - g["start"].to_numpy(np.int64))
+        return out
+
+    def make() -> dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
+        from engine.analysis.ops import gpu_op_columns
+
+        o = gpu_op_columns(trace)
+        res = {}
+        for code, pk in enumerate(o.pids):
+            mine = o.pid == code
+            res[pk] = (o.launch[mine], o.dur[mine])
+        return res
+
+    every: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = trace_cache(
+        trace, "launches_per_pid", make)
+    return every
 
 
 def _choose(cands: list[RangeCandidate]) -> RangeCandidate | None:
@@ -536,7 +462,8 @@ def _matches(name: str, wanted: str) -> bool:
     return name in (w, norm) or split_label(name)[1] == normalise_range(text) and not domain
 
 
-def _build(r: pd.DataFrame, ops: pd.DataFrame, pk: str, name: str, chosen_by: str) -> Steps | None:
+def _build(r: pd.DataFrame, ops: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]],
+           pk: str, name: str, chosen_by: str) -> Steps | None:
     sub = r[(r["pidk"] == pk) & (r["name"] == name)]
     if not len(sub):
         return None
@@ -548,12 +475,11 @@ def _build(r: pd.DataFrame, ops: pd.DataFrame, pk: str, name: str, chosen_by: st
     durs = (e - s).tolist()
     flags = _warmup_flags(durs)
     steps = tuple(map(Step, range(len(durs)), s.tolist(), e.tolist(), flags))
-    mine = ops[ops["pidk"] == pk] if len(ops) else ops
     gpu = total = 0
-    if len(mine):
-        d = mine["end"].to_numpy(np.int64) - mine["start"].to_numpy(np.int64)
+    if pk in ops and len(ops[pk][0]):
+        launch, d = ops[pk]
         total = int(d.sum())
-        gpu = int(d[inside(s, e, mine["launch"].to_numpy(np.int64))].sum())
+        gpu = int(d[inside(s, e, launch)].sum())
     if _PROFILER_STEP.match(split_label(name)[1]):
         source = "profiler"
     else:
@@ -580,7 +506,7 @@ def _steps_per_process(trace: Trace, range_name: str | None) -> list[Steps]:
     r = ranges_table(trace)
     if not len(r):
         return []
-    ops = gpu_ops(trace)
+    ops = launches_per_pid(trace)
     cands = range_candidates(trace)
     out: list[Steps] = []
     for pk in dict.fromkeys(c.pid for c in cands):

@@ -17,12 +17,11 @@ import numpy as np
 
 from engine.analysis import summary_model as sm
 from engine.analysis.calls import CATEGORY_ORDER, ApiCalls, api_calls, api_category, small_codes
+from engine.analysis.ops import gpu_op_columns
 from engine.analysis.steps import (
     Steps,
     factorize_rows,
-    gpu_ops,
     pid_key,
-    pid_keys,
     range_names,
     ranges_table,
     steps_per_process,
@@ -99,6 +98,18 @@ def _union_sorted(s: np.ndarray, e: np.ndarray) -> int:
     idx = np.flatnonzero(new)
     block_ends = np.append(run_end[idx[1:] - 1], run_end[-1])
     return int((block_ends - s[idx]).sum())
+
+
+def _blocks_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`interval_union_ns`'s merged blocks for intervals already sorted by start."""
+    if not len(s):
+        return np.array([], dtype=np.int64), np.array([], dtype=np.int64)
+    run_end = np.maximum.accumulate(e)
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > run_end[:-1]
+    idx = np.flatnonzero(new)
+    return s[idx], np.append(run_end[idx[1:] - 1], run_end[-1])
 
 
 def _host_kind(row_op: str, src: str, dst: str) -> str:
@@ -281,26 +292,68 @@ def _host(d: _Calls, wall_ns: int) -> sm.Host:
 
 
 # -- GPU ---------------------------------------------------------------------------------------------
-def _ops(trace: Trace) -> pd.DataFrame:
-    """Every GPU operation with its ``part`` label and ``bytes`` (see ``steps.gpu_ops``)."""
-    ops = gpu_ops(trace)
-    if not len(ops):
-        return ops.assign(part=[], bytes=[])
-    part = np.full(len(ops), "kernels", dtype=object)
-    nbytes = np.zeros(len(ops), dtype=np.float64)
-    kinds = ops["kind"].to_numpy()
-    mc_rows = kinds == "memcpy"
-    if mc_rows.any():
-        mc = trace.table("memcpy", ["operation", "srcKindName", "dstKindName", "bytes"])
-        codes, uniq = _copy_kinds(trace, mc)
-        labels = np.array([f"memcpy {o} ({_host_kind(o, a, b)})" for o, a, b in uniq], dtype=object)
-        part[mc_rows] = labels[codes]
-        nbytes[mc_rows] = mc["bytes"].astype(float).fillna(0).to_numpy()
-    ms_rows = kinds == "memset"
-    if ms_rows.any():
-        part[ms_rows] = "memset"
-        nbytes[ms_rows] = trace.table("memset", ["bytes"])["bytes"].astype(float).fillna(0).to_numpy()
-    return ops.assign(part=part, bytes=nbytes, devk=pid_keys(ops["deviceId"]), strk=pid_keys(ops["streamId"]))
+class _Ops:
+    """Every GPU operation (``ops.gpu_op_columns``) with its part code and bytes, sorted by start once."""
+
+    def __init__(self, trace: Trace) -> None:
+        o = gpu_op_columns(trace)
+        self.o = o
+        self.n = o.n
+        self.labels: list[str] = ["kernels"]
+        part = np.zeros(o.n, dtype=np.int32)
+        nbytes = np.zeros(o.n, dtype=np.float64)
+        mc_rows = o.kind == 1
+        if mc_rows.any():
+            mc = trace.table("memcpy", ["operation", "srcKindName", "dstKindName", "bytes"])
+            codes, uniq = _copy_kinds(trace, mc)
+            lut = np.array([self._code(f"memcpy {op} ({_host_kind(op, a, b)})") for op, a, b in uniq],
+                           dtype=np.int32)
+            part[mc_rows] = lut[codes]
+            nbytes[mc_rows] = mc["bytes"].astype(float).fillna(0).to_numpy()
+        ms_rows = o.kind == 2
+        if ms_rows.any():
+            part[ms_rows] = self._code("memset")
+            nbytes[ms_rows] = trace.table("memset", ["bytes"])["bytes"].astype(float).fillna(0).to_numpy()
+        self.part = part
+        self.order = np.argsort(o.start, kind="stable")
+        self.s = o.start[self.order]
+        self.e = o.end[self.order]
+        self.part_s = part[self.order]
+        self.bytes_s = nbytes[self.order]
+
+    def _code(self, label: str) -> int:
+        if label not in self.labels:
+            self.labels.append(label)
+        return self.labels.index(label)
+
+    def sorted_col(self, col: np.ndarray) -> np.ndarray:
+        """A column in start order."""
+        out: np.ndarray = col[self.order]
+        return out
+
+
+def _groups_sorted(codes_s: np.ndarray, s: np.ndarray, e: np.ndarray, first: list[int]
+                   ) -> list[tuple[int, int, int, int]]:
+    """(code, count, summed duration, union) per code of ``first`` (in that order).
+
+    ``codes_s``, ``s``, ``e``: rows sorted by start; one stable sort by code gives each code's rows
+    as one slice, still in start order.
+    """
+    if not len(first):
+        return []
+    k = int(codes_s.max()) + 1 if len(codes_s) else 0
+    counts = np.bincount(codes_s, minlength=k)
+    sums = _int_sums(codes_s, e - s, k)
+    by = np.argsort(codes_s.astype(np.int16) if k < 1 << 15 else codes_s, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    ss, es = s[by], e[by]
+    return [(c, int(counts[c]), int(sums[c]),
+             _union_sorted(ss[bounds[c]:bounds[c + 1]], es[bounds[c]:bounds[c + 1]])) for c in first]
+
+
+def _first_codes(codes: np.ndarray) -> list[int]:
+    """The distinct codes in order of first appearance."""
+    return [int(u) for u in small_codes(codes)[1]] if len(codes) else []
 
 
 def _copy_kinds(trace: Trace, mc: pd.DataFrame) -> tuple[np.ndarray, list[tuple[str, str, str]]]:
@@ -317,72 +370,79 @@ def _kinds(mc: pd.DataFrame) -> tuple[np.ndarray, list[tuple[str, str, str]]]:
     return codes, [(str(o), str(a), str(b)) for o, a, b in uniq]
 
 
-def _parts(ops: pd.DataFrame, busy: int, wall_ns: int) -> tuple[sm.GpuPart, ...]:
-    rows = []
-    for name, g in ops.groupby("part", sort=False):
-        rows.append((str(name), g))
-    rows.sort(key=lambda r: -int((r[1]["end"] - r[1]["start"]).sum()))
+def _parts(ops: _Ops, sel: np.ndarray | None, busy: int, wall_ns: int) -> tuple[sm.GpuPart, ...]:
+    """Busy time per part (kernels, copies by kind, memsets) of the operations ``sel`` (all: None)."""
+    if sel is None:
+        ps, s, e, b = ops.part_s, ops.s, ops.e, ops.bytes_s
+        first = _first_codes(ops.part)
+    else:
+        ps, s, e, b = ops.part_s[sel], ops.s[sel], ops.e[sel], ops.bytes_s[sel]
+        first = _first_codes(ops.part[np.sort(ops.order[sel])])  # in row order, as groupby sees them
+    rows = _groups_sorted(ps, s, e, first)
+    rows.sort(key=lambda r: -r[2])
     out = []
-    cs: list[np.ndarray] = []
-    ce: list[np.ndarray] = []
+    seen = np.zeros(len(s), dtype=bool)
     covered = 0
-    for name, g in rows:
-        s, e = g["start"].to_numpy(np.int64), g["end"].to_numpy(np.int64)
-        u = _union(s, e)
-        cs.append(s)
-        ce.append(e)
-        now = _union(np.concatenate(cs), np.concatenate(ce))
+    for code, count, total, u in rows:
+        in_p = ps == code
+        seen |= in_p
+        now = _union_sorted(s[seen], e[seen])
+        name = ops.labels[code]
         has_bytes = name != "kernels"
-        out.append(sm.GpuPart(name, int((e - s).sum()), u, now - covered, len(g),
-                              int(g["bytes"].sum()) if has_bytes else None, _pct(u, busy), _pct(u, wall_ns)))
+        out.append(sm.GpuPart(name, total, u, now - covered, count,
+                              int(b[in_p].sum()) if has_bytes else None, _pct(u, busy), _pct(u, wall_ns)))
         covered = now
     return tuple(out)
 
 
-def _gpu(trace: Trace, ops: pd.DataFrame, wall_ns: int) -> sm.Gpu:
-    if not len(ops):
+def _gpu(trace: Trace, ops: _Ops, wall_ns: int) -> sm.Gpu:
+    if not ops.n:
         return sm.Gpu(0, wall_ns, _pct(0, wall_ns), 0, 0, (), ())
-    busy = _union(ops["start"], ops["end"])
+    busy = _union_sorted(ops.s, ops.e)
     gpus = trace.table("gpus", ["id", "name"])
     names = {pid_key(i): (None if n is None else str(n))
              for i, n in zip(gpus["id"], gpus["name"], strict=True)}
+    o = ops.o
+    dev_s = ops.sorted_col(o.dev)
+    str_s = ops.sorted_col(o.stream)
     devices = []
-    for dev, g in ops.groupby("devk", sort=True):
-        b = _union(g["start"], g["end"])
-        streams = []
-        for st, gs in g.groupby("strk", sort=False):
-            u = _union(gs["start"], gs["end"])
-            streams.append(sm.StreamRow(str(st), u, len(gs), _pct(u, b)))
+    for dev_code in sorted(set(_first_codes(dev_s)), key=lambda c: o.devs[c]):
+        sel = dev_s == dev_code
+        s, e = ops.s[sel], ops.e[sel]
+        b = _union_sorted(s, e)
+        st_codes = str_s[sel]
+        first = _first_codes(o.stream[o.dev == dev_code])
+        streams = [sm.StreamRow(o.streams[c], u, n, _pct(u, b))
+                   for c, n, _d, u in _groups_sorted(st_codes, s, e, first)]
         streams.sort(key=lambda r: -r.busy_ns)
-        devices.append(sm.DeviceRow(str(dev), names.get(str(dev)), b, max(wall_ns - b, 0), _pct(b, wall_ns),
-                                    _parts(g, b, wall_ns), tuple(streams)))
+        dev = o.devs[dev_code]
+        devices.append(sm.DeviceRow(dev, names.get(dev), b, max(wall_ns - b, 0), _pct(b, wall_ns),
+                                    _parts(ops, sel, b, wall_ns), tuple(streams)))
     return sm.Gpu(busy, max(wall_ns - busy, 0), _pct(busy, wall_ns), sum(d.busy_ns for d in devices),
-                  len(devices), _parts(ops, busy, wall_ns), tuple(devices))
+                  len(devices), _parts(ops, None, busy, wall_ns), tuple(devices))
 
 
-def _processes(trace: Trace, api: _Calls, ops: pd.DataFrame, wall_ns: int
+def _processes(trace: Trace, api: _Calls, ops: _Ops, wall_ns: int
                ) -> tuple[sm.ProcessRow, ...]:
     procs = trace.table("processes", ["pid", "name"])
     names = {pid_key(p): (None if n is None else str(n))
              for p, n in zip(procs["pid"], procs["name"], strict=True)}
-    import pandas as pd
-
     per_api = {api.calls.pids[c]: (n, u) for c, n, _d, u in api.groups(api.pid)}
-    parts = [np.array(list(per_api), dtype=object)] if per_api else []
-    if len(ops) and "pidk" in ops:
-        parts.append(ops["pidk"].to_numpy(dtype=object))
-    keys = [str(k) for k in pd.unique(np.concatenate(parts))] if parts else []
+    o = ops.o
+    pid_s = ops.sorted_col(o.pid) if ops.n else o.pid
+    per_ops = {o.pids[c]: (c, u) for c, _n, _d, u in _groups_sorted(pid_s, ops.s, ops.e, _first_codes(o.pid))}
+    keys = list(dict.fromkeys([*per_api, *per_ops]))
     out = []
     for pk in keys:
         if pk == "" and len(keys) > 1:
             continue
         n_api, au = per_api.get(pk, (0, 0))
-        o = ops[ops["pidk"] == pk] if len(ops) else ops
-        ob = _union(o["start"], o["end"]) if len(o) else 0
+        code, ob = per_ops.get(pk, (-1, 0))
+        mine = o.pid == code if code >= 0 else None
         out.append(sm.ProcessRow(
             str(pk), names.get(str(pk)), n_api, au, _pct(au, wall_ns), ob, _pct(ob, wall_ns),
-            int((o["kind"] == "kernels").sum()) if len(o) else 0,
-            tuple(sorted(str(d) for d in pd.unique(o["devk"].to_numpy(dtype=object)))) if len(o) else ()))
+            int((o.kind[mine] == 0).sum()) if mine is not None else 0,
+            tuple(sorted(o.devs[int(d)] for d in np.unique(o.dev[mine]))) if mine is not None else ()))
     out.sort(key=lambda p: (-p.gpu_busy_ns, -p.api_union_ns))
     return tuple(out)
 
@@ -415,7 +475,7 @@ def _costs(cat: np.ndarray, dur: np.ndarray, n: int | None) -> tuple[sm.ApiCost,
                  for c, r in g.iterrows())
 
 
-def _iterations(trace: Trace, api: _Calls, ops: pd.DataFrame,
+def _iterations(trace: Trace, api: _Calls, ops: _Ops,
                 range_name: str | None) -> sm.Iterations | None:
     every = steps_per_process(trace, range_name=range_name)
     if not every:
@@ -437,9 +497,8 @@ def _iterations(trace: Trace, api: _Calls, ops: pd.DataFrame,
         once = _costs(cat[~in_any], dur[~in_any], None)
     else:
         per_it = warm = once = ()
-    o = ops[ops["pidk"] == st.pid] if len(ops) else ops
-    _, bs, be = interval_union_ns(o["start"].to_numpy(np.int64), o["end"].to_numpy(np.int64)) if len(o) else (
-        0, np.array([], np.int64), np.array([], np.int64))
+    mine_ops = ops.sorted_col(ops.o.of_pid(st.pid)) if ops.n else np.zeros(0, dtype=bool)
+    bs, be = _blocks_sorted(ops.s[mine_ops], ops.e[mine_ops])
     busy_steady = int(busy_between(bs, be, ss, se).sum())
     phases = _phases(trace, st)
     rest = durs[1:]
@@ -493,7 +552,7 @@ def summarize(trace: Trace, *, range_name: str | None = None) -> Summary:
                                                         "totalMemory", "computeMajor", "computeMinor")})
         for row in gpus.to_dict("records")) if len(gpus) else ()
     api = _Calls(api_calls(trace))
-    ops = _ops(trace)
+    ops = _Ops(trace)
     return Summary(
         schema=SCHEMA,
         report=sm.ReportMeta(str(trace.info.path), trace.info.kind, trace.info.product_version,

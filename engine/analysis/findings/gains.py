@@ -83,12 +83,12 @@ class Context:
         if "busy_idle" not in self._cache:
             busy = 0.0
             if self.steps is not None and self.n_steady:
-                from engine.analysis.steps import gpu_ops
+                from engine.analysis.ops import gpu_op_columns
                 from engine.analysis.summary import busy_between, interval_union_ns
 
-                ops = gpu_ops(self.trace)
-                ops = ops[ops["pidk"] == self.steps.pid] if len(ops) else ops
-                _, bs, be = interval_union_ns(ops["start"].to_numpy(np.int64), ops["end"].to_numpy(np.int64))
+                ops = gpu_op_columns(self.trace)
+                mine = ops.of_pid(self.steps.pid)
+                _, bs, be = interval_union_ns(ops.start[mine], ops.end[mine])
                 a, b = self.steps.window(steady_only=True)
                 busy = float(busy_between(bs, be, a, b).sum()) / self.n_steady
             self._cache["busy_idle"] = (busy, max(self.step_ns - busy, 0.0))

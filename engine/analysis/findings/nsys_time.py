@@ -15,6 +15,7 @@ import numpy as np
 from engine.analysis.calls import CATEGORY_ORDER, ApiCalls, api_calls
 from engine.analysis.findings.gains import HOST, Context, gain_from, severity_of
 from engine.analysis.findings.model import Evidence, Finding, Gain, fmt_time, pct
+from engine.analysis.ops import gpu_op_columns
 from engine.analysis.steps import corr_keys, match_first, pid_keys
 from engine.analysis.summary import busy_between, interval_union_ns
 
@@ -25,18 +26,11 @@ if TYPE_CHECKING:
 
 def _ops(ctx: Context) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Starts and ends of every kernel, copy and memset (of the steps' process when there are steps)."""
-    parts = []
-    for n in ("kernels", "memcpy", "memset"):
-        df = ctx.trace.table(n, ["start", "end", "pid"])
-        if len(df) and ctx.steps is not None:
-            df = df[pid_keys(df["pid"]) == ctx.steps.pid]
-        if len(df):
-            parts.append(df)
-    if not parts:
-        e = np.array([], dtype=np.int64)
-        return e, e
-    return (np.concatenate([p["start"].to_numpy(np.int64) for p in parts]),
-            np.concatenate([p["end"].to_numpy(np.int64) for p in parts]))
+    ops = gpu_op_columns(ctx.trace)
+    if ctx.steps is None:
+        return ops.start, ops.end
+    mine = ops.of_pid(ctx.steps.pid)
+    return ops.start[mine], ops.end[mine]
 
 
 def _idle_in(ctx: Context, a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> tuple[int, int]:

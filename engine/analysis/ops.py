@@ -1,0 +1,175 @@
+"""Every GPU operation of a trace (kernels, copies, memsets) as numpy columns.
+
+``gpu_op_columns(trace)`` (built once per trace) holds, in the order of ``steps.gpu_ops`` (the
+kernels, then the copies, then the memsets, each in table order), each operation's start and
+end, its kind, its process, GPU and stream as small integer codes with their labels (the texts
+``steps.pid_keys`` gives), and ``launch``: the start of the API call that issued it (its own
+start when that call is unknown). For an nsys export the columns come from the export's
+columnar cache (only these columns, memory-mapped once cached), so a 10M-kernel report never
+becomes a DataFrame; other traces (Kineto) fill the same columns from their tables.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from engine.analysis.calls import api_calls, small_codes
+from engine.analysis.tables import corr_keys, match_first, pid_keys, trace_cache
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from engine.reports.base import Trace
+
+KINDS = ("kernels", "memcpy", "memset")
+_TABLES = {"kernels": "CUPTI_ACTIVITY_KIND_KERNEL", "memcpy": "CUPTI_ACTIVITY_KIND_MEMCPY",
+           "memset": "CUPTI_ACTIVITY_KIND_MEMSET"}
+_NULL = -(2**62)
+_EXPRS = {"start": '"start"', "end": '"end"', "deviceId": '"deviceId"', "streamId": '"streamId"',
+          "correlationId": '"correlationId"', "pid": '"globalPid" / 16777216 % 16777216'}
+_NARROW = frozenset({"deviceId", "streamId", "pid"})
+
+
+class GpuOps:
+    """The GPU operations of one trace (see the module docstring).
+
+    Attributes:
+        start, end, launch: int64 ns.
+        kind: int8 index into :data:`KINDS`.
+        pid, dev, stream: int32 codes into ``pids``, ``devs``, ``streams`` (text labels).
+
+    """
+
+    def __init__(self, trace: Trace) -> None:
+        self._trace = trace
+        parts = [p for p in (self._part(k) for k in KINDS) if p is not None]
+        self.counts = {k: 0 for k in KINDS}
+        if not parts:
+            z = np.zeros(0, dtype=np.int64)
+            self.start = self.end = z
+            self.kind = np.zeros(0, dtype=np.int8)
+            self.pid = self.dev = self.stream = np.zeros(0, dtype=np.int32)
+            self.pids: tuple[str, ...] = ()
+            self.devs: tuple[str, ...] = ()
+            self.streams: tuple[str, ...] = ()
+            self.corr = z
+            return
+        for k, cols in parts:
+            self.counts[k] = len(cols["start"])
+
+        def cat(c: str) -> npt.NDArray[Any]:
+            arrs = [np.asarray(p[1][c]) for p in parts]
+            return np.concatenate(arrs) if len(arrs) > 1 else arrs[0]
+
+        self.start = cat("start").astype(np.int64, copy=False)
+        self.end = cat("end").astype(np.int64, copy=False)
+        self.kind = np.concatenate([np.full(len(p[1]["start"]), KINDS.index(p[0]), dtype=np.int8)
+                                    for p in parts])
+        self.pid, self.pids = _labelled([p[1]["pid"] for p in parts])
+        self.dev, self.devs = _labelled([p[1]["deviceId"] for p in parts])
+        self.stream, self.streams = _labelled([p[1]["streamId"] for p in parts])
+        self.corr = cat("correlationId")
+
+    def _part(self, kind: str) -> tuple[str, dict[str, Any]] | None:
+        """One table's columns: raw ints (keys as (values, None)) or a table's (keys as text)."""
+        trace = self._trace
+        from engine.reports.nsys_sqlite import NsysSqliteTrace
+
+        t = _TABLES[kind]
+        if isinstance(trace, NsysSqliteTrace):
+            if not trace.has_sqlite_table(t):
+                return None
+            have = set(trace.columns(t))
+            if {"start", "end", "deviceId", "streamId", "correlationId", "globalPid"} <= have:
+                store = trace.column_store()
+                try:
+                    cols = store.read(t, _EXPRS, _NARROW)
+                except sqlite3.Error:
+                    cols = None
+                if cols is not None and len(cols["start"]) and not any(
+                        (np.asarray(cols[c]) == _NULL).any() for c in ("start", "end")):
+                    out: dict[str, Any] = {}
+                    for c, expr in _EXPRS.items():
+                        mapped = store.cached(t, c, expr)
+                        arr = cols[c] if mapped is None else mapped
+                        out[c] = (arr, None) if c in ("pid", "deviceId", "streamId") else arr
+                    out["correlationId"] = np.where(out["correlationId"] == _NULL, -1, out["correlationId"])
+                    return kind, out
+                if cols is not None and not len(cols["start"]):
+                    return None
+        df = trace.table(kind, ["start", "end", "deviceId", "streamId", "correlationId", "pid"])
+        if not len(df):
+            return None
+        return kind, {
+            "start": df["start"].to_numpy(dtype=np.int64), "end": df["end"].to_numpy(dtype=np.int64),
+            "deviceId": (None, df["deviceId"]), "streamId": (None, df["streamId"]),
+            "pid": (None, df["pid"]), "correlationId": corr_keys(df["correlationId"]),
+        }
+
+    @property
+    def n(self) -> int:
+        """Number of operations."""
+        return len(self.start)
+
+    @cached_property
+    def dur(self) -> npt.NDArray[np.int64]:
+        """Durations (end - start)."""
+        out: npt.NDArray[np.int64] = self.end - self.start
+        return out
+
+    def pid_code(self, key: str) -> int:
+        """The code of a process key, -1 when no operation has it."""
+        try:
+            return self.pids.index(key)
+        except ValueError:
+            return -1
+
+    def of_pid(self, key: str) -> npt.NDArray[np.bool_]:
+        """Which operations belong to the process ``key``."""
+        out: npt.NDArray[np.bool_] = self.pid == self.pid_code(key)
+        return out
+
+    @cached_property
+    def launch(self) -> npt.NDArray[np.int64]:
+        """Start of each operation's API call (process + correlation id), else its own start."""
+        calls = api_calls(self._trace)
+        launch = self.start.copy()
+        if calls.n and self.n:
+            lut = np.array([calls.pid_code(p) for p in self.pids] + [-2], dtype=np.int64)
+            lut[lut == -1] = -2
+            idx = match_first((lut[self.pid], self.corr), (calls.pid.astype(np.int64), calls.corr))
+            got = idx >= 0
+            launch[got] = calls.start[idx[got]]
+        return launch
+
+
+def _labelled(cols: list[tuple[Any, Any]]) -> tuple[npt.NDArray[np.int32], tuple[str, ...]]:
+    """Codes (first appearance first) and text labels of a key over the tables, as pid_keys gives."""
+    import pandas as pd
+
+    if all(raw is not None for raw, _ in cols):
+        vals = [np.asarray(raw) for raw, _ in cols]
+        v = np.concatenate(vals) if len(vals) > 1 else vals[0]
+        null = v == _NULL
+        if not null.any() and len(v) and int(v.min()) >= 0:
+            codes, uniq = small_codes(v)
+            return codes, tuple(str(int(u)) for u in uniq)
+    keys = np.concatenate([pid_keys(ser if raw is None else _with_nan(np.asarray(raw))) for raw, ser in cols])
+    c, u = pd.factorize(keys)
+    return c.astype(np.int32), tuple(str(x) for x in u)
+
+
+def _with_nan(v: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """Raw column values with NULL as NaN (as the table gives them)."""
+    null = v == _NULL
+    return np.where(null, np.nan, v) if null.any() else v
+
+
+def gpu_op_columns(trace: Trace) -> GpuOps:
+    """The trace's :class:`GpuOps`, built once per trace."""
+    out: GpuOps = trace_cache(trace, "gpu_op_columns", lambda: GpuOps(trace))
+    return out

@@ -1,0 +1,123 @@
+"""Keys and caches every analysis table shares: process keys as text, joins on integer keys.
+
+``pid_keys`` turns process (GPU, stream) ids of any table into the same text, ``corr_keys``
+correlation ids into int64, ``match_first`` joins two tables on (key, id) pairs with numpy,
+``factorize_rows`` numbers distinct tuples, and ``trace_cache`` keeps what is derived from a
+trace for as long as the trace lives. Re-exported by :mod:`engine.analysis.steps`.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from engine.reports.base import Trace
+
+
+def _text(v: Any) -> str:
+    if v is None or (isinstance(v, (float, np.floating)) and np.isnan(v)):
+        return ""
+    if isinstance(v, (float, np.floating)) and float(v).is_integer():
+        return str(int(v))
+    return str(v)
+
+
+def pid_keys(values: Any) -> npt.NDArray[Any]:
+    """A process id as text, so ints, floats and strings from different tables compare equal.
+
+    Vectorised: each distinct value is converted once (a column of millions has a few pids).
+    """
+    import pandas as pd
+
+    codes, uniques = pd.factorize(pd.Series(values, copy=False), use_na_sentinel=True)
+    table = np.array([_text(u) for u in uniques] + [""], dtype=object)
+    out: npt.NDArray[Any] = table[codes]  # code -1 (missing) picks the trailing ""
+    return out
+
+
+def corr_keys(values: Any) -> npt.NDArray[np.int64]:
+    """Correlation ids as int64 (-1 when missing or not a number), whatever dtype a table has."""
+    import pandas as pd
+
+    num = pd.to_numeric(pd.Series(values, copy=False), errors="coerce")
+    out: npt.NDArray[np.int64] = num.fillna(-1).to_numpy(dtype=np.float64).astype(np.int64)
+    return out
+
+
+def factorize_rows(*columns: npt.NDArray[Any]) -> tuple[npt.NDArray[np.intp], list[tuple[Any, ...]]]:
+    """Codes of each row's tuple of values, and the distinct tuples in order of first appearance.
+
+    What ``pd.factorize(pd.MultiIndex.from_arrays(columns))`` gives, for a fraction of its cost:
+    each column factorized alone (missing values kept as values), the codes packed into one int.
+    """
+    import pandas as pd
+
+    n = len(columns[0])
+    packed = np.zeros(n, dtype=np.int64)
+    levels = []
+    for col in columns:
+        c, u = pd.factorize(col, use_na_sentinel=False)
+        packed = packed * max(len(u), 1) + c
+        levels.append((np.asarray(u, dtype=object), max(len(u), 1)))
+    codes, uniq = pd.factorize(packed)
+    parts: list[npt.NDArray[Any]] = []
+    rest = np.asarray(uniq, dtype=np.int64)
+    for u, size in reversed(levels):
+        parts.append(u[rest % size] if len(u) else np.full(len(rest), None, dtype=object))
+        rest = rest // size
+    return codes, list(zip(*reversed(parts), strict=True))
+
+
+def match_first(left: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
+                right: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]) -> npt.NDArray[np.int64]:
+    """For each row of ``left`` (two int key columns), the first ``right`` row with the same keys, or -1.
+
+    The rows a pandas left merge with ``right.drop_duplicates(keys)`` gives, in numpy: the two keys
+    packed into one int64, the right side's first rows found with a stable sort and searchsorted.
+    """
+    lp, lc = (np.asarray(k, dtype=np.int64) for k in left)
+    rp, rc = (np.asarray(k, dtype=np.int64) for k in right)
+    out = np.full(len(lp), -1, dtype=np.int64)
+    if not len(lp) or not len(rp):
+        return out
+    cmin = min(int(lc.min()), int(rc.min()))
+    span = max(int(lc.max()), int(rc.max())) - cmin + 1
+    pmin = min(int(lp.min()), int(rp.min()))
+    pmax = max(int(lp.max()), int(rp.max()))
+    if (pmax - pmin + 1) * span >= 1 << 62:  # keys too wide to pack: pandas does it
+        import pandas as pd
+
+        r = pd.DataFrame({"p": rp, "c": rc, "i": np.arange(len(rp))}).drop_duplicates(["p", "c"])
+        j = pd.DataFrame({"p": lp, "c": lc}).merge(r, how="left", on=["p", "c"])
+        got = j["i"].notna().to_numpy()
+        out[got] = j["i"].to_numpy()[got].astype(np.int64)
+        return out
+    rk = (rp - pmin) * span + (rc - cmin)
+    lk = (lp - pmin) * span + (lc - cmin)
+    uniq, first = np.unique(rk, return_index=True)  # first occurrence of each key
+    pos = np.minimum(np.searchsorted(uniq, lk), len(uniq) - 1)
+    hit = uniq[pos] == lk
+    out[hit] = first[pos[hit]]
+    return out
+
+
+_MEMO: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def trace_cache(trace: Trace, key: str, make: Any) -> Any:
+    """A per-trace cache of derived tables: built once however many rules and views ask.
+
+    The value must not be modified by callers (it is shared); it lives as long as the trace.
+    """
+    try:
+        store = _MEMO.setdefault(trace, {})
+    except TypeError:  # not weak-referenceable: no cache
+        return make()
+    if key not in store:
+        store[key] = make()
+    return store[key]
