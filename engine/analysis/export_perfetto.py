@@ -17,7 +17,7 @@ import threading
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 from engine.system.atomic import atomic_write
 from engine.system.errors import KernelscopeError
@@ -52,9 +52,23 @@ def write_perfetto(trace: Trace, path: Path) -> int:
     return counter.count
 
 
+def gzip_compressor() -> Any:
+    """A streaming gzip compressor: ISA-L's where ``isal`` is installed, else zlib's level 1.
+
+    On a 1.1 GB trace ISA-L's level 2 runs at ~1.4 GB/s with a ratio of 9.6, zlib's level 1 at
+    ~0.35 GB/s with 8.7 (this machine): compression was half of the export's CPU time. Both write
+    a standard gzip stream (wbits 31), which ui.perfetto.dev and ``gzip -d`` read.
+    """
+    try:
+        from isal import isal_zlib  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return zlib.compressobj(1, zlib.DEFLATED, 31)
+    return isal_zlib.compressobj(2, isal_zlib.DEFLATED, 31)
+
+
 def _stream(parts: Iterator[str | bytes | memoryview], fh: IO[bytes], gz: bool) -> None:
     """Encode (and compress) ``parts`` into ``fh``; compression overlaps the next part's formatting."""
-    comp = zlib.compressobj(1, zlib.DEFLATED, 31) if gz else None  # wbits 31: the gzip container
+    comp = gzip_compressor() if gz else None
     q: queue.Queue[bytes | memoryview | None] = queue.Queue(maxsize=2)
     errors: list[BaseException] = []
 

@@ -43,8 +43,9 @@ CHUNK = 100_000
 SCAN = 1_000_000
 #: Ids, kinds and small counts: kept as int32 in the cache (half the pages; int64 where one is wider)
 _NARROW = frozenset({"nameId", "corr", "deviceId", "streamId", "copyKind", "eventType", "textId", "inline"})
-#: Tables above this many rows are read into the cache one column at a time.
-_ONE_BY_ONE_ROWS = 20_000_000
+#: Columns of a table not yet cached are read a few at a time, this many bytes of values per pass
+#: (each pass scans the table once; 400k rows: all columns in one pass, 21M rows: one per pass).
+_READ_BYTES = 1 << 28
 #: Launch shapes packed into one integer: x (31 bits) << 32 | y (16 bits) << 16 | z (16 bits);
 #: NULL (and so the general path) where a value does not fit, which CUDA's limits rule out.
 _SHAPE = ('CASE WHEN "{w}X" BETWEEN 0 AND 2147483647 AND "{w}Y" BETWEEN 0 AND 65535 '
@@ -95,8 +96,9 @@ class Table:
         self.cols = cols
         self.n = next(iter(cols.values())).n
 
-    def chunks(self, names: list[str], size: int = CHUNK) -> Iterator[tuple[int, dict[str, Any]]]:
-        """(first row, {name: values}) for consecutive row ranges of ``size`` rows."""
+    def chunks(self, names: list[str], size: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
+        """(first row, {name: values}) for consecutive row ranges of ``size`` (default ``CHUNK``) rows."""
+        size = size or CHUNK
         for a in range(0, self.n, size):
             yield a, {k: self.cols[k][a:a + size] for k in names}
 
@@ -192,7 +194,9 @@ class SqliteEvents:
         if not all(c in have for e in exprs.values() for c in re.findall(r'"(\w+)"', e)):
             raise Fallback
         (n,), = self.trace.rows(f"SELECT count(*) FROM {table}")
-        groups = [{k: v} for k, v in exprs.items()] if int(str(n)) > _ONE_BY_ONE_ROWS else [exprs]
+        per = max(1, _READ_BYTES // (8 * max(1, int(str(n)))))  # columns per pass over the table
+        items = list(exprs.items())
+        groups = [dict(items[i:i + per]) for i in range(0, len(items), per)]
         cols: dict[str, Column] = {}
         for group in groups:
             got = self.store.read(table, group, _NARROW)
