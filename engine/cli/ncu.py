@@ -227,7 +227,7 @@ def _page(report: Any, args: argparse.Namespace, out: Any) -> int:
     if args.page in ("rules", "roofline", "sections", "verdict"):
         return _analysis_page(report, args, out)
     if args.page:
-        if args.page == "raw" and not len(report.raw.columns) > 11:
+        if args.page == "raw" and not len(report.raw_table()[0]) > 11:
             raise KernelscopeError(
                 f"{args.input} is a details export and has no raw page; "
                 "use the .ncu-rep or a --page raw export."
@@ -297,8 +297,12 @@ def _emit(df: Any, args: argparse.Namespace, out: Any, widths: dict[str, int] | 
                   indent=1)
         out.write("\n")
         return
+    _emit_rows([str(c) for c in df.columns], df.itertuples(index=False, name=None), out, widths)
+
+
+def _emit_rows(cols: list[str], rows: Any, out: Any, widths: dict[str, int] | None = None) -> None:
+    """Rows (sequences in ``cols`` order) as aligned text, long cells cut (what :func:`_emit` prints)."""
     widths = widths or {}
-    cols = [str(c) for c in df.columns]
 
     def cell(c: str, v: Any) -> str:
         j = _jsonable(v)
@@ -308,8 +312,7 @@ def _emit(df: Any, args: argparse.Namespace, out: Any, widths: dict[str, int] | 
         w = widths.get(c, 60)
         return text if len(text) <= w else text[: w - 3] + "..."
 
-    table = [cols] + [[cell(c, v) for c, v in zip(cols, r, strict=True)]
-                      for r in df.itertuples(index=False, name=None)]
+    table = [cols] + [[cell(c, v) for c, v in zip(cols, r, strict=True)] for r in rows]
     ws = [max(len(t[i]) for t in table) for i in range(len(cols))]
     for n, t in enumerate(table):
         out.write("  ".join(x.ljust(w) for x, w in zip(t, ws, strict=True)).rstrip() + "\n")
@@ -332,62 +335,97 @@ def _no_rules_sentence(report: Any) -> str:
 
 
 def _analysis_page(report: Any, args: argparse.Namespace, out: Any) -> int:
+    """The rules, verdict, roofline or sections page; as text without pandas (CSV/JSON go through it)."""
+    from engine.analysis.ncu.roofline import roofline_rows
+    from engine.analysis.ncu.sections import (
+        KERNEL_TABLE_COLUMNS,
+        RULES_TABLE_COLUMNS,
+        SECTION_COLUMNS,
+        kernel_rows,
+        rules_rows,
+        section_rows,
+    )
+
+    frame = args.csv or args.json
+    if args.page == "rules":
+        rows = rules_rows(report)
+        if not rows:
+            sys.stderr.write(f"kernelscope: {_no_rules_sentence(report)}\n")
+        cols = ["rank", *RULES_TABLE_COLUMNS]
+        ranked = [[n, *r] for n, r in enumerate(rows, 1)]
+        if frame:
+            _emit(_frame(ranked, cols), args, out)
+            return 0
+        keep = ["rank", "id", "kernel", "rule", "type", "speedup_pct", "weighted_ns", "message"]
+        _emit_rows(keep, _pick(ranked, cols, keep), out, {"kernel": 40, "message": 90})
+    elif args.page == "verdict":
+        keep = ["id", "name", "duration_ns", "sm_throughput_pct", "memory_throughput_pct", "verdict",
+                "verdict_reason"]
+        rows = _pick(kernel_rows(report), KERNEL_TABLE_COLUMNS, keep)
+        if frame:
+            _emit(_frame(rows, keep), args, out)
+            return 0
+        _emit_rows(keep, rows, out, {"name": 40, "verdict_reason": 110})
+    elif args.page == "roofline":
+        return _roofline_page(report, args, out, roofline_rows(report, _read_ceilings(args.ceilings)))
+    else:  # sections
+        cols = ["id", "kernel", "section", *SECTION_COLUMNS]
+        allrows = [[int(k["ID"]), k["Kernel Name"], title, *r]
+                   for k in report.kernel_records()
+                   for title, rs in section_rows(report, int(k["ID"])).items() for r in rs]
+        if frame:
+            keep = ["id", "kernel", "section", "metric", "value", "unit", "name", "note"]
+            _emit(_frame(allrows, cols)[keep], args, out)
+            return 0
+        groups: dict[tuple[int, str], list[list[Any]]] = {}
+        for r in allrows:
+            groups.setdefault((r[0], r[2]), []).append(r)
+        for (kid, sec), rs in groups.items():
+            name = str(rs[0][1])
+            out.write(f"\n== [{kid}] {name[:70]} : {sec}\n")
+            shown = ["metric", "text", "note"]
+            _emit_rows(shown, _pick(rs, cols, shown), out, {"note": 90})
+    return 0
+
+
+def _frame(rows: list[list[Any]], cols: list[str]) -> Any:
+    """Rows as a DataFrame with columns ``cols`` (for CSV and JSON output)."""
     import pandas as pd
 
-    from engine.analysis.ncu.roofline import roofline
-    from engine.analysis.ncu.sections import kernel_sections, kernel_table, rules_table
+    return pd.DataFrame(rows, columns=cols) if rows else pd.DataFrame(columns=cols)
 
-    if args.page == "rules":
-        df = rules_table(report)
-        if not len(df):
-            sys.stderr.write(f"kernelscope: {_no_rules_sentence(report)}\n")
-        df.insert(0, "rank", range(1, len(df) + 1))
-        if not (args.csv or args.json):
-            df = df[["rank", "id", "kernel", "rule", "type", "speedup_pct", "weighted_ns", "message"]]
-        _emit(df, args, out, {"kernel": 40, "message": 90})
-    elif args.page == "verdict":
-        kt = kernel_table(report)
-        cols = ["id", "name", "duration_ns", "sm_throughput_pct", "memory_throughput_pct", "verdict",
-                "verdict_reason"]
-        _emit(kt[cols], args, out, {"name": 40, "verdict_reason": 110})
-    elif args.page == "roofline":
-        rf = roofline(report, _read_ceilings(args.ceilings))
-        for note in rf.notes:
-            sys.stderr.write(f"kernelscope: {note}\n")
-        if args.json:
-            json.dump({"points": [{k: _jsonable(v) for k, v in r.items()}
-                                  for r in rf.points.to_dict("records")],
-                       "ceilings": [{k: _jsonable(v) for k, v in r.items()}
-                                    for r in rf.ceilings.to_dict("records")],
-                       "notes": rf.notes}, out, indent=1)
-            out.write("\n")
-            return 0
-        pts = rf.points
-        if not args.csv:
-            pts = pts.assign(gflops=pts["flops_per_s"] / 1e9, gbytes=pts["bytes_per_s"] / 1e9)[
-                ["id", "kernel", "precision", "path", "level", "gflops", "gbytes",
-                 "intensity_flop_per_byte", "pct_of_roof", "bound"]
-            ].rename(columns={"gflops": "GFLOP/s", "gbytes": "GB/s", "intensity_flop_per_byte": "FLOP/byte",
-                              "pct_of_roof": "% of roof"})
-        _emit(pts, args, out, {"kernel": 40})
-        if not args.csv:
-            out.write("\nCeilings\n")
-            ce = rf.ceilings.assign(value=[f"{v:.4g}" for v in rf.ceilings["value"]])
-            _emit(ce, args, out)
-    else:  # sections
-        frames = []
-        for k in report.kernels.to_dict("records"):
-            for title, df in kernel_sections(report, int(k["ID"])).items():
-                frames.append(df.assign(id=int(k["ID"]), kernel=k["Kernel Name"], section=title))
-        allrows = pd.concat(frames, ignore_index=True)
-        if args.csv or args.json:
-            _emit(allrows[["id", "kernel", "section", "metric", "value", "unit", "name", "note"]], args, out)
-            return 0
-        for key, df in allrows.groupby(["id", "section"], sort=False):
-            kid, sec = key if isinstance(key, tuple) else (key, "")
-            name = str(df["kernel"].iloc[0])
-            out.write(f"\n== [{kid}] {name[:70]} : {sec}\n")
-            _emit(df[["metric", "text", "note"]], args, out, {"note": 90})
+
+def _pick(rows: list[list[Any]], cols: list[str], keep: list[str]) -> list[list[Any]]:
+    """The ``keep`` columns of rows laid out as ``cols``."""
+    at = [cols.index(c) for c in keep]
+    return [[r[i] for i in at] for r in rows]
+
+
+def _roofline_page(report: Any, args: argparse.Namespace, out: Any, rf: Any) -> int:
+    """The roofline page: points and ceilings (text, CSV or JSON)."""
+    from engine.analysis.ncu.roofline import CEILING_COLUMNS, POINT_COLUMNS
+
+    points, ceilings, _per_kernel, notes = rf
+    for note in notes:
+        sys.stderr.write(f"kernelscope: {note}\n")
+    if args.json:
+        json.dump({"points": [{k: _jsonable(v) for k, v in zip(POINT_COLUMNS, r, strict=True)}
+                              for r in points],
+                   "ceilings": [{k: _jsonable(v) for k, v in zip(CEILING_COLUMNS, r, strict=True)}
+                                for r in ceilings],
+                   "notes": notes}, out, indent=1)
+        out.write("\n")
+        return 0
+    if args.csv:
+        _emit(_frame(points, POINT_COLUMNS), args, out, {"kernel": 40})
+        return 0
+    keep = ["id", "kernel", "precision", "path", "level", "flops_per_s", "bytes_per_s",
+            "intensity_flop_per_byte", "pct_of_roof", "bound"]
+    shown = [[*r[:5], r[5] / 1e9, r[6] / 1e9, *r[7:]] for r in _pick(points, POINT_COLUMNS, keep)]
+    _emit_rows(["id", "kernel", "precision", "path", "level", "GFLOP/s", "GB/s", "FLOP/byte", "% of roof",
+                "bound"], shown, out, {"kernel": 40})
+    out.write("\nCeilings\n")
+    _emit_rows(CEILING_COLUMNS, [[*r[:2], f"{r[2]:.4g}", *r[3:]] for r in ceilings], out)
     return 0
 
 

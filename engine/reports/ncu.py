@@ -1,7 +1,8 @@
 """Read Nsight Compute results: ``.ncu-rep`` files and ``ncu --import ... --csv`` exports.
 
 A ``.ncu-rep`` is read through NVIDIA's ``ncu_report`` module (PyPI ``ncu-report``), imported only
-when such a file is opened. Everything is turned into plain pandas tables:
+when such a file is opened, into plain rows (:mod:`engine.reports.ncu_lazy`: the pages print from
+them without pandas) that stand for these pandas tables, built on first use:
 
 - ``kernels``: one row per profiled kernel (action) with its launch configuration and duration;
 - ``metrics``: the ``--page details`` rows, long format, text exactly as ``ncu --print-units base``
@@ -26,6 +27,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.reports.ncu_csv import read_ncu_csv
+from engine.reports.ncu_lazy import LazyNcuReport
 from engine.reports.ncu_model import (
     DETAILS_COLUMNS,
     ID_COLUMNS,
@@ -38,7 +40,6 @@ from engine.reports.ncu_model import (
 )
 from engine.reports.ncu_rep import (
     KNOWN_FORMAT,
-    LazyNcuReport,
     read_ncu_rep,
     report_format_version,
     resolve_all_sources,

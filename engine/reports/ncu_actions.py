@@ -10,7 +10,7 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
-from engine.reports.ncu_model import ID_COLUMNS, LINE_COLUMNS, SECTIONS, NcuReport
+from engine.reports.ncu_model import ID_COLUMNS, SECTIONS
 from engine.reports.ncu_section_defs import SectionDef
 from engine.reports.ncu_units import format_number, format_speedup
 
@@ -228,31 +228,6 @@ def sass_and_lines(action: Any, pcs: list[int], files: Any = None) -> dict[int, 
     return out
 
 
-def hottest_lines(action: Any, report: NcuReport, kernel_id: int, top: int = 10,
-                  files: Any = None) -> pd.DataFrame:
-    """Sampled instructions summed per source line, hottest first.
-
-    Columns file, line, samples, pct (of the kernel's samples); empty without ``-lineinfo``.
-    """
-    import pandas as pd
-
-    ps = report.pc_samples
-    if files is None:
-        files = action.source_files()
-    if ps is None or files is None or not len(files):
-        return pd.DataFrame(columns=LINE_COLUMNS)
-    mine = ps[ps["ID"] == kernel_id]
-    totals: dict[tuple[str, int], int] = {}
-    for pc, n in zip(mine["pc"], mine["samples"], strict=True):
-        info = action.source_info(int(pc))
-        if info is not None:
-            key = (str(info.file_name()), int(info.line()))
-            totals[key] = totals.get(key, 0) + int(n)
-    all_samples = int(mine["samples"].sum()) or 1
-    rows = sorted(totals.items(), key=lambda kv: -kv[1])[:top]
-    return pd.DataFrame([[f, ln, n, 100.0 * n / all_samples] for (f, ln), n in rows], columns=LINE_COLUMNS)
-
-
 def launch_dim(action: Any, prefix: str) -> tuple[int, int, int]:
     """The (x, y, z) of ``launch__grid_dim`` / ``launch__block_dim`` (0 where absent)."""
     return tuple(int(metric_value(action, f"{prefix}_{a}") or 0) for a in "xyz")  # type: ignore[return-value]
@@ -323,20 +298,10 @@ def metric_row(a: Any, units: dict[str, str]) -> dict[str, tuple[str, float]]:
     return row
 
 
-def all_metrics(
-    actions: list[Any], idents: list[list[str]]
-) -> tuple[pd.DataFrame, dict[str, str], pd.DataFrame]:
-    """Every metric of every kernel: the raw page (text as ncu prints it), its units, ``values``."""
-    raw_units: dict[str, str] = {}
-    rows = [metric_row(a, raw_units) for a in actions]
-    raw, values = metric_frames(rows, idents, raw_units)
-    return raw, raw_units, values
-
-
 def metric_frames(
     rows: list[dict[str, tuple[str, float]]], idents: list[list[str]], raw_units: dict[str, str]
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The raw page and ``values`` from each kernel's {metric: (text, value)} (see :func:`all_metrics`)."""
+    """The raw page and ``values`` from each kernel's {metric: (text, value)} (:func:`metric_row`)."""
     import numpy as np
     import pandas as pd
 

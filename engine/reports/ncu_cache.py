@@ -7,7 +7,7 @@ from pathlib import Path
 from engine.reports.ncu_model import NcuReport
 from engine.system.atomic import atomic_write
 
-_CACHE_FORMAT = 10  # 9: nvtx cells, range results; 10: stored section lists
+_CACHE_FORMAT = 11  # 9: nvtx cells, range results; 10: stored section lists; 11: plain rows
 
 
 def cache_file(path: Path) -> Path:

@@ -213,22 +213,29 @@ def hot_sources(a: Any, kid: int, pcs: list[int], samples: list[tuple[int, int]]
         return None
 
 
-def decode_chunk(job: dict[str, Any]) -> dict[str, Any]:
+def decode_chunk(job: dict[str, Any], ctx: Any = None,
+                 ready: dict[tuple[int, int], Any] | None = None) -> dict[str, Any]:
     """Decode the kernels ``job["ids"]`` of a report (what a child process of the reader does).
 
     ``job``: path; refs (every kernel's (range, action), in kernel order); ids (the kernel IDs to
     decode, consecutive); settle (kernel IDs whose metric lists to ask units for first: the first
     kernel of every distinct list before ``ids``); processes, stored_sections (per kernel ID);
     section_defs; tables (decode the rows and every metric); sources ({kernel ID: ([pc], [(pc,
-    samples)])} to disassemble, or None: every decoded kernel's hottest instructions).
+    samples)])} to disassemble, or None: every decoded kernel's hottest instructions). ``ctx``: the
+    report already open, ``ready``: actions already decoded from it, by (range, action).
     """
     import ncu_report  # noqa: PLC0415 - native module, imported by main() before the job comes
 
-    ctx = ncu_report.load_report(str(job["path"]))
+    if ctx is None:
+        ctx = ncu_report.load_report(str(job["path"]))
+    ready = ready or {}
     refs: list[tuple[int, int]] = job["refs"]
     ids: list[int] = job["ids"]
     out: dict[str, Any] = {"ids": ids}
-    actions = {k: ctx.range_by_idx(refs[k][0]).action_by_idx(refs[k][1]) for k in [*job["settle"], *ids]}
+    actions = {}
+    for k in [*job["settle"], *ids]:
+        ref = tuple(refs[k])
+        actions[k] = ready.get(ref) or ctx.range_by_idx(ref[0]).action_by_idx(ref[1])
     dec: ActionDecoder | None = None
     if job["tables"]:
         order = [*job["settle"], *ids]
@@ -253,23 +260,50 @@ def decode_chunk(job: dict[str, Any]) -> dict[str, Any]:
             if kid in wanted:
                 wanted[kid][1].append((pc, n))
     resolved: dict[int, Any] = {}
+    ready.clear()
+    for kid in [k for k in actions if k not in (wanted or {})]:
+        del actions[kid]
     for kid, (pcs, samples) in (wanted or {}).items():
         resolved[kid] = hot_sources(actions[kid], kid, pcs, samples)
+        del actions[kid]  # its SASS goes with it: handed back to the system before the next kernel's
+        _trim()
     out["sources"] = resolved
     return out
+
+
+def _trim() -> None:
+    """Hand freed heap memory back to the system (glibc's ``malloc_trim``; nothing elsewhere)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
 
 
 def main() -> None:
     """Child process: read a pickled job on stdin, write the pickled :func:`decode_chunk` result.
 
-    The imports come first: the parent starts the next child while the previous one decodes.
+    The imports come first, then (with arguments ``PATH RANGE ACTION``) the report is opened and
+    that kernel decoded: the parent starts children while it still reads the report's layout, and
+    the next child while the previous one decodes.
     """
-    import ncu_report  # noqa: F401, PLC0415 - native module, only in the child
+    import ncu_report  # noqa: PLC0415 - native module, only in the child
 
     import engine.reports.ncu_metrics  # noqa: F401, PLC0415 - what ActionDecoder imports
 
+    ctx, ready = None, {}
+    if len(sys.argv) == 4:
+        try:
+            ctx = ncu_report.load_report(sys.argv[1])
+            ref = (int(sys.argv[2]), int(sys.argv[3]))
+            ready[ref] = ctx.range_by_idx(ref[0]).action_by_idx(ref[1])
+        except Exception:  # noqa: BLE001 - decode_chunk opens it again and reports what fails
+            ctx, ready = None, {}
     job = pickle.load(sys.stdin.buffer)  # noqa: S301 - written by our own parent process
-    result = decode_chunk(job)
+    if ctx is not None and job["path"] != sys.argv[1]:
+        ctx, ready = None, {}
+    result = decode_chunk(job, ctx, ready)
     sys.stdout.buffer.write(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
     sys.stdout.buffer.flush()
 

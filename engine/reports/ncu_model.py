@@ -229,3 +229,40 @@ class NcuReport:
         if v is None:
             return []
         return sorted(str(c) for c in v.columns if str(c).startswith(prefix) and str(c).endswith(suffix))
+
+    # Plain-row views of the tables (lists and dicts, no pandas needed by the caller). A
+    # ``.ncu-rep`` read (:class:`engine.reports.ncu_lazy.LazyNcuReport`) answers them from the rows it
+    # decoded, without building (or importing) pandas; these defaults read the DataFrames.
+
+    def kernel_records(self) -> list[dict[str, Any]]:
+        """One dict per kernel (the ``kernels`` columns)."""
+        return _records(self.kernels)
+
+    def rule_records(self) -> list[dict[str, Any]]:
+        """One dict per rule result (:data:`RULE_TABLE_COLUMNS`), in report order."""
+        return [] if self.rules is None else _records(self.rules)
+
+    def source_records(self, kernel_id: int) -> list[dict[str, Any]]:
+        """One kernel's hottest instructions (:data:`SOURCE_COLUMNS`), hottest first."""
+        src = self.sources
+        if src is None or not len(src):
+            return []
+        return _records(src[src["ID"] == kernel_id])
+
+    def line_records(self, kernel_id: int) -> list[dict[str, Any]] | None:
+        """One kernel's hottest source lines (:data:`LINE_COLUMNS`), or None when not resolved."""
+        lines = self.source_lines.get(kernel_id)
+        return None if lines is None else _records(lines)
+
+    def detail_rows(self) -> list[tuple[Any, ...]]:
+        """The details page rows: :data:`DETAILS_COLUMNS` and the numeric value."""
+        return list(self.metrics[[*DETAILS_COLUMNS, "value"]].itertuples(index=False, name=None))
+
+    def raw_table(self) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """The raw page: its columns and one tuple of cells per kernel."""
+        return [str(c) for c in self.raw.columns], list(self.raw.itertuples(index=False, name=None))
+
+
+def _records(table: pd.DataFrame) -> list[dict[str, Any]]:
+    """A table's rows as dicts keyed by column name."""
+    return [{str(k): v for k, v in r.items()} for r in table.to_dict("records")]

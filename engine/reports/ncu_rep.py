@@ -8,169 +8,33 @@ needs); the raw page and every other metric are decoded on first use. Tables are
 
 from __future__ import annotations
 
-import math
 import re
 import struct
-import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.reports import ncu_split
 from engine.reports.base import read_head
-from engine.reports.ncu_actions import all_metrics, hottest_lines, metric_frames, sass_and_lines
 from engine.reports.ncu_cache import cache_load, cache_store
-from engine.reports.ncu_decode import ActionDecoder, is_range, settle_units
+from engine.reports.ncu_decode import ActionDecoder, hot_sources, is_range, settle_units
+from engine.reports.ncu_lazy import LazyNcuReport, NcuRows, Partial, sample_pairs
 from engine.reports.ncu_model import (
-    DETAILS_COLUMNS,
-    KERNEL_COLUMNS,
-    LINE_COLUMNS,
-    RULE_TABLE_COLUMNS,
-    SOURCE_COLUMNS,
     NcuReport,
 )
 from engine.reports.ncu_names import simplify_names
+from engine.reports.ncu_open import (  # noqa: F401 - forget_open_reports: re-exported
+    OPEN_LOCK,
+    forget_open_reports,
+    import_ncu_report,
+    open_action,
+    open_report,
+)
 from engine.reports.ncu_section_defs import read_report_layout, version_tuple
 from engine.reports.ncu_split import resolve_in_children, use_children
 from engine.system.errors import ReportError
 
 if TYPE_CHECKING:
-    import pandas as pd
-
-@dataclass
-class _Partial:
-    """What a summary read of a ``.ncu-rep`` decoded: a few metrics per kernel, every metric's name."""
-
-    names: list[frozenset[str]]  # per kernel ID: every metric it has (no breakdown:/group: names)
-    nums: list[dict[str, float]]  # per kernel ID: the summary metrics as floats (NaN: no value)
-    units: dict[str, str]  # the summary metrics' raw-page units
-    idents: list[list[str]]  # per kernel ID: the ID_COLUMNS cells
-    use_cache: bool
-    identity: tuple[int, int] = (0, 0)  # the file's (size, mtime_ns) when it was read
-    all_names: list[str] = field(default_factory=list)  # sorted union of names, filled on first use
-    matching: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # metric_names_matching
-
-
-class LazyNcuReport(NcuReport):
-    """A ``.ncu-rep`` read for the summary; the raw page and the full ``values`` come on first use.
-
-    Decoding every one of a kernel's ~2,300 metrics (and asking each its unit) costs more than the
-    rest of the summary together, and only the details/raw pages, rules and gates need them.
-    :meth:`value`, :meth:`unit` and :meth:`metric_names_matching` answer from the metrics the
-    summary reads (``engine.analysis.ncu.sections.summary_metrics``); reading ``raw``,
-    ``raw_units``, ``values`` or ``units``, or asking :meth:`value` for another metric a kernel has,
-    decodes the rest (from the report still open in ``ncu_report``, or by opening the file again)
-    and rewrites the cache entry with the full tables. The results are the same as a full read.
-    """
-
-    def _full(self, key: str) -> Any:
-        if self.__dict__.get("_partial") is not None:
-            self._materialize()
-        return self.__dict__[key]
-
-    @property  # type: ignore[override]
-    def raw(self) -> pd.DataFrame:
-        """The ``--page raw`` table (decoded on first use)."""
-        return self._full("_raw")  # type: ignore[no-any-return]
-
-    @raw.setter
-    def raw(self, table: pd.DataFrame) -> None:
-        self.__dict__["_raw"] = table
-
-    @property  # type: ignore[override]
-    def raw_units(self) -> dict[str, str]:
-        """The raw page's units (decoded on first use)."""
-        return self._full("_raw_units")  # type: ignore[no-any-return]
-
-    @raw_units.setter
-    def raw_units(self, units: dict[str, str]) -> None:
-        self.__dict__["_raw_units"] = units
-
-    @property  # type: ignore[override]
-    def values(self) -> pd.DataFrame | None:
-        """Every metric as a float (decoded on first use)."""
-        return self._full("_values")  # type: ignore[no-any-return]
-
-    @values.setter
-    def values(self, table: pd.DataFrame | None) -> None:
-        self.__dict__["_values"] = table
-
-    @property  # type: ignore[override]
-    def units(self) -> dict[str, str]:
-        """Every metric's base unit (decoded on first use)."""
-        return self._full("_units")  # type: ignore[no-any-return]
-
-    @units.setter
-    def units(self, units: dict[str, str]) -> None:
-        self.__dict__["_units"] = units
-
-    def value(self, kernel_id: int, metric: str) -> float | None:
-        """One metric of one kernel as a float in base units, or None when it was not collected."""
-        part: _Partial | None = self.__dict__.get("_partial")
-        if part is None:
-            return super().value(kernel_id, metric)
-        if not 0 <= kernel_id < len(part.nums):
-            return None
-        x = part.nums[kernel_id].get(metric)
-        if x is None:
-            if metric not in part.names[kernel_id]:
-                return None
-            self._materialize()
-            return super().value(kernel_id, metric)
-        return None if math.isnan(x) else x
-
-    def unit(self, metric: str) -> str:
-        """A metric's base unit ("" when unknown)."""
-        part: _Partial | None = self.__dict__.get("_partial")
-        if part is not None:
-            u = part.units.get(metric)
-            if u is not None:
-                return u
-            if not any(metric in names for names in part.names):
-                return ""
-        return super().unit(metric)
-
-    def metric_names_matching(self, prefix: str, suffix: str = "") -> list[str]:
-        """The report's metric names with that prefix and suffix, sorted."""
-        part: _Partial | None = self.__dict__.get("_partial")
-        if part is None:
-            return super().metric_names_matching(prefix, suffix)
-        found = part.matching.get((prefix, suffix))
-        if found is None:
-            if not part.all_names:
-                part.all_names = sorted(frozenset().union(*part.names))
-            found = [n for n in part.all_names if n.startswith(prefix) and n.endswith(suffix)]
-            part.matching[(prefix, suffix)] = found
-        return list(found)
-
-    def _materialize(self) -> None:
-        """Decode every metric of every kernel: the raw page, ``values`` and ``units``."""
-        with _OPEN_LOCK:
-            part: _Partial | None = self.__dict__.get("_partial")
-            if part is None:
-                return
-            try:
-                st = self.path.stat()
-                if part.identity != (0, 0) and (st.st_size, st.st_mtime_ns) != part.identity:
-                    raise ReportError(
-                        f"{self.path} changed since it was opened, so its remaining metrics cannot be "
-                        "read from it; open it again."
-                    )
-                ctx = _open_report(self.path)
-                actions = [_action(ctx, ref) for ref in self.action_refs]
-            except ReportError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - the native reader's errors are not for people
-                raise ReportError(
-                    f"{self.path} could not be read again for its remaining metrics ({exc}); "
-                    "check that the file is still there and open it again."
-                ) from exc
-            raw, raw_units, values = all_metrics(actions, part.idents)
-            self.__dict__.update(_raw=raw, _raw_units=raw_units, _values=values, _units=dict(raw_units))
-            self.__dict__["_partial"] = None
-            if part.use_cache:
-                cache_store(self.path, self)
-
+    pass
 
 def _check_file(path: Path) -> None:
     """Raise ReportError unless ``path`` is a complete Nsight Compute report (cheap, reads headers)."""
@@ -260,17 +124,6 @@ def _wheel_version() -> str:
     return version("ncu-report")
 
 
-def _import_ncu_report() -> Any:
-    try:
-        import ncu_report  # noqa: PLC0415 - heavy native module, loaded only for .ncu-rep files
-    except ImportError as exc:
-        raise ReportError(
-            "Reading .ncu-rep files needs NVIDIA's Python package `ncu-report`; "
-            "install it with `pip install ncu-report`."
-        ) from exc
-    return ncu_report
-
-
 _PROCESS_RE = re.compile(rb"2([\x05-\x7f])\x08([\x80-\xff]{0,4}[\x00-\x7f])\x12([\x00-\x7f])", re.S)
 
 
@@ -300,92 +153,24 @@ def _process_info(path: Path) -> tuple[str, str, str]:
     return "", "", ""
 
 
-_OPEN_REPORTS: dict[tuple[Path, int, int], Any] = {}
-_OPEN_ACTIONS: dict[tuple[int, int, int], Any] = {}  # (id(ctx), range, action) -> decoded action
-
-
-def forget_open_reports() -> None:
-    """Close the report kept open by :func:`_open_report` (as a new process would start)."""
-    with _OPEN_LOCK:
-        _OPEN_REPORTS.clear()
-        _OPEN_ACTIONS.clear()
-
-_OPEN_LOCK = threading.RLock()
-
-
-def _open_report(path: Path, ctx: Any = None) -> Any:
-    """The ``ncu_report`` context of a report file, kept open (one file at a time).
-
-    The context keeps the kernels it has decoded (decoding one costs 30-150 ms; asking again, a
-    few ms), so the summary read, the raw page and the SASS of the hottest instructions share one
-    decode. Keyed by the file's size and modification time: a rewritten file is opened again.
-    ``ctx`` registers a context the caller just opened.
-    """
-    st = path.stat()
-    key = (path, st.st_size, st.st_mtime_ns)
-    with _OPEN_LOCK:
-        if ctx is None:
-            ctx = _OPEN_REPORTS.get(key)
-            if ctx is not None:
-                return ctx
-            ctx = _import_ncu_report().load_report(str(path))
-        _OPEN_REPORTS.clear()  # keep one report open at a time
-        _OPEN_ACTIONS.clear()
-        _OPEN_REPORTS[key] = ctx
-        return ctx
-
-
-def _action(ctx: Any, ref: tuple[int, int]) -> Any:
-    """The decoded action ``ref`` = (range, action) of the open report ``ctx``.
-
-    ``ncu_report`` decodes an action again on every ``action_by_idx`` (10-15 ms and ~10 MB each
-    for a ``--set full`` kernel), so the open report's actions are kept with it.
-    """
-    with _OPEN_LOCK:
-        key = (id(ctx), *ref)
-        a = _OPEN_ACTIONS.get(key)
-        if a is None:
-            a = _OPEN_ACTIONS[key] = ctx.range_by_idx(ref[0]).action_by_idx(ref[1])
-        return a
-
-
 def resolve_sources(report: NcuReport, kernel_id: int) -> None:
     """Fill in the SASS text and file:line of one kernel's hottest instructions (``report.sources``).
 
     Reopens the ``.ncu-rep`` (kept open for later kernels); does nothing for CSV exports, for
     kernels already resolved, or when the file is gone (the rows keep their PCs and counts).
     """
-    src = report.sources
-    if report.source != "ncu-rep" or src is None or not len(src):
+    if not isinstance(report, LazyNcuReport) or kernel_id not in report.sources_to_resolve():
         return
-    mine = src.index[(src["ID"] == kernel_id) & src["sass"].isna()]
-    if not len(mine) or kernel_id in report.source_lines:
-        return
+    pcs = [int(r["pc"]) for r in report.source_records(kernel_id) if r["sass"] is None]
     try:
-        with _OPEN_LOCK:
+        with OPEN_LOCK:
             i, j = report.action_refs[kernel_id]
-            action = _action(_open_report(report.path), (i, j))
-        files = action.source_files()
-        found = sass_and_lines(action, [int(pc) for pc in src.loc[mine, "pc"]], files)
-        lines = hottest_lines(action, report, kernel_id, files=files)
+            action = open_action(open_report(report.path), (i, j))
     except Exception:  # noqa: BLE001 - the SASS text is decoration; the counts are already there
         return
-    fill_sources(report, kernel_id, found, lines)
-
-
-def fill_sources(report: NcuReport, kernel_id: int, found: dict[int, tuple[str, str, int | None]],
-                 lines: pd.DataFrame) -> None:
-    """Set one kernel's SASS text, file and line per hottest PC, and its hottest source lines."""
-    src = report.sources
-    assert src is not None
-    mine = src.index[(src["ID"] == kernel_id) & src["sass"].isna()]
-    report.source_lines[kernel_id] = lines
-    src = src.astype({"sass": "object", "file": "object", "line": "object"})
-    for idx in mine:
-        pc: Any = src.at[idx, "pc"]
-        sass, file, line = found[int(pc)]
-        src.at[idx, "sass"], src.at[idx, "file"], src.at[idx, "line"] = sass, file, line
-    report.sources = src
+    got = hot_sources(action, kernel_id, pcs, sample_pairs(report, kernel_id))
+    if got is not None:
+        report.fill_sources(kernel_id, got[0], got[1])
 
 
 def resolve_all_sources(report: NcuReport) -> bool:
@@ -394,30 +179,23 @@ def resolve_all_sources(report: NcuReport) -> bool:
     Kernels already resolved are skipped; when the children cannot run, each kernel is resolved
     in-process. Returns whether any kernel was resolved now.
     """
-    src = report.sources
-    if report.source != "ncu-rep" or src is None or not len(src):
+    if not isinstance(report, LazyNcuReport):
         return False
-    todo = sorted({int(k) for k in src.loc[src["sass"].isna(), "ID"]} - set(report.source_lines))
+    todo = report.sources_to_resolve()
     if not todo:
         return False
     found = None
-    if len(todo) >= ncu_split.SPLIT_MIN and use_children() and report.pc_samples is not None:
-        ps = report.pc_samples
-        wanted = {}
-        for k in todo:
-            mine = ps[ps["ID"] == k]
-            wanted[k] = ([int(pc) for pc in src.loc[(src["ID"] == k) & src["sass"].isna(), "pc"]],
-                         [(int(pc), int(n)) for pc, n in zip(mine["pc"], mine["samples"], strict=True)])
+    if len(todo) >= ncu_split.SPLIT_MIN and use_children():
+        wanted = {k: ([int(r["pc"]) for r in report.source_records(k) if r["sass"] is None],
+                      sample_pairs(report, k)) for k in todo}
         found = resolve_in_children(report.path, report.action_refs, wanted)
     if found is None:
         for k in todo:
             resolve_sources(report, k)
         return True
-    import pandas as pd
-
     for k, got in found.items():
         if got is not None:
-            fill_sources(report, k, got[0], pd.DataFrame(got[1], columns=LINE_COLUMNS))
+            report.fill_sources(k, got[0], got[1])
     return True
 
 
@@ -472,15 +250,18 @@ def _unreadable(p: Path, fmt: int | None, ncu_version: str | None, newer: bool,
 
 
 def _read_ncu_rep(p: Path, use_cache: bool = False, sources: bool = False) -> NcuReport:
-    ncu = _import_ncu_report()
+    ncu = import_ncu_report()
     fmt = report_format_version(p)
-    layout = read_report_layout(p)
-    newer = _newer_than_reader(fmt, layout.ncu_version)
     try:
-        ctx = _open_report(p, ncu.load_report(str(p)))
+        ctx = open_report(p, ncu.load_report(str(p)))
         refs = [(i, j) for i in range(ctx.num_ranges()) for j in range(ctx.range_by_idx(i).num_actions())]
     except Exception as exc:  # noqa: BLE001 - the native reader's errors are not for people
-        raise _unreadable(p, fmt, layout.ncu_version, newer, exc) from exc
+        wrote = read_report_layout(p).ncu_version
+        raise _unreadable(p, fmt, wrote, _newer_than_reader(fmt, wrote), exc) from exc
+    if len(refs) >= ncu_split.SPLIT_MIN and use_children():
+        ncu_split.prespawn(p, len(refs), sources=sources)  # they start while the layout is read
+    layout = read_report_layout(p)
+    newer = _newer_than_reader(fmt, layout.ncu_version)
     if not refs:
         if newer:
             raise ReportError(_newer_message(p, fmt, layout.ncu_version))
@@ -516,7 +297,7 @@ def _read_ncu_rep(p: Path, use_cache: bool = False, sources: bool = False) -> Nc
             dec, printed_names, stored_names, resolved = split
             return _report(p, dec, refs, notes, layout, printed_names, stored_names, resolved, use_cache)
     try:
-        actions = [_action(ctx, ref) for ref in refs]
+        actions = [open_action(ctx, ref) for ref in refs]
     except Exception as exc:  # noqa: BLE001 - the native reader's errors are not for people
         raise _unreadable(p, fmt, layout.ncu_version, newer, exc) from exc
     dec = ActionDecoder(section_defs)
@@ -532,30 +313,22 @@ def _read_ncu_rep(p: Path, use_cache: bool = False, sources: bool = False) -> Nc
 def _report(p: Path, dec: ActionDecoder, refs: list[tuple[int, int]], notes: list[str], layout: Any,
             printed_names: list[str], stored_names: list[str], resolved: dict[int, Any] | None,
             use_cache: bool) -> NcuReport:
-    """The report's tables from the decoded rows; complete (not lazy) when ``dec`` has every metric."""
-    import pandas as pd
-
-    metrics = pd.DataFrame(dec.details, columns=[*DETAILS_COLUMNS, "value", "metric"])
+    """The report from the decoded rows; complete (not lazy) when ``dec`` has every metric."""
+    rows = NcuRows(dec.kernels, dec.details, dec.rule_table, dec.source_table, dec.all_samples, dec.idents)
     report = LazyNcuReport(
-        p, "ncu-rep", pd.DataFrame(dec.kernels, columns=KERNEL_COLUMNS), metrics, pd.DataFrame(), {},
-        notes=notes, values=None, units={}, labels=dec.labels,
-        rules=pd.DataFrame(dec.rule_table, columns=RULE_TABLE_COLUMNS),
-        sources=pd.DataFrame(dec.source_table, columns=SOURCE_COLUMNS), sections=dec.sections,
-        action_refs=refs, pc_samples=pd.DataFrame(dec.all_samples, columns=["ID", "pc", "samples"]),
-        stored_names=stored_names, rule_columns=any(r.has_rule_results for r in layout.results),
-        nvtx=dec.nvtx, launch_columns=not all(dec.ranges),
+        rows, path=p, source="ncu-rep", notes=notes, labels=dec.labels, sections=dec.sections,
+        action_refs=refs, stored_names=stored_names,
+        rule_columns=any(r.has_rule_results for r in layout.results), nvtx=dec.nvtx,
+        launch_columns=not all(dec.ranges),
     )
     if dec.full_rows:
-        raw, values = metric_frames(dec.full_rows, dec.idents, dec.full_units)
-        units = dec.full_units
-        report.__dict__.update(_raw=raw, _raw_units=units, _values=values, _units=dict(units))
-        report.__dict__["_partial"] = None
+        rows.full_rows, rows.full_units = dec.full_rows, dec.full_units
         for kid, found in (resolved or {}).items():
             if found is not None:
-                fill_sources(report, kid, found[0], pd.DataFrame(found[1], columns=LINE_COLUMNS))
+                report.fill_sources(kid, found[0], found[1])
         return report
     st = p.stat()
-    report.__dict__["_partial"] = _Partial(
+    report.__dict__["_partial"] = Partial(
         dec.name_sets, dec.partial_nums, dec.raw_units, dec.idents, use_cache, (st.st_size, st.st_mtime_ns)
     )
     return report

@@ -4,8 +4,9 @@
 ~10 MB for each one after; the first SASS disassembly ~90 MB and ~1 s, each kernel module's SASS
 20-200 MB more. Decoded in one process, an 18-kernel report costs ~480 MB (~850 MB with the SASS
 of every kernel's hottest instructions), for as long as the process lives (the GUI's: per report
-opened). Here each child (``python -m engine.reports.ncu_decode``; two at a time where two cores
-are idle, else one) decodes at most :data:`PER_CHILD` kernels with every metric (and, for the
+opened). Here each child (``python -m engine.reports.ncu_decode``; two at a time unless the machine
+is busy, see :func:`_parallel`; started by :func:`prespawn` while the parent still reads the
+report's layout) decodes at most :data:`PER_CHILD` kernels with every metric (and, for the
 sections page, the SASS of its hottest instructions), sends plain rows back and exits: without
 SASS no process holds more than ~300 MB, the parent stays small, and the tables come out
 complete, so the next page is read from the cache without the report.
@@ -45,20 +46,23 @@ PER_CHILD_SASS = PER_CHILD
 
 
 def _parallel() -> int:
-    """Children at a time: 2 where two cores are idle, else 1 (``KERNELSCOPE_NCU_PARALLEL`` overrides).
+    """Children at a time: 2 unless the machine is already busy (``KERNELSCOPE_NCU_PARALLEL`` overrides).
 
-    Two children at once cost ~0.5 s more CPU than one process and hold ~2 x 275 MB together; on
-    a busy machine (2 cores, load 4.5) one at a time was faster (2.1 s against 2.7 s for the
-    details page of torch18_full) and held 407 MB in all against 678 MB.
+    Two children at once hold ~2 x 280 MB together and cost a little more CPU than one after the
+    other (each pays the first-kernel decode), but on two idle cores they halve the wait; on a busy
+    machine (2 cores, load 4.5) one at a time was faster (2.1 s against 2.7 s for the details page
+    of torch18_full) and held 407 MB in all against 678 MB. "Busy": a load average within half a
+    core of the core count.
     """
     given = os.environ.get("KERNELSCOPE_NCU_PARALLEL")
     if given:
         return max(1, int(given))
+    cores = os.cpu_count() or 1
     try:
-        idle = (os.cpu_count() or 1) - os.getloadavg()[0]
+        load = os.getloadavg()[0]
     except OSError:
         return 1
-    return 2 if idle >= 2 else 1
+    return 2 if cores >= 2 and load <= cores - 0.5 else 1
 
 
 def use_children() -> bool:
@@ -72,8 +76,16 @@ def _chunks(ids: list[int], per: int) -> list[list[int]]:
     return [ids[i:i + size] for i in range(0, len(ids), size)]
 
 
-def _run(jobs: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-    """Run each job in a child (:func:`_parallel` at a time), results in job order; None if one fails."""
+#: Children started ahead of their jobs (:func:`prespawn`): (path, first kernel's ref) -> processes.
+_WARM: dict[tuple[str, tuple[int, int]], list[subprocess.Popen[bytes]]] = {}
+
+
+def _start(path: Path, first: tuple[int, int]) -> subprocess.Popen[bytes] | None:
+    """A child that imports its modules, opens ``path`` and decodes the kernel ``first``, then waits.
+
+    The first kernel a process decodes costs the most (~120 MB of ``ncu_report`` set-up) and every
+    child needs kernel 0 (its own or to settle units), so it is decoded before the job comes.
+    """
     import importlib.util
 
     # -S: without site (.pth files, ~70 ms); the child needs only this code and ncu_report.
@@ -82,37 +94,62 @@ def _run(jobs: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
         return None
     where = str(Path(next(iter(spec.submodule_search_locations))).parent)
     repo = str(Path(__file__).resolve().parents[2])
-    path = os.pathsep.join(filter(None, [repo, where, os.environ.get("PYTHONPATH")]))
-    env = dict(os.environ, PYTHONPATH=path)
-    argv = [sys.executable, "-S", "-m", "engine.reports.ncu_decode"]
+    path_var = os.pathsep.join(filter(None, [repo, where, os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, PYTHONPATH=path_var)
+    argv = [sys.executable, "-S", "-m", "engine.reports.ncu_decode", str(path), *map(str, first)]
+    return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            env=env)
+
+
+def prespawn(path: Path, kernels: int, *, sources: bool) -> None:
+    """Start the first children for a report of ``kernels`` kernels now (they wait for their jobs)."""
+    n = min(_parallel(), len(_chunks(list(range(kernels)), PER_CHILD_SASS if sources else PER_CHILD)))
+    procs = [p for p in (_start(path, (0, 0)) for _ in range(n)) if p is not None]
+    _WARM.setdefault((str(path), (0, 0)), []).extend(procs)
+
+
+def _drop_warm() -> None:
+    """End the children started ahead that got no job (closing their input ends them)."""
+    for procs in _WARM.values():
+        for proc in procs:
+            if proc.stdin is not None:
+                proc.stdin.close()
+            proc.wait()
+    _WARM.clear()
+
+
+def _run(jobs: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """Run each job in a child (:func:`_parallel` at a time), results in job order; None if one fails."""
     results: list[dict[str, Any] | None] = [None] * len(jobs)
     running: list[tuple[int, subprocess.Popen[bytes]]] = []
     spawned: dict[int, subprocess.Popen[bytes]] = {}
 
-    def spawn(i: int) -> subprocess.Popen[bytes]:
+    def spawn(i: int) -> subprocess.Popen[bytes] | None:
         if i not in spawned:
-            spawned[i] = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          stderr=subprocess.DEVNULL, env=env)
+            job = jobs[i]
+            first = tuple(job["refs"][(job["settle"] or job["ids"])[0]])
+            warm = _WARM.get((str(jobs[i]["path"]), first))
+            proc = warm.pop(0) if warm else _start(Path(jobs[i]["path"]), first)  # type: ignore[arg-type]
+            if proc is None:
+                return None
+            spawned[i] = proc
         return spawned[i]
 
     todo = list(range(len(jobs)))
     ok = True
     parallel = _parallel()
-    warmed = "pandas" in sys.modules
     while todo or running:
         while todo and len(running) < parallel:
             i = todo.pop(0)
             proc = spawn(i)
+            if proc is None:
+                return None
             assert proc.stdin is not None
             proc.stdin.write(pickle.dumps(jobs[i], protocol=pickle.HIGHEST_PROTOCOL))
             proc.stdin.close()
             running.append((i, proc))
         if todo:  # the next child starts Python and its imports now, and waits for its job
             spawn(todo[0])
-        if not warmed:  # the caller builds pandas tables next: import it while the children decode
-            import pandas  # noqa: F401, PLC0415
-
-            warmed = True
         i, proc = running.pop(0)
         assert proc.stdout is not None
         data = proc.stdout.read()
@@ -141,7 +178,10 @@ def read_in_children(
             "section_defs": section_defs, "tables": True, "sources": None if sources else {}}
     chunks = _chunks(ids, PER_CHILD_SASS if sources else PER_CHILD)
     jobs: list[dict[str, Any]] = [base | {"ids": c, "settle": [0] if c[0] > 0 else []} for c in chunks]
-    results = _run(jobs)
+    try:
+        results = _run(jobs)
+    finally:
+        _drop_warm()
     if results is None:
         return None
     # The metric lists before each slice, in report order: rerun a child that assumed otherwise.

@@ -109,17 +109,17 @@ def details_csv(report: NcuReport, print_units: str = "base") -> str:
         raise ValueError(f"print_units must be one of {PRINT_UNITS}, not {print_units!r}")
     auto = print_units == "auto"
     n_id = len(ID_COLUMNS)
-    table = report.metrics[[*DETAILS_COLUMNS, "value"]]
+    table = report.detail_rows()
     # ncu adds the five rule columns only when the report holds rule results (a result may hold
     # one without a message, which prints no row); metric rows then end with one empty unquoted
     # field, otherwise after "Metric Value".
-    with_rules = bool(getattr(report, "rule_columns", False)) or bool((table["Rule Name"] != "").any())
+    with_rules = bool(getattr(report, "rule_columns", False)) or any(row[n_id + 4] != "" for row in table)
     header = DETAILS_COLUMNS if with_rules else DETAILS_COLUMNS[:_N_METRIC_FIELDS]
     end = "," if with_rules else ""
     nvtx = _nvtx(report)
     launch = bool(getattr(report, "launch_columns", True))
     lines = [",".join(_quote(c) for c in _with_nvtx(list(header), nvtx, None, launch))]
-    for row in table.itertuples(index=False, name=None):
+    for row in table:
         if row[n_id + 4]:  # Rule Name set: a rule row
             rule = _with_nvtx([str(c) for c in row[:-1]], nvtx, row[0], launch)
             lines.append(",".join(_quote(c) for c in rule))
@@ -144,12 +144,13 @@ def raw_csv(report: NcuReport) -> str:
     Returns:
         The CSV text.
     """
-    cols = list(report.raw.columns)
+    cols, table = report.raw_table()
     nvtx = _nvtx(report)
     launch = bool(getattr(report, "launch_columns", True))
     lines = [",".join(_quote(c) for c in _with_nvtx(cols, nvtx, None, launch))]
-    units = [report.raw_units.get(c, "") for c in cols]
+    raw_units = report.raw_units
+    units = [raw_units.get(c, "") for c in cols]
     lines.append(",".join(_quote(c) for c in _with_nvtx(units, nvtx, "", launch)))
-    for row in report.raw.itertuples(index=False, name=None):
+    for row in table:
         lines.append(",".join(_quote(c) for c in _with_nvtx([str(c) for c in row], nvtx, row[0], launch)))
     return "\n".join(lines) + "\n"

@@ -28,6 +28,7 @@ A calibration (measured ceilings, e.g. from ``kernelscope calibrate``) adds rows
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -160,19 +161,29 @@ def roofline(report: NcuReport, ceilings: Mapping[str, float] | None = None) -> 
     """
     import pandas as pd
 
+    points, rows, per_kernel, notes = roofline_rows(report, ceilings)
+    return Roofline(pd.DataFrame(points, columns=POINT_COLUMNS), pd.DataFrame(rows, columns=CEILING_COLUMNS),
+                    pd.DataFrame(per_kernel, columns=["id", *CEILING_COLUMNS]), notes)
+
+
+def roofline_rows(
+    report: NcuReport, ceilings: Mapping[str, float] | None = None
+) -> tuple[list[list[object]], list[list[object]], list[list[object]], list[str]]:
+    """:func:`roofline` as plain rows: (points, ceilings, per-kernel ceilings with ``id`` first, notes)."""
     calibration = {_ceiling_aliases(k): float(x) for k, x in (ceilings or {}).items()}
     points: list[list[object]] = []
     per_kernel: list[list[object]] = []
     missing_compute: list[str] = []
     missing_levels: set[str] = set()
-    for k in report.kernels.itertuples(index=False):
-        kid = int(k[0])
+    for k in report.kernel_records():
+        kid = int(k["ID"])
+        kname = str(k["Kernel Name"])
         ceil = kernel_ceilings(report, kid)
         for name, (kind, value) in ceil.items():
             per_kernel.append([kid, name, kind, value, "FLOP/s" if kind == "compute" else "byte/s", "report"])
         achieved = _achieved(report, kid)
         if not achieved:
-            missing_compute.append(str(k[1]))
+            missing_compute.append(kname)
         for prec, path, flops in achieved:
             cname = prec if prec != "Tensor" else f"Tensor {path}"
             peak_c = calibration.get(cname, ceil.get(cname, ("", math.nan))[1])
@@ -187,15 +198,16 @@ def roofline(report: NcuReport, ceilings: Mapping[str, float] | None = None) -> 
                 bound = "" if math.isnan(ai) or math.isnan(peak_c) or math.isnan(peak_m) else (
                     "memory" if ai * peak_m < peak_c else "compute")
                 pct = flops / attainable * 100 if attainable and not math.isnan(attainable) else math.nan
-                points.append([kid, str(k[1]), prec, path, level, flops, bw, ai, peak_c, peak_m,
+                points.append([kid, kname, prec, path, level, flops, bw, ai, peak_c, peak_m,
                                attainable, pct, bound])
 
-    kc = pd.DataFrame(per_kernel, columns=["id", *CEILING_COLUMNS])
-    rows: list[list[object]] = []
-    if len(kc):
-        med = kc.groupby(["name", "kind", "unit"], sort=False)["value"].median().reset_index()
-        rows += [[r["name"], r["kind"], float(r["value"]), r["unit"], "report"]
-                 for r in med.to_dict("records")]
+    # The median over kernels per (name, kind, unit), in order of first appearance (as pandas'
+    # groupby(sort=False).median(): the middle value, or the mean of the two middle ones).
+    groups: dict[tuple[object, object, object], list[float]] = {}
+    for r in per_kernel:
+        groups.setdefault((r[1], r[2], r[4]), []).append(float(r[3]))  # type: ignore[arg-type]
+    rows: list[list[object]] = [[key[0], key[1], statistics.median(vals), key[2], "report"]
+                                for key, vals in groups.items()]
     for name, value in calibration.items():
         kind = "memory" if name in LEVELS else "compute"
         rows.append([name, kind, value, "FLOP/s" if kind == "compute" else "byte/s", "calibration"])
@@ -212,5 +224,4 @@ def roofline(report: NcuReport, ceilings: Mapping[str, float] | None = None) -> 
             "`ncu --section SpeedOfLight_HierarchicalSingleRooflineChart` (or `--set full`) for the "
             "hierarchical roofline."
         )
-    return Roofline(pd.DataFrame(points, columns=POINT_COLUMNS), pd.DataFrame(rows, columns=CEILING_COLUMNS),
-                    kc, notes)
+    return points, rows, per_kernel, notes

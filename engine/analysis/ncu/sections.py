@@ -66,7 +66,7 @@ def _fmt(value: float, unit: str) -> str:
 
 
 def _kernel_ids(report: NcuReport) -> list[int]:
-    return [int(i) for i in report.kernels["ID"]]
+    return [int(k["ID"]) for k in report.kernel_records()]
 
 
 def _check_id(report: NcuReport, action_id: int) -> None:
@@ -111,7 +111,21 @@ def occupancy_limiter(report: NcuReport, kid: int) -> tuple[str, dict[str, float
 def kernel_sections(
     report: NcuReport, action_id: int, *, resolve_source: bool = True
 ) -> dict[str, pd.DataFrame]:
-    """One kernel's sections as tables, in ncu's order.
+    """One kernel's sections as tables, in ncu's order (:func:`section_rows` as DataFrames).
+
+    Raises:
+        KernelscopeError: The report has no kernel with that ID.
+    """
+    import pandas as pd
+
+    return {title: pd.DataFrame(r, columns=SECTION_COLUMNS)
+            for title, r in section_rows(report, action_id, resolve_source=resolve_source).items()}
+
+
+def section_rows(
+    report: NcuReport, action_id: int, *, resolve_source: bool = True
+) -> dict[str, list[list[Any]]]:
+    """One kernel's sections as rows, in ncu's order.
 
     Args:
         report: A report read by :func:`engine.reports.ncu.read_ncu`.
@@ -121,7 +135,7 @@ def kernel_sections(
             rows carry PCs, sample counts and stall reasons only.
 
     Returns:
-        Section title → DataFrame with columns ``metric`` (the label ncu prints), ``value`` (a float
+        Section title → rows of :data:`SECTION_COLUMNS`: ``metric`` (the label ncu prints), ``value`` (a float
         in base units, or the text "not collected"), ``unit``, ``text`` (value and unit for display),
         ``name`` (the ncu metric name, empty for derived rows) and ``note`` (for a "not collected"
         row, the ncu option that collects it).
@@ -129,8 +143,6 @@ def kernel_sections(
     Raises:
         KernelscopeError: The report has no kernel with that ID.
     """
-    import pandas as pd
-
     kid = int(action_id)
     _check_id(report, kid)
     rows: dict[str, list[list[Any]]] = {}
@@ -156,7 +168,7 @@ def kernel_sections(
 
     cw = rows["Compute Workload Analysis"]
     gmma = report.value(kid, "sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active")
-    cc = str(report.kernels.loc[report.kernels["ID"].astype(int) == kid, "CC"].iloc[0])
+    cc = str(next(k["CC"] for k in report.kernel_records() if int(k["ID"]) == kid))
     if gmma is None:
         cw.append(["Uses wgmma (Hopper)", NOT_COLLECTED, "", NOT_COLLECTED, "",
                    _missing_note(report, "ComputeWorkloadAnalysis")])
@@ -179,37 +191,33 @@ def kernel_sections(
         from engine.reports.ncu import resolve_sources
 
         resolve_sources(report, kid)
-    hot = report.sources
-    mine = hot[hot["ID"] == kid] if hot is not None and len(hot) else None
-    if mine is None or not len(mine):
+    mine = report.source_records(kid)
+    if not mine:
         src.append(["Hottest Instructions", NOT_COLLECTED, "", NOT_COLLECTED, "",
                     _missing_note(report, "SourceCounters") + "; build with `-lineinfo` for file:line"])
     else:
         total = report.value(kid, "smsp__pcsamp_sample_count")
-        for r in mine.to_dict("records"):
+        for r in mine:
             where = f"{r['file']}:{r['line']}" if r["file"] else f"PC 0x{int(r['pc']):x}"
             sass = r["sass"] if isinstance(r["sass"], str) else ""
             note = f"{sass}  [top stall: {r['top_stall']} {r['top_stall_samples']}]".strip()
             n = int(r["samples"])
             src.append([where, float(n), "samples",
                         f"{n:,} samples" + (f" of {int(total):,}" if total else ""), "", note])
-        lines = report.source_lines.get(kid)
+        lines = report.line_records(kid)
         if lines is not None:
-            for rank, ln in enumerate(lines.to_dict("records"), 1):
+            for rank, ln in enumerate(lines, 1):
                 src.append([f"Hottest line #{rank}: {ln['file']}:{ln['line']}", float(ln["samples"]),
                             "samples", f"{int(ln['samples']):,} samples ({ln['pct']:.1f} %)", "",
                             "samples of every instruction on that line"])
-        if resolve_source and not any(mine["file"].astype(str) != ""):
+        if resolve_source and not any(str(r["file"]) != "" for r in mine):
             src.append(["file:line", NOT_COLLECTED, "", NOT_COLLECTED, "",
                         "build the kernel with `nvcc -lineinfo` to map instructions to source lines"])
-    return {title: pd.DataFrame(r, columns=SECTION_COLUMNS) for title, r in rows.items()}
+    return rows
 
 
 def rules_table(report: NcuReport) -> pd.DataFrame:
-    """The rule results of all kernels, ranked by estimated speedup × kernel duration.
-
-    ``weighted_ns`` = ``speedup_pct`` / 100 × ``duration_ns``: the time a fix could save, by ncu's
-    own estimate. Rules without an estimate rank last (``weighted_ns`` NaN), in report order.
+    """The rule results of all kernels, ranked (:func:`rules_rows` as a DataFrame).
 
     Args:
         report: A report read by :func:`engine.reports.ncu.read_ncu`.
@@ -219,56 +227,97 @@ def rules_table(report: NcuReport) -> pd.DataFrame:
     """
     import pandas as pd
 
-    rules = report.rules
-    if rules is None or not len(rules):
+    rows = rules_rows(report)
+    if not rows:
         return pd.DataFrame(columns=RULES_TABLE_COLUMNS)
-    k = report.kernels.assign(id=report.kernels["ID"].astype(int))[["id", "Kernel Name", "duration_ns"]]
-    df = rules.rename(columns={"ID": "id"}).merge(k, on="id", how="left")
-    df = df.rename(columns={"Kernel Name": "kernel"})
-    df["weighted_ns"] = df["speedup_pct"] / 100.0 * df["duration_ns"]
-    df["_order"] = range(len(df))
-    df = df.sort_values(["weighted_ns", "_order"], ascending=[False, True], na_position="last")
-    return df[RULES_TABLE_COLUMNS].reset_index(drop=True)
+    return pd.DataFrame(rows, columns=RULES_TABLE_COLUMNS)
+
+
+def rules_rows(report: NcuReport) -> list[list[Any]]:
+    """The rule results of all kernels, ranked by estimated speedup × kernel duration.
+
+    ``weighted_ns`` = ``speedup_pct`` / 100 × ``duration_ns``: the time a fix could save, by ncu's
+    own estimate. Rules without an estimate rank last (``weighted_ns`` NaN), in report order.
+
+    Args:
+        report: A report read by :func:`engine.reports.ncu.read_ncu`.
+
+    Returns:
+        One row per rule result, :data:`RULES_TABLE_COLUMNS` in order (NaN where not known).
+    """
+    kernels = {int(k["ID"]): k for k in report.kernel_records()}
+    rows: list[tuple[bool, float, int, list[Any]]] = []
+    for order, r in enumerate(report.rule_records()):
+        kid = int(r["ID"])
+        k = kernels.get(kid)
+        dur = float(k["duration_ns"]) if k is not None else math.nan
+        sp = float(r["speedup_pct"])
+        weighted = sp / 100.0 * dur
+        row = [kid, k["Kernel Name"] if k is not None else math.nan, r["rule"], r["name"], r["section"],
+               r["type"], r["title"], r["message"], r["speedup_type"], sp, dur, weighted]
+        rows.append((math.isnan(weighted), 0.0 if math.isnan(weighted) else -weighted, order, row))
+    rows.sort(key=lambda t: t[:3])
+    return [t[3] for t in rows]
+
+
+def _count(x: Any) -> int | None:
+    """A count cell as an int (None when missing or NaN)."""
+    if x is None:
+        return None
+    try:
+        f = float(x)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else int(x)
 
 
 def kernel_table(report: NcuReport) -> pd.DataFrame:
+    """One row per profiled kernel (:func:`kernel_rows` as a DataFrame).
+
+    Args:
+        report: A report read by :func:`engine.reports.ncu.read_ncu`.
+
+    Returns:
+        Columns :data:`KERNEL_TABLE_COLUMNS`.
+    """
+    import pandas as pd
+
+    return pd.DataFrame(kernel_rows(report), columns=KERNEL_TABLE_COLUMNS)
+
+
+def kernel_rows(report: NcuReport) -> list[list[Any]]:
     """One row per profiled kernel: launch, duration, throughputs, occupancy, verdict, top rule.
 
     Args:
         report: A report read by :func:`engine.reports.ncu.read_ncu`.
 
     Returns:
-        Columns :data:`KERNEL_TABLE_COLUMNS`; percentages and durations are floats (NaN when not
+        :data:`KERNEL_TABLE_COLUMNS` in order; percentages and durations are floats (NaN when not
         collected), ``top_rule`` is the rule with the largest estimated speedup for that kernel.
     """
-    import pandas as pd
-
     from engine.analysis.ncu.verdict import kernel_metrics, verdict
 
-    ranked = rules_table(report)
     best: dict[int, tuple[str, float]] = {}
     # Within one kernel, ranking by weighted time is ranking by speedup: the first rule is the best.
-    for r in ranked.to_dict("records"):
-        if not math.isnan(r["speedup_pct"]) and int(r["id"]) not in best:
-            best[int(r["id"])] = (str(r["rule"]), float(r["speedup_pct"]))
+    for r in rules_rows(report):
+        sp = r[RULES_TABLE_COLUMNS.index("speedup_pct")]
+        if not math.isnan(sp) and int(r[0]) not in best:
+            best[int(r[0])] = (str(r[2]), float(sp))
 
     def num(x: float | None) -> float:
         return math.nan if x is None else float(x)
 
-    def count(x: Any) -> int | None:
-        return None if x is None or pd.isna(x) else int(x)
-
     out = []
-    for k in report.kernels.to_dict("records"):
+    for k in report.kernel_records():
         kid = int(k["ID"])
         v = verdict(kernel_metrics(report, kid))
         rule, sp = best.get(kid, ("", math.nan))
         out.append([
             kid, k["Kernel Name"], k["Base Name"], k["Mangled Name"], float(k["duration_ns"]),
-            k["Grid Size"], k["Block Size"], count(k["Registers Per Thread"]),
-            count(k["Static Shared Memory Per Block"]), count(k["Dynamic Shared Memory Per Block"]),
+            k["Grid Size"], k["Block Size"], _count(k["Registers Per Thread"]),
+            _count(k["Static Shared Memory Per Block"]), _count(k["Dynamic Shared Memory Per Block"]),
             num(report.value(kid, SM_PCT)), num(report.value(kid, MEM_PCT)), num(report.value(kid, DRAM_PCT)),
             num(report.value(kid, ACHIEVED_OCC)), num(report.value(kid, THEORETICAL_OCC)),
             v.kind, v.reason, rule, sp, k["NVTX Range"], k["Device"], k["CC"],
         ])
-    return pd.DataFrame(out, columns=KERNEL_TABLE_COLUMNS)
+    return out

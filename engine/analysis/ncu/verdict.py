@@ -132,7 +132,7 @@ def kernel_metrics(report: NcuReport, kernel_id: int) -> dict[str, Any]:
     if stalls:
         out["top_stall"], out["top_stall_cycles"] = stalls[0]
     if "duration_ns" not in out:
-        k = report.kernels[report.kernels["ID"].astype(int) == kernel_id]
-        if len(k) and not math.isnan(float(k["duration_ns"].iloc[0])):
-            out["duration_ns"] = float(k["duration_ns"].iloc[0])
+        k = [r for r in report.kernel_records() if int(r["ID"]) == kernel_id]
+        if k and not math.isnan(float(k[0]["duration_ns"])):
+            out["duration_ns"] = float(k[0]["duration_ns"])
     return out
