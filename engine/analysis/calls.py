@@ -22,12 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engine.analysis.steps import trace_cache
+from engine.analysis.tables import trace_cache
 
 if TYPE_CHECKING:
     import numpy.typing as npt
 
     from engine.reports.base import Trace
+    from engine.reports.columns import ColumnStore
 
 I64 = np.int64
 #: stands for SQL NULL in a column of the columnar cache (engine.reports.columns.NULL)
@@ -39,6 +40,8 @@ _EXPRS = {
     "pid": '"globalTid" / 16777216 % 16777216', "tid": '"globalTid" % 16777216',
 }
 _NARROW = frozenset({"nameId", "pid", "tid"})
+#: values read per scan of the API table (6 columns of 2.76M calls; 2 of 69M): ~40 bytes each
+_PASS_VALUES = 40_000_000
 
 
 def small_codes(values: npt.NDArray[Any]) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]:
@@ -93,7 +96,7 @@ class ApiCalls:
 
     def __init__(self, trace: Trace) -> None:
         self._trace = trace
-        self._store: Any = None
+        self._store: ColumnStore | None = None
         self._frame: Any = None
         from engine.reports.nsys_sqlite import NsysSqliteTrace
 
@@ -112,16 +115,34 @@ class ApiCalls:
         """A column of the export through the columnar cache, or None (the table path is used)."""
         if self._store is None:
             return None
+        mapped = self._store.cached(_RUNTIME, name, _EXPRS[name])
+        if mapped is not None:
+            return mapped
         try:
-            arr: npt.NDArray[Any] = self._store.read(
-                _RUNTIME, {name: _EXPRS[name]}, _NARROW & {name})[name]
+            got = self._read_missing(name)
         except sqlite3.Error:
             self._store = None
             return None
         # A cold read returns the array it parsed; the cached file is mapped instead (its pages
         # are the OS's to drop, not this process's heap).
         mapped = self._store.cached(_RUNTIME, name, _EXPRS[name])
-        return arr if mapped is None else mapped
+        return got if mapped is None else mapped
+
+    def _read_missing(self, name: str) -> npt.NDArray[Any]:
+        """Read ``name`` and the other uncached columns with it, as many per table scan as fit.
+
+        Each pass over the table costs a full scan of it in SQLite, so the columns are read
+        together, up to :data:`_PASS_VALUES` values per pass (a 69M-call table: two at a time).
+        """
+        store = self._store
+        assert store is not None
+        todo = [c for c in _EXPRS if c != name and store.cached(_RUNTIME, c, _EXPRS[c]) is None]
+        rows = self._trace.row_count("api") or 1
+        per_pass = max(1, _PASS_VALUES // rows)
+        batch = [name, *todo[: per_pass - 1]]
+        got: npt.NDArray[Any] = store.read(
+            _RUNTIME, {c: _EXPRS[c] for c in batch}, _NARROW & set(batch))[name]
+        return got
 
     def _table(self) -> Any:
         if self._frame is None:
@@ -164,7 +185,7 @@ class ApiCalls:
         col = self._col("correlationId")
         if col is not None:
             return np.where(col == _NULL, -1, col) if (col == _NULL).any() else col
-        from engine.analysis.steps import corr_keys
+        from engine.analysis.tables import corr_keys
 
         return corr_keys(self._table()["correlationId"])
 
@@ -189,7 +210,7 @@ class ApiCalls:
             return codes, tuple(labels)
         import pandas as pd
 
-        from engine.analysis.steps import pid_keys
+        from engine.analysis.tables import pid_keys
 
         c, u = pd.factorize(pid_keys(self._table()[name]))
         return c.astype(np.int32), tuple(str(x) for x in u)

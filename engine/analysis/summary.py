@@ -126,6 +126,7 @@ def _durations(df: pd.DataFrame) -> np.ndarray:
     return d
 
 
+_NULL = -(2**62)  # SQL NULL in the calls' columns (engine.reports.columns.NULL)
 _NVTX_COLUMNS = ["start", "end", "eventType", "text", "domain", "pid", "tid"]
 
 
@@ -133,7 +134,14 @@ def capture_window(trace: Trace) -> tuple[int, int]:
     """The capture's (start, end) in ns: the span of everything the trace recorded."""
     starts: list[int] = []
     ends: list[int] = []
-    for name in ("api", "kernels", "memcpy", "memset", "nvtx", "cpu_ops"):
+    calls, ops = api_calls(trace), gpu_op_columns(trace)
+    for arrays in ((calls.start, calls.end), (ops.start, ops.end)):  # integer columns, NULL < 0
+        st, en = (a[a != _NULL] if len(a) and int(a.min()) == _NULL else a for a in arrays)
+        if len(st):
+            starts.append(int(st.min()))
+        if len(en):
+            ends.append(int(en.max()))
+    for name in ("nvtx", "cpu_ops"):
         # nvtx is read whole by the reader whatever the columns: take the step detection's too
         # (steps.ranges_table), so that it finds them cached instead of reading the table again
         df = trace.table(name, _NVTX_COLUMNS if name == "nvtx" else ["start", "end"])

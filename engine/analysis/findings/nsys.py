@@ -15,6 +15,7 @@ import numpy as np
 from engine.analysis.calls import CATEGORY_ORDER, api_calls
 from engine.analysis.findings.gains import GPU, HOST, Context, gain_from, severity_of
 from engine.analysis.findings.model import Evidence, Finding, Gain, fmt_time, pct
+from engine.analysis.ops import gpu_op_columns
 from engine.analysis.steps import corr_keys, match_first, pid_keys, trace_cache
 from engine.analysis.summary import interval_union_ns, sum_count
 
@@ -51,6 +52,11 @@ def _matches(values: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
     hit = np.array([bool(pattern.match(str(u))) for u in uniq] + [False], dtype=bool)
     out: np.ndarray = hit[codes]
     return out
+
+
+def _distinct(codes: np.ndarray) -> set[int]:
+    """The distinct values of a column of small non-negative codes."""
+    return set(np.flatnonzero(np.bincount(codes)).tolist()) if len(codes) else set()
 
 
 def copies_with_calls(trace: Trace) -> pd.DataFrame:
@@ -378,8 +384,8 @@ def rule_sync_copies(ctx: Context) -> list[Finding]:
     gpu_ns = int(_durations(c).sum())
     blocked_extra = api_ns - gpu_ns
     # Copy/compute overlap that async copies allow, bounded by kernel time.
-    k = ctx.trace.table("kernels", ["start", "end"])
-    kernel_ns = int(_durations(k).sum()) if len(k) else 0
+    o = gpu_op_columns(ctx.trace)
+    kernel_ns = int(o.dur[o.kind == 0].sum())
     names = ", ".join(f"{n} ×{m}" for n, m in c["api"].value_counts().items())
     gain_ns = max(blocked_extra, 0)
     ev = [
@@ -426,34 +432,34 @@ def rule_sync_copies(ctx: Context) -> list[Finding]:
 
 def rule_copy_compute_overlap(ctx: Context) -> list[Finding]:
     """Copies and kernels never run at the same time."""
-    k = ctx.trace.table("kernels", ["start", "end", "deviceId"])
-    m = ctx.trace.table("memcpy", ["start", "end", "deviceId"])
-    if not len(k) or not len(m):
+    o = gpu_op_columns(ctx.trace)
+    is_k, is_m = o.kind == 0, o.kind == 1
+    if not is_k.any() or not is_m.any():
         return []
 
-    def per_device(kk: pd.DataFrame, mm: pd.DataFrame) -> tuple[int, int, int]:
+    def per_device(sel_k: np.ndarray, sel_m: np.ndarray) -> tuple[int, int, int]:
         """(kernel union, copy union, overlap) summed over GPUs: each GPU overlaps only itself."""
         tk = tm = tov = 0
-        kd, md = pid_keys(kk["deviceId"]), pid_keys(mm["deviceId"])
-        for dev in set(kd) & set(md):
-            ks, ke = kk["start"].to_numpy(np.int64)[kd == dev], kk["end"].to_numpy(np.int64)[kd == dev]
-            ms, me = mm["start"].to_numpy(np.int64)[md == dev], mm["end"].to_numpy(np.int64)[md == dev]
+        for dev in _distinct(o.dev[sel_k]) & _distinct(o.dev[sel_m]):
+            on = o.dev == dev
+            ks, ke = o.start[sel_k & on], o.end[sel_k & on]
+            ms, me = o.start[sel_m & on], o.end[sel_m & on]
             a, b = interval_union_ns(ks, ke)[0], interval_union_ns(ms, me)[0]
             u = interval_union_ns(np.concatenate([ks, ms]), np.concatenate([ke, me]))[0]
             tk, tm, tov = tk + a, tm + b, tov + (a + b - u)
         return tk, tm, tov
 
-    k_ns, m_ns, overlap = per_device(k, m)
+    k_ns, m_ns, overlap = per_device(is_k, is_m)
     bound = min(k_ns, m_ns)
     if bound <= 0 or overlap > 0.1 * bound or bound < 0.02 * ctx.wall_ns:
         return []
-    streams = ctx.trace.table("kernels", ["streamId"])["streamId"].nunique()
-    mstreams = ctx.trace.table("memcpy", ["streamId"])["streamId"].nunique()
+    no_stream = {o.streams.index("")} if "" in o.streams else set()  # NULL: not counted (nunique)
+    streams, mstreams = (len(_distinct(o.stream[sel]) - no_stream) for sel in (is_k, is_m))
     total_gain = bound - overlap
     steady_gain = 0
     if ctx.n_steady:
-        sk = per_device(k[ctx.steady_mask(k["start"].to_numpy(np.int64))],
-                        m[ctx.steady_mask(m["start"].to_numpy(np.int64))])
+        steady = ctx.steady_mask(o.start)
+        sk = per_device(is_k & steady, is_m & steady)
         steady_gain = max(min(sk[0], sk[1]) - sk[2], 0)
     gain = gain_from(ctx, steady_gain, max(total_gain - steady_gain, 0),
                      f"min(copy time, kernel time) − overlap = min({fmt_time(m_ns)}, {fmt_time(k_ns)}) − "
@@ -493,14 +499,15 @@ def rule_copy_compute_overlap(ctx: Context) -> list[Finding]:
 def rule_default_stream(ctx: Context) -> list[Finding]:
     """Work on the legacy default stream next to other streams: implicit serialization."""
     c = copies_with_calls(ctx.trace)
-    k = ctx.trace.table("kernels", ["streamId"])
-    if not len(c) or not len(k):
+    o = gpu_op_columns(ctx.trace)
+    is_k = o.kind == 0
+    if not len(c) or not is_k.any():
         return []
     sync_calls = c[c["api"].notna().to_numpy() & _matches(c["api"], _SYNC_COPY)]
     if not len(sync_calls):
         return []
     default_ids = set(int(s) for s in sync_calls["streamId"].unique())
-    other = set(int(s) for s in k["streamId"].unique()) - default_ids
+    other = {int(o.streams[s]) for s in _distinct(o.stream[is_k])} - default_ids
     if not other:
         return []
     ops_default = int((c["streamId"].isin(default_ids)).sum())

@@ -15,8 +15,8 @@ import numpy as np
 from engine.analysis.calls import CATEGORY_ORDER, ApiCalls, api_calls
 from engine.analysis.findings.gains import HOST, Context, gain_from, severity_of
 from engine.analysis.findings.model import Evidence, Finding, Gain, fmt_time, pct
-from engine.analysis.ops import gpu_op_columns
-from engine.analysis.steps import corr_keys, match_first, pid_keys
+from engine.analysis.ops import GpuOps, gpu_op_columns
+from engine.analysis.steps import match_first
 from engine.analysis.summary import busy_between, interval_union_ns
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ def _idle_in(ctx: Context, a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -
     return window, max(window - busy, 0)
 
 
-def _kernel_launches(k: pd.DataFrame, calls: ApiCalls
+def _kernel_launches(ops: GpuOps, calls: ApiCalls
                      ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
     """(kernel durations, launch call durations, launch starts) of the kernels whose launch call is known.
 
@@ -54,11 +54,14 @@ def _kernel_launches(k: pd.DataFrame, calls: ApiCalls
     rows = calls.category == CATEGORY_ORDER.index("launches")
     lp, lc = calls.pid[rows].astype(np.int64), calls.corr[rows]
     l0, l1 = calls.start[rows], calls.end[rows]
-    kp, kc = calls.codes_of(pid_keys(k["pid"])), corr_keys(k["correlationId"])
+    is_k = ops.kind == 0
+    lut = np.array([calls.pid_code(p) for p in ops.pids] + [-2], dtype=np.int64)
+    lut[lut == -1] = -2
+    kp, kc = lut[ops.pid[is_k]], ops.corr[is_k]
+    k0, k1 = ops.start[is_k], ops.end[is_k]
     if len(lp) and len(pd.unique(lp * (int(lc.max()) - int(lc.min()) + 1) + (lc - int(lc.min())))) < len(lp):
         # a (process, correlation id) with several launch calls: every pair, as the merge gives
-        j = pd.DataFrame({"p": kp, "c": kc, "s": k["start"].to_numpy(np.int64),
-                          "e": k["end"].to_numpy(np.int64)}).merge(
+        j = pd.DataFrame({"p": kp, "c": kc, "s": k0, "e": k1}).merge(
             pd.DataFrame({"p": lp, "c": lc, "a0": l0, "a1": l1}), on=["p", "c"])
         if not len(j):
             return None
@@ -69,17 +72,17 @@ def _kernel_launches(k: pd.DataFrame, calls: ApiCalls
     if not got.any():
         return None
     i = idx[got]
-    kd = k["end"].to_numpy(np.int64)[got] - k["start"].to_numpy(np.int64)[got]
+    kd = k1[got] - k0[got]
     return kd, l1[i] - l0[i], l0[i]
 
 
 def rule_launch_bound(ctx: Context) -> list[Finding]:
     """Many kernels shorter than their launch call, while the GPU has idle time to fill."""
-    k = ctx.trace.table("kernels", ["start", "end", "correlationId", "pid"])
     calls = api_calls(ctx.trace)
-    if len(k) < 50 or not calls.n:
+    ops = gpu_op_columns(ctx.trace)
+    if ops.counts["kernels"] < 50 or not calls.n:
         return []
-    joined = _kernel_launches(k, calls)
+    joined = _kernel_launches(ops, calls)
     if joined is None:
         return []
     kd, ld, a0 = joined
