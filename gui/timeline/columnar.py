@@ -27,6 +27,7 @@ import numpy as np
 
 from engine.reports.columns import NULL
 from gui.timeline import model as tm
+from gui.timeline import sparse
 from gui.timeline.style import color_index
 
 #: timeline kind -> (engine table name, the export's table)
@@ -36,6 +37,8 @@ _TABLES = {
     tm.KIND_MEMSET: ("memset", "CUPTI_ACTIVITY_KIND_MEMSET"),
     tm.KIND_API: ("api", "CUPTI_ACTIVITY_KIND_RUNTIME"),
 }
+#: NVTX events above which the NVTX lanes are left out (they are read through pandas)
+NVTX_MAX = 2_000_000
 #: columns kept as int32 in memory (ids and kinds)
 _NARROW = frozenset({"nameId", "copyKind", "deviceId", "streamId"})
 
@@ -66,20 +69,48 @@ def _check(cancel: threading.Event | None) -> None:
         raise Cancelled
 
 
-def factor(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct values in order, each row's index into them) of an integer column, fast for ids."""
-    if not len(a):
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
-    lo, hi = int(a.min()), int(a.max())
+def factor(a: np.ndarray, release: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct values in order, each row's index into them) of an integer column, fast for ids.
+
+    Ids go through a lookup table a chunk at a time (no sort, no int64 copy of the column); with
+    ``release`` each chunk's mapped pages are handed back once read (gui.timeline.sparse).
+    """
+    n = len(a)
+    if not n:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int16)
+    chunks = [(i, min(i + sparse.CHUNK, n)) for i in range(0, n, sparse.CHUNK)]
+
+    def done(i: int, j: int) -> None:
+        if release:
+            sparse.release(a, i, j)
+
+    lo, hi = int(a[0]), int(a[0])
+    for i, j in chunks:
+        lo, hi = min(lo, int(a[i:j].min())), max(hi, int(a[i:j].max()))
+        done(i, j)
     if lo == hi:
-        return np.array([lo], dtype=np.int64), np.zeros(len(a), dtype=np.int32)
+        return np.array([lo], dtype=np.int64), np.zeros(n, dtype=np.int16)
     if lo >= 0 and hi < (1 << 26):  # ids: a lookup table instead of a sort
-        present = np.flatnonzero(np.bincount(a))
+        seen = np.zeros(hi + 1, dtype=bool)
+        for i, j in chunks:
+            seen[a[i:j]] = True
+            done(i, j)
+        present = np.flatnonzero(seen)
         lut = np.zeros(hi + 1, dtype=_code_type(len(present)))
         lut[present] = np.arange(len(present))
-        return present.astype(np.int64), lut[a]
-    uniq, inv = np.unique(a, return_inverse=True)
-    return uniq.astype(np.int64), inv.reshape(-1).astype(np.int32)
+        codes = np.empty(n, dtype=lut.dtype)
+        for i, j in chunks:
+            codes[i:j] = lut[a[i:j]]
+            done(i, j)
+        return present.astype(np.int64), codes
+    uniq, inv = np.unique(np.asarray(a), return_inverse=True)
+    done(0, n)
+    return uniq.astype(np.int64), inv.reshape(-1).astype(_code_type(len(uniq)))
+
+
+def _factor_released(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`factor` of a column, its mapped pages handed back as it goes (the codes are kept)."""
+    return factor(a, release=True)
 
 
 def _code_type(n: int) -> type[np.signedinteger[Any]]:
@@ -88,7 +119,14 @@ def _code_type(n: int) -> type[np.signedinteger[Any]]:
 
 
 def _sorted(a: np.ndarray) -> bool:
-    return len(a) < 2 or bool(np.all(a[1:] >= a[:-1]))
+    """True when ``a`` is in order (checked a chunk at a time, mapped pages handed back)."""
+    for i in range(0, len(a), sparse.CHUNK):
+        c = a[i:i + sparse.CHUNK + 1]
+        ok = bool(np.all(c[1:] >= c[:-1]))
+        sparse.release(a, i, i + sparse.CHUNK)
+        if not ok:
+            return False
+    return True
 
 
 class _Part:
@@ -136,8 +174,41 @@ def _lane(key: str, label: str, group: str, parts: list[_Part]) -> tm.Lane:
                    np.searchsorted(big.starts, s_st, side="right"))
     kd = np.insert(np.full(len(big.starts), big.kind, dtype=np.int8), pos, s_kd)
     codes = big.codes.astype(np.result_type(big.codes, s_nm), copy=False)
-    return tm.Lane(key, label, group, np.insert(big.starts, pos, s_st), np.insert(big.ends, pos, s_en),
-                   kd, np.insert(_rows(big), pos, s_rows), np.insert(codes, pos, s_nm))
+    # each kind's union from its own part (the big one mapped, block totals): no per-kind copies
+    union: dict[int, tm.Union] = {big.kind: _union(big.starts, big.ends)}
+    for k in np.unique(s_kd).tolist():
+        sel = s_kd == k
+        union[int(k)] = tm.union_intervals(s_st[sel], s_en[sel])
+    lane = tm.Lane(key, label, group, np.insert(big.starts, pos, s_st), np.insert(big.ends, pos, s_en),
+                   kd, np.insert(_rows(big), pos, s_rows), np.insert(codes, pos, s_nm), given_union=union)
+    for a in (big.starts, big.ends, big.codes):
+        sparse.release(a, 0, len(a))
+    return lane
+
+
+def _union(starts: np.ndarray, ends: np.ndarray) -> tm.Union:
+    """The union of one kind's sorted intervals: block totals when big and disjoint, else dense."""
+    su = sparse.scan(starts, ends) if len(starts) >= sparse.MIN_EVENTS else None
+    return su if su is not None else tm.union_intervals(starts, ends)
+
+
+class _Mapped:
+    """A column read whose result is the cache files, memory-mapped, once they are written.
+
+    A first open reads the columns into memory (and writes the cache); mapping the files instead
+    lets the lanes hand their pages back to the OS (gui.timeline.sparse) rather than keep them.
+    """
+
+    def __init__(self, store: Any, table: str, exprs: dict[str, str], pending: Any) -> None:
+        self.store, self.table, self.exprs, self.pending = store, table, exprs, pending
+
+    def result(self) -> dict[str, np.ndarray]:
+        cols: dict[str, np.ndarray] = self.pending.result()
+        for name, expr in self.exprs.items():
+            mapped = self.store.cached(self.table, name, expr)
+            if mapped is not None and len(mapped) == len(cols[name]):
+                cols[name] = mapped
+        return cols
 
 
 class ColumnarTimeline:
@@ -187,8 +258,8 @@ class ColumnarTimeline:
             if p is not None:
                 data[k] = p.result()
                 _check(cancel)
-        dev = {k: factor(np.asarray(c["deviceId"])) for k, c in data.items() if len(c["start"])}
-        stm = {k: factor(np.asarray(c["streamId"])) for k, c in data.items() if len(c["start"])}
+        dev = {k: _factor_released(c["deviceId"]) for k, c in data.items() if len(c["start"])}
+        stm = {k: _factor_released(c["streamId"]) for k, c in data.items() if len(c["start"])}
         per_kind: dict[int, dict[tuple[int, int], np.ndarray | None]] = {}
         for k in dev:
             (ud, cd), (us, cs) = dev[k], stm[k]
@@ -258,6 +329,12 @@ class ColumnarTimeline:
         import pandas as pd
 
         for name in ("nvtx", "gpu_metrics"):
+            n = self.trace.row_count(name) or 0
+            if name == "nvtx" and n > NVTX_MAX:  # read through pandas: a few GB at 20M ranges
+                self.missing[name] = (f"NVTX: {n:,} events, more than the timeline reads "
+                                      f"({NVTX_MAX:,}); `kernelscope stats -r nvtx_sum` sums them up.")
+                self.tables[name] = pd.DataFrame({c: pd.Series(dtype=object) for c in tm.COLUMNS[name]})
+                continue
             self.tables[name] = self.trace.table(name, columns=tm.COLUMNS[name])
             if name in self.trace.missing:
                 self.missing[name] = tm._missing_sentence(name, self.trace.missing[name])
@@ -330,7 +407,7 @@ class ColumnarTimeline:
         ends = [self.trace.rows(f"SELECT rowid FROM {table} ORDER BY rowid {o} LIMIT 1")
                 for o in ("", "DESC")]
         self._span[name] = (int(ends[0][0][0]), int(ends[1][0][0])) if ends[0] else (1, 0)
-        return self.store.read_async(table, exprs, _NARROW)
+        return _Mapped(self.store, table, exprs, self.store.read_async(table, exprs, _NARROW))
 
     def _rowid(self, name: str, row: int) -> int:
         """SQLite rowid of row ``row`` (position in rowid order) of big table ``name``."""
@@ -347,12 +424,15 @@ class ColumnarTimeline:
     @staticmethod
     def _times(c: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """(start, end) int64; a missing end is the start, an end before the start is the start."""
-        st = np.asarray(c["start"])
-        en = np.asarray(c["end"])
-        if bool((en == NULL).any()):
-            en = np.where(en == NULL, st, en)
-        if bool((en < st).any()):
-            en = np.maximum(en, st)
+        st, en = c["start"], c["end"]
+        fix = False
+        for i in range(0, len(st), sparse.CHUNK):  # a chunk at a time, mapped pages handed back
+            s, e = st[i:i + sparse.CHUNK], en[i:i + sparse.CHUNK]
+            fix = fix or bool((e == NULL).any()) or bool((e < s).any())
+            for col in (st, en):
+                sparse.release(col, i, i + sparse.CHUNK)
+        if fix:
+            en = np.maximum(np.where(en == NULL, st, en), st)
         return st, en
 
     def _add_names(self, names: np.ndarray, kind: int) -> int:
@@ -375,10 +455,10 @@ class ColumnarTimeline:
             from engine.reports.nsys_sqlite import COPY_KIND_LABELS
 
             labels = self.trace.enum_labels("ENUM_CUDA_MEMCPY_OPER", COPY_KIND_LABELS)
-            uniq, codes = factor(np.asarray(c["copyKind"]))
+            uniq, codes = _factor_released(c["copyKind"])
             names = [f"[CUDA memcpy {labels.get(v, 'nan') if v != NULL else 'nan'}]" for v in uniq.tolist()]
         else:
-            uniq, codes = factor(np.asarray(c["nameId"]))
+            uniq, codes = _factor_released(c["nameId"])
             miss = "<unknown {}>" if kind == tm.KIND_API else ""
             names = ["" if v == NULL else strings.get(v, miss.format(v)) for v in uniq.tolist()]
         # equal names (two ids of one string) share one code, as pandas' factorize of the names does

@@ -15,10 +15,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 import numpy as np
+
+from gui.timeline import sparse
+
+#: the merged intervals of a lane's kind: (starts, ends, busy ns before each), or block totals
+Union = tuple[np.ndarray, np.ndarray, np.ndarray] | sparse.SparseUnion
 
 #: event kinds inside a GPU stream lane (index into KIND_NAMES)
 KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_API, KIND_NVTX = range(5)
@@ -67,17 +72,32 @@ class Lane:
     sublabel: str = ""  # second line under the label (metric lanes: GPU and scale)
     # derived, for fast queries
     run_max_end: np.ndarray = field(init=False, repr=False)
-    #: per event kind: the merged intervals and their running busy total (for coverage)
-    union: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(init=False, repr=False)
+    #: per event kind: the merged intervals and their running busy total (for coverage); a big
+    #: lane of disjoint intervals keeps block totals instead (gui.timeline.sparse)
+    union: dict[int, Union] = field(init=False, repr=False)
+    #: the unions, when the builder has them per kind already (the columnar model's mixed lanes)
+    given_union: InitVar[dict[int, Union] | None] = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, given_union: dict[int, Union] | None = None) -> None:
+        kd = self.kinds
+        if given_union is not None:
+            e = self.ends
+            self.run_max_end = e if len(e) < 2 or bool(np.all(e[1:] >= e[:-1])) else np.maximum.accumulate(e)
+            self.union = given_union
+            return
+        one_kind = len(kd) > 0 and kd.strides == (0,)  # broadcast: one kind (the columnar model)
+        if self.values is None and one_kind and len(self.starts) >= sparse.MIN_EVENTS:
+            su = sparse.scan(self.starts, self.ends)  # chunk by chunk, mapped pages handed back
+            if su is not None:
+                self.run_max_end = self.ends  # disjoint and sorted: the ends are in order
+                self.union = {int(kd[0]): su}
+                return
         e = self.ends
         monotonic = len(e) < 2 or bool(np.all(e[1:] >= e[:-1]))
         self.run_max_end = e if monotonic else np.maximum.accumulate(e)  # shared when already sorted
         self.union = {}
         if self.values is None:
-            kd = self.kinds
-            if len(kd) and kd.strides == (0,):  # one kind, broadcast (the columnar model): no scan
+            if one_kind:  # no scan of the kinds
                 present = [int(kd[0])]
             else:
                 present = np.flatnonzero(np.bincount(kd, minlength=len(KIND_NAMES))).tolist()
@@ -221,8 +241,10 @@ def union_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, n
     return us, ue, cum
 
 
-def covered_before(union: tuple[np.ndarray, np.ndarray, np.ndarray], x: np.ndarray) -> np.ndarray:
+def covered_before(union: Union, x: np.ndarray) -> np.ndarray:
     """Busy ns of the merged intervals before each time in ``x`` (a sorted float64 array)."""
+    if isinstance(union, sparse.SparseUnion):
+        return union.covered_before(x)
     us, ue, cum = union
     if not len(us):
         return np.zeros(len(x))
@@ -238,9 +260,7 @@ def covered_before(union: tuple[np.ndarray, np.ndarray, np.ndarray], x: np.ndarr
     return np.where(k >= 0, cum[kc] + part, 0.0)
 
 
-def coverage(
-    union: tuple[np.ndarray, np.ndarray, np.ndarray], t0: float, t1: float, n_bins: int
-) -> np.ndarray:
+def coverage(union: Union, t0: float, t1: float, n_bins: int) -> np.ndarray:
     """Fraction (0..1) of each of ``n_bins`` equal columns of [t0, t1] that the intervals cover."""
     edges = np.linspace(t0, t1, n_bins + 1)
     busy = np.diff(covered_before(union, edges))
