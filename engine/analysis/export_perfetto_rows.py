@@ -92,6 +92,28 @@ class Vocab:
         return self._arrow
 
 
+def distinct_texts(joined: str, sep: str) -> tuple[Ints, list[str]]:
+    """``joined.split(sep)`` as (a code per item, the distinct items in order of first appearance)."""
+    if not ARROW:
+        distinct: dict[str, int] = {}
+        seen = [distinct.setdefault(t, len(distinct)) for t in joined.split(sep)]
+        return np.asarray(seen, dtype=np.int64), list(distinct)
+    buf = np.frombuffer(joined.encode(), dtype=np.uint8)
+    cuts = np.flatnonzero(buf == ord(sep))  # UTF-8 never has an ASCII byte inside a character
+    keep = np.ones(len(buf), dtype=bool)
+    keep[cuts] = False
+    n = len(cuts) + 1
+    offsets = np.empty(n + 1, dtype=np.int64)  # each item's start, less the separators before it
+    offsets[0] = 0
+    offsets[1:-1] = cuts + 1 - np.arange(1, n)
+    offsets[-1] = len(buf) - len(cuts)
+    items = pa.Array.from_buffers(pa.large_string(), n,
+                                  [None, pa.py_buffer(offsets), pa.py_buffer(buf[keep])])
+    enc = pc.dictionary_encode(items)  # distinct items in order of first appearance, in C
+    codes = np.frombuffer(enc.indices.buffers()[1], dtype=np.int32)[enc.indices.offset:enc.indices.offset + n]
+    return codes.astype(np.int64), enc.dictionary.to_pylist()
+
+
 def format_rows(pieces: list[Piece], n: int) -> bytes | memoryview:
     """The ``n`` rows of a template as UTF-8 text (every piece's column has ``n`` values)."""
     if n == 0:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.analysis.export import FLOW_CAT, FLOW_NAME, GPU_PID_BASE, NVTX_STARTEND_TID
-from engine.analysis.export_perfetto_rows import Vocab, format_rows
+from engine.analysis.export_perfetto_rows import Vocab, distinct_texts, format_rows
 from engine.reports.columns import NULL
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ CHUNK = 100_000
 #: Rows per chunk of the checking scans (integers only: a few MB per column).
 SCAN = 1_000_000
 #: Ids, kinds and small counts: kept as int32 in the cache (half the pages; int64 where one is wider)
-_NARROW = frozenset({"nameId", "corr", "deviceId", "streamId", "copyKind", "eventType", "textId", "inline"})
+_NARROW = frozenset({"nameId", "corr", "deviceId", "streamId", "copyKind", "eventType", "textId"})
 #: Columns of a table not yet cached are read a few at a time, this many bytes of values per pass
 #: (each pass scans the table once; 400k rows: all columns in one pass, 21M rows: one per pass).
 _READ_BYTES = 1 << 28
@@ -221,7 +221,7 @@ class SqliteEvents:
         self.ms = self._table("CUPTI_ACTIVITY_KIND_MEMSET", {**gpu, "bytes": '"bytes"'})
         self.nv = self._table("NVTX_EVENTS", {
             **se, "eventType": '"eventType"', "textId": '"textId"', "gtid": '"globalTid"',
-            "rowid": "rowid", "inline": '"text" IS NOT NULL'}) if self._nvtx_ok() else None
+            "rowid": "rowid"}) if self._nvtx_ok() else None
         starts: list[int] = []
         for t in (self.api, self.kern, self.mc, self.ms, self.nv):
             if t is not None and not self._check(t, starts):
@@ -379,7 +379,7 @@ class SqliteEvents:
             return _js(strings.get(i, ""))
 
         texts = Vocab(text)
-        names = ["start", "end", "eventType", "textId", "gtid", "rowid", "inline"]
+        names = ["start", "end", "eventType", "textId", "gtid", "rowid"]
         for etype in (59, 60, 34):
             for _, c in self.nv.chunks(names):
                 et = np.asarray(c["eventType"])
@@ -389,8 +389,7 @@ class SqliteEvents:
                     continue
                 g = np.asarray(c["gtid"])[rows]
                 codes = texts.codes(np.asarray(c["textId"])[rows])
-                need = np.flatnonzero((np.asarray(c["inline"])[rows] != 0)
-                                      & ~np.asarray(known, dtype=bool)[codes])
+                need = np.flatnonzero(~np.asarray(known, dtype=bool)[codes])  # inline text, if any
                 name: Any = ("v", texts, codes)
                 if len(need):  # inline text where StringIds has none: this chunk's rows from SQLite
                     name = self._inline(texts, codes, np.asarray(c["rowid"], dtype=np.int64)[rows], need)
@@ -407,7 +406,7 @@ class SqliteEvents:
                                   ("d", _pid(g)), ',"tid":', ("d", tid), "}"], len(rows))
 
     def _inline(self, texts: Vocab, codes: Any, rowids: Ints, need: Any) -> tuple[str, Vocab, Any]:
-        """The names with the rows ``need`` set to their inline text (read by rowid range)."""
+        """The names with the rows ``need`` set to their inline text where they have one (by rowid range)."""
         want = rowids[need]
         (ids_text, text), = self.trace.rows(
             "SELECT group_concat(rowid, ','), group_concat(text, char(0)) FROM NVTX_EVENTS "
@@ -416,13 +415,10 @@ class SqliteEvents:
         if ids_text is None:
             return ("v", texts, codes)
         ids = np.fromstring(str(ids_text), dtype=np.int64, sep=",")  # noqa: NPY201 - C parser
-        distinct: dict[str, int] = {}
-        base = len(texts.strings)
-        inline = np.array([distinct.setdefault(t, base + len(distinct)) for t in str(text).split("\0")],
-                          dtype=np.int64)
+        inline, distinct = distinct_texts(str(text), "\0")
         at = np.minimum(np.searchsorted(ids, want), len(ids) - 1)
         hit = ids[at] == want
-        codes[need[hit]] = inline[at[hit]]
+        codes[need[hit]] = len(texts.strings) + inline[at[hit]]
         chunk = Vocab(texts.make)
         chunk.strings = texts.strings + [_js(t) for t in distinct]
         return ("v", chunk, codes)

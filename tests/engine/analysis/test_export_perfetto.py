@@ -141,3 +141,13 @@ def test_gzip_without_isal_is_the_same_text(tmp_path, monkeypatch):
     write_perfetto(open_report(path), tmp_path / "b.json.gz")
     assert gzip.decompress((tmp_path / "a.json.gz").read_bytes()) == gzip.decompress(
         (tmp_path / "b.json.gz").read_bytes())
+
+
+@pytest.mark.parametrize("arrow", [True, False], ids=["pyarrow", "python"])
+def test_inline_texts_are_coded_in_order_of_first_appearance(arrow, monkeypatch):
+    from engine.analysis.export_perfetto_rows import distinct_texts
+
+    monkeypatch.setattr(export_perfetto_rows, "ARROW", arrow and export_perfetto_rows.ARROW)
+    codes, distinct = distinct_texts("step\0upload\0step\0\0été, \"q\"\0upload", "\0")
+    assert codes.tolist() == [0, 1, 0, 2, 3, 1] and distinct == ["step", "upload", "", 'été, "q"']
+    assert distinct_texts("", "\0")[1] == [""]
