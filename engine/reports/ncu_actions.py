@@ -114,9 +114,9 @@ def _plain_message(text: str) -> str:
     return _URL_LINK.sub(r"\1 (\2)", _SECTION_LINK.sub(r"\1", text))
 
 
-def raw_unit(name: str, metric: Any) -> str:
-    """The unit ncu 2025.3 prints for a metric on the raw page."""
-    unit = _RAW_UNIT_OVERRIDES.get(name, str(metric.unit()))
+def raw_unit(name: str, metric: Any, unit: str | None = None) -> str:
+    """The unit ncu 2025.3 prints for a metric on the raw page (``unit``: ``metric.unit()`` if known)."""
+    unit = _RAW_UNIT_OVERRIDES.get(name, str(metric.unit()) if unit is None else unit)
     if unit == "inst" and _THREAD_INST_DERIVED.fullmatch(name):
         return "thread"
     return unit
@@ -285,16 +285,21 @@ def nvtx_cells(action: Any, thread: str) -> tuple[str, str] | None:
     return push_cell, start_cell
 
 
-def metric_row(a: Any, units: dict[str, str]) -> dict[str, tuple[str, float]]:
-    """Every metric of action ``a`` as (text as the raw page prints it, value); adds first-seen units."""
+def metric_row(a: Any, units: dict[str, str], settled: dict[str, str] | None = None
+               ) -> dict[str, tuple[str, float]]:
+    """Every metric of action ``a`` as (text as the raw page prints it, value); adds first-seen units.
+
+    ``settled``: units already asked in this process (:func:`engine.reports.ncu_decode.settle_units`).
+    """
     row: dict[str, tuple[str, float]] = {}
+    known = settled or {}
     for name in map(str, a.metric_names()):
         if name.startswith(NOT_METRICS):
             continue
         m = a.metric_by_name(name)
         row[name] = metric_text(m)
         if name not in units:
-            units[name] = raw_unit(name, m)
+            units[name] = raw_unit(name, m, known.get(name))
     return row
 
 

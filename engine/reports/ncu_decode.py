@@ -41,7 +41,7 @@ from engine.reports.ncu_section_defs import SectionDef
 NAME_PLACEHOLDER = "\x00kernel-name\x00"
 
 
-def settle_units(actions: list[Any]) -> None:
+def settle_units(actions: list[Any]) -> dict[str, str]:
     """Ask ``ncu_report`` for every metric's unit, in its own order, before anything else.
 
     ``ncu_report`` (2025.3 and 2026.3) works a derived metric's unit out on the first ``unit()``
@@ -52,8 +52,12 @@ def settle_units(actions: list[Any]) -> None:
     "byte", on a ``--set full`` one "sector" and "inst"). Kernels with the same metric list share
     the answers, so each distinct list is asked once (a child process that decodes later kernels
     asks the lists of the kernels before them first).
+
+    Returns the units asked (name -> ``unit()``), which later calls in this process give again
+    (~35 us a call: the decoder takes them from here).
     """
     done: set[tuple[str, ...]] = set()
+    units: dict[str, str] = {}
     for a in actions:
         names = tuple(map(str, a.metric_names()))
         if names in done:
@@ -62,7 +66,9 @@ def settle_units(actions: list[Any]) -> None:
         for name in names:
             m = a.metric_by_name(name)
             if m is not None:
-                m.unit()
+                unit = str(m.unit())
+                units.setdefault(name, unit)
+    return units
 
 
 def list_key(action: Any) -> str:
@@ -108,6 +114,7 @@ class ActionDecoder:
         # with every metric (decode_chunk(full=True)): per kernel {name: (text, value)}, first units
         self.full_rows: list[dict[str, tuple[str, float]]] = []
         self.full_units: dict[str, str] = {}
+        self.settled: dict[str, str] = {}  # units settle_units() asked in this process
 
     def add(self, idx: int, a: Any, process: tuple[str, str, str], stored_sections: tuple[str, ...],
             printed_name: str, ranged: bool) -> None:
@@ -149,8 +156,9 @@ class ActionDecoder:
                 text, num = metric_text(m)
                 nums[metric_name] = num
                 unit = self.detail_units.get(metric_name)
-                if unit is None:  # unit() costs ~60 us a call; a metric's unit is the same in every kernel
-                    unit = self.detail_units[metric_name] = str(m.unit())
+                if unit is None:  # unit() costs ~35 us a call; a metric's unit is the same in every kernel
+                    settled = self.settled.get(metric_name)
+                    unit = self.detail_units[metric_name] = str(m.unit()) if settled is None else settled
                 details.append([*ident, sname, label, unit, text, "", "", "", "", "", num, metric_name])
             for rule in rules.get(sid, []):
                 details.append([*ident, sid, "", "", "", *rule, math.nan, ""])
@@ -171,7 +179,7 @@ class ActionDecoder:
                 if name not in nums:
                     nums[name] = metric_text(m)[1]
                 if name not in raw_units:
-                    raw_units[name] = raw_unit(name, m)
+                    raw_units[name] = raw_unit(name, m, self.settled.get(name))
         cells = None if ranged else nvtx_cells(a, pid)  # a range result has no NVTX columns
         if cells is not None:
             self.nvtx[idx] = cells
@@ -184,7 +192,7 @@ class ActionDecoder:
 
     def add_full(self, a: Any) -> None:
         """Every metric of action ``a`` (text as the raw page prints it, value) and first-seen units."""
-        self.full_rows.append(metric_row(a, self.full_units))
+        self.full_rows.append(metric_row(a, self.full_units, self.settled))
 
 
 def hot_sources(a: Any, kid: int, pcs: list[int], samples: list[tuple[int, int]],
@@ -239,9 +247,10 @@ def decode_chunk(job: dict[str, Any], ctx: Any = None,
     dec: ActionDecoder | None = None
     if job["tables"]:
         order = [*job["settle"], *ids]
-        settle_units([actions[k] for k in order])
+        settled = settle_units([actions[k] for k in order])
         out["lists"] = [list_key(actions[k]) for k in ids]
         dec = ActionDecoder(job["section_defs"])
+        dec.settled = settled
         for k in ids:
             a = actions[k]
             out.setdefault("stored_names", []).append(str(a.name(a.NameBase_DEMANGLED)))
@@ -250,7 +259,7 @@ def decode_chunk(job: dict[str, Any], ctx: Any = None,
             dec.add(k, a, job["processes"][k], job["stored_sections"][k], NAME_PLACEHOLDER, ranged)
             dec.add_full(a)
         out["decoder"] = dec.__dict__ | {"section_defs": None, "canonical": None, "name_lists": None,
-                                         "wanted": None, "patterns": None}
+                                         "wanted": None, "patterns": None, "settled": None}
     wanted = job.get("sources")
     if wanted is None and dec is not None:
         wanted = {}

@@ -301,7 +301,7 @@ def _read_ncu_rep(p: Path, use_cache: bool = False, sources: bool = False) -> Nc
     except Exception as exc:  # noqa: BLE001 - the native reader's errors are not for people
         raise _unreadable(p, fmt, layout.ncu_version, newer, exc) from exc
     dec = ActionDecoder(section_defs)
-    settle_units(actions)
+    dec.settled = settle_units(actions)
     stored_names = [str(a.name(a.NameBase_DEMANGLED)) for a in actions]
     printed_names = simplify_names(stored_names)  # as ncu prints them: depends on the whole report
     dec.ranges = [is_range(a) for a in actions]
