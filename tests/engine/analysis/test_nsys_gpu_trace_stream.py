@@ -89,3 +89,18 @@ def test_streamed_kern_exec_trace_gives_the_dataframe_paths_bytes(db: Path, tmp_
     pieces = list(table.chunks())
     assert len(pieces) == 1 + -(-table.rows // 13)
     assert b"".join(pieces).decode() == want
+
+
+@pytest.mark.parametrize("db", NSYS_SQLITE, ids=lambda p: p.stem)
+def test_grid_block_summary_without_pandas_gives_the_dataframe_paths_bytes(
+        db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.analysis.nsys.stats import kexec
+
+    monkeypatch.setenv("KERNELSCOPE_CACHE", str(tmp_path / "cache"))
+    trace = open_report(db)
+    want = to_csv(run_report(trace, "cuda_gpu_kern_gb_sum"))
+    table = kexec.kern_gb_sum_table(trace)  # type: ignore[arg-type]
+    if not trace.has_sqlite_table("CUPTI_ACTIVITY_KIND_KERNEL"):  # type: ignore[attr-defined]
+        assert table is None and want == ""
+        return
+    assert table is not None and len(table) > 0 and to_csv(table) == want

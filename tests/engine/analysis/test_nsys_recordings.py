@@ -81,12 +81,15 @@ def test_matches_nsys_2025(exports: Path, stem: str, name: str, oracle: Path) ->
 
 @pytest.mark.parametrize("stem", sorted({c.values[0] for c in CASES}))  # type: ignore[attr-defined]
 def test_fast_paths_match_nsys_2025(exports: Path, stem: str) -> None:
-    """The pandas-free core reports and the vectorised cuda_gpu_trace/cuda_api_trace print the
-    oracles' bytes."""
+    """The pandas-free core reports, the vectorised traces, the numpy NVTX and grid/block reports
+    and the reports told empty from the schema print the oracles' bytes."""
     od = next(d for d in ORACLE_DIRS if d.name == stem)
-    names = [*stats.FAST_REPORTS, "cuda_gpu_trace", "cuda_api_trace", "cuda_kern_exec_trace"]
+    names = [*stats.FAST_REPORTS, "cuda_gpu_trace", "cuda_api_trace", "cuda_kern_exec_trace",
+             "cuda_gpu_kern_gb_sum", "nvtx_kern_sum", "nvtx_pushpop_trace", "osrt_sum", "um_sum",
+             "um_total_sum", "um_cpu_page_faults_sum", "nvtx_startend_sum"]
     fast = fast_reports(open_report(exports / f"{stem}.sqlite"), names, csv=True)
-    assert {"cuda_gpu_trace", "cuda_api_sum", "cuda_api_trace", "cuda_kern_exec_trace"} <= set(fast)
+    assert {"cuda_gpu_trace", "cuda_api_sum", "cuda_api_trace", "cuda_kern_exec_trace",
+            "cuda_gpu_kern_gb_sum", "nvtx_kern_sum", "nvtx_pushpop_trace"} <= set(fast)
     for name, table in fast.items():
         want = lzma.decompress((od / f"{stem}_{name}.csv.xz").read_bytes()).decode()
         assert stats.to_csv(table) == want, name

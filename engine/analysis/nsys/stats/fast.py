@@ -302,6 +302,12 @@ def fast_reports(trace: Trace, names: Sequence[str], *, csv: bool = False) -> di
         pushpop = pushpop_trace_csv(trace)
         if pushpop is not None:
             out["nvtx_pushpop_trace"] = pushpop
+    if "cuda_gpu_kern_gb_sum" in names and isinstance(trace, NsysSqliteTrace):
+        from engine.analysis.nsys.stats.kexec import kern_gb_sum_table
+
+        gb_sum = kern_gb_sum_table(trace)
+        if gb_sum is not None:
+            out["cuda_gpu_kern_gb_sum"] = gb_sum
     if "nvtx_kern_sum" in names and isinstance(trace, NsysSqliteTrace):
         from engine.analysis.nsys.stats.nvtxfast import kern_sum_table
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from engine.analysis.nsys.stats.catalog import _API_SUFFIX, COLUMNS
 from engine.analysis.nsys.stats.csvfast import _CHUNK, IntColumn, TextColumn, _quoted, _rows
+from engine.analysis.nsys.stats.fast import SummaryTable
 from engine.analysis.nsys.stats.traces import CsvTable, _Source, distinct, factorize
 from engine.reports.columns import has_null
 
@@ -143,9 +144,7 @@ def _xyz(ks: _Source, prefix: str, rows: npt.NDArray[np.int64]) -> TextColumn:
     x, y, z = (np.asarray(ks.column(f"{prefix}{a}")[rows]) for a in "XYZ")
     key = (x << (2 * _DIM_BITS)) | (y << _DIM_BITS) | z
     uniq, codes = factorize(key)
-    mask = (1 << _DIM_BITS) - 1
-    labels = [f"{k >> (2 * _DIM_BITS):4d} {(k >> _DIM_BITS) & mask:4d} {k & mask:4d}" for k in uniq.tolist()]
-    return TextColumn(codes.astype(np.int64), labels)
+    return TextColumn(codes.astype(np.int64), [_xyz_text(k) for k in uniq.tolist()])
 
 
 def _chunk(ks: _Source, calls: _Source, kr: npt.NDArray[np.int64], ar: npt.NDArray[np.int64],
@@ -178,3 +177,68 @@ def _chunk(ks: _Source, calls: _Source, kr: npt.NDArray[np.int64], ar: npt.NDArr
         TextColumn(codes.astype(np.int64), labels),
     ]
     return _rows(cols[:-1], 0, len(kr), cols[-1])  # type: ignore[arg-type]
+
+
+def kern_gb_sum_table(trace: NsysSqliteTrace) -> SummaryTable | None:
+    """``cuda_gpu_kern_gb_sum`` without pandas; None where the general path must handle it.
+
+    Kernels grouped by name, GridXYZ and BlockXYZ (the texts, sorted as the DataFrame path's
+    groupby sorts them), numpy segment statistics of their durations, most total time first.
+    """
+    import sqlite3
+
+    import numpy as np
+
+    from engine.analysis.nsys.stats.fast import _segment_stats, _time_rows
+
+    if not trace.has_sqlite_table(_KERNEL):
+        return None
+    have = set(trace.columns(_KERNEL))
+    names = [f'"{c}"' for c in ("demangledName", "shortName") if c in have]
+    if not names or not {"start", "end", *_DIMS} <= have:
+        return None
+    exprs = {"duration": '"end" - "start"', "nameId": f"coalesce({', '.join(names)}, NULL)",
+             **{c: f'"{c}"' for c in _DIMS}}
+    try:
+        cols = trace.column_store().read(_KERNEL, exprs)
+    except sqlite3.Error:
+        return None
+    if not len(cols["duration"]):
+        return None
+    if any(has_null(cols[c]) for c in exprs):
+        return None
+    for c in _DIMS:
+        if int(cols[c].min()) < 0 or int(cols[c].max()) >= 1 << _DIM_BITS:
+            return None
+    strings = trace.strings()
+    ids, id_code = factorize(np.asarray(cols["nameId"]))
+    if any(int(i) not in strings for i in ids.tolist()):
+        return None
+    grid = _packed(cols, "grid")
+    block = _packed(cols, "block")
+    g_uniq, g_code = factorize(grid)
+    b_uniq, b_code = factorize(block)
+    key = (id_code * len(g_uniq) + g_code) * len(b_uniq) + b_code
+    k_uniq, codes = factorize(key)
+    per = k_uniq // len(b_uniq)
+    labels = [(_xyz_text(int(g_uniq[g])), _xyz_text(int(b_uniq[b])), str(strings[int(ids[i])]))
+              for i, g, b in zip((per // len(g_uniq)).tolist(), (per % len(g_uniq)).tolist(),
+                                 (k_uniq % len(b_uniq)).tolist(), strict=True)]
+    stats = _segment_stats(codes, np.asarray(cols["duration"]), len(labels))
+    # The DataFrame path's groups come sorted by (name, grid, block) texts: ties keep that order.
+    order = sorted(range(len(labels)), key=lambda j: (labels[j][2], labels[j][0], labels[j][1]))
+    return _time_rows([(labels[j], stats[j]) for j in order if stats[j] is not None],
+                      "cuda_gpu_kern_gb_sum")
+
+
+def _packed(cols: dict[str, npt.NDArray[np.int64]], prefix: str) -> npt.NDArray[np.int64]:
+    import numpy as np
+
+    x, y, z = (np.asarray(cols[f"{prefix}{a}"], dtype=np.int64) for a in "XYZ")
+    out: npt.NDArray[np.int64] = (x << (2 * _DIM_BITS)) | (y << _DIM_BITS) | z
+    return out
+
+
+def _xyz_text(k: int) -> str:
+    mask = (1 << _DIM_BITS) - 1
+    return f"{k >> (2 * _DIM_BITS):4d} {(k >> _DIM_BITS) & mask:4d} {k & mask:4d}"
