@@ -1,8 +1,8 @@
-"""nvtx_pushpop_trace and nvtx_kern_sum without pandas (issue 16): the columnar reads, the
-one-pass tree, the numpy joins and the chunked CSV print the bytes of the DataFrame path on every
-fixture, every H100 recording and an export with every case added by hand (nesting, equal ranges,
-a range never popped, two threads, a named domain, a StringIds text, a comma in a name, a kernel
-launched outside any range, a kernel without a launch call)."""
+"""nvtx_pushpop_trace, nvtx_kern_sum and the style summaries without pandas (issue 16): the
+columnar reads, the one-pass tree, the numpy joins and the chunked CSV print the bytes of the
+DataFrame path on every fixture, every H100 recording and an export with every case added by hand
+(nesting, equal ranges, a range never popped, two threads, a named domain, a StringIds text, a
+comma in a name, a kernel launched outside any range, a kernel without a launch call)"""
 
 from __future__ import annotations
 
@@ -27,6 +27,9 @@ def _same(db: Path) -> int:
     assert table is not None
     pieces = list(table.chunks())
     assert b"".join(pieces).decode() == want
+    for report in ("nvtx_pushpop_sum", "nvtx_startend_sum"):
+        style = nvtxfast.style_sum_table(trace, report)  # type: ignore[arg-type]
+        assert (to_csv(style) if style is not None else "") == to_csv(run_report(trace, report))
     kern_sum = nvtxfast.kern_sum_table(trace)  # type: ignore[arg-type]
     want = to_csv(run_report(trace, "nvtx_kern_sum"))
     if not trace.has_sqlite_table("CUPTI_ACTIVITY_KIND_KERNEL"):  # type: ignore[attr-defined]

@@ -308,6 +308,13 @@ def fast_reports(trace: Trace, names: Sequence[str], *, csv: bool = False) -> di
         gb_sum = kern_gb_sum_table(trace)
         if gb_sum is not None:
             out["cuda_gpu_kern_gb_sum"] = gb_sum
+    for style_sum in ("nvtx_pushpop_sum", "nvtx_startend_sum"):
+        if style_sum in names and isinstance(trace, NsysSqliteTrace):
+            from engine.analysis.nsys.stats.nvtxfast import style_sum_table
+
+            style = style_sum_table(trace, style_sum)
+            if style is not None:
+                out[style_sum] = style
     if "nvtx_kern_sum" in names and isinstance(trace, NsysSqliteTrace):
         from engine.analysis.nsys.stats.nvtxfast import kern_sum_table
 

@@ -431,3 +431,34 @@ def _distinct(group: npt.NDArray[np.int64], values: npt.NDArray[np.int64], n_gro
         return np.bincount(pairs[0], minlength=n_groups).astype(np.int64)
     keys = distinct((group[ok] << 40) | v)
     return np.bincount(keys >> 40, minlength=n_groups).astype(np.int64)
+
+
+_STYLE_WHERE = {"nvtx_pushpop_sum": "eventType IN (59, 70)", "nvtx_startend_sum": "eventType IN (60, 71)"}
+
+
+def style_sum_table(trace: NsysSqliteTrace, report: str) -> SummaryTable | None:
+    """``nvtx_pushpop_sum`` / ``nvtx_startend_sum`` without pandas (None: the general path).
+
+    The ranges of that style that ended, grouped by ``domain:text`` name: numpy segment
+    statistics of their durations, most total time first, ties by name.
+    """
+    import sqlite3
+
+    from engine.analysis.nsys.stats.fast import _grouped, _time_rows
+
+    if not trace.has_sqlite_table(_NVTX):
+        return None
+    if not {"start", "end", "eventType"} <= set(trace.columns(_NVTX)):
+        return None
+    where = _STYLE_WHERE[report] + ' AND "end" IS NOT NULL'
+    try:
+        cols = trace.column_store().read_where(
+            _NVTX, {"duration": '"end" - "start"', **name_exprs(trace)}, where)
+        if has_null(cols["duration"]):
+            return None
+        named = range_names(trace, where, cols) if len(cols["duration"]) else None
+    except sqlite3.Error:
+        return None
+    if named is None:
+        return None
+    return _time_rows(_grouped(named[1], named[0], cols["duration"]), report)
