@@ -293,20 +293,21 @@ def _trim() -> None:
 def main() -> None:
     """Child process: read a pickled job on stdin, write the pickled :func:`decode_chunk` result.
 
-    The imports come first, then (with arguments ``PATH RANGE ACTION``) the report is opened and
-    that kernel decoded: the parent starts children while it still reads the report's layout, and
-    the next child while the previous one decodes.
+    The imports come first, then (with arguments ``PATH RANGE:ACTION ...``) the report is opened
+    and those kernels decoded: the parent starts children while it still reads the report's
+    layout, and the next child while the previous one decodes.
     """
     import ncu_report  # noqa: PLC0415 - native module, only in the child
 
     import engine.reports.ncu_metrics  # noqa: F401, PLC0415 - what ActionDecoder imports
 
     ctx, ready = None, {}
-    if len(sys.argv) == 4:
+    if len(sys.argv) > 2:
         try:
             ctx = ncu_report.load_report(sys.argv[1])
-            ref = (int(sys.argv[2]), int(sys.argv[3]))
-            ready[ref] = ctx.range_by_idx(ref[0]).action_by_idx(ref[1])
+            for arg in sys.argv[2:]:
+                r, a = map(int, arg.split(":"))
+                ready[(r, a)] = ctx.range_by_idx(r).action_by_idx(a)
         except Exception:  # noqa: BLE001 - decode_chunk opens it again and reports what fails
             ctx, ready = None, {}
     job = pickle.load(sys.stdin.buffer)  # noqa: S301 - written by our own parent process

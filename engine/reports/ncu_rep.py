@@ -259,7 +259,7 @@ def _read_ncu_rep(p: Path, use_cache: bool = False, sources: bool = False) -> Nc
         wrote = read_report_layout(p).ncu_version
         raise _unreadable(p, fmt, wrote, _newer_than_reader(fmt, wrote), exc) from exc
     if len(refs) >= ncu_split.SPLIT_MIN and use_children():
-        ncu_split.prespawn(p, len(refs), sources=sources)  # they start while the layout is read
+        ncu_split.prespawn(p, refs, sources=sources)  # they decode while the layout is read
     layout = read_report_layout(p)
     newer = _newer_than_reader(fmt, layout.ncu_version)
     if not refs:

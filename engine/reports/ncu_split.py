@@ -76,15 +76,15 @@ def _chunks(ids: list[int], per: int) -> list[list[int]]:
     return [ids[i:i + size] for i in range(0, len(ids), size)]
 
 
-#: Children started ahead of their jobs (:func:`prespawn`): (path, first kernel's ref) -> processes.
-_WARM: dict[tuple[str, tuple[int, int]], list[subprocess.Popen[bytes]]] = {}
+#: Children started ahead of their jobs (:func:`prespawn`): (path, job number) -> process.
+_WARM: dict[tuple[str, int], subprocess.Popen[bytes]] = {}
 
 
-def _start(path: Path, first: tuple[int, int]) -> subprocess.Popen[bytes] | None:
-    """A child that imports its modules, opens ``path`` and decodes the kernel ``first``, then waits.
+def _start(path: Path, refs: list[tuple[int, int]]) -> subprocess.Popen[bytes] | None:
+    """A child that imports its modules, opens ``path`` and decodes the kernels ``refs``, then waits.
 
-    The first kernel a process decodes costs the most (~120 MB of ``ncu_report`` set-up) and every
-    child needs kernel 0 (its own or to settle units), so it is decoded before the job comes.
+    Decoding a kernel is most of a child's work (the first one ~120 MB of ``ncu_report`` set-up),
+    so it is done while the parent still reads the report's layout and builds the job.
     """
     import importlib.util
 
@@ -96,25 +96,36 @@ def _start(path: Path, first: tuple[int, int]) -> subprocess.Popen[bytes] | None
     repo = str(Path(__file__).resolve().parents[2])
     path_var = os.pathsep.join(filter(None, [repo, where, os.environ.get("PYTHONPATH")]))
     env = dict(os.environ, PYTHONPATH=path_var)
-    argv = [sys.executable, "-S", "-m", "engine.reports.ncu_decode", str(path), *map(str, first)]
+    argv = [sys.executable, "-S", "-m", "engine.reports.ncu_decode", str(path),
+            *(f"{r}:{a}" for r, a in refs)]
     return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             env=env)
 
 
-def prespawn(path: Path, kernels: int, *, sources: bool) -> None:
-    """Start the first children for a report of ``kernels`` kernels now (they wait for their jobs)."""
-    n = min(_parallel(), len(_chunks(list(range(kernels)), PER_CHILD_SASS if sources else PER_CHILD)))
-    procs = [p for p in (_start(path, (0, 0)) for _ in range(n)) if p is not None]
-    _WARM.setdefault((str(path), (0, 0)), []).extend(procs)
+def _needs(ids: list[int]) -> list[int]:
+    """The kernels a child decoding ``ids`` decodes: kernel 0 first (its metric list settles units)."""
+    return ids if ids[0] == 0 else [0, *ids]
+
+
+def prespawn(path: Path, refs: list[tuple[int, int]], *, sources: bool) -> None:
+    """Start the first children for a report's kernels ``refs`` now (they decode, then wait for their jobs).
+
+    They decode the kernels of :func:`read_in_children`'s first jobs as the report lists them; a
+    job that turns out different (kernels numbered process by process) decodes what it lacks.
+    """
+    chunks = _chunks(list(range(len(refs))), PER_CHILD_SASS if sources else PER_CHILD)
+    for n, chunk in enumerate(chunks[:_parallel()]):
+        proc = _start(path, [refs[k] for k in _needs(chunk)])
+        if proc is not None:
+            _WARM[(str(path), n)] = proc
 
 
 def _drop_warm() -> None:
     """End the children started ahead that got no job (closing their input ends them)."""
-    for procs in _WARM.values():
-        for proc in procs:
-            if proc.stdin is not None:
-                proc.stdin.close()
-            proc.wait()
+    for proc in _WARM.values():
+        if proc.stdin is not None:
+            proc.stdin.close()
+        proc.wait()
     _WARM.clear()
 
 
@@ -127,9 +138,8 @@ def _run(jobs: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
     def spawn(i: int) -> subprocess.Popen[bytes] | None:
         if i not in spawned:
             job = jobs[i]
-            first = tuple(job["refs"][(job["settle"] or job["ids"])[0]])
-            warm = _WARM.get((str(jobs[i]["path"]), first))
-            proc = warm.pop(0) if warm else _start(Path(jobs[i]["path"]), first)  # type: ignore[arg-type]
+            refs = [tuple(job["refs"][k]) for k in [*job["settle"], *job["ids"]]]
+            proc = _WARM.pop((str(job["path"]), i), None) or _start(Path(job["path"]), refs)
             if proc is None:
                 return None
             spawned[i] = proc
