@@ -130,10 +130,14 @@ class LoadWorker(Worker):
         try:
             self.check_cancel()
             from engine.reports.base import TABLES
+            from gui.timeline.columnar import cached_row_count
 
             rows: dict[str, int | None] = {}
             for name in TABLES:  # counted, not read: the views read the columns they draw
-                rows[name] = trace.row_count(name)
+                # a big nsys table opened before: the length of its cached column (no SQL count)
+                rows[name] = cached_row_count(trace, name) if trace.has(name) else None
+                if rows[name] is None:
+                    rows[name] = trace.row_count(name)
         except BaseException:
             trace.close()
             raise

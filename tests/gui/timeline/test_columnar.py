@@ -205,3 +205,18 @@ def test_small_report_keeps_the_direct_path(qtbot, window):
     window.set_view("timeline")
     qtbot.waitUntil(lambda: view.model is not None and not view.is_busy(), timeout=LOAD_TIMEOUT_MS)
     assert view.model.row_source is None and view.model.tables["kernels"] is not None
+
+
+@pytest.mark.parametrize("path", NSYS_SQLITE, ids=[p.stem for p in NSYS_SQLITE])
+def test_row_counts_from_the_cached_columns_are_sqlites(path):
+    """Opening a report again counts its big tables from the cached columns (no SQL scan): the
+    same numbers as count(*); before the columns are cached there is no such count."""
+    trace = open_report(path)
+    try:
+        names = [n for n in ("kernels", "memcpy", "memset", "api") if trace.has(n)]
+        assert names
+        assert all(tcol.cached_row_count(trace, n) is None for n in names)
+        tcol.build_columnar(trace)
+        assert {n: tcol.cached_row_count(trace, n) for n in names} == {n: trace.row_count(n) for n in names}
+    finally:
+        trace.close()
