@@ -446,12 +446,17 @@ class TimelineCanvas(QWidget):
         base_y = int(top + h - 1)
         p.setPen(Qt.PenStyle.NoPen)
         for k in kinds:
-            cov = tm.coverage(ln.union[k], self.t0, self.t1, n_bins)
-            self.last_coverage[(ln.key, k)] = cov
-            height = np.where(cov > 0, np.maximum(np.rint(cov * (h - 3)), 2), 0).astype(np.int64)
-            # a pale full-height band where the kind has any event, the busy fraction solid on it
+            self.last_coverage[(ln.key, k)] = tm.coverage(ln.union[k], self.t0, self.t1, n_bins)
+        # a pale full-height band where a kind has any event, then every kind's busy fraction solid
+        # on the bands (a band drawn after another kind's bar would veil it: 21k copies hid the
+        # bars of 10M kernels)
+        for k in kinds:
+            cov = self.last_coverage[(ln.key, k)]
             p.setBrush(self._pale_brushes[k])
             p.drawRects(self._bars(np.where(cov > 0, h - 3, 0).astype(np.int64), base_y))
+        for k in sorted(kinds, key=lambda k: -float(self.last_coverage[(ln.key, k)].sum())):
+            cov = self.last_coverage[(ln.key, k)]  # the busiest kind first, the rarer ones on top
+            height = np.where(cov > 0, np.maximum(np.rint(cov * (h - 3)), 2), 0).astype(np.int64)
             p.setBrush(self._kind_brushes[k])
             p.drawRects(self._bars(height, base_y))
         return ("coverage", n)

@@ -349,6 +349,8 @@ class TimelineView(ReportView):
         n_lanes = {g: sum(1 for ln in model.lanes if ln.group == g) for g in c}
         parts = [f"{c['api']:,} CUDA API calls on {n_lanes['api']} CPU thread(s)",
                  f"{c['gpu']:,} GPU operations on {n_lanes['gpu']} stream(s)"]
+        if model.pending and not n_lanes["api"]:  # not read yet (a big report's first stage)
+            parts = parts[1:]
         if n_lanes["nvtx"]:
             parts.append(f"{c['nvtx']:,} NVTX ranges")
         if n_lanes["metric"]:
