@@ -104,3 +104,18 @@ def test_grid_block_summary_without_pandas_gives_the_dataframe_paths_bytes(
         assert table is None and want == ""
         return
     assert table is not None and len(table) > 0 and to_csv(table) == want
+
+
+def test_kern_exec_trace_without_a_writable_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The launch calls read by condition (read_where) stay in memory when nothing can be cached."""
+    from engine.analysis.nsys.stats import kexec
+
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    monkeypatch.setenv("KERNELSCOPE_CACHE", str(blocker / "cache"))
+    monkeypatch.setattr(kexec, "_CHUNK", 5)
+    db = max(NSYS_SQLITE, key=lambda p: p.stat().st_size)
+    trace = open_report(db)
+    table = kexec.kern_exec_trace_csv(trace)  # type: ignore[arg-type]
+    assert table is not None and table.rows > 10
+    assert table.text == to_csv(run_report(trace, "cuda_kern_exec_trace"))

@@ -68,6 +68,15 @@ def _pairs(k_proc: npt.NDArray[np.int64], k_corr: npt.NDArray[np.int64], a_proc:
     return k_rows, a_rows
 
 
+def _source_into(out: list[_Source | BaseException], trace: NsysSqliteTrace, table: str,
+                 exprs: dict[str, str], where: str) -> None:
+    """Read a :class:`_Source` (in a thread): append it, or the exception that stopped it."""
+    try:
+        out.append(_Source(trace, table, exprs, where=where))
+    except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+        out.append(exc)
+
+
 def kern_exec_trace_csv(trace: NsysSqliteTrace) -> CsvTable | None:
     """``cuda_kern_exec_trace`` as CSV chunks, or None where the general path must handle it.
 
@@ -76,6 +85,7 @@ def kern_exec_trace_csv(trace: NsysSqliteTrace) -> CsvTable | None:
     names a text column cannot hold.
     """
     import sqlite3
+    import threading
 
     import numpy as np
 
@@ -92,11 +102,24 @@ def kern_exec_trace_csv(trace: NsysSqliteTrace) -> CsvTable | None:
     k_exprs = {c: f'"{c}"' for c in ("start", "end", "correlationId", "globalPid", "deviceId", *_DIMS)}
     k_exprs["nameId"] = f"coalesce({name_expr}, NULL)"
     a_exprs = {c: f'"{c}"' for c in ("start", "end", "correlationId", "globalTid", "nameId")}
+    # Only the calls that share a correlation id with a kernel (one in seven on a launch-bound
+    # report), read while the kernels are.
+    launches = f"correlationId IN (SELECT correlationId FROM {_KERNEL})"
+    got: list[_Source | BaseException] = []
+    reader = threading.Thread(target=_source_into, args=(got, trace, _RUNTIME, a_exprs, launches),
+                              daemon=True)
+    reader.start()
     try:
         ks = _Source(trace, _KERNEL, k_exprs)
-        calls = _Source(trace, _RUNTIME, a_exprs, per_pass=2)
     except sqlite3.Error:
         return None
+    finally:
+        reader.join()
+    if not got or isinstance(got[0], sqlite3.Error):
+        return None
+    if isinstance(got[0], BaseException):
+        raise got[0]
+    calls = got[0]
     if not ks.rows or not calls.rows:
         return CsvTable("cuda_kern_exec_trace", 0, lambda: iter(()))
     if any(has_null(ks.column(c)) for c in ("start", "end", "globalPid", *_DIMS)) or \

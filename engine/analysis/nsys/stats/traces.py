@@ -82,14 +82,22 @@ class _Source:
 
     Each chunk of rows maps the cached ``.npy`` files again and lets them go, so the pages a
     chunk touched leave the process (its peak RSS stays that of one chunk). Where the cache
-    cannot be written, the columns stay in memory instead.
+    cannot be written, the columns stay in memory instead. With ``where``, only the rows where
+    that SQL condition holds are read (one pass, :meth:`ColumnStore.read_where`).
     """
 
     def __init__(self, trace: NsysSqliteTrace, table: str, exprs: dict[str, str],
-                 per_pass: int = _GROUP) -> None:
-        self.store, self.table, self.exprs = trace.column_store(), table, exprs
+                 per_pass: int = _GROUP, where: str | None = None) -> None:
+        self.store, self.table, self.exprs, self.where = trace.column_store(), table, exprs, where
+        # the cache's key of each column (read_where keys them with their condition)
+        self.keys = {n: f"{e} WHERE {where}" if where else e for n, e in exprs.items()}
         self.held: dict[str, npt.NDArray[np.int64]] = {}
-        todo = [n for n in exprs if self.store.cached(table, n, exprs[n]) is None]
+        todo = [n for n in exprs if self.store.cached(table, n, self.keys[n]) is None]
+        if where is not None:
+            if todo:
+                self._keep(self.store.read_where(table, exprs, where))
+            self.rows = len(self.column("start"))
+            return
         span = trace.rows(f"SELECT max(rowid) - min(rowid) + 1 FROM {table}")[0][0] if todo else 0
         rows = int(str(span)) if span is not None else 0
         # Fewer passes over a table that is not huge (each pass decodes every row again):
@@ -109,15 +117,18 @@ class _Source:
     def _keep(self, got: dict[str, npt.NDArray[np.int64]]) -> None:
         """Hold the columns of ``got`` that the cache could not take."""
         for n, arr in got.items():
-            if self.store.cached(self.table, n, self.exprs[n]) is None:
+            if self.store.cached(self.table, n, self.keys[n]) is None:
                 self.held[n] = arr
 
     def column(self, name: str) -> npt.NDArray[np.int64]:
         if name in self.held:
             return self.held[name]
-        arr = self.store.cached(self.table, name, self.exprs[name])
+        arr = self.store.cached(self.table, name, self.keys[name])
         if arr is None:  # the cache went away meanwhile: read it again and keep it
-            arr = self.store.read(self.table, {name: self.exprs[name]})[name]
+            one = {name: self.exprs[name]}
+            got = (self.store.read_where(self.table, one, self.where) if self.where is not None
+                   else self.store.read(self.table, one))
+            arr = got[name]
             self.held[name] = arr
         return arr
 
