@@ -117,5 +117,5 @@ def test_kern_exec_trace_without_a_writable_cache(tmp_path: Path, monkeypatch: p
     db = max(NSYS_SQLITE, key=lambda p: p.stat().st_size)
     trace = open_report(db)
     table = kexec.kern_exec_trace_csv(trace)  # type: ignore[arg-type]
-    assert table is not None and table.rows > 10
+    assert table is not None and table.rows >= 10  # two chunks at least
     assert table.text == to_csv(run_report(trace, "cuda_kern_exec_trace"))
