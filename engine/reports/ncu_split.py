@@ -51,8 +51,8 @@ def _parallel() -> int:
     Two children at once hold ~2 x 280 MB together and cost a little more CPU than one after the
     other (each pays the first-kernel decode), but on two idle cores they halve the wait; on a busy
     machine (2 cores, load 4.5) one at a time was faster (2.1 s against 2.7 s for the details page
-    of torch18_full) and held 407 MB in all against 678 MB. "Busy": a load average within half a
-    core of the core count.
+    of torch18_full) and held 407 MB in all against 678 MB. "Busy": a load average of a core more than
+    there are cores (a benchmark running page after page keeps it near 1.5 on two cores by itself).
     """
     given = os.environ.get("KERNELSCOPE_NCU_PARALLEL")
     if given:
@@ -62,7 +62,7 @@ def _parallel() -> int:
         load = os.getloadavg()[0]
     except OSError:
         return 1
-    return 2 if cores >= 2 and load <= cores - 0.5 else 1
+    return 2 if cores >= 2 and load < cores + 1 else 1
 
 
 def use_children() -> bool:
