@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.analysis.calls import api_calls, small_codes
-from engine.analysis.tables import corr_keys, match_first, pid_keys, trace_cache
+from engine.analysis.tables import blocks_sorted, corr_keys, match_first, pid_keys, trace_cache
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -46,6 +46,7 @@ class GpuOps:
 
     def __init__(self, trace: Trace) -> None:
         self._trace = trace
+        self._blocks: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
         parts = [p for p in (self._part(k) for k in KINDS) if p is not None]
         self.counts = {k: 0 for k in KINDS}
         if not parts:
@@ -120,6 +121,40 @@ class GpuOps:
         """Durations (end - start)."""
         out: npt.NDArray[np.int64] = self.end - self.start
         return out
+
+    @cached_property
+    def order(self) -> npt.NDArray[np.int64] | None:
+        """The stable sort of the operations by start; None when they are in start order already."""
+        st = self.start
+        if len(st) < 2 or bool((st[1:] >= st[:-1]).all()):
+            return None
+        out: npt.NDArray[np.int64] = np.argsort(st, kind="stable")
+        return out
+
+    def sorted_col(self, col: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        """A column (row for row with the operations) in start order."""
+        return col if self.order is None else col[self.order]
+
+    @cached_property
+    def s_sorted(self) -> npt.NDArray[np.int64]:
+        """Starts in start order."""
+        return self.sorted_col(self.start)
+
+    @cached_property
+    def e_sorted(self) -> npt.NDArray[np.int64]:
+        """Ends in start order."""
+        return self.sorted_col(self.end)
+
+    def blocks(self, pid: str | None = None) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """The union of the operations (of process ``pid``) as sorted disjoint blocks (cached)."""
+        key = "" if pid is None else pid
+        if key not in self._blocks:
+            if pid is None or len(self.pids) == 1 and self.pids[0] == pid:
+                self._blocks[key] = blocks_sorted(self.s_sorted, self.e_sorted)
+            else:
+                mine = self.sorted_col(self.of_pid(pid))
+                self._blocks[key] = blocks_sorted(self.s_sorted[mine], self.e_sorted[mine])
+        return self._blocks[key]
 
     def pid_code(self, key: str) -> int:
         """The code of a process key, -1 when no operation has it."""

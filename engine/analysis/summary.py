@@ -28,6 +28,8 @@ from engine.analysis.steps import (
     trace_cache,
 )
 from engine.analysis.summary_model import SCHEMA, Summary
+from engine.analysis.tables import UNION_CHUNK as _UNION_CHUNK
+from engine.analysis.tables import union_sorted as _union_sorted
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -85,31 +87,6 @@ def _pct(part: float, whole: float) -> float | None:
 
 def _union(starts: Any, ends: Any) -> int:
     return interval_union_ns(np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64))[0]
-
-
-def _union_sorted(s: np.ndarray, e: np.ndarray) -> int:
-    """:func:`interval_union_ns`'s length for intervals already sorted by start (no sort)."""
-    if not len(s):
-        return 0
-    run_end = np.maximum.accumulate(e)
-    new = np.empty(len(s), dtype=bool)
-    new[0] = True
-    new[1:] = s[1:] > run_end[:-1]
-    idx = np.flatnonzero(new)
-    block_ends = np.append(run_end[idx[1:] - 1], run_end[-1])
-    return int((block_ends - s[idx]).sum())
-
-
-def _blocks_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`interval_union_ns`'s merged blocks for intervals already sorted by start."""
-    if not len(s):
-        return np.array([], dtype=np.int64), np.array([], dtype=np.int64)
-    run_end = np.maximum.accumulate(e)
-    new = np.empty(len(s), dtype=bool)
-    new[0] = True
-    new[1:] = s[1:] > run_end[:-1]
-    idx = np.flatnonzero(new)
-    return s[idx], np.append(run_end[idx[1:] - 1], run_end[-1])
 
 
 def _host_kind(row_op: str, src: str, dst: str) -> str:
@@ -191,6 +168,14 @@ def api_keys(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     return pk, cat
 
 
+def _start_order(start: np.ndarray) -> np.ndarray | None:
+    """The stable sort order of ``start``; None when it is sorted already (no copies needed)."""
+    if len(start) < 2 or bool((start[1:] >= start[:-1]).all()):
+        return None
+    out: np.ndarray = np.argsort(start, kind="stable")
+    return out
+
+
 class _Calls:
     """The valid calls (start and end known) of a trace, sorted by start once, with their codes."""
 
@@ -205,9 +190,14 @@ class _Calls:
         self.name = self._pick(calls.name)
         self.category = self._pick(calls.category)
         self.dur = self.end - self.start
-        self.order = np.argsort(self.start, kind="stable")
-        self.s_sorted = self.start[self.order]
-        self.e_sorted = self.end[self.order]
+        self.order = _start_order(self.start)
+        self.s_sorted = self.sorted_col(self.start)
+        self.e_sorted = self.sorted_col(self.end)
+
+    def sorted_col(self, col: np.ndarray) -> np.ndarray:
+        """A column of the valid calls in start order."""
+        out: np.ndarray = col if self.order is None else col[self.order]
+        return out
 
     def _pick(self, a: np.ndarray) -> np.ndarray:
         return a if self._valid is None else a[self._valid]
@@ -221,15 +211,8 @@ class _Calls:
         if not self.n:
             return []
         c, uniq = small_codes(codes)
-        counts = np.bincount(c, minlength=len(uniq))
-        sums = _int_sums(c, self.dur, len(uniq))
-        cs = c[self.order]
-        by = np.argsort(cs.astype(np.int16) if len(uniq) < 1 << 15 else cs, kind="stable")
-        bounds = np.concatenate([[0], np.cumsum(counts)])
-        s, e = self.s_sorted[by], self.e_sorted[by]
-        return [(int(uniq[j]), int(counts[j]), int(sums[j]),
-                 _union_sorted(s[bounds[j]:bounds[j + 1]], e[bounds[j]:bounds[j + 1]]))
-                for j in range(len(uniq))]
+        res = _groups_sorted(self.sorted_col(c), self.s_sorted, self.e_sorted, list(range(len(uniq))))
+        return [(int(uniq[j]), n, d, u) for j, n, d, u in res]
 
 
 def _int_sums(codes: np.ndarray, values: np.ndarray, k: int) -> np.ndarray:
@@ -268,7 +251,7 @@ def _host(d: _Calls, wall_ns: int) -> sm.Host:
     union = _union_sorted(s_all, e_all)
     cats = []
     seen = np.zeros(d.n, dtype=bool)
-    cat_sorted = d.category[d.order]
+    cat_sorted = d.sorted_col(d.category)
     covered = 0
     names = d.calls.names
     for cat, label in API_CATEGORIES.items():
@@ -279,12 +262,12 @@ def _host(d: _Calls, wall_ns: int) -> sm.Host:
             continue
         in_cat_sorted = cat_sorted == code
         seen |= in_cat_sorted
-        now = _union_sorted(s_all[seen], e_all[seen])
+        now = _union_sorted(s_all, e_all, seen)
         attributed, covered = now - covered, now
         sub_d = d.dur[in_cat]
         by_name = sum_count(d.name[in_cat], sub_d, names).sort_values("sum", ascending=False)
         cat_total = int(sub_d.sum())
-        cat_union = _union_sorted(s_all[in_cat_sorted], e_all[in_cat_sorted])
+        cat_union = _union_sorted(s_all, e_all, in_cat_sorted)
         cats.append(sm.ApiCategory(
             cat, label, cat_total, cat_union, attributed, n_cat, _pct(cat_total, total),
             _pct(cat_union, wall_ns),
@@ -292,7 +275,8 @@ def _host(d: _Calls, wall_ns: int) -> sm.Host:
         ))
     threads = []
     ntid = max(len(d.calls.tids), 1)
-    for key, n, dsum, u in d.groups(d.pid.astype(np.int64) * ntid + d.tid()):
+    keys = d.tid() if len(d.calls.pids) == 1 else d.pid.astype(np.int64) * ntid + d.tid()
+    for key, n, dsum, u in d.groups(keys):
         threads.append(sm.ThreadRow(d.calls.pids[key // ntid], d.calls.tids[key % ntid], n, dsum, u,
                                     _pct(u, wall_ns)))
     threads.sort(key=lambda t: -t.union_ns)
@@ -323,11 +307,11 @@ class _Ops:
             part[ms_rows] = self._code("memset")
             nbytes[ms_rows] = trace.table("memset", ["bytes"])["bytes"].astype(float).fillna(0).to_numpy()
         self.part = part
-        self.order = np.argsort(o.start, kind="stable")
-        self.s = o.start[self.order]
-        self.e = o.end[self.order]
-        self.part_s = part[self.order]
-        self.bytes_s = nbytes[self.order]
+        self.order = o.order
+        self.s = o.s_sorted
+        self.e = o.e_sorted
+        self.part_s = self.sorted_col(part)
+        self.bytes_s = self.sorted_col(nbytes)
 
     def _code(self, label: str) -> int:
         if label not in self.labels:
@@ -336,7 +320,7 @@ class _Ops:
 
     def sorted_col(self, col: np.ndarray) -> np.ndarray:
         """A column in start order."""
-        out: np.ndarray = col[self.order]
+        out: np.ndarray = col if self.order is None else col[self.order]
         return out
 
 
@@ -344,19 +328,29 @@ def _groups_sorted(codes_s: np.ndarray, s: np.ndarray, e: np.ndarray, first: lis
                    ) -> list[tuple[int, int, int, int]]:
     """(code, count, summed duration, union) per code of ``first`` (in that order).
 
-    ``codes_s``, ``s``, ``e``: rows sorted by start; one stable sort by code gives each code's rows
-    as one slice, still in start order.
+    ``codes_s``, ``s``, ``e``: rows sorted by start. A few codes: one masked, chunked union each
+    (no copy of the columns); many: one stable sort by code gives each code's rows as one slice,
+    still in start order.
     """
     if not len(first):
         return []
     k = int(codes_s.max()) + 1 if len(codes_s) else 0
     counts = np.bincount(codes_s, minlength=k)
-    sums = _int_sums(codes_s, e - s, k)
+    sums = np.zeros(k, dtype=np.int64)
+    for lo in range(0, len(s), _UNION_CHUNK):
+        sl = slice(lo, lo + _UNION_CHUNK)
+        sums += _int_sums(codes_s[sl], e[sl] - s[sl], k)
+    if len(first) <= _MASKED_GROUPS:
+        return [(c, int(counts[c]), int(sums[c]), _union_sorted(s, e, codes_s == c)) for c in first]
     by = np.argsort(codes_s.astype(np.int16) if k < 1 << 15 else codes_s, kind="stable")
     bounds = np.concatenate([[0], np.cumsum(counts)])
     ss, es = s[by], e[by]
     return [(c, int(counts[c]), int(sums[c]),
              _union_sorted(ss[bounds[c]:bounds[c + 1]], es[bounds[c]:bounds[c + 1]])) for c in first]
+
+
+#: up to this many groups, each group's union is a masked pass (beyond: one sort by group)
+_MASKED_GROUPS = 16
 
 
 def _first_codes(codes: np.ndarray) -> list[int]:
@@ -385,7 +379,8 @@ def _parts(ops: _Ops, sel: np.ndarray | None, busy: int, wall_ns: int) -> tuple[
         first = _first_codes(ops.part)
     else:
         ps, s, e, b = ops.part_s[sel], ops.s[sel], ops.e[sel], ops.bytes_s[sel]
-        first = _first_codes(ops.part[np.sort(ops.order[sel])])  # in row order, as groupby sees them
+        picked = np.flatnonzero(sel) if ops.order is None else np.sort(ops.order[sel])
+        first = _first_codes(ops.part[picked])  # in row order, as groupby sees them
     rows = _groups_sorted(ps, s, e, first)
     rows.sort(key=lambda r: -r[2])
     out = []
@@ -394,7 +389,7 @@ def _parts(ops: _Ops, sel: np.ndarray | None, busy: int, wall_ns: int) -> tuple[
     for code, count, total, u in rows:
         in_p = ps == code
         seen |= in_p
-        now = _union_sorted(s[seen], e[seen])
+        now = _union_sorted(s, e, seen)
         name = ops.labels[code]
         has_bytes = name != "kernels"
         out.append(sm.GpuPart(name, total, u, now - covered, count,
@@ -505,8 +500,7 @@ def _iterations(trace: Trace, api: _Calls, ops: _Ops,
         once = _costs(cat[~in_any], dur[~in_any], None)
     else:
         per_it = warm = once = ()
-    mine_ops = ops.sorted_col(ops.o.of_pid(st.pid)) if ops.n else np.zeros(0, dtype=bool)
-    bs, be = _blocks_sorted(ops.s[mine_ops], ops.e[mine_ops])
+    bs, be = ops.o.blocks(st.pid)
     busy_steady = int(busy_between(bs, be, ss, se).sum())
     phases = _phases(trace, st)
     rest = durs[1:]

@@ -78,13 +78,21 @@ def match_first(left: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
     """For each row of ``left`` (two int key columns), the first ``right`` row with the same keys, or -1.
 
     The rows a pandas left merge with ``right.drop_duplicates(keys)`` gives, in numpy: the two keys
-    packed into one int64, the right side's first rows found with a stable sort and searchsorted.
+    packed into one int64, the right side's first rows found with a stable sort and searchsorted
+    (or, for keys dense enough, in a table addressed by key: no sort).
     """
+    return match_first_counted(left, right)[0]
+
+
+def match_first_counted(left: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
+                        right: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]
+                        ) -> tuple[npt.NDArray[np.int64], int]:
+    """:func:`match_first`, and how many distinct keys ``right`` has (fewer than its rows: duplicates)."""
     lp, lc = (np.asarray(k, dtype=np.int64) for k in left)
     rp, rc = (np.asarray(k, dtype=np.int64) for k in right)
     out = np.full(len(lp), -1, dtype=np.int64)
     if not len(lp) or not len(rp):
-        return out
+        return out, -1
     cmin = min(int(lc.min()), int(rc.min()))
     span = max(int(lc.max()), int(rc.max())) - cmin + 1
     pmin = min(int(lp.min()), int(rp.min()))
@@ -96,14 +104,23 @@ def match_first(left: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
         j = pd.DataFrame({"p": lp, "c": lc}).merge(r, how="left", on=["p", "c"])
         got = j["i"].notna().to_numpy()
         out[got] = j["i"].to_numpy()[got].astype(np.int64)
-        return out
+        return out, len(r)
     rk = (rp - pmin) * span + (rc - cmin)
     lk = (lp - pmin) * span + (lc - cmin)
+    size = (pmax - pmin + 1) * span
+    if size <= max(4 * len(rk), 1 << 22) and len(rk) < 2**31 - 1:
+        # keys dense enough to address a table directly: the first row per key without a sort
+        first_row = np.full(size, len(rk), dtype=np.int32)
+        np.minimum.at(first_row, rk, np.arange(len(rk), dtype=np.int32))
+        del rk
+        hit = first_row[lk] < len(rp)
+        out[hit] = first_row[lk[hit]]
+        return out, int((first_row < len(rp)).sum())
     uniq, first = np.unique(rk, return_index=True)  # first occurrence of each key
     pos = np.minimum(np.searchsorted(uniq, lk), len(uniq) - 1)
     hit = uniq[pos] == lk
     out[hit] = first[pos[hit]]
-    return out
+    return out, len(uniq)
 
 
 _MEMO: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
@@ -121,3 +138,52 @@ def trace_cache(trace: Trace, key: str, make: Any) -> Any:
     if key not in store:
         store[key] = make()
     return store[key]
+
+
+def union_sorted(s: np.ndarray, e: np.ndarray, mask: np.ndarray | None = None) -> int:
+    """Length of the union of [start, end) intervals already sorted by start (no sort).
+
+    Only the rows where ``mask`` holds, when given. Walked a few million rows at a time with the
+    open block carried over, so a 20M-row column costs no full-length temporary.
+    """
+    total = 0
+    open_s = open_e = None
+    for lo in range(0, len(s), UNION_CHUNK):
+        ss, es = s[lo:lo + UNION_CHUNK], e[lo:lo + UNION_CHUNK]
+        if mask is not None:
+            m = mask[lo:lo + UNION_CHUNK]
+            ss, es = ss[m], es[m]
+        if not len(ss):
+            continue
+        run_end = np.maximum.accumulate(es)
+        if open_e is not None:
+            np.maximum(run_end, open_e, out=run_end)
+        new = np.empty(len(ss), dtype=bool)
+        new[0] = open_e is None or ss[0] > open_e
+        new[1:] = ss[1:] > run_end[:-1]
+        idx = np.flatnonzero(new)
+        if len(idx):
+            if open_e is not None and open_s is not None:  # the block carried in ends before idx[0]
+                total += int(run_end[idx[0] - 1] if idx[0] > 0 else open_e) - open_s
+            total += int((run_end[idx[1:] - 1] - ss[idx[:-1]]).sum())
+            open_s = int(ss[idx[-1]])
+        open_e = int(run_end[-1])
+    if open_e is not None and open_s is not None:
+        total += open_e - open_s
+    return total
+
+
+#: rows per step of the chunked unions
+UNION_CHUNK = 1 << 21
+
+
+def blocks_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of intervals already sorted by start, as disjoint blocks (starts, ends)."""
+    if not len(s):
+        return np.array([], dtype=np.int64), np.array([], dtype=np.int64)
+    run_end = np.maximum.accumulate(e)
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > run_end[:-1]
+    idx = np.flatnonzero(new)
+    return s[idx], np.append(run_end[idx[1:] - 1], run_end[-1])

@@ -84,11 +84,9 @@ class Context:
             busy = 0.0
             if self.steps is not None and self.n_steady:
                 from engine.analysis.ops import gpu_op_columns
-                from engine.analysis.summary import busy_between, interval_union_ns
+                from engine.analysis.summary import busy_between
 
-                ops = gpu_op_columns(self.trace)
-                mine = ops.of_pid(self.steps.pid)
-                _, bs, be = interval_union_ns(ops.start[mine], ops.end[mine])
+                bs, be = gpu_op_columns(self.trace).blocks(self.steps.pid)
                 a, b = self.steps.window(steady_only=True)
                 busy = float(busy_between(bs, be, a, b).sum()) / self.n_steady
             self._cache["busy_idle"] = (busy, max(self.step_ns - busy, 0.0))

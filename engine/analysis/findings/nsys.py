@@ -17,7 +17,8 @@ from engine.analysis.findings.gains import GPU, HOST, Context, gain_from, severi
 from engine.analysis.findings.model import Evidence, Finding, Gain, fmt_time, pct
 from engine.analysis.ops import gpu_op_columns
 from engine.analysis.steps import corr_keys, match_first, pid_keys, trace_cache
-from engine.analysis.summary import interval_union_ns, sum_count
+from engine.analysis.summary import sum_count
+from engine.analysis.tables import union_sorted
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -437,28 +438,32 @@ def rule_copy_compute_overlap(ctx: Context) -> list[Finding]:
     if not is_k.any() or not is_m.any():
         return []
 
+    # in start order once: each union below is a masked pass over the same two columns
+    s, e, dev_s = o.s_sorted, o.e_sorted, o.sorted_col(o.dev)
+    kind_s = o.sorted_col(o.kind)
+
     def per_device(sel_k: np.ndarray, sel_m: np.ndarray) -> tuple[int, int, int]:
         """(kernel union, copy union, overlap) summed over GPUs: each GPU overlaps only itself."""
         tk = tm = tov = 0
-        for dev in _distinct(o.dev[sel_k]) & _distinct(o.dev[sel_m]):
-            on = o.dev == dev
-            ks, ke = o.start[sel_k & on], o.end[sel_k & on]
-            ms, me = o.start[sel_m & on], o.end[sel_m & on]
-            a, b = interval_union_ns(ks, ke)[0], interval_union_ns(ms, me)[0]
-            u = interval_union_ns(np.concatenate([ks, ms]), np.concatenate([ke, me]))[0]
+        for dev in _distinct(dev_s[sel_k]) & _distinct(dev_s[sel_m]):
+            on = dev_s == dev
+            a, b = union_sorted(s, e, sel_k & on), union_sorted(s, e, sel_m & on)
+            u = union_sorted(s, e, (sel_k | sel_m) & on)
             tk, tm, tov = tk + a, tm + b, tov + (a + b - u)
         return tk, tm, tov
 
+    is_k, is_m = kind_s == 0, kind_s == 1
     k_ns, m_ns, overlap = per_device(is_k, is_m)
     bound = min(k_ns, m_ns)
     if bound <= 0 or overlap > 0.1 * bound or bound < 0.02 * ctx.wall_ns:
         return []
     no_stream = {o.streams.index("")} if "" in o.streams else set()  # NULL: not counted (nunique)
-    streams, mstreams = (len(_distinct(o.stream[sel]) - no_stream) for sel in (is_k, is_m))
+    stream_s = o.sorted_col(o.stream)
+    streams, mstreams = (len(_distinct(stream_s[sel]) - no_stream) for sel in (is_k, is_m))
     total_gain = bound - overlap
     steady_gain = 0
     if ctx.n_steady:
-        steady = ctx.steady_mask(o.start)
+        steady = ctx.steady_mask(s)
         sk = per_device(is_k & steady, is_m & steady)
         steady_gain = max(min(sk[0], sk[1]) - sk[2], 0)
     gain = gain_from(ctx, steady_gain, max(total_gain - steady_gain, 0),

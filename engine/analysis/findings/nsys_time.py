@@ -16,27 +16,22 @@ from engine.analysis.calls import CATEGORY_ORDER, ApiCalls, api_calls
 from engine.analysis.findings.gains import HOST, Context, gain_from, severity_of
 from engine.analysis.findings.model import Evidence, Finding, Gain, fmt_time, pct
 from engine.analysis.ops import GpuOps, gpu_op_columns
-from engine.analysis.steps import match_first
 from engine.analysis.summary import busy_between, interval_union_ns
+from engine.analysis.tables import match_first_counted
 
 if TYPE_CHECKING:
     import numpy.typing as npt
     import pandas as pd
 
 
-def _ops(ctx: Context) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Starts and ends of every kernel, copy and memset (of the steps' process when there are steps)."""
-    ops = gpu_op_columns(ctx.trace)
-    if ctx.steps is None:
-        return ops.start, ops.end
-    mine = ops.of_pid(ctx.steps.pid)
-    return ops.start[mine], ops.end[mine]
+def _blocks(ctx: Context) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The union of every kernel, copy and memset (of the steps' process when there are steps)."""
+    return gpu_op_columns(ctx.trace).blocks(None if ctx.steps is None else ctx.steps.pid)
 
 
 def _idle_in(ctx: Context, a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> tuple[int, int]:
     """(window length, GPU idle inside it) summed over the windows [a, b)."""
-    s, e = _ops(ctx)
-    _, bs, be = interval_union_ns(s, e)
+    bs, be = _blocks(ctx)
     busy = int(busy_between(bs, be, a, b).sum()) if len(a) else 0
     window = int((b - a).sum()) if len(a) else 0
     return window, max(window - busy, 0)
@@ -59,7 +54,8 @@ def _kernel_launches(ops: GpuOps, calls: ApiCalls
     lut[lut == -1] = -2
     kp, kc = lut[ops.pid[is_k]], ops.corr[is_k]
     k0, k1 = ops.start[is_k], ops.end[is_k]
-    if len(lp) and len(pd.unique(lp * (int(lc.max()) - int(lc.min()) + 1) + (lc - int(lc.min())))) < len(lp):
+    idx, distinct = match_first_counted((kp, kc), (lp, lc))
+    if len(lp) and 0 <= distinct < len(lp):
         # a (process, correlation id) with several launch calls: every pair, as the merge gives
         j = pd.DataFrame({"p": kp, "c": kc, "s": k0, "e": k1}).merge(
             pd.DataFrame({"p": lp, "c": lc, "a0": l0, "a1": l1}), on=["p", "c"])
@@ -67,7 +63,6 @@ def _kernel_launches(ops: GpuOps, calls: ApiCalls
             return None
         return ((j["e"] - j["s"]).to_numpy(np.int64), (j["a1"] - j["a0"]).to_numpy(np.int64),
                 j["a0"].to_numpy(np.int64))
-    idx = match_first((kp, kc), (lp, lc))
     got = idx >= 0
     if not got.any():
         return None
@@ -99,8 +94,8 @@ def rule_launch_bound(ctx: Context) -> list[Finding]:
         other_ns = 0
         where = f"the {ctx.n_steady} steady steps of {ctx.steps.range_name}"
     else:
-        s, e = _ops(ctx)
-        a, b = np.array([s.min()]), np.array([e.max()])
+        bs, be = _blocks(ctx)  # the first start and the last end of the GPU work
+        a, b = bs[:1], be[-1:]
         window, idle = _idle_in(ctx, a, b)
         steady_ns, other_ns = 0, min(int(excess.sum()), idle)
         where = "the span from the first to the last GPU operation"
@@ -153,8 +148,8 @@ def rule_gpu_idle(ctx: Context) -> list[Finding]:
 
 
 def _gpu_idle(ctx: Context) -> list[Finding]:
-    s, e = _ops(ctx)
-    if not len(s):
+    bs, be = _blocks(ctx)
+    if not len(bs):
         return []
     if ctx.steps is not None and ctx.n_steady:
         a, b = ctx.steps.window(steady_only=True)
@@ -175,7 +170,7 @@ def _gpu_idle(ctx: Context) -> list[Finding]:
             source = "NVTX_EVENTS (warm-up steps)"
             steady_ns, other_ns = 0, idle
     else:
-        a, b = np.array([s.min()]), np.array([e.max()])
+        a, b = bs[:1], be[-1:]
         window, idle = _idle_in(ctx, a, b)
         where = "the span from the first to the last GPU operation"
         source = "GPU activity span"
