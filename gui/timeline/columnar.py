@@ -165,8 +165,10 @@ def _lane(key: str, label: str, group: str, parts: list[_Part]) -> tm.Lane:
     big = max(parts, key=lambda p: len(p.starts))
     small = [p for p in parts if p is not big]
     if not _sorted(big.starts) or sum(len(p.starts) for p in small) * 8 > len(big.starts):
+        # each kind's union from its own part (mapped, block totals), not from copies of the merge
+        unions = {p.kind: _union(p.starts, p.ends) for p in parts}
         st, en, kd, rows, nm = _merge(parts)
-        return tm.Lane(key, label, group, st, en, kd, rows, nm)
+        return tm.Lane(key, label, group, st, en, kd, rows, nm, given_union=unions)
     # a few copies among many kernels: insert them (one pass) instead of sorting everything
     s_st, s_en, s_kd, s_rows, s_nm = _merge(small)
     before = s_kd < big.kind  # on equal starts these come first
@@ -187,9 +189,14 @@ def _lane(key: str, label: str, group: str, parts: list[_Part]) -> tm.Lane:
 
 
 def _union(starts: np.ndarray, ends: np.ndarray) -> tm.Union:
-    """The union of one kind's sorted intervals: block totals when big and disjoint, else dense."""
+    """The union of one kind's intervals: block totals when big, sorted and disjoint, else dense."""
     su = sparse.scan(starts, ends) if len(starts) >= sparse.MIN_EVENTS else None
-    return su if su is not None else tm.union_intervals(starts, ends)
+    if su is not None:
+        return su
+    if not _sorted(starts):
+        order = np.argsort(starts, kind="stable")
+        starts, ends = starts[order], ends[order]
+    return tm.union_intervals(starts, ends)
 
 
 class _Mapped:

@@ -101,12 +101,15 @@ def test_block_totals_of_disjoint_lanes_give_the_same_coverage(path, tmp_path_fa
     blocks = [ln for ln in got.lanes if any(isinstance(u, sparse.SparseUnion) for u in ln.union.values())]
     assert blocks  # the API lane at least
     for ln in blocks:
-        su = next(iter(ln.union.values()))
-        assert su.total == int((ln.ends - ln.starts).sum())
-        k = np.arange(len(ln) + 1)
-        np.testing.assert_array_equal(su.busy_before_index(np.minimum(k, len(ln) - 1)),
-                                      np.concatenate([[0], np.cumsum(ln.ends - ln.starts)])[
-                                          np.minimum(k, len(ln) - 1)])
+        for kind, su in ln.union.items():
+            if not isinstance(su, sparse.SparseUnion):
+                continue
+            sel = np.asarray(ln.kinds) == kind  # the kind's own events, as the lane holds them
+            np.testing.assert_array_equal(su.starts, ln.starts[sel])
+            assert su.total == int((ln.ends[sel] - ln.starts[sel]).sum())
+            k = np.arange(len(su))
+            np.testing.assert_array_equal(su.busy_before_index(k),
+                                          np.concatenate([[0], np.cumsum(su.ends - su.starts)])[k])
 
 
 def test_rowid_gaps_map_rows_to_the_right_sqlite_rows(tmp_path):
