@@ -44,8 +44,10 @@ _NARROW = frozenset({"nameId", "pid", "tid"})
 _PASS_VALUES = 40_000_000
 
 
-def small_codes(values: npt.NDArray[Any]) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]:
-    """Codes of non-negative integers (< 2**31) in order of first appearance, and the distinct values.
+def small_codes(values: npt.NDArray[Any]) -> tuple[npt.NDArray[Any], npt.NDArray[np.int64]]:
+    """Codes (int16, or int32 past 32767 values) of non-negative integers in order of first appearance.
+
+    Returns the codes and the distinct values.
 
     What ``pd.factorize`` gives for a column with few distinct values, without hashing every row:
     one ``bincount`` when the values are small, else ``np.unique``; the first appearances are
@@ -73,15 +75,17 @@ def small_codes(values: npt.NDArray[Any]) -> tuple[npt.NDArray[np.int32], npt.ND
             break
     order = np.argsort(first, kind="stable")  # code -> value, first appearance first
     uniq = present[order]
-    rank = np.empty(k, dtype=np.int32)
-    rank[order] = np.arange(k, dtype=np.int32)
+    # int16 codes when they fit (a 20M-row column: 40 MB instead of 80)
+    dt: Any = np.int16 if k < 1 << 15 else np.int32
+    rank = np.empty(k, dtype=dt)
+    rank[order] = np.arange(k, dtype=dt)
     if hi < 1 << 25:
-        lut = np.zeros(hi + 1, dtype=np.int32)
+        lut = np.zeros(hi + 1, dtype=dt)
         lut[present] = rank
         codes = lut[v]
     else:
         codes = rank[np.searchsorted(present, v)]
-    return codes.astype(np.int32, copy=False), uniq.astype(I64)
+    return codes, uniq.astype(I64)
 
 
 class ApiCalls:

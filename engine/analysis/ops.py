@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.analysis.calls import api_calls, small_codes
-from engine.analysis.tables import blocks_sorted, corr_keys, match_first, pid_keys, trace_cache
+from engine.analysis.tables import blocks_sorted, corr_keys, match_first_counted, pid_keys, trace_cache
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -98,7 +98,9 @@ class GpuOps:
                         mapped = store.cached(t, c, expr)
                         arr = cols[c] if mapped is None else mapped
                         out[c] = (arr, None) if c in ("pid", "deviceId", "streamId") else arr
-                    out["correlationId"] = np.where(out["correlationId"] == _NULL, -1, out["correlationId"])
+                    corr = out["correlationId"]
+                    if (corr == _NULL).any():
+                        out["correlationId"] = np.where(corr == _NULL, -1, corr)
                     return kind, out
                 if cols is not None and not len(cols["start"]):
                     return None
@@ -169,16 +171,34 @@ class GpuOps:
         return out
 
     @cached_property
+    def _calls_join(self) -> tuple[npt.NDArray[np.int64], bool]:
+        """(each operation's API call row or -1, whether the calls' (process, correlation id) are unique)."""
+        calls = api_calls(self._trace)
+        if not (calls.n and self.n):
+            return np.full(self.n, -1, dtype=np.int64), True
+        lut = np.array([calls.pid_code(p) for p in self.pids] + [-2], dtype=np.int64)
+        lut[lut == -1] = -2
+        idx, distinct = match_first_counted((lut[self.pid], self.corr), (calls.pid, calls.corr))
+        return idx, distinct == calls.n
+
+    @property
+    def call_row(self) -> npt.NDArray[np.int64]:
+        """Row (in ``api_calls``) of the API call that issued each operation, -1 when unknown."""
+        return self._calls_join[0]
+
+    @property
+    def calls_unique(self) -> bool:
+        """True when no two API calls share a (process, correlation id)."""
+        return self._calls_join[1]
+
+    @cached_property
     def launch(self) -> npt.NDArray[np.int64]:
         """Start of each operation's API call (process + correlation id), else its own start."""
-        calls = api_calls(self._trace)
         launch = self.start.copy()
-        if calls.n and self.n:
-            lut = np.array([calls.pid_code(p) for p in self.pids] + [-2], dtype=np.int64)
-            lut[lut == -1] = -2
-            idx = match_first((lut[self.pid], self.corr), (calls.pid.astype(np.int64), calls.corr))
-            got = idx >= 0
-            launch[got] = calls.start[idx[got]]
+        idx = self.call_row
+        got = idx >= 0
+        if got.any():
+            launch[got] = api_calls(self._trace).start[idx[got]]
         return launch
 
 

@@ -340,13 +340,16 @@ def inside(starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64], t: npt.ND
 
 def _inside_blocks(s: npt.NDArray[np.int64], e: npt.NDArray[np.int64], t: npt.NDArray[np.int64]
                    ) -> npt.NDArray[np.bool_]:
-    """Which times ``t`` fall in one of the disjoint sorted blocks [s, e)."""
-    if not len(s) or not len(t):
-        return np.zeros(len(t), dtype=bool)
-    idx = np.searchsorted(s, t, side="right") - 1
-    ok = idx >= 0
+    """Which times ``t`` fall in one of the disjoint sorted blocks [s, e) (2M times at a time)."""
     res = np.zeros(len(t), dtype=bool)
-    res[ok] = t[ok] < e[idx[ok]]
+    if not len(s) or not len(t):
+        return res
+    step = 1 << 21
+    for lo in range(0, len(t), step):
+        tt = t[lo:lo + step]
+        idx = np.searchsorted(s, tt, side="right") - 1
+        ok = idx >= 0
+        res[lo:lo + step][ok] = tt[ok] < e[idx[ok]]
     return res
 
 
@@ -418,6 +421,9 @@ def launches_per_pid(trace: Trace, ops: pd.DataFrame | None = None
         o = gpu_op_columns(trace)
         res = {}
         for code, pk in enumerate(o.pids):
+            if len(o.pids) == 1:  # one process: its columns as they are
+                res[pk] = (o.launch, o.dur)
+                continue
             mine = o.pid == code
             res[pk] = (o.launch[mine], o.dur[mine])
         return res

@@ -409,12 +409,13 @@ def _gpu(trace: Trace, ops: _Ops, wall_ns: int) -> sm.Gpu:
     dev_s = ops.sorted_col(o.dev)
     str_s = ops.sorted_col(o.stream)
     devices = []
+    one = len(o.devs) == 1  # one GPU: its columns as they are, no copies
     for dev_code in sorted(set(_first_codes(dev_s)), key=lambda c: o.devs[c]):
-        sel = dev_s == dev_code
-        s, e = ops.s[sel], ops.e[sel]
+        sel = None if one else dev_s == dev_code
+        s, e = (ops.s, ops.e) if sel is None else (ops.s[sel], ops.e[sel])
         b = _union_sorted(s, e)
-        st_codes = str_s[sel]
-        first = _first_codes(o.stream[o.dev == dev_code])
+        st_codes = str_s if sel is None else str_s[sel]
+        first = _first_codes(o.stream if one else o.stream[o.dev == dev_code])
         streams = [sm.StreamRow(o.streams[c], u, n, _pct(u, b))
                    for c, n, _d, u in _groups_sorted(st_codes, s, e, first)]
         streams.sort(key=lambda r: -r.busy_ns)
@@ -490,8 +491,10 @@ def _iterations(trace: Trace, api: _Calls, ops: _Ops,
     code = api.calls.pid_code(st.pid)
     mine = api.pid == code if api.n and code >= 0 else None
     if mine is not None and mine.any():
-        t = api.start[mine]
-        cat, dur = api.category[mine], api.dur[mine]
+        if len(api.calls.pids) == 1:  # one process: its columns as they are
+            t, cat, dur = api.start, api.category, api.dur
+        else:
+            t, cat, dur = api.start[mine], api.category[mine], api.dur[mine]
         in_steady = st.contains(t, steady_only=True)
         in_any = st.contains(t)
         warm_rows = in_any & ~in_steady

@@ -84,12 +84,11 @@ def match_first(left: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
     return match_first_counted(left, right)[0]
 
 
-def match_first_counted(left: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
-                        right: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]
+def match_first_counted(left: tuple[npt.NDArray[Any], npt.NDArray[Any]],
+                        right: tuple[npt.NDArray[Any], npt.NDArray[Any]]
                         ) -> tuple[npt.NDArray[np.int64], int]:
     """:func:`match_first`, and how many distinct keys ``right`` has (fewer than its rows: duplicates)."""
-    lp, lc = (np.asarray(k, dtype=np.int64) for k in left)
-    rp, rc = (np.asarray(k, dtype=np.int64) for k in right)
+    lp, lc, rp, rc = (np.asarray(k) for k in (*left, *right))  # int64 only a chunk at a time
     out = np.full(len(lp), -1, dtype=np.int64)
     if not len(lp) or not len(rp):
         return out, -1
@@ -105,22 +104,38 @@ def match_first_counted(left: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]
         got = j["i"].notna().to_numpy()
         out[got] = j["i"].to_numpy()[got].astype(np.int64)
         return out, len(r)
-    rk = (rp - pmin) * span + (rc - cmin)
-    lk = (lp - pmin) * span + (lc - cmin)
     size = (pmax - pmin + 1) * span
-    if size <= max(4 * len(rk), 1 << 22) and len(rk) < 2**31 - 1:
-        # keys dense enough to address a table directly: the first row per key without a sort
-        first_row = np.full(size, len(rk), dtype=np.int32)
-        np.minimum.at(first_row, rk, np.arange(len(rk), dtype=np.int32))
-        del rk
-        hit = first_row[lk] < len(rp)
-        out[hit] = first_row[lk[hit]]
-        return out, int((first_row < len(rp)).sum())
+    if size <= max(4 * len(rp), 1 << 22) and len(rp) < 2**31 - 1:
+        # keys dense enough to address a table directly: the first row per key without a sort,
+        # keys packed a chunk at a time (no full-length temporaries)
+        n = len(rp)
+        first_row = np.full(size, n, dtype=np.int32)
+        step = 1 << 21
+        for lo in range(0, n, step):
+            rk = _packed(rp[lo:lo + step], rc[lo:lo + step], pmin, span, cmin)
+            np.minimum.at(first_row, rk, np.arange(lo, lo + len(rk), dtype=np.int32))
+        for lo in range(0, len(lp), step):
+            rows = first_row[_packed(lp[lo:lo + step], lc[lo:lo + step], pmin, span, cmin)]
+            out[lo:lo + step] = np.where(rows < n, rows, -1)
+        return out, int((first_row < n).sum())
+    rk = _packed(rp, rc, pmin, span, cmin)
+    lk = _packed(lp, lc, pmin, span, cmin)
     uniq, first = np.unique(rk, return_index=True)  # first occurrence of each key
     pos = np.minimum(np.searchsorted(uniq, lk), len(uniq) - 1)
     hit = uniq[pos] == lk
     out[hit] = first[pos[hit]]
     return out, len(uniq)
+
+
+def _packed(p: npt.NDArray[Any], c: npt.NDArray[Any], pmin: int, span: int, cmin: int
+            ) -> npt.NDArray[np.int64]:
+    """(p - pmin) * span + (c - cmin) as int64."""
+    k = p.astype(np.int64)
+    k -= pmin
+    k *= span
+    k += c
+    k -= cmin
+    return k
 
 
 _MEMO: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()

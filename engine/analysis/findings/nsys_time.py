@@ -46,7 +46,19 @@ def _kernel_launches(ops: GpuOps, calls: ApiCalls
     """
     import pandas as pd
 
-    rows = calls.category == CATEGORY_ORDER.index("launches")
+    launch_cat = CATEGORY_ORDER.index("launches")
+    if ops.calls_unique:
+        # each (process, correlation id) has one call: the operations' own join, kept for launches
+        is_k = ops.kind == 0
+        row = ops.call_row[is_k]
+        got = row >= 0
+        got[got] = calls.category[row[got]] == launch_cat
+        if not got.any():
+            return None
+        i = row[got]
+        a0 = calls.start[i]
+        return ops.end[is_k][got] - ops.start[is_k][got], calls.end[i] - a0, a0
+    rows = calls.category == launch_cat
     lp, lc = calls.pid[rows].astype(np.int64), calls.corr[rows]
     l0, l1 = calls.start[rows], calls.end[rows]
     is_k = ops.kind == 0
