@@ -69,18 +69,17 @@ def register(subparsers: Any) -> None:
 
 
 def _summary_rows(report: Any) -> list[dict[str, Any]]:
-    m = report.metrics
+    values = report.detail_values()
     rows = []
-    for k in report.kernels.itertuples(index=False):
-        kid = str(k.ID)
-        mine = m[(m["ID"] == kid) & (m["metric"] != "")]
-        values = dict(zip(mine["metric"], mine["value"], strict=True))
+    for k in report.kernel_records():
+        kid = str(k["ID"])
         row: dict[str, Any] = {
-            "ID": int(k.ID), "Kernel Name": k[1], "duration_ns": k.duration_ns,
-            "Grid Size": k[8], "Block Size": k[9], "Registers Per Thread": k[16],
+            "ID": int(k["ID"]), "Kernel Name": k["Kernel Name"], "duration_ns": k["duration_ns"],
+            "Grid Size": k["Grid Size"], "Block Size": k["Block Size"],
+            "Registers Per Thread": k["Registers Per Thread"],
         }
         for header, metric in _SUMMARY:
-            v = values.get(metric)
+            v = values.get((kid, metric))
             row[header] = None if v is None or math.isnan(v) else round(float(v), 2)
         rows.append(row)
     return rows

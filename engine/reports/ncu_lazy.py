@@ -267,9 +267,23 @@ class LazyNcuReport(NcuReport):
         return None if name in self.__dict__["_set"] else self.__dict__["_rows"]
 
     def kernel_records(self) -> list[dict[str, Any]]:
-        """One dict per kernel (the ``kernels`` columns)."""
+        """One dict per kernel (the ``kernels`` columns), numbers typed as the ``kernels`` table has them.
+
+        As in the table, a numeric column where some kernel has no value or a fractional one is
+        all floats (NaN where missing): e.g. a report where one kernel lacks its register count.
+        """
         rows = self._rows_for("kernels")
-        return super().kernel_records() if rows is None else [dict(k) for k in rows.kernels]
+        if rows is None:
+            return super().kernel_records()
+        out = [dict(k) for k in rows.kernels]
+        for col in KERNEL_COLUMNS:
+            cells = [k.get(col) for k in out]
+            numbers = [c for c in cells if c is not None]
+            if (numbers and len(numbers) < len(cells) or any(isinstance(c, float) for c in numbers)) and all(
+                    isinstance(c, (int, float)) and not isinstance(c, bool) for c in numbers):
+                for k in out:
+                    k[col] = math.nan if k.get(col) is None else float(k[col])
+        return out
 
     def rule_records(self) -> list[dict[str, Any]]:
         """One dict per rule result (:data:`RULE_TABLE_COLUMNS`), in report order."""
@@ -297,6 +311,13 @@ class LazyNcuReport(NcuReport):
         """The details page rows: :data:`DETAILS_COLUMNS` and the numeric value."""
         rows = self._rows_for("metrics")
         return super().detail_rows() if rows is None else [tuple(r[:-1]) for r in rows.details]
+
+    def detail_values(self) -> dict[tuple[str, str], float]:
+        """The details page's numbers: (kernel ID, metric name) -> value (the last row of a pair wins)."""
+        rows = self._rows_for("metrics")
+        if rows is None:
+            return super().detail_values()
+        return {(str(r[0]), r[-1]): float(r[-2]) for r in rows.details if r[-1] != ""}
 
     def raw_table(self) -> tuple[list[str], list[tuple[Any, ...]]]:
         """The raw page: its columns and one tuple of cells per kernel."""

@@ -258,6 +258,13 @@ class NcuReport:
         """The details page rows: :data:`DETAILS_COLUMNS` and the numeric value."""
         return list(self.metrics[[*DETAILS_COLUMNS, "value"]].itertuples(index=False, name=None))
 
+    def detail_values(self) -> dict[tuple[str, str], float]:
+        """The details page's numbers: (kernel ID, metric name) -> value (the last row of a pair wins)."""
+        m = self.metrics
+        mine = m[m["metric"] != ""]
+        return {(str(i), str(n)): float(v) for i, n, v in zip(mine["ID"], mine["metric"], mine["value"],
+                                                              strict=True)}
+
     def raw_table(self) -> tuple[list[str], list[tuple[Any, ...]]]:
         """The raw page: its columns and one tuple of cells per kernel."""
         return [str(c) for c in self.raw.columns], list(self.raw.itertuples(index=False, name=None))

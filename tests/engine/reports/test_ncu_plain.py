@@ -30,7 +30,7 @@ from tests.conftest import FIXTURES, REPO
 pytest.importorskip("ncu_report")
 
 RECORDINGS = REPO / "tests" / "data" / "recordings" / "ncu"
-PAGES = ["details", "raw", "rules", "roofline", "verdict", "sections"]
+PAGES = ["details", "raw", "rules", "roofline", "verdict", "sections", None]  # None: the summary
 
 _RUN = """
 import sys
@@ -52,10 +52,10 @@ def _unpacked(name: str, tmp: Path) -> Path:
     return out
 
 
-def _cli(report: Path, page: str, cache: Path) -> tuple[str, str]:
+def _cli(report: Path, page: str | None, cache: Path) -> tuple[str, str]:
     env = {**os.environ, "KERNELSCOPE_CACHE": str(cache)}
-    p = subprocess.run([sys.executable, "-c", _RUN, "ncu", str(report), "--page", page], capture_output=True,
-                       text=True, cwd=REPO, env=env, timeout=300)
+    argv = [sys.executable, "-c", _RUN, "ncu", str(report), *(["--page", page] if page else [])]
+    p = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
     assert p.returncode in (0, 1), p.stderr[-2000:]  # rules: 1 when a report has none
     return p.stdout, p.stderr.rsplit("loaded: ", 1)[1].strip()
 
@@ -114,6 +114,10 @@ def test_plain_views_equal_the_tables(name: str, tmp_path: Path) -> None:
     lazy = _read(name, tmp_path)
     base = _frames_only(lazy)
     assert _plain(lazy.kernel_records()) == _plain(base.kernel_records())
+    for mine, theirs in zip(lazy.kernel_records(), base.kernel_records(), strict=True):
+        # typed as the table types them (an int column stays int, a column with a gap is float)
+        assert {c: type(v).__name__ for c, v in mine.items() if v is not None} == {
+            c: type(v).__name__ for c, v in theirs.items() if v is not None}
     assert _plain(lazy.rule_records()) == _plain(base.rule_records())
     assert _plain(lazy.detail_rows()) == _plain(base.detail_rows())
     assert _plain(lazy.raw_table()) == _plain(base.raw_table())
