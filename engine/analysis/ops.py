@@ -179,7 +179,7 @@ class GpuOps:
         lut = np.array([calls.pid_code(p) for p in self.pids] + [-2], dtype=np.int64)
         lut[lut == -1] = -2
         idx, distinct = match_first_counted((lut[self.pid], self.corr), (calls.pid, calls.corr))
-        return idx, distinct == calls.n
+        return (idx.astype(np.int32) if calls.n < 2**31 else idx), distinct == calls.n
 
     @property
     def call_row(self) -> npt.NDArray[np.int64]:

@@ -222,17 +222,27 @@ def _int_sums(codes: np.ndarray, values: np.ndarray, k: int) -> np.ndarray:
     return np.array([int(values[codes == j].sum()) for j in range(k)], dtype=np.int64)
 
 
-def sum_count(codes: np.ndarray, values: np.ndarray, labels: tuple[str, ...] | list[str]) -> pd.DataFrame:
+def sum_count(codes: np.ndarray, values: np.ndarray, labels: tuple[str, ...] | list[str],
+              mask: np.ndarray | None = None) -> pd.DataFrame:
     """What ``df.groupby(label)[value].agg(["sum", "count"])`` gives, from codes (-1: no label).
 
+    Only the rows where ``mask`` holds, when given.
     Labels sorted as groupby sorts them, so a ``sort_values`` after it orders ties alike.
     """
     import pandas as pd
 
-    ok = codes >= 0
-    c, v = (codes, values) if ok.all() else (codes[ok], values[ok])
-    counts = np.bincount(c, minlength=len(labels))
-    sums = _int_sums(c, v, len(labels))
+    k = len(labels)
+    counts = np.zeros(k, dtype=np.int64)
+    sums = np.zeros(k, dtype=np.int64)
+    for lo in range(0, len(codes), _UNION_CHUNK):  # a chunk at a time: no full-length temporaries
+        c, v = codes[lo:lo + _UNION_CHUNK], values[lo:lo + _UNION_CHUNK]
+        keep = c >= 0
+        if mask is not None:
+            keep &= mask[lo:lo + _UNION_CHUNK]
+        if not keep.all():
+            c, v = c[keep], v[keep]
+        counts += np.bincount(c, minlength=k)
+        sums += _int_sums(c, v, k)
     agg: dict[str, list[int]] = {}
     for j in np.flatnonzero(counts):
         s0, n0 = agg.get(labels[j], [0, 0])
@@ -240,6 +250,12 @@ def sum_count(codes: np.ndarray, values: np.ndarray, labels: tuple[str, ...] | l
     keys = sorted(agg)
     return pd.DataFrame({"sum": np.array([agg[k][0] for k in keys], dtype=np.int64),
                          "count": np.array([agg[k][1] for k in keys], dtype=np.int64)}, index=keys)
+
+
+def _masked_sum(values: np.ndarray, mask: np.ndarray) -> int:
+    """int(values[mask].sum()), a chunk at a time."""
+    return sum(int(values[lo:lo + _UNION_CHUNK][mask[lo:lo + _UNION_CHUNK]].sum())
+               for lo in range(0, len(values), _UNION_CHUNK))
 
 
 def _host(d: _Calls, wall_ns: int) -> sm.Host:
@@ -264,9 +280,8 @@ def _host(d: _Calls, wall_ns: int) -> sm.Host:
         seen |= in_cat_sorted
         now = _union_sorted(s_all, e_all, seen)
         attributed, covered = now - covered, now
-        sub_d = d.dur[in_cat]
-        by_name = sum_count(d.name[in_cat], sub_d, names).sort_values("sum", ascending=False)
-        cat_total = int(sub_d.sum())
+        by_name = sum_count(d.name, d.dur, names, in_cat).sort_values("sum", ascending=False)
+        cat_total = _masked_sum(d.dur, in_cat)
         cat_union = _union_sorted(s_all, e_all, in_cat_sorted)
         cats.append(sm.ApiCategory(
             cat, label, cat_total, cat_union, attributed, n_cat, _pct(cat_total, total),
@@ -292,26 +307,40 @@ class _Ops:
         self.o = o
         self.n = o.n
         self.labels: list[str] = ["kernels"]
-        part = np.zeros(o.n, dtype=np.int32)
-        nbytes = np.zeros(o.n, dtype=np.float64)
+        part = np.zeros(o.n, dtype=np.int16)
+        # bytes per (GPU code, part code): copies and memsets only (their tables, not a column per op)
+        self.bytes_by: dict[tuple[int, int], float] = {}
         mc_rows = o.kind == 1
         if mc_rows.any():
             mc = trace.table("memcpy", ["operation", "srcKindName", "dstKindName", "bytes"])
             codes, uniq = _copy_kinds(trace, mc)
             lut = np.array([self._code(f"memcpy {op} ({_host_kind(op, a, b)})") for op, a, b in uniq],
-                           dtype=np.int32)
+                           dtype=np.int16)
             part[mc_rows] = lut[codes]
-            nbytes[mc_rows] = mc["bytes"].astype(float).fillna(0).to_numpy()
+            self._add_bytes(o.dev[mc_rows], lut[codes], mc["bytes"].astype(float).fillna(0).to_numpy())
         ms_rows = o.kind == 2
         if ms_rows.any():
-            part[ms_rows] = self._code("memset")
-            nbytes[ms_rows] = trace.table("memset", ["bytes"])["bytes"].astype(float).fillna(0).to_numpy()
+            code = self._code("memset")
+            part[ms_rows] = code
+            self._add_bytes(o.dev[ms_rows], np.full(int(ms_rows.sum()), code, dtype=np.int16),
+                            trace.table("memset", ["bytes"])["bytes"].astype(float).fillna(0).to_numpy())
         self.part = part
         self.order = o.order
         self.s = o.s_sorted
         self.e = o.e_sorted
         self.part_s = self.sorted_col(part)
-        self.bytes_s = self.sorted_col(nbytes)
+
+    def _add_bytes(self, dev: np.ndarray, part: np.ndarray, nbytes: np.ndarray) -> None:
+        k = 1 << 15
+        key = dev.astype(np.int64) * k + part
+        sums = np.bincount(key, weights=nbytes)  # integer bytes: float sums exact below 2**53
+        for j in np.flatnonzero(np.bincount(key)):
+            d, p = divmod(int(j), k)
+            self.bytes_by[(d, p)] = self.bytes_by.get((d, p), 0.0) + float(sums[j])
+
+    def part_bytes(self, dev: int | None, part: int) -> int:
+        """Bytes of the copies/memsets of one part, on one GPU (all GPUs: None)."""
+        return int(sum(v for (d, p), v in self.bytes_by.items() if p == part and (dev is None or d == dev)))
 
     def _code(self, label: str) -> int:
         if label not in self.labels:
@@ -372,13 +401,18 @@ def _kinds(mc: pd.DataFrame) -> tuple[np.ndarray, list[tuple[str, str, str]]]:
     return codes, [(str(o), str(a), str(b)) for o, a, b in uniq]
 
 
-def _parts(ops: _Ops, sel: np.ndarray | None, busy: int, wall_ns: int) -> tuple[sm.GpuPart, ...]:
-    """Busy time per part (kernels, copies by kind, memsets) of the operations ``sel`` (all: None)."""
+def _parts(ops: _Ops, sel: np.ndarray | None, dev: int | None, busy: int, wall_ns: int
+           ) -> tuple[sm.GpuPart, ...]:
+    """Busy time per part (kernels, copies by kind, memsets) of the operations ``sel`` (all: None).
+
+    ``sel``: the operations of GPU ``dev`` (start order), or None with ``dev`` for every operation
+    of a one-GPU trace, or None with ``dev`` None for all.
+    """
     if sel is None:
-        ps, s, e, b = ops.part_s, ops.s, ops.e, ops.bytes_s
+        ps, s, e = ops.part_s, ops.s, ops.e
         first = _first_codes(ops.part)
     else:
-        ps, s, e, b = ops.part_s[sel], ops.s[sel], ops.e[sel], ops.bytes_s[sel]
+        ps, s, e = ops.part_s[sel], ops.s[sel], ops.e[sel]
         picked = np.flatnonzero(sel) if ops.order is None else np.sort(ops.order[sel])
         first = _first_codes(ops.part[picked])  # in row order, as groupby sees them
     rows = _groups_sorted(ps, s, e, first)
@@ -387,13 +421,12 @@ def _parts(ops: _Ops, sel: np.ndarray | None, busy: int, wall_ns: int) -> tuple[
     seen = np.zeros(len(s), dtype=bool)
     covered = 0
     for code, count, total, u in rows:
-        in_p = ps == code
-        seen |= in_p
+        seen |= ps == code
         now = _union_sorted(s, e, seen)
         name = ops.labels[code]
         has_bytes = name != "kernels"
-        out.append(sm.GpuPart(name, total, u, now - covered, count,
-                              int(b[in_p].sum()) if has_bytes else None, _pct(u, busy), _pct(u, wall_ns)))
+        nbytes = ops.part_bytes(dev, code) if has_bytes else None
+        out.append(sm.GpuPart(name, total, u, now - covered, count, nbytes, _pct(u, busy), _pct(u, wall_ns)))
         covered = now
     return tuple(out)
 
@@ -421,9 +454,9 @@ def _gpu(trace: Trace, ops: _Ops, wall_ns: int) -> sm.Gpu:
         streams.sort(key=lambda r: -r.busy_ns)
         dev = o.devs[dev_code]
         devices.append(sm.DeviceRow(dev, names.get(dev), b, max(wall_ns - b, 0), _pct(b, wall_ns),
-                                    _parts(ops, sel, b, wall_ns), tuple(streams)))
+                                    _parts(ops, sel, dev_code, b, wall_ns), tuple(streams)))
     return sm.Gpu(busy, max(wall_ns - busy, 0), _pct(busy, wall_ns), sum(d.busy_ns for d in devices),
-                  len(devices), _parts(ops, None, busy, wall_ns), tuple(devices))
+                  len(devices), _parts(ops, None, None, busy, wall_ns), tuple(devices))
 
 
 def _processes(trace: Trace, api: _Calls, ops: _Ops, wall_ns: int
@@ -472,9 +505,12 @@ def _bandwidth(trace: Trace) -> tuple[sm.BandwidthRow, ...]:
 
 
 # -- iterations --------------------------------------------------------------------------------------
-def _costs(cat: np.ndarray, dur: np.ndarray, n: int | None) -> tuple[sm.ApiCost, ...]:
-    """API time per category (codes into CATEGORY_ORDER), most first; per step when ``n``."""
-    g = sum_count(cat.astype(np.int64), dur, CATEGORY_ORDER).sort_values("sum", ascending=False)
+def _costs(cat: np.ndarray, dur: np.ndarray, rows: np.ndarray, n: int | None) -> tuple[sm.ApiCost, ...]:
+    """API time per category (codes into CATEGORY_ORDER) of the calls ``rows``, most first.
+
+    Per step too when ``n`` is given.
+    """
+    g = sum_count(cat, dur, CATEGORY_ORDER, rows).sort_values("sum", ascending=False)
     return tuple(sm.ApiCost(str(c), int(r["sum"]), int(r["count"]), int(r["sum"]) // n if n else None)
                  for c, r in g.iterrows())
 
@@ -498,9 +534,9 @@ def _iterations(trace: Trace, api: _Calls, ops: _Ops,
         in_steady = st.contains(t, steady_only=True)
         in_any = st.contains(t)
         warm_rows = in_any & ~in_steady
-        per_it = _costs(cat[in_steady], dur[in_steady], n_steady)
-        warm = _costs(cat[warm_rows], dur[warm_rows], st.warmup_count or None)
-        once = _costs(cat[~in_any], dur[~in_any], None)
+        per_it = _costs(cat, dur, in_steady, n_steady)
+        warm = _costs(cat, dur, warm_rows, st.warmup_count or None)
+        once = _costs(cat, dur, ~in_any, None)
     else:
         per_it = warm = once = ()
     bs, be = ops.o.blocks(st.pid)
