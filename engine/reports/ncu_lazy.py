@@ -222,19 +222,21 @@ class LazyNcuReport(NcuReport):
         return [n for n in rows.all_names if n.startswith(prefix) and n.endswith(suffix)]
 
     def _materialize(self) -> None:
-        """Decode every metric of every kernel (the raw page, ``values`` and ``units``)."""
-        part: Partial | None = self.__dict__["_partial"]
-        if part is None:
-            return
-        full_rows, units = self._decode_all_metrics(part)
-        rows: NcuRows = self.__dict__["_rows"]
-        rows.full_rows, rows.full_units, rows.all_names = full_rows, units, None
-        self.__dict__["_partial"] = None
-        self.__dict__["_built"].clear()
-        if part.use_cache:
-            from engine.reports.ncu_cache import cache_store
+        """Decode every metric of every kernel (the raw page, ``values`` and ``units``), once."""
+        from engine.reports.ncu_cache import cache_store
+        from engine.reports.ncu_open import OPEN_LOCK
 
-            cache_store(self.path, self)
+        with OPEN_LOCK:  # a GUI worker and the GUI thread may both ask
+            part: Partial | None = self.__dict__["_partial"]
+            if part is None:
+                return
+            full_rows, units = self._decode_all_metrics(part)
+            rows: NcuRows = self.__dict__["_rows"]
+            rows.full_rows, rows.full_units, rows.all_names = full_rows, units, None
+            self.__dict__["_partial"] = None
+            self.__dict__["_built"].clear()
+            if part.use_cache:
+                cache_store(self.path, self)
 
     def _decode_all_metrics(self, part: Partial) -> tuple[list[dict[str, tuple[str, float]]], dict[str, str]]:
         """Every metric of every kernel, from the report still open in ``ncu_report`` or opened again."""
