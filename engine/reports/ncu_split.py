@@ -1,7 +1,7 @@
 """Decode a ``.ncu-rep`` in short-lived child processes, a slice of its kernels each, and merge the rows.
 
 ``ncu_report`` frees nothing it decodes: ~130 MB for the first kernel of a ``--set full`` report,
-~10 MB for each one after; the first SASS disassembly ~90 MB and ~1 s, each kernel module's SASS
+~10 MB for each one after; the first SASS disassembly ~90 MB and ~0.3 s CPU, each kernel module's SASS
 20-200 MB more. Decoded in one process, an 18-kernel report costs ~480 MB (~850 MB with the SASS
 of every kernel's hottest instructions), for as long as the process lives (the GUI's: per report
 opened). Here each child (``python -m engine.reports.ncu_decode``; two at a time unless the machine
@@ -38,9 +38,10 @@ from engine.reports.ncu_section_defs import SectionDef
 #: reports into many children that way).
 SPLIT_MIN = int(os.environ.get("KERNELSCOPE_NCU_SPLIT_MIN", "13"))
 #: Kernels per child: ~130 MB + ~10 MB a kernel stays under ~300 MB. SASS is not split finer: the
-#: first disassembly in a process costs ~1 s and ~90 MB, and each kernel module's SASS 20-200 MB
-#: (torch18_full: 9 kernels with SASS ~490 MB, 5 kernels 290-470 MB), so finer slices cost time
-#: and still miss 300 MB.
+#: first disassembly in a process costs ~0.3 s CPU and ~90 MB, and each kernel module's SASS 10-80
+#: MB (torch18_full, each kernel's SASS freed after use: 2 children of 9 kernels 1.4 s / 437 MB,
+#: 4 of 5 kernels 2.0 s / 400 MB; its xmma gemm alone peaks at 327 MB in any process), so finer
+#: slices cost time and still miss 300 MB.
 PER_CHILD = int(os.environ.get("KERNELSCOPE_NCU_PER_CHILD", "10"))
 PER_CHILD_SASS = PER_CHILD
 
