@@ -186,10 +186,15 @@ class SqliteEvents:
         self.tables = []
 
     # -- reading ---------------------------------------------------------------------------------
-    def _table(self, table: str, exprs: dict[str, str]) -> Table | None:
-        """A table's integer columns, cached first (None when the table is absent or empty)."""
+    def _start(self, table: str, exprs: dict[str, str]) -> Callable[[], Table | None]:
+        """Start caching a table's integer columns; the returned call waits for them.
+
+        A table whose columns fit one pass (<= ``_READ_BYTES`` of values) is read in the column
+        store's threads while the next table starts (two tables at once on two cores); a bigger one
+        is read here and now, a few columns per pass, so that one table's values at a time are in memory.
+        """
         if not self.trace.has_sqlite_table(table):
-            return None
+            return lambda: None
         have = set(self.trace.columns(table))
         if not all(c in have for e in exprs.values() for c in re.findall(r'"(\w+)"', e)):
             raise Fallback
@@ -197,31 +202,40 @@ class SqliteEvents:
         per = max(1, _READ_BYTES // (8 * max(1, int(str(n)))))  # columns per pass over the table
         items = list(exprs.items())
         groups = [dict(items[i:i + per]) for i in range(0, len(items), per)]
-        cols: dict[str, Column] = {}
-        for group in groups:
-            got = self.store.read(table, group, _NARROW)
-            for name, expr in group.items():
-                mapped = self.store.cached(table, name, expr)  # the file just written: read by ranges
-                cols[name] = Column(mapped if mapped is not None else got[name])
-            del got
-        t = Table(cols)
-        self.tables.append(t)
-        return t if t.n else None
+        pending = [(g, self.store.read_async(table, g, _NARROW)) for g in groups[:1]]
+
+        def done() -> Table | None:
+            cols: dict[str, Column] = {}
+            for group, job in pending + [(g, None) for g in groups[1:]]:
+                got = job.result() if job is not None else self.store.read(table, group, _NARROW)
+                for name, expr in group.items():
+                    mapped = self.store.cached(table, name, expr)  # the file just written: read by ranges
+                    cols[name] = Column(mapped if mapped is not None else got[name])
+                del got
+            t = Table(cols)
+            self.tables.append(t)
+            return t if t.n else None
+
+        if len(groups) > 1:
+            t = done()
+            return lambda: t
+        return done
 
     def _read(self) -> bool:
         se = {"start": '"start"', "end": '"end"'}
         gpu = {**se, "deviceId": '"deviceId"', "streamId": '"streamId"', "gpid": '"globalPid"'}
-        self.api = self._table("CUPTI_ACTIVITY_KIND_RUNTIME", {
+        api = self._start("CUPTI_ACTIVITY_KIND_RUNTIME", {
             **se, "nameId": '"nameId"', "gtid": '"globalTid"', "corr": '"correlationId"'})
-        self.kern = self._table("CUPTI_ACTIVITY_KIND_KERNEL", {
+        kern = self._start("CUPTI_ACTIVITY_KIND_KERNEL", {
             **gpu, "nameId": 'coalesce("demangledName", "shortName")', "corr": '"correlationId"',
             "grid": _SHAPE.format(w="grid"), "block": _SHAPE.format(w="block")})
-        self.mc = self._table("CUPTI_ACTIVITY_KIND_MEMCPY", {
+        mc = self._start("CUPTI_ACTIVITY_KIND_MEMCPY", {
             **gpu, "corr": '"correlationId"', "bytes": '"bytes"', "copyKind": '"copyKind"'})
-        self.ms = self._table("CUPTI_ACTIVITY_KIND_MEMSET", {**gpu, "bytes": '"bytes"'})
-        self.nv = self._table("NVTX_EVENTS", {
+        ms = self._start("CUPTI_ACTIVITY_KIND_MEMSET", {**gpu, "bytes": '"bytes"'})
+        nv = self._start("NVTX_EVENTS", {
             **se, "eventType": '"eventType"', "textId": '"textId"', "gtid": '"globalTid"',
-            "rowid": "rowid"}) if self._nvtx_ok() else None
+            "rowid": "rowid"}) if self._nvtx_ok() else (lambda: None)
+        self.api, self.kern, self.mc, self.ms, self.nv = api(), kern(), mc(), ms(), nv()
         starts: list[int] = []
         for t in (self.api, self.kern, self.mc, self.ms, self.nv):
             if t is not None and not self._check(t, starts):
