@@ -90,3 +90,19 @@ def test_children_keep_memory_down_and_fill_the_cache(full_report: Path, tmp_pat
     assert p.stderr.decode().endswith("not loaded")
     single = _page(full_report, "raw", tmp_path / "one", children=False)
     assert p.stdout.decode() == single
+
+
+@pytest.mark.parametrize("page", ["details", "raw", "sections"])
+def test_kernels_of_several_processes_in_children(tmp_path: Path, page: str) -> None:
+    """ncu numbers the kernels of a multi-process report process by process: children started ahead
+    (decoding the kernels in file order) still give the in-process page, one kernel per child."""
+    report = tmp_path / "fork_all.ncu-rep"
+    with lzma.open(REPO / "tests" / "data" / "recordings" / "ncu" / "fork_all.ncu-rep.xz", "rb") as f, \
+            report.open("wb") as g:
+        shutil.copyfileobj(f, g)
+    extra = ("import engine.reports.ncu_split as s; s.SPLIT_MIN = 1; s.PER_CHILD = s.PER_CHILD_SASS = 1\n"
+             "import os; os.environ['KERNELSCOPE_NCU_PARALLEL'] = '2'")
+    single = _page(report, page, tmp_path / "one", children=False)
+    split = _page(report, page, tmp_path / "split", children=True, extra=extra)
+    assert split == single
+    assert len(split) > 1000
