@@ -208,10 +208,17 @@ def _values(col: Column) -> npt.NDArray[np.generic]:
     return col.codes if isinstance(col, TextColumn) else col.values
 
 
+#: A tail text column whose labels are at most this long (bytes, quoted) joins the byte matrix
+#: like the others; longer ones (C++ template names run to kilobytes) are appended row by row.
+_TAIL_IN_MATRIX = 256
+
+
 def _rows(body: Sequence[Column], lo: int, hi: int, tail: TextColumn | None) -> bytes:
-    """Rows lo..hi: the vectorised prefix, then the tail text appended row by row."""
+    """Rows lo..hi: the vectorised prefix, then the tail text (in the matrix when it is short)."""
     import numpy as np
 
+    if tail is not None and body and all(len(_quoted(t)) <= _TAIL_IN_MATRIX for t in tail.labels):
+        body, tail = [*body, tail], None
     n = hi - lo
     mats: list[npt.NDArray[np.uint8]] = []
     masks: list[npt.NDArray[np.bool_]] = []
