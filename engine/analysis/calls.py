@@ -102,6 +102,7 @@ class ApiCalls:
         self._trace = trace
         self._store: ColumnStore | None = None
         self._frame: Any = None
+        self._corr: npt.NDArray[np.int64] | None = None
         from engine.reports.nsys_sqlite import NsysSqliteTrace
 
         if isinstance(trace, NsysSqliteTrace) and trace.has_sqlite_table(_RUNTIME):
@@ -183,15 +184,21 @@ class ApiCalls:
         bad = (self.start == _NULL) | (self.end == _NULL)
         return ~bad if bad.any() else None
 
-    @cached_property
+    @property
     def corr(self) -> npt.NDArray[np.int64]:
-        """Correlation ids, -1 where missing."""
+        """Correlation ids, -1 where missing.
+
+        Not kept: the joins that use them run once each, and a 20M-call column mapped from the cache
+        is unmapped (its pages leave this process) as soon as a join drops it.
+        """
         col = self._col("correlationId")
         if col is not None:
             return np.where(col == _NULL, -1, col) if (col == _NULL).any() else col
-        from engine.analysis.tables import corr_keys
+        if self._corr is None:
+            from engine.analysis.tables import corr_keys
 
-        return corr_keys(self._table()["correlationId"])
+            self._corr = corr_keys(self._table()["correlationId"])
+        return self._corr
 
     @cached_property
     def _pid(self) -> tuple[npt.NDArray[np.int32], tuple[str, ...]]:

@@ -57,7 +57,7 @@ class GpuOps:
             self.pids: tuple[str, ...] = ()
             self.devs: tuple[str, ...] = ()
             self.streams: tuple[str, ...] = ()
-            self.corr = z
+            self._corr_parts: list[Any] = []
             return
         for k, cols in parts:
             self.counts[k] = len(cols["start"])
@@ -73,7 +73,8 @@ class GpuOps:
         self.pid, self.pids = _labelled([p[1]["pid"] for p in parts])
         self.dev, self.devs = _labelled([p[1]["deviceId"] for p in parts])
         self.stream, self.streams = _labelled([p[1]["streamId"] for p in parts])
-        self.corr = cat("correlationId")
+        # kept as the tables' columns (mapped from the cache): joined into one array only when asked
+        self._corr_parts = [p[1]["correlationId"] for p in parts]
 
     def _part(self, kind: str) -> tuple[str, dict[str, Any]] | None:
         """One table's columns: raw ints (keys as (values, None)) or a table's (keys as text)."""
@@ -98,9 +99,9 @@ class GpuOps:
                         mapped = store.cached(t, c, expr)
                         arr = cols[c] if mapped is None else mapped
                         out[c] = (arr, None) if c in ("pid", "deviceId", "streamId") else arr
-                    corr = out["correlationId"]
-                    if (corr == _NULL).any():
-                        out["correlationId"] = np.where(corr == _NULL, -1, corr)
+                    if store.cached(t, "correlationId", _EXPRS["correlationId"]) is not None:
+                        # mapped again on each use (not held: its pages leave with the join)
+                        out["correlationId"] = _Mapped(store, t, "correlationId", _EXPRS["correlationId"])
                     return kind, out
                 if cols is not None and not len(cols["start"]):
                     return None
@@ -114,13 +115,22 @@ class GpuOps:
         }
 
     @property
+    def corr(self) -> npt.NDArray[np.int64]:
+        """Correlation ids (-1 missing), built on each use (the joins run once)."""
+        arrs = [c.load() if isinstance(c, _Mapped) else np.asarray(c) for c in self._corr_parts]
+        if not arrs:
+            return np.zeros(0, dtype=np.int64)
+        out = np.concatenate(arrs) if len(arrs) > 1 else arrs[0]
+        return np.where(out == _NULL, -1, out) if len(out) and int(out.min()) == _NULL else out
+
+    @property
     def n(self) -> int:
         """Number of operations."""
         return len(self.start)
 
-    @cached_property
+    @property
     def dur(self) -> npt.NDArray[np.int64]:
-        """Durations (end - start)."""
+        """Durations (end - start), built on each use."""
         out: npt.NDArray[np.int64] = self.end - self.start
         return out
 
@@ -131,31 +141,32 @@ class GpuOps:
         if len(st) < 2 or bool((st[1:] >= st[:-1]).all()):
             return None
         out: npt.NDArray[np.int64] = np.argsort(st, kind="stable")
-        return out
+        return out.astype(np.int32) if len(out) < 2**31 else out
 
     def sorted_col(self, col: npt.NDArray[Any]) -> npt.NDArray[Any]:
         """A column (row for row with the operations) in start order."""
         return col if self.order is None else col[self.order]
 
-    @cached_property
+    @property
     def s_sorted(self) -> npt.NDArray[np.int64]:
-        """Starts in start order."""
+        """Starts in start order (built on each use: callers keep it while they need it)."""
         return self.sorted_col(self.start)
 
-    @cached_property
+    @property
     def e_sorted(self) -> npt.NDArray[np.int64]:
-        """Ends in start order."""
+        """Ends in start order (built on each use)."""
         return self.sorted_col(self.end)
 
     def blocks(self, pid: str | None = None) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """The union of the operations (of process ``pid``) as sorted disjoint blocks (cached)."""
         key = "" if pid is None else pid
         if key not in self._blocks:
+            s, e = self.s_sorted, self.e_sorted
             if pid is None or len(self.pids) == 1 and self.pids[0] == pid:
-                self._blocks[key] = blocks_sorted(self.s_sorted, self.e_sorted)
+                self._blocks[key] = blocks_sorted(s, e)
             else:
                 mine = self.sorted_col(self.of_pid(pid))
-                self._blocks[key] = blocks_sorted(self.s_sorted[mine], self.e_sorted[mine])
+                self._blocks[key] = blocks_sorted(s[mine], e[mine])
         return self._blocks[key]
 
     def pid_code(self, key: str) -> int:
@@ -200,6 +211,21 @@ class GpuOps:
         if got.any():
             launch[got] = api_calls(self._trace).start[idx[got]]
         return launch
+
+
+class _Mapped:
+    """A cached column opened (memory-mapped) each time it is used."""
+
+    def __init__(self, store: Any, table: str, name: str, expr: str) -> None:
+        self._args = (store, table, name, expr)
+
+    def load(self) -> npt.NDArray[np.int64]:
+        store, table, name, expr = self._args
+        arr: npt.NDArray[np.int64] | None = store.cached(table, name, expr)
+        if arr is None:  # the cache file went away: read it again
+            arr = store.read(table, {name: expr})[name]
+        assert arr is not None
+        return arr
 
 
 def _labelled(cols: list[tuple[Any, Any]]) -> tuple[npt.NDArray[np.int32], tuple[str, ...]]:

@@ -403,7 +403,7 @@ def _range_candidates(trace: Trace, pid: Any, _ops: pd.DataFrame | None,
 
 def launches_per_pid(trace: Trace, ops: pd.DataFrame | None = None
                      ) -> dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
-    """Process key -> (launch times, durations) of its GPU operations, in row order (cached per trace).
+    """Process key -> (launch times, durations) of its GPU operations, in row order.
 
     From ``ops.gpu_op_columns`` (integer columns), or from ``ops`` (a :func:`gpu_ops` frame) when given.
     """
@@ -428,9 +428,7 @@ def launches_per_pid(trace: Trace, ops: pd.DataFrame | None = None
             res[pk] = (o.launch[mine], o.dur[mine])
         return res
 
-    every: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = trace_cache(
-        trace, "launches_per_pid", make)
-    return every
+    return make()  # not kept: asked twice per trace (candidates, then steps), freed after each
 
 
 def _choose(cands: list[RangeCandidate]) -> RangeCandidate | None:
