@@ -54,9 +54,11 @@ def test_recordings(xz: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert _same(db) > 0
 
 
-def test_every_case_by_hand(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("few_texts", [64, 1], ids=["texts-coded-in-sql", "texts-fetched"])
+def test_every_case_by_hand(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, few_texts: int) -> None:
     monkeypatch.setenv("KERNELSCOPE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(nvtxfast, "_CHUNK", 4)
+    monkeypatch.setattr(nvtxfast, "_FEW_TEXTS", few_texts)
     db = tmp_path / "cases.sqlite"
     shutil.copy(next(p for p in NSYS_SQLITE if p.stem == "host_overhead_naive"), db)
     t1, t2 = 281508900243430, 281508900243431
@@ -64,7 +66,7 @@ def test_every_case_by_hand(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         (10, 100, 59, "outer", None, 0, t1), (20, 50, 59, "a,b", None, 0, t1),
         (20, 50, 59, "twin", None, 0, t1), (25, 30, 59, "leaf", None, 0, t1),
         (60, None, 59, "open", None, 0, t1), (70, 80, 70, None, 900001, 7, t1),
-        (15, 40, 59, "other thread", None, 0, t2), (16, 17, 59, "x", None, 7, t2),
+        (15, 40, 59, "other thread", None, 0, t2), (16, 17, 59, "it's", None, 7, t2),
         (1, None, 75, "mydomain", None, 7, t1), (5, 95, 60, "startend", None, 0, t1),
     ]
     with sqlite3.connect(db) as con:

@@ -29,21 +29,39 @@ _PUSHPOP = "eventType IN (59, 70)"
 _DOMAIN_CREATE = 75
 
 
-def name_exprs(trace: NsysSqliteTrace) -> dict[str, str]:
-    """The integer columns :func:`range_names` needs, to read with the others (one pass)."""
+_FEW_TEXTS = 64  # up to this many distinct inline texts are coded in SQL (a CASE per row)
+
+
+def name_exprs(trace: NsysSqliteTrace, where: str) -> tuple[dict[str, str], list[str] | None]:
+    """The integer columns :func:`range_names` needs (to read with the others, in one pass).
+
+    Where the rows' inline texts are few (one DISTINCT scan tells), they come as a code column
+    (``CASE "text" WHEN ... END``) and the texts are returned: no text is fetched row by row.
+    """
     have = set(trace.columns(_NVTX))
-    return {"textId": '"textId"' if "textId" in have else "NULL",
-            "domainId": '"domainId"' if "domainId" in have else "NULL"}
+    exprs = {"textId": '"textId"' if "textId" in have else "NULL",
+             "domainId": '"domainId"' if "domainId" in have else "NULL"}
+    if "text" not in have:
+        return exprs, []
+    found = trace.rows(f'SELECT DISTINCT "text" FROM {_NVTX} WHERE {where} LIMIT {_FEW_TEXTS + 1}')
+    if len(found) > _FEW_TEXTS or any(t is not None and (not isinstance(t, str) or "\0" in t)
+                                      for (t,) in found):
+        return exprs, None
+    texts = [str(t) for (t,) in found if t is not None]
+    whens = " ".join(f"""WHEN "text" = '{t.replace("'", "''")}' THEN {i}""" for i, t in enumerate(texts))
+    exprs["textCode"] = f'CASE WHEN "text" IS NULL THEN -2 {whens} ELSE -1 END' if texts else \
+        'CASE WHEN "text" IS NULL THEN -2 ELSE -1 END'
+    return exprs, texts
 
 
 def range_names(trace: NsysSqliteTrace, where: str, cols: dict[str, npt.NDArray[np.int64]],
-                ) -> tuple[npt.NDArray[np.int64], list[str]] | None:
+                texts: list[str] | None) -> tuple[npt.NDArray[np.int64], list[str]] | None:
     """Codes and labels of the ``domain:text`` names of the NVTX rows where ``where`` holds.
 
-    ``cols`` holds those rows' :func:`name_exprs` columns in table order. A row's text is its
-    ``textId``'s string where that resolves, else its ``text``; a domain's name is its create
-    event's ``text``, else its ``textId``'s string; an unknown domain or text prints as empty.
-    None when the rows changed meanwhile (their count differs).
+    ``cols`` holds those rows' :func:`name_exprs` columns in table order, ``texts`` what it
+    returned with them. A row's text is its ``textId``'s string where that resolves, else its
+    ``text``; a domain's name is its create event's ``text``, else its ``textId``'s string; an
+    unknown domain or text prints as empty. None when the rows changed meanwhile.
     """
     from operator import itemgetter
 
@@ -53,10 +71,18 @@ def range_names(trace: NsysSqliteTrace, where: str, cols: dict[str, npt.NDArray[
 
     have = set(trace.columns(_NVTX))
     strings = trace.strings()
-    ints = name_exprs(trace)
+    ints = {"textId": '"textId"' if "textId" in have else "NULL",
+            "domainId": '"domainId"' if "domainId" in have else "NULL"}
     n = len(cols["textId"])
     labels: dict[object, int] = {}
-    if "text" in have:
+    if texts is not None and "textCode" in cols:  # coded in SQL: None is label 0, texts follow
+        code = np.asarray(cols["textCode"])
+        if (code == -1).any():
+            return None  # a text that is not one of the distinct ones: changed meanwhile
+        labels = {None: 0, **{t: i + 1 for i, t in enumerate(texts)}}
+        tcode = code + 1
+        tcode[code == -2] = 0
+    elif "text" in have:
         rows = trace.rows(f'SELECT "text" FROM {_NVTX} WHERE {where} ORDER BY rowid')
         if len(rows) != n:
             return None
@@ -75,7 +101,7 @@ def range_names(trace: NsysSqliteTrace, where: str, cols: dict[str, npt.NDArray[
         picked = sub[inv]
         part = tcode[resolved]
         tcode[resolved] = np.where(picked >= 0, picked, part)
-    texts = list(labels)
+    every = list(labels)
     created = trace.rows(f'SELECT {ints["domainId"]}, {"text" if "text" in have else "NULL"}, '
                          f'{ints["textId"]} FROM {_NVTX} WHERE eventType = {_DOMAIN_CREATE}')
     domains: dict[int, object] = {}
@@ -86,11 +112,11 @@ def range_names(trace: NsysSqliteTrace, where: str, cols: dict[str, npt.NDArray[
     dom = np.asarray(cols["domainId"])
     d_uniq, d_code = factorize(dom)
     d_names = [domains.get(int(d)) if d != NULL else None for d in d_uniq.tolist()]
-    key = d_code.astype(np.int64) * len(texts) + tcode
+    key = d_code.astype(np.int64) * len(every) + tcode
     k_uniq, codes = factorize(key)
     names = []
     for k in k_uniq.tolist():
-        d, x = d_names[k // len(texts)], texts[k % len(texts)]
+        d, x = d_names[k // len(every)], every[k % len(every)]
         names.append(f"{'' if d is None else d}:{'' if x is None else x}")
     return codes.astype(np.int64), names
 
@@ -113,14 +139,15 @@ def pushpop_trace_csv(trace: NsysSqliteTrace) -> CsvTable | None:
     if not {"start", "end", "eventType", "globalTid"} <= have:
         return None
     try:
+        extra, texts = name_exprs(trace, _PUSHPOP)
         cols = trace.column_store().read_where(
             _NVTX, {"id": "rowid", "start": '"start"', "end": '"end"', "globalTid": '"globalTid"',
-                    **name_exprs(trace)}, _PUSHPOP)
+                    **extra}, _PUSHPOP)
         if not len(cols["id"]):
             return CsvTable("nvtx_pushpop_trace", 0, lambda: iter(()))
         if has_null(cols["start"]) or has_null(cols["globalTid"]):
             return None
-        named = range_names(trace, _PUSHPOP, cols)
+        named = range_names(trace, _PUSHPOP, cols, texts)
         last_s, last_e = trace.rows(f'SELECT max("start"), max("end") FROM {_NVTX}')[0]
     except sqlite3.Error:
         return None
@@ -226,14 +253,15 @@ def _ranges(trace: NsysSqliteTrace) -> tuple[dict[str, npt.NDArray[np.int64]], l
     if not {"start", "end", "eventType", "globalTid"} <= have:
         return None
     where = _RANGES + (' AND "endGlobalTid" IS NULL' if "endGlobalTid" in have else "")
+    extra, texts = name_exprs(trace, where)
     cols = trace.column_store().read_where(
         _NVTX, {"id": "rowid", "start": '"start"', "end": '"end"', "globalTid": '"globalTid"',
-                "eventType": '"eventType"', **name_exprs(trace)}, where)
+                "eventType": '"eventType"', **extra}, where)
     if not len(cols["id"]):
         return {}, []
     if has_null(cols["start"]) or has_null(cols["globalTid"]):
         return None
-    named = range_names(trace, where, cols)
+    named = range_names(trace, where, cols, texts)
     if named is None:
         return None
     last_s, last_e = trace.rows(f'SELECT max("start"), max("end") FROM {_NVTX}')[0]
@@ -452,11 +480,11 @@ def style_sum_table(trace: NsysSqliteTrace, report: str) -> SummaryTable | None:
         return None
     where = _STYLE_WHERE[report] + ' AND "end" IS NOT NULL'
     try:
-        cols = trace.column_store().read_where(
-            _NVTX, {"duration": '"end" - "start"', **name_exprs(trace)}, where)
+        extra, texts = name_exprs(trace, where)
+        cols = trace.column_store().read_where(_NVTX, {"duration": '"end" - "start"', **extra}, where)
         if has_null(cols["duration"]):
             return None
-        named = range_names(trace, where, cols) if len(cols["duration"]) else None
+        named = range_names(trace, where, cols, texts) if len(cols["duration"]) else None
     except sqlite3.Error:
         return None
     if named is None:
