@@ -38,6 +38,9 @@ def register(subparsers: Any) -> None:
                    help="details|raw: as `ncu --import REPORT --page PAGE --print-units base` prints them; "
                         "rules: rule results ranked by estimated speedup x duration; roofline: points and "
                         "ceilings; sections: every kernel's sections; verdict: the bottleneck per kernel")
+    p.add_argument("--source", action="store_true",
+                   help="--page sections: also the SASS text and file:line of each kernel's hottest "
+                        "instructions (disassembles every kernel: about 1 s and 100 MB more on a big report)")
     p.add_argument("--print-units", choices=["base", "auto"], default="base",
                    help="--page details: base (default, as `--print-units base`) or auto (ncu's own default: "
                         "bytes, Hz and ns scaled, e.g. 31.00 Mbyte)")
@@ -167,7 +170,8 @@ def cmd_ncu(args: argparse.Namespace) -> int:
         if text is not None:
             sys.stdout.write(text)
             return 0
-    sources = args.page == "sections" and not args.kernel  # every kernel's hottest SASS, in children
+    # every kernel's hottest SASS, disassembled in children (only when asked: it doubles the work)
+    sources = args.page == "sections" and args.source and not args.kernel
     report = _filter(_named(read_ncu(args.input, sources=sources), args.input, args.rename_kernels),
                      args.kernel)
     if cached is not None and not report.notes:
@@ -192,6 +196,8 @@ def _page_cache_key(args: argparse.Namespace) -> str | None:
     if args.kernel or args.json or args.ceilings or str(args.input).lower().endswith(".csv"):
         return None
     page = args.page or ("summary-csv" if args.csv else "summary")
+    if page == "sections" and args.source:
+        page = "sections-source"
     return f"ncu-page-{page}-{args.print_units}-{args.rename_kernels}.txt"
 
 
@@ -371,7 +377,8 @@ def _analysis_page(report: Any, args: argparse.Namespace, out: Any) -> int:
         cols = ["id", "kernel", "section", *SECTION_COLUMNS]
         allrows = [[int(k["ID"]), k["Kernel Name"], title, *r]
                    for k in report.kernel_records()
-                   for title, rs in section_rows(report, int(k["ID"])).items() for r in rs]
+                   for title, rs in section_rows(report, int(k["ID"]), resolve_source=args.source).items()
+                   for r in rs]
         if frame:
             keep = ["id", "kernel", "section", "metric", "value", "unit", "name", "note"]
             _emit(_frame(allrows, cols)[keep], args, out)

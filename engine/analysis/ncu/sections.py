@@ -210,6 +210,9 @@ def section_rows(
                 src.append([f"Hottest line #{rank}: {ln['file']}:{ln['line']}", float(ln["samples"]),
                             "samples", f"{int(ln['samples']):,} samples ({ln['pct']:.1f} %)", "",
                             "samples of every instruction on that line"])
+        if not resolve_source and any(r["sass"] is None for r in mine):
+            src.append(["SASS and file:line", "not read", "", "not read", "",
+                        "`kernelscope ncu R --page sections --source` disassembles the hottest instructions"])
         if resolve_source and not any(str(r["file"]) != "" for r in mine):
             src.append(["file:line", NOT_COLLECTED, "", NOT_COLLECTED, "",
                         "build the kernel with `nvcc -lineinfo` to map instructions to source lines"])

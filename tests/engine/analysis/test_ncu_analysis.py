@@ -597,6 +597,24 @@ def test_cli_pages(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert "--section SpeedOfLight_RooflineChart" in err
 
 
+def test_cli_sections_disassemble_only_with_source(capsys: pytest.CaptureFixture[str]) -> None:
+    """The sections page names the hottest PCs without disassembling; --source adds their SASS."""
+    rep = str(NCU / "torch_sdpa.ncu-rep")
+    rc, plain, _ = _run(["ncu", rep, "--page", "sections"], capsys)
+    assert rc == 0
+    hot = [ln for ln in plain.splitlines() if ln.startswith("PC 0x7f490f7a47c0")]
+    assert hot and "samples of 4,983" in hot[0] and "WARPGROUP" not in hot[0]
+    assert "--page sections --source` disassembles" in plain
+    rc, full, _ = _run(["ncu", rep, "--page", "sections", "--source"], capsys)
+    hot = [ln for ln in full.splitlines() if ln.startswith("PC 0x7f490f7a47c0")]
+    assert rc == 0 and "WARPGROUP.DEPBAR.LE gsb0, 0x0  [top stall: barrier 462]" in hot[0]
+    assert "--source` disassembles" not in full
+    # the rest of the page is the same
+    strip = [ln for ln in full.splitlines() if not ln.startswith(("PC 0x", "-", "metric", "file:line"))]
+    assert strip == [ln for ln in plain.splitlines()
+                     if not ln.startswith(("PC 0x", "-", "metric", "SASS and file:line"))]
+
+
 def test_cli_compare(capsys: pytest.CaptureFixture[str]) -> None:
     rep = str(NCU / "torch_sdpa.ncu-rep")
     rc, out, _ = _run(["ncu-compare", rep, rep, "--csv"], capsys)

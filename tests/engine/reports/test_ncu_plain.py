@@ -147,8 +147,9 @@ def test_pages_from_rows_equal_pages_from_tables(name: str, tmp_path: Path) -> N
         for fmt in ({}, {"csv": True}, {"json": True}):
             if page in ("details", "raw") and not fmt.get("json"):
                 fmt = {"csv": True}
-            args = argparse.Namespace(page=page, csv=fmt.get("csv", False), json=fmt.get("json", False),
-                                      print_units="base", ceilings=None, input=str(lazy.path))
+            args = argparse.Namespace(page=page, source=True, csv=fmt.get("csv", False),
+                                      json=fmt.get("json", False), print_units="base", ceilings=None,
+                                      input=str(lazy.path))
             printed = []
             for report in (lazy, base):
                 out = io.StringIO()

@@ -35,7 +35,7 @@ def _page(report: Path, page: str, cache: Path, *, children: bool, extra: str = 
     """The output of `kernelscope ncu REPORT --page PAGE` (``extra``: Python run before it)."""
     env = dict(os.environ, KERNELSCOPE_CACHE=str(cache), KERNELSCOPE_NCU_CHILDREN="1" if children else "0")
     code = f"{extra}\nfrom engine.cli.app import main\nmain()"
-    argv = [sys.executable, "-c", code, "ncu", str(report), "--page", page]
+    argv = [sys.executable, "-c", code, "ncu", str(report), "--page", *page.split()]
     p = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, err = p.communicate()
     assert p.returncode == 0, err.decode()[-2000:]
@@ -61,7 +61,7 @@ def _peak_mb(report: Path, page: str, cache: Path) -> float:
     return int(out[1]) / 1024
 
 
-@pytest.mark.parametrize("page", ["details", "raw", "sections"])
+@pytest.mark.parametrize("page", ["details", "raw", "sections", "sections --source"])
 def test_children_print_the_same_page(full_report: Path, tmp_path: Path, page: str) -> None:
     single = _page(full_report, page, tmp_path / "one", children=False)
     split = _page(full_report, page, tmp_path / "split", children=True)
@@ -92,7 +92,7 @@ def test_children_keep_memory_down_and_fill_the_cache(full_report: Path, tmp_pat
     assert p.stdout.decode() == single
 
 
-@pytest.mark.parametrize("page", ["details", "raw", "sections"])
+@pytest.mark.parametrize("page", ["details", "raw", "sections --source"])
 def test_kernels_of_several_processes_in_children(tmp_path: Path, page: str) -> None:
     """ncu numbers the kernels of a multi-process report process by process: children started ahead
     (decoding the kernels in file order) still give the in-process page, one kernel per child."""
