@@ -40,8 +40,8 @@ _EXPRS = {
     "pid": '"globalTid" / 16777216 % 16777216', "tid": '"globalTid" % 16777216',
 }
 _NARROW = frozenset({"nameId", "pid", "tid"})
-#: values read per scan of the API table (6 columns of 2.76M calls; 2 of 69M): ~40 bytes each
-_PASS_VALUES = 40_000_000
+#: values read per scan of the API table (all 6 columns of up to 21M calls; 1 at a time of 69M)
+_PASS_VALUES = 130_000_000
 
 
 def small_codes(values: npt.NDArray[Any]) -> tuple[npt.NDArray[Any], npt.NDArray[np.int64]]:

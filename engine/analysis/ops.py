@@ -88,8 +88,10 @@ class GpuOps:
             have = set(trace.columns(t))
             if {"start", "end", "deviceId", "streamId", "correlationId", "globalPid"} <= have:
                 store = trace.column_store()
+                # the nsys analyze rules' columns of this table in the same scan (cached for them)
+                extra: dict[str, str] = {c: f'"{c}"' for c in ("globalPid", "contextId") if c in have}
                 try:
-                    cols = store.read(t, _EXPRS, _NARROW)
+                    cols = store.read(t, {**_EXPRS, **extra}, _NARROW | {"contextId"})
                 except sqlite3.Error:
                     cols = None
                 if cols is not None and len(cols["start"]) and not any(
