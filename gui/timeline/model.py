@@ -269,16 +269,20 @@ def coverage(union: Union, t0: float, t1: float, n_bins: int) -> np.ndarray:
 
 
 def metric_envelope(lane: Lane, t0: float, t1: float, n_bins: int) -> np.ndarray:
-    """Per-column maximum of a metric lane's step function over [t0, t1] (NaN before the first sample).
+    """Per-column maximum of a metric lane's step function over [t0, t1] (NaN before the first
+    sample and after the last one's period).
 
     A sample holds its value until the next one, so a column's maximum is the larger of the value
-    in effect when the column starts and every sample taken inside it.
+    in effect when the column starts and every sample taken inside it; the last sample holds for
+    one sampling period (``ends[-1]``), not for the rest of the capture.
     """
     assert lane.values is not None
     edges = np.linspace(t0, t1, n_bins + 1)
     v = lane.values
     eff = np.searchsorted(lane.starts, np.floor(edges[:-1]).astype(np.int64), side="right") - 1
     out = np.where(eff >= 0, v[np.clip(eff, 0, None)], np.nan) if len(v) else np.full(n_bins, np.nan)
+    if len(v):
+        out[edges[:-1] >= lane.ends[-1]] = np.nan  # no sample any more
     lo = int(np.searchsorted(lane.starts, math.floor(t0), side="right"))
     hi = int(np.searchsorted(lane.starts, math.floor(t1), side="right"))
     if hi > lo:

@@ -96,6 +96,10 @@ def test_metric_envelope_is_the_max_of_the_step_function():
             want.append(max(vals) if vals else np.nan)
         np.testing.assert_array_equal(env, np.array(want))
         assert np.nanmax(env) > 0
+    # after the last sample's period there is no value (the capture may go on without metrics)
+    end = float(lane.ends[-1])
+    env = tm.metric_envelope(lane, end - 1_000, end + 99_000, 100)
+    assert not np.isnan(env[0]) and np.isnan(env[1:]).all()
 
 
 def test_pixel_runs_merge_touching_spans():
