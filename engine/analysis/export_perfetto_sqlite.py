@@ -22,6 +22,7 @@ import os
 import re
 import sqlite3
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -166,6 +167,7 @@ class SqliteEvents:
         self.tables: list[Table] = []
         self.seen: list[Ints] = []  # pids named in the metadata
         self.used: list[Ints] = []  # (pid << 32 | tid) of every event
+        self._pool: ThreadPoolExecutor | None = None
 
     @classmethod
     def open(cls, trace: NsysSqliteTrace) -> SqliteEvents | None:
@@ -189,9 +191,10 @@ class SqliteEvents:
     def _start(self, table: str, exprs: dict[str, str]) -> Callable[[], Table | None]:
         """Start caching a table's integer columns; the returned call waits for them.
 
-        A table whose columns fit one pass (<= ``_READ_BYTES`` of values) is read in the column
-        store's threads while the next table starts (two tables at once on two cores); a bigger one
-        is read here and now, a few columns per pass, so that one table's values at a time are in memory.
+        A table whose columns fit one pass (<= ``_READ_BYTES`` of values) is read in one of two
+        threads while the next table starts (two tables at once on two cores), and its values are
+        dropped as soon as the cache file is written; a bigger one is read here and now, a few
+        columns per pass, so that one pass's values at a time are in memory.
         """
         if not self.trace.has_sqlite_table(table):
             return lambda: None
@@ -202,40 +205,44 @@ class SqliteEvents:
         per = max(1, _READ_BYTES // (8 * max(1, int(str(n)))))  # columns per pass over the table
         items = list(exprs.items())
         groups = [dict(items[i:i + per]) for i in range(0, len(items), per)]
-        pending = [(g, self.store.read_async(table, g, _NARROW)) for g in groups[:1]]
-
-        def done() -> Table | None:
-            cols: dict[str, Column] = {}
-            for group, job in pending + [(g, None) for g in groups[1:]]:
-                got = job.result() if job is not None else self.store.read(table, group, _NARROW)
-                for name, expr in group.items():
-                    mapped = self.store.cached(table, name, expr)  # the file just written: read by ranges
-                    cols[name] = Column(mapped if mapped is not None else got[name])
-                del got
-            t = Table(cols)
-            self.tables.append(t)
-            return t if t.n else None
-
         if len(groups) > 1:
-            t = done()
+            t = self._load(table, groups)
             return lambda: t
-        return done
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ks-perfetto-read")
+        return self._pool.submit(self._load, table, groups).result
+
+    def _load(self, table: str, groups: list[dict[str, str]]) -> Table | None:
+        cols: dict[str, Column] = {}
+        for group in groups:
+            got = self.store.read(table, group, _NARROW)
+            for name, expr in group.items():
+                mapped = self.store.cached(table, name, expr)  # the file just written: read by ranges
+                cols[name] = Column(mapped if mapped is not None else got[name])
+            del got
+        t = Table(cols)
+        self.tables.append(t)
+        return t if t.n else None
 
     def _read(self) -> bool:
         se = {"start": '"start"', "end": '"end"'}
         gpu = {**se, "deviceId": '"deviceId"', "streamId": '"streamId"', "gpid": '"globalPid"'}
-        api = self._start("CUPTI_ACTIVITY_KIND_RUNTIME", {
-            **se, "nameId": '"nameId"', "gtid": '"globalTid"', "corr": '"correlationId"'})
-        kern = self._start("CUPTI_ACTIVITY_KIND_KERNEL", {
-            **gpu, "nameId": 'coalesce("demangledName", "shortName")', "corr": '"correlationId"',
-            "grid": _SHAPE.format(w="grid"), "block": _SHAPE.format(w="block")})
-        mc = self._start("CUPTI_ACTIVITY_KIND_MEMCPY", {
-            **gpu, "corr": '"correlationId"', "bytes": '"bytes"', "copyKind": '"copyKind"'})
-        ms = self._start("CUPTI_ACTIVITY_KIND_MEMSET", {**gpu, "bytes": '"bytes"'})
-        nv = self._start("NVTX_EVENTS", {
-            **se, "eventType": '"eventType"', "textId": '"textId"', "gtid": '"globalTid"',
-            "rowid": "rowid"}) if self._nvtx_ok() else (lambda: None)
-        self.api, self.kern, self.mc, self.ms, self.nv = api(), kern(), mc(), ms(), nv()
+        try:
+            api = self._start("CUPTI_ACTIVITY_KIND_RUNTIME", {
+                **se, "nameId": '"nameId"', "gtid": '"globalTid"', "corr": '"correlationId"'})
+            kern = self._start("CUPTI_ACTIVITY_KIND_KERNEL", {
+                **gpu, "nameId": 'coalesce("demangledName", "shortName")', "corr": '"correlationId"',
+                "grid": _SHAPE.format(w="grid"), "block": _SHAPE.format(w="block")})
+            mc = self._start("CUPTI_ACTIVITY_KIND_MEMCPY", {
+                **gpu, "corr": '"correlationId"', "bytes": '"bytes"', "copyKind": '"copyKind"'})
+            ms = self._start("CUPTI_ACTIVITY_KIND_MEMSET", {**gpu, "bytes": '"bytes"'})
+            nv = self._start("NVTX_EVENTS", {
+                **se, "eventType": '"eventType"', "textId": '"textId"', "gtid": '"globalTid"',
+                "rowid": "rowid"}) if self._nvtx_ok() else (lambda: None)
+            self.api, self.kern, self.mc, self.ms, self.nv = api(), kern(), mc(), ms(), nv()
+        finally:
+            if self._pool is not None:  # nothing left to wait for, unless a table was refused
+                self._pool.shutdown(wait=False, cancel_futures=True)
         starts: list[int] = []
         for t in (self.api, self.kern, self.mc, self.ms, self.nv):
             if t is not None and not self._check(t, starts):
