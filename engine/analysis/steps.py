@@ -250,6 +250,11 @@ def _ranges_table(trace: Trace) -> pd.DataFrame:
     """Closed push/pop and start/end ranges with ``name`` (normalised label) and ``pidk``."""
     import pandas as pd
 
+    from engine.analysis.ranges import ranges_frame
+
+    fast = ranges_frame(trace, lambda d, t: range_label(d, normalise_range(t)))
+    if fast is not None:  # an nsys export: from integer columns, each name labelled once
+        return fast
     nv = trace.table("nvtx", ["start", "end", "eventType", "text", "domain", "pid", "tid"])
     r = nv[nv["eventType"].isin([59, 60]) & nv["end"].notna() & nv["start"].notna()]
     if not len(r):

@@ -18,6 +18,7 @@ import numpy as np
 from engine.analysis import summary_model as sm
 from engine.analysis.calls import CATEGORY_ORDER, ApiCalls, api_calls, api_category, small_codes
 from engine.analysis.ops import gpu_op_columns
+from engine.analysis.ranges import nvtx_span
 from engine.analysis.steps import (
     Steps,
     factorize_rows,
@@ -118,7 +119,11 @@ def capture_window(trace: Trace) -> tuple[int, int]:
             starts.append(int(st.min()))
         if len(en):
             ends.append(int(en.max()))
-    for name in ("nvtx", "cpu_ops"):
+    span = nvtx_span(trace)  # an nsys export: from the columnar cache
+    if span is not None:
+        starts += [span[0]] if span[0] is not None else []
+        ends += [span[1]] if span[1] is not None else []
+    for name in ("cpu_ops",) if span is not None else ("nvtx", "cpu_ops"):
         # nvtx is read whole by the reader whatever the columns: take the step detection's too
         # (steps.ranges_table), so that it finds them cached instead of reading the table again
         df = trace.table(name, _NVTX_COLUMNS if name == "nvtx" else ["start", "end"])
