@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from engine.analysis.nsys import analyze, stats
-from engine.analysis.nsys.stats.fast import fast_reports
+from engine.analysis.nsys.stats import fast_reports
 from engine.reports import open_report
 from engine.reports.base import Trace
 from tests.conftest import REPO

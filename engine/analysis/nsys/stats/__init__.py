@@ -21,8 +21,8 @@ The package: :mod:`.catalog` (names and columns), :mod:`.frames` (the DataFrame 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from engine.analysis.nsys.stats import frames, more, nvtx
 from engine.analysis.nsys.stats.catalog import (
@@ -32,7 +32,7 @@ from engine.analysis.nsys.stats.catalog import (
     columns_needed,
     resolve_report_name,
 )
-from engine.analysis.nsys.stats.fast import FAST_REPORTS, SummaryTable, fast_reports
+from engine.analysis.nsys.stats.fast import FAST_REPORTS, SummaryTable
 from engine.analysis.nsys.stats.output import format_table, to_csv
 
 if TYPE_CHECKING:
@@ -73,6 +73,21 @@ _BUILDERS: dict[str, Callable[[Trace], pd.DataFrame]] = {
     "mpi_event_sum": more.mpi_event_sum,
     "mpi_event_trace": more.mpi_event_trace,
 }
+
+
+def fast_reports(trace: Trace, names: Sequence[str], *, csv: bool = False) -> dict[str, Any]:
+    """The reports among ``names`` that an nsys SQLite export gives without pandas.
+
+    The newer reports and those empty on the capture (:func:`.newer.newer_reports`), then the
+    core reports and the GPU / API traces (:func:`.fast.fast_reports`); the others are left out
+    (the general path, :func:`run_report`, computes them). Same bytes as that path.
+    """
+    from engine.analysis.nsys.stats import fast
+    from engine.analysis.nsys.stats.newer import newer_reports
+
+    out = newer_reports(trace, names, csv=csv)
+    out.update(fast.fast_reports(trace, [n for n in names if n not in out], csv=csv))
+    return out
 
 
 def run_report(trace: Trace, name: str) -> pd.DataFrame:

@@ -265,19 +265,11 @@ def fast_reports(trace: Trace, names: Sequence[str], *, csv: bool = False) -> di
     Returns:
         Report name -> table, for the reports it could compute; the others (other reports,
         other readers, NULL times or names that the general path handles) are left out.
-        Reports that the export's schema shows to be empty (no OSRT_API table for
-        ``osrt_sum``, say: :func:`~engine.analysis.nsys.stats.empty.empty_reports`) come back as
-        empty tables, whatever the report.
 
     """
     from engine.reports.nsys_sqlite import NsysSqliteTrace
 
     out: dict[str, Any] = {}
-    if isinstance(trace, NsysSqliteTrace):  # empty on this capture: told by the schema
-        from engine.analysis.nsys.stats.empty import empty_reports
-
-        out.update(empty_reports(trace, names))
-        names = [n for n in names if n not in out]
     if csv and "cuda_gpu_trace" in names and isinstance(trace, NsysSqliteTrace):
         from engine.analysis.nsys.stats.traces import gpu_trace_csv
 
@@ -290,37 +282,6 @@ def fast_reports(trace: Trace, names: Sequence[str], *, csv: bool = False) -> di
         api_table = api_trace_csv(trace)
         if api_table is not None:
             out["cuda_api_trace"] = api_table
-    if csv and "cuda_kern_exec_trace" in names and isinstance(trace, NsysSqliteTrace):
-        from engine.analysis.nsys.stats.kexec import kern_exec_trace_csv
-
-        kexec = kern_exec_trace_csv(trace)
-        if kexec is not None:
-            out["cuda_kern_exec_trace"] = kexec
-    if csv and "nvtx_pushpop_trace" in names and isinstance(trace, NsysSqliteTrace):
-        from engine.analysis.nsys.stats.nvtxfast import pushpop_trace_csv
-
-        pushpop = pushpop_trace_csv(trace)
-        if pushpop is not None:
-            out["nvtx_pushpop_trace"] = pushpop
-    if "cuda_gpu_kern_gb_sum" in names and isinstance(trace, NsysSqliteTrace):
-        from engine.analysis.nsys.stats.kexec import kern_gb_sum_table
-
-        gb_sum = kern_gb_sum_table(trace)
-        if gb_sum is not None:
-            out["cuda_gpu_kern_gb_sum"] = gb_sum
-    for style_sum in ("nvtx_pushpop_sum", "nvtx_startend_sum"):
-        if style_sum in names and isinstance(trace, NsysSqliteTrace):
-            from engine.analysis.nsys.stats.nvtxfast import style_sum_table
-
-            style = style_sum_table(trace, style_sum)
-            if style is not None:
-                out[style_sum] = style
-    if "nvtx_kern_sum" in names and isinstance(trace, NsysSqliteTrace):
-        from engine.analysis.nsys.stats.nvtxfast import kern_sum_table
-
-        kern_sum = kern_sum_table(trace)
-        if kern_sum is not None:
-            out["nvtx_kern_sum"] = kern_sum
     wanted = [n for n in dict.fromkeys(names) if n in FAST_REPORTS]
     if not isinstance(trace, NsysSqliteTrace) or not wanted:
         return out
