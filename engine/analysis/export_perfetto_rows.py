@@ -171,6 +171,7 @@ def _fractions() -> Any:
 
 def _arrow_rows(pieces: list[Piece], n: int) -> bytes | memoryview:
     cols: list[Any] = []
+    made: dict[int, Any] = {}  # id of a column (alive in ``pieces``) -> its text
 
     def literal(s: str) -> None:
         if cols and isinstance(cols[-1], str):
@@ -185,8 +186,9 @@ def _arrow_rows(pieces: list[Piece], n: int) -> bytes | memoryview:
             v = np.asarray(p[1])
             if _constant(v):  # a pid, a stream: one value for the whole chunk
                 literal(str(int(v[0])))
-            else:
-                cols.append(pc.cast(_ints(v), pa.string()))
+            else:  # a column given twice (a flow's id and correlationId) is cast once
+                text = made.get(id(p[1])) or made.setdefault(id(p[1]), pc.cast(_ints(v), pa.string()))
+                cols.append(text)
         elif p[0] == "us":
             cols += _us_text(np.asarray(p[1], dtype=np.int64))
         elif p[0] == "v":
