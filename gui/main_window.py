@@ -295,7 +295,7 @@ class MainWindow(QMainWindow):
         key = str(path)
         if key in self._jobs:
             return
-        job = Job(LoadWorker(path, self._opener), self)
+        job = Job(LoadWorker(path, self._opener, prefetch_timeline=self.current_view() == "timeline"), self)
         self._jobs[key] = job
         self._interactive[key] = interactive
         job.sig_progress.connect(self._on_load_progress)

@@ -21,6 +21,7 @@ read from SQLite by rowid (``NsysSqliteTrace.rows_by_id``), not kept in memory.
 from __future__ import annotations
 
 import threading
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
@@ -475,6 +476,41 @@ class ColumnarTimeline:
         lut = (np.asarray(remap).reshape(-1) + off).astype(_code_type(off + len(distinct)))
         out: np.ndarray = lut[codes]
         return out
+
+
+#: CUDA events (API calls, kernels, copies, memsets) above which an nsys report's timeline is read
+#: here, in stages (below it, the pandas path of gui.timeline.model)
+BIG_EVENTS = 200_000
+
+
+def is_big(trace: Any, rows: dict[str, int | None], min_events: int | None = None) -> bool:
+    """True when ``trace`` is an nsys SQLite report with more than ``min_events`` (default
+    :data:`BIG_EVENTS`) CUDA events."""
+    min_events = BIG_EVENTS if min_events is None else min_events
+    info = getattr(trace, "info", None)
+    if getattr(info, "sqlite_path", None) is None or not str(getattr(info, "kind", "")).startswith("nsys"):
+        return False
+    return sum(int(rows.get(t) or 0) for t in ("kernels", "memcpy", "memset", "api")) > min_events
+
+
+def prefetch_gpu(trace: Any) -> tuple[ColumnarTimeline, Future[None]]:
+    """Start reading the GPU lanes of ``trace`` in a thread (while the window builds its views).
+
+    Returns the timeline and a future that is done (or holds the error) once its GPU stage is.
+    """
+    timeline = ColumnarTimeline(trace)
+    done: Future[None] = Future()
+
+    def run() -> None:
+        try:
+            timeline.load_gpu()
+        except BaseException as exc:  # noqa: BLE001 - handed to the stage that waits for it
+            done.set_exception(exc)
+        else:
+            done.set_result(None)
+
+    threading.Thread(target=run, name="ks-timeline-prefetch", daemon=True).start()
+    return timeline, done
 
 
 def cached_row_count(trace: Any, name: str) -> int | None:

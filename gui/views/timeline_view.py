@@ -80,33 +80,37 @@ STAGES = (
 class StageWorker(Worker):
     """Load one stage of a big nsys report's timeline (gui.timeline.columnar) in the worker thread."""
 
-    def __init__(self, report: LoadedReport, timeline: tcol.ColumnarTimeline, stage: int) -> None:
+    def __init__(self, report: LoadedReport, timeline: tcol.ColumnarTimeline, stage: int,
+                 started: Any = None) -> None:
         super().__init__()
         self.report, self.timeline, self.stage = report, timeline, stage
+        self.started = started  # the future of this stage when the loader started it already
 
     def work(self) -> Any:
         name, what, later = STAGES[self.stage]
         cold = name != "rest" and not self.timeline.cached(name)
         note = " (first open: building this report's column cache; later opens read it back)" if cold else ""
         self.sig_progress.emit(f"Reading the {what}{note}…")
-        getattr(self.timeline, f"load_{name}")(self.cancel_event)
+        if self.started is not None:
+            while not self.started.done():  # started while the window built its views
+                self.check_cancel()
+                time.sleep(0.01)
+            self.started.result()  # its error, if any
+        else:
+            getattr(self.timeline, f"load_{name}")(self.cancel_event)
         return self.report, self.timeline.model(f"reading the {later}…" if later else "")
 
 
 #: CUDA events (API calls, kernels, copies, memsets) above which the timeline is read in stages
 #: from the columnar cache (gui.timeline.columnar), GPU lanes first
-OVERVIEW_MIN_EVENTS = 200_000
+OVERVIEW_MIN_EVENTS = tcol.BIG_EVENTS
 
 
 def overview_source(report: LoadedReport, min_events: int) -> Any:
     """The SQLite export of ``report`` when it is a big nsys report (read in stages); else None."""
-    info = getattr(report.trace, "info", None)
-    path = getattr(info, "sqlite_path", None)
-    if path is None or not str(getattr(info, "kind", "")).startswith("nsys"):
+    if not tcol.is_big(report.trace, report.table_rows, min_events):
         return None
-    rows = report.table_rows
-    n = sum(int(rows.get(t) or 0) for t in ("kernels", "memcpy", "memset", "api"))
-    return path if n > min_events else None
+    return report.trace.info.sqlite_path
 
 
 class TimelineView(ReportView):
@@ -130,6 +134,8 @@ class TimelineView(ReportView):
         self.current_ncu: dict[str, Any] | None = None
         self._stage_text = ""
         self._t_stages = 0.0
+        #: reports whose GPU lanes the loader had started to read (LoadWorker's prefetch)
+        self.prefetched_used = 0
         self._tick = QTimer(self)  # the elapsed seconds of a big report's stages, in the status line
         self._tick.setInterval(1000)
         self._tick.timeout.connect(self._on_tick)
@@ -251,16 +257,21 @@ class TimelineView(ReportView):
             self._job.cancel()
             self._old_jobs.append(self._job)
             self._job = None
-        src = overview_source(report, self.overview_min_events)
-        if src is None:
+        prefetched, report.timeline_prefetch = report.timeline_prefetch, None  # used once
+        if prefetched is None and overview_source(report, self.overview_min_events) is None:
             self._start_build(report)
             return
         self._t_stages = time.perf_counter()
-        self._run_stage(report, tcol.ColumnarTimeline(report.trace), 0)
+        if prefetched is not None:  # the loader found it big and started its GPU lanes
+            self.prefetched_used += 1
+            self._run_stage(report, prefetched[0], 0, prefetched[1])
+        else:
+            self._run_stage(report, tcol.ColumnarTimeline(report.trace), 0)
 
-    def _run_stage(self, report: LoadedReport, timeline: tcol.ColumnarTimeline, stage: int) -> None:
+    def _run_stage(self, report: LoadedReport, timeline: tcol.ColumnarTimeline, stage: int,
+                   started: Any = None) -> None:
         """Start stage ``stage`` of a big report's timeline; the next starts when it is shown."""
-        job = Job(StageWorker(report, timeline, stage), self)
+        job = Job(StageWorker(report, timeline, stage, started), self)
         self._job = job
         job.sig_progress.connect(self._on_stage_progress)
         job.sig_finished.connect(self._on_stage)

@@ -37,6 +37,9 @@ class LoadedReport:
     range_name: str | None = None
     #: the sentence to show when summarizing failed (set by the window's summary job)
     summary_error: str | None = field(default=None, repr=False)
+    #: a big nsys report opened for the Timeline: its GPU lanes being read already
+    #: (gui.timeline.columnar.prefetch_gpu: the timeline and the future of that stage)
+    timeline_prefetch: Any = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -105,10 +108,12 @@ Opener = Callable[..., Any]
 class LoadWorker(Worker):
     """Open a report with the engine and summarize it, all in the worker thread."""
 
-    def __init__(self, path: Path, opener: Opener | None = None) -> None:
+    def __init__(self, path: Path, opener: Opener | None = None, prefetch_timeline: bool = False) -> None:
         super().__init__()
         self.path = Path(path)
         self._opener = opener
+        #: a big nsys report's GPU lanes start to be read here (the Timeline is the view shown)
+        self.prefetch_timeline = prefetch_timeline
 
     def _progress(self, msg: str, fraction: float | None) -> None:
         text = msg if fraction is None else f"{msg} ({fraction:.0%})"
@@ -141,4 +146,10 @@ class LoadWorker(Worker):
         except BaseException:
             trace.close()
             raise
-        return LoadedReport(self.path, trace, rows, time.perf_counter() - t0)
+        loaded = LoadedReport(self.path, trace, rows, time.perf_counter() - t0)
+        if self.prefetch_timeline:
+            from gui.timeline import columnar
+
+            if columnar.is_big(trace, rows):
+                loaded.timeline_prefetch = columnar.prefetch_gpu(trace)
+        return loaded

@@ -223,3 +223,24 @@ def test_row_counts_from_the_cached_columns_are_sqlites(path):
         assert {n: tcol.cached_row_count(trace, n) for n in names} == {n: trace.row_count(n) for n in names}
     finally:
         trace.close()
+
+
+def test_opened_for_the_timeline_the_gpu_lanes_are_read_while_the_window_builds(qtbot, window,
+                                                                                 monkeypatch):
+    """With the Timeline shown, the loader starts reading a big report's GPU lanes; the view uses
+    that read (no second one) and ends with the pandas model's lanes."""
+    monkeypatch.setattr(tcol, "BIG_EVENTS", 0)  # a small fixture counts as big
+    path = NSYS_DIR / "host_overhead_gpumetrics.sqlite"
+    window.set_view("timeline")
+    report = open_and_wait(qtbot, window, path)
+    view = window.views["timeline"]
+    qtbot.waitUntil(lambda: view.model is not None and not view.model.pending and not view.is_busy(),
+                    timeout=LOAD_TIMEOUT_MS)
+    assert view.prefetched_used == 1 and report.timeline_prefetch is None
+    trace = open_report(path)
+    try:
+        want = tm.build_model(trace)
+    finally:
+        trace.close()
+    assert [(ln.key, len(ln)) for ln in view.model.lanes] == [(ln.key, len(ln)) for ln in want.lanes]
+    assert view.model.row_source is not None  # the columnar model
