@@ -22,7 +22,10 @@ It is an inference, not NVIDIA's algorithm: a report with other namespaces may p
 2. Each qualifier chain of two or more plain scopes (``a::b::c::``, ending at an identifier,
    ``<unnamed>`` or ``[lambda``) keeps exactly one of its scopes; one-scope chains (``at::``,
    ``std::``, ``c10::``) are kept as they are. Which scope is kept depends on the report: for each
-   scope name, count the distinct kernel names of the report that hold it in a multi-scope chain;
+   scope name, count the distinct kernel names of the report that hold it in any chain (one-scope
+   chains too: a cuDNN training loop's ``cudnn::bn_fw_tr_1C11_singleread`` makes ``cudnn`` commoner
+   than ``engines_precompiled``, and ncu prints ``cudnn::engines_precompiled::nchwToNhwcKernel`` as
+   ``engines_precompiled::nchwToNhwcKernel``; counting multi-scope chains only made it a tie);
    the chain keeps its scope with the smallest count, the outermost one on a tie, and never
    ``std`` while another scope is there. So the rarer, more specific scope survives and the ones
    spread over many kernels (``cub``, ``detail``, ``at``) go:
@@ -120,16 +123,17 @@ def simplify_demangled(name: str) -> str:
 
 
 def scope_counts(names: list[str]) -> dict[str, int]:
-    """For each scope name, how many distinct kernel names of the report hold it in a multi-scope chain.
+    """For each scope name, how many distinct kernel names of the report hold it in a chain.
 
     Args:
         names: Demangled names with their literal casts already dropped.
 
     Returns:
-        Scope name -> count. A chain is a run of two or more plain scopes (``at::native::``,
+        Scope name -> count. A chain is a run of plain scopes (``at::``, ``at::native::``,
         ``at_cuda_detail::cub::detail::radix_sort::``); each distinct kernel name counts once for
         each scope its chains hold, however often the kernel was launched and however many of its
-        chains hold the scope. One-scope chains (``at::``, ``std::``) are not counted.
+        chains hold the scope. Only chains of two or more scopes are shortened, but one-scope
+        chains count too (the H100 cuDNN training loop recording ``train40_threads`` needs them).
 
     Examples:
         >>> scope_counts(["a::b::f(a::b::T, a::c::U)", "a::b::g()"])
@@ -138,7 +142,7 @@ def scope_counts(names: list[str]) -> dict[str, int]:
     counts: dict[str, int] = defaultdict(int)
     for name in dict.fromkeys(names):
         scopes: dict[str, None] = {}
-        for m in _MULTI_CHAIN.finditer(name):
+        for m in _CHAIN.finditer(name):
             scopes.update(dict.fromkeys(m.group(1).split("::")[:-1]))
         for scope in scopes:
             counts[scope] += 1

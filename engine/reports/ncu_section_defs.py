@@ -203,9 +203,10 @@ def _section(msg: bytes) -> SectionDef | None:
 class ResultInfo:
     """One profiling result as the report file stores it, in file order."""
 
-    pid: int | None  # the profiled process
+    pid: int | None  # the profiled process: the process record in the result's header block
     has_rule_results: bool  # the result holds rule results (possibly none with a message)
     sections: tuple[str, ...] = ()  # identifiers of the sections it was profiled with, as stored
+    tid: int | None = None  # the launching thread (the result's field 1; the pid for the main thread)
 
 
 @dataclass
@@ -349,9 +350,15 @@ def _walk(view: memoryview, layout: ReportLayout) -> None:
                     continue
                 idents.append(sec.identifier)
                 layout.sections.setdefault(sec.identifier, sec)
-        pid = res.get(1, [None])[0]
-        pid_value = pid if isinstance(pid, int) else None
-        layout.results.append(ResultInfo(pid_value, rule_field in res, tuple(idents)))
+        tid = res.get(1, [None])[0]
+        tid_value = tid if isinstance(tid, int) else None
+        # The header block holds the owning process's record {1: pid, 2: host, 3: executable}. Field 1
+        # of the result is the launching thread: the pid only for the main thread (a PyTorch backward
+        # pass launches from its autograd thread, and ncu still prints the process id).
+        owner: dict[int, tuple[str, str]] = {}
+        _processes(bytes(view[start:start + length]), owner)
+        pid_value = next(iter(owner), tid_value)
+        layout.results.append(ResultInfo(pid_value, rule_field in res, tuple(idents), tid_value))
     # Process records and the writer's version, in file order, until both are known.
     wanted = {r.pid for r in layout.results if r.pid is not None}
     for start, length in blocks:
