@@ -103,6 +103,8 @@ class ApiCalls:
         self._store: ColumnStore | None = None
         self._frame: Any = None
         self._corr: npt.NDArray[np.int64] | None = None
+        self._built: dict[str, npt.NDArray[np.int64]] = {}
+        self._kept: dict[str, npt.NDArray[Any]] = {}  # columns read where the cache is read-only
         from engine.reports.nsys_sqlite import NsysSqliteTrace
 
         if isinstance(trace, NsysSqliteTrace) and trace.has_sqlite_table(_RUNTIME):
@@ -117,27 +119,36 @@ class ApiCalls:
 
     # -- raw columns ---------------------------------------------------------------------------
     def _col(self, name: str) -> npt.NDArray[Any] | None:
-        """A column of the export through the columnar cache, or None (the table path is used)."""
+        """A column of the export through the columnar cache, or None (the table path is used).
+
+        Mapped from the cache file on each use; where the cache cannot be written, the columns
+        read are kept in memory instead (read once either way).
+        """
         if self._store is None:
             return None
         mapped = self._store.cached(_RUNTIME, name, _EXPRS[name])
         if mapped is not None:
             return mapped
+        if name in self._kept:
+            return self._kept[name]
         try:
             got = self._read_missing(name)
         except sqlite3.Error:
             self._store = None
             return None
-        # A cold read returns the array it parsed; the cached file is mapped instead (its pages
-        # are the OS's to drop, not this process's heap).
+        # A cold read returns the arrays it parsed; the cached files are mapped instead (their
+        # pages are the OS's to drop, not this process's heap).
         mapped = self._store.cached(_RUNTIME, name, _EXPRS[name])
-        return got if mapped is None else mapped
+        if mapped is None:
+            self._kept.update(got)
+            return got[name]
+        return mapped
 
-    def _read_missing(self, name: str) -> npt.NDArray[Any]:
+    def _read_missing(self, name: str) -> dict[str, npt.NDArray[Any]]:
         """Read ``name`` and the other uncached columns with it, as many per table scan as fit.
 
         Each pass over the table costs a full scan of it in SQLite, so the columns are read
-        together, up to :data:`_PASS_VALUES` values per pass (a 69M-call table: two at a time).
+        together, up to :data:`_PASS_VALUES` values per pass (a 69M-call table: one at a time).
         """
         store = self._store
         assert store is not None
@@ -145,9 +156,7 @@ class ApiCalls:
         rows = self._trace.row_count("api") or 1
         per_pass = max(1, _PASS_VALUES // rows)
         batch = [name, *todo[: per_pass - 1]]
-        got: npt.NDArray[Any] = store.read(
-            _RUNTIME, {c: _EXPRS[c] for c in batch}, _NARROW & set(batch))[name]
-        return got
+        return store.read(_RUNTIME, {c: _EXPRS[c] for c in batch}, _NARROW & set(batch))
 
     def _table(self) -> Any:
         if self._frame is None:
@@ -160,23 +169,29 @@ class ApiCalls:
         """Rows of the API table."""
         return len(self.start)
 
-    @cached_property
+    @property
     def start(self) -> npt.NDArray[np.int64]:
         """Call starts (int64; meaningless where not ``valid``)."""
         return self._times("start")
 
-    @cached_property
+    @property
     def end(self) -> npt.NDArray[np.int64]:
         """Call ends (int64; meaningless where not ``valid``)."""
         return self._times("end")
 
     def _times(self, name: str) -> npt.NDArray[np.int64]:
+        """A time column, mapped from the cache on each use, or built once from the table.
+
+        Not held: a mapped column's pages leave this process when the caller drops it.
+        """
         col = self._col(name)
         if col is not None:
             return col
-        s = self._table()[name]
-        return np.asarray(s.fillna(_NULL).to_numpy(dtype=np.float64), dtype=np.float64).astype(I64) \
-            if s.dtype.kind == "f" else s.to_numpy(dtype=I64, na_value=_NULL)
+        if name not in self._built:
+            s = self._table()[name]
+            self._built[name] = (np.asarray(s.fillna(_NULL).to_numpy(dtype=np.float64)).astype(I64)
+                                 if s.dtype.kind == "f" else s.to_numpy(dtype=I64, na_value=_NULL))
+        return self._built[name]
 
     @cached_property
     def valid(self) -> npt.NDArray[np.bool_] | None:

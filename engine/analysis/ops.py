@@ -32,6 +32,7 @@ _NULL = -(2**62)
 _EXPRS = {"start": '"start"', "end": '"end"', "deviceId": '"deviceId"', "streamId": '"streamId"',
           "correlationId": '"correlationId"', "pid": '"globalPid" / 16777216 % 16777216'}
 _NARROW = frozenset({"deviceId", "streamId", "pid"})
+_SUMMARY_COLS = {"kernels": (), "memcpy": ("copyKind", "srcKind", "dstKind", "bytes"), "memset": ("bytes",)}
 
 
 class GpuOps:
@@ -89,7 +90,9 @@ class GpuOps:
             if {"start", "end", "deviceId", "streamId", "correlationId", "globalPid"} <= have:
                 store = trace.column_store()
                 # the nsys analyze rules' columns of this table in the same scan (cached for them)
-                extra: dict[str, str] = {c: f'"{c}"' for c in ("globalPid", "contextId") if c in have}
+                # and the summary's (copy kinds, bytes), read later through the trace's tables
+                extra: dict[str, str] = {c: f'"{c}"' for c in ("globalPid", "contextId", *_SUMMARY_COLS[kind])
+                                         if c in have}
                 try:
                     cols = store.read(t, {**_EXPRS, **extra}, _NARROW | {"contextId"})
                 except sqlite3.Error:
@@ -204,9 +207,12 @@ class GpuOps:
         """True when no two API calls share a (process, correlation id)."""
         return self._calls_join[1]
 
-    @cached_property
+    @property
     def launch(self) -> npt.NDArray[np.int64]:
-        """Start of each operation's API call (process + correlation id), else its own start."""
+        """Start of each operation's API call (process + correlation id), else its own start.
+
+        Built on each use (the step detection asks twice), so it is not held afterwards.
+        """
         launch = self.start.copy()
         idx = self.call_row
         got = idx >= 0
