@@ -13,6 +13,10 @@ document of :func:`engine.analysis.export.perfetto_trace`, without holding a tab
   than the calls), one binary search per call chunk to note the matching call's start and thread,
   one per GPU chunk to write the arrows;
 - rows are formatted a chunk at a time by :func:`~engine.analysis.export_perfetto_rows.format_rows`.
+
+The one thing that grows with the report is that flow table: 21 bytes per distinct kernel / memcpy
+key (the key, the call's start and thread, a flag), ~630 MB for 30M GPU rows; the calls, however
+many, only pass through it.
 """
 
 from __future__ import annotations
