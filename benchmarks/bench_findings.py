@@ -133,8 +133,10 @@ def main() -> int:
         if "perfetto" in wanted:
             size, events = gzip_events(work / "perfetto0.json.gz")
             gz = (work / "perfetto0.json.gz").stat().st_size
-            print(f"\nperfetto: {gz / 1e6:.0f} MB gzip ({size / 1e6:.0f} MB of JSON, {events:,} events); "
-                  "the gzip stream is complete")
+            from engine.analysis.export_perfetto import gzip_compressor
+
+            print(f"\nperfetto: {gz / 1e6:.0f} MB gzip ({size / 1e6:.0f} MB of JSON, {events:,} events, "
+                  f"compressed by {type(gzip_compressor()).__module__}); the gzip stream is complete")
         if "html" in wanted:
             html = (work / "html0.html").read_text()
             print(f"html: {len(html) / 1e3:.0f} kB, {html.count('<svg')} charts")
