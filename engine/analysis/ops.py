@@ -162,11 +162,15 @@ class GpuOps:
         """Ends in start order (built on each use)."""
         return self.sorted_col(self.end)
 
-    def blocks(self, pid: str | None = None) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """The union of the operations (of process ``pid``) as sorted disjoint blocks (cached)."""
+    def blocks(self, pid: str | None = None, sorted_se: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]
+               | None = None) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """The union of the operations (of process ``pid``) as sorted disjoint blocks (cached).
+
+        ``sorted_se``: :attr:`s_sorted` and :attr:`e_sorted` when the caller holds them already.
+        """
         key = "" if pid is None else pid
         if key not in self._blocks:
-            s, e = self.s_sorted, self.e_sorted
+            s, e = sorted_se if sorted_se is not None else (self.s_sorted, self.e_sorted)
             if pid is None or len(self.pids) == 1 and self.pids[0] == pid:
                 self._blocks[key] = blocks_sorted(s, e)
             else:

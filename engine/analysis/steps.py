@@ -385,9 +385,15 @@ def _range_candidates(trace: Trace, pid: Any, _ops: pd.DataFrame | None,
     # Per process: launches sorted once, with the cumulative GPU time, so the GPU time launched
     # inside a range's instances costs two binary searches per instance.
     by_pid: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
-    for pk, (launch, dur) in launches_per_pid(trace, _ops).items():
+    per_pid = launches_per_pid(trace, _ops)
+    for pk in list(per_pid):
+        launch, dur = per_pid.pop(pk)  # dropped as soon as sorted (10M launches: 80 MB each)
         order = np.argsort(launch, kind="stable")
-        by_pid[pk] = (launch[order], np.concatenate([[0], np.cumsum(dur[order])]))
+        ls, d = launch[order], dur[order]
+        del launch, dur, order
+        cum = np.zeros(len(d) + 1, dtype=np.int64)
+        np.cumsum(d, out=cum[1:])
+        by_pid[pk] = (ls, cum)
     groups: dict[Any, pd.DataFrame] = dict(iter(r.groupby(["pidk", "name"], sort=False)))
     out: list[RangeCandidate] = []
     for key, n in counts[counts >= 2].items():

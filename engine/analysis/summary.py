@@ -544,7 +544,7 @@ def _iterations(trace: Trace, api: _Calls, ops: _Ops,
         once = _costs(cat, dur, ~in_any, None)
     else:
         per_it = warm = once = ()
-    bs, be = ops.o.blocks(st.pid)
+    bs, be = ops.o.blocks(st.pid, (ops.s, ops.e))
     busy_steady = int(busy_between(bs, be, ss, se).sum())
     phases = _phases(trace, st)
     rest = durs[1:]
@@ -597,6 +597,8 @@ def summarize(trace: Trace, *, range_name: str | None = None) -> Summary:
         sm.GpuInfo(**{k: sm.strict(row.get(k)) for k in ("id", "name", "smCount", "memoryBandwidth",
                                                         "totalMemory", "computeMajor", "computeMinor")})
         for row in gpus.to_dict("records")) if len(gpus) else ()
+    # the steps first (cached per trace): their launch sorts run before the columns below are held
+    steps_per_process(trace, range_name=range_name)
     api = _Calls(api_calls(trace))
     ops = _Ops(trace)
     return Summary(

@@ -193,12 +193,32 @@ UNION_CHUNK = 1 << 21
 
 
 def blocks_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The union of intervals already sorted by start, as disjoint blocks (starts, ends)."""
-    if not len(s):
-        return np.array([], dtype=np.int64), np.array([], dtype=np.int64)
-    run_end = np.maximum.accumulate(e)
-    new = np.empty(len(s), dtype=bool)
-    new[0] = True
-    new[1:] = s[1:] > run_end[:-1]
-    idx = np.flatnonzero(new)
-    return s[idx], np.append(run_end[idx[1:] - 1], run_end[-1])
+    """The union of intervals already sorted by start, as disjoint blocks (starts, ends).
+
+    Walked a few million rows at a time with the open block carried over, as :func:`union_sorted`,
+    into buffers of the input's length (views of the blocks found are returned: no second copy).
+    """
+    n = len(s)
+    starts = np.empty(n, dtype=np.int64)
+    ends = np.empty(n, dtype=np.int64)
+    k = 0  # blocks found
+    open_e: int | None = None
+    for lo in range(0, n, UNION_CHUNK):
+        ss, es = s[lo:lo + UNION_CHUNK], e[lo:lo + UNION_CHUNK]
+        run_end = np.maximum.accumulate(es)
+        if open_e is not None:
+            np.maximum(run_end, open_e, out=run_end)
+        new = np.empty(len(ss), dtype=bool)
+        new[0] = open_e is None or ss[0] > open_e
+        new[1:] = ss[1:] > run_end[:-1]
+        idx = np.flatnonzero(new)
+        if len(idx):
+            if open_e is not None:  # the block carried in ends before idx[0]
+                ends[k - 1] = run_end[idx[0] - 1] if idx[0] > 0 else open_e
+            starts[k:k + len(idx)] = ss[idx]
+            ends[k:k + len(idx) - 1] = run_end[idx[1:] - 1]
+            k += len(idx)
+        open_e = int(run_end[-1])
+    if open_e is not None:
+        ends[k - 1] = open_e
+    return starts[:k], ends[:k]
