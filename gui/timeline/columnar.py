@@ -493,12 +493,16 @@ def is_big(trace: Any, rows: dict[str, int | None], min_events: int | None = Non
     return sum(int(rows.get(t) or 0) for t in ("kernels", "memcpy", "memset", "api")) > min_events
 
 
-def prefetch_gpu(trace: Any) -> tuple[ColumnarTimeline, Future[None]]:
+def prefetch_gpu(trace: Any) -> tuple[ColumnarTimeline, Future[None]] | None:
     """Start reading the GPU lanes of ``trace`` in a thread (while the window builds its views).
 
-    Returns the timeline and a future that is done (or holds the error) once its GPU stage is.
+    Returns the timeline and a future that is done (or holds the error) once its GPU stage is;
+    None when the columns are not cached yet (a first open parses them holding Python's lock
+    for seconds, which would stall the window's start instead).
     """
     timeline = ColumnarTimeline(trace)
+    if not timeline.cached("gpu"):
+        return None
     done: Future[None] = Future()
 
     def run() -> None:

@@ -227,10 +227,16 @@ def test_row_counts_from_the_cached_columns_are_sqlites(path):
 
 def test_opened_for_the_timeline_the_gpu_lanes_are_read_while_the_window_builds(qtbot, window,
                                                                                  monkeypatch):
-    """With the Timeline shown, the loader starts reading a big report's GPU lanes; the view uses
-    that read (no second one) and ends with the pandas model's lanes."""
+    """With the Timeline shown, the loader starts reading a big report's cached GPU lanes; the view
+    uses that read (no second one) and ends with the pandas model's lanes."""
     monkeypatch.setattr(tcol, "BIG_EVENTS", 0)  # a small fixture counts as big
     path = NSYS_DIR / "host_overhead_gpumetrics.sqlite"
+    trace = open_report(path)
+    try:
+        assert tcol.prefetch_gpu(trace) is None  # not cached yet: no read while the window starts
+        tcol.build_columnar(trace)  # opened before: its columns are cached
+    finally:
+        trace.close()
     window.set_view("timeline")
     report = open_and_wait(qtbot, window, path)
     view = window.views["timeline"]
