@@ -99,7 +99,8 @@ def kern_exec_trace_csv(trace: NsysSqliteTrace) -> CsvTable | None:
             not {"start", "end", "correlationId", "globalTid", "nameId"} <= have_a:
         return None
     name_expr = " , ".join(f'"{c}"' for c in ("demangledName", "shortName") if c in have_k)
-    k_exprs = {c: f'"{c}"' for c in ("start", "end", "correlationId", "globalPid", "deviceId", *_DIMS)}
+    k_exprs = {c: f'"{c}"' for c in ("start", "end", "correlationId", "globalPid", "deviceId")}
+    k_exprs.update(grid=_packed_expr("grid"), block=_packed_expr("block"))
     k_exprs["nameId"] = f"coalesce({name_expr}, NULL)"
     a_exprs = {c: f'"{c}"' for c in ("start", "end", "correlationId", "globalTid", "nameId")}
     # Only the calls that share a correlation id with a kernel (one in seven on a launch-bound
@@ -122,13 +123,9 @@ def kern_exec_trace_csv(trace: NsysSqliteTrace) -> CsvTable | None:
     calls = got[0]
     if not ks.rows or not calls.rows:
         return CsvTable("cuda_kern_exec_trace", 0, lambda: iter(()))
-    if any(has_null(ks.column(c)) for c in ("start", "end", "globalPid", *_DIMS)) or \
+    if any(has_null(ks.column(c)) for c in ("start", "end", "globalPid", "grid", "block")) or \
             any(has_null(calls.column(c)) for c in ("start", "end", "globalTid", "nameId")):
         return None
-    for c in _DIMS:
-        col = ks.column(c)
-        if int(col.min()) < 0 or int(col.max()) >= 1 << _DIM_BITS:
-            return None
     pairs = _pairs(np.asarray(ks.column("globalPid")) >> 24, np.asarray(ks.column("correlationId")),
                    np.asarray(calls.column("globalTid")) >> 24, np.asarray(calls.column("correlationId")))
     if pairs is None:
@@ -160,13 +157,22 @@ def kern_exec_trace_csv(trace: NsysSqliteTrace) -> CsvTable | None:
     return CsvTable("cuda_kern_exec_trace", len(k_rows), chunks)
 
 
+def _packed_expr(prefix: str) -> str:
+    """SQL packing a kernel's three grid or block dimensions into one integer (21 bits each).
+
+    NULL where one is NULL or out of range (the general path prints those).
+    """
+    x, y, z = (f'"{prefix}{a}"' for a in "XYZ")
+    top = (1 << _DIM_BITS) - 1
+    return (f"CASE WHEN {x} BETWEEN 0 AND {top} AND {y} BETWEEN 0 AND {top} AND {z} BETWEEN 0 AND {top} "
+            f"THEN ({x} << {2 * _DIM_BITS}) | ({y} << {_DIM_BITS}) | {z} END")
+
+
 def _xyz(ks: _Source, prefix: str, rows: npt.NDArray[np.int64]) -> TextColumn:
     """GridXYZ / BlockXYZ ('%4d %4d %4d') of the chunk's kernels, as codes over its distinct ones."""
     import numpy as np
 
-    x, y, z = (np.asarray(ks.column(f"{prefix}{a}")[rows]) for a in "XYZ")
-    key = (x << (2 * _DIM_BITS)) | (y << _DIM_BITS) | z
-    uniq, codes = factorize(key)
+    uniq, codes = factorize(np.asarray(ks.column(prefix)[rows]))
     return TextColumn(codes.astype(np.int64), [_xyz_text(k) for k in uniq.tolist()])
 
 
@@ -221,24 +227,18 @@ def kern_gb_sum_table(trace: NsysSqliteTrace) -> SummaryTable | None:
     if not names or not {"start", "end", *_DIMS} <= have:
         return None
     exprs = {"duration": '"end" - "start"', "nameId": f"coalesce({', '.join(names)}, NULL)",
-             **{c: f'"{c}"' for c in _DIMS}}
+             "grid": _packed_expr("grid"), "block": _packed_expr("block")}
     try:
-        cols = trace.column_store().read(_KERNEL, exprs)
+        src = _Source(trace, _KERNEL, exprs)
     except sqlite3.Error:
         return None
-    if not len(cols["duration"]):
+    if not src.rows or any(has_null(src.column(c)) for c in exprs):
         return None
-    if any(has_null(cols[c]) for c in exprs):
-        return None
-    for c in _DIMS:
-        if int(cols[c].min()) < 0 or int(cols[c].max()) >= 1 << _DIM_BITS:
-            return None
     strings = trace.strings()
-    ids, id_code = factorize(np.asarray(cols["nameId"]))
+    ids, id_code = factorize(np.asarray(src.column("nameId")))
     if any(int(i) not in strings for i in ids.tolist()):
         return None
-    grid = _packed(cols, "grid")
-    block = _packed(cols, "block")
+    grid, block = np.asarray(src.column("grid")), np.asarray(src.column("block"))
     g_uniq, g_code = factorize(grid)
     b_uniq, b_code = factorize(block)
     key = (id_code * len(g_uniq) + g_code) * len(b_uniq) + b_code
@@ -247,19 +247,11 @@ def kern_gb_sum_table(trace: NsysSqliteTrace) -> SummaryTable | None:
     labels = [(_xyz_text(int(g_uniq[g])), _xyz_text(int(b_uniq[b])), str(strings[int(ids[i])]))
               for i, g, b in zip((per // len(g_uniq)).tolist(), (per % len(g_uniq)).tolist(),
                                  (k_uniq % len(b_uniq)).tolist(), strict=True)]
-    stats = _segment_stats(codes, np.asarray(cols["duration"]), len(labels))
+    stats = _segment_stats(codes, np.asarray(src.column("duration")), len(labels))
     # The DataFrame path's groups come sorted by (name, grid, block) texts: ties keep that order.
     order = sorted(range(len(labels)), key=lambda j: (labels[j][2], labels[j][0], labels[j][1]))
     return _time_rows([(labels[j], stats[j]) for j in order if stats[j] is not None],
                       "cuda_gpu_kern_gb_sum")
-
-
-def _packed(cols: dict[str, npt.NDArray[np.int64]], prefix: str) -> npt.NDArray[np.int64]:
-    import numpy as np
-
-    x, y, z = (np.asarray(cols[f"{prefix}{a}"], dtype=np.int64) for a in "XYZ")
-    out: npt.NDArray[np.int64] = (x << (2 * _DIM_BITS)) | (y << _DIM_BITS) | z
-    return out
 
 
 def _xyz_text(k: int) -> str:

@@ -96,7 +96,7 @@ class _Source:
         if where is not None:
             if todo:
                 self._keep(self.store.read_where(table, exprs, where))
-            self.rows = len(self.column("start"))
+            self.rows = len(self.column(next(iter(exprs))))
             return
         span = trace.rows(f"SELECT max(rowid) - min(rowid) + 1 FROM {table}")[0][0] if todo else 0
         rows = int(str(span)) if span is not None else 0
@@ -112,7 +112,7 @@ class _Source:
         else:
             for k in range(0, len(todo), per_pass):
                 self._keep(self.store.read(table, {n: exprs[n] for n in todo[k:k + per_pass]}))
-        self.rows = len(self.column("start"))
+        self.rows = len(self.column(next(iter(exprs))))
 
     def _keep(self, got: dict[str, npt.NDArray[np.int64]]) -> None:
         """Hold the columns of ``got`` that the cache could not take."""
