@@ -94,7 +94,7 @@ class GpuOps:
                 extra: dict[str, str] = {c: f'"{c}"' for c in ("globalPid", "contextId", *_SUMMARY_COLS[kind])
                                          if c in have}
                 try:
-                    cols = store.read(t, {**_EXPRS, **extra}, _NARROW | {"contextId"})
+                    cols = _read_passes(store, t, _EXPRS, extra, trace.row_count(kind) or 0)
                 except sqlite3.Error:
                     cols = None
                 if cols is not None and len(cols["start"]) and not any(
@@ -223,6 +223,31 @@ class GpuOps:
         if got.any():
             launch[got] = api_calls(self._trace).start[idx[got]]
         return launch
+
+
+#: values parsed per scan of a table (a 20M-copy table: its six columns, without the extras)
+_PASS_VALUES = 130_000_000
+
+
+def _read_passes(store: Any, t: str, mine: dict[str, str], extra: dict[str, str], rows: int
+                 ) -> dict[str, npt.NDArray[Any]]:
+    """``mine`` (and ``extra``, while they fit) of a table, as few scans as :data:`_PASS_VALUES` allows.
+
+    After each scan the columns read are swapped for their cache files' mappings, so one scan's
+    arrays are all this process holds of them.
+    """
+    narrow = _NARROW | {"contextId"}
+    every = {**mine, **extra} if rows * (len(mine) + len(extra)) <= _PASS_VALUES else dict(mine)
+    per_pass = max(1, _PASS_VALUES // max(rows, 1))
+    names = list(every)
+    out: dict[str, npt.NDArray[Any]] = {}
+    for lo in range(0, len(names), per_pass):
+        batch = {c: every[c] for c in names[lo:lo + per_pass]}
+        got = store.read(t, batch, narrow & set(batch))
+        for c, arr in got.items():
+            mapped = store.cached(t, c, batch[c])
+            out[c] = arr if mapped is None else mapped
+    return out
 
 
 class _Mapped:
