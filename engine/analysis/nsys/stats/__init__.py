@@ -84,9 +84,11 @@ def fast_reports(trace: Trace, names: Sequence[str], *, csv: bool = False) -> di
     """
     from engine.analysis.nsys.stats import fast
     from engine.analysis.nsys.stats.newer import newer_reports
+    from engine.analysis.nsys.stats.nvtxfast import nvtx_sum_groups
 
     out = newer_reports(trace, names, csv=csv)
-    out.update(fast.fast_reports(trace, [n for n in names if n not in out], csv=csv))
+    out.update(fast.fast_reports(trace, [n for n in names if n not in out], csv=csv,
+                                 nvtx_groups=nvtx_sum_groups))
     return out
 
 

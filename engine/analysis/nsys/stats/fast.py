@@ -247,7 +247,8 @@ def _memop_groups(
     return _grouped(labels, np.concatenate(codes), np.concatenate(values))
 
 
-def fast_reports(trace: Trace, names: Sequence[str], *, csv: bool = False) -> dict[str, Any]:
+def fast_reports(trace: Trace, names: Sequence[str], *, csv: bool = False,
+                 nvtx_groups: Callable[[NsysSqliteTrace], Any] | None = None) -> dict[str, Any]:
     """Compute the five core reports of an nsys SQLite export without pandas (the cold CLI path).
 
     Each big table is read once, column-wise, in background threads (all reads start before
@@ -261,6 +262,8 @@ def fast_reports(trace: Trace, names: Sequence[str], *, csv: bool = False) -> di
         names: report names (current spelling, see :func:`resolve_report_name`).
         csv: the caller prints CSV: ``cuda_gpu_trace`` then comes back already rendered, as a
             :class:`~engine.analysis.nsys.stats.traces.CsvTable` (vectorised formatting).
+        nvtx_groups: groups nvtx_sum's ranges as ``trace.nvtx_range_groups()`` does (None: that
+            method answers instead), e.g. from the columnar cache.
 
     Returns:
         Report name -> table, for the reports it could compute; the others (other reports,
@@ -300,7 +303,9 @@ def fast_reports(trace: Trace, names: Sequence[str], *, csv: bool = False) -> di
     taken: set[str] = set()
     start_next()  # the first read runs while NVTX is grouped in SQLite on this thread
     if "nvtx_sum" in wanted:
-        ranges = trace.nvtx_range_groups()
+        ranges = nvtx_groups(trace) if nvtx_groups is not None else None
+        if ranges is None:
+            ranges = trace.nvtx_range_groups()
         if ranges is not None:
             out["nvtx_sum"] = _nvtx_table(ranges)
     # Each table's groups are computed as soon as its columns are in, and the columns dropped:

@@ -55,13 +55,15 @@ def name_exprs(trace: NsysSqliteTrace, where: str) -> tuple[dict[str, str], list
 
 
 def range_names(trace: NsysSqliteTrace, where: str, cols: dict[str, npt.NDArray[np.int64]],
-                texts: list[str] | None) -> tuple[npt.NDArray[np.int64], list[str]] | None:
+                texts: list[str] | None, domain_id_first: bool = False,
+                ) -> tuple[npt.NDArray[np.int64], list[str]] | None:
     """Codes and labels of the ``domain:text`` names of the NVTX rows where ``where`` holds.
 
     ``cols`` holds those rows' :func:`name_exprs` columns in table order, ``texts`` what it
     returned with them. A row's text is its ``textId``'s string where that resolves, else its
     ``text``; a domain's name is its create event's ``text``, else its ``textId``'s string; an
-    unknown domain or text prints as empty. None when the rows changed meanwhile.
+    unknown domain or text prints as empty (``domain_id_first``: a domain's ``textId`` string
+    first, as nvtx_sum names them). None when the rows changed meanwhile.
     """
     from operator import itemgetter
 
@@ -107,8 +109,11 @@ def range_names(trace: NsysSqliteTrace, where: str, cols: dict[str, npt.NDArray[
     domains: dict[int, object] = {}
     for d, txt, tid in created:
         if d is not None:
-            domains[int(str(d))] = txt if txt is not None else strings.get(int(str(tid))) \
-                if tid is not None else None
+            by_id = strings.get(int(str(tid))) if tid is not None else None
+            if domain_id_first:
+                domains[int(str(d))] = by_id if tid is not None and int(str(tid)) in strings else txt
+            else:
+                domains[int(str(d))] = txt if txt is not None else by_id
     dom = np.asarray(cols["domainId"])
     d_uniq, d_code = factorize(dom)
     d_names = [domains.get(int(d)) if d != NULL else None for d in d_uniq.tolist()]
@@ -484,9 +489,57 @@ def style_sum_table(trace: NsysSqliteTrace, report: str) -> SummaryTable | None:
         cols = trace.column_store().read_where(_NVTX, {"duration": '"end" - "start"', **extra}, where)
         if has_null(cols["duration"]):
             return None
-        named = range_names(trace, where, cols, texts) if len(cols["duration"]) else None
+        # domains named as the nvtx table names them (textId string first)
+        named = (range_names(trace, where, cols, texts, domain_id_first=True)
+                 if len(cols["duration"]) else None)
     except sqlite3.Error:
         return None
     if named is None:
         return None
     return _time_rows(_grouped(named[1], named[0], cols["duration"]), report)
+
+
+def nvtx_sum_groups(trace: NsysSqliteTrace) -> list[tuple[int, str, npt.NDArray[np.int64]]] | None:
+    """The ended push/pop (59) and start/end (60) ranges grouped as nvtx_sum groups them.
+
+    (eventType, ``domain:text`` name, durations) per group, as
+    :meth:`~engine.reports.nsys_sqlite.NsysSqliteTrace.nvtx_range_groups` returns them, from the
+    columnar cache (kept for the next run) instead of an SQLite GROUP BY. None where that method
+    must answer (a range without a start or a domain id, no NVTX table, many distinct texts).
+    """
+    import sqlite3
+
+    import numpy as np
+
+    if not trace.has_sqlite_table(_NVTX):
+        return None
+    have = set(trace.columns(_NVTX))
+    if not {"start", "end", "eventType", "domainId"} <= have:
+        return None
+    where = 'eventType IN (59, 60) AND "end" IS NOT NULL'
+    try:
+        extra, texts = name_exprs(trace, where)
+        if texts is None:
+            return None
+        cols = trace.column_store().read_where(
+            _NVTX, {"duration": '"end" - "start"', "eventType": '"eventType"', **extra}, where)
+    except sqlite3.Error:
+        return None
+    if not len(cols["duration"]):
+        return []
+    if has_null(cols["duration"]) or has_null(cols["domainId"]):
+        return None
+    named = range_names(trace, where, cols, texts, domain_id_first=True)
+    if named is None:
+        return None
+    codes, names = named
+    key = codes * 2 + (np.asarray(cols["eventType"]) == 60)
+    order = np.argsort(key, kind="stable")
+    k_sorted = key[order]
+    bounds = np.flatnonzero(np.diff(k_sorted)) + 1
+    durations = np.asarray(cols["duration"])[order]
+    merged: dict[tuple[int, str], list[npt.NDArray[np.int64]]] = {}
+    for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), len(order)], strict=True):
+        k = int(k_sorted[lo])
+        merged.setdefault((60 if k % 2 else 59, names[k // 2]), []).append(durations[lo:hi])
+    return [(e, name, np.concatenate(parts)) for (e, name), parts in merged.items()]
