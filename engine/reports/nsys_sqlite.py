@@ -62,6 +62,16 @@ _COUNTED = frozenset({*_DERIVED, "sync", "nvtx", "memory_usage", "gpus", "proces
                       "gpu_metrics"})
 
 
+def _sources(name: str, columns: list[str]) -> list[str]:
+    """Stored columns of big table ``name`` that ``columns`` (some derived) come from, once each."""
+    sources: list[str] = []
+    for c in columns:
+        for src in _DERIVED[name].get(c, [c]):
+            if src not in sources:
+                sources.append(src)
+    return sources
+
+
 #: Integer columns the pandas-free summaries read (``read_summary_columns``): name -> SQL
 #: expression over the export's table. A kernel's name is its demangled name, else its short name.
 _SUMMARY_EXPRS: dict[str, dict[str, str]] = {
@@ -565,12 +575,7 @@ class NsysSqliteTrace(Trace):
         import pandas as pd
 
         derived = _DERIVED[name]
-        sources: list[str] = []
-        for c in columns:
-            for src in derived.get(c, [c]):
-                if src not in sources:
-                    sources.append(src)
-        raw = self._select(t, sources)
+        raw = self._select(t, _sources(name, columns))
         out: dict[str, object] = {}
         for c in columns:
             if c not in derived:
@@ -593,11 +598,7 @@ class NsysSqliteTrace(Trace):
 
         t = _NSYS_TABLES[name]
         derived = _DERIVED[name]
-        sources: list[str] = []
-        for c in columns:
-            for src in derived.get(c, [c]):
-                if src not in sources:
-                    sources.append(src)
+        sources = _sources(name, columns)
         have = set(self.columns(t))
         parts = [f'"{c}"' if c in have else f'NULL AS "{c}"' for c in sources]
         marks = ", ".join("?" * len(rowids))
