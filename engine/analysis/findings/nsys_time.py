@@ -193,6 +193,29 @@ def _gpu_idle(ctx: Context) -> list[Finding]:
     gain = gain_from(ctx, steady_ns, other_ns, f"window − GPU busy = {fmt_time(window)} − {fmt_time(busy)} = "
                      f"{fmt_time(idle)}", kind="upper bound", overlap=HOST)
     once = " This is a one-time cost (warm-up): it does not grow with the run." if gain.one_time else ""
+    why = "allocation, synchronous calls, host code between launches"
+    extra: list[Evidence] = []
+    fix = ("Remove host work from between GPU operations (the other findings name it), queue work "
+           "asynchronously, and synchronize only when results are needed.")
+    fix_torch = "# avoid .item(), .cpu(), print(tensor) inside the loop: each one synchronizes"
+    api_ns = _api_in_steady_steps(ctx) if steady_ns else None
+    if api_ns is not None and ctx.n_steady:
+        outside = max(window - api_ns, 0)
+        n = ctx.n_steady
+        extra = [Evidence("CUDA API time in the steady steps (summed over threads)", api_ns, "ns",
+                          "CUDA API calls starting in the steady steps"),
+                 Evidence("host time outside CUDA API calls (at least)", outside, "ns",
+                          "window − CUDA API time")]
+        if outside >= 0.5 * window:
+            why = (f"each step spent {fmt_time(api_ns / n)} in CUDA API calls and at least "
+                   f"{fmt_time(outside / n)} ({pct(outside, window)} %) in host code outside them: "
+                   "Python, framework or data loading between launches")
+            fix = ("Most of each step is host code outside the CUDA API: make the host side cheaper "
+                   "(larger batches, fewer and fused operations) or replay the step without it (CUDA "
+                   "Graphs, torch.compile(mode='reduce-overhead')); queue work asynchronously and "
+                   "synchronize only when results are needed.")
+            fix_torch = ("step = torch.compile(step, mode='reduce-overhead')  # CUDA Graphs\n"
+                         "# or: g = torch.cuda.CUDAGraph(); with torch.cuda.graph(g): out = step(static_in)")
     return [Finding(
         id="nsys.gpu-idle",
         title="The GPU sits idle between operations",
@@ -200,21 +223,32 @@ def _gpu_idle(ctx: Context) -> list[Finding]:
         source="nsys",
         summary=(
             f"The GPU was idle {fmt_time(idle)} of {fmt_time(window)} ({pct(idle, window)} %) within "
-            f"{where}: the CPU did not queue work fast enough (allocation, synchronous calls, host code "
-            f"between launches).{once}"
+            f"{where}: the CPU did not queue work fast enough ({why}).{once}"
         ),
         evidence=[
             Evidence("window", window, "ns", source),
             Evidence("GPU busy (union of kernels, copies, memsets)", busy, "ns", "CUPTI_ACTIVITY_KIND_*"),
             Evidence("GPU idle", idle, "ns", "window − busy"),
+            *extra,
         ],
-        fix="Remove host work from between GPU operations (the other findings name it), queue work "
-            "asynchronously, and synchronize only when results are needed.",
+        fix=fix,
         fix_cuda="// queue everything on a stream, synchronize once at the end\ncudaStreamSynchronize(s);",
-        fix_torch="# avoid .item(), .cpu(), print(tensor) inside the loop: each one synchronizes",
+        fix_torch=fix_torch,
         gain=gain,
         verify="Re-run: GPU busy share of the steps rises (`kernelscope summary`).",
     )]
+
+
+def _api_in_steady_steps(ctx: Context) -> int | None:
+    """CUDA API time of the calls in the steady steps, summed over the process's threads.
+
+    From the summary's steps; None where those are another process's or another range's.
+    """
+    it = ctx.summary.iterations
+    st = ctx.steps
+    if it is None or st is None or str(it.pid) != str(st.pid) or it.range != st.range_name:
+        return None
+    return sum(int(a.total_ns) for a in it.api_per_iteration)
 
 
 def rule_setup_dominates(ctx: Context) -> list[Finding]:
