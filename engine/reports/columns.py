@@ -62,8 +62,12 @@ def _slug(name: str, expr: str) -> str:
 class PendingColumns:
     """A column read in progress; :meth:`result` waits for it."""
 
-    def __init__(self, future: Future[dict[str, npt.NDArray[np.int64]]]) -> None:
+    def __init__(self, future: Future[dict[str, npt.NDArray[np.int64]]],
+                 joined: tuple[tuple[Future[dict[str, npt.NDArray[np.int64]]], str], ...] = (),
+                 names: tuple[str, ...] = ()) -> None:
         self._future = future
+        self._joined = joined  # (a read already in flight, the column taken from it)
+        self._names = names
 
     def result(self) -> dict[str, npt.NDArray[np.int64]]:
         """The columns, name -> int64 array in rowid order (NULLs are :data:`NULL`).
@@ -72,7 +76,13 @@ class PendingColumns:
             sqlite3.Error: the table or an expression could not be read.
 
         """
-        return self._future.result()
+        got = self._future.result()
+        if not self._joined:
+            return got
+        got = dict(got)
+        for fut, name in self._joined:
+            got[name] = fut.result()[name]
+        return {n: got[n] for n in self._names}
 
 
 class ColumnStore:
@@ -98,6 +108,9 @@ class ColumnStore:
         self.cache_dir = cache_dir
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        #: (table, name, expr) -> the read in flight that gives that column (a second read of it
+        #: waits for that one instead of scanning the table again)
+        self._inflight: dict[tuple[str, str, str], Future[dict[str, npt.NDArray[np.int64]]]] = {}
 
     # -- cache files ---------------------------------------------------------------------------
     def _file(self, table: str, name: str, expr: str) -> Path | None:
@@ -134,10 +147,13 @@ class ColumnStore:
     # -- reading -------------------------------------------------------------------------------
     def _executor(self) -> ThreadPoolExecutor:
         with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 2)),
-                                                thread_name_prefix="ks-columns")
-            return self._pool
+            return self._executor_locked()
+
+    def _executor_locked(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 2)),
+                                            thread_name_prefix="ks-columns")
+        return self._pool
 
     def _connect(self) -> sqlite3.Connection:
         return sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True,
@@ -154,6 +170,9 @@ class ColumnStore:
             narrow: columns to keep as int32 (ids and kinds: half the memory of 69M-row
                 tables); read as int64 after all when a value does not fit (or is NULL).
 
+        A column that an earlier call is still reading is taken from that read (no second scan):
+        :meth:`prefetch` a table's columns early, and the later reads of them only wait.
+
         Returns:
             A handle; its ``result()`` raises ``sqlite3.Error`` when the table or an expression
             cannot be read.
@@ -161,18 +180,44 @@ class ColumnStore:
         """
         out: dict[str, npt.NDArray[np.int64]] = {}
         todo: dict[str, str] = {}
-        for name, expr in exprs.items():
-            arr = self.cached(table, name, expr)
-            if arr is None:
-                todo[name] = expr
+        joined: list[tuple[Future[dict[str, npt.NDArray[np.int64]]], str]] = []
+        with self._lock:
+            for name, expr in exprs.items():
+                fut = self._inflight.get((table, name, expr))
+                arr = self.cached(table, name, expr) if fut is None else None
+                if fut is not None:
+                    joined.append((fut, name))
+                elif arr is None:
+                    todo[name] = expr
+                else:
+                    out[name] = arr
+            if todo:
+                pool = self._executor_locked()
+                mine = pool.submit(self._read, table, todo, out, narrow)
+                keys = [(table, n, e) for n, e in todo.items()]
+                for k in keys:
+                    self._inflight[k] = mine
             else:
-                out[name] = arr
-        if not todo:
-            done: Future[dict[str, npt.NDArray[np.int64]]] = Future()
-            done.set_result(out)
-            return PendingColumns(done)
-        pool = self._executor()
-        return PendingColumns(pool.submit(self._read, table, todo, out, narrow))
+                mine = Future()
+                mine.set_result(out)
+        if todo:  # outside the lock: a read already done runs the callback here, at once
+            mine.add_done_callback(lambda _f: self._landed(keys, _f))
+        return PendingColumns(mine, tuple(joined), tuple(exprs))
+
+    def _landed(self, keys: list[tuple[str, str, str]],
+                fut: Future[dict[str, npt.NDArray[np.int64]]]) -> None:
+        with self._lock:
+            for k in keys:
+                if self._inflight.get(k) is fut:
+                    del self._inflight[k]
+
+    def prefetch(self, table: str, exprs: dict[str, str],
+                 narrow: frozenset[str] = frozenset()) -> PendingColumns:
+        """Start reading columns in the background; a later read of them waits for this one.
+
+        Errors are the later read's to raise (a prefetch that is never used costs only a scan).
+        """
+        return self.read_async(table, exprs, narrow)
 
     def read(self, table: str, exprs: dict[str, str],
              narrow: frozenset[str] = frozenset()) -> dict[str, npt.NDArray[np.int64]]:

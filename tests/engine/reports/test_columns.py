@@ -93,3 +93,31 @@ def test_filtered_read_keeps_only_matching_rows_in_rowid_order(
     assert all(isinstance(a, np.memmap) for a in again.values())  # cached under its filter
     other = ColumnStore(db, tmp_path / "cols").read_where(table, exprs, '"correlationId" < 0')
     assert all(len(a) == 0 for a in other.values())  # another filter is not the cached one
+
+
+def test_a_read_of_columns_in_flight_waits_for_that_read(tmp_path: Path) -> None:
+    """A prefetch still running (here: queued behind busy workers) serves a later read: one scan."""
+    import threading
+
+    db = NSYS_DIR / "torch_sdpa_gemm.sqlite"
+    table = "CUPTI_ACTIVITY_KIND_RUNTIME"
+    want = _direct(db, 'SELECT "end" - "start", nameId, correlationId, globalTid '
+                       f"FROM {table} ORDER BY rowid")
+    store = ColumnStore(db, cache_dir=None)  # no cache files: a second read would scan again
+    pool = store._executor()
+    gate = threading.Event()
+    busy = [pool.submit(gate.wait) for _ in range(pool._max_workers)]
+    pre = store.prefetch(table, _EXPRS, frozenset({"nameId"}))
+    later = store.read_async(table, {"nameId": '"nameId"', "tid": '"globalTid"',
+                                     "duration": '"end" - "start"'})
+    gate.set()
+    for b in busy:
+        b.result()
+    first, got = pre.result(), later.result()
+    assert list(got) == ["nameId", "tid", "duration"]
+    assert got["nameId"] is first["nameId"] and got["duration"] is first["duration"]  # not read again
+    assert got["nameId"].dtype == np.int32
+    rows = list(zip(got["duration"].tolist(), got["nameId"].tolist(), first["corr"].tolist(),
+                    got["tid"].tolist(), strict=True))
+    assert rows == want
+    store.close()
