@@ -42,6 +42,9 @@ _EXPRS = {
 _NARROW = frozenset({"nameId", "pid", "tid"})
 #: values read per scan of the API table (all 6 columns of up to 21M calls; 1 at a time of 69M)
 _PASS_VALUES = 130_000_000
+#: calls up to which they are read in the background while the kernels are (both tables' arrays
+#: are then held at once: past this, as on a 10M-kernel report, one table after the other)
+_PREFETCH_ROWS = 5_000_000
 
 
 def small_codes(values: npt.NDArray[Any]) -> tuple[npt.NDArray[Any], npt.NDArray[np.int64]]:
@@ -168,9 +171,10 @@ class ApiCalls:
         if store is None:
             return
         todo = [c for c in _EXPRS if store.cached(_RUNTIME, c, _EXPRS[c]) is None]
-        if not todo:
+        rows = self._trace.row_count("api") or 1
+        if not todo or rows > _PREFETCH_ROWS:
             return
-        per_pass = max(1, _PASS_VALUES // (self._trace.row_count("api") or 1))
+        per_pass = max(1, _PASS_VALUES // rows)
         batch = todo[:per_pass]
         store.prefetch(_RUNTIME, {c: _EXPRS[c] for c in batch}, _NARROW & set(batch))
 
