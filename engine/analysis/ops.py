@@ -291,3 +291,83 @@ def gpu_op_columns(trace: Trace) -> GpuOps:
     """The trace's :class:`GpuOps`, built once per trace."""
     out: GpuOps = trace_cache(trace, "gpu_op_columns", lambda: GpuOps(trace))
     return out
+
+
+class CopyColumns:
+    """The copies of an nsys export as integer columns, their kinds coded (see :func:`copy_columns`).
+
+    Attributes:
+        start, end, nbytes: int64 per copy in table order (``nbytes``: NULL as 0).
+        codes: per copy, an index into ``kinds``.
+        kinds: the distinct (operation, source kind, destination kind) labels as the ``memcpy``
+            table's text gives them (``str`` of each: an unknown label reads "nan"), in order of
+            first appearance; ``known``: whether each operation label exists (the table's NaN).
+
+    """
+
+    def __init__(self, start: npt.NDArray[np.int64], end: npt.NDArray[np.int64],
+                 nbytes: npt.NDArray[np.int64], codes: npt.NDArray[Any],
+                 kinds: list[tuple[str, str, str]], known: list[bool]) -> None:
+        self.start, self.end, self.nbytes, self.codes = start, end, nbytes, codes
+        self.kinds, self.known = kinds, known
+
+    @property
+    def n(self) -> int:
+        """Number of copies."""
+        return len(self.start)
+
+
+_COPY_RAW = ("start", "end", "bytes", "copyKind", "srcKind", "dstKind")
+
+
+def copy_columns(trace: Trace) -> CopyColumns | None:
+    """The trace's copies as :class:`CopyColumns` (built once per trace), from the columnar cache.
+
+    None when the trace is not an nsys export, its copy table lacks one of the columns, or a
+    start, end or kind is NULL: callers then use the ``memcpy`` table.
+    """
+    out: CopyColumns | None = trace_cache(trace, "copy_columns", lambda: _copy_columns(trace))
+    return out
+
+
+def _copy_columns(trace: Trace) -> CopyColumns | None:
+    from engine.reports.nsys_sqlite import _MEM_KIND_LABELS, COPY_KIND_LABELS, NsysSqliteTrace
+
+    t = _TABLES["memcpy"]
+    if not isinstance(trace, NsysSqliteTrace) or not trace.has_sqlite_table(t):
+        return None
+    if not set(_COPY_RAW) <= set(trace.columns(t)):
+        return None
+    store = trace.column_store()
+    cols: dict[str, npt.NDArray[Any]] = {}
+    try:
+        for batch in (("start", "end"), ("bytes",), ("copyKind", "srcKind", "dstKind")):
+            exprs = {c: f'"{c}"' for c in batch}
+            got = store.read(t, exprs, frozenset(batch) - {"start", "end", "bytes"})
+            for c, arr in got.items():  # swapped for the cache's mapping: not held twice
+                mapped = store.cached(t, c, exprs[c])
+                cols[c] = arr if mapped is None else mapped
+    except sqlite3.Error:
+        return None
+    kinds_raw = [np.asarray(cols[c]) for c in ("copyKind", "srcKind", "dstKind")]
+    if any(len(cols[c]) and int(np.asarray(cols[c]).min()) < 0 for c in _COPY_RAW if c != "bytes"):
+        return None  # a NULL (or negative) start, end or kind: the table's path
+    his = [int(a.max()) + 1 if len(a) else 1 for a in kinds_raw]
+    if his[0] * his[1] * his[2] >= 1 << 25:
+        return None
+    key = (kinds_raw[0].astype(np.int64) * his[1] + kinds_raw[1]) * his[2] + kinds_raw[2]
+    codes, uniq = small_codes(key)
+    del key
+    opers = trace.enum_labels("ENUM_CUDA_MEMCPY_OPER", COPY_KIND_LABELS)
+    mems = trace.enum_labels("ENUM_CUDA_MEM_KIND", _MEM_KIND_LABELS)
+    kinds: list[tuple[str, str, str]] = []
+    known: list[bool] = []
+    for u in uniq.tolist():
+        ck, rest = divmod(int(u), his[1] * his[2])
+        sk, dk = divmod(rest, his[2])
+        kinds.append((str(opers.get(ck, np.nan)), str(mems.get(sk, np.nan)), str(mems.get(dk, np.nan))))
+        known.append(ck in opers)
+    nbytes = np.asarray(cols["bytes"])
+    if len(nbytes) and int(nbytes.min()) == _NULL:
+        nbytes = np.where(nbytes == _NULL, 0, nbytes)
+    return CopyColumns(np.asarray(cols["start"]), np.asarray(cols["end"]), nbytes, codes, kinds, known)

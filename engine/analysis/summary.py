@@ -17,7 +17,7 @@ import numpy as np
 
 from engine.analysis import summary_model as sm
 from engine.analysis.calls import CATEGORY_ORDER, ApiCalls, api_calls, api_category, small_codes
-from engine.analysis.ops import gpu_op_columns
+from engine.analysis.ops import CopyColumns, copy_columns, gpu_op_columns
 from engine.analysis.ranges import nvtx_span
 from engine.analysis.steps import (
     Steps,
@@ -318,12 +318,19 @@ class _Ops:
         self.bytes_by: dict[tuple[int, int], float] = {}
         mc_rows = o.kind == 1
         if mc_rows.any():
-            mc = trace.table("memcpy", ["operation", "srcKindName", "dstKindName", "bytes"])
-            codes, uniq = _copy_kinds(trace, mc)
+            cc = copy_columns(trace)
+            if cc is not None and cc.n == int(mc_rows.sum()):  # integer columns: no copies table
+                codes, uniq = cc.codes, cc.kinds
+                nbytes = cc.nbytes.astype(float)
+            else:
+                mc = trace.table("memcpy", ["operation", "srcKindName", "dstKindName", "bytes"])
+                codes, uniq = _copy_kinds(trace, mc)
+                nbytes = mc["bytes"].astype(float).fillna(0).to_numpy()
             lut = np.array([self._code(f"memcpy {op} ({_host_kind(op, a, b)})") for op, a, b in uniq],
                            dtype=np.int16)
             part[mc_rows] = lut[codes]
-            self._add_bytes(o.dev[mc_rows], lut[codes], mc["bytes"].astype(float).fillna(0).to_numpy())
+            self._add_bytes(o.dev[mc_rows], lut[codes], nbytes)
+            del nbytes
         ms_rows = o.kind == 2
         if ms_rows.any():
             code = self._code("memset")
@@ -490,7 +497,42 @@ def _processes(trace: Trace, api: _Calls, ops: _Ops, wall_ns: int
     return tuple(out)
 
 
+def _bandwidth_row(op: str, mem: str, count: int, nbytes: int, tot: int, per: np.ndarray) -> sm.BandwidthRow:
+    return sm.BandwidthRow(
+        op, mem, count, nbytes, tot, round(nbytes / tot * 1e9, 1) if tot else None,
+        round(nbytes / tot, 3) if tot else None, round(float(np.median(per)), 3),
+        round(float(per.min()), 3), round(float(per.max()), 3))
+
+
+def _bandwidth_columns(cc: CopyColumns) -> tuple[sm.BandwidthRow, ...]:
+    """:func:`_bandwidth` from the copies' integer columns (no table of the copies)."""
+    if not cc.n:
+        return ()
+    pairs: dict[tuple[str, str], int] = {}
+    lut = np.full(len(cc.kinds) + 1, -1, dtype=np.int16)
+    for i, ((op, a, b), known) in enumerate(zip(cc.kinds, cc.known, strict=True)):
+        if known:  # an unknown operation is NaN in the table: its copies form no group
+            lut[i] = pairs.setdefault((op, _host_kind(op, a, b)), len(pairs))
+    group = lut[cc.codes]
+    dur = cc.end - cc.start
+    out = []
+    for (op, mem), k in pairs.items():
+        sel = group == k
+        d = dur[sel]
+        nb = cc.nbytes[sel]
+        per = nb.astype(float) / np.maximum(d.astype(float), 1)
+        out.append(_bandwidth_row(op, mem, len(d), int(nb.sum()), int(d.sum()), per))
+    out.sort(key=lambda b: (b.direction, b.memory))
+    return tuple(out)
+
+
 def _bandwidth(trace: Trace) -> tuple[sm.BandwidthRow, ...]:
+    cc = copy_columns(trace)
+    return _bandwidth_columns(cc) if cc is not None else _bandwidth_table(trace)
+
+
+def _bandwidth_table(trace: Trace) -> tuple[sm.BandwidthRow, ...]:
+    """:func:`_bandwidth` from the ``memcpy`` table (traces without the integer columns)."""
     mc = trace.table("memcpy", ["start", "end", "bytes", "operation", "srcKindName", "dstKindName"])
     if not len(mc):
         return ()
@@ -502,10 +544,7 @@ def _bandwidth(trace: Trace) -> tuple[sm.BandwidthRow, ...]:
         tot = int(g["duration_ns"].sum())
         nbytes = int(g["nbytes"].sum())
         per = g["nbytes"].to_numpy(dtype=float) / np.maximum(g["duration_ns"].to_numpy(float), 1)
-        out.append(sm.BandwidthRow(
-            str(op), str(mem), len(g), nbytes, tot, round(nbytes / tot * 1e9, 1) if tot else None,
-            round(nbytes / tot, 3) if tot else None, round(float(np.median(per)), 3),
-            round(float(per.min()), 3), round(float(per.max()), 3)))
+        out.append(_bandwidth_row(str(op), str(mem), len(g), nbytes, tot, per))
     out.sort(key=lambda b: (b.direction, b.memory))
     return tuple(out)
 
