@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -135,37 +137,47 @@ def _coverage(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray
     return covered
 
 
+def _low_records(lo: int, hi: int, chunks: int, threshold: float,
+                 coverage: Callable[[np.ndarray], np.ndarray], pid: Any, dev: Any, ctx: Any
+                 ) -> list[dict[str, Any]]:
+    """The runs of ``chunks`` equal pieces of [lo, hi] whose busy share is under ``threshold`` %.
+
+    ``coverage(edges)`` gives the busy time up to each edge; consecutive low pieces are one record.
+    """
+    records: list[dict[str, Any]] = []
+    span = hi - lo
+    if span <= 0:
+        return records
+    size = -(-span // chunks)
+    active = -(-span // size)
+    edges = lo + size * np.arange(active + 1, dtype=np.int64)
+    edges[-1] = min(int(edges[-1]), hi)
+    busy = np.diff(coverage(edges)).astype(np.float64)
+    dur = np.diff(edges).astype(np.float64)
+    idx = np.flatnonzero(busy / dur * 100.0 < threshold)
+    if idx.size == 0:
+        return records
+    breaks = np.flatnonzero(np.diff(idx) != 1) + 1
+    for run in np.split(idx, breaks):
+        first, last = int(run[0]), int(run[-1])
+        records.append({
+            "chunk": first, "pid": pid, "dev": dev,
+            "In-Use (%)": float(busy[run].sum() / dur[run].sum() * 100.0),
+            "Duration (ns)": int(edges[last + 1] - edges[first]),
+            "Start (ns)": int(edges[first]),
+            "PID": pid, "Device ID": dev, "Context ID": ctx,
+        })
+    return records
+
+
 def _util_records(ops: pd.DataFrame, chunks: int, threshold: float) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = []
     for (pid, dev), g in ops.groupby(["pid", "deviceId"], sort=True, dropna=False):
-        lo, hi = int(g["start"].min()), int(g["end"].max())
-        span = hi - lo
-        if span <= 0:
-            continue
-        size = -(-span // chunks)
-        active = -(-span // size)
-        edges = lo + size * np.arange(active + 1, dtype=np.int64)
-        edges[-1] = min(int(edges[-1]), hi)
-        busy_at = _coverage(g["start"].to_numpy(np.int64), g["end"].to_numpy(np.int64), edges)
-        busy = np.diff(busy_at).astype(np.float64)
-        dur = np.diff(edges).astype(np.float64)
-        low = busy / dur * 100.0 < threshold
+        s, e = g["start"].to_numpy(np.int64), g["end"].to_numpy(np.int64)
         # Context of the op that ends last (what nsys shows for the whole process/device).
         ctx = g["contextId"].iloc[int(np.argmax(g["end"].to_numpy()))]
-        idx = np.flatnonzero(low)
-        if idx.size == 0:
-            continue
-        # Runs of consecutive low chunks become one record.
-        breaks = np.flatnonzero(np.diff(idx) != 1) + 1
-        for run in np.split(idx, breaks):
-            first, last = int(run[0]), int(run[-1])
-            records.append({
-                "chunk": first, "pid": pid, "dev": dev,
-                "In-Use (%)": float(busy[run].sum() / dur[run].sum() * 100.0),
-                "Duration (ns)": int(edges[last + 1] - edges[first]),
-                "Start (ns)": int(edges[first]),
-                "PID": pid, "Device ID": dev, "Context ID": ctx,
-            })
+        records += _low_records(int(s.min()), int(e.max()), chunks, threshold,
+                                partial(_coverage, s, e), pid, dev, ctx)
     return records
 
 
@@ -173,31 +185,9 @@ def _fast_util_records(gs: list[fastgpu.Group], chunks: int, threshold: float) -
     """:func:`_util_records` from the sorted starts and ends of each (pid, device)."""
     records: list[dict[str, Any]] = []
     for g in gs:
-        if not len(g.starts):
-            continue
-        lo, hi = int(g.starts[0]), int(g.ends[-1])
-        span = hi - lo
-        if span <= 0:
-            continue
-        size = -(-span // chunks)
-        active = -(-span // size)
-        edges = lo + size * np.arange(active + 1, dtype=np.int64)
-        edges[-1] = min(int(edges[-1]), hi)
-        busy = np.diff(fastgpu.coverage(g, edges)).astype(np.float64)
-        dur = np.diff(edges).astype(np.float64)
-        idx = np.flatnonzero(busy / dur * 100.0 < threshold)
-        if idx.size == 0:
-            continue
-        breaks = np.flatnonzero(np.diff(idx) != 1) + 1
-        for run in np.split(idx, breaks):
-            first, last = int(run[0]), int(run[-1])
-            records.append({
-                "chunk": first, "pid": g.pid, "dev": g.dev,
-                "In-Use (%)": float(busy[run].sum() / dur[run].sum() * 100.0),
-                "Duration (ns)": int(edges[last + 1] - edges[first]),
-                "Start (ns)": int(edges[first]),
-                "PID": g.pid, "Device ID": g.dev, "Context ID": g.last_ctx,
-            })
+        if len(g.starts):
+            records += _low_records(int(g.starts[0]), int(g.ends[-1]), chunks, threshold,
+                                    partial(fastgpu.coverage, g), g.pid, g.dev, g.last_ctx)
     return records
 
 
