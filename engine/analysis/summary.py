@@ -31,6 +31,7 @@ from engine.analysis.steps import (
 from engine.analysis.summary_model import SCHEMA, Summary
 from engine.analysis.summary_text import format_summary as format_summary  # re-exported
 from engine.analysis.tables import UNION_CHUNK as _UNION_CHUNK
+from engine.analysis.tables import disjoint_sorted
 from engine.analysis.tables import union_sorted as _union_sorted
 
 if TYPE_CHECKING:
@@ -199,6 +200,14 @@ class _Calls:
         self.order = _start_order(self.start)
         self.s_sorted = self.sorted_col(self.start)
         self.e_sorted = self.sorted_col(self.end)
+        # no two calls overlap (one thread, say): every union below is a sum of durations
+        self.disjoint = disjoint_sorted(self.s_sorted, self.e_sorted)
+
+    def union(self, mask: np.ndarray | None = None) -> int:
+        """Union of the valid calls (those where ``mask``, in start order, holds)."""
+        if self.disjoint:
+            return int(self.dur.sum()) if mask is None else _masked_sum(self.sorted_col(self.dur), mask)
+        return _union_sorted(self.s_sorted, self.e_sorted, mask)
 
     def sorted_col(self, col: np.ndarray) -> np.ndarray:
         """A column of the valid calls in start order."""
@@ -217,7 +226,8 @@ class _Calls:
         if not self.n:
             return []
         c, uniq = small_codes(codes)
-        res = _groups_sorted(self.sorted_col(c), self.s_sorted, self.e_sorted, list(range(len(uniq))))
+        res = _groups_sorted(self.sorted_col(c), self.s_sorted, self.e_sorted, list(range(len(uniq))),
+                             self.disjoint)
         return [(int(uniq[j]), n, d, u) for j, n, d, u in res]
 
 
@@ -269,8 +279,7 @@ def _host(d: _Calls, wall_ns: int) -> sm.Host:
         return sm.Host(0, 0, 0, 0, None, (), ())
     total = int(d.dur.sum())
     # Sorted by start once: the unions below take subsets of these, already in order.
-    s_all, e_all = d.s_sorted, d.e_sorted
-    union = _union_sorted(s_all, e_all)
+    union = total if d.disjoint else d.union()
     cats = []
     seen = np.zeros(d.n, dtype=bool)
     cat_sorted = d.sorted_col(d.category)
@@ -283,12 +292,14 @@ def _host(d: _Calls, wall_ns: int) -> sm.Host:
         if not n_cat:
             continue
         in_cat_sorted = cat_sorted == code
-        seen |= in_cat_sorted
-        now = _union_sorted(s_all, e_all, seen)
-        attributed, covered = now - covered, now
         by_name = sum_count(d.name, d.dur, names, in_cat).sort_values("sum", ascending=False)
         cat_total = _masked_sum(d.dur, in_cat)
-        cat_union = _union_sorted(s_all, e_all, in_cat_sorted)
+        if d.disjoint:  # unions of calls that never overlap: their durations
+            cat_union, now = cat_total, covered + cat_total
+        else:
+            seen |= in_cat_sorted
+            cat_union, now = d.union(in_cat_sorted), d.union(seen)
+        attributed, covered = now - covered, now
         cats.append(sm.ApiCategory(
             cat, label, cat_total, cat_union, attributed, n_cat, _pct(cat_total, total),
             _pct(cat_union, wall_ns),
@@ -342,6 +353,12 @@ class _Ops:
         self.s = o.s_sorted
         self.e = o.e_sorted
         self.part_s = self.sorted_col(part)
+        # no two operations overlap (one stream, say): every union below is a sum of durations
+        self.disjoint = disjoint_sorted(self.s, self.e)
+
+    def union(self, s: np.ndarray, e: np.ndarray) -> int:
+        """Union of some of the operations (``s``, ``e``: a start-ordered selection of them)."""
+        return int((e - s).sum()) if self.disjoint else _union_sorted(s, e)
 
     def _add_bytes(self, dev: np.ndarray, part: np.ndarray, nbytes: np.ndarray) -> None:
         k = 1 << 15
@@ -366,13 +383,14 @@ class _Ops:
         return out
 
 
-def _groups_sorted(codes_s: np.ndarray, s: np.ndarray, e: np.ndarray, first: list[int]
-                   ) -> list[tuple[int, int, int, int]]:
+def _groups_sorted(codes_s: np.ndarray, s: np.ndarray, e: np.ndarray, first: list[int],
+                   disjoint: bool = False) -> list[tuple[int, int, int, int]]:
     """(code, count, summed duration, union) per code of ``first`` (in that order).
 
     ``codes_s``, ``s``, ``e``: rows sorted by start. A few codes: one masked, chunked union each
     (no copy of the columns); many: one stable sort by code gives each code's rows as one slice,
-    still in start order.
+    still in start order. ``disjoint``: no two rows overlap (``disjoint_sorted``), so each union
+    is the summed duration.
     """
     if not len(first):
         return []
@@ -382,6 +400,8 @@ def _groups_sorted(codes_s: np.ndarray, s: np.ndarray, e: np.ndarray, first: lis
     for lo in range(0, len(s), _UNION_CHUNK):
         sl = slice(lo, lo + _UNION_CHUNK)
         sums += _int_sums(codes_s[sl], e[sl] - s[sl], k)
+    if disjoint:
+        return [(c, int(counts[c]), int(sums[c]), int(sums[c])) for c in first]
     if len(first) <= _MASKED_GROUPS:
         return [(c, int(counts[c]), int(sums[c]), _union_sorted(s, e, codes_s == c)) for c in first]
     by = np.argsort(codes_s.astype(np.int16) if k < 1 << 15 else codes_s, kind="stable")
@@ -428,14 +448,17 @@ def _parts(ops: _Ops, sel: np.ndarray | None, dev: int | None, busy: int, wall_n
         ps, s, e = ops.part_s[sel], ops.s[sel], ops.e[sel]
         picked = np.flatnonzero(sel) if ops.order is None else np.sort(ops.order[sel])
         first = _first_codes(ops.part[picked])  # in row order, as groupby sees them
-    rows = _groups_sorted(ps, s, e, first)
+    rows = _groups_sorted(ps, s, e, first, ops.disjoint)
     rows.sort(key=lambda r: -r[2])
     out = []
-    seen = np.zeros(len(s), dtype=bool)
+    seen = None if ops.disjoint else np.zeros(len(s), dtype=bool)
     covered = 0
     for code, count, total, u in rows:
-        seen |= ps == code
-        now = _union_sorted(s, e, seen)
+        if seen is None:  # operations that never overlap: the parts' union grows by this part's
+            now = covered + total
+        else:
+            seen |= ps == code
+            now = _union_sorted(s, e, seen)
         name = ops.labels[code]
         has_bytes = name != "kernels"
         nbytes = ops.part_bytes(dev, code) if has_bytes else None
@@ -447,7 +470,7 @@ def _parts(ops: _Ops, sel: np.ndarray | None, dev: int | None, busy: int, wall_n
 def _gpu(trace: Trace, ops: _Ops, wall_ns: int) -> sm.Gpu:
     if not ops.n:
         return sm.Gpu(0, wall_ns, _pct(0, wall_ns), 0, 0, (), ())
-    busy = _union_sorted(ops.s, ops.e)
+    busy = ops.union(ops.s, ops.e)
     gpus = trace.table("gpus", ["id", "name"])
     names = {pid_key(i): (None if n is None else str(n))
              for i, n in zip(gpus["id"], gpus["name"], strict=True)}
@@ -459,28 +482,38 @@ def _gpu(trace: Trace, ops: _Ops, wall_ns: int) -> sm.Gpu:
     for dev_code in sorted(set(_first_codes(dev_s)), key=lambda c: o.devs[c]):
         sel = None if one else dev_s == dev_code
         s, e = (ops.s, ops.e) if sel is None else (ops.s[sel], ops.e[sel])
-        b = _union_sorted(s, e)
+        b = busy if one else ops.union(s, e)
         st_codes = str_s if sel is None else str_s[sel]
         first = _first_codes(o.stream if one else o.stream[o.dev == dev_code])
         streams = [sm.StreamRow(o.streams[c], u, n, _pct(u, b))
-                   for c, n, _d, u in _groups_sorted(st_codes, s, e, first)]
+                   for c, n, _d, u in _groups_sorted(st_codes, s, e, first, ops.disjoint)]
         streams.sort(key=lambda r: -r.busy_ns)
         dev = o.devs[dev_code]
         devices.append(sm.DeviceRow(dev, names.get(dev), b, max(wall_ns - b, 0), _pct(b, wall_ns),
                                     _parts(ops, sel, dev_code, b, wall_ns), tuple(streams)))
+    # one GPU: the whole trace's parts are that GPU's (same rows, same busy time, same bytes)
+    parts = devices[0].parts if one else _parts(ops, None, None, busy, wall_ns)
     return sm.Gpu(busy, max(wall_ns - busy, 0), _pct(busy, wall_ns), sum(d.busy_ns for d in devices),
-                  len(devices), _parts(ops, None, None, busy, wall_ns), tuple(devices))
+                  len(devices), parts, tuple(devices))
 
 
-def _processes(trace: Trace, api: _Calls, ops: _Ops, wall_ns: int
+def _processes(trace: Trace, api: _Calls, ops: _Ops, wall_ns: int, host: sm.Host, gpu: sm.Gpu
                ) -> tuple[sm.ProcessRow, ...]:
+    """One row per process; with one process, its unions are the host's and the GPUs' (not redone)."""
     procs = trace.table("processes", ["pid", "name"])
     names = {pid_key(p): (None if n is None else str(n))
              for p, n in zip(procs["pid"], procs["name"], strict=True)}
-    per_api = {api.calls.pids[c]: (n, u) for c, n, _d, u in api.groups(api.pid)}
+    if len(api.calls.pids) == 1 and api.n:  # every valid call is this process's
+        per_api = {api.calls.pids[0]: (api.n, host.union_ns)}
+    else:
+        per_api = {api.calls.pids[c]: (n, u) for c, n, _d, u in api.groups(api.pid)}
     o = ops.o
-    pid_s = ops.sorted_col(o.pid) if ops.n else o.pid
-    per_ops = {o.pids[c]: (c, u) for c, _n, _d, u in _groups_sorted(pid_s, ops.s, ops.e, _first_codes(o.pid))}
+    if len(o.pids) == 1 and ops.n:
+        per_ops = {o.pids[0]: (0, gpu.busy_ns)}
+    else:
+        pid_s = ops.sorted_col(o.pid) if ops.n else o.pid
+        per_ops = {o.pids[c]: (c, u)
+                   for c, _n, _d, u in _groups_sorted(pid_s, ops.s, ops.e, _first_codes(o.pid), ops.disjoint)}
     keys = list(dict.fromkeys([*per_api, *per_ops]))
     out = []
     for pk in keys:
@@ -641,15 +674,16 @@ def summarize(trace: Trace, *, range_name: str | None = None) -> Summary:
     steps_per_process(trace, range_name=range_name)
     api = _Calls(api_calls(trace))
     ops = _Ops(trace)
+    host, gpu = _host(api, wall_ns), _gpu(trace, ops, wall_ns)
     return Summary(
         schema=SCHEMA,
         report=sm.ReportMeta(str(trace.info.path), trace.info.kind, trace.info.product_version,
                              trace.info.schema_version, gpu_list),
         missing=tuple(trace.missing_report()),
         wall=sm.Wall(start, end, wall_ns),
-        host=_host(api, wall_ns),
-        gpu=_gpu(trace, ops, wall_ns),
-        processes=_processes(trace, api, ops, wall_ns),
+        host=host,
+        gpu=gpu,
+        processes=_processes(trace, api, ops, wall_ns, host, gpu),
         bandwidth=_bandwidth(trace),
         iterations=_iterations(trace, api, ops, range_name),
     )

@@ -36,6 +36,36 @@ def test_chunked_unions_equal_one_pass(monkeypatch: pytest.MonkeyPatch, chunk: i
         assert tables.union_sorted(s, e, mask) == interval_union_ns(s[mask], e[mask])[0]
 
 
+@pytest.mark.parametrize("chunk", [1, 2, 5, 1 << 21])
+def test_union_with_odd_rows_and_the_disjoint_shortcut(monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    """Rows ending before they start count as the merged blocks count them (the old walk did too);
+    where disjoint_sorted holds, every subset's union is its summed durations."""
+    monkeypatch.setattr(tables, "UNION_CHUNK", chunk)
+    rng = np.random.default_rng(100 + chunk)
+    disjoint_seen = overlapping_seen = 0
+    for _ in range(300):
+        n = int(rng.integers(1, 60))
+        s = np.sort(rng.integers(0, 500, n)).astype(np.int64)
+        if rng.random() < 0.5:  # back to back, no overlap (gaps of 0 or more)
+            e = np.append(s[1:], s[-1] + 5) - rng.integers(0, 3, n) * (rng.random(n) < 0.5)
+            e = np.maximum(e, s)
+        else:
+            e = s + rng.integers(-10, 40, n)
+        mask = rng.random(n) < 0.5
+        want = interval_union_ns(s, e)[0]
+        blocks = tables.blocks_sorted(s, e)
+        assert tables.union_sorted(s, e) == want == int((blocks[1] - blocks[0]).sum())
+        assert tables.union_sorted(s, e, mask) == interval_union_ns(s[mask], e[mask])[0]
+        if tables.disjoint_sorted(s, e):
+            disjoint_seen += 1
+            assert want == int((e - s).sum())
+            assert tables.union_sorted(s, e, mask) == int((e - s)[mask].sum())
+        else:
+            overlapping_seen += 1
+            assert bool((e < s).any()) or bool((s[1:] < np.maximum.accumulate(e)[:-1]).any())
+    assert disjoint_seen > 50 and overlapping_seen > 50
+
+
 @pytest.mark.parametrize("dense", [True, False])
 def test_match_first_equals_pandas_merge(dense: bool) -> None:
     rng = np.random.default_rng(7)
