@@ -25,7 +25,9 @@ different places, drags, zoom all the way out and back in) and times each frame 
 change to the end of a synchronous ``repaint()`` plus ``processEvents()``; the paint itself is
 also timed inside ``paintEvent``. Peak memory is the app process's maximum resident set size
 (``ru_maxrss``: its own pages and the memory-mapped cache pages it touched), at the end of the run
-and when every lane was painted.
+and when every lane was painted; and, sampled every 50 ms from /proc, the largest sum of the app's
+RSS and that of the processes it started (the summary's child) while they ran together, which is
+what the 2 GB goal bounds (their PSS sum, where shared pages count once, is printed beside it).
 """
 
 from __future__ import annotations
@@ -44,9 +46,106 @@ TARGETS = {  # metric -> (target, unit); the first paint's is 3 s from 5M GPU op
     "window_shown_s": (1.5, "s"),
     "timeline_first_paint_s": (2.0, "s"),
     "frame_p95_ms": (33.0, "ms"),
-    "peak_rss_mb": (2048.0, "MB"),
+    "peak_total_rss_mb": (2048.0, "MB"),  # the app and the children it starts, summed while alive
 }
 BIG_EVENTS = 5_000_000
+
+
+# -- memory of the app and the processes it starts (Linux /proc) -------------------------------------
+def _status_mb(pid: int | str) -> dict[str, float]:
+    """VmRSS, RssAnon and RssFile of a process in MB (empty when it is gone)."""
+    out: dict[str, float] = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k in ("VmRSS", "RssAnon", "RssFile"):
+                    out[k] = int(v.split()[0]) / 1024.0
+    except OSError:
+        pass
+    return out
+
+
+def _pss_mb(pid: int | str) -> float:
+    """Proportional set size in MB (pages shared by n processes count 1/n in each), 0 when gone."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return 0.0
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process started by ``pid`` (and by those), from /proc/PID/task/*/children."""
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                with open(f"/proc/{p}/task/{t}/children") as f:
+                    kids = [int(x) for x in f.read().split()]
+            except (OSError, ValueError):
+                continue
+            out.extend(kids)
+            todo.extend(kids)
+    return out
+
+
+class MemorySampler:
+    """Samples the app's RSS and that of every child it starts, summed while alive together.
+
+    ``ru_maxrss`` sees one process; the app computes its summary in a child process, so the whole
+    app's peak is the largest sum over one sample of the app's and its children's RSS (and of
+    their PSS, where pages both map, such as the report's cached columns, count once).
+    """
+
+    def __init__(self, interval_s: float = 0.05) -> None:
+        import threading
+
+        self.interval_s = interval_s
+        self.peak: dict[str, float] = {"app_rss_mb": 0.0, "children_rss_mb": 0.0, "total_rss_mb": 0.0,
+                                       "total_pss_mb": 0.0, "app_anon_mb": 0.0, "app_file_mb": 0.0}
+        self.children_seen = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-memory", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> dict[str, float]:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+        return dict(self.peak, children_seen=float(self.children_seen))
+
+    def _run(self) -> None:
+        n = 0
+        while not self._stop.wait(self.interval_s):
+            self.sample(pss=n % 4 == 0)  # smaps_rollup walks the page tables: every 4th sample
+            n += 1
+
+    def sample(self, pss: bool = True) -> None:
+        me = os.getpid()
+        app = _status_mb(me)
+        kids = _descendants(me)
+        self.children_seen = max(self.children_seen, len(kids))
+        kid_rss = sum(_status_mb(k).get("VmRSS", 0.0) for k in kids)
+        pk = self.peak
+        pk["app_rss_mb"] = max(pk["app_rss_mb"], app.get("VmRSS", 0.0))
+        pk["app_anon_mb"] = max(pk["app_anon_mb"], app.get("RssAnon", 0.0))
+        pk["app_file_mb"] = max(pk["app_file_mb"], app.get("RssFile", 0.0))
+        pk["children_rss_mb"] = max(pk["children_rss_mb"], kid_rss)
+        pk["total_rss_mb"] = max(pk["total_rss_mb"], app.get("VmRSS", 0.0) + kid_rss)
+        if pss:
+            pk["total_pss_mb"] = max(pk["total_pss_mb"], _pss_mb(me) + sum(_pss_mb(k) for k in kids))
 
 
 # -- child: runs inside the app's process ------------------------------------------------------------
@@ -61,6 +160,8 @@ def child(report: str, spawn_wall: float, out_path: str, settle_max: float) -> i
     frames: list[dict[str, float]] = []
     busy_frames: list[dict[str, float]] = []
     app = gapp._make_app([])
+    sampler = MemorySampler()
+    sampler.start()
 
     def mark(name: str) -> None:
         marks.setdefault(name, time.time() - spawn_wall)
@@ -106,6 +207,9 @@ def child(report: str, spawn_wall: float, out_path: str, settle_max: float) -> i
             if not c.model.pending and "all_lanes_paint_s" not in marks:
                 mark("all_lanes_paint_s")
                 marks["rss_at_all_lanes_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+                now = _status_mb("self")
+                marks["anon_at_all_lanes_mb"] = now.get("RssAnon", float("nan"))
+                marks["file_at_all_lanes_mb"] = now.get("RssFile", float("nan"))
 
         def drive_busy(self) -> None:
             """The same sequence at once, while the other views may still work in the background."""
@@ -136,10 +240,18 @@ def child(report: str, spawn_wall: float, out_path: str, settle_max: float) -> i
                 frames.extend(zoom_pan_sequence(self.canvas))
             finally:
                 rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                kids_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
                 model = self.canvas.model
+                mem = sampler.stop()
                 result = {
                     "marks": marks, "frames": frames, "busy_frames": busy_frames,
                     "peak_rss_mb": rss_kb / 1024.0,
+                    # a child's own high-water mark (ru_maxrss of the waited-for children) and the
+                    # sampled peaks: the sum of the app's and its children's RSS (and PSS) at once
+                    "peak_child_rss_mb": max(kids_kb / 1024.0, mem["children_rss_mb"]),
+                    "peak_total_rss_mb": max(mem["total_rss_mb"], rss_kb / 1024.0),
+                    "peak_total_pss_mb": mem["total_pss_mb"],
+                    "children_seen": mem["children_seen"],
                     "lanes": {ln.key: len(ln) for ln in model.lanes},
                     "load_s_in_window": getattr(self.window.reports.current, "load_s", None),
                 }
@@ -252,7 +364,11 @@ def summarize(runs: list[dict]) -> dict:
         "aggregated_frame_p95_ms": pct(agg, 0.95), "detail_frame_p95_ms": pct(det, 0.95),
         "busy_frame_p95_ms": pct([f["frame_ms"] for r in runs for f in r["busy_frames"]], 0.95),
         "rss_at_all_lanes_mb": max(r["marks"].get("rss_at_all_lanes_mb", float("nan")) for r in runs),
+        "anon_at_all_lanes_mb": max(r["marks"].get("anon_at_all_lanes_mb", float("nan")) for r in runs),
         "peak_rss_mb": max(r["peak_rss_mb"] for r in runs),
+        "peak_child_rss_mb": max(r.get("peak_child_rss_mb", 0.0) for r in runs),
+        "peak_total_rss_mb": max(r.get("peak_total_rss_mb", r["peak_rss_mb"]) for r in runs),
+        "peak_total_pss_mb": max(r.get("peak_total_pss_mb", float("nan")) for r in runs),
         "n_frames": len(fr), "runs": len(runs),
     }
 
@@ -272,7 +388,11 @@ ROWS = [  # label, key, unit, goal key
     ("paintEvent alone p95", "paint_p95_ms", "ms", None),
     ("GUI-thread CPU per frame p95", "frame_cpu_p95_ms", "ms", None),
     ("peak RSS when every lane was painted", "rss_at_all_lanes_mb", "MB", None),
-    ("peak RSS of the app process", "peak_rss_mb", "MB", "peak_rss_mb"),
+    ("  of it anonymous (not file-backed)", "anon_at_all_lanes_mb", "MB", None),
+    ("peak RSS of the app process", "peak_rss_mb", "MB", None),
+    ("peak RSS of its child processes", "peak_child_rss_mb", "MB", None),
+    ("peak RSS of app + children at once", "peak_total_rss_mb", "MB", "peak_total_rss_mb"),
+    ("  peak PSS of app + children (shared once)", "peak_total_pss_mb", "MB", None),
 ]
 
 
@@ -322,7 +442,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"timeline painted {m.get('timeline_first_paint_s', float('nan')):.2f} s, all lanes "
                   f"{m.get('all_lanes_paint_s', float('nan')):.2f} s, summary "
                   f"{m.get('summary_ready_s', float('nan')):.2f} s, frames p50 {pct(fr, .5):.1f} "
-                  f"p95 {pct(fr, .95):.1f} ms, peak RSS {r['peak_rss_mb']:.0f} MB", file=sys.stderr)
+                  f"p95 {pct(fr, .95):.1f} ms, peak RSS {r['peak_rss_mb']:.0f} MB (app) "
+                  f"{r.get('peak_child_rss_mb', 0.0):.0f} MB (children) "
+                  f"{r.get('peak_total_rss_mb', r['peak_rss_mb']):.0f} MB (together)", file=sys.stderr)
     cols = {"cold cache": summarize(runs[:1]), "warm cache": summarize(runs[1:])} if args.cold else {
         "value": summarize(runs)}
     n_api = sum(v for k, v in runs[0]["lanes"].items() if k.startswith("api:"))

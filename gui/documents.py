@@ -28,6 +28,8 @@ class OpenReports(QObject):
     sig_current_changed = Signal(object)
     #: a report's summary was computed (or failed: ``report.summary_error``) in the background
     sig_summary_ready = Signal(object)
+    #: a report's summary is still being computed: ``report.summary_progress`` says how far
+    sig_summary_progress = Signal(object)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)

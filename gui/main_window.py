@@ -37,7 +37,7 @@ from gui.views.base import ReportView, ViewSpec
 from gui.views.registry import VIEW_SPECS
 from gui.views.registry import spec as view_spec
 from gui.views.welcome_view import WelcomeView
-from gui.workers import CallWorker, Job, LoadedReport, LoadWorker, Opener
+from gui.workers import Job, LoadedReport, LoadWorker, Opener
 
 if TYPE_CHECKING:
     from engine.analysis.summary_model import Summary
@@ -387,7 +387,9 @@ class MainWindow(QMainWindow):
         self.sig_report_opened.emit(report)
 
     def _start_summary(self, report: LoadedReport) -> None:
-        job = Job(CallWorker(report.ensure_summary), self)
+        from gui.workers.summary import SummaryWorker
+
+        job = Job(SummaryWorker(report), self)
         self._summary_jobs[id(report)] = job
         t0 = time.perf_counter()
 
@@ -404,8 +406,13 @@ class MainWindow(QMainWindow):
             self.log.add(f"Could not summarize {report.name}: {msg}", "error")
             self.reports.sig_summary_ready.emit(report)
 
+        def progress(text: str) -> None:
+            report.summary_progress = text
+            self.reports.sig_summary_progress.emit(report)
+
         job.sig_finished.connect(finished)
         job.sig_errored.connect(errored)
+        job.sig_progress.connect(progress)
         def done(k: int = id(report)) -> None:
             j = self._summary_jobs.pop(k, None)
             if j is not None:

@@ -352,6 +352,7 @@ class SummaryView(ReportView):
         self.finding_labels: list[QLabel] = []
         reports.sig_current_changed.connect(self._on_current_changed)
         reports.sig_summary_ready.connect(self._on_summary_ready)
+        reports.sig_summary_progress.connect(self._on_summary_progress)
         self._on_current_changed(reports.current)
 
     def is_busy(self) -> bool:
@@ -363,6 +364,10 @@ class SummaryView(ReportView):
         if report is self.reports.current:
             self._on_current_changed(report)
             self.sig_ready.emit()
+
+    def _on_summary_progress(self, report: LoadedReport) -> None:
+        if report is self.reports.current and not report.summary_ready and not report.summary_error:
+            self.ncu_notice.setText(summarizing_text(report))
 
     # -- slots ---------------------------------------------------------------------------------
     def _on_current_changed(self, report: LoadedReport | None) -> None:
@@ -382,8 +387,7 @@ class SummaryView(ReportView):
             self.ncu_notice.setVisible(True)
             self.summary = None
             self.title.setText(report.name)
-            self.ncu_notice.setText(report.summary_error
-                                    or "Summarizing… (the other views can be used meanwhile)")
+            self.ncu_notice.setText(report.summary_error or summarizing_text(report))
             return
         self.set_summary(report.summary, report.name)
 
@@ -573,6 +577,12 @@ def ncu_notice_text(name: str) -> str:
     return (f"{name} is an Nsight Compute report: its kernels were profiled one at a time, so "
             "there is no timeline to summarize.\nSee the Kernels view (and Roofline) for its kernels, "
             "their sections, rule results and estimated speedups.")
+
+
+def summarizing_text(report: LoadedReport) -> str:
+    """What the Summary view says while the report's summary is computed (with its progress)."""
+    doing = f"\n{report.summary_progress}" if report.summary_progress else ""
+    return f"Summarizing… (the other views can be used meanwhile){doing}"
 
 
 def _sentence(text: str) -> str:

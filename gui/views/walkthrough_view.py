@@ -239,6 +239,7 @@ class WalkthroughView(ReportView):
         follow_current(self, reports, self._on_current_changed)
         reports.sig_added.connect(lambda _r: self._fill_after())
         reports.sig_removed.connect(self._on_removed)
+        reports.sig_summary_progress.connect(self._on_summary_progress)
         self._on_current_changed(reports.current)
 
     # -- hooks ------------------------------------------------------------------------------------
@@ -284,6 +285,10 @@ class WalkthroughView(ReportView):
         self.title.setText(f"Findings — {report.name}")
         self.notes.setText("Computing findings…")
         self._calls.request(id(report), compute, report)
+
+    def _on_summary_progress(self, report: LoadedReport) -> None:
+        if report is self.reports.current and self.result is None and report.summary_progress:
+            self.notes.setText(f"Computing findings… {report.summary_progress}")
 
     def _on_result(self, key: Any, result: dict[str, Any]) -> None:
         cur = self.reports.current

@@ -37,9 +37,16 @@ class LoadedReport:
     range_name: str | None = None
     #: the sentence to show when summarizing failed (set by the window's summary job)
     summary_error: str | None = field(default=None, repr=False)
+    #: what the summary's computation is doing now (set by the window's summary job)
+    summary_progress: str | None = field(default=None, repr=False)
+    #: compute the summary in a child process (None: when the report has more than
+    #: gui.workers.summary.CHILD_EVENTS CUDA events)
+    summary_in_child: bool | None = field(default=None, repr=False)
     #: a big nsys report opened for the Timeline: its GPU lanes being read already
     #: (gui.timeline.columnar.prefetch_gpu: the timeline and the future of that stage)
     timeline_prefetch: Any = field(default=None, repr=False)
+    #: why the summary's child process failed (the next call says so instead of starting another)
+    _failed: str | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -61,6 +68,7 @@ class LoadedReport:
         """Use another step range; the next :meth:`ensure_summary` recomputes summary and findings."""
         with self._lock:
             self.range_name = range_name
+            self._failed = None
             self._summary = None
             self._findings = None
 
@@ -69,8 +77,14 @@ class LoadedReport:
         """True once the summary has been computed (views show "Summarizing…" until then)."""
         return self._summary is not None
 
-    def ensure_summary(self) -> Summary:
-        """Compute the summary and its findings once (any thread; concurrent callers wait)."""
+    def ensure_summary(self, progress: Callable[[str], None] | None = None,
+                       cancel: threading.Event | None = None) -> Summary:
+        """Compute the summary and its findings once (any thread; concurrent callers wait).
+
+        A timeline report's result is kept in the cache (the next open loads it); a big one is
+        computed in a child process (:func:`gui.workers.summary.run_child`, whose ``progress``
+        and ``cancel`` these are), so its memory is not added to the window's for good.
+        """
         summary = self._summary
         if summary is None:
             with self._lock:
@@ -81,13 +95,47 @@ class LoadedReport:
 
                         found: list[Finding] = []
                         summary = summarize(self.trace)
-                    else:
-                        from engine.analysis.findings.overview import overview
+                    elif self._failed is not None:  # a failed child is not started again
+                        from engine.system.errors import KernelscopeError
 
-                        summary, found = overview(self.trace, range_name=self.range_name)
+                        raise KernelscopeError(self._failed)
+                    else:
+                        summary, found = self._overview(progress, cancel)
                     self._findings = found
                     self._summary = summary
         return summary
+
+    def in_child(self) -> bool:
+        """True when the summary is computed in a child process (see :attr:`summary_in_child`)."""
+        if self.summary_in_child is not None:
+            return self.summary_in_child
+        from gui.timeline.columnar import is_big
+        from gui.workers.summary import CHILD_EVENTS
+
+        return not self.is_ncu and is_big(self.trace, self.table_rows, CHILD_EVENTS)
+
+    def _overview(self, progress: Callable[[str], None] | None,
+                  cancel: threading.Event | None) -> tuple[Summary, list[Finding]]:
+        from engine.analysis.findings import overview_store
+
+        got = overview_store.load_cached(self.path, self.range_name)
+        if got is not None:
+            return got
+        if self.in_child():
+            from engine.system.errors import KernelscopeError
+            from gui.workers.summary import run_child
+
+            try:
+                got = run_child(self.path, self.range_name, progress=progress, cancel=cancel)
+            except KernelscopeError as exc:
+                self._failed = str(exc)
+                raise
+        else:
+            from engine.analysis.findings.overview import overview
+
+            got = overview(self.trace, range_name=self.range_name)
+        overview_store.store(self.path, self.range_name, got)
+        return got
 
     @property
     def ncu(self) -> NcuReport | None:

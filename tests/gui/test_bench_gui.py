@@ -25,9 +25,15 @@ def test_cold_then_warm_launches_give_the_table_with_rss(tmp_path):
         assert col["runs"] == 1 and col["n_frames"] == 50
         assert 0 < col["window_shown_s"] <= col["timeline_first_paint_s"] <= col["all_lanes_paint_s"]
         assert 50 < col["rss_at_all_lanes_mb"] <= col["peak_rss_mb"] < 4096
+        assert 0 < col["anon_at_all_lanes_mb"] < col["rss_at_all_lanes_mb"]
+        # a small report is summarized in the app's process: no child, the total is the app's
+        assert col["peak_child_rss_mb"] == 0.0
+        assert col["peak_rss_mb"] <= col["peak_total_rss_mb"] < col["peak_rss_mb"] * 1.2
+        assert 0 < col["peak_total_pss_mb"] <= col["peak_total_rss_mb"]
     table = p.stdout
     assert "cold cache" in table and "warm cache" in table
-    assert "peak RSS of the app process" in table and "<= 2048 MB" in table
+    assert "peak RSS of the app process" in table and "peak RSS of its child processes" in table
+    assert "peak RSS of app + children at once" in table and "<= 2048 MB" in table
     assert table.count("PASS") + table.count("FAIL") >= 8  # four goals, two columns each
     # the events counted are the report's (a real fixture: 10 kernels, 69 CUDA API calls)
     assert sum(v for k, v in res["events"].items() if k.startswith("api:")) == 69

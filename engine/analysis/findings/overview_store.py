@@ -1,0 +1,149 @@
+"""A report's overview (summary and findings) computed in a separate process and kept on disk.
+
+At 10M kernels :func:`engine.analysis.findings.overview.overview` peaks at ~1.7 GB; a program that
+also holds the report's timeline (the desktop window) runs it in a child process instead, so that
+memory goes back to the OS when the child exits, and keeps the small result (~10 KB pickled) in
+the cache under the report's identity (:func:`engine.system.cache.file_identity`: the file and the
+engine's code), so the next open of the same report loads it instead of computing it again.
+
+The child is ``python -m engine.analysis.findings.overview_store REPORT --out FILE [--range NAME]``
+(:func:`child_argv`): it prints one ``progress: <text>`` line per stage on stdout, writes the pickled
+``(Summary, list[Finding])`` to ``FILE`` atomically and exits 0, or prints ``error: <sentence>`` and
+exits 1 (a report it cannot read, say). The pickles are read only from this user's cache directory
+and from the file the parent named, never from elsewhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from engine.analysis.findings.model import Finding
+    from engine.analysis.summary_model import Summary
+
+#: bump when the pickled types change shape (the identity covers the engine's code anyway)
+SCHEMA = 1
+Overview = tuple["Summary", list["Finding"]]
+
+
+def cache_key(range_name: str | None) -> str:
+    """The file name of one step range's overview under the report's cache entry."""
+    digest = hashlib.sha256((range_name or "").encode()).hexdigest()[:16]
+    return f"overview-v{SCHEMA}-{'auto' if range_name is None else digest}.pickle"
+
+
+def _cache_file(path: Path, range_name: str | None) -> Path | None:
+    from engine.system.cache import cache_root, file_identity
+
+    try:
+        identity = file_identity(Path(path))
+    except OSError:  # the report is gone (or unreadable): nothing to key a cache entry on
+        return None
+    return cache_root() / "results" / identity / cache_key(range_name)
+
+
+def _check(value: object) -> Overview | None:
+    from engine.analysis.findings.model import Finding
+    from engine.analysis.summary_model import Summary
+
+    if (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], Summary)
+            and isinstance(value[1], list) and all(isinstance(f, Finding) for f in value[1])):
+        return value[0], value[1]
+    return None
+
+
+def read_result(file: Path) -> Overview | None:
+    """The overview pickled in ``file`` (written by this module), or None if absent or unusable."""
+    try:
+        data = Path(file).read_bytes()
+        return _check(pickle.loads(data))  # noqa: S301 - our own cache / our child's output only
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
+        return None
+
+
+def load_cached(path: Path, range_name: str | None = None) -> Overview | None:
+    """The overview of ``path`` for ``range_name`` saved by :func:`store`, or None."""
+    file = _cache_file(path, range_name)
+    return None if file is None else read_result(file)
+
+
+def dumps(overview: Overview) -> bytes:
+    """The overview as bytes for :func:`read_result`."""
+    return pickle.dumps(overview, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def store(path: Path, range_name: str | None, overview: Overview) -> None:
+    """Keep the overview of ``path`` in the cache; failures (read-only or full disk) are ignored."""
+    from engine.system.atomic import atomic_write_bytes
+
+    file = _cache_file(path, range_name)
+    if file is None:
+        return
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(file, dumps(overview), fsync=False)
+    except OSError:
+        pass
+
+
+def child_argv(path: Path, out: Path, range_name: str | None = None) -> list[str]:
+    """The command that computes ``path``'s overview in a fresh Python and writes it to ``out``."""
+    argv = [sys.executable, "-m", "engine.analysis.findings.overview_store", str(path), "--out", str(out)]
+    if range_name is not None:
+        argv += ["--range", range_name]
+    return argv
+
+
+def child_env() -> dict[str, str]:
+    """The environment for :func:`child_argv`: this one, with this engine first on the path."""
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[3])
+    env["PYTHONPATH"] = os.pathsep.join([root, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
+    return env
+
+
+def _say(kind: str, text: str) -> None:
+    print(f"{kind}: {text}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The child: open the report, compute its overview, write it to ``--out``."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m engine.analysis.findings.overview_store",
+                                 description="Compute a report's summary and findings into a file.")
+    ap.add_argument("report")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--range", dest="range_name")
+    args = ap.parse_args(argv)
+    from engine.system.errors import KernelscopeError
+
+    try:
+        from engine.analysis.findings.overview import overview
+        from engine.reports import open_report
+        from engine.system.atomic import atomic_write_bytes
+
+        _say("progress", "reading the report")
+        trace = open_report(Path(args.report))
+        try:
+            _say("progress", "computing the summary and the findings")
+            result = overview(trace, range_name=args.range_name)
+        finally:
+            trace.close()
+        atomic_write_bytes(args.out, dumps(result), fsync=False)
+    except KernelscopeError as exc:
+        _say("error", " ".join(str(exc).split()))
+        return 1
+    except MemoryError:
+        _say("error", "The summary ran out of memory.")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,207 @@
+"""The summary of a big report in a child process (gui.workers.summary) and kept on disk
+(engine.analysis.findings.overview_store): same result as in the window's process, one sentence
+when the child fails or is killed, cancel stops it, the next open loads it from the cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.system.errors import KernelscopeError
+from tests.conftest import NSYS_DIR, alive
+from tests.gui.conftest import LOAD_TIMEOUT_MS, open_and_wait, screenshot
+
+REPORT = NSYS_DIR / "host_overhead_gpumetrics.sqlite"
+
+
+def _in_process(path: Path, range_name: str | None = None):
+    from engine.analysis.findings.overview import overview
+    from engine.reports import open_report
+
+    trace = open_report(path)
+    try:
+        return overview(trace, range_name=range_name)
+    finally:
+        trace.close()
+
+
+def _json(overview) -> str:
+    summary, found = overview
+    return json.dumps([summary.to_json(), [f.to_json() for f in found]], sort_keys=True)
+
+
+def _overview_children() -> list[int]:
+    """Our running overview_store children (from /proc: no process list is kept by run_child)."""
+    out = []
+    for task in os.listdir(f"/proc/{os.getpid()}/task"):
+        try:
+            kids = Path(f"/proc/{os.getpid()}/task/{task}/children").read_text().split()
+        except OSError:
+            continue
+        for k in kids:
+            try:
+                cmd = Path(f"/proc/{k}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"overview_store" in cmd:
+                out.append(int(k))
+    return out
+
+
+def _kill_first_child(sig: int, seen: list[int], stop: threading.Event) -> None:
+    while not stop.is_set():
+        kids = _overview_children()
+        if kids:
+            seen.extend(kids)
+            os.kill(kids[0], sig)
+            return
+        time.sleep(0.005)
+
+
+@pytest.mark.parametrize("report", [REPORT, NSYS_DIR / "torch_sdpa_gemm.sqlite"])
+def test_child_gives_the_summary_and_findings_of_the_engine(report):
+    from gui.workers.summary import run_child
+
+    steps: list[str] = []
+    got = run_child(report, progress=steps.append)
+    assert _json(got) == _json(_in_process(report))
+    assert got[0].wall.span_ns > 0 and got[0].report.path.endswith(report.name)
+    assert steps and all(s.startswith("Summarizing in a separate process: ") for s in steps)
+
+
+def test_child_with_a_step_range_uses_it():
+    from gui.workers.summary import run_child
+
+    summary, _found = _in_process(REPORT)
+    assert summary.iterations is not None
+    name = summary.iterations.candidates[1]  # another NVTX range than the one found by structure
+    assert name != summary.iterations.range
+    got = run_child(REPORT, name)
+    assert got[0].iterations is not None and got[0].iterations.range == name
+    assert _json(got) == _json(_in_process(REPORT, name))
+
+
+def test_a_file_that_is_not_a_report_gives_the_engines_sentence(tmp_path):
+    from engine.reports import open_report
+    from gui.workers.summary import run_child
+
+    bad = tmp_path / "notes.sqlite"
+    bad.write_text("this is not a report\n")
+    with pytest.raises(KernelscopeError) as engine:
+        open_report(bad)
+    with pytest.raises(KernelscopeError) as info:
+        run_child(bad)
+    assert str(info.value) == " ".join(str(engine.value).split())
+    assert "Traceback" not in str(info.value)
+
+
+def test_a_killed_child_gives_one_sentence():
+    from gui.workers.summary import run_child
+
+    seen: list[int] = []
+    stop = threading.Event()
+    killer = threading.Thread(target=_kill_first_child, args=(signal.SIGKILL, seen, stop))
+    killer.start()
+    try:
+        with pytest.raises(KernelscopeError) as info:
+            run_child(REPORT)
+    finally:
+        stop.set()
+        killer.join()
+    msg = str(info.value)
+    assert seen, "the child was never seen"
+    assert msg.startswith("The summary's process was stopped (SIGKILL, perhaps for lack of memory)")
+    assert "\n" not in msg and msg.endswith(".") and "Traceback" not in msg
+
+
+def test_cancel_kills_the_child():
+    from gui.workers import Cancelled
+    from gui.workers.summary import run_child
+
+    cancel = threading.Event()
+    seen: list[int] = []
+
+    def cancel_when_started() -> None:
+        deadline = time.monotonic() + 20
+        while not seen and time.monotonic() < deadline:
+            seen.extend(_overview_children())
+            time.sleep(0.005)
+        cancel.set()
+
+    t = threading.Thread(target=cancel_when_started)
+    t.start()
+    with pytest.raises(Cancelled):
+        run_child(REPORT, cancel=cancel)
+    t.join()
+    assert seen and not any(alive(pid) for pid in seen)
+
+
+def test_store_and_load_follow_the_report_and_the_range(tmp_path):
+    from engine.analysis.findings import overview_store
+
+    copy = tmp_path / REPORT.name
+    copy.write_bytes(REPORT.read_bytes())
+    assert overview_store.load_cached(copy) is None
+    got = _in_process(copy)
+    overview_store.store(copy, None, got)
+    back = overview_store.load_cached(copy)
+    assert back is not None and _json(back) == _json(got)
+    assert overview_store.load_cached(copy, "another range") is None
+    copy.write_bytes(REPORT.read_bytes() + b"\0")  # the report changed: not the old result
+    assert overview_store.load_cached(copy) is None
+
+
+def test_window_summarizes_a_big_report_in_a_child_with_progress(qtbot, window, monkeypatch):
+    """Every report counts as big here: the window's Summary and Findings show the child's result."""
+    from engine.analysis.findings import overview_store
+    from gui.workers import summary as wsummary
+
+    monkeypatch.setattr(wsummary, "CHILD_EVENTS", 0)
+    progress: list[str] = []
+    window.reports.sig_summary_progress.connect(lambda r: progress.append(r.summary_progress))
+    window.set_view("summary")
+    report = open_and_wait(qtbot, window, REPORT)
+    assert report.in_child() and report.summary_ready and report.summary_error is None
+    assert progress and progress[0].startswith("Summarizing in a separate process")
+    assert _json((report.summary, report.findings)) == _json(_in_process(REPORT))
+    view = window.views["summary"]
+    qtbot.waitUntil(lambda: view.summary is not None, timeout=LOAD_TIMEOUT_MS)
+    assert view.title.text() == REPORT.name
+    cached = overview_store.load_cached(REPORT)
+    assert cached is not None and _json(cached) == _json(_in_process(REPORT))
+    screenshot(window, "summary_from_child_process")
+
+
+def test_window_shows_the_sentence_of_a_killed_child(qtbot, window, monkeypatch):
+    from gui.workers import summary as wsummary
+
+    monkeypatch.setattr(wsummary, "CHILD_EVENTS", 0)
+    seen: list[int] = []
+    stop = threading.Event()
+    killer = threading.Thread(target=_kill_first_child, args=(signal.SIGKILL, seen, stop))
+    killer.start()
+    try:
+        window.set_view("summary")
+        report = open_and_wait(qtbot, window, REPORT)
+    finally:
+        stop.set()
+        killer.join()
+    assert seen
+    msg = report.summary_error
+    assert msg is not None and msg.startswith("The summary's process was stopped (SIGKILL")
+    view = window.views["summary"]
+    assert view.summary is None and view.ncu_notice.text() == msg
+    assert any(msg in e for e in window.log.errors())
+    # the Findings view says the same sentence instead of starting another child
+    window.set_view("findings")
+    fview = window.views["findings"]
+    qtbot.waitUntil(lambda: not fview.is_busy(), timeout=LOAD_TIMEOUT_MS)
+    assert fview.notes.text() == msg
+    assert not _overview_children()
+    screenshot(window, "summary_child_killed")
