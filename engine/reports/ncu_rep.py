@@ -249,9 +249,30 @@ def _unreadable(p: Path, fmt: int | None, ncu_version: str | None, newer: bool,
     return ReportError(f"{p} could not be read by ncu_report ({exc}); record the report again.")
 
 
+def _read_own(p: Path, fmt: int | None, use_cache: bool) -> NcuReport | None:
+    """The report decoded by our own reader (:mod:`engine.reports.ncu_own`); None where it does not apply."""
+    from engine.reports import ncu_own
+
+    if not ncu_own.enabled():
+        return None
+    layout = read_report_layout(p)
+    got = ncu_own.decode_own(p, layout, _process_info(p))
+    if got is None:
+        return None
+    dec, refs, printed_names, stored_names = got
+    notes: list[str] = []
+    if _newer_than_reader(fmt, layout.ncu_version):
+        notes.append(_newer_message(p, fmt, layout.ncu_version, partly=True))
+    return _report(p, dec, refs, notes, layout, printed_names, stored_names, None, use_cache)
+
+
 def _read_ncu_rep(p: Path, use_cache: bool = False, sources: bool = False) -> NcuReport:
-    ncu = import_ncu_report()
     fmt = report_format_version(p)
+    if not sources:  # the SASS of every kernel's hottest instructions needs ncu_report's disassembler
+        own = _read_own(p, fmt, use_cache)
+        if own is not None:
+            return own
+    ncu = import_ncu_report()
     try:
         ctx = open_report(p, ncu.load_report(str(p)))
         refs = [(i, j) for i in range(ctx.num_ranges()) for j in range(ctx.range_by_idx(i).num_actions())]

@@ -38,6 +38,12 @@ REPORTS = ["torch_sdpa", "host_overhead_fixed"]
 pytest.importorskip("ncu_report")
 
 
+@pytest.fixture(autouse=True)
+def _wheel_reader(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These cases test the ``ncu_report`` reader (the fallback of engine/reports/ncu_own.py)."""
+    monkeypatch.setenv("KERNELSCOPE_NCU_OWN", "0")
+
+
 def _partial(report: NcuReport) -> Any:
     return report.__dict__.get("_partial")
 

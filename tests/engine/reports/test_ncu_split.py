@@ -23,6 +23,12 @@ DATA = REPO / "tests" / "data" / "ncu"
 pytest.importorskip("ncu_report")
 
 
+@pytest.fixture(autouse=True)
+def _wheel_reader(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These cases test the ``ncu_report`` reader (the fallback of engine/reports/ncu_own.py)."""
+    monkeypatch.setenv("KERNELSCOPE_NCU_OWN", "0")
+
+
 @pytest.fixture(scope="module")
 def full_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("split") / "torch18_full.ncu-rep"

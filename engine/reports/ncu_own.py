@@ -1,0 +1,125 @@
+"""Decode a ``.ncu-rep`` with our own reader (:mod:`engine.reports.ncu_pb`), in this process.
+
+Metric values, names, rules and NVTX come from the file; the units, which the file does not hold,
+from :mod:`engine.reports.ncu_unit_lookup` (the user cache, else one small ``ncu_report`` child
+that runs while this process decodes). Every kernel's rows and every metric are decoded at once, so
+the cached tables are complete. :func:`decode_own` returns None where this reader does not apply
+(another file format, content it does not decode, no units to be had, a disagreement with the
+layout); the caller then reads the report with ``ncu_report`` as before. ``KERNELSCOPE_NCU_OWN=0``
+turns it off.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from engine.reports.ncu_actions import metric_text
+from engine.reports.ncu_decode import ActionDecoder, is_range
+from engine.reports.ncu_names import simplify_names
+from engine.reports.ncu_pb import PbAction, PbUnsupported, read_results
+from engine.reports.ncu_section_defs import ReportLayout
+from engine.reports.ncu_unit_lookup import UnitLookup, cached_units, units_key
+
+#: Device attributes the metric database (units) depends on, in the units' cache key.
+_GPU_KEYS = ("device__attribute_architecture", "device__attribute_chip")
+
+
+def enabled() -> bool:
+    """Whether reports are decoded with our own reader (``KERNELSCOPE_NCU_OWN=0``: ``ncu_report`` only)."""
+    return os.environ.get("KERNELSCOPE_NCU_OWN", "1") != "0"
+
+
+def kernel_order(layout: ReportLayout, n: int, first_process: tuple[str, str, str]
+                 ) -> tuple[list[int], list[tuple[str, str, str]], list[tuple[str, ...]]]:
+    """(file positions in kernel order, processes, stored section lists) of ``n`` results.
+
+    ncu numbers the kernels process by process (by process id) where a report holds several.
+    """
+    processes = [first_process] * n
+    stored: list[tuple[str, ...]] = [()] * n
+    order = list(range(n))
+    if len(layout.results) == n:
+        stored = [r.sections for r in layout.results]
+        pids = [r.pid for r in layout.results]
+        processes = [
+            (str(q), *layout.processes.get(q, first_process[1:])) if q is not None else first_process
+            for q in pids
+        ]
+        if len(set(pids)) > 1:
+            order = sorted(range(n), key=lambda i: (pids[i] or 0, i))
+            processes = [processes[i] for i in order]
+            stored = [stored[i] for i in order]
+    return order, processes, stored
+
+
+def _units_for(p: Path, actions: list[PbAction]) -> tuple[str, list[int]] | None:
+    """(cache key, file positions of the first kernel of each distinct metric list, in order)."""
+    lists: list[tuple[str, ...]] = []
+    firsts: list[int] = []
+    seen: set[tuple[str, ...]] = set()
+    for pos, a in enumerate(actions):
+        names = tuple(a.metric_names())
+        if names not in seen:
+            seen.add(names)
+            lists.append(names)
+            firsts.append(pos)
+    extra: list[bytes] = []
+    for pos in firsts:
+        a = actions[pos]
+        extra.extend(a.section_msgs)
+        for k in _GPU_KEYS:
+            m = a.metric_by_name(k)
+            extra.append(repr(m.value() if m is not None else None).encode())
+    key = units_key(lists, extra)
+    return None if key is None else (key, firsts)
+
+
+def decode_own(p: Path, layout: ReportLayout, first_process: tuple[str, str, str]
+               ) -> tuple[ActionDecoder, list[tuple[int, int]], list[str], list[str]] | None:
+    """(decoder with every row and metric, refs, printed names, stored names), or None (see above)."""
+    if not enabled():
+        return None
+    units: dict[str, str] = {}
+    try:
+        file_actions = read_results(p, units)
+    except (PbUnsupported, OSError):
+        return None
+    n = len(file_actions)
+    if not n or len(layout.results) != n:
+        return None
+    order, processes, stored_sections = kernel_order(layout, n, first_process)
+    actions = [file_actions[i] for i in order]
+    # ncu_report holds a report's results as one range, in file order (the units child checks it)
+    refs = [(0, i) for i in order]
+    found = _units_for(p, actions)
+    if found is None:
+        return None
+    key, firsts = found
+    got = cached_units(key)
+    child = None
+    if got is None:
+        child = UnitLookup(p, [refs[k] for k in firsts], n, key)
+    try:
+        for a in actions:  # decode every value while the child asks for units
+            for m in a.metrics.values():
+                metric_text(m)
+    except PbUnsupported:
+        if child is not None:
+            child.cancel()
+        return None
+    if child is not None:
+        got = child.result()
+    if got is None:
+        return None
+    units.update(got)
+    dec = ActionDecoder(layout.sections)
+    dec.settled = got
+    stored_names = [a.name(a.NameBase_DEMANGLED) for a in actions]
+    printed = simplify_names(stored_names)  # as ncu prints them: depends on the whole report
+    dec.ranges = [is_range(a) for a in actions]
+    for idx, a in enumerate(actions):
+        dec.add(idx, a, processes[idx], stored_sections[idx], printed[idx], dec.ranges[idx])
+        dec.add_full(a)
+    return dec, refs, printed, stored_names
+

@@ -1,0 +1,285 @@
+"""What a ``.ncu-rep`` result holds besides metrics, decoded from the file (see :mod:`engine.reports.ncu_pb`).
+
+Rule results (``RuleResult``: 1 identifier, 2 name, 3 body of items {1: message {1 text, 2 type,
+4 title}, 8: focus metrics, 10: speedup {1 type, 2 value}}, 4 section), the NVTX state
+(``NvtxState``: 1 domains {1 id, 2 name}, 2 threads {1 id, 2 push/pop domains {1 id, 3 ranges {1
+name}}}, 3 start/end domains {1 id, 3 ranges {2 name}}, 4 the default domain) and the section
+definitions (``ProfilerSection``), each with the calls of ``ncu_report``'s interface the reader
+makes. Content this reader does not decode raises :class:`~engine.reports.ncu_pb.PbUnsupported`
+(defined here).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from engine.reports.ncu_section_defs import _varint
+
+# ncu_report's rule message types by the file's RuleResultMessageType (Ok, Warning, Error, Optimization).
+_MESSAGE_TYPES = {0: 0, 1: 1, 2: 3, 3: 4, 4: 2}
+
+
+class PbUnsupported(Exception):
+    """The report holds something this reader does not decode (the wheel reads it instead)."""
+
+
+def _fields_all(b: bytes) -> list[tuple[int, Any]]:
+    """Every field of a small message: (number, int | bytes | ('f'|'d', float))."""
+    out: list[tuple[int, Any]] = []
+    i, n = 0, len(b)
+    while i < n:
+        key, i = _varint(b, i)
+        f, wire = key >> 3, key & 7
+        if wire == 0:
+            v, i = _varint(b, i)
+            out.append((f, v))
+        elif wire == 2:
+            ln, i = _varint(b, i)
+            out.append((f, b[i:i + ln]))
+            i += ln
+        elif wire == 1:
+            out.append((f, struct.unpack_from("<d", b, i)[0]))
+            i += 8
+        elif wire == 5:
+            out.append((f, struct.unpack_from("<f", b, i)[0]))
+            i += 4
+        else:
+            raise PbUnsupported(f"wire type {wire}")
+    return out
+
+
+def _text(v: Any) -> str:
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else ""
+
+
+def _rule_dicts(msgs: list[bytes]) -> list[dict[str, Any]]:
+    """``rule_results_as_dicts()`` of the RuleResult messages (one dict a message item)."""
+    out: list[dict[str, Any]] = []
+    for msg in msgs:
+        ident = name = section = ""
+        items: list[list[tuple[int, Any]]] = []
+        for f, v in _fields_all(msg):
+            if f == 1:
+                ident = _text(v)
+            elif f == 2:
+                name = _text(v)
+            elif f == 3 and isinstance(v, bytes):
+                items.extend(_fields_all(it) for g, it in _fields_all(v) if g == 1 and isinstance(it, bytes))
+            elif f == 4:
+                section = _text(v)
+        base: dict[str, Any] = {"rule_identifier": ident, "name": name, "section_identifier": section}
+        for item in items:  # one result a body item: its message (or an empty one), focus metrics, speedup
+            cur = dict(base, rule_message={"title": "", "message": "", "type": 0})
+            for g, v in item:
+                if g == 1:
+                    text = title = ""
+                    mtype = 0
+                    for h, w in _fields_all(v):
+                        if h == 1:
+                            text = _text(w)
+                        elif h == 2:
+                            mtype = _MESSAGE_TYPES.get(int(w), -1)
+                            if mtype < 0:
+                                raise PbUnsupported(f"rule message type {w}")
+                        elif h == 4:
+                            title = _text(w)
+                    cur["rule_message"] = {"title": title, "message": text, "type": mtype}
+                elif g == 8:
+                    fm: dict[str, Any] = {}
+                    for h, w in _fields_all(v):
+                        if h == 2:
+                            fm["name"] = _text(w)
+                        elif h == 3:
+                            fm["value"] = w
+                        elif h == 4:
+                            fm["severity"] = w
+                        elif h == 5:
+                            fm["info"] = _text(w)
+                    cur.setdefault("focus_metrics", []).append(fm)
+                elif g == 10:
+                    est: dict[str, Any] = {"type": 0, "speedup": 0.0}
+                    for h, w in _fields_all(v):
+                        if h == 1:
+                            est["type"] = w
+                        elif h == 2:
+                            est["speedup"] = w
+                    cur["speedup_estimation"] = est
+            out.append(cur)
+        # a rule without a message: ncu_report gives no result for it
+    return out
+
+
+def _nvtx(msg: bytes, thread: int) -> PbNvtxState:
+    """The NVTX state (``NvtxState``) seen from thread ``thread``."""
+    names: dict[int, str] = {}
+    push: dict[int, list[str]] = {}
+    start: dict[int, list[str]] = {}
+    default = 0
+    for f, v in _fields_all(msg):
+        if f == 1:
+            did, dname = 0, ""
+            for g, w in _fields_all(v):
+                if g == 1:
+                    did = w
+                elif g == 2:
+                    dname = _text(w)
+            names[did] = dname
+        elif f == 2:
+            tid, domains = -1, []
+            for g, w in _fields_all(v):
+                if g == 1:
+                    tid = w
+                elif g == 2:
+                    domains.append(w)
+            if tid != thread:
+                continue
+            for d in domains:
+                did, stack = 0, []
+                for g, w in _fields_all(d):
+                    if g == 1:
+                        did = w
+                    elif g == 3:
+                        stack.append(next((_text(x) for h, x in _fields_all(w) if h == 1), ""))
+                push.setdefault(did, []).extend(stack)
+        elif f == 3:
+            did, ranges = 0, []
+            for g, w in _fields_all(v):
+                if g == 1:
+                    did = w
+                elif g == 3:
+                    ranges.append(next((_text(x) for h, x in _fields_all(w) if h == 2), ""))
+            start.setdefault(did, []).extend(ranges)
+        elif f == 4:
+            default = v
+    ids = [default, *[d for d in names if d != default]]
+    for d in [*push, *start]:
+        if d not in ids:
+            ids.append(d)
+    return PbNvtxState({
+        d: _NvtxDomain((names.get(d) or "<default domain>") if d == default else names.get(d, ""),
+                       push.get(d, []), start.get(d, []))
+        for d in ids
+    })
+
+
+class _NvtxDomain:
+    def __init__(self, name: str, push: list[str], start: list[str]) -> None:
+        self._name, self._push, self._start = name, push, start
+
+    def name(self) -> str:
+        """As ``ncu_report``'s ``_NvtxDomain.name``."""
+        return self._name
+
+    def push_pop_ranges(self) -> list[str]:
+        """As ``ncu_report``'s ``_NvtxDomain.push_pop_ranges``."""
+        return self._push
+
+    def start_end_ranges(self) -> list[str]:
+        """As ``ncu_report``'s ``_NvtxDomain.start_end_ranges``."""
+        return self._start
+
+
+class PbNvtxState:
+    """``INvtxState``: the NVTX domains with the ranges open at the launch."""
+
+    def __init__(self, domains: dict[int, _NvtxDomain]) -> None:
+        self._domains = domains
+
+    def domains(self) -> list[int]:
+        """As ``ncu_report``'s ``INvtxState.domains``."""
+        return list(self._domains)
+
+    def domain_by_id(self, domain_id: int) -> _NvtxDomain:
+        """As ``ncu_report``'s ``INvtxState.domain_by_id``."""
+        return self._domains[domain_id]
+
+
+class _SectionMetric:
+    def __init__(self, name: str, label: str) -> None:
+        self._name, self._label = name, label
+
+    def name(self) -> str:
+        """As ``ncu_report``'s ``_SectionMetric.name``."""
+        return self._name
+
+    def label(self) -> str:
+        """As ``ncu_report``'s ``_SectionMetric.label``."""
+        return self._label
+
+
+# Body items whose metrics are a plain repeated ProfilerSectionMetric field: item field -> metrics field
+# (table, bar chart, histogram, line chart, source metric table, instances table).
+_BODY_METRICS = {1: 5, 2: 5, 3: 4, 4: 4, 7: 3, 9: 5}
+
+
+def _metric_pairs(msgs: list[bytes]) -> list[_SectionMetric]:
+    out = []
+    for m in msgs:
+        name = label = ""
+        for f, v in _fields_all(m):
+            if f == 1:
+                name = _text(v)
+            elif f == 2:
+                label = _text(v)
+        out.append(_SectionMetric(name, label))
+    return out
+
+
+def _body_items(item: bytes, out: list[bytes]) -> None:
+    for f, v in _fields_all(item):
+        if f == 5 and isinstance(v, bytes):  # a horizontal container: its items
+            for g, w in _fields_all(v):
+                if g == 1:
+                    _body_items(w, out)
+        elif f in _BODY_METRICS and isinstance(v, bytes):
+            out.extend(w for g, w in _fields_all(v) if g == _BODY_METRICS[f] and isinstance(w, bytes))
+
+
+class PbSection:
+    """``ISection`` as far as the reader asks: identifier, name, order, header and body metrics.
+
+    The header metrics are the stored definition's (without its architecture filters, which
+    :class:`~engine.reports.ncu_section_defs.SectionDef` applies); the body metrics those of its
+    tables and charts (not its rooflines), which only name labels.
+    """
+
+    def __init__(self, msg: bytes) -> None:
+        self._ident = self._name = ""
+        self._order = 0
+        header: list[bytes] = []
+        body: list[bytes] = []
+        for f, v in _fields_all(msg):
+            if f == 1:
+                self._ident = _text(v)
+            elif f == 2:
+                self._name = _text(v)
+            elif f == 3:
+                self._order = int(v)
+            elif f == 4 and isinstance(v, bytes):
+                header.extend(w for g, w in _fields_all(v) if g == 2 and isinstance(w, bytes))
+            elif f == 5 and isinstance(v, bytes):
+                for g, w in _fields_all(v):
+                    if g == 1 and isinstance(w, bytes):
+                        _body_items(w, body)
+        self._header, self._body = header, body
+
+    def identifier(self) -> str:
+        """As ``ncu_report``'s ``ISection.identifier``."""
+        return self._ident
+
+    def name(self) -> str:
+        """As ``ncu_report``'s ``ISection.name``."""
+        return self._name
+
+    def order(self) -> int:
+        """As ``ncu_report``'s ``ISection.order``."""
+        return self._order
+
+    def header_metrics(self) -> list[_SectionMetric]:
+        """As ``ncu_report``'s ``ISection.header_metrics``."""
+        return _metric_pairs(self._header)
+
+    def body_metrics(self) -> list[_SectionMetric]:
+        """As ``ncu_report``'s ``ISection.body_metrics``."""
+        return _metric_pairs(self._body)
