@@ -267,8 +267,6 @@ class _Mapped:
 
 def _labelled(cols: list[tuple[Any, Any]]) -> tuple[npt.NDArray[np.int32], tuple[str, ...]]:
     """Codes (first appearance first) and text labels of a key over the tables, as pid_keys gives."""
-    import pandas as pd
-
     if all(raw is not None for raw, _ in cols):
         vals = [np.asarray(raw) for raw, _ in cols]
         v = np.concatenate(vals) if len(vals) > 1 else vals[0]
@@ -276,6 +274,8 @@ def _labelled(cols: list[tuple[Any, Any]]) -> tuple[npt.NDArray[np.int32], tuple
         if not null.any() and len(v) and int(v.min()) >= 0:
             codes, uniq = small_codes(v)
             return codes, tuple(str(int(u)) for u in uniq)
+    import pandas as pd
+
     keys = np.concatenate([pid_keys(ser if raw is None else _with_nan(np.asarray(raw))) for raw, ser in cols])
     c, u = pd.factorize(keys)
     return c.astype(np.int32), tuple(str(x) for x in u)
@@ -291,6 +291,21 @@ def gpu_op_columns(trace: Trace) -> GpuOps:
     """The trace's :class:`GpuOps`, built once per trace."""
     out: GpuOps = trace_cache(trace, "gpu_op_columns", lambda: GpuOps(trace))
     return out
+
+
+def memset_bytes(trace: Trace) -> npt.NDArray[np.float64]:
+    """Bytes of each memset (NULL: 0) as floats, in table order: from the columnar cache when cached."""
+    from engine.reports.nsys_sqlite import NsysSqliteTrace
+
+    t = _TABLES["memset"]
+    if isinstance(trace, NsysSqliteTrace) and "bytes" in trace.columns(t):
+        mapped = trace.column_store().cached(t, "bytes", '"bytes"')
+        if mapped is not None:
+            v = np.asarray(mapped)
+            out: npt.NDArray[np.float64] = np.where(v == _NULL, 0.0, v.astype(np.float64))
+            return out
+    col = trace.table("memset", ["bytes"])["bytes"]
+    return np.asarray(col.astype(float).fillna(0).to_numpy(), dtype=np.float64)
 
 
 class CopyColumns:

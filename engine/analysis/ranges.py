@@ -16,12 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engine.analysis.tables import pid_keys
+from engine.analysis.tables import pid_codes
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-
-    import pandas as pd
 
     from engine.reports.base import Trace
 
@@ -58,10 +56,66 @@ def nvtx_span(trace: Trace) -> tuple[int | None, int | None] | None:
     return out[0], out[1]
 
 
-def ranges_frame(trace: Trace, label: Callable[[str, str], str]) -> pd.DataFrame | None:
-    """The closed ranges with ``start``, ``end``, ``name`` (``label(domain, text)``), ``pidk``, ``tidk``."""
-    import pandas as pd
+class Ranges:
+    """Closed NVTX ranges (or Kineto annotations) as columns, in table order: no DataFrame.
 
+    Attributes:
+        start, end: int64 ns.
+        name, pid, tid: int codes into ``names`` (labels), ``pids``, ``tids`` (process and
+            thread ids as text, :func:`~engine.analysis.tables.pid_keys`); each label has one code.
+
+    """
+
+    def __init__(self, start: np.ndarray, end: np.ndarray, name: np.ndarray, names: list[str],
+                 pid: np.ndarray, pids: list[str], tid: np.ndarray, tids: list[str]) -> None:
+        self.start, self.end = start, end
+        self.name, self.names = _merged_codes(name, names)
+        self.pid, self.pids = _merged_codes(pid, pids)
+        self.tid, self.tids = _merged_codes(tid, tids)
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def code(self, labels: list[str], label: str) -> int:
+        """The code of ``label`` among ``labels`` (-1 when absent)."""
+        try:
+            return labels.index(label)
+        except ValueError:
+            return -1
+
+    @classmethod
+    def empty(cls) -> Ranges:
+        """No ranges."""
+        z = np.zeros(0, dtype=np.int64)
+        return cls(z, z, z, [], z, [], z, [])
+
+    @classmethod
+    def from_labels(cls, start: np.ndarray, end: np.ndarray, name: Any, pidk: Any, tidk: Any) -> Ranges:
+        """From text columns (names, process and thread keys), coded here (pandas: the table path)."""
+        import pandas as pd
+
+        cols = []
+        for col in (name, pidk, tidk):
+            c, u = pd.factorize(pd.Series(col, dtype=object, copy=False), use_na_sentinel=False)
+            cols.append((c.astype(np.int64), [str(x) for x in u]))
+        (n, nl), (p, pl), (t, tl) = cols
+        return cls(np.asarray(start, dtype=np.int64), np.asarray(end, dtype=np.int64), n, nl, p, pl, t, tl)
+
+
+def _merged_codes(codes: np.ndarray, labels: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Codes whose labels repeat ("step 1" and "step 2" are both "step N") merged into one each."""
+    uniq: dict[str, int] = {}
+    remap = np.array([uniq.setdefault(lbl, len(uniq)) for lbl in labels] or [0], dtype=np.int64)
+    if len(uniq) == len(labels):
+        return np.asarray(codes, dtype=np.int64), list(labels)
+    return remap[codes], list(uniq)
+
+
+def ranges_columns(trace: Trace, label: Callable[[str, str], str]) -> Ranges | None:
+    """The closed ranges (``label(domain, text)`` their names) of an nsys export, or None (use the table).
+
+    What ``steps.ranges_table`` builds from ``trace.table("nvtx")``, without pandas.
+    """
     t = _nsys(trace)
     if t is None:
         return None
@@ -76,7 +130,7 @@ def ranges_frame(trace: Trace, label: Callable[[str, str], str]) -> pd.DataFrame
     except sqlite3.Error:
         return None
     if not groups:
-        return pd.DataFrame(columns=["start", "end", "name", "pidk", "tidk"])
+        return Ranges.empty()
     s = t.strings()
 
     def resolved(tid: Any, txt: Any) -> Any:  # the text of a textId when it resolves, else the text
@@ -101,14 +155,10 @@ def ranges_frame(trace: Trace, label: Callable[[str, str], str]) -> pd.DataFrame
     pos = np.searchsorted(ids_all[order], rowid)
     if len(rowid) != len(ids_all) or not np.array_equal(ids_all[order][pos], rowid):
         return None  # the table changed between the two reads
-    name_arr = np.array(names, dtype=object)[code_all[order][pos]]
-    gtid = cols["globalTid"]
+    name_code = code_all[order][pos]
+    gtid = np.asarray(cols["globalTid"])
     null = gtid == _NULL
     g: Any = np.where(null, np.nan, gtid) if null.any() else gtid
-    pid, tid = (g // (1 << 24)) % (1 << 24), g % (1 << 24)
-    return pd.DataFrame({
-        "start": np.asarray(cols["start"], dtype=np.int64), "end": np.asarray(cols["end"], dtype=np.int64),
-        "name": pd.Series(name_arr, dtype=object, copy=False),
-        "pidk": pd.Series(pid_keys(pid), dtype=object, copy=False),
-        "tidk": pd.Series(pid_keys(tid), dtype=object, copy=False),
-    })
+    (pc, pl), (tc, tl) = (pid_codes(np.asarray(p)) for p in ((g // (1 << 24)) % (1 << 24), g % (1 << 24)))
+    return Ranges(np.asarray(cols["start"], dtype=np.int64), np.asarray(cols["end"], dtype=np.int64),
+                  name_code, names, pc, pl, tc, tl)

@@ -29,6 +29,7 @@ import numpy as np
 from engine.analysis.tables import corr_keys as corr_keys  # re-exported: callers import them from here
 from engine.analysis.tables import factorize_rows as factorize_rows
 from engine.analysis.tables import match_first as match_first
+from engine.analysis.tables import pid_key as pid_key
 from engine.analysis.tables import pid_keys as pid_keys
 from engine.analysis.tables import trace_cache as trace_cache
 
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
     import pandas as pd
 
+    from engine.analysis.ranges import Ranges
     from engine.reports.base import Trace
 
 #: a range counts as warm-up while it is this many times the median of the steps after it
@@ -86,11 +88,6 @@ def _obj(values: npt.NDArray[Any]) -> Any:
     import pandas as pd
 
     return pd.Series(values, dtype=object, copy=False)
-
-
-def pid_key(value: Any) -> str:
-    """One process id as text (the form every function here compares)."""
-    return str(pid_keys([value])[0])
 
 
 @dataclass(frozen=True)
@@ -240,34 +237,29 @@ class Steps:
 
 
 # -- tables ----------------------------------------------------------------------------------------
-def ranges_table(trace: Trace) -> pd.DataFrame:
-    """Closed ranges with ``start``, ``end``, ``name`` (normalised label), ``pidk``, ``tidk``."""
-    out: pd.DataFrame = trace_cache(trace, "ranges", lambda: _ranges_table(trace))
+def ranges_table(trace: Trace) -> Ranges:
+    """Closed ranges: ``start``, ``end``, ``name`` (normalised label), process and thread (see Ranges)."""
+    out: Ranges = trace_cache(trace, "ranges", lambda: _ranges_table(trace))
     return out
 
 
-def _ranges_table(trace: Trace) -> pd.DataFrame:
-    """Closed push/pop and start/end ranges with ``name`` (normalised label) and ``pidk``."""
-    import pandas as pd
+def _ranges_table(trace: Trace) -> Ranges:
+    """Closed push/pop and start/end ranges with their normalised labels, process and thread keys."""
+    from engine.analysis.ranges import Ranges, ranges_columns
 
-    from engine.analysis.ranges import ranges_frame
-
-    fast = ranges_frame(trace, lambda d, t: range_label(d, normalise_range(t)))
+    fast = ranges_columns(trace, lambda d, t: range_label(d, normalise_range(t)))
     if fast is not None:  # an nsys export: from integer columns, each name labelled once
         return fast
     nv = trace.table("nvtx", ["start", "end", "eventType", "text", "domain", "pid", "tid"])
     r = nv[nv["eventType"].isin([59, 60]) & nv["end"].notna() & nv["start"].notna()]
     if not len(r):
-        return pd.DataFrame(columns=["start", "end", "name", "pidk", "tidk"])
+        return Ranges.empty()
     # Each distinct (domain, text) is labelled once: a big trace repeats a few names many times.
     codes, uniq = factorize_rows(r["domain"].fillna("").astype(str).to_numpy(dtype=object),
                                  r["text"].fillna("").astype(str).to_numpy(dtype=object))
     labels = np.array([range_label(d, normalise_range(t)) for d, t in uniq], dtype=object)
-    names = labels[codes]
-    return pd.DataFrame({
-        "start": r["start"].to_numpy(dtype=np.int64), "end": r["end"].to_numpy(dtype=np.int64),
-        "name": _obj(names), "pidk": _obj(pid_keys(r["pid"])), "tidk": _obj(pid_keys(r["tid"])),
-    })
+    return Ranges.from_labels(r["start"].to_numpy(dtype=np.int64), r["end"].to_numpy(dtype=np.int64),
+                              labels[codes], pid_keys(r["pid"]), pid_keys(r["tid"]))
 
 
 def gpu_ops(trace: Trace) -> pd.DataFrame:
@@ -359,8 +351,7 @@ def _inside_blocks(s: npt.NDArray[np.int64], e: npt.NDArray[np.int64], t: npt.ND
 
 
 # -- candidates and choice -------------------------------------------------------------------------
-def range_candidates(trace: Trace, *, pid: Any = None, _ops: pd.DataFrame | None = None,
-                     _ranges_df: pd.DataFrame | None = None) -> list[RangeCandidate]:
+def range_candidates(trace: Trace, *, pid: Any = None) -> list[RangeCandidate]:
     """Ranges that repeat (≥ 2 instances) in a process, most GPU work first.
 
     Args:
@@ -368,63 +359,78 @@ def range_candidates(trace: Trace, *, pid: Any = None, _ops: pd.DataFrame | None
         pid: only this process (None: every process; one entry per process and range).
 
     """
-    if pid is None and _ops is None and _ranges_df is None:  # every process: built once per trace
-        every = trace_cache(trace, "range_candidates", lambda: _range_candidates(trace, None, None, None))
+    if pid is None:  # every process: built once per trace
+        every = trace_cache(trace, "range_candidates", lambda: _range_candidates(trace, None))
         return list(every)
-    return _range_candidates(trace, pid, _ops, _ranges_df)
+    return _range_candidates(trace, pid)
 
 
-def _range_candidates(trace: Trace, pid: Any, _ops: pd.DataFrame | None,
-                      _ranges_df: pd.DataFrame | None) -> list[RangeCandidate]:
-    r = ranges_table(trace) if _ranges_df is None else _ranges_df
+def pandas_order(values: npt.NDArray[Any], *, ascending: bool = True) -> npt.NDArray[np.intp]:
+    """The order ``sort_values`` gives a column without NaN (its quicksort, ties as pandas leaves them)."""
+    v = np.asarray(values)
+    idx = np.arange(len(v))
+    if ascending:
+        out: npt.NDArray[np.intp] = idx[v.argsort(kind="quicksort")]
+        return out
+    out = idx[::-1][v[::-1].argsort(kind="quicksort")][::-1]
+    return out
+
+
+def _range_candidates(trace: Trace, pid: Any) -> list[RangeCandidate]:
+    r = ranges_table(trace)
     if not len(r):
         return []
+    rows = None
     if pid is not None:
-        r = r[r["pidk"] == pid_key(pid)]
-    counts = r.groupby(["pidk", "name"]).size()
+        rows = np.flatnonzero(r.pid == r.code(r.pids, pid_key(pid)))
+    n_names = max(len(r.names), 1)
+    key = r.pid * n_names + r.name if rows is None else r.pid[rows] * n_names + r.name[rows]
+    order = np.argsort(key, kind="stable")  # each (process, name)'s rows in table order
+    key_s = key[order]
+    cuts = np.flatnonzero(np.diff(key_s)) + 1
+    first_rows = np.concatenate([[0], cuts])
+    counts = np.diff(np.concatenate([first_rows, [len(key_s)]]))
+    if rows is not None:
+        order = rows[order]
     # Per process: launches sorted once, with the cumulative GPU time, so the GPU time launched
     # inside a range's instances costs two binary searches per instance.
     by_pid: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
-    per_pid = launches_per_pid(trace, _ops)
+    per_pid = launches_per_pid(trace)
     for pk in list(per_pid):
         launch, dur = per_pid.pop(pk)  # dropped as soon as sorted (10M launches: 80 MB each)
-        order = np.argsort(launch, kind="stable")
-        ls, d = launch[order], dur[order]
-        del launch, dur, order
+        lorder = np.argsort(launch, kind="stable")
+        ls, d = launch[lorder], dur[lorder]
+        del launch, dur, lorder
         cum = np.zeros(len(d) + 1, dtype=np.int64)
         np.cumsum(d, out=cum[1:])
         by_pid[pk] = (ls, cum)
-    groups: dict[Any, pd.DataFrame] = dict(iter(r.groupby(["pidk", "name"], sort=False)))
+    groups = []  # (process key, name, rows) of the ranges with 2+ instances, as groupby sorts them
+    for lo, n in zip(first_rows.tolist(), counts.tolist(), strict=True):
+        if n >= 2:
+            k = int(key_s[lo])
+            groups.append((r.pids[k // n_names], r.names[k % n_names], order[lo:lo + n]))
+    groups.sort(key=lambda g: (g[0], g[1]))
     out: list[RangeCandidate] = []
-    for key, n in counts[counts >= 2].items():
-        pk, name = (str(v) for v in key)  # type: ignore[attr-defined]
-        sub = groups[key]
+    for pk, name, sub in groups:
         gpu = 0
+        s, e = r.start[sub], r.end[sub]
         if pk in by_pid:
             launch, cum = by_pid[pk]
-            bs, be = merged(sub["start"].to_numpy(np.int64), sub["end"].to_numpy(np.int64))
+            bs, be = merged(s, e)
             i0 = np.searchsorted(launch, bs, side="left")
             i1 = np.searchsorted(launch, be, side="left")
             gpu = int((cum[i1] - cum[i0]).sum())
-        total = int((sub["end"] - sub["start"]).sum())
-        out.append(RangeCandidate(name, pk, int(n), total, gpu, is_library_range(str(name))))
+        total = int((e - s).sum())
+        out.append(RangeCandidate(name, pk, len(sub), total, gpu, is_library_range(str(name))))
     out.sort(key=lambda c: (-c.gpu_ns, -c.total_ns, c.name))
     return out
 
 
-def launches_per_pid(trace: Trace, ops: pd.DataFrame | None = None
-                     ) -> dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
+def launches_per_pid(trace: Trace) -> dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
     """Process key -> (launch times, durations) of its GPU operations, in row order.
 
-    From ``ops.gpu_op_columns`` (integer columns), or from ``ops`` (a :func:`gpu_ops` frame) when given.
+    From ``ops.gpu_op_columns`` (integer columns).
     """
-    if ops is not None:
-        out = {}
-        if len(ops):
-            for pk, g in ops.groupby("pidk", sort=False):
-                out[str(pk)] = (g["launch"].to_numpy(np.int64),
-                                g["end"].to_numpy(np.int64) - g["start"].to_numpy(np.int64))
-        return out
 
     def make() -> dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
         from engine.analysis.ops import gpu_op_columns
@@ -477,16 +483,22 @@ def _matches(name: str, wanted: str) -> bool:
     return name in (w, norm) or split_label(name)[1] == normalise_range(text) and not domain
 
 
-def _build(r: pd.DataFrame, ops: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]],
+def _build(r: Ranges, ops: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]],
            pk: str, name: str, chosen_by: str) -> Steps | None:
-    sub = r[(r["pidk"] == pk) & (r["name"] == name)]
-    if not len(sub):
+    rows = np.flatnonzero((r.pid == r.code(r.pids, pk)) & (r.name == r.code(r.names, name)))
+    if not len(rows):
         return None
-    # Several threads with the range: the thread with the most instances holds the loop.
-    tid = sub["tidk"].value_counts().index[0]
-    sub = sub[sub["tidk"] == tid].sort_values(["start", "end"])
+    # Several threads with the range: the thread with the most instances holds the loop (ties:
+    # the first to appear, as value_counts orders them).
+    tids = r.tid[rows]
+    first_seen = np.unique(tids, return_index=True)
+    by_appearance = first_seen[0][np.argsort(first_seen[1], kind="stable")]
+    counts = np.array([int((tids == t).sum()) for t in by_appearance.tolist()], dtype=np.int64)
+    tid = by_appearance[pandas_order(counts, ascending=False)[0]]
+    rows = rows[tids == tid]
+    rows = rows[np.lexsort((r.end[rows], r.start[rows]))]  # by start, then end
     # Nested instances of the same name (recursion) collapse into their outermost one.
-    s, e = merged(sub["start"].to_numpy(np.int64), sub["end"].to_numpy(np.int64), touching=False)
+    s, e = merged(r.start[rows], r.end[rows], touching=False)
     durs = (e - s).tolist()
     flags = _warmup_flags(durs)
     steps = tuple(map(Step, range(len(durs)), s.tolist(), e.tolist(), flags))

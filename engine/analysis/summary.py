@@ -17,11 +17,12 @@ import numpy as np
 
 from engine.analysis import summary_model as sm
 from engine.analysis.calls import CATEGORY_ORDER, ApiCalls, api_calls, api_category, small_codes
-from engine.analysis.ops import CopyColumns, copy_columns, gpu_op_columns
+from engine.analysis.ops import CopyColumns, copy_columns, gpu_op_columns, memset_bytes
 from engine.analysis.ranges import nvtx_span
 from engine.analysis.steps import (
     Steps,
     factorize_rows,
+    pandas_order,
     pid_key,
     range_names,
     ranges_table,
@@ -31,7 +32,7 @@ from engine.analysis.steps import (
 from engine.analysis.summary_model import SCHEMA, Summary
 from engine.analysis.summary_text import format_summary as format_summary  # re-exported
 from engine.analysis.tables import UNION_CHUNK as _UNION_CHUNK
-from engine.analysis.tables import disjoint_sorted
+from engine.analysis.tables import disjoint_sorted, table_records
 from engine.analysis.tables import union_sorted as _union_sorted
 
 if TYPE_CHECKING:
@@ -126,6 +127,8 @@ def capture_window(trace: Trace) -> tuple[int, int]:
         starts += [span[0]] if span[0] is not None else []
         ends += [span[1]] if span[1] is not None else []
     for name in ("cpu_ops",) if span is not None else ("nvtx", "cpu_ops"):
+        if not trace.has(name):  # (an nsys export has no CPU operators: no empty table built)
+            continue
         # nvtx is read whole by the reader whatever the columns: take the step detection's too
         # (steps.ranges_table), so that it finds them cached instead of reading the table again
         df = trace.table(name, _NVTX_COLUMNS if name == "nvtx" else ["start", "end"])
@@ -239,14 +242,13 @@ def _int_sums(codes: np.ndarray, values: np.ndarray, k: int) -> np.ndarray:
 
 
 def sum_count(codes: np.ndarray, values: np.ndarray, labels: tuple[str, ...] | list[str],
-              mask: np.ndarray | None = None) -> pd.DataFrame:
-    """What ``df.groupby(label)[value].agg(["sum", "count"])`` gives, from codes (-1: no label).
+              mask: np.ndarray | None = None) -> list[tuple[str, int, int]]:
+    """(label, sum, count) per label of ``codes`` (-1: no label), the largest sum first.
 
-    Only the rows where ``mask`` holds, when given.
-    Labels sorted as groupby sorts them, so a ``sort_values`` after it orders ties alike.
+    Only the rows where ``mask`` holds, when given. The rows and their order are what
+    ``df.groupby(label)[value].agg(["sum", "count"]).sort_values("sum", ascending=False)`` gives:
+    labels sorted as groupby sorts them, then pandas' sort of the sums (its ties kept alike).
     """
-    import pandas as pd
-
     k = len(labels)
     counts = np.zeros(k, dtype=np.int64)
     sums = np.zeros(k, dtype=np.int64)
@@ -264,8 +266,8 @@ def sum_count(codes: np.ndarray, values: np.ndarray, labels: tuple[str, ...] | l
         s0, n0 = agg.get(labels[j], [0, 0])
         agg[labels[j]] = [s0 + int(sums[j]), n0 + int(counts[j])]
     keys = sorted(agg)
-    return pd.DataFrame({"sum": np.array([agg[k][0] for k in keys], dtype=np.int64),
-                         "count": np.array([agg[k][1] for k in keys], dtype=np.int64)}, index=keys)
+    order = pandas_order(np.array([agg[x][0] for x in keys], dtype=np.int64), ascending=False)
+    return [(keys[i], agg[keys[i]][0], agg[keys[i]][1]) for i in order.tolist()]
 
 
 def _masked_sum(values: np.ndarray, mask: np.ndarray) -> int:
@@ -292,7 +294,7 @@ def _host(d: _Calls, wall_ns: int) -> sm.Host:
         if not n_cat:
             continue
         in_cat_sorted = cat_sorted == code
-        by_name = sum_count(d.name, d.dur, names, in_cat).sort_values("sum", ascending=False)
+        by_name = sum_count(d.name, d.dur, names, in_cat)
         cat_total = _masked_sum(d.dur, in_cat)
         if d.disjoint:  # unions of calls that never overlap: their durations
             cat_union, now = cat_total, covered + cat_total
@@ -303,7 +305,7 @@ def _host(d: _Calls, wall_ns: int) -> sm.Host:
         cats.append(sm.ApiCategory(
             cat, label, cat_total, cat_union, attributed, n_cat, _pct(cat_total, total),
             _pct(cat_union, wall_ns),
-            tuple(sm.TopCall(str(n), int(r["sum"]), int(r["count"])) for n, r in by_name.head(5).iterrows()),
+            tuple(sm.TopCall(str(n), s, c) for n, s, c in by_name[:5]),
         ))
     threads = []
     ntid = max(len(d.calls.tids), 1)
@@ -347,7 +349,7 @@ class _Ops:
             code = self._code("memset")
             part[ms_rows] = code
             self._add_bytes(o.dev[ms_rows], np.full(int(ms_rows.sum()), code, dtype=np.int16),
-                            trace.table("memset", ["bytes"])["bytes"].astype(float).fillna(0).to_numpy())
+                            memset_bytes(trace))
         self.part = part
         self.order = o.order
         self.s = o.s_sorted
@@ -471,9 +473,8 @@ def _gpu(trace: Trace, ops: _Ops, wall_ns: int) -> sm.Gpu:
     if not ops.n:
         return sm.Gpu(0, wall_ns, _pct(0, wall_ns), 0, 0, (), ())
     busy = ops.union(ops.s, ops.e)
-    gpus = trace.table("gpus", ["id", "name"])
-    names = {pid_key(i): (None if n is None else str(n))
-             for i, n in zip(gpus["id"], gpus["name"], strict=True)}
+    names = {pid_key(g["id"]): (None if g["name"] is None else str(g["name"]))
+             for g in table_records(trace, "gpus", ["id", "name"])}
     o = ops.o
     dev_s = ops.sorted_col(o.dev)
     str_s = ops.sorted_col(o.stream)
@@ -500,9 +501,8 @@ def _gpu(trace: Trace, ops: _Ops, wall_ns: int) -> sm.Gpu:
 def _processes(trace: Trace, api: _Calls, ops: _Ops, wall_ns: int, host: sm.Host, gpu: sm.Gpu
                ) -> tuple[sm.ProcessRow, ...]:
     """One row per process; with one process, its unions are the host's and the GPUs' (not redone)."""
-    procs = trace.table("processes", ["pid", "name"])
-    names = {pid_key(p): (None if n is None else str(n))
-             for p, n in zip(procs["pid"], procs["name"], strict=True)}
+    names = {pid_key(p["pid"]): (None if p["name"] is None else str(p["name"]))
+             for p in table_records(trace, "processes", ["pid", "name"])}
     if len(api.calls.pids) == 1 and api.n:  # every valid call is this process's
         per_api = {api.calls.pids[0]: (api.n, host.union_ns)}
     else:
@@ -588,9 +588,8 @@ def _costs(cat: np.ndarray, dur: np.ndarray, rows: np.ndarray, n: int | None) ->
 
     Per step too when ``n`` is given.
     """
-    g = sum_count(cat, dur, CATEGORY_ORDER, rows).sort_values("sum", ascending=False)
-    return tuple(sm.ApiCost(str(c), int(r["sum"]), int(r["count"]), int(r["sum"]) // n if n else None)
-                 for c, r in g.iterrows())
+    return tuple(sm.ApiCost(str(c), s, k, s // n if n else None)
+                 for c, s, k in sum_count(cat, dur, CATEGORY_ORDER, rows))
 
 
 def _iterations(trace: Trace, api: _Calls, ops: _Ops,
@@ -639,14 +638,17 @@ def _phases(trace: Trace, st: Steps) -> tuple[sm.Phase, ...]:
     r = ranges_table(trace)
     if not len(r):
         return ()
-    o = r[(r["pidk"] == st.pid) & (r["name"] != st.range_name)]
-    o = o[st.contains(o["start"].to_numpy(np.int64))]
+    rows = np.flatnonzero((r.pid == r.code(r.pids, st.pid)) & (r.name != r.code(r.names, st.range_name)))
+    rows = rows[st.contains(r.start[rows])]
     out = []
-    for rng, g in o.groupby("name"):
-        d = (g["end"] - g["start"]).to_numpy(np.int64)
-        first = int(g.sort_values("start")["end"].iloc[0] - g.sort_values("start")["start"].iloc[0])
-        out.append(sm.Phase(str(rng), len(g), int(d.sum()), int(d.sum()) // st.count, first,
-                            float(np.median(d))))
+    codes = r.name[rows]
+    for code in sorted(set(codes.tolist()), key=lambda c: r.names[c]):  # groupby("name") order
+        g = rows[codes == code]
+        s, e = r.start[g], r.end[g]
+        d = e - s
+        i = int(pandas_order(s)[0])  # the first instance: sort_values("start")'s first row
+        out.append(sm.Phase(str(r.names[code]), len(g), int(d.sum()), int(d.sum()) // st.count,
+                            int(e[i] - s[i]), float(np.median(d))))
     out.sort(key=lambda p: -p.total_ns)
     return tuple(out)
 
@@ -665,11 +667,10 @@ def summarize(trace: Trace, *, range_name: str | None = None) -> Summary:
     """
     start, end = capture_window(trace)
     wall_ns = end - start
-    gpus = trace.table("gpus")
     gpu_list = tuple(
         sm.GpuInfo(**{k: sm.strict(row.get(k)) for k in ("id", "name", "smCount", "memoryBandwidth",
                                                         "totalMemory", "computeMajor", "computeMinor")})
-        for row in gpus.to_dict("records")) if len(gpus) else ()
+        for row in table_records(trace, "gpus"))
     # the steps first (cached per trace): their launch sorts run before the columns below are held
     steps_per_process(trace, range_name=range_name)
     api = _Calls(api_calls(trace))

@@ -31,13 +31,99 @@ def pid_keys(values: Any) -> npt.NDArray[Any]:
     """A process id as text, so ints, floats and strings from different tables compare equal.
 
     Vectorised: each distinct value is converted once (a column of millions has a few pids).
+    A numeric numpy column (an nsys export's) is coded with numpy; other columns with pandas.
     """
+    v = values if isinstance(values, np.ndarray) else None
+    if v is not None and v.dtype.kind in "iuf" and v.ndim == 1:
+        return _numeric_pid_keys(v)
     import pandas as pd
 
     codes, uniques = pd.factorize(pd.Series(values, copy=False), use_na_sentinel=True)
     table = np.array([_text(u) for u in uniques] + [""], dtype=object)
     out: npt.NDArray[Any] = table[codes]  # code -1 (missing) picks the trailing ""
     return out
+
+
+def _numeric_pid_keys(v: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """:func:`pid_keys` of a numeric column (NaN: "") without pandas."""
+    codes, labels = pid_codes(v)
+    out: npt.NDArray[Any] = np.array(labels + [""], dtype=object)[codes]
+    return out
+
+
+def pid_codes(v: npt.NDArray[Any]) -> tuple[npt.NDArray[np.int64], list[str]]:
+    """Codes of a numeric column's values and their :func:`pid_keys` texts (NaN: ""), without pandas."""
+    if not len(v):
+        return np.zeros(0, dtype=np.int64), []
+    if v.dtype.kind in "iu" and int(v.min()) >= 0 and int(v.max()) < 1 << 25:
+        from engine.analysis.calls import small_codes
+
+        codes, uniq = small_codes(v)
+        return codes.astype(np.int64), [_text(u) for u in uniq.tolist()]
+    nan = np.isnan(v) if v.dtype.kind == "f" else None
+    if nan is not None and nan.any():
+        uniq, inv = np.unique(v[~nan], return_inverse=True)
+        codes = np.full(len(v), len(uniq), dtype=np.int64)
+        codes[~nan] = inv
+        return codes, [_text(u) for u in uniq] + [""]
+    uniq, inv = np.unique(v, return_inverse=True)
+    return inv.astype(np.int64).reshape(-1), [_text(u) for u in uniq]
+
+
+def pid_key(value: Any) -> str:
+    """One process id as text (what :func:`pid_keys` gives for it)."""
+    return _text(value)
+
+
+#: small tables of an nsys export read without pandas by :func:`table_records` (their SQLite names)
+_SMALL_TABLES = {"gpus": "TARGET_INFO_GPU", "processes": "PROCESSES"}
+
+
+def table_records(trace: Trace, name: str, columns: list[str] | None = None) -> list[dict[str, Any]]:
+    """The rows of a small table (``gpus``, ``processes``) as dicts: ``table(name).to_dict("records")``.
+
+    For an nsys export the rows come from SQLite without pandas, each column typed as pandas
+    infers it from the rows (ints; floats with NaN for NULL when a number column has NULLs;
+    strings with NaN for NULL; None where a column is all NULL); other traces, and columns of
+    mixed types, go through the table.
+    """
+    from engine.reports.base import TABLES
+    from engine.reports.nsys_sqlite import NsysSqliteTrace
+
+    want = list(TABLES[name][0]) if columns is None else list(columns)
+    t = _SMALL_TABLES.get(name)
+    if isinstance(trace, NsysSqliteTrace) and t is not None:
+        if not trace.has(name):
+            return []
+        have = set(trace.columns(t))
+        parts = [f'"{c}"' if c in have else f'NULL AS "{c}"' for c in want]
+        rows = trace.rows(f"SELECT {', '.join(parts)} FROM {t} LIMIT 20000")
+        typed = [_as_inferred(list(col)) for col in zip(*rows, strict=True)] if rows else []
+        if len(rows) < 20000 and all(c is not None for c in typed):
+            return [dict(zip(want, r, strict=True)) for r in zip(*typed, strict=True)] if rows else []
+    df = trace.table(name, want)
+    return [{str(k): v for k, v in row.items()} for row in df.to_dict("records")]
+
+
+def _as_inferred(col: list[Any]) -> list[Any] | None:
+    """A column of SQLite values as pandas' ``from_records`` + ``to_dict`` gives them; None: unsure."""
+    known = [x for x in col if x is not None]
+    if not known:
+        return col
+    if any(isinstance(x, bool) for x in known):
+        return None
+    nulls = len(known) < len(col)
+    if all(isinstance(x, int) for x in known):
+        if not nulls:
+            return col
+        if max(abs(x) for x in known) >= 2**53:
+            return None
+        return [float("nan") if x is None else float(x) for x in col]
+    if all(isinstance(x, (int, float)) for x in known):
+        return [float("nan") if x is None else float(x) for x in col]
+    if all(isinstance(x, str) for x in known):
+        return [float("nan") if x is None else x for x in col]
+    return None
 
 
 def corr_keys(values: Any) -> npt.NDArray[np.int64]:

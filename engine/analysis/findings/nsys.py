@@ -269,9 +269,9 @@ def rule_per_iteration_alloc(ctx: Context) -> list[Finding]:
         Evidence("allocation time per step", total // n, "ns", "CUPTI_ACTIVITY_KIND_RUNTIME"),
         Evidence("share of the step median", pct(total / n, ctx.step_ns) or 0.0, "%", "NVTX_EVENTS"),
     ]
-    for name, row in by_name.sort_values("sum", ascending=False).iterrows():
-        ev.append(Evidence(f"{name} inside the steady steps", int(row["sum"]), "ns",
-                           f"cuda_api_sum ({int(row['count'])} calls)"))
+    for name, total_ns, count in by_name:
+        ev.append(Evidence(f"{name} inside the steady steps", total_ns, "ns",
+                           f"cuda_api_sum ({count} calls)"))
     sev = severity_of(gain)
     return [Finding(
         id="nsys.per-iteration-alloc",
