@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from engine.reports.ncu_actions import metric_text
+from engine.reports.ncu_actions import raw_unit
 from engine.reports.ncu_decode import ActionDecoder, is_range
 from engine.reports.ncu_names import simplify_names
 from engine.reports.ncu_pb import PbAction, PbUnsupported, read_results
@@ -75,6 +75,25 @@ def _units_for(p: Path, actions: list[PbAction]) -> tuple[str, list[int]] | None
     return None if key is None else (key, firsts)
 
 
+def _apply_units(dec: ActionDecoder, units: dict[str, str], present: list[frozenset[str]]) -> None:
+    """Give the rows decoded without units (``unit()`` answered "") the units that came later.
+
+    The same units :meth:`ActionDecoder.add` writes when it has them (``settled``): a details row
+    takes its metric's unit unless the kernel lacks the metric ("n/a", no unit); the raw page's
+    units go through :func:`~engine.reports.ncu_actions.raw_unit`.
+    """
+    dec.settled = units
+    for name in dec.detail_units:
+        dec.detail_units[name] = units.get(name, "")
+    for row in dec.details:
+        m = row[-1]
+        if m and m in present[int(row[0])]:
+            row[13] = units.get(m, "")
+    for table in (dec.raw_units, dec.full_units):
+        for name in table:
+            table[name] = raw_unit(name, None, units.get(name, ""))
+
+
 def decode_own(p: Path, layout: ReportLayout, first_process: tuple[str, str, str]
                ) -> tuple[ActionDecoder, list[tuple[int, int]], list[str], list[str]] | None:
     """(decoder with every row and metric, refs, printed names, stored names), or None (see above)."""
@@ -98,28 +117,34 @@ def decode_own(p: Path, layout: ReportLayout, first_process: tuple[str, str, str
     key, firsts = found
     got = cached_units(key)
     child = None
-    if got is None:
+    if got is None:  # it asks for units while this process decodes the rows without them
         child = UnitLookup(p, [refs[k] for k in firsts], n, key)
+    else:
+        units.update(got)
+    dec = ActionDecoder(layout.sections)
+    dec.settled = dict(units)
+    stored_names = [a.name(a.NameBase_DEMANGLED) for a in actions]
+    printed = simplify_names(stored_names)  # as ncu prints them: depends on the whole report
+    dec.ranges = [is_range(a) for a in actions]
+    present: list[frozenset[str]] = []
+    todo: list[PbAction | None] = list(actions)
+    del actions, file_actions
     try:
-        for a in actions:  # decode every value while the child asks for units
-            for m in a.metrics.values():
-                metric_text(m)
+        for idx in range(n):
+            a = todo[idx]
+            assert a is not None
+            dec.add(idx, a, processes[idx], stored_sections[idx], printed[idx], dec.ranges[idx])
+            dec.add_full(a)
+            present.append(frozenset(a.metrics))
+            todo[idx] = a = None  # its bytes go now
     except PbUnsupported:
         if child is not None:
             child.cancel()
         return None
     if child is not None:
         got = child.result()
-    if got is None:
-        return None
-    units.update(got)
-    dec = ActionDecoder(layout.sections)
-    dec.settled = got
-    stored_names = [a.name(a.NameBase_DEMANGLED) for a in actions]
-    printed = simplify_names(stored_names)  # as ncu prints them: depends on the whole report
-    dec.ranges = [is_range(a) for a in actions]
-    for idx, a in enumerate(actions):
-        dec.add(idx, a, processes[idx], stored_sections[idx], printed[idx], dec.ranges[idx])
-        dec.add_full(a)
+        if got is None:
+            return None
+        _apply_units(dec, got, present)
     return dec, refs, printed, stored_names
 
