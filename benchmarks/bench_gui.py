@@ -313,13 +313,30 @@ def zoom_pan_sequence(canvas) -> list[dict[str, float]]:
 
 
 # -- parent ---------------------------------------------------------------------------------------------
-def run_once(report: Path, screen: bool, tmp: Path, cache: Path | None, settle_max: float) -> dict:
+def forget_summary(report: Path, cache: Path | None) -> bool:
+    """Remove the report's cached summary (the app then computes it again); True if there was one."""
+    if cache is not None:
+        os.environ["KERNELSCOPE_CACHE"] = str(cache)  # where the launch's app keeps it
+    sys.path.insert(0, str(REPO))
+    from engine.analysis.findings.overview_store import cached_file
+
+    f = cached_file(report)
+    if f is None or not f.exists():
+        return False
+    f.unlink()
+    return True
+
+
+def run_once(report: Path, screen: bool, tmp: Path, cache: Path | None, settle_max: float,
+             keep_summary: bool = False) -> dict:
     env = dict(os.environ)
     if not screen:
         env["QT_QPA_PLATFORM"] = "offscreen"
     env.setdefault("KERNELSCOPE_CONFIG", str(tmp / "config"))  # a fresh user: no restored layout
     if cache is not None:
         env["KERNELSCOPE_CACHE"] = str(cache)
+    if not keep_summary:
+        forget_summary(report, cache)
     out = tmp / f"result-{time.time_ns()}.json"
     spawn = time.time()
     cmd = [sys.executable, __file__, "--child", str(report), "--spawn", repr(spawn), "--out", str(out),
@@ -406,6 +423,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--settle-max", type=float, default=300.0,
                     help="seconds after launch to wait for the background work before the frames")
     ap.add_argument("--screen", action="store_true", help="use the real display instead of offscreen")
+    ap.add_argument("--keep-summary", action="store_true",
+                    help="let a launch load the summary an earlier one kept in the cache (by default "
+                         "each launch computes it, as on a report's first open: its memory counts)")
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--spawn", type=float, help=argparse.SUPPRESS)
@@ -429,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="ks-bench-gui-") as tmp:
         cache = Path(tmp) / "cache" if args.cold else None
         for i in range(args.runs):
-            r = run_once(report, args.screen, Path(tmp), cache, args.settle_max)
+            r = run_once(report, args.screen, Path(tmp), cache, args.settle_max, args.keep_summary)
             runs.append(r)
             m = r["marks"]
             fr = [f["frame_ms"] for f in r["frames"]]

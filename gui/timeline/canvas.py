@@ -35,6 +35,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QScrollBar, QSizePolicy, QToolTip, QWidget
 
 from gui.timeline import model as tm
+from gui.timeline import sparse
 from gui.timeline.style import GROUP_TINT, KIND_COLORS, PALETTE, tooltip_text
 
 GUTTER = 260  # px for lane labels
@@ -44,6 +45,9 @@ METRIC_H = 34
 LANE_GAP = 4
 #: a lane with at most this many events in view is drawn event by event
 DETAIL_MAX = 2000
+#: coverage of a big lane may interpolate inside blocks of events narrower than this fraction of
+#: a pixel column (gui.timeline.sparse): under a pixel of a bar, no mapped pages read at overview
+COVERAGE_TOL = 1 / 64
 LABEL_MIN_PX = 46
 MIN_SPAN_NS = 50.0
 
@@ -135,6 +139,8 @@ class TimelineCanvas(QWidget):
         self.message = ""
         self._fit_range = (0.0, 0.0)  # the range fit() showed last
         self.detail_max = DETAIL_MAX
+        #: lane key -> the events [lo, hi) drawn one by one in the last frame
+        self._detail: dict[str, tuple[int, int]] = {}
         self.paint_count = 0
         self._brushes = {i: QBrush(QColor(c)) for i, c in enumerate(PALETTE)}
         self._kind_brushes = {k: QBrush(QColor(c)) for k, c in KIND_COLORS.items()}
@@ -315,6 +321,7 @@ class TimelineCanvas(QWidget):
         tops = self.lane_tops()
         stats: dict[str, tuple[str, int]] = {}
         self.last_coverage.clear()
+        self._detail.clear()
         fm = QFontMetrics(self._small)
         # lanes
         for i, ln in enumerate(lanes):
@@ -365,10 +372,19 @@ class TimelineCanvas(QWidget):
             p.drawLine(QPointF(a, AXIS_H), QPointF(a, self.height()))
             p.drawLine(QPointF(b, AXIS_H), QPointF(b, self.height()))
         p.end()
+        self._release_pages(lanes, stats)
         self.draw_stats = stats
         self.paint_count += 1
         self.last_paint_ms = (time.perf_counter() - t_start) * 1e3
         self.sig_painted.emit(self.last_paint_ms)
+
+    def _release_pages(self, lanes: list[Any], stats: dict[str, tuple[str, int]]) -> None:
+        """Hand back the pages of big lanes' mapped arrays this frame does not need again: all of
+        them for a lane drawn as coverage or not shown, all but the events drawn one by one."""
+        for ln in lanes:
+            if len(ln) < sparse.MIN_EVENTS or ln.is_metric:
+                continue
+            ln.release_pages(*self._detail.get(ln.key, (0, 0)))
 
     def _paint_axis(self, p: QPainter, w: int) -> None:
         p.fillRect(QRectF(0, 0, self.width(), AXIS_H), QColor("#f5f7fa"))
@@ -410,6 +426,7 @@ class TimelineCanvas(QWidget):
             return ("detail", 0)
         scale = w / (self.t1 - self.t0)
         if n <= self.detail_max:
+            self._detail[ln.key] = (lo, hi)
             s = ln.starts[lo:hi]
             e = ln.ends[lo:hi]
             x0 = GUTTER + (s - self.t0) * scale
@@ -446,7 +463,8 @@ class TimelineCanvas(QWidget):
         base_y = int(top + h - 1)
         p.setPen(Qt.PenStyle.NoPen)
         for k in kinds:
-            self.last_coverage[(ln.key, k)] = tm.coverage(ln.union[k], self.t0, self.t1, n_bins)
+            self.last_coverage[(ln.key, k)] = tm.coverage(ln.union[k], self.t0, self.t1, n_bins,
+                                                          COVERAGE_TOL)
         # a pale full-height band where a kind has any event, then every kind's busy fraction solid
         # on the bands (a band drawn after another kind's bar would veil it: 21k copies hid the
         # bars of 10M kernels)

@@ -7,7 +7,8 @@ threads that run without Python's lock, then memory-mapped on every later open a
 engine's summary and reports, so the app holds no second copy of the kernel table):
 
 1. :meth:`ColumnarTimeline.load_gpu`: kernels, copies and memsets per GPU stream (painted first);
-2. :meth:`ColumnarTimeline.load_api`: CUDA API calls per CPU thread;
+2. :meth:`ColumnarTimeline.load_api`: CUDA API calls per CPU thread (first, the GPU lanes' arrays
+   built in memory move to file mappings, :func:`gui.timeline.sparse.spill`: after the first paint);
 3. :meth:`ColumnarTimeline.load_rest`: NVTX ranges and GPU metrics (through the trace's tables,
    as the pandas path does).
 
@@ -300,12 +301,15 @@ class ColumnarTimeline:
                 ds, ss = _text(d), _text(s)
                 lanes.append(_lane(f"gpu:{ds}:{ss}", f"GPU {ds} · stream {ss}", "gpu", parts))
                 _check(cancel)
-        self.lanes["gpu"] = lanes
+        self.lanes["gpu"] = lanes  # moved to file mappings by the next stage (after the first paint)
         self.loaded.append("gpu")
 
     def load_api(self, cancel: threading.Event | None = None) -> None:
-        """CUDA API calls: one lane per CPU thread."""
+        """CUDA API calls: one lane per CPU thread (and the GPU lanes' arrays moved to files)."""
         pending = self._read(tm.KIND_API)
+        for ln in self.lanes["gpu"]:  # in place: the model shown holds these lanes
+            self._spill(ln)
+            _check(cancel)
         lanes: list[tm.Lane] = []
         if pending is not None:
             c = pending.result()
@@ -329,7 +333,7 @@ class ColumnarTimeline:
                     lanes.append(_lane(f"api:{_text(pid)}:{_text(tid)}",
                                        f"Thread {_text(tid)} · CUDA API", "api", [part]))
                     _check(cancel)
-        self.lanes["api"] = lanes
+        self.lanes["api"] = [self._spill(ln) for ln in lanes]
         self.loaded.append("api")
 
     def load_rest(self, cancel: threading.Event | None = None) -> None:
@@ -403,6 +407,30 @@ class ColumnarTimeline:
         return int(n[0][0]) if n else 0
 
     # -- helpers ---------------------------------------------------------------------------------------
+    def _spill(self, lane: tm.Lane) -> tm.Lane:
+        """A big lane's arrays built in memory moved to file mappings (gui.timeline.sparse.spill,
+        next to the report's cached columns): resident then only where drawn, like the columns."""
+        if len(lane) < sparse.MIN_EVENTS:
+            return lane
+        where = getattr(self.store, "cache_dir", None)
+        moved: dict[int, np.ndarray] = {}
+
+        def move(a: np.ndarray | None) -> Any:
+            if a is None:
+                return None
+            if id(a) not in moved:
+                moved[id(a)] = sparse.spill(a, where)
+            return moved[id(a)]
+
+        for name in ("starts", "ends", "kinds", "rows", "names", "run_max_end"):
+            setattr(lane, name, move(getattr(lane, name)))
+        for k, u in list(lane.union.items()):
+            if isinstance(u, sparse.SparseUnion):
+                u.starts, u.ends = move(u.starts), move(u.ends)
+            else:
+                lane.union[k] = (move(u[0]), move(u[1]), move(u[2]))
+        return lane
+
     def _read(self, kind: int) -> Any:
         """Start reading a table's columns (None when the table was not captured)."""
         name, table = _TABLES[kind]

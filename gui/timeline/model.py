@@ -111,6 +111,18 @@ class Lane:
     def __len__(self) -> int:
         return len(self.starts)
 
+    def release_pages(self, lo: int = 0, hi: int = 0) -> None:
+        """Hand back the resident pages of the lane's mapped arrays, but those of events [lo, hi)
+        (drawn one by one, kept for the next frame): see gui.timeline.sparse.release."""
+        own = (self.starts, self.ends, self.kinds, self.rows, self.names, self.run_max_end)
+        for arr in own:
+            sparse.release_outside(arr, lo, hi)
+        for u in self.union.values():  # block totals read only a few blocks' events per frame
+            if isinstance(u, sparse.SparseUnion):
+                for arr in u.arrays():
+                    if not any(arr is a for a in own):
+                        sparse.release_outside(arr, 0, 0)
+
     @property
     def is_metric(self) -> bool:
         return self.values is not None
@@ -241,10 +253,11 @@ def union_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, n
     return us, ue, cum
 
 
-def covered_before(union: Union, x: np.ndarray) -> np.ndarray:
-    """Busy ns of the merged intervals before each time in ``x`` (a sorted float64 array)."""
+def covered_before(union: Union, x: np.ndarray, tol_ns: float = 0.0) -> np.ndarray:
+    """Busy ns of the merged intervals before each time in ``x`` (a sorted float64 array);
+    block totals may be interpolated over blocks up to ``tol_ns`` wide (see SparseUnion)."""
     if isinstance(union, sparse.SparseUnion):
-        return union.covered_before(x)
+        return union.covered_before(x, tol_ns)
     us, ue, cum = union
     if not len(us):
         return np.zeros(len(x))
@@ -260,11 +273,16 @@ def covered_before(union: Union, x: np.ndarray) -> np.ndarray:
     return np.where(k >= 0, cum[kc] + part, 0.0)
 
 
-def coverage(union: Union, t0: float, t1: float, n_bins: int) -> np.ndarray:
-    """Fraction (0..1) of each of ``n_bins`` equal columns of [t0, t1] that the intervals cover."""
+def coverage(union: Union, t0: float, t1: float, n_bins: int, tol: float = 0.0) -> np.ndarray:
+    """Fraction (0..1) of each of ``n_bins`` equal columns of [t0, t1] that the intervals cover.
+
+    ``tol`` > 0 (a fraction of a column) lets a lane of block totals interpolate inside blocks
+    narrower than that instead of reading their events: each fraction is then off by less than
+    ``2 * tol`` (the canvas draws bars of ~20 pixels with ``tol`` = 1/64: under a pixel).
+    """
     edges = np.linspace(t0, t1, n_bins + 1)
-    busy = np.diff(covered_before(union, edges))
     width = (t1 - t0) / n_bins
+    busy = np.diff(covered_before(union, edges, tol * width))
     return np.clip(busy / width, 0.0, 1.0) if width > 0 else np.zeros(n_bins)
 
 

@@ -37,7 +37,8 @@ def cache_key(range_name: str | None) -> str:
     return f"overview-v{SCHEMA}-{'auto' if range_name is None else digest}.pickle"
 
 
-def _cache_file(path: Path, range_name: str | None) -> Path | None:
+def cached_file(path: Path, range_name: str | None = None) -> Path | None:
+    """Where :func:`store` keeps the overview of ``path`` (None when ``path`` cannot be read)."""
     from engine.system.cache import cache_root, file_identity
 
     try:
@@ -68,7 +69,7 @@ def read_result(file: Path) -> Overview | None:
 
 def load_cached(path: Path, range_name: str | None = None) -> Overview | None:
     """The overview of ``path`` for ``range_name`` saved by :func:`store`, or None."""
-    file = _cache_file(path, range_name)
+    file = cached_file(path, range_name)
     return None if file is None else read_result(file)
 
 
@@ -81,7 +82,7 @@ def store(path: Path, range_name: str | None, overview: Overview) -> None:
     """Keep the overview of ``path`` in the cache; failures (read-only or full disk) are ignored."""
     from engine.system.atomic import atomic_write_bytes
 
-    file = _cache_file(path, range_name)
+    file = cached_file(path, range_name)
     if file is None:
         return
     try:
