@@ -23,6 +23,7 @@ sub-instance values) raises :class:`PbUnsupported`: the caller then reads the re
 from __future__ import annotations
 
 import mmap
+import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +74,19 @@ def _value(b: bytes, i: int, end: int) -> tuple[int, Any]:
         else:
             raise PbUnsupported(f"metric value field key {key}")
     return kind, val
+
+
+# One instance {1: {5: uint64 correlation id}, 2: {5: uint64 value}} (lengths checked by the caller).
+_INSTANCE_UINT64 = re.compile(
+    rb"\x1a([\x00-\x7f])\x0a([\x00-\x7f])\x28([\x80-\xff]{0,9}[\x00-\x7f])"
+    rb"\x12([\x00-\x7f])\x28([\x80-\xff]{0,9}[\x00-\x7f])", re.S)
+
+
+def _uvarint(x: bytes) -> int:
+    v = 0
+    for k, c in enumerate(x):
+        v |= (c & 0x7F) << (7 * k)
+    return v
 
 
 class PbInstances:
@@ -200,7 +214,7 @@ class PbMetric:
 
     def _all(self) -> None:
         """Every instance's value and correlation id."""
-        if self._inst is not None:
+        if self._inst is not None or self._all_uint64():
             return
         inst: list[Any] = []
         ids: list[Any] = []
@@ -215,6 +229,36 @@ class PbMetric:
         if ids and len(ids) != len(inst):
             raise PbUnsupported("correlation ids on some instances only")
         self._inst, self._ids = inst, ids or None
+
+    def _all_uint64(self) -> bool:
+        """:meth:`_all` for the common shape (uint64 correlation ids and values), in one regex pass.
+
+        Every instance must match (lengths checked) up to the category; else False (the general path).
+        """
+        if self._kind < 0:
+            self._decode()
+        b, pos, end = self._b, self._first, self._end
+        if pos < 0:
+            return False
+        inst: list[Any] = []
+        ids: list[Any] = []
+        match = _INSTANCE_UINT64.match
+        while pos < end:
+            m = match(b, pos)
+            if m is None:
+                break
+            cid, val = m.group(3), m.group(5)
+            if (m.group(2)[0] != 1 + len(cid) or m.group(4)[0] != 1 + len(val)
+                    or m.group(1)[0] != 6 + len(cid) + len(val)):
+                return False
+            ids.append(_uvarint(cid))
+            inst.append(_uvarint(val))
+            pos = m.end()
+        if pos < end and (b[pos] != 0x20 or _varint(b, pos + 1)[1] != end):
+            return False  # not every instance has this shape, or more follows: the general path
+        self._offs = None
+        self._inst, self._ids = inst, ids or None
+        return True
 
     # The IMetric interface the reader uses.
     def name(self) -> str:
@@ -267,6 +311,8 @@ class PbMetric:
 
     def num_instances(self) -> int:
         """As ``ncu_report``'s ``IMetric.num_instances``."""
+        if self._inst is not None:
+            return len(self._inst)
         return len(self._index())  # 0 for a metric without instances
 
     def has_correlation_ids(self) -> bool:
