@@ -56,6 +56,7 @@ class OpenReports(QObject):
         if self.current is report:
             nxt = self.reports[min(i, len(self.reports) - 1)] if self.reports else None
             self.set_current(nxt)
+        report.stop_summary()
         try:
             report.trace.close()
         except Exception:  # noqa: BLE001 - closing must never take the window down

@@ -356,6 +356,8 @@ class MainWindow(QMainWindow):
 
     def shutdown(self) -> None:
         """Stop every background thread (cancel, quit, wait)."""
+        for report in self.reports.reports:
+            report.stop_summary()  # a summary's child process, whichever view's thread waits on it
         for job in [*self._jobs.values(), *self._summary_jobs.values()]:
             if not job.stop():
                 # A summary cannot be cancelled midway (a 400k-kernel one takes ~30 s here): wait for

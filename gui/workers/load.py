@@ -47,6 +47,8 @@ class LoadedReport:
     timeline_prefetch: Any = field(default=None, repr=False)
     #: why the summary's child process failed (the next call says so instead of starting another)
     _failed: str | None = field(default=None, repr=False)
+    #: set by :meth:`stop_summary`: a summary's child process is killed whoever started it
+    _stop: threading.Event = field(default_factory=threading.Event, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -105,6 +107,10 @@ class LoadedReport:
                     self._summary = summary
         return summary
 
+    def stop_summary(self) -> None:
+        """Kill the summary's child process if one runs (the window closes or drops the report)."""
+        self._stop.set()
+
     def in_child(self) -> bool:
         """True when the summary is computed in a child process (see :attr:`summary_in_child`)."""
         if self.summary_in_child is not None:
@@ -126,7 +132,8 @@ class LoadedReport:
             from gui.workers.summary import run_child
 
             try:
-                got = run_child(self.path, self.range_name, progress=progress, cancel=cancel)
+                got = run_child(self.path, self.range_name, progress=progress,
+                                cancel=_Either(self._stop, cancel))
             except KernelscopeError as exc:
                 self._failed = str(exc)
                 raise
@@ -148,6 +155,16 @@ class LoadedReport:
     def is_ncu(self) -> bool:
         """True for an Nsight Compute report (kernels, no timeline)."""
         return self.ncu is not None
+
+
+class _Either:
+    """Set when either event is (run_child's cancel: the caller's, or the report's stop)."""
+
+    def __init__(self, a: threading.Event, b: threading.Event | None) -> None:
+        self.a, self.b = a, b
+
+    def is_set(self) -> bool:
+        return self.a.is_set() or (self.b is not None and self.b.is_set())
 
 
 Opener = Callable[..., Any]

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from gui.workers.jobs import Cancelled, Worker
 
@@ -40,8 +40,14 @@ def _signal_name(rc: int) -> str:
         return f"signal {-rc}"
 
 
+class CancelFlag(Protocol):
+    """What run_child checks to stop early: a ``threading.Event`` or anything with ``is_set()``."""
+
+    def is_set(self) -> bool: ...
+
+
 def run_child(path: Path, range_name: str | None = None, *, progress: Progress | None = None,
-              cancel: threading.Event | None = None, poll_s: float = 0.25) -> Overview:
+              cancel: CancelFlag | None = None, poll_s: float = 0.25) -> Overview:
     """Compute the overview of ``path`` in a child process and return it.
 
     ``progress`` gets a short text (the child's stage and the seconds so far) about once a second;

@@ -205,3 +205,34 @@ def test_window_shows_the_sentence_of_a_killed_child(qtbot, window, monkeypatch)
     assert fview.notes.text() == msg
     assert not _overview_children()
     screenshot(window, "summary_child_killed")
+
+
+def test_stop_summary_kills_a_child_whoever_waits_on_it():
+    """A view's thread asked for the summary first (no cancel of its own): closing the report
+    still kills the child at once."""
+    from engine.reports import open_report
+    from gui.workers import Cancelled, LoadedReport
+
+    trace = open_report(REPORT)
+    report = LoadedReport(REPORT, trace, summary_in_child=True)
+    raised: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            report.ensure_summary()
+        except BaseException as exc:  # noqa: BLE001 - checked below
+            raised.append(exc)
+
+    t = threading.Thread(target=ask)
+    t.start()
+    seen: list[int] = []
+    deadline = time.monotonic() + 20
+    while not seen and time.monotonic() < deadline:
+        seen.extend(_overview_children())
+        time.sleep(0.005)
+    report.stop_summary()
+    t.join(10)
+    trace.close()
+    assert not t.is_alive() and seen
+    assert len(raised) == 1 and isinstance(raised[0], Cancelled)
+    assert not any(alive(pid) for pid in seen) and not report.summary_ready
