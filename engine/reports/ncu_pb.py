@@ -369,9 +369,15 @@ class PbAction:
 
     def sections(self) -> list[PbSection]:
         """The sections profiled, by identifier (as ``ncu_report`` lists them)."""
+        major = self.metrics.get("device__attribute_compute_capability_major")
+        minor = self.metrics.get("device__attribute_compute_capability_minor")
+        arch = None
+        if major is not None and major.has_value():
+            low = int(minor.value()) if minor is not None and minor.has_value() else 0
+            arch = int(major.value()) * 10 + low
         secs: dict[str, PbSection] = {}
         for msg in self.section_msgs:
-            sec = PbSection(msg)
+            sec = PbSection(msg, arch)
             secs.setdefault(sec.identifier(), sec)
         return [secs[k] for k in sorted(secs)]
 

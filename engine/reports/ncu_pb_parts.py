@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from engine.reports.ncu_section_defs import _varint
+from engine.reports.ncu_section_defs import _accepts, _ranges, _varint
 
 # ncu_report's rule message types by the file's RuleResultMessageType (Ok, Warning, Error, Optimization).
 _MESSAGE_TYPES = {0: 0, 1: 1, 2: 3, 3: 4, 4: 2}
@@ -213,25 +213,56 @@ class _SectionMetric:
 _BODY_METRICS = {1: 5, 2: 5, 3: 4, 4: 4, 7: 3, 9: 5}
 
 
-def _metric_pairs(msgs: list[bytes]) -> list[_SectionMetric]:
+def _metric_pairs(msgs: list[bytes], arch: int | None) -> list[_SectionMetric]:
+    """(name, label) of ProfilerSectionMetric messages whose architecture filter (6) accepts ``arch``."""
     out = []
     for m in msgs:
         name = label = ""
+        ranges: tuple[tuple[int | None, int | None], ...] = ()
         for f, v in _fields_all(m):
             if f == 1:
                 name = _text(v)
             elif f == 2:
                 label = _text(v)
-        out.append(_SectionMetric(name, label))
+            elif f == 6 and isinstance(v, bytes):
+                ranges = _ranges(v)
+        if _accepts(ranges, arch):
+            out.append(_SectionMetric(name, label))
     return out
 
 
-def _body_items(item: bytes, out: list[bytes]) -> None:
-    for f, v in _fields_all(item):
+def _roofline_value(v: bytes, out: list[bytes]) -> None:
+    """The metrics of a ProfilerSectionRooflineValue: 2 a metric, 3 {1 per-cycle metrics, 2 cycles/s}."""
+    for f, w in _fields_all(v):
+        if f == 2 and isinstance(w, bytes):
+            out.append(w)
+        elif f == 3 and isinstance(w, bytes):
+            for g, x in _fields_all(w):
+                if g in (1, 2) and isinstance(x, bytes):
+                    out.append(x)
+
+
+def _roofline(chart: bytes, out: list[bytes]) -> None:
+    """The metrics of a roofline chart: 4 rooflines, 5 achieved values {1, 2}, 6 walls {1}."""
+    for f, v in _fields_all(chart):
+        if f in (4, 5, 6) and isinstance(v, bytes):
+            for g, w in _fields_all(v):
+                if (g in (1, 2) if f != 6 else g == 1) and isinstance(w, bytes):
+                    _roofline_value(w, out)
+
+
+def _body_items(item: bytes, out: list[bytes], arch: int | None) -> None:
+    fields = _fields_all(item)
+    for f, v in fields:
+        if f == 200 and isinstance(v, bytes) and not _accepts(_ranges(v), arch):
+            return  # the item's filter rejects this GPU
+    for f, v in fields:
         if f == 5 and isinstance(v, bytes):  # a horizontal container: its items
             for g, w in _fields_all(v):
-                if g == 1:
-                    _body_items(w, out)
+                if g == 1 and isinstance(w, bytes):
+                    _body_items(w, out, arch)
+        elif f == 6 and isinstance(v, bytes):
+            _roofline(v, out)
         elif f in _BODY_METRICS and isinstance(v, bytes):
             out.extend(w for g, w in _fields_all(v) if g == _BODY_METRICS[f] and isinstance(w, bytes))
 
@@ -239,12 +270,15 @@ def _body_items(item: bytes, out: list[bytes]) -> None:
 class PbSection:
     """``ISection`` as far as the reader asks: identifier, name, order, header and body metrics.
 
-    The header metrics are the stored definition's (without its architecture filters, which
-    :class:`~engine.reports.ncu_section_defs.SectionDef` applies); the body metrics those of its
-    tables and charts (not its rooflines), which only name labels.
+    Header and body metrics (tables, charts, containers, rooflines) are the stored definition's
+    whose architecture filters accept the GPU. They serve the ``labels`` of the report only (no
+    page prints them; the details page uses :class:`~engine.reports.ncu_section_defs.SectionDef`),
+    and differ from ``ncu_report``'s in a few labels: it also drops metrics the result lacks and
+    takes metric options (``tests/engine/reports/ncu_pb_compare.py`` compares the identifiers).
     """
 
-    def __init__(self, msg: bytes) -> None:
+    def __init__(self, msg: bytes, arch: int | None = None) -> None:
+        self._arch = arch
         self._ident = self._name = ""
         self._order = 0
         header: list[bytes] = []
@@ -261,7 +295,7 @@ class PbSection:
             elif f == 5 and isinstance(v, bytes):
                 for g, w in _fields_all(v):
                     if g == 1 and isinstance(w, bytes):
-                        _body_items(w, body)
+                        _body_items(w, body, arch)
         self._header, self._body = header, body
 
     def identifier(self) -> str:
@@ -278,8 +312,8 @@ class PbSection:
 
     def header_metrics(self) -> list[_SectionMetric]:
         """As ``ncu_report``'s ``ISection.header_metrics``."""
-        return _metric_pairs(self._header)
+        return _metric_pairs(self._header, self._arch)
 
     def body_metrics(self) -> list[_SectionMetric]:
         """As ``ncu_report``'s ``ISection.body_metrics``."""
-        return _metric_pairs(self._body)
+        return _metric_pairs(self._body, self._arch)
