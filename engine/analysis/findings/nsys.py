@@ -13,46 +13,21 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.analysis.calls import CATEGORY_ORDER, api_calls
+from engine.analysis.findings.copycalls import copy_calls
 from engine.analysis.findings.gains import GPU, HOST, Context, gain_from, severity_of
 from engine.analysis.findings.model import Evidence, Finding, Gain, fmt_time, pct
 from engine.analysis.ops import gpu_op_columns
-from engine.analysis.steps import corr_keys, match_first, pid_keys, trace_cache
+from engine.analysis.steps import pandas_order
 from engine.analysis.summary import sum_count
-from engine.analysis.tables import union_sorted
+from engine.analysis.tables import table_records, union_sorted
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from engine.analysis.summary_model import Summary
     from engine.reports.base import Trace
 
 _DIRECTIONS = ("Host-to-Device", "Device-to-Host")
 
-__all__ = ["Context", "copies_with_calls", "nsys_findings", "pinned_ceiling", "pinned_rates"]
-
-
-def _durations(df: pd.DataFrame) -> np.ndarray:
-    d: np.ndarray = df["end"].to_numpy(dtype=np.int64) - df["start"].to_numpy(dtype=np.int64)
-    return d
-
-
-def _issued(c: pd.DataFrame) -> np.ndarray:
-    """When each copy was issued: its API call's start, or its own start when the call is unknown."""
-    t = c["start"].to_numpy(dtype=np.int64).copy()
-    if "api_start" in c:
-        got = c["api_start"].notna().to_numpy()
-        t[got] = c["api_start"].to_numpy()[got].astype(np.int64)
-    return t
-
-
-def _matches(values: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
-    """``pattern.match`` on each value, evaluated once per distinct value."""
-    import pandas as pd
-
-    codes, uniq = pd.factorize(values, use_na_sentinel=True)
-    hit = np.array([bool(pattern.match(str(u))) for u in uniq] + [False], dtype=bool)
-    out: np.ndarray = hit[codes]
-    return out
+__all__ = ["Context", "copy_calls", "nsys_findings", "pinned_ceiling", "pinned_rates"]
 
 
 def _distinct(codes: np.ndarray) -> set[int]:
@@ -60,59 +35,12 @@ def _distinct(codes: np.ndarray) -> set[int]:
     return set(np.flatnonzero(np.bincount(codes)).tolist()) if len(codes) else set()
 
 
-def copies_with_calls(trace: Trace) -> pd.DataFrame:
-    """Every memcpy joined with the API call that issued it (cached per trace; see ``_copies``)."""
-    out: pd.DataFrame = trace_cache(trace, "copies_with_calls", lambda: _copies(trace))
-    return out
-
-
-def _copies(trace: Trace) -> pd.DataFrame:
-    """Every memcpy joined with the API call that issued it (correlationId + process).
-
-    Columns: the memcpy's ``start``, ``end``, ``bytes``, ``operation``, ``srcKindName``,
-    ``dstKindName``, ``streamId`` plus ``api`` (call name without ``_vNNNN``), ``api_start``,
-    ``api_end``; calls that are not in the capture give NaN.
-    """
-    mc = trace.table("memcpy", ["start", "end", "bytes", "operation", "srcKindName", "dstKindName",
-                                "streamId", "correlationId", "pid"])
-    if not len(mc):
-        return mc.assign(api=[], api_start=[], api_end=[])
-    import pandas as pd
-
-    calls = api_calls(trace)
-    if calls.from_columns and calls.valid is None:
-        # the calls' integer columns: no table of every call (times are integers, names text)
-        idx = match_first((calls.codes_of(pid_keys(mc["pid"])), corr_keys(mc["correlationId"])),
-                          (calls.pid.astype(np.int64), calls.corr))
-        names = np.array([*calls.names, np.nan], dtype=object)
-        name_codes = np.asarray(calls.name)
-        extra_cols: dict[str, Any] = {
-            "api_start": pd.api.extensions.take(np.asarray(calls.start), idx, allow_fill=True),
-            "api_end": pd.api.extensions.take(np.asarray(calls.end), idx, allow_fill=True),
-            "api": names[np.where(idx >= 0, name_codes[np.maximum(idx, 0)], -1)],
-        }
-        out0 = mc.reset_index(drop=True)
-        return out0.assign(**{c: pd.Series(v, dtype=v.dtype, copy=False) for c, v in extra_cols.items()})
-    api = trace.table("api", ["start", "end", "correlationId", "pid", "baseName"])
-    a = api.rename(columns={"start": "api_start", "end": "api_end", "baseName": "api"})
-
-    # Join on text keys: Kineto traces store pid as int in one table and str (or None) in another
-    # (numbered together, then joined on integers: the rows of a left merge with the calls'
-    # first row per key, as pandas' merge after drop_duplicates gives, without its cost).
-    pk, _ = pd.factorize(np.concatenate([pid_keys(mc["pid"]), pid_keys(a["pid"])]))
-    idx = match_first((pk[: len(mc)], corr_keys(mc["correlationId"])),
-                      (pk[len(mc):], corr_keys(a["correlationId"])))
-    out = mc.reset_index(drop=True)
-    extra = {}
-    for c in a.columns:
-        if c not in ("pid", "correlationId"):
-            col = a[c]
-            if isinstance(col.dtype, np.dtype):  # object stays object, as merge gives
-                v = pd.api.extensions.take(col.to_numpy(), idx, allow_fill=True)
-                extra[c] = pd.Series(v, dtype=v.dtype, copy=False)
-            else:  # extension dtypes (pandas' str) keep their dtype
-                extra[c] = pd.Series(col.array.take(idx, allow_fill=True))
-    return out.assign(**extra)
+def _value_counts(codes: np.ndarray, labels: list[str]) -> list[tuple[str, int]]:
+    """(label, count) of codes, most first, ties in order of first appearance (``value_counts``)."""
+    uniq, first, counts = np.unique(codes, return_index=True, return_counts=True)
+    seen = np.argsort(first, kind="stable")
+    uniq, counts = uniq[seen], counts[seen]
+    return [(labels[int(uniq[i])], int(counts[i])) for i in pandas_order(counts, ascending=False).tolist()]
 
 
 def _host_memory(row_op: str, src: str, dst: str) -> str:
@@ -125,7 +53,8 @@ def _host_memory(row_op: str, src: str, dst: str) -> str:
 
 def _calibrated_rate(direction: str, trace: Trace) -> tuple[float, str] | None:
     """Pinned copy rate from ``kernelscope calibrate`` for the GPU the trace ran on (by UUID)."""
-    uuids = [str(u) for u in trace.table("gpus", ["uuid"])["uuid"].dropna() if str(u)]
+    uuids = [str(u) for u in (g["uuid"] for g in table_records(trace, "gpus", ["uuid"]))
+             if u is not None and u == u and str(u)]  # (u == u: not NaN, as dropna drops)
     if len(uuids) != 1:
         return None  # no UUID (or several GPUs): never borrow another machine's calibration
     try:
@@ -146,17 +75,15 @@ def _calibrated_rate(direction: str, trace: Trace) -> tuple[float, str] | None:
 def pinned_rates(trace: Trace) -> dict[str, tuple[float, int, int]]:
     """Measured pinned copy rates in a trace: direction -> (bytes/s, bytes, ns)."""
     out: dict[str, tuple[float, int, int]] = {}
-    c = copies_with_calls(trace)
+    c = copy_calls(trace)
     if not len(c):
         return out
     for direction in _DIRECTIONS:
-        sub = c[c["operation"] == direction]
-        mem = [_host_memory(direction, s, d) for s, d in zip(sub["srcKindName"], sub["dstKindName"],
-                                                             strict=False)]
-        sub = sub[np.array([m == "Pinned" for m in mem], dtype=bool)]
-        if len(sub):
-            nbytes = int(sub["bytes"].sum())
-            ns = int(_durations(sub).sum())
+        sub = c.of_kinds(lambda op, s, d, direction=direction:
+                         op == direction and _host_memory(direction, s, d) == "Pinned")
+        if sub.any():
+            nbytes = int(c.nbytes[sub].sum())
+            ns = int(c.dur[sub].sum())
             if ns > 0:
                 out[direction] = (nbytes / ns * 1e9, nbytes, ns)
     return out
@@ -187,7 +114,7 @@ def pinned_ceiling(direction: str, trace: Trace, reference: Trace | None = None
         return rates[direction][0], f"pinned {direction} copies measured in this report"
     from engine.analysis.bandwidth import gpu_spec  # resources/gpu_specs.toml, as the Bandwidth view
 
-    for name in trace.table("gpus", ["name"])["name"].astype(str):
+    for name in (str(g["name"]) for g in table_records(trace, "gpus", ["name"])):
         spec = gpu_spec(name)
         if spec is not None and spec.pcie_bytes_per_s_per_direction:
             return spec.pcie_bytes_per_s_per_direction, (
@@ -299,21 +226,20 @@ def rule_per_iteration_alloc(ctx: Context) -> list[Finding]:
 
 def rule_pageable_copies(ctx: Context) -> list[Finding]:
     """Copies from/to pageable host memory, compared with the measured pinned ceiling."""
-    c = copies_with_calls(ctx.trace)
+    c = copy_calls(ctx.trace)
     out: list[Finding] = []
     if not len(c):
         return out
     for direction in _DIRECTIONS:
-        sub = c[c["operation"] == direction]
-        # _host_memory(direction, src, dst) == "Pageable", a column at a time
-        side = "dstKindName" if direction.endswith("to-Host") and not direction.startswith("Host-to") \
-            else "srcKindName"
-        mem = np.asarray(sub[side].to_numpy(dtype=object) == "Pageable", dtype=bool)
-        sub = sub[mem]
-        if not len(sub):
+        # _host_memory(direction, src, dst) == "Pageable": the destination's kind for to-Host copies
+        dst_side = direction.endswith("to-Host") and not direction.startswith("Host-to")
+        rows = np.flatnonzero(c.of_kinds(lambda op, s, d, direction=direction, dst_side=dst_side:
+                                         op == direction and (d if dst_side else s) == "Pageable"))
+        if not len(rows):
             continue
-        nbytes = int(sub["bytes"].sum())
-        ns = int(_durations(sub).sum())
+        durs = c.dur[rows]
+        nbytes = int(c.nbytes[rows].sum())
+        ns = int(durs.sum())
         if ns <= 0:
             continue
         achieved = nbytes / ns * 1e9
@@ -321,7 +247,7 @@ def rule_pageable_copies(ctx: Context) -> list[Finding]:
             continue  # a few tiny copies (a loss value, a flag): nothing to gain
         ceiling = pinned_ceiling(direction, ctx.trace, ctx.reference)
         ev = [
-            Evidence("copies", len(sub), "copies", "cuda_gpu_mem_size_sum"),
+            Evidence("copies", len(rows), "copies", "cuda_gpu_mem_size_sum"),
             Evidence("bytes", nbytes, "B", "cuda_gpu_mem_size_sum"),
             Evidence("GPU copy time", ns, "ns", "cuda_gpu_mem_time_sum"),
             Evidence("achieved rate", round(achieved / 1e9, 3), "GB/s", "CUPTI_ACTIVITY_KIND_MEMCPY"),
@@ -336,9 +262,9 @@ def rule_pageable_copies(ctx: Context) -> list[Finding]:
             ev.append(Evidence("pinned ceiling", round(rate / 1e9, 3), "GB/s", where))
             ev.append(Evidence("time at pinned ceiling", int(round(at_pinned)), "ns",
                                "bytes ÷ pinned ceiling"))
-            steady = ctx.steady_mask(_issued(sub))
-            moved = sub["bytes"].astype(float).fillna(0).to_numpy()
-            saved = np.maximum(_durations(sub) - moved / rate * 1e9, 0)
+            steady = ctx.steady_mask(c.issued()[rows])
+            moved = c.nbytes[rows].astype(float)
+            saved = np.maximum(durs - moved / rate * 1e9, 0)
             gain = gain_from(ctx, float(saved[steady].sum()), float(saved[~steady].sum()),
                              f"copy time − bytes ÷ pinned rate = {fmt_time(ns)} − {nbytes / 1e6:,.1f} MB ÷ "
                              f"{rate / 1e9:.2f} GB/s = {fmt_time(ns - at_pinned)}", overlap=GPU)
@@ -350,7 +276,7 @@ def rule_pageable_copies(ctx: Context) -> list[Finding]:
             source="nsys",
             subject=direction,
             summary=(
-                f"{len(sub)} {direction} copies {word} pageable memory moved {nbytes / 1e6:,.1f} MB at "
+                f"{len(rows)} {direction} copies {word} pageable memory moved {nbytes / 1e6:,.1f} MB at "
                 f"{achieved / 1e9:.2f} GB/s" + (
                     f"; at the pinned rate of {ceiling[0] / 1e9:.2f} GB/s they would take "
                     f"{fmt_time(at_pinned or 0)} instead of {fmt_time(ns)}." if ceiling else ".")
@@ -374,31 +300,31 @@ _SYNC_COPY = re.compile(r"^(cudaMemcpy(?!.*Async)\w*)$")
 
 def rule_sync_copies(ctx: Context) -> list[Finding]:
     """Synchronous cudaMemcpy calls: the host blocks for the copy and the work before it."""
-    c = copies_with_calls(ctx.trace)
+    c = copy_calls(ctx.trace)
     if not len(c):
         return []
-    c = c[c["api"].notna()]
-    c = c[_matches(c["api"], _SYNC_COPY)]
-    if not len(c):
+    rows = np.flatnonzero(c.of_api(lambda n: _SYNC_COPY.match(n)))
+    if not len(rows):
         return []
-    api_ns = int((c["api_end"].astype(np.int64) - c["api_start"].astype(np.int64)).sum())
-    gpu_ns = int(_durations(c).sum())
+    call_ns = c.api_end[rows] - c.api_start[rows]
+    durs = c.dur[rows]
+    api_ns = int(call_ns.sum())
+    gpu_ns = int(durs.sum())
     blocked_extra = api_ns - gpu_ns
     # Copy/compute overlap that async copies allow, bounded by kernel time.
     o = gpu_op_columns(ctx.trace)
     kernel_ns = int(o.dur[o.kind == 0].sum())
-    names = ", ".join(f"{n} ×{m}" for n, m in c["api"].value_counts().items())
+    names = ", ".join(f"{n} ×{m}" for n, m in _value_counts(c.api[rows], c.api_names))
     gain_ns = max(blocked_extra, 0)
     ev = [
-        Evidence("synchronous copy calls", len(c), "calls", f"CUPTI_ACTIVITY_KIND_RUNTIME ({names})"),
+        Evidence("synchronous copy calls", len(rows), "calls", f"CUPTI_ACTIVITY_KIND_RUNTIME ({names})"),
         Evidence("host time blocked in these calls", api_ns, "ns", "cuda_api_sum"),
         Evidence("GPU time of these copies", gpu_ns, "ns", "cuda_gpu_mem_time_sum"),
         Evidence("host time beyond the copies", blocked_extra, "ns", "API duration − GPU copy duration"),
         Evidence("kernel time (overlap bound)", kernel_ns, "ns", "cuda_gpu_kern_sum"),
     ]
-    extra = np.maximum((c["api_end"].astype(np.int64) - c["api_start"].astype(np.int64)).to_numpy()
-                       - _durations(c), 0)
-    steady = ctx.steady_mask(_issued(c))
+    extra = np.maximum(call_ns - durs, 0)
+    steady = ctx.steady_mask(c.issued()[rows])
     gain = gain_from(ctx, float(extra[steady].sum()), float(extra[~steady].sum()),
                  f"Σ(call duration − copy duration) = {fmt_time(api_ns)} − {fmt_time(gpu_ns)} = "
                  f"{fmt_time(gain_ns)} of host blocking that async calls return from at once; "
@@ -410,7 +336,7 @@ def rule_sync_copies(ctx: Context) -> list[Finding]:
         severity=severity_of(gain),
         source="nsys",
         summary=(
-            f"{len(c)} synchronous cudaMemcpy calls blocked the CPU thread for {fmt_time(api_ns)}, "
+            f"{len(rows)} synchronous cudaMemcpy calls blocked the CPU thread for {fmt_time(api_ns)}, "
             f"{fmt_time(blocked_extra)} more than the copies themselves took on the GPU "
             f"({fmt_time(gpu_ns)}); while blocked, the CPU queues no work, so copies and kernels run "
             "one after another."
@@ -503,19 +429,19 @@ def rule_copy_compute_overlap(ctx: Context) -> list[Finding]:
 
 def rule_default_stream(ctx: Context) -> list[Finding]:
     """Work on the legacy default stream next to other streams: implicit serialization."""
-    c = copies_with_calls(ctx.trace)
+    c = copy_calls(ctx.trace)
     o = gpu_op_columns(ctx.trace)
     is_k = o.kind == 0
     if not len(c) or not is_k.any():
         return []
-    sync_calls = c[c["api"].notna().to_numpy() & _matches(c["api"], _SYNC_COPY)]
-    if not len(sync_calls):
+    sync_calls = c.of_api(lambda n: _SYNC_COPY.match(n))
+    if not sync_calls.any():
         return []
-    default_ids = set(int(s) for s in sync_calls["streamId"].unique())
+    default_ids = set(int(s) for s in set(c.stream[sync_calls].tolist()))
     other = {int(o.streams[s]) for s in _distinct(o.stream[is_k])} - default_ids
     if not other:
         return []
-    ops_default = int((c["streamId"].isin(default_ids)).sum())
+    ops_default = int(np.isin(c.stream, list(default_ids)).sum())
     return [Finding(
         id="nsys.default-stream",
         title="The legacy default stream serializes the other streams",
