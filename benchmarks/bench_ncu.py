@@ -6,7 +6,8 @@
 Each measurement is a fresh `kernelscope ncu` process (imports, native library and all), run as the
 user runs it, with its own Kernelscope cache directory:
 
-- cold: an empty cache (ncu_report decodes the report);
+- cold: an empty cache (the report is decoded; with our own reader the units are asked of ncu_report
+  in a child, as in a first run of a report of a new kind);
 - tables: another page was printed before, so the report's tables come from Kernelscope's cache;
 - cached: the same page printed again (the results cache: no report is read).
 
