@@ -111,6 +111,7 @@ class ColumnStore:
         #: (table, name, expr) -> the read in flight that gives that column (a second read of it
         #: waits for that one instead of scanning the table again)
         self._inflight: dict[tuple[str, str, str], Future[dict[str, npt.NDArray[np.int64]]]] = {}
+        self._counts: dict[str, int] = {}  # table -> rows (see row_count)
 
     # -- cache files ---------------------------------------------------------------------------
     def _file(self, table: str, name: str, expr: str) -> Path | None:
@@ -228,6 +229,12 @@ class ColumnStore:
               narrow: frozenset[str] = frozenset()) -> dict[str, npt.NDArray[np.int64]]:
         import numpy as np
 
+        fast = self._read_pages(table, exprs, narrow)
+        if fast is not None:
+            for (name, expr), arr in zip(exprs.items(), fast, strict=True):
+                out[name] = arr
+                self._save(table, name, expr, arr)
+            return out
         con = self._connect()
         try:
             first, last = con.execute(f"SELECT min(rowid), max(rowid) FROM {table}").fetchone()
@@ -261,6 +268,23 @@ class ColumnStore:
             self._save(table, name, expr, arr)
         return out
 
+    def _read_pages(self, table: str, exprs: dict[str, str],
+                    narrow: frozenset[str]) -> list[npt.NDArray[np.int64]] | None:
+        """The columns read from the file's pages (:mod:`engine.reports.sqlite_pages`), or None.
+
+        None when that reader does not handle the table or an expression (SQLite reads them
+        then) or ``KERNELSCOPE_SQLITE_PAGES=0`` turns it off. ``narrow`` as in :meth:`read_async`:
+        int32 when every narrow column fits, else every column int64 (as the SQL path gives).
+        """
+        from engine.reports.sqlite_pages import read_columns
+
+        if os.environ.get("KERNELSCOPE_SQLITE_PAGES", "1") == "0":
+            return None
+        got = read_columns(self.path, table, exprs, NULL, narrow=narrow)
+        if got is None:
+            return None
+        return [got[n] for n in exprs]
+
     def _chunked(self, sql: str, chunks: list[tuple[int, int]], offsets: list[int],
                  arrays: list[npt.NDArray[np.int64]]) -> None:
         """Read the chunks on up to two connections in two threads, each into its place."""
@@ -287,6 +311,31 @@ class ColumnStore:
                 con.close()
 
         _fan_out(work, n_threads, errors)
+
+    def row_count(self, table: str) -> int:
+        """Rows of ``table``, counted once per store (from the leaf pages' headers when it can).
+
+        Raises:
+            sqlite3.Error: the table cannot be counted.
+
+        """
+        from engine.reports.sqlite_pages import count_rows
+
+        with self._lock:
+            known = self._counts.get(table)
+        if known is not None:
+            return known
+        n = None if os.environ.get("KERNELSCOPE_SQLITE_PAGES", "1") == "0" else count_rows(
+            self.path, table)
+        if n is None:
+            con = self._connect()
+            try:
+                n = int(con.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+            finally:
+                con.close()
+        with self._lock:
+            self._counts[table] = n
+        return n
 
     def read_where(self, table: str, exprs: dict[str, str],
                    where: str) -> dict[str, npt.NDArray[np.int64]]:

@@ -551,8 +551,7 @@ class NsysSqliteTrace(Trace):
     def row_count(self, name: str) -> int | None:
         """Rows of a table; the big event tables are counted in SQLite without reading them."""
         if name in _COUNTED and self.has(name):  # one row per row of the export's table
-            n: int = self._con.execute(f"SELECT count(*) FROM {_NSYS_TABLES[name]}").fetchone()[0]
-            return n
+            return self.column_store().row_count(_NSYS_TABLES[name])
         return super().row_count(name)
 
     # -- table loaders -------------------------------------------------------------------------

@@ -1,0 +1,530 @@
+"""Integer columns of an SQLite table read straight from the file's B-tree pages, with numpy.
+
+The nsys export's big tables (kernels, CUDA API calls, copies) are rowid tables of small integer
+records. SQLite hands them out one value at a time (~70 ns a value even through
+``group_concat``); this module reads the same values from the file itself, vectorised over every
+row at once: it walks the table's B-tree to its leaf pages (in rowid order), takes every cell's
+record header (the serial types), turns the types into byte sizes and offsets, and gathers each
+wanted column as big-endian integers (a few numpy operations per column, ~5-10 ns a value).
+
+It reads only what it fully understands (the file format is public: sqlite.org/fileformat2.html):
+
+* a rowid table (no ``WITHOUT ROWID``), no column of it the rowid alias (``INTEGER PRIMARY KEY``);
+* no overflowing cell (payloads that fit their page), record headers under 16 kB;
+* wanted values that are integers, the constants 0/1 or NULL (a REAL or TEXT value in a wanted
+  column is SQLite's to convert);
+* no write-ahead log or hot journal beside the file (their pages would be newer than the file's);
+* expressions of the forms ``"col"``, ``"a" - "b"``, ``"col" % N`` and ``"col" / N % M``.
+
+Anything else makes :func:`read_columns` return None, and the caller asks SQLite as before; so
+does any inconsistency met on the way (a page of an unexpected type, a cell outside its page),
+never a guessed value. NULL becomes the caller's sentinel (``null``), as ``coalesce(expr, null)``
+would give.
+"""
+
+from __future__ import annotations
+
+import functools
+import mmap
+import os
+import re
+import sqlite3
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    Ints = npt.NDArray[np.int64]
+
+#: leaf pages per vectorised batch (bounded temporaries: ~100-200k rows)
+BATCH_PAGES = 2048
+#: cells longer than this are copied in a second, wider pass (long texts): the rest stay narrow
+_WIDE = 512
+
+_COL = r'"([A-Za-z_][A-Za-z0-9_]*)"'
+_FORMS = [
+    (re.compile(rf"^{_COL}$"), "col"),
+    (re.compile(rf"^{_COL} - {_COL}$"), "sub"),
+    (re.compile(rf"^{_COL} % (\d+)$"), "mod"),
+    (re.compile(rf"^{_COL} / (\d+) % (\d+)$"), "divmod"),
+]
+
+
+class Unsupported(Exception):
+    """The file, table or expression is outside what this reader handles: ask SQLite."""
+
+
+def parse_expr(expr: str) -> tuple[str, list[str], list[int]]:
+    """``(form, columns, constants)`` of a supported expression.
+
+    Raises:
+        Unsupported: any other expression.
+
+    """
+    for rx, form in _FORMS:
+        m = rx.match(expr.strip())
+        if m:
+            groups = list(m.groups())
+            cols = [g for g in groups if not g.isdigit()]
+            nums = [int(g) for g in groups if g.isdigit()]
+            if any(n == 0 for n in nums):
+                raise Unsupported(expr)
+            return form, cols, nums
+    raise Unsupported(expr)
+
+
+def read_columns(path: Path, table: str, exprs: dict[str, str], null: int,
+                 n_threads: int = 2, narrow: frozenset[str] = frozenset()) -> dict[str, Ints] | None:
+    """Integer expressions of every row of ``table``, in rowid order; None when unsupported.
+
+    Args:
+        path: the SQLite file (opened read-only).
+        table: a table of it.
+        exprs: name -> expression (see the module docstring for the forms).
+        null: the value that stands for SQL NULL in the result.
+        n_threads: threads over the leaf pages (numpy releases the GIL in its loops).
+        narrow: names to return as int32, unless a value of one of them does not fit (or is
+            NULL): then every column is int64 (what the SQL path of the column store gives).
+
+    """
+    reader = None
+    try:
+        reader = _Reader(Path(path), table)
+        return reader.read(exprs, null, n_threads, narrow)
+    except Exception:  # noqa: BLE001 - whatever it is, SQLite reads the table instead
+        return None
+    finally:
+        if reader is not None:
+            reader.close()
+
+
+def count_rows(path: Path, table: str) -> int | None:
+    """Rows of ``table`` from its leaf pages' headers (no record is read); None when unsupported."""
+    reader = None
+    try:
+        reader = _Reader(Path(path), table)
+        return int(reader._cell_counts(reader.leaves()).sum())
+    except Exception:  # noqa: BLE001 - SQLite counts instead
+        return None
+    finally:
+        if reader is not None:
+            reader.close()
+
+
+class _Reader:
+    def __init__(self, path: Path, table: str) -> None:
+        import numpy as np
+
+        for side in ("-wal", "-journal"):
+            extra = path.with_name(path.name + side)
+            if extra.exists() and extra.stat().st_size > 0:
+                raise Unsupported(f"{extra.name} beside the file")
+        con = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+        try:
+            row = con.execute("SELECT rootpage, sql FROM sqlite_master WHERE type = 'table' "
+                              "AND name = ?", (table,)).fetchone()
+            if row is None:
+                raise Unsupported(f"no table {table}")
+            self.root, sql = int(row[0]), str(row[1] or "")
+            info = con.execute(f'PRAGMA table_info("{table}")').fetchall()
+        finally:
+            con.close()
+        if re.search(r"WITHOUT\s+ROWID", sql, re.IGNORECASE):
+            raise Unsupported("WITHOUT ROWID table")
+        self.columns = [str(r[1]).lower() for r in info]
+        pks = [r for r in info if r[5]]
+        # a single INTEGER PRIMARY KEY column is the rowid itself (stored as NULL in the record)
+        self.alias = (str(pks[0][1]).lower() if len(pks) == 1
+                      and str(pks[0][2]).upper() == "INTEGER" else None)
+        with path.open("rb") as fh:
+            self.mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        head = self.mm[:100]
+        if len(head) < 100 or head[:16] != b"SQLite format 3\x00":
+            raise Unsupported("not an SQLite 3 file")
+        page = int.from_bytes(head[16:18], "big")
+        self.page = 65536 if page == 1 else page
+        self.usable = self.page - head[20]
+        self.buf = np.frombuffer(self.mm, dtype=np.uint8)
+        self.n_pages = len(self.buf) // self.page
+        self._hint = 64  # bytes copied per cell: follows to the widest cell seen (up to _WIDE)
+        self.fd = os.open(path, os.O_RDONLY)
+
+    def close(self) -> None:
+        os.close(self.fd)
+        del self.buf  # the map cannot close while an array views it
+        self.mm.close()
+
+    # -- the B-tree --------------------------------------------------------------------------
+    def _page_off(self, pg: int) -> int:
+        if not 1 <= pg <= self.n_pages:
+            raise Unsupported(f"page {pg} outside the file")
+        return (pg - 1) * self.page + (100 if pg == 1 else 0)
+
+    def leaves(self) -> Ints:
+        """The table's leaf pages, in rowid order (interior pages walked level by level)."""
+        import numpy as np
+
+        level = [self.root]
+        for _depth in range(64):
+            kinds = {self.mm[self._page_off(pg)] for pg in level}
+            if kinds == {0x0D}:
+                return np.array(level, dtype=np.int64)
+            if kinds != {0x05}:
+                raise Unsupported(f"page types {sorted(kinds)} in one B-tree level")
+            nxt: list[int] = []
+            for pg in level:
+                off = self._page_off(pg)
+                n = int.from_bytes(self.mm[off + 3:off + 5], "big")
+                start = (pg - 1) * self.page
+                ptrs = np.frombuffer(self.mm, dtype=">u2", count=n, offset=off + 12)
+                cells = ptrs.astype(np.int64) + start
+                if n and (cells.min() < off + 12 or cells.max() + 4 > start + self.page):
+                    raise Unsupported("a cell outside its page")
+                kids = np.frombuffer(self.buf[np.add.outer(cells, np.arange(4))].tobytes(),
+                                     dtype=">u4")
+                nxt.extend(kids.tolist())
+                nxt.append(int.from_bytes(self.mm[off + 8:off + 12], "big"))
+            level = nxt
+        raise Unsupported("B-tree deeper than 64 levels")
+
+    # -- reading -----------------------------------------------------------------------------
+    def read(self, exprs: dict[str, str], null: int, n_threads: int,
+             narrow: frozenset[str] = frozenset()) -> dict[str, Ints]:
+        import numpy as np
+
+        from engine.reports.columns import _fan_out
+
+        parsed = {name: parse_expr(e) for name, e in exprs.items()}
+        want = sorted({c.lower() for _f, cols, _n in parsed.values() for c in cols})
+        for c in want:
+            if c not in self.columns:
+                raise Unsupported(f"no column {c}")
+            if c == self.alias:
+                raise Unsupported(f"{c} is the rowid")
+        idx = {c: self.columns.index(c) for c in want}
+        leaves = self.leaves()
+        counts = self._cell_counts(leaves)
+        starts = np.concatenate([[0], np.cumsum(counts)])
+        total = int(starts[-1])
+        batches = [(b, min(b + BATCH_PAGES, len(leaves))) for b in range(0, len(leaves), BATCH_PAGES)]
+        n_threads = max(1, min(n_threads, len(batches)))
+        for wide in (False, True):
+            # the results in their final type, filled batch by batch (no whole-table temporaries)
+            out: dict[str, Ints] = {
+                n: np.empty(total, dtype=np.int32 if n in narrow and not wide else np.int64)  # type: ignore[misc]
+                for n in exprs}
+            errors: list[BaseException] = []
+
+            def work(k: int, out: dict[str, Ints] = out, errors: list[BaseException] = errors) -> None:
+                try:
+                    for j in range(k, len(batches), n_threads):
+                        a, b = batches[j]
+                        got = self._batch(leaves[a:b], counts[a:b], idx)
+                        lo, hi = int(starts[a]), int(starts[b])
+                        for name, v in _evaluate(parsed, got, null).items():
+                            if out[name].dtype == np.int32 and len(v) and (
+                                    int(v.min()) < -(2**31) or int(v.max()) >= 2**31):
+                                raise _Wide
+                            out[name][lo:hi] = v
+                except BaseException as exc:  # noqa: BLE001 - re-raised by _fan_out
+                    errors.append(exc)
+
+            try:
+                _fan_out(work, n_threads, errors)
+            except _Wide:  # a narrow column holds a big value or NULL: int64 after all
+                continue
+            return out
+        raise AssertionError("unreachable")  # the wide pass raises no _Wide
+
+    def _cell_counts(self, leaves: Ints) -> Ints:
+        """Cells per leaf page, from the page headers (read through the map, then let go of it).
+
+        Pages touched through the map count in this process's RSS until released: every 8192
+        pages are released at once (the OS keeps them in its cache), so a 2 GB file costs no RSS.
+        """
+        import numpy as np
+
+        counts = np.empty(len(leaves), dtype=np.int64)
+        for a in range(0, len(leaves), 8192):
+            pages = leaves[a:a + 8192]
+            offs = (pages - 1) * self.page + np.where(pages == 1, 100, 0)
+            if (self.buf[offs] != 0x0D).any():
+                raise Unsupported("a leaf page that is not a table leaf")
+            counts[a:a + 8192] = (self.buf[offs + 3].astype(np.int64) << 8) | self.buf[offs + 4]
+            self._release(int(pages.min()), int(pages.max()))
+        return counts
+
+    def _release(self, first: int, last: int) -> None:
+        """Drop pages ``first..last`` of the map from this process (MADV_DONTNEED; no-op elsewhere)."""
+        advice = getattr(mmap, "MADV_DONTNEED", None)
+        if advice is not None:
+            try:
+                self.mm.madvise(advice, (first - 1) * self.page, (last - first + 1) * self.page)
+            except (OSError, ValueError):
+                pass
+
+    def _load(self, leaves: Ints) -> tuple[npt.NDArray[np.uint8], Ints]:
+        """The pages ``leaves`` read into one buffer, and where each page lies in it.
+
+        Read with ``preadv`` (not through the map), so a table's pages never add to the RSS; a
+        page more of zeros at the end lets every cell be copied with a fixed width.
+        """
+        import numpy as np
+
+        size = self.page
+        first, last = int(leaves.min()), int(leaves.max())
+        if last - first + 1 <= 3 * len(leaves):
+            # tables' pages interleave in an export: one read of the span beats a read per run
+            span = np.zeros((last - first + 2) * size + 16, dtype=np.uint8)
+            want = (last - first + 1) * size
+            if os.preadv(self.fd, [memoryview(span)[:want]], (first - 1) * size) != want:  # type: ignore[arg-type]
+                raise Unsupported("the file is shorter than its B-tree says")
+            return span, (leaves - first) * size
+        local = np.zeros((len(leaves) + 1) * size + 16, dtype=np.uint8)
+        view = memoryview(local)  # type: ignore[arg-type]
+        breaks = np.flatnonzero(np.diff(leaves) != 1) + 1
+        bounds = [0, *breaks.tolist(), len(leaves)]
+        for a, b in zip(bounds, bounds[1:], strict=False):
+            want = (b - a) * size
+            got = os.preadv(self.fd, [view[a * size:b * size]], (int(leaves[a]) - 1) * size)
+            if got != want:
+                raise Unsupported("the file is shorter than its B-tree says")
+        return local, np.arange(len(leaves), dtype=np.int64) * size
+
+    @staticmethod
+    def _windows(local: npt.NDArray[np.uint8], pos: Ints, width: int) -> npt.NDArray[np.uint8]:
+        """``width`` bytes from each position of ``local``, one row each (one gather per row).
+
+        A record's bytes are copied once, then parsed in memory that stays in the CPU caches.
+        """
+        import numpy as np
+
+        if len(pos) and (int(pos.min()) < 0 or int(pos.max()) + width > len(local)):
+            raise Unsupported("a cell outside the pages read")
+        view = np.ndarray(shape=(len(local) - width + 1,), dtype=f"V{width}", buffer=local,
+                          strides=(1,))
+        return view[pos].view(np.uint8).reshape(len(pos), width)
+
+    def _batch(self, leaves: Ints, counts: Ints,
+               idx: dict[str, int]) -> dict[str, tuple[Ints, npt.NDArray[np.bool_] | None]]:
+        import numpy as np
+
+        n = int(counts.sum())
+        if n == 0:
+            return {c: (np.zeros(0, dtype=np.int64), None) for c in idx}
+        local, offs = self._load(leaves)
+        head = offs + np.where(leaves == 1, 100, 0)
+        if (local[head] != 0x0D).any() or not np.array_equal(
+                (local[head + 3].astype(np.int64) << 8) | local[head + 4], counts):
+            raise Unsupported("the file changed while it was read")
+        first = np.repeat(np.cumsum(counts) - counts, counts)
+        ptr_pos = np.repeat(head, counts) + 8 + 2 * (np.arange(n, dtype=np.int64) - first)
+        page_start = np.repeat(offs, counts)
+        cell = page_start + ((local[ptr_pos].astype(np.int64) << 8) | local[ptr_pos + 1])
+        room = page_start + self.usable - cell  # bytes from the cell to the end of its page
+        if (cell < ptr_pos).any() or (room <= 0).any():
+            raise Unsupported("a cell outside its page")
+        # each cell copied once, as wide as the widest seen so far (plus a word of slack)
+        width = self._hint
+        rows = self._windows(local, cell, width + 8)
+        # a cell starts with three varints: payload size, rowid, record header size; p1/p2/p3 are
+        # where each ends (the 1st/2nd/3rd byte without the continuation bit)
+        p1, p2, p3 = _varint_ends(rows)
+        if (p1 > 2).any() or (p3 - p2 > 2).any():
+            raise Unsupported("a payload over 2 MB or a record header over 16 kB")
+        b = rows[:, :3].astype(np.int64) & 0x7F
+        payload = np.select([p1 == 0, p1 == 1], [b[:, 0], (b[:, 0] << 7) | b[:, 1]],
+                            (b[:, 0] << 14) | (b[:, 1] << 7) | b[:, 2])
+        rec_at = p2 + 1
+        size = rec_at + payload
+        if (payload > self.usable - 35).any():
+            raise Unsupported("an overflowing cell")
+        if (size > room).any():
+            raise Unsupported("a cell past the end of its page")
+        self._hint = min(int(size.max()) + 7 & ~7, _WIDE)  # the next batch looks alike
+        if int(size.max()) <= width:
+            return self._parse(rows, rec_at, p3 - p2, payload, idx)
+        out: dict[str, tuple[Ints, npt.NDArray[np.bool_] | None]] = {
+            c: (np.empty(n, dtype=np.int64), np.zeros(n, dtype=bool)) for c in idx}
+        fits = size <= width
+        for sel, wide in ((np.flatnonzero(fits), False), (np.flatnonzero(~fits), True)):
+            if not len(sel):
+                continue
+            src = self._windows(local, cell[sel], int(size[sel].max()) + 8) if wide else rows[sel]
+            got = self._parse(src, rec_at[sel], (p3 - p2)[sel], payload[sel], idx)
+            for c, (vals, isnull) in got.items():
+                out[c][0][sel] = vals
+                if isnull is not None:
+                    out[c][1][sel] = isnull  # type: ignore[index]
+        return out
+
+    def _parse(self, rows: npt.NDArray[np.uint8], rec_at: Ints, l3: Ints, payload: Ints,
+               idx: dict[str, int]) -> dict[str, tuple[Ints, npt.NDArray[np.bool_] | None]]:
+        """The wanted columns of cells copied one per row (the record starts at ``rec_at``)."""
+        import numpy as np
+
+        n, width = rows.shape
+        flat = rows.reshape(-1)
+        base = np.arange(n, dtype=np.int64) * width
+        h0 = flat[base + rec_at].astype(np.int64)
+        hsize = h0
+        two = l3 == 2
+        if two.any():
+            hsize = np.where(two, ((h0 & 0x7F) << 7) | flat[base + rec_at + 1], h0)
+        if ((hsize > payload) | (hsize < l3)).any():
+            raise Unsupported("a record header longer than its record")
+        kmax = max(idx.values()) + 1
+        starts = rec_at + l3
+        s0 = int(starts[0])
+        # the serial types, one row per column (column-wise numpy operations are the fast ones)
+        if (starts == s0).all() and s0 + kmax <= width:  # one layout (the common case): a slice
+            types = np.ascontiguousarray(rows[:, s0:s0 + kmax].T)
+        else:
+            at0 = base + np.minimum(starts, width - kmax)
+            types = np.stack([flat[at0 + j] for j in range(kmax)])
+        if ((hsize - l3) < kmax).any():  # columns added to the table after the row was written: NULL
+            present = np.arange(kmax)[:, None] < (hsize - l3)[None, :]
+            types = np.where(present, types, 0).astype(np.uint8)
+        lut = _size_lut()
+        sizes = lut[types]
+        if int(types.max(initial=0)) >= 0x80:  # a multi-byte serial type (a long text) on the way
+            long_rows = np.flatnonzero((types >= 0x80).any(axis=0))
+            exact = self._slow_types(rows[long_rows], starts[long_rows],
+                                     rec_at[long_rows] + hsize[long_rows], kmax).T
+            sizes[:, long_rows] = np.where(exact >= 12, (exact - 12) // 2,
+                                           lut[np.minimum(exact, 12)])
+            types[:, long_rows] = np.where(exact >= 12, 12 + exact % 2, exact).astype(np.uint8)
+        if ((types - np.uint8(10)) < 2).any():
+            raise Unsupported("a reserved serial type")
+        offsets: dict[int, Ints] = {}  # column -> where its value starts in the record body
+        acc = np.zeros(n, dtype=np.int64)
+        wanted = set(idx.values())
+        for j in range(kmax):
+            if j in wanted:
+                offsets[j] = acc.copy()
+            acc += sizes[j]
+        if (hsize + acc > payload).any():
+            raise Unsupported("values past the end of their record")
+        # 8 more bytes than any record needs were copied: a big-endian word at every byte
+        words = np.ndarray(shape=(n * width - 7,), dtype=">i8", buffer=rows, strides=(1,))
+        body = base + rec_at + hsize
+        out: dict[str, tuple[Ints, npt.NDArray[np.bool_] | None]] = {}
+        for c, j in idx.items():
+            t = types[j]
+            at = body + offsets[j]
+            lo, hi = int(t.min()), int(t.max())
+            if lo == hi and 1 <= lo <= 6:  # one integer width in the whole batch
+                out[c] = (words[at].astype(np.int64) >> (64 - 8 * int(lut[lo])), None)
+                continue
+            if hi >= 12 or ((t == 7).any()):
+                raise Unsupported(f"a REAL, TEXT or BLOB value in {c}")
+            word = words[at].astype(np.int64)
+            shift, keep, const = (np.asarray(x, dtype=np.int64) for x in (_SHIFT, _KEEP, _CONST))
+            vals = (word >> shift[t]) * keep[t] + const[t]
+            out[c] = (vals, t == 0)
+        return out
+
+    @staticmethod
+    def _slow_types(rows: npt.NDArray[np.uint8], pos: Ints, end: Ints, kmax: int) -> Ints:
+        """Serial types of a few records whose header holds multi-byte varints, one by one."""
+        import numpy as np
+
+        out = np.zeros((len(pos), kmax), dtype=np.int64)
+        for r, (p, e) in enumerate(zip(pos.tolist(), end.tolist(), strict=True)):
+            raw = rows[r].tobytes()
+            for j in range(kmax):
+                if p >= e:
+                    break
+                v, p = _varint(raw, p)
+                out[r, j] = v
+        return out
+
+
+def _varint(raw: bytes, p: int) -> tuple[int, int]:
+    v = 0
+    for k in range(9):
+        b = raw[p + k]
+        if k == 8:
+            return (v << 8) | b, p + 9
+        v = (v << 7) | (b & 0x7F)
+        if b < 0x80:
+            return v, p + k + 1
+    raise AssertionError  # unreachable
+
+
+def _varint_ends(rows: npt.NDArray[np.uint8]) -> tuple[Ints, Ints, Ints]:
+    """Where the first three varints of each row end (byte index of their last byte).
+
+    A varint's last byte is the first without the high bit. The first 8 bytes of a row, as one
+    big-endian word, give those bytes as bits (``~word & 0x80..80``); each end is the highest
+    such bit left (its exponent as a float is exact: the bits are 8 apart), then cleared.
+
+    Raises:
+        Unsupported: a row whose three varints do not end within its first 8 bytes.
+
+    """
+    import numpy as np
+
+    n, width = rows.shape
+    words = np.ndarray(shape=(n,), dtype=">u8", buffer=rows, strides=(width,))
+    marks = ~words.astype(np.uint64) & np.uint64(0x8080808080808080)
+    ends = []
+    for _k in range(3):
+        if not marks.all():
+            raise Unsupported("varints longer than 8 bytes at the start of a cell")
+        bit = np.frexp(marks.astype(np.float64))[1] - 1
+        ends.append((63 - bit) >> 3)
+        marks ^= np.left_shift(np.uint64(1), bit.astype(np.uint64))
+    return ends[0], ends[1], ends[2]
+
+
+class _Wide(Exception):
+    """A value does not fit the int32 column it was read into."""
+
+
+def _evaluate(parsed: dict[str, tuple[str, list[str], list[int]]],
+              got: dict[str, tuple[Ints, npt.NDArray[np.bool_] | None]], null: int) -> dict[str, Ints]:
+    """The expressions over one batch's raw columns (NULL where any operand is NULL)."""
+    import numpy as np
+
+    out: dict[str, Ints] = {}
+    for name, (form, cols, nums) in parsed.items():
+        a, isnull = got[cols[0].lower()]
+        if form == "col":
+            v = a.copy() if isnull is not None and isnull.any() else a
+        elif form == "sub":
+            b, bnull = got[cols[1].lower()]
+            v = a - b
+            if (((a ^ b) & (a ^ v)) < 0).any():  # SQLite turns an overflow into a REAL
+                raise Unsupported(f"{cols[0]} - {cols[1]} overflows 64 bits")
+            if bnull is not None:
+                isnull = bnull if isnull is None else isnull | bnull
+        elif form == "mod":
+            v = np.fmod(a, nums[0])
+        else:  # "divmod": SQL integer division truncates toward zero, % keeps the sign
+            v = np.fmod(np.abs(a) // nums[0] * np.sign(a), nums[1])
+        if isnull is not None and isnull.any():
+            v[isnull] = null
+        out[name] = v
+    return out
+
+
+#: per serial type 0-9: the shift that sign-extends its bytes, whether the word is kept, a constant
+_SHIFT = [0, 56, 48, 40, 32, 16, 0, 0, 0, 0, 0, 0]
+_KEEP = [0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0]
+_CONST = [0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0]
+
+
+@functools.cache
+def _size_lut() -> npt.NDArray[np.int16]:
+    import numpy as np
+
+    lut = np.zeros(256, dtype=np.int16)
+    lut[:10] = [0, 1, 2, 3, 4, 6, 8, 8, 0, 0]
+    t = np.arange(12, 256)
+    lut[12:] = (t - 12) // 2
+    return lut
+
+
