@@ -21,7 +21,9 @@ from engine.analysis.tables import match_first_counted
 
 if TYPE_CHECKING:
     import numpy.typing as npt
-    import pandas as pd
+
+    from engine.analysis.nsys.analyze.fastrules import RuleRows
+    from engine.reports.base import Trace
 
 
 def _blocks(ctx: Context) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
@@ -44,8 +46,6 @@ def _kernel_launches(ops: GpuOps, calls: ApiCalls
     The rows of an inner merge of the kernels with the launch calls on (process, correlation id),
     in kernel order; None when no kernel has its call.
     """
-    import pandas as pd
-
     launch_cat = CATEGORY_ORDER.index("launches")
     if ops.calls_unique:
         # each (process, correlation id) has one call: the operations' own join, kept for launches
@@ -69,6 +69,8 @@ def _kernel_launches(ops: GpuOps, calls: ApiCalls
     idx, distinct = match_first_counted((kp, kc), (lp, lc))
     if len(lp) and 0 <= distinct < len(lp):
         # a (process, correlation id) with several launch calls: every pair, as the merge gives
+        import pandas as pd
+
         j = pd.DataFrame({"p": kp, "c": kc, "s": k0, "e": k1}).merge(
             pd.DataFrame({"p": lp, "c": lc, "a0": l0, "a1": l1}), on=["p", "c"])
         if not len(j):
@@ -287,40 +289,54 @@ def rule_setup_dominates(ctx: Context) -> list[Finding]:
     )]
 
 
-def _rows_union(ctx: Context, table: pd.DataFrame) -> tuple[int, int, int]:
+def _rows_union(ctx: Context, s: npt.NDArray[np.int64], dur: npt.NDArray[np.int64]) -> tuple[int, int, int]:
     """(Σ duration, union in the steady steps, union elsewhere) of nsys analyze rows."""
-    dur = table["Duration (ns)"].to_numpy(np.int64) if "Duration (ns)" in table else np.zeros(0, np.int64)
-    if "Start (ns)" not in table:
-        return int(dur.sum()), 0, min(int(dur.sum()), ctx.wall_ns)
-    s = table["Start (ns)"].to_numpy(np.int64)
     steady = ctx.steady_mask(s)
     u_in = interval_union_ns(s[steady], s[steady] + dur[steady])[0]
     u_out = interval_union_ns(s[~steady], s[~steady] + dur[~steady])[0]
     return int(dur.sum()), u_in, u_out
 
 
+def _expert_rows(trace: Trace, name: str) -> RuleRows:
+    """A rule's rows: numpy's from the columnar cache where they can be, else the rule's table."""
+    from engine.analysis.nsys.analyze.fastrules import RuleRows, rule_rows
+
+    rows = rule_rows(trace, name)
+    if rows is not None:
+        return rows
+    from engine.analysis.nsys import analyze as expert
+
+    res = expert.run_rule(trace, name, rows=-1)
+    t = res.table
+    if t.empty:
+        z = np.zeros(0, dtype=np.int64)
+        return RuleRows(0, z, z, res.explanation, res.fix)
+    return RuleRows(len(t), t["Start (ns)"].to_numpy(np.int64), t["Duration (ns)"].to_numpy(np.int64),
+                    res.explanation, res.fix)
+
+
 def rule_expert(ctx: Context) -> list[Finding]:
     """The nsys analyze rules not already covered by the rules above."""
-    from engine.analysis.nsys import analyze as expert
+    from engine.analysis.nsys.analyze.common import RULES
 
     out: list[Finding] = []
     # cuda_memcpy_async and cuda_memcpy_sync are covered by nsys.pageable-copies / nsys.sync-copies.
     for name in ("cuda_memset_sync", "cuda_api_sync", "gpu_gaps", "gpu_time_util"):
-        res = expert.run_rule(ctx.trace, name, rows=-1)
-        if res.table.empty:
+        res = _expert_rows(ctx.trace, name)
+        if not res.n:
             continue
-        dur, u_in, u_out = _rows_union(ctx, res.table)
+        dur, u_in, u_out = _rows_union(ctx, res.start, res.dur)
         gain = None if name == "gpu_time_util" else gain_from(
             ctx, u_in, u_out, f"union of the {name} rows' intervals = {fmt_time(u_in + u_out)} "
             f"(their durations add up to {fmt_time(dur)}; overlapping rows of several threads or "
             "processes count once)", kind="upper bound", overlap=HOST)
         out.append(Finding(
             id=f"nsys.expert.{name}",
-            title=expert.RULES[name],
+            title=RULES[name],
             severity="info",
             source="nsys",
             summary=res.explanation,
-            evidence=[Evidence("rows", len(res.table), "rows", f"nsys analyze -r {name}"),
+            evidence=[Evidence("rows", res.n, "rows", f"nsys analyze -r {name}"),
                       Evidence("total duration of the rows", dur, "ns", f"nsys analyze -r {name}")],
             fix=res.fix,
             gain=gain,

@@ -34,7 +34,6 @@ import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from engine.analysis.nsys.analyze.common import (
     _DECIMALS,
@@ -47,15 +46,10 @@ from engine.analysis.nsys.analyze.common import (
     canonical_rule_name,
     parse_rule_spec,
 )
-from engine.analysis.nsys.analyze.copies import (
-    _rule_cuda_api_sync,
-    _rule_cuda_memcpy_async,
-    _rule_cuda_memcpy_sync,
-    _rule_cuda_memset_sync,
-)
-from engine.analysis.nsys.analyze.gpu import rule_gpu_gaps, rule_gpu_time_util
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from engine.reports.base import Trace
 
 __all__ = [
@@ -63,14 +57,26 @@ __all__ = [
     "parse_rule_spec", "run_rule", "to_csv",
 ]
 
-_RUNNERS = {
-    "cuda_memcpy_async": _rule_cuda_memcpy_async,
-    "cuda_memcpy_sync": _rule_cuda_memcpy_sync,
-    "cuda_memset_sync": _rule_cuda_memset_sync,
-    "cuda_api_sync": _rule_cuda_api_sync,
-    "gpu_gaps": rule_gpu_gaps,
-    "gpu_time_util": rule_gpu_time_util,
-}
+
+
+def _runners() -> dict[str, Callable[[Trace, dict[str, Any]], RuleResult]]:
+    """The rules' functions (their modules import pandas: loaded when a rule runs, not with the package)."""
+    from engine.analysis.nsys.analyze.copies import (
+        _rule_cuda_api_sync,
+        _rule_cuda_memcpy_async,
+        _rule_cuda_memcpy_sync,
+        _rule_cuda_memset_sync,
+    )
+    from engine.analysis.nsys.analyze.gpu import rule_gpu_gaps, rule_gpu_time_util
+
+    return {
+        "cuda_memcpy_async": _rule_cuda_memcpy_async,
+        "cuda_memcpy_sync": _rule_cuda_memcpy_sync,
+        "cuda_memset_sync": _rule_cuda_memset_sync,
+        "cuda_api_sync": _rule_cuda_api_sync,
+        "gpu_gaps": rule_gpu_gaps,
+        "gpu_time_util": rule_gpu_time_util,
+    }
 
 
 # -- public entry points ---------------------------------------------------------------------------
@@ -93,11 +99,11 @@ def run_rule(trace: Trace, name: str, **options: Any) -> RuleResult:
     """
     rule = canonical_rule_name(name)
     opts = _resolve_options(rule, options)
-    return _RUNNERS[rule](trace, opts)
+    return _runners()[rule](trace, opts)
 
 
-def _cell(value: Any, column: str) -> str:
-    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+def _cell(value: Any, column: str, na: Any) -> str:
+    if value is None or value is na or (isinstance(value, float) and math.isnan(value)):
         return ""
     if column in _DECIMALS:
         return f"{float(value):.{_DECIMALS[column]}f}"
@@ -119,12 +125,14 @@ def to_csv(result: RuleResult) -> str:
         found nothing (nsys then writes an empty file).
 
     """
+    import pandas as pd
+
     table = result.table
     if table.empty:
         return ""
     columns = list(table.columns)
     lines = [",".join(columns)]
     for row in table.itertuples(index=False, name=None):
-        lines.append(",".join(_cell(v, c) for v, c in zip(row, columns, strict=True)))
+        lines.append(",".join(_cell(v, c, pd.NA) for v, c in zip(row, columns, strict=True)))
     return "\n".join(lines) + "\n"
 

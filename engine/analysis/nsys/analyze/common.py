@@ -6,11 +6,11 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
 from engine.system.errors import KernelscopeError
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from engine.reports.base import Trace
 
 #: Rule name -> one-line description (names as ``nsys analyze`` 2023+ spells them).
@@ -221,6 +221,8 @@ def _limit(df: pd.DataFrame, rows: int) -> pd.DataFrame:
 
 # -- shared data preparation -----------------------------------------------------------------------
 def _int_col(s: pd.Series) -> pd.Series:
+    import pandas as pd
+
     return pd.to_numeric(s, errors="coerce").astype("Int64")
 
 
@@ -230,6 +232,8 @@ def _op_pids(ops: pd.DataFrame, api: pd.DataFrame) -> pd.Series:
     Kineto puts GPU activity in a per-device "pid" lane, so the launching process is found through
     the runtime call with the same correlation id.
     """
+    import pandas as pd
+
     pid = _int_col(ops["pid"])
     no_gpid = ops["globalPid"].isna()
     if no_gpid.any() and not api.empty:
@@ -272,6 +276,8 @@ def _green(s: pd.Series) -> pd.Series:
 
 
 def _mb(nbytes: pd.Series) -> pd.Series:
+    import pandas as pd
+
     return (pd.to_numeric(nbytes, errors="coerce") / 1e6).round(3)
 
 
@@ -297,6 +303,8 @@ def _plural(n: int, word: str) -> str:
 
 def empty_rule_frame(columns: list[str]) -> pd.DataFrame:
     """An empty result table with the rule's columns."""
+    import pandas as pd
+
     return pd.DataFrame({c: pd.Series(dtype="object") for c in columns})
 
 
@@ -309,3 +317,64 @@ def _missing_note(trace: Trace, tables: list[str]) -> str:
 def _nothing(name: str, columns: list[str], opts: dict[str, Any], sentence: str) -> RuleResult:
     return RuleResult(name, empty_rule_frame(columns), sentence, "", opts)
 
+
+def sync_call(name: str) -> bool:
+    """cuda_api_sync's calls: cudaDeviceSynchronize* and cudaStreamSynchronize* (case-insensitive)."""
+    return name.lower().startswith(("cudadevicesynchronize", "cudastreamsynchronize"))
+
+
+def sync_memset_call(name: str) -> bool:
+    """cuda_memset_sync's calls: cudaMemset* without Async (case-insensitive)."""
+    low = name.lower()
+    return low.startswith("cudamemset") and "async" not in low
+
+
+# -- what the rules say (shared by the rules' tables and the findings' pandas-free rows) ------------
+def api_sync_text(n: int, total_ns: float, longest: float, counts: dict[str, int]) -> tuple[str, str]:
+    """cuda_api_sync's (explanation, fix)."""
+    which = ", ".join(f"{c} {name}" for name, c in counts.items())
+    explanation = (
+        f"{_plural(n, 'synchronization call')} ({which}) blocked the CPU for "
+        f"{_fmt_ms(total_ns)} in total, longest {_fmt_ms(longest)}; "
+        "while the CPU waits it cannot launch more work, and the GPU idles once its queue drains."
+    )
+    fix = (
+        "Remove synchronisations that are not needed; where the host needs a result, wait on a "
+        "cudaEvent for just that work (cudaStreamWaitEvent between streams) instead of the whole "
+        "device, and keep enough work queued ahead (in PyTorch avoid .item() / .cpu() inside loops)."
+    )
+    return explanation, fix
+
+
+def gaps_text(n: int, gap_ms: float, total: float, longest: float, first_start: int) -> tuple[str, str]:
+    """gpu_gaps' (explanation, fix): ``first_start`` is the first (longest) row's start."""
+    explanation = (
+        f"{_plural(n, 'GPU gap')} longer than {gap_ms:g} ms left the GPU idle for "
+        f"{_fmt_ms(total)} in total (longest {_fmt_ms(longest)}, "
+        f"starting at {first_start / 1e9:.3f} s); no GPU work was queued then, "
+        "typically because the CPU was busy with setup, I/O, allocation or synchronisation."
+    )
+    fix = (
+        "Look at what the CPU threads do during these gaps (NVTX ranges, OS runtime calls): move "
+        "setup, data loading and allocation out of the loop or onto other threads, prefetch the "
+        "next inputs while the GPU computes, and avoid host synchronisation that drains the queue."
+    )
+    return explanation, fix
+
+
+def util_text(n: int, threshold: float, low_ns: float, idle_ns: float, worst_pct: float, worst_ns: float,
+              worst_start: int) -> tuple[str, str]:
+    """gpu_time_util's (explanation, fix): ``worst_*`` of the first row (lowest in-use share)."""
+    explanation = (
+        f"{_plural(n, 'stretch')} of GPU time, {_fmt_ms(low_ns)} in total, had the GPU in "
+        f"use less than {threshold:g}% of the time (lowest {worst_pct:.1f}% over "
+        f"{_fmt_ms(worst_ns)} from {worst_start / 1e9:.3f} s); "
+        f"about {_fmt_ms(idle_ns)} of idle GPU time there is throughput lost while the GPU waits "
+        "for the CPU to submit work."
+    )
+    fix = (
+        "Find what the CPU does in those stretches: overlap data preparation and copies with "
+        "compute (pinned memory, async copies, prefetching), batch small kernels or capture them "
+        "in a CUDA graph to cut launch overhead, and remove unneeded synchronisation."
+    )
+    return explanation, fix

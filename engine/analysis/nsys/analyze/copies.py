@@ -34,6 +34,13 @@ from engine.analysis.nsys.analyze.common import (
     _plural,
     _time_window,
     _with_api,
+    api_sync_text,
+)
+from engine.analysis.nsys.analyze.common import (
+    sync_call as _sync_call,
+)
+from engine.analysis.nsys.analyze.common import (
+    sync_memset_call as _sync_memset_call,
 )
 
 
@@ -63,10 +70,6 @@ def _copy_table(merged: pd.DataFrame, columns: list[str], rows: int) -> pd.DataF
 def _memory_call(name: str) -> bool:
     """cudaMemcpy* and cudaMemset* (case-insensitive, as SQLite's LIKE): what the copy rules keep."""
     return name.lower().startswith(("cudamemcpy", "cudamemset"))
-
-
-def _sync_call(name: str) -> bool:
-    return name.lower().startswith(("cudadevicesynchronize", "cudastreamsynchronize"))
 
 
 def _memcpy_calls(trace: Trace, opts: dict[str, Any]) -> pd.DataFrame:
@@ -110,11 +113,6 @@ def _async_memcpy_call(name: str) -> bool:
 def _sync_memcpy_call(name: str) -> bool:
     low = name.lower()
     return low.startswith("cudamemcpy") and "async" not in low
-
-
-def _sync_memset_call(name: str) -> bool:
-    low = name.lower()
-    return low.startswith("cudamemset") and "async" not in low
 
 
 def _rule_cuda_memcpy_async(trace: Trace, opts: dict[str, Any]) -> RuleResult:
@@ -274,15 +272,5 @@ def _rule_cuda_api_sync(trace: Trace, opts: dict[str, Any]) -> RuleResult:
 
 def _api_sync_result(table: pd.DataFrame, n: int, total_ns: float, longest: float,
                      counts: dict[str, int], opts: dict[str, Any]) -> RuleResult:
-    which = ", ".join(f"{c} {name}" for name, c in counts.items())
-    explanation = (
-        f"{_plural(n, 'synchronization call')} ({which}) blocked the CPU for "
-        f"{_fmt_ms(total_ns)} in total, longest {_fmt_ms(longest)}; "
-        "while the CPU waits it cannot launch more work, and the GPU idles once its queue drains."
-    )
-    fix = (
-        "Remove synchronisations that are not needed; where the host needs a result, wait on a "
-        "cudaEvent for just that work (cudaStreamWaitEvent between streams) instead of the whole "
-        "device, and keep enough work queued ahead (in PyTorch avoid .item() / .cpu() inside loops)."
-    )
+    explanation, fix = api_sync_text(n, total_ns, longest, counts)
     return RuleResult("cuda_api_sync", table, explanation, fix, opts)

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from engine.reports.columns import has_null
 
 if TYPE_CHECKING:
     import numpy.typing as npt
+    import pandas as pd
 
     from engine.reports.base import Trace
 
@@ -95,6 +95,8 @@ def top_rows(keys: list[npt.NDArray[Any]], primary: npt.NDArray[np.int64],
 def api_sync(trace: Trace, test: Callable[[str], bool], window: tuple[int | None, int | None],
              rows: int) -> tuple[pd.DataFrame, int, float, float, dict[str, int]] | None:
     """cuda_api_sync's rows: (top table, count, total ns, longest ns, calls per base name)."""
+    import pandas as pd
+
     store = _store(trace, [_RUNTIME])
     if store is None:
         return None
@@ -139,13 +141,50 @@ def copies(trace: Trace, table: str, test: Callable[[str], bool], where: str,
     ``where`` is the SQL filter on the copies (kinds, sizes). The join is on correlationId alone
     (nsys 2025.3: a copy matches every call with its id), rows in call order, then longest first.
     """
+    import pandas as pd
+
+    j = joined(trace, table, test, where, window)
+    if j is None:
+        return None
+    if j.total == 0:
+        return Found(pd.DataFrame(), 0, 0.0)
+    ops, calls, op, call = j.ops, j.calls, j.op, j.call
+    dur = ops["end"][op] - ops["start"][op]
+    pick = top_rows([np.arange(j.total)], -dur, rows)
+    pageable = int((ops["pageable"][op] == 1).sum()) if "pageable" in ops else 0
+    top = _details(trace, _TABLES[table], table, ops["rowid"][op[pick]])
+    top["apiName"] = pd.Series([j.names[int(i)] for i in calls["nameId"][call[pick]].tolist()],
+                               dtype="object")
+    return Found(top, j.total, float(dur.sum()), float(ops["bytes"][op].sum()), pageable)
+
+
+@dataclass
+class Joined:
+    """The copies joined with their calls: ``op``/``call`` index ``ops``/``calls`` per joined row."""
+
+    ops: dict[str, Any]
+    calls: dict[str, Any]
+    op: npt.NDArray[np.int64]
+    call: npt.NDArray[np.int64]
+    names: dict[int, str]
+
+    @property
+    def total(self) -> int:
+        """Joined rows."""
+        return len(self.op)
+
+
+def joined(trace: Trace, table: str, test: Callable[[str], bool], where: str,
+           window: tuple[int | None, int | None]) -> Joined | None:
+    """:func:`copies`' join from the columnar cache, without pandas; None: use the general path."""
     t = _TABLES[table]
     store = _store(trace, [_RUNTIME, t])
     if store is None:
         return None
+    none = np.zeros(0, dtype=np.int64)
     names = _name_ids(trace, test)
     if not names:
-        return Found(pd.DataFrame(), 0, 0.0)
+        return Joined({}, {}, none, none, names)
     ids = ",".join(str(i) for i in sorted(names))
     api_exprs = {"correlationId": '"correlationId"', "nameId": '"nameId"'}
     ops_exprs = {"rowid": "rowid", "correlationId": '"correlationId"', "start": '"start"',
@@ -156,7 +195,7 @@ def copies(trace: Trace, table: str, test: Callable[[str], bool], where: str,
         # The copies first: where none is of the kinds the rule reports, no call is read.
         ops = store.read_where(t, ops_exprs, f"({where})" + _window_sql(window))
         if not len(ops["rowid"]):
-            return Found(pd.DataFrame(), 0, 0.0)
+            return Joined(ops, {}, none, none, names)
         calls = store.read_where(_RUNTIME, api_exprs, f'"nameId" IN ({ids})')
     except Exception:  # noqa: BLE001 - any read problem (an older schema): the general path
         return None
@@ -171,21 +210,17 @@ def copies(trace: Trace, table: str, test: Callable[[str], bool], where: str,
     cnt = np.searchsorted(sorted_corr, calls["correlationId"], side="right") - lo
     total = int(cnt.sum())
     if total == 0:
-        return Found(pd.DataFrame(), 0, 0.0)
+        return Joined(ops, calls, none, none, names)
     call = np.repeat(np.arange(len(cnt)), cnt)
     first = np.cumsum(cnt) - cnt
     op = order[lo[call] + (np.arange(total) - first[call])]
-    dur = ops["end"][op] - ops["start"][op]
-    pick = top_rows([np.arange(total)], -dur, rows)
-    pageable = int((ops["pageable"][op] == 1).sum()) if "pageable" in ops else 0
-    top = _details(trace, t, table, ops["rowid"][op[pick]])
-    top["apiName"] = pd.Series([names[int(i)] for i in calls["nameId"][call[pick]].tolist()],
-                               dtype="object")
-    return Found(top, total, float(dur.sum()), float(ops["bytes"][op].sum()), pageable)
+    return Joined(ops, calls, op, call, names)
 
 
 def _details(trace: Trace, t: str, table: str, rowids: npt.NDArray[np.int64]) -> pd.DataFrame:
     """The columns the rule prints, for a few rows (in the given order)."""
+    import pandas as pd
+
     kinds = ["srcKind", "dstKind"] if table == "memcpy" else ["memKind"]
     cols = ["start", "end", "bytes", "globalPid", "deviceId", "contextId", "greenContextId",
             "streamId", *kinds]

@@ -19,6 +19,7 @@ afterwards for the printed rows only.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -187,3 +188,48 @@ def _prefix(arr: npt.NDArray[np.int64], pos: npt.NDArray[np.intp]) -> npt.NDArra
             prev = p
             out[i] = total
     return out
+
+
+def coverage_of(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Total busy time of all [start, end) intervals before each time ``t`` (overlaps add up)."""
+    s = np.sort(starts)
+    e = np.sort(ends)
+    cs = np.concatenate(([0], np.cumsum(s)))
+    ce = np.concatenate(([0], np.cumsum(e)))
+    ns = np.searchsorted(s, t, side="left")
+    ne = np.searchsorted(e, t, side="left")
+    covered: np.ndarray = (ns * t - cs[ns]) - (ne * t - ce[ne])
+    return covered
+
+
+def low_records(lo: int, hi: int, chunks: int, threshold: float,
+                 coverage: Callable[[np.ndarray], np.ndarray], pid: Any, dev: Any, ctx: Any
+                 ) -> list[dict[str, Any]]:
+    """The runs of ``chunks`` equal pieces of [lo, hi] whose busy share is under ``threshold`` %.
+
+    ``coverage(edges)`` gives the busy time up to each edge; consecutive low pieces are one record.
+    """
+    records: list[dict[str, Any]] = []
+    span = hi - lo
+    if span <= 0:
+        return records
+    size = -(-span // chunks)
+    active = -(-span // size)
+    edges = lo + size * np.arange(active + 1, dtype=np.int64)
+    edges[-1] = min(int(edges[-1]), hi)
+    busy = np.diff(coverage(edges)).astype(np.float64)
+    dur = np.diff(edges).astype(np.float64)
+    idx = np.flatnonzero(busy / dur * 100.0 < threshold)
+    if idx.size == 0:
+        return records
+    breaks = np.flatnonzero(np.diff(idx) != 1) + 1
+    for run in np.split(idx, breaks):
+        first, last = int(run[0]), int(run[-1])
+        records.append({
+            "chunk": first, "pid": pid, "dev": dev,
+            "In-Use (%)": float(busy[run].sum() / dur[run].sum() * 100.0),
+            "Duration (ns)": int(edges[last + 1] - edges[first]),
+            "Start (ns)": int(edges[first]),
+            "PID": pid, "Device ID": dev, "Context ID": ctx,
+        })
+    return records

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -18,17 +17,19 @@ from engine.analysis.nsys.analyze.common import (
     _UTIL_COLUMNS,
     RuleResult,
     _by_duration,
-    _fmt_ms,
     _in_window,
     _int_col,
     _limit,
     _missing_note,
     _nothing,
     _op_pids,
-    _plural,
     _time_window,
     empty_rule_frame,
+    gaps_text,
+    util_text,
 )
+from engine.analysis.nsys.analyze.fastgpu import coverage_of as _coverage
+from engine.analysis.nsys.analyze.fastgpu import low_records as _low_records
 
 
 def _gpu_ops(trace: Trace, window: tuple[int | None, int | None]) -> pd.DataFrame:
@@ -110,64 +111,9 @@ def rule_gpu_gaps(trace: Trace, opts: dict[str, Any]) -> RuleResult:
         return _nothing("gpu_gaps", _GAP_COLUMNS, opts,
                         f"No GPU was idle for more than {opts['gap']:g} ms between operations"
                         + _missing_note(trace, ["kernels", "memcpy", "memset"]) + ".")
-    total = float(table["Duration (ns)"].sum())
-    explanation = (
-        f"{_plural(len(table), 'GPU gap')} longer than {opts['gap']:g} ms left the GPU idle for "
-        f"{_fmt_ms(total)} in total (longest {_fmt_ms(float(table['Duration (ns)'].max()))}, "
-        f"starting at {int(table['Start (ns)'].iloc[0]) / 1e9:.3f} s); no GPU work was queued then, "
-        "typically because the CPU was busy with setup, I/O, allocation or synchronisation."
-    )
-    fix = (
-        "Look at what the CPU threads do during these gaps (NVTX ranges, OS runtime calls): move "
-        "setup, data loading and allocation out of the loop or onto other threads, prefetch the "
-        "next inputs while the GPU computes, and avoid host synchronisation that drains the queue."
-    )
+    explanation, fix = gaps_text(len(table), opts["gap"], float(table["Duration (ns)"].sum()),
+                                 float(table["Duration (ns)"].max()), int(table["Start (ns)"].iloc[0]))
     return RuleResult("gpu_gaps", table, explanation, fix, opts)
-
-
-def _coverage(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Total busy time of all [start, end) intervals before each time ``t`` (overlaps add up)."""
-    s = np.sort(starts)
-    e = np.sort(ends)
-    cs = np.concatenate(([0], np.cumsum(s)))
-    ce = np.concatenate(([0], np.cumsum(e)))
-    ns = np.searchsorted(s, t, side="left")
-    ne = np.searchsorted(e, t, side="left")
-    covered: np.ndarray = (ns * t - cs[ns]) - (ne * t - ce[ne])
-    return covered
-
-
-def _low_records(lo: int, hi: int, chunks: int, threshold: float,
-                 coverage: Callable[[np.ndarray], np.ndarray], pid: Any, dev: Any, ctx: Any
-                 ) -> list[dict[str, Any]]:
-    """The runs of ``chunks`` equal pieces of [lo, hi] whose busy share is under ``threshold`` %.
-
-    ``coverage(edges)`` gives the busy time up to each edge; consecutive low pieces are one record.
-    """
-    records: list[dict[str, Any]] = []
-    span = hi - lo
-    if span <= 0:
-        return records
-    size = -(-span // chunks)
-    active = -(-span // size)
-    edges = lo + size * np.arange(active + 1, dtype=np.int64)
-    edges[-1] = min(int(edges[-1]), hi)
-    busy = np.diff(coverage(edges)).astype(np.float64)
-    dur = np.diff(edges).astype(np.float64)
-    idx = np.flatnonzero(busy / dur * 100.0 < threshold)
-    if idx.size == 0:
-        return records
-    breaks = np.flatnonzero(np.diff(idx) != 1) + 1
-    for run in np.split(idx, breaks):
-        first, last = int(run[0]), int(run[-1])
-        records.append({
-            "chunk": first, "pid": pid, "dev": dev,
-            "In-Use (%)": float(busy[run].sum() / dur[run].sum() * 100.0),
-            "Duration (ns)": int(edges[last + 1] - edges[first]),
-            "Start (ns)": int(edges[first]),
-            "PID": pid, "Device ID": dev, "Context ID": ctx,
-        })
-    return records
 
 
 def _util_records(ops: pd.DataFrame, chunks: int, threshold: float) -> list[dict[str, Any]]:
@@ -224,18 +170,8 @@ def rule_gpu_time_util(trace: Trace, opts: dict[str, Any]) -> RuleResult:
     low_ns = float(found["Duration (ns)"].sum())
     idle_ns = float(((100.0 - found["In-Use (%)"]).clip(lower=0) / 100.0 * found["Duration (ns)"]).sum())
     worst = found.iloc[0]
-    explanation = (
-        f"{_plural(len(table), 'stretch')} of GPU time, {_fmt_ms(low_ns)} in total, had the GPU in "
-        f"use less than {opts['threshold']:g}% of the time (lowest {worst['In-Use (%)']:.1f}% over "
-        f"{_fmt_ms(float(worst['Duration (ns)']))} from {int(worst['Start (ns)']) / 1e9:.3f} s); "
-        f"about {_fmt_ms(idle_ns)} of idle GPU time there is throughput lost while the GPU waits "
-        "for the CPU to submit work."
-    )
-    fix = (
-        "Find what the CPU does in those stretches: overlap data preparation and copies with "
-        "compute (pinned memory, async copies, prefetching), batch small kernels or capture them "
-        "in a CUDA graph to cut launch overhead, and remove unneeded synchronisation."
-    )
+    explanation, fix = util_text(len(table), opts["threshold"], low_ns, idle_ns, float(worst["In-Use (%)"]),
+                                 float(worst["Duration (ns)"]), int(worst["Start (ns)"]))
     return RuleResult("gpu_time_util", table, explanation, fix, opts)
 
 
