@@ -168,9 +168,11 @@ class _Reader:
 
         level = [self.root]
         for _depth in range(64):
-            kinds = {self.mm[self._page_off(pg)] for pg in level}
-            if kinds == {0x0D}:
+            # a B-tree is balanced: a level of leaves is known by its first page (every leaf's
+            # type is checked as its cells are counted, without touching them here)
+            if self.mm[self._page_off(level[0])] == 0x0D:
                 return np.array(level, dtype=np.int64)
+            kinds = {self.mm[self._page_off(pg)] for pg in level}
             if kinds != {0x05}:
                 raise Unsupported(f"page types {sorted(kinds)} in one B-tree level")
             nxt: list[int] = []
