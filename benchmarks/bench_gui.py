@@ -318,7 +318,10 @@ def forget_summary(report: Path, cache: Path | None) -> bool:
     if cache is not None:
         os.environ["KERNELSCOPE_CACHE"] = str(cache)  # where the launch's app keeps it
     sys.path.insert(0, str(REPO))
-    from engine.analysis.findings.overview_store import cached_file
+    try:
+        from engine.analysis.findings.overview_store import cached_file
+    except ImportError:  # a Kernelscope from before the summary was kept on disk (A/B runs)
+        return False
 
     f = cached_file(report)
     if f is None or not f.exists():

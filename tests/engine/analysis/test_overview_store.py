@@ -1,0 +1,82 @@
+"""engine.analysis.findings.overview_store: the child's entry point, its output file, and the
+hand-back of the pages of read-only shared file mappings it read."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from engine.analysis.findings import overview_store
+from tests.conftest import NSYS_DIR, REPO
+
+REPORT = NSYS_DIR / "host_overhead_naive.sqlite"
+
+
+def _resident_kb(path: Path) -> int:
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if head and "-" in head[0] and len(head) >= 5 and ":" in head[3]:
+            inside = len(head) > 5 and head[5] == str(path)
+        elif inside and head and head[0] == "Rss:":
+            total += int(head[1])
+    return total
+
+
+def test_release_shared_pages_drops_read_only_mappings_and_keeps_their_values(tmp_path):
+    f = tmp_path / "col.npy"
+    data = np.arange(4_000_000, dtype=np.int64)
+    np.save(f, data)
+    mapped = np.load(f, mmap_mode="r")
+    private = np.load(f, mmap_mode="c")  # copy-on-write: a private mapping, never advised
+    private[:10] = -1
+    assert int(mapped.sum()) == int(data.sum())
+    assert _resident_kb(f) >= data.nbytes // 1024  # read once: all of the shared mapping resident
+    assert overview_store.release_shared_pages() >= data.nbytes
+    assert _resident_kb(f) < 64 + 40  # the private mapping's written page(s) stay
+    assert int(mapped.sum()) == int(data.sum())  # read back from the OS cache
+    assert private[:10].tolist() == [-1] * 10 and int(private[10:].sum()) == int(data[10:].sum())
+
+
+def test_child_entry_writes_the_overview_and_says_one_sentence_on_bad_input(tmp_path):
+    from engine.analysis.findings.overview import overview
+    from engine.reports import open_report
+
+    out = tmp_path / "o.pickle"
+    argv = overview_store.child_argv(REPORT, out)
+    p = subprocess.run(argv, env=overview_store.child_env(), capture_output=True, text=True, timeout=300,
+                       cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == ["progress: reading the report",
+                                     "progress: computing the summary and the findings"]
+    got = overview_store.read_result(out)
+    trace = open_report(REPORT)
+    try:
+        want = overview(trace)
+    finally:
+        trace.close()
+    assert got is not None
+    assert json.dumps(got[0].to_json()) == json.dumps(want[0].to_json())
+    assert [f.to_json() for f in got[1]] == [f.to_json() for f in want[1]]
+    bad = tmp_path / "bad.sqlite"
+    bad.write_text("not a report")
+    p = subprocess.run([sys.executable, "-m", "engine.analysis.findings.overview_store", str(bad), "--out",
+                        str(out)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1 and p.stderr == ""
+    last = p.stdout.splitlines()[-1]
+    assert last.startswith("error: ") and "\n" not in last and last.endswith(".")
+
+
+def test_read_result_refuses_what_is_not_an_overview(tmp_path):
+    import pickle
+
+    f = tmp_path / "x.pickle"
+    f.write_bytes(pickle.dumps({"not": "an overview"}))
+    assert overview_store.read_result(f) is None
+    f.write_bytes(b"garbage")
+    assert overview_store.read_result(f) is None
+    assert overview_store.read_result(tmp_path / "missing") is None
