@@ -341,12 +341,13 @@ def _inside_blocks(s: npt.NDArray[np.int64], e: npt.NDArray[np.int64], t: npt.ND
     res = np.zeros(len(t), dtype=bool)
     if not len(s) or not len(t):
         return res
+    # ends with a floor in front: a time before every block picks it (never inside)
+    e_pad = np.concatenate([np.array([np.iinfo(np.int64).min], dtype=np.int64),
+                            np.asarray(e, dtype=np.int64)])
     step = 1 << 21
     for lo in range(0, len(t), step):
         tt = t[lo:lo + step]
-        idx = np.searchsorted(s, tt, side="right") - 1
-        ok = idx >= 0
-        res[lo:lo + step][ok] = tt[ok] < e[idx[ok]]
+        res[lo:lo + step] = tt < e_pad[np.searchsorted(s, tt, side="right")]
     return res
 
 

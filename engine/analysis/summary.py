@@ -249,7 +249,13 @@ def sum_count(codes: np.ndarray, values: np.ndarray, labels: tuple[str, ...] | l
     ``df.groupby(label)[value].agg(["sum", "count"]).sort_values("sum", ascending=False)`` gives:
     labels sorted as groupby sorts them, then pandas' sort of the sums (its ties kept alike).
     """
-    k = len(labels)
+    sums, counts = _code_sums(codes, values, len(labels), mask)
+    return _label_rows(sums, counts, labels)
+
+
+def _code_sums(codes: np.ndarray, values: np.ndarray, k: int, mask: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """(sum, count) of ``values`` per code 0..k-1 (rows with code -1, or outside ``mask``, left out)."""
     counts = np.zeros(k, dtype=np.int64)
     sums = np.zeros(k, dtype=np.int64)
     for lo in range(0, len(codes), _UNION_CHUNK):  # a chunk at a time: no full-length temporaries
@@ -261,6 +267,12 @@ def sum_count(codes: np.ndarray, values: np.ndarray, labels: tuple[str, ...] | l
             c, v = c[keep], v[keep]
         counts += np.bincount(c, minlength=k)
         sums += _int_sums(c, v, k)
+    return sums, counts
+
+
+def _label_rows(sums: np.ndarray, counts: np.ndarray, labels: tuple[str, ...] | list[str]
+                ) -> list[tuple[str, int, int]]:
+    """:func:`sum_count`'s rows from per-code sums and counts (codes without rows left out)."""
     agg: dict[str, list[int]] = {}
     for j in np.flatnonzero(counts):
         s0, n0 = agg.get(labels[j], [0, 0])
@@ -284,21 +296,25 @@ def _host(d: _Calls, wall_ns: int) -> sm.Host:
     union = total if d.disjoint else d.union()
     cats = []
     seen = np.zeros(d.n, dtype=bool)
-    cat_sorted = d.sorted_col(d.category)
+    cat_sorted = None if d.disjoint else d.sorted_col(d.category)
     covered = 0
     names = d.calls.names
+    # per name once (a name has one category): code 0 is "no name", name j is code j + 1
+    name_sums, name_counts = _code_sums(d.name + 1, d.dur, len(names) + 1)
+    name_cat = np.array([CATEGORY_ORDER.index(c) for c in ["other", *map(api_category, names)]],
+                        dtype=np.int64)
     for cat, label in API_CATEGORIES.items():
         code = CATEGORY_ORDER.index(cat)
-        in_cat = d.category == code
-        n_cat = int(in_cat.sum())
+        mine = name_cat == code
+        n_cat = int(name_counts[mine].sum())
         if not n_cat:
             continue
-        in_cat_sorted = cat_sorted == code
-        by_name = sum_count(d.name, d.dur, names, in_cat)
-        cat_total = _masked_sum(d.dur, in_cat)
-        if d.disjoint:  # unions of calls that never overlap: their durations
+        by_name = _label_rows(np.where(mine, name_sums, 0)[1:], np.where(mine, name_counts, 0)[1:], names)
+        cat_total = int(name_sums[mine].sum())
+        if cat_sorted is None:  # unions of calls that never overlap: their durations
             cat_union, now = cat_total, covered + cat_total
         else:
+            in_cat_sorted = cat_sorted == code
             seen |= in_cat_sorted
             cat_union, now = d.union(in_cat_sorted), d.union(seen)
         attributed, covered = now - covered, now
@@ -309,8 +325,12 @@ def _host(d: _Calls, wall_ns: int) -> sm.Host:
         ))
     threads = []
     ntid = max(len(d.calls.tids), 1)
-    keys = d.tid() if len(d.calls.pids) == 1 else d.pid.astype(np.int64) * ntid + d.tid()
-    for key, n, dsum, u in d.groups(keys):
+    if len(d.calls.tids) == 1 and len(d.calls.pids) == 1:  # one thread: the calls' own numbers
+        groups = [(0, d.n, total, union)]
+    else:
+        keys = d.tid() if len(d.calls.pids) == 1 else d.pid.astype(np.int64) * ntid + d.tid()
+        groups = d.groups(keys)
+    for key, n, dsum, u in groups:
         threads.append(sm.ThreadRow(d.calls.pids[key // ntid], d.calls.tids[key % ntid], n, dsum, u,
                                     _pct(u, wall_ns)))
     threads.sort(key=lambda t: -t.union_ns)
