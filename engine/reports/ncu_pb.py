@@ -37,6 +37,7 @@ from engine.reports.ncu_pb_parts import (
     _nvtx,
     _rule_dicts,
     _text,
+    section,
 )
 from engine.reports.ncu_section_defs import _blocks, _top_fields, _varint
 
@@ -83,9 +84,12 @@ _INSTANCE_UINT64 = re.compile(
 
 
 def _uvarint(x: bytes) -> int:
-    v = 0
-    for k, c in enumerate(x):
-        v |= (c & 0x7F) << (7 * k)
+    if len(x) == 1:
+        return x[0]
+    v = shift = 0
+    for c in x:
+        v |= (c & 0x7F) << shift
+        shift += 7
     return v
 
 
@@ -247,9 +251,8 @@ class PbMetric:
             m = match(b, pos)
             if m is None:
                 break
-            cid, val = m.group(3), m.group(5)
-            if (m.group(2)[0] != 1 + len(cid) or m.group(4)[0] != 1 + len(val)
-                    or m.group(1)[0] != 6 + len(cid) + len(val)):
+            total, ncid, cid, nval, val = m.groups()
+            if ncid[0] != 1 + len(cid) or nval[0] != 1 + len(val) or total[0] != 6 + len(cid) + len(val):
                 return False
             ids.append(_uvarint(cid))
             inst.append(_uvarint(val))
@@ -377,7 +380,7 @@ class PbAction:
             arch = int(major.value()) * 10 + low
         secs: dict[str, PbSection] = {}
         for msg in self.section_msgs:
-            sec = PbSection(msg, arch)
+            sec = section(msg, arch)
             secs.setdefault(sec.identifier(), sec)
         return [secs[k] for k in sorted(secs)]
 

@@ -11,6 +11,7 @@ makes. Content this reader does not decode raises :class:`~engine.reports.ncu_pb
 
 from __future__ import annotations
 
+import functools
 import struct
 from typing import Any
 
@@ -279,6 +280,8 @@ class PbSection:
 
     def __init__(self, msg: bytes, arch: int | None = None) -> None:
         self._arch = arch
+        self._header_pairs: list[_SectionMetric] | None = None
+        self._body_pairs: list[_SectionMetric] | None = None
         self._ident = self._name = ""
         self._order = 0
         header: list[bytes] = []
@@ -312,8 +315,18 @@ class PbSection:
 
     def header_metrics(self) -> list[_SectionMetric]:
         """As ``ncu_report``'s ``ISection.header_metrics``."""
-        return _metric_pairs(self._header, self._arch)
+        if self._header_pairs is None:
+            self._header_pairs = _metric_pairs(self._header, self._arch)
+        return self._header_pairs
 
     def body_metrics(self) -> list[_SectionMetric]:
         """As ``ncu_report``'s ``ISection.body_metrics``."""
-        return _metric_pairs(self._body, self._arch)
+        if self._body_pairs is None:
+            self._body_pairs = _metric_pairs(self._body, self._arch)
+        return self._body_pairs
+
+
+@functools.lru_cache(maxsize=512)
+def section(msg: bytes, arch: int | None) -> PbSection:
+    """The :class:`PbSection` of a stored definition (kernels of a report share theirs)."""
+    return PbSection(msg, arch)
