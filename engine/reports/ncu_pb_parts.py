@@ -326,7 +326,7 @@ class PbSection:
         return self._body_pairs
 
 
-@functools.lru_cache(maxsize=512)
+@functools.lru_cache(maxsize=64)  # ~30 kB a definition; a report holds ~20
 def section(msg: bytes, arch: int | None) -> PbSection:
     """The :class:`PbSection` of a stored definition (kernels of a report share theirs)."""
     return PbSection(msg, arch)
