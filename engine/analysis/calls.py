@@ -61,6 +61,8 @@ def small_codes(values: npt.NDArray[Any]) -> tuple[npt.NDArray[Any], npt.NDArray
     if not len(v):
         return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=I64)
     hi = int(v.max())
+    if int(v.min()) == hi:  # one value (one process, thread, GPU or stream): no counting
+        return np.zeros(len(v), dtype=np.int16), np.array([hi], dtype=I64)
     if hi < 1 << 25:
         present = np.flatnonzero(np.bincount(v, minlength=hi + 1))
     else:

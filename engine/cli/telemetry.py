@@ -10,9 +10,10 @@ import importlib
 import queue
 import sys
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from engine.telemetry.snapshot import GpuSample, Snapshot, parse_gpu_selection
+if TYPE_CHECKING:  # (imported when a telemetry command runs, not by every command's start-up)
+    from engine.telemetry.snapshot import GpuSample, Snapshot
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -53,6 +54,8 @@ def cmd_telemetry(args: argparse.Namespace) -> int:
     from engine.telemetry.sources import NvmlSource, ReplaySource, Source
 
     try:
+        from engine.telemetry.snapshot import parse_gpu_selection
+
         gpus = parse_gpu_selection(args.gpu)
     except ValueError as exc:
         print(f"kernelscope: {exc}", file=sys.stderr)
