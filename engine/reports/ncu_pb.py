@@ -22,12 +22,11 @@ sub-instance values) raises :class:`PbUnsupported`: the caller then reads the re
 
 from __future__ import annotations
 
-import mmap
 import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from engine.reports.ncu_pb_parts import (
     PbNvtxState,
@@ -39,7 +38,7 @@ from engine.reports.ncu_pb_parts import (
     _text,
     section,
 )
-from engine.reports.ncu_section_defs import _blocks, _top_fields, _varint
+from engine.reports.ncu_section_defs import _top_fields, _varint
 
 __all__ = ["PbAction", "PbMetric", "PbUnsupported", "read_results"]
 
@@ -447,47 +446,65 @@ def read_results(path: Path, units: dict[str, str] | None = None) -> list[PbActi
     """Every result of a report, in file order (see the module's description).
 
     ``units``: metric name -> unit (what :meth:`PbMetric.unit` answers; filled in later is fine).
+    Reads the headers and the result blocks only (not the sources' binaries), with plain reads.
 
     Raises:
         PbUnsupported: Another file format, or content this reader does not decode.
     """
     units = {} if units is None else units
-    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        head = mm[:24]
+    with path.open("rb") as f:
+        head = f.read(24)
         if head[:4] != b"NVR\x00" or len(head) < 10 or head[8] != 0x08 or _varint(head, 9)[0] not in FORMATS:
             raise PbUnsupported("another report file format")
-        view = memoryview(mm)
         try:
-            return _walk(view, units)
+            return _walk(f, path.stat().st_size, units)
         except (ValueError, IndexError, UnicodeDecodeError, struct.error) as exc:
             raise PbUnsupported(str(exc)) from exc
-        finally:
-            view.release()
 
 
-def _walk(view: memoryview, units: dict[str, str]) -> list[PbAction]:
-    blocks = _blocks(view)
+def _blocks_of(f: BinaryIO, size: int) -> list[tuple[int, int]]:
+    """(start, length) of each length-prefixed block after the 4-byte magic."""
+    out: list[tuple[int, int]] = []
+    pos = 4
+    while pos + 4 <= size:
+        f.seek(pos)
+        (length,) = struct.unpack("<I", f.read(4))
+        if pos + 4 + length > size:
+            break
+        out.append((pos + 4, length))
+        pos += 4 + length
+    return out
+
+
+def _walk(f: BinaryIO, size: int, units: dict[str, str]) -> list[PbAction]:
+    blocks = _blocks_of(f, size)
     strings: list[str] = []
     out: list[PbAction] = []
+    payload = -1  # the block a header announced (not a header itself)
     for k, (start, length) in enumerate(blocks[:-1]):
-        if length > (1 << 24):
+        if k == payload or length > (1 << 24):
             continue
+        f.seek(start)
+        buf = f.read(length)
         try:
-            head = _top_fields(view, start, start + length, frozenset({4}), last=9)
+            head = _top_fields(memoryview(buf), 0, length, frozenset({4}), last=9)
         except (ValueError, IndexError):
             continue
         nxt_start, nxt_len = blocks[k + 1]
         if head.get(5) != [nxt_len + 4]:
             continue  # not a header block (one says how long the block after it is)
+        payload = k + 1
         for table in head.get(4, []):
             if isinstance(table, bytes):
-                strings.extend(_text(v) for f, v in _fields_all(table) if f == 1)
+                strings.extend(_text(v) for f_, v in _fields_all(table) if f_ == 1)
         if head.get(1) not in (None, [0]):
             continue  # the header of a source block
         kernels, ranges = head.get(2, [0])[0], head.get(7, [0])[0]
-        if any(head.get(f, [0])[0] for f in (8, 9)):
+        if any(head.get(n, [0])[0] for n in (8, 9)):
             raise PbUnsupported("command list or graph results")
         if (kernels, ranges) not in ((1, 0), (0, 1)):
             continue
-        out.append(_action(bytes(view[nxt_start:nxt_start + nxt_len]), strings, ranges == 1, units))
+        f.seek(nxt_start)
+        data = f.read(nxt_len)
+        out.append(_action(data, strings, ranges == 1, units))
     return out
