@@ -1,8 +1,10 @@
 """Read Nsight Compute results: ``.ncu-rep`` files and ``ncu --import ... --csv`` exports.
 
-A ``.ncu-rep`` is read through NVIDIA's ``ncu_report`` module (PyPI ``ncu-report``), imported only
-when such a file is opened, into plain rows (:mod:`engine.reports.ncu_lazy`: the pages print from
-them without pandas) that stand for these pandas tables, built on first use:
+A ``.ncu-rep`` is decoded by our own reader of its protobuf blocks (:mod:`engine.reports.ncu_own`),
+with the units from NVIDIA's ``ncu_report`` module (PyPI ``ncu-report``, asked once in a child and
+cached), or, where ours does not apply, read through ``ncu_report`` itself, into plain rows
+(:mod:`engine.reports.ncu_lazy`: the pages print from them without pandas) that stand for these
+pandas tables, built on first use:
 
 - ``kernels``: one row per profiled kernel (action) with its launch configuration and duration;
 - ``metrics``: the ``--page details`` rows, long format, text exactly as ``ncu --print-units base``

@@ -1,6 +1,10 @@
-"""Read ``.ncu-rep`` files through NVIDIA's ``ncu_report`` module (PyPI ``ncu-report``).
+"""Read ``.ncu-rep`` files: with our own reader (:mod:`engine.reports.ncu_own`), else NVIDIA's ``ncu_report``.
 
-``ncu_report`` is imported only when such a file is opened. A report is first read for the summary
+Our reader decodes the values from the file and needs ``ncu_report`` only for units (a child, once
+per kind of report); the ``ncu_report`` path below stays for what it does not decode and for the
+SASS of ``--source``.
+
+``ncu_report`` is imported only when it is needed. Through it, a report is first read for the summary
 (:class:`LazyNcuReport`: the details page, rules, source counters and the metrics the summary
 needs); the raw page and every other metric are decoded on first use. Tables are cached on disk
 (:mod:`engine.reports.ncu_cache`). Input files are only ever opened for reading.
