@@ -236,3 +236,37 @@ def test_stop_summary_kills_a_child_whoever_waits_on_it():
     assert not t.is_alive() and seen
     assert len(raised) == 1 and isinstance(raised[0], Cancelled)
     assert not any(alive(pid) for pid in seen) and not report.summary_ready
+
+
+def test_second_open_loads_the_kept_summary_without_a_child(tmp_path):
+    from engine.reports import open_report
+    from gui.workers import LoadedReport
+
+    copy = tmp_path / REPORT.name
+    copy.write_bytes(REPORT.read_bytes())
+
+    def summarize_once() -> tuple[LoadedReport, list[int]]:
+        trace = open_report(copy)
+        report = LoadedReport(copy, trace, summary_in_child=True)
+        seen: list[int] = []
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.is_set():
+                seen.extend(_overview_children())
+                time.sleep(0.002)
+
+        t = threading.Thread(target=watch)
+        t.start()
+        try:
+            report.ensure_summary()
+        finally:
+            done.set()
+            t.join()
+            trace.close()
+        return report, seen
+
+    first, seen_first = summarize_once()
+    second, seen_second = summarize_once()
+    assert seen_first and not seen_second  # the second open read the cache
+    assert _json((second.summary, second.findings)) == _json((first.summary, first.findings))
