@@ -134,7 +134,7 @@ def rule_capture_incomplete(ctx: Context) -> list[Finding]:
     if not n_calls:
         return []
     launches = int((calls.category == CATEGORY_ORDER.index("launches")).sum())
-    memcpy = len(t.table("memcpy", ["start"]))
+    memcpy = t.row_count("memcpy") or 0
     version = t.info.product_version or "an unknown version"
     why = t.missing.get("kernels", "no CUDA kernels were recorded")
     reason = (

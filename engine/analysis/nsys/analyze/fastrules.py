@@ -140,6 +140,9 @@ def _util(trace: Trace, chunks: int, threshold: float) -> RuleRows | None:
 
 def _memset_sync(trace: Trace) -> RuleRows | None:
     """No synchronous memset on pinned or managed memory: nothing; some: the rule's own path."""
+    has = getattr(trace, "has_sqlite_table", None)
+    if has is not None and not (has("CUPTI_ACTIVITY_KIND_MEMSET") and has("CUPTI_ACTIVITY_KIND_RUNTIME")):
+        return _nothing()  # an export without memsets (or calls): the rule finds none
     j = fastcopies.joined(trace, "memset", sync_memset_call, f'"memKind" IN ({_PINNED}, {_MANAGED})',
                           (None, None))
     if j is None or j.total:
