@@ -391,6 +391,8 @@ class PbAction:
 #: ProfileResult / RangeResult fields: (metrics, sections, rules, nvtx).
 _KERNEL_FIELDS = (13, 17, 19, 21)
 _RANGE_FIELDS = (4, 7, 20, 10)
+#: The last field of each message in Nsight Compute 2025.3/2026.3's format: a later one is unknown here.
+_KERNEL_LAST, _RANGE_LAST = 39, 23
 
 
 def _action(b: bytes, strings: list[str], ranged: bool, units: dict[str, str]) -> PbAction:
@@ -402,9 +404,12 @@ def _action(b: bytes, strings: list[str], ranged: bool, units: dict[str, str]) -
     nvtx: bytes | None = None
     thread = 0
     i, n = 0, len(b)
+    last = _RANGE_LAST if ranged else _KERNEL_LAST
     while i < n:
         key, i = _varint(b, i)
         f, wire = key >> 3, key & 7
+        if f > last:
+            raise PbUnsupported(f"result field {f}: written by a newer Nsight Compute")
         if wire == 0:
             v, i = _varint(b, i)
             if f == 1:
@@ -419,7 +424,7 @@ def _action(b: bytes, strings: list[str], ranged: bool, units: dict[str, str]) -
                 name = strings[idx]
                 # stored again (application replay: once a pass), the last one counts, as in ncu_report
                 metrics[name] = PbMetric(name, b, j, end, units)
-            elif f in (5, 6, 7) and not ranged:
+            elif f in (5, 6, 7, 31) and not ranged:
                 texts[f] = b[i:end].decode("utf-8", "replace")
             elif f == sf:
                 secs.append(b[i:end])
@@ -434,6 +439,8 @@ def _action(b: bytes, strings: list[str], ranged: bool, units: dict[str, str]) -
             i += 4
         else:
             raise PbUnsupported(f"wire type {wire}")
+    if texts.get(31):
+        raise PbUnsupported("a renamed kernel name")  # never seen written; ncu_report knows what it means
     if ranged:  # a range result has no names; ncu_report calls it "range"
         names = ("range", "range", "range")
     else:  # a kernel with C linkage has no demangled name: its function name

@@ -166,3 +166,19 @@ def test_another_file_format_goes_to_ncu_report(tmp_path: Path) -> None:
     newer.write_bytes(bytes(data))
     with pytest.raises(PbUnsupported):
         read_results(newer)
+
+
+def test_a_result_field_of_a_newer_format_goes_to_ncu_report(tmp_path: Path) -> None:
+    report = _recording("basic", tmp_path)
+    data = report.read_bytes()
+    context_stream = b"\xb0\x01\x01\xb8\x01"  # ContextID (22) = 1, then StreamID (23)
+    assert data.count(context_stream) == 4  # one a kernel
+    # StreamID's key becomes field 40 (two bytes either way): a field this reader does not know
+    newer = tmp_path / "field40.ncu-rep"
+    newer.write_bytes(data.replace(context_stream, b"\xb0\x01\x01\xc0\x02", 1))
+    assert len(read_results(report)) == 4
+    with pytest.raises(PbUnsupported, match="field 40"):
+        read_results(newer)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    assert _pages(newer, tmp_path / "a") == _pages(newer, tmp_path / "b", own=False)
