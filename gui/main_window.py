@@ -397,7 +397,8 @@ class MainWindow(QMainWindow):
 
         def finished(s: Summary) -> None:
             if not report.is_ncu:
-                self.log.add(f"Summarized {report.name} in {time.perf_counter() - t0:.2f} s: "
+                kept = " (kept by an earlier open)" if report.summary_from_cache else ""
+                self.log.add(f"Summarized {report.name}{kept} in {time.perf_counter() - t0:.2f} s: "
                              f"{_fmt_ms(s.wall.span_ns)} capture, {len(report.findings)} findings.")
             self.reports.sig_summary_ready.emit(report)
 

@@ -283,7 +283,8 @@ class WalkthroughView(ReportView):
         self.set_project(Path(str(remembered)) if remembered else report.path.resolve().parent,
                          remember=False)
         self.title.setText(f"Findings — {report.name}")
-        self.notes.setText("Computing findings…")
+        doing = report.summary_progress if not report.summary_ready and report.summary_progress else ""
+        self.notes.setText(f"Computing findings… {doing}".strip())
         self._calls.request(id(report), compute, report)
 
     def _on_summary_progress(self, report: LoadedReport) -> None:

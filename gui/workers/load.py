@@ -39,6 +39,8 @@ class LoadedReport:
     summary_error: str | None = field(default=None, repr=False)
     #: what the summary's computation is doing now (set by the window's summary job)
     summary_progress: str | None = field(default=None, repr=False)
+    #: True when the summary was read from the cache (kept by an earlier open), not computed
+    summary_from_cache: bool = field(default=False, repr=False)
     #: compute the summary in a child process (None: when the report has more than
     #: gui.workers.summary.CHILD_EVENTS CUDA events)
     summary_in_child: bool | None = field(default=None, repr=False)
@@ -125,6 +127,7 @@ class LoadedReport:
         from engine.analysis.findings import overview_store
 
         got = overview_store.load_cached(self.path, self.range_name)
+        self.summary_from_cache = got is not None
         if got is not None:
             return got
         if self.in_child():

@@ -92,7 +92,7 @@ def run_child(path: Path, range_name: str | None = None, *, progress: Progress |
                     now = time.monotonic() - t0
                     if progress is not None and now - last >= 1.0:
                         last = now
-                        progress(f"Summarizing in a separate process: {stage[0]} ({now:.0f} s)")
+                        progress(f"In a separate process: {stage[0]} ({now:.0f} s)")
             except BaseException:
                 proc.kill()
                 proc.wait()

@@ -72,7 +72,7 @@ def test_child_gives_the_summary_and_findings_of_the_engine(report):
     got = run_child(report, progress=steps.append)
     assert _json(got) == _json(_in_process(report))
     assert got[0].wall.span_ns > 0 and got[0].report.path.endswith(report.name)
-    assert steps and all(s.startswith("Summarizing in a separate process: ") for s in steps)
+    assert steps and all(s.startswith("In a separate process: ") for s in steps)
 
 
 def test_child_with_a_step_range_uses_it():
@@ -168,7 +168,7 @@ def test_window_summarizes_a_big_report_in_a_child_with_progress(qtbot, window, 
     window.set_view("summary")
     report = open_and_wait(qtbot, window, REPORT)
     assert report.in_child() and report.summary_ready and report.summary_error is None
-    assert progress and progress[0].startswith("Summarizing in a separate process")
+    assert progress and progress[0].startswith("In a separate process: ")
     assert _json((report.summary, report.findings)) == _json(_in_process(REPORT))
     view = window.views["summary"]
     qtbot.waitUntil(lambda: view.summary is not None, timeout=LOAD_TIMEOUT_MS)
@@ -269,4 +269,5 @@ def test_second_open_loads_the_kept_summary_without_a_child(tmp_path):
     first, seen_first = summarize_once()
     second, seen_second = summarize_once()
     assert seen_first and not seen_second  # the second open read the cache
+    assert second.summary_from_cache and not first.summary_from_cache
     assert _json((second.summary, second.findings)) == _json((first.summary, first.findings))
