@@ -175,8 +175,10 @@ class ApiCalls:
         if store is None:
             return
         todo = [c for c in _EXPRS if store.cached(_RUNTIME, c, _EXPRS[c]) is None]
+        if not todo:  # (all cached: the table is not even counted)
+            return
         rows = self._trace.row_count("api") or 1
-        if not todo or rows > _PREFETCH_ROWS:
+        if rows > _PREFETCH_ROWS:
             return
         per_pass = max(1, _PASS_VALUES // rows)
         batch = todo[:per_pass]

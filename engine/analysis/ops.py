@@ -93,10 +93,12 @@ class GpuOps:
                 # and the summary's (copy kinds, bytes), read later through the trace's tables
                 extra: dict[str, str] = {c: f'"{c}"' for c in ("globalPid", "contextId", *_SUMMARY_COLS[kind])
                                          if c in have}
-                try:
-                    cols = _read_passes(store, t, _EXPRS, extra, trace.row_count(kind) or 0)
-                except sqlite3.Error:
-                    cols = None
+                cols = _all_cached(store, t, _EXPRS, extra)  # all cached: no count of its rows, no read
+                if cols is None:
+                    try:
+                        cols = _read_passes(store, t, _EXPRS, extra, trace.row_count(kind) or 0)
+                    except sqlite3.Error:
+                        cols = None
                 if cols is not None and len(cols["start"]) and not any(
                         (np.asarray(cols[c]) == _NULL).any() for c in ("start", "end")):
                     out: dict[str, Any] = {}
@@ -247,6 +249,19 @@ def _read_passes(store: Any, t: str, mine: dict[str, str], extra: dict[str, str]
         for c, arr in got.items():
             mapped = store.cached(t, c, batch[c])
             out[c] = arr if mapped is None else mapped
+    return out
+
+
+def _all_cached(store: Any, t: str, mine: dict[str, str], extra: dict[str, str]
+                ) -> dict[str, npt.NDArray[Any]] | None:
+    """``mine`` mapped from the cache when they and ``extra`` are all cached already, else None."""
+    out: dict[str, npt.NDArray[Any]] = {}
+    for c, expr in {**mine, **extra}.items():
+        mapped = store.cached(t, c, expr)
+        if mapped is None:
+            return None
+        if c in mine:
+            out[c] = mapped
     return out
 
 

@@ -29,6 +29,7 @@ import numpy as np
 from engine.analysis.tables import corr_keys as corr_keys  # re-exported: callers import them from here
 from engine.analysis.tables import factorize_rows as factorize_rows
 from engine.analysis.tables import match_first as match_first
+from engine.analysis.tables import pandas_order as pandas_order
 from engine.analysis.tables import pid_key as pid_key
 from engine.analysis.tables import pid_keys as pid_keys
 from engine.analysis.tables import trace_cache as trace_cache
@@ -364,17 +365,6 @@ def range_candidates(trace: Trace, *, pid: Any = None) -> list[RangeCandidate]:
         every = trace_cache(trace, "range_candidates", lambda: _range_candidates(trace, None))
         return list(every)
     return _range_candidates(trace, pid)
-
-
-def pandas_order(values: npt.NDArray[Any], *, ascending: bool = True) -> npt.NDArray[np.intp]:
-    """The order ``sort_values`` gives a column without NaN (its quicksort, ties as pandas leaves them)."""
-    v = np.asarray(values)
-    idx = np.arange(len(v))
-    if ascending:
-        out: npt.NDArray[np.intp] = idx[v.argsort(kind="quicksort")]
-        return out
-    out = idx[::-1][v[::-1].argsort(kind="quicksort")][::-1]
-    return out
 
 
 def _range_candidates(trace: Trace, pid: Any) -> list[RangeCandidate]:

@@ -31,6 +31,8 @@ from engine.analysis.steps import (
 )
 from engine.analysis.summary_model import SCHEMA, Summary
 from engine.analysis.summary_text import format_summary as format_summary  # re-exported
+from engine.analysis.sums import code_sums, int_sums, label_rows, masked_sum
+from engine.analysis.sums import sum_count as sum_count  # re-exported: the rules import it from here
 from engine.analysis.tables import UNION_CHUNK as _UNION_CHUNK
 from engine.analysis.tables import disjoint_sorted, table_records
 from engine.analysis.tables import union_sorted as _union_sorted
@@ -39,8 +41,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from engine.reports.base import Trace
-
-_API_COLS = ["start", "end", "baseName"]
 
 #: API categories in display order, with a short human label.
 API_CATEGORIES: dict[str, str] = {
@@ -51,16 +51,6 @@ API_CATEGORIES: dict[str, str] = {
     "setup": "context, stream and module setup",
     "other": "other CUDA API calls",
 }
-
-def categories(names: Any) -> np.ndarray:
-    """:func:`api_category` of every call name (a column), evaluated once per distinct name."""
-    import pandas as pd
-
-    codes, uniq = pd.factorize(pd.Series(names, copy=False), use_na_sentinel=True)
-    cats = np.array([api_category(str(u)) for u in uniq] + ["other"], dtype=object)
-    out: np.ndarray = cats[codes]
-    return out
-
 
 def interval_union_ns(starts: np.ndarray, ends: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
     """Total length of the union of [start, end) intervals, and the merged blocks.
@@ -166,18 +156,6 @@ def busy_between(block_starts: np.ndarray, block_ends: np.ndarray, a: np.ndarray
 
 
 # -- host --------------------------------------------------------------------------------------------
-def api_keys(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """(:func:`pid_keys`, :func:`categories`) of every row of the API table, as text.
-
-    Row for row with ``trace.table("api")``; from :func:`engine.analysis.calls.api_calls` (the
-    rules use its integer codes directly).
-    """
-    calls = api_calls(trace)
-    pk = np.array(calls.pids, dtype=object)[calls.pid] if len(calls.pids) else np.full(calls.n, "", object)
-    cat: np.ndarray = np.array(CATEGORY_ORDER, dtype=object)[calls.category]
-    return pk, cat
-
-
 def _start_order(start: np.ndarray) -> np.ndarray | None:
     """The stable sort order of ``start``; None when it is sorted already (no copies needed)."""
     if len(start) < 2 or bool((start[1:] >= start[:-1]).all()):
@@ -209,7 +187,7 @@ class _Calls:
     def union(self, mask: np.ndarray | None = None) -> int:
         """Union of the valid calls (those where ``mask``, in start order, holds)."""
         if self.disjoint:
-            return int(self.dur.sum()) if mask is None else _masked_sum(self.sorted_col(self.dur), mask)
+            return int(self.dur.sum()) if mask is None else masked_sum(self.sorted_col(self.dur), mask)
         return _union_sorted(self.s_sorted, self.e_sorted, mask)
 
     def sorted_col(self, col: np.ndarray) -> np.ndarray:
@@ -234,60 +212,6 @@ class _Calls:
         return [(int(uniq[j]), n, d, u) for j, n, d, u in res]
 
 
-def _int_sums(codes: np.ndarray, values: np.ndarray, k: int) -> np.ndarray:
-    """Exact int64 sums of ``values`` per code 0..k-1 (float sums are exact below 2**53)."""
-    if len(values) and int(np.abs(values).sum(dtype=np.float64)) < 2**53:
-        return np.bincount(codes, weights=values, minlength=k).astype(np.int64)
-    return np.array([int(values[codes == j].sum()) for j in range(k)], dtype=np.int64)
-
-
-def sum_count(codes: np.ndarray, values: np.ndarray, labels: tuple[str, ...] | list[str],
-              mask: np.ndarray | None = None) -> list[tuple[str, int, int]]:
-    """(label, sum, count) per label of ``codes`` (-1: no label), the largest sum first.
-
-    Only the rows where ``mask`` holds, when given. The rows and their order are what
-    ``df.groupby(label)[value].agg(["sum", "count"]).sort_values("sum", ascending=False)`` gives:
-    labels sorted as groupby sorts them, then pandas' sort of the sums (its ties kept alike).
-    """
-    sums, counts = _code_sums(codes, values, len(labels), mask)
-    return _label_rows(sums, counts, labels)
-
-
-def _code_sums(codes: np.ndarray, values: np.ndarray, k: int, mask: np.ndarray | None = None
-               ) -> tuple[np.ndarray, np.ndarray]:
-    """(sum, count) of ``values`` per code 0..k-1 (rows with code -1, or outside ``mask``, left out)."""
-    counts = np.zeros(k, dtype=np.int64)
-    sums = np.zeros(k, dtype=np.int64)
-    for lo in range(0, len(codes), _UNION_CHUNK):  # a chunk at a time: no full-length temporaries
-        c, v = codes[lo:lo + _UNION_CHUNK], values[lo:lo + _UNION_CHUNK]
-        keep = c >= 0
-        if mask is not None:
-            keep &= mask[lo:lo + _UNION_CHUNK]
-        if not keep.all():
-            c, v = c[keep], v[keep]
-        counts += np.bincount(c, minlength=k)
-        sums += _int_sums(c, v, k)
-    return sums, counts
-
-
-def _label_rows(sums: np.ndarray, counts: np.ndarray, labels: tuple[str, ...] | list[str]
-                ) -> list[tuple[str, int, int]]:
-    """:func:`sum_count`'s rows from per-code sums and counts (codes without rows left out)."""
-    agg: dict[str, list[int]] = {}
-    for j in np.flatnonzero(counts):
-        s0, n0 = agg.get(labels[j], [0, 0])
-        agg[labels[j]] = [s0 + int(sums[j]), n0 + int(counts[j])]
-    keys = sorted(agg)
-    order = pandas_order(np.array([agg[x][0] for x in keys], dtype=np.int64), ascending=False)
-    return [(keys[i], agg[keys[i]][0], agg[keys[i]][1]) for i in order.tolist()]
-
-
-def _masked_sum(values: np.ndarray, mask: np.ndarray) -> int:
-    """int(values[mask].sum()), a chunk at a time."""
-    return sum(int(values[lo:lo + _UNION_CHUNK][mask[lo:lo + _UNION_CHUNK]].sum())
-               for lo in range(0, len(values), _UNION_CHUNK))
-
-
 def _host(d: _Calls, wall_ns: int) -> sm.Host:
     if not d.n:
         return sm.Host(0, 0, 0, 0, None, (), ())
@@ -300,7 +224,7 @@ def _host(d: _Calls, wall_ns: int) -> sm.Host:
     covered = 0
     names = d.calls.names
     # per name once (a name has one category): code 0 is "no name", name j is code j + 1
-    name_sums, name_counts = _code_sums(d.name + 1, d.dur, len(names) + 1)
+    name_sums, name_counts = code_sums(d.name + 1, d.dur, len(names) + 1)
     name_cat = np.array([CATEGORY_ORDER.index(c) for c in ["other", *map(api_category, names)]],
                         dtype=np.int64)
     for cat, label in API_CATEGORIES.items():
@@ -309,7 +233,7 @@ def _host(d: _Calls, wall_ns: int) -> sm.Host:
         n_cat = int(name_counts[mine].sum())
         if not n_cat:
             continue
-        by_name = _label_rows(np.where(mine, name_sums, 0)[1:], np.where(mine, name_counts, 0)[1:], names)
+        by_name = label_rows(np.where(mine, name_sums, 0)[1:], np.where(mine, name_counts, 0)[1:], names)
         cat_total = int(name_sums[mine].sum())
         if cat_sorted is None:  # unions of calls that never overlap: their durations
             cat_union, now = cat_total, covered + cat_total
@@ -421,7 +345,7 @@ def _groups_sorted(codes_s: np.ndarray, s: np.ndarray, e: np.ndarray, first: lis
     sums = np.zeros(k, dtype=np.int64)
     for lo in range(0, len(s), _UNION_CHUNK):
         sl = slice(lo, lo + _UNION_CHUNK)
-        sums += _int_sums(codes_s[sl], e[sl] - s[sl], k)
+        sums += int_sums(codes_s[sl], e[sl] - s[sl], k)
     if disjoint:
         return [(c, int(counts[c]), int(sums[c]), int(sums[c])) for c in first]
     if len(first) <= _MASKED_GROUPS:

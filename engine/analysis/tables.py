@@ -126,6 +126,17 @@ def _as_inferred(col: list[Any]) -> list[Any] | None:
     return None
 
 
+def pandas_order(values: npt.NDArray[Any], *, ascending: bool = True) -> npt.NDArray[np.intp]:
+    """The order ``sort_values`` gives a column without NaN (its quicksort, ties as pandas leaves them)."""
+    v = np.asarray(values)
+    idx = np.arange(len(v))
+    if ascending:
+        out: npt.NDArray[np.intp] = idx[v.argsort(kind="quicksort")]
+        return out
+    out = idx[::-1][v[::-1].argsort(kind="quicksort")][::-1]
+    return out
+
+
 def corr_keys(values: Any) -> npt.NDArray[np.int64]:
     """Correlation ids as int64 (-1 when missing or not a number), whatever dtype a table has."""
     import pandas as pd
