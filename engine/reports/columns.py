@@ -233,7 +233,8 @@ class ColumnStore:
         if fast is not None:
             for (name, expr), arr in zip(exprs.items(), fast, strict=True):
                 out[name] = arr
-                self._save(table, name, expr, arr)
+                if not isinstance(arr, np.memmap):  # a mapped one is its cache file already
+                    self._save(table, name, expr, arr)
             return out
         con = self._connect()
         try:
@@ -280,10 +281,47 @@ class ColumnStore:
 
         if os.environ.get("KERNELSCOPE_SQLITE_PAGES", "1") == "0":
             return None
-        got = read_columns(self.path, table, exprs, NULL, narrow=narrow)
+        made: list[tuple[Path, Path]] = []  # (temporary file, its cache file)
+        try:
+            got = read_columns(self.path, table, exprs, NULL, narrow=narrow,
+                               alloc=lambda name, dtype, rows: self._mapped(
+                                   table, name, exprs[name], dtype, rows, made))
+            if got is not None:
+                for tmp, final in made:
+                    if tmp.exists():
+                        try:
+                            os.replace(tmp, final)
+                        except OSError:
+                            pass  # (a platform that cannot rename a mapped file) read again later
+        finally:
+            for tmp, _final in made:
+                tmp.unlink(missing_ok=True)
         if got is None:
             return None
         return [got[n] for n in exprs]
+
+    def _mapped(self, table: str, name: str, expr: str, dtype: type, rows: int,
+                made: list[tuple[Path, Path]]) -> npt.NDArray[np.int64]:
+        """A writable ``.npy`` map for a column being read (the cache file once renamed).
+
+        The reader writes the values straight into the file's pages: no second copy, no
+        ``np.save``. Where the cache cannot take it (no cache, read-only, empty column) a plain
+        array is given instead.
+        """
+        import numpy as np
+
+        final = self._file(table, name, expr)
+        if final is None or rows == 0:
+            return np.empty(rows, dtype=dtype)
+        tmp = final.with_name(f"{final.name}.{os.getpid()}-{threading.get_ident()}.tmp")
+        try:
+            final.parent.mkdir(parents=True, exist_ok=True)
+            arr: npt.NDArray[np.int64] = np.lib.format.open_memmap(
+                tmp, mode="w+", dtype=dtype, shape=(rows,))
+        except (OSError, ValueError):
+            return np.empty(rows, dtype=dtype)
+        made.append((tmp, final))
+        return arr
 
     def _chunked(self, sql: str, chunks: list[tuple[int, int]], offsets: list[int],
                  arrays: list[npt.NDArray[np.int64]]) -> None:

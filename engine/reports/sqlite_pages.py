@@ -33,10 +33,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import numpy as np
     import numpy.typing as npt
 
     Ints = npt.NDArray[np.int64]
+    Alloc = Callable[[str, type, int], Ints]
 
 #: leaf pages per vectorised batch (bounded temporaries: ~100-200k rows)
 BATCH_PAGES = 2048
@@ -76,7 +79,8 @@ def parse_expr(expr: str) -> tuple[str, list[str], list[int]]:
 
 
 def read_columns(path: Path, table: str, exprs: dict[str, str], null: int,
-                 n_threads: int = 2, narrow: frozenset[str] = frozenset()) -> dict[str, Ints] | None:
+                 n_threads: int = 2, narrow: frozenset[str] = frozenset(),
+                 alloc: Alloc | None = None) -> dict[str, Ints] | None:
     """Integer expressions of every row of ``table``, in rowid order; None when unsupported.
 
     Args:
@@ -87,12 +91,14 @@ def read_columns(path: Path, table: str, exprs: dict[str, str], null: int,
         n_threads: threads over the leaf pages (numpy releases the GIL in its loops).
         narrow: names to return as int32, unless a value of one of them does not fit (or is
             NULL): then every column is int64 (what the SQL path of the column store gives).
+        alloc: ``alloc(name, dtype, rows)`` gives the array a result is written into (say a
+            memory-mapped cache file, so the values are never copied again); default np.empty.
 
     """
     reader = None
     try:
         reader = _Reader(Path(path), table)
-        return reader.read(exprs, null, n_threads, narrow)
+        return reader.read(exprs, null, n_threads, narrow, alloc)
     except Exception:  # noqa: BLE001 - whatever it is, SQLite reads the table instead
         return None
     finally:
@@ -193,7 +199,7 @@ class _Reader:
 
     # -- reading -----------------------------------------------------------------------------
     def read(self, exprs: dict[str, str], null: int, n_threads: int,
-             narrow: frozenset[str] = frozenset()) -> dict[str, Ints]:
+             narrow: frozenset[str] = frozenset(), alloc: Alloc | None = None) -> dict[str, Ints]:
         import numpy as np
 
         from engine.reports.columns import _fan_out
@@ -214,9 +220,9 @@ class _Reader:
         n_threads = max(1, min(n_threads, len(batches)))
         for wide in (False, True):
             # the results in their final type, filled batch by batch (no whole-table temporaries)
+            make = alloc or (lambda _n, dtype, rows: np.empty(rows, dtype=dtype))
             out: dict[str, Ints] = {
-                n: np.empty(total, dtype=np.int32 if n in narrow and not wide else np.int64)  # type: ignore[misc]
-                for n in exprs}
+                n: make(n, np.int32 if n in narrow and not wide else np.int64, total) for n in exprs}
             errors: list[BaseException] = []
 
             def work(k: int, out: dict[str, Ints] = out, errors: list[BaseException] = errors) -> None:
