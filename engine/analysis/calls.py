@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from engine.analysis.tables import small_codes as small_codes  # re-exported: its users import it from here
 from engine.analysis.tables import trace_cache
 
 if TYPE_CHECKING:
@@ -45,54 +46,6 @@ _PASS_VALUES = 130_000_000
 #: calls up to which they are read in the background while the kernels are (both tables' arrays
 #: are then held at once: past this, as on a 10M-kernel report, one table after the other)
 _PREFETCH_ROWS = 5_000_000
-
-
-def small_codes(values: npt.NDArray[Any]) -> tuple[npt.NDArray[Any], npt.NDArray[np.int64]]:
-    """Codes (int16, or int32 past 32767 values) of non-negative integers in order of first appearance.
-
-    Returns the codes and the distinct values.
-
-    What ``pd.factorize`` gives for a column with few distinct values, without hashing every row:
-    one ``bincount`` when the values are small, else ``np.unique``; the first appearances are
-    found in growing prefixes (4k rows, then 4x more each time up to a million: the first few
-    thousand rows usually hold them all).
-    """
-    v = np.asarray(values)
-    if not len(v):
-        return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=I64)
-    hi = int(v.max())
-    if int(v.min()) == hi:  # one value (one process, thread, GPU or stream): no counting
-        return np.zeros(len(v), dtype=np.int16), np.array([hi], dtype=I64)
-    if hi < 1 << 25:
-        present = np.flatnonzero(np.bincount(v, minlength=hi + 1))
-    else:
-        present = np.unique(v)
-    k = len(present)
-    first = np.full(k, len(v), dtype=I64)
-    found = 0
-    lo, step = 0, 1 << 12  # growing prefixes: a few distinct values all appear early
-    while lo < len(v):
-        u, idx = np.unique(v[lo:lo + step], return_index=True)
-        pos = np.searchsorted(present, u)
-        new = first[pos] == len(v)
-        first[pos[new]] = idx[new] + lo
-        found += int(new.sum())
-        if found == k:
-            break
-        lo, step = lo + step, min(step * 4, 1 << 20)
-    order = np.argsort(first, kind="stable")  # code -> value, first appearance first
-    uniq = present[order]
-    # int16 codes when they fit (a 20M-row column: 40 MB instead of 80)
-    dt: Any = np.int16 if k < 1 << 15 else np.int32
-    rank = np.empty(k, dtype=dt)
-    rank[order] = np.arange(k, dtype=dt)
-    if hi < 1 << 25:
-        lut = np.zeros(hi + 1, dtype=dt)
-        lut[present] = rank
-        codes = lut[v]
-    else:
-        codes = rank[np.searchsorted(present, v)]
-    return codes, uniq.astype(I64)
 
 
 class ApiCalls:
