@@ -32,10 +32,11 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from engine.reports.sqlite_pages import fan_out as _fan_out
 
 if TYPE_CHECKING:
     import numpy as np
@@ -434,18 +435,6 @@ class ColumnStore:
             if self._pool is not None:
                 self._pool.shutdown(wait=False)
                 self._pool = None
-
-
-def _fan_out(work: Callable[[int], None], n_threads: int, errors: list[BaseException]) -> None:
-    """Run ``work(k)`` for k in 0..n_threads-1 (k = 0 on this thread); re-raise the first error."""
-    threads = [threading.Thread(target=work, args=(k,), daemon=True) for k in range(1, n_threads)]
-    for th in threads:
-        th.start()
-    work(0)
-    for th in threads:
-        th.join()
-    if errors:
-        raise errors[0]
 
 
 class _Wide(Exception):

@@ -29,6 +29,7 @@ import mmap
 import os
 import re
 import sqlite3
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -202,8 +203,6 @@ class _Reader:
              narrow: frozenset[str] = frozenset(), alloc: Alloc | None = None) -> dict[str, Ints]:
         import numpy as np
 
-        from engine.reports.columns import _fan_out
-
         parsed = {name: parse_expr(e) for name, e in exprs.items()}
         want = sorted({c.lower() for _f, cols, _n in parsed.values() for c in cols})
         for c in want:
@@ -240,7 +239,7 @@ class _Reader:
                     errors.append(exc)
 
             try:
-                _fan_out(work, n_threads, errors)
+                fan_out(work, n_threads, errors)
             except _Wide:  # a narrow column holds a big value or NULL: int64 after all
                 continue
             return out
@@ -486,6 +485,18 @@ def _varint_ends(rows: npt.NDArray[np.uint8]) -> tuple[Ints, Ints, Ints]:
         ends.append((63 - bit) >> 3)
         marks ^= np.left_shift(np.uint64(1), bit.astype(np.uint64))
     return ends[0], ends[1], ends[2]
+
+
+def fan_out(work: Callable[[int], None], n_threads: int, errors: list[BaseException]) -> None:
+    """Run ``work(k)`` for k in 0..n_threads-1 (k = 0 on this thread); re-raise the first error."""
+    threads = [threading.Thread(target=work, args=(k,), daemon=True) for k in range(1, n_threads)]
+    for th in threads:
+        th.start()
+    work(0)
+    for th in threads:
+        th.join()
+    if errors:
+        raise errors[0]
 
 
 class _Wide(Exception):
