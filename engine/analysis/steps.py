@@ -33,6 +33,7 @@ from engine.analysis.tables import pandas_order as pandas_order
 from engine.analysis.tables import pid_key as pid_key
 from engine.analysis.tables import pid_keys as pid_keys
 from engine.analysis.tables import trace_cache as trace_cache
+from engine.analysis.tables import unique_first
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -482,7 +483,7 @@ def _build(r: Ranges, ops: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np
     # Several threads with the range: the thread with the most instances holds the loop (ties:
     # the first to appear, as value_counts orders them).
     tids = r.tid[rows]
-    first_seen = np.unique(tids, return_index=True)
+    first_seen = unique_first(tids)
     by_appearance = first_seen[0][np.argsort(first_seen[1], kind="stable")]
     counts = np.array([int((tids == t).sum()) for t in by_appearance.tolist()], dtype=np.int64)
     tid = by_appearance[pandas_order(counts, ascending=False)[0]]

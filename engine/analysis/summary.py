@@ -31,7 +31,7 @@ from engine.analysis.steps import (
 )
 from engine.analysis.summary_model import SCHEMA, Summary
 from engine.analysis.summary_text import format_summary as format_summary  # re-exported
-from engine.analysis.sums import code_sums, int_sums, label_rows, masked_sum
+from engine.analysis.sums import code_sums, int_sums, label_rows, masked_sum, median
 from engine.analysis.sums import sum_count as sum_count  # re-exported: the rules import it from here
 from engine.analysis.tables import UNION_CHUNK as _UNION_CHUNK
 from engine.analysis.tables import disjoint_sorted, table_records
@@ -469,7 +469,8 @@ def _processes(trace: Trace, api: _Calls, ops: _Ops, wall_ns: int, host: sm.Host
         out.append(sm.ProcessRow(
             str(pk), names.get(str(pk)), n_api, au, _pct(au, wall_ns), ob, _pct(ob, wall_ns),
             int((o.kind[mine] == 0).sum()) if mine is not None else 0,
-            tuple(sorted(o.devs[int(d)] for d in np.unique(o.dev[mine]))) if mine is not None else ()))
+            tuple(sorted(o.devs[int(d)] for d in np.flatnonzero(np.bincount(o.dev[mine]))))
+            if mine is not None else ()))
     out.sort(key=lambda p: (-p.gpu_busy_ns, -p.api_union_ns))
     return tuple(out)
 
@@ -477,7 +478,7 @@ def _processes(trace: Trace, api: _Calls, ops: _Ops, wall_ns: int, host: sm.Host
 def _bandwidth_row(op: str, mem: str, count: int, nbytes: int, tot: int, per: np.ndarray) -> sm.BandwidthRow:
     return sm.BandwidthRow(
         op, mem, count, nbytes, tot, round(nbytes / tot * 1e9, 1) if tot else None,
-        round(nbytes / tot, 3) if tot else None, round(float(np.median(per)), 3),
+        round(nbytes / tot, 3) if tot else None, round(median(per), 3),
         round(float(per.min()), 3), round(float(per.max()), 3))
 
 

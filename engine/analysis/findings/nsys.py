@@ -19,7 +19,7 @@ from engine.analysis.findings.model import Evidence, Finding, Gain, fmt_time, pc
 from engine.analysis.ops import gpu_op_columns
 from engine.analysis.steps import pandas_order
 from engine.analysis.summary import sum_count
-from engine.analysis.tables import table_records, union_sorted
+from engine.analysis.tables import table_records, union_sorted, unique_first
 
 if TYPE_CHECKING:
     from engine.analysis.summary_model import Summary
@@ -37,7 +37,7 @@ def _distinct(codes: np.ndarray) -> set[int]:
 
 def _value_counts(codes: np.ndarray, labels: list[str]) -> list[tuple[str, int]]:
     """(label, count) of codes, most first, ties in order of first appearance (``value_counts``)."""
-    uniq, first, counts = np.unique(codes, return_index=True, return_counts=True)
+    uniq, first, counts = unique_first(codes)
     seen = np.argsort(first, kind="stable")
     uniq, counts = uniq[seen], counts[seen]
     return [(labels[int(uniq[i])], int(counts[i])) for i in pandas_order(counts, ascending=False).tolist()]

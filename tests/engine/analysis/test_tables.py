@@ -84,3 +84,20 @@ def test_match_first_equals_pandas_merge(dense: bool) -> None:
     assert idx.tolist() == want.tolist()
     assert distinct == len(r)
     assert 1000 < (idx >= 0).sum() < n_left  # the join found rows, and missed some
+
+
+def test_unique_first_and_median_equal_numpys() -> None:
+    """The summary's stand-ins for np.unique (return_index/counts) and np.median (same floats)."""
+    from engine.analysis.sums import median
+
+    rng = np.random.default_rng(11)
+    for n in (0, 1, 2, 7, 500):
+        for hi in (1, 3, 10**12):
+            v = rng.integers(0, hi, n)
+            got = tables.unique_first(v)
+            want = np.unique(v, return_index=True, return_counts=True)
+            assert [g.tolist() for g in got] == [w.tolist() for w in want]
+            if n:
+                assert median(v) == float(np.median(v))
+                f = rng.random(n) * 10.0 ** rng.integers(-3, 9)
+                assert median(f) == float(np.median(f))

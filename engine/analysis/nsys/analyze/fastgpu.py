@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from engine.analysis.tables import unique_first
 from engine.reports.columns import has_null
 
 if TYPE_CHECKING:
@@ -88,7 +89,7 @@ def _keys(cols: dict[str, Any]) -> list[tuple[int, int, Any]]:
     if pid.min() == pid.max() and dev.min() == dev.max():
         return [(int(pid[0]), int(dev[0]), None)]
     key = (pid.astype(np.int64) << 32) | (dev.astype(np.int64) & 0xFFFFFFFF)
-    return [(int(k >> 32), int(np.int32(k & 0xFFFFFFFF)), key == k) for k in np.unique(key).tolist()]
+    return [(int(k >> 32), int(np.int32(k & 0xFFFFFFFF)), key == k) for k in unique_first(key)[0].tolist()]
 
 
 def groups(trace: Trace, window: tuple[int | None, int | None]) -> list[Group] | None:

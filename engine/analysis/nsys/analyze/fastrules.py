@@ -30,6 +30,7 @@ from engine.analysis.nsys.analyze.common import (
     sync_memset_call,
     util_text,
 )
+from engine.analysis.tables import unique_first
 
 if TYPE_CHECKING:
     from engine.reports.base import Trace
@@ -95,7 +96,7 @@ def _api_sync(trace: Trace) -> RuleRows | None:
     start = np.asarray(calls.start)[rows]
     dur = np.asarray(calls.end)[rows] - start
     codes = np.asarray(calls.name)[rows]
-    uniq, first, cnt = np.unique(codes, return_index=True, return_counts=True)
+    uniq, first, cnt = unique_first(codes)
     counts = {calls.names[int(uniq[j])]: int(cnt[j]) for j in np.lexsort((first, -cnt)).tolist()}
     explanation, fix = api_sync_text(len(rows), float(dur.sum()), float(dur.max()), counts)
     return RuleRows(len(rows), start, dur, explanation, fix)
