@@ -114,19 +114,29 @@ def _merged_codes(codes: np.ndarray, labels: list[str]) -> tuple[np.ndarray, lis
 def ranges_columns(trace: Trace, label: Callable[[str, str], str]) -> Ranges | None:
     """The closed ranges (``label(domain, text)`` their names) of an nsys export, or None (use the table).
 
-    What ``steps.ranges_table`` builds from ``trace.table("nvtx")``, without pandas.
+    What ``steps.ranges_table`` builds from ``trace.table("nvtx")``, without pandas. The ranges are
+    grouped by (domain id, text id, text): where the groups are few (one DISTINCT scan tells),
+    each row's group comes as a code column (a CASE over the groups) that the columnar cache
+    keeps, so a later run reads no text; else SQLite lists each group's row ids.
     """
     t = _nsys(trace)
     if t is None:
         return None
     has_id = "textId" in set(t.columns(_T))
     text_id = '"textId"' if has_id else "NULL"
+    exprs = {"rowid": "rowid", "start": '"start"', "end": '"end"', "globalTid": '"globalTid"'}
     try:
-        groups = t.rows(f'SELECT "domainId", {text_id}, "text", group_concat(rowid, \',\') FROM {_T} '
-                        f"WHERE {_RANGE} GROUP BY 1, 2, 3")
+        keys = t.rows(f'SELECT DISTINCT "domainId", {text_id}, "text" FROM {_T} WHERE {_RANGE} '
+                      f"LIMIT {_FEW_GROUPS + 1}")
         created = t.rows(f'SELECT "domainId", {text_id}, "text" FROM {_T} WHERE "eventType" = 75')
-        cols = t.column_store().read_where(
-            _T, {"rowid": "rowid", "start": '"start"', "end": '"end"', "globalTid": '"globalTid"'}, _RANGE)
+        coded = len(keys) <= _FEW_GROUPS and all(_literal(v) is not None for k in keys for v in k)
+        if coded:
+            exprs["group"] = _group_case(keys, text_id)
+            groups: list[tuple[Any, ...]] = [tuple(k) for k in keys]
+        else:
+            groups = t.rows(f'SELECT "domainId", {text_id}, "text", group_concat(rowid, \',\') FROM {_T} '
+                            f"WHERE {_RANGE} GROUP BY 1, 2, 3")
+        cols = t.column_store().read_where(_T, exprs, _RANGE)
     except sqlite3.Error:
         return None
     if not groups:
@@ -141,24 +151,59 @@ def ranges_columns(trace: Trace, label: Callable[[str, str], str]) -> Ranges | N
         if d is not None:  # a NULL id names no domain (NaN never equals NaN in the table path)
             domains[d] = resolved(tid, txt)
     names: list[str] = []
-    row_ids: list[np.ndarray] = []
-    for d, tid, txt, ids in groups:
+    for d, tid, txt, *_ in groups:
         dom = domains.get(d, "") if d is not None else ""
         text = resolved(tid, txt)
         names.append(label("" if dom is None else str(dom), "" if text is None else str(text)))
-        row_ids.append(np.fromstring(str(ids), dtype=np.int64, sep=","))
-    # each range's name: its row id looked up among the groups' row ids
-    ids_all = np.concatenate(row_ids)
-    code_all = np.repeat(np.arange(len(groups)), [len(r) for r in row_ids])
-    order = np.argsort(ids_all)
-    rowid = cols["rowid"]
-    pos = np.searchsorted(ids_all[order], rowid)
-    if len(rowid) != len(ids_all) or not np.array_equal(ids_all[order][pos], rowid):
-        return None  # the table changed between the two reads
-    name_code = code_all[order][pos]
+    name_code: np.ndarray | None
+    if coded:
+        name_code = np.asarray(cols["group"], dtype=np.int64)
+        if len(name_code) and int(name_code.min()) < 0:
+            return None  # a row of no group: the table changed between the two reads
+    else:
+        name_code = _codes_by_rowid(groups, np.asarray(cols["rowid"]))
+        if name_code is None:
+            return None
     gtid = np.asarray(cols["globalTid"])
     null = gtid == _NULL
     g: Any = np.where(null, np.nan, gtid) if null.any() else gtid
     (pc, pl), (tc, tl) = (pid_codes(np.asarray(p)) for p in ((g // (1 << 24)) % (1 << 24), g % (1 << 24)))
     return Ranges(np.asarray(cols["start"], dtype=np.int64), np.asarray(cols["end"], dtype=np.int64),
                   name_code, names, pc, pl, tc, tl)
+
+
+#: up to this many (domain, text id, text) groups, a row's group is a cached code column
+_FEW_GROUPS = 64
+
+
+def _literal(v: Any) -> str | None:
+    """``v`` as an SQL literal for ``IS`` (None where it cannot be written as one)."""
+    if v is None:
+        return "NULL"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return str(v)
+    if isinstance(v, str):
+        return "'" + v.replace("'", "''") + "'"
+    return None
+
+
+def _group_case(keys: list[tuple[Any, ...]], text_id: str) -> str:
+    """A CASE giving each row the index of its (domain id, text id, text) among ``keys`` (-1: none)."""
+    cols = ('"domainId"', text_id, '"text"')
+    whens = " ".join(
+        "WHEN " + " AND ".join(f"{c} IS {_literal(v)}" for c, v in zip(cols, k, strict=True)) + f" THEN {i}"
+        for i, k in enumerate(keys))
+    return f"CASE {whens} ELSE -1 END"
+
+
+def _codes_by_rowid(groups: list[tuple[Any, ...]], rowid: np.ndarray) -> np.ndarray | None:
+    """Each range's group: its row id looked up among the groups' listed row ids (None: they differ)."""
+    row_ids = [np.fromstring(str(g[3]), dtype=np.int64, sep=",") for g in groups]
+    ids_all = np.concatenate(row_ids)
+    code_all = np.repeat(np.arange(len(groups)), [len(r) for r in row_ids])
+    order = np.argsort(ids_all)
+    pos = np.searchsorted(ids_all[order], rowid)
+    if len(rowid) != len(ids_all) or not np.array_equal(ids_all[order][pos], rowid):
+        return None  # the table changed between the two reads
+    out: np.ndarray = code_all[order][pos]
+    return out

@@ -231,3 +231,29 @@ def test_rule_rows_equal_the_rules_tables(reports: list[Path], rule: str) -> Non
         assert sorted(zip(rows.start.tolist(), rows.dur.tolist(), strict=True)) == \
             [(int(a), int(b)) for a, b in want]
     assert fired >= (0 if rule == "cuda_memset_sync" else 3), rule
+
+
+def test_ranges_coded_in_sql_equal_the_grouped_rows(reports: list[Path], tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CASE-coded groups (few texts) give the ranges SQLite's GROUP BY gives, quotes and NULLs too."""
+    from engine.analysis import ranges
+
+    odd = tmp_path / "odd.sqlite"
+    odd.write_bytes(next(p for p in NSYS_SQLITE if p.stem == "host_overhead_naive").read_bytes())
+    con = sqlite3.connect(odd)
+    con.execute("UPDATE NVTX_EVENTS SET text = 'it''s ' || text WHERE rowid % 3 = 0 AND text IS NOT NULL")
+    con.execute("UPDATE NVTX_EVENTS SET text = NULL WHERE rowid % 7 = 0 AND eventType IN (59, 60)")
+    con.commit()
+    con.close()
+    label = lambda d, t: range_label(d, normalise_range(t))  # noqa: E731
+    for path in [*reports, odd]:
+        coded = ranges.ranges_columns(open_report(path), label)
+        monkeypatch.setattr(ranges, "_FEW_GROUPS", -1)  # every report through GROUP BY
+        grouped = ranges.ranges_columns(open_report(path), label)
+        monkeypatch.undo()
+        assert coded is not None and grouped is not None
+        assert [coded.names[c] for c in coded.name.tolist()] == \
+            [grouped.names[c] for c in grouped.name.tolist()]
+        assert coded.start.tolist() == grouped.start.tolist()
+        assert [coded.tids[c] for c in coded.tid.tolist()] == [grouped.tids[c] for c in grouped.tid.tolist()]
+    assert any("it's" in n for n in ranges.ranges_columns(open_report(odd), label).names)
