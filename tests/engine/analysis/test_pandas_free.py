@@ -257,3 +257,21 @@ def test_ranges_coded_in_sql_equal_the_grouped_rows(reports: list[Path], tmp_pat
         assert coded.start.tolist() == grouped.start.tolist()
         assert [coded.tids[c] for c in coded.tid.tolist()] == [grouped.tids[c] for c in grouped.tid.tolist()]
     assert any("it's" in n for n in ranges.ranges_columns(open_report(odd), label).names)
+
+
+def test_steps_arrays_seeded_by_the_build_equal_the_steps(reports: list[Path]) -> None:
+    """_build hands Steps its starts, ends and warm-up flags: the same as built from the Step objects."""
+    from dataclasses import replace
+
+    from engine.analysis.steps import steps_per_process
+
+    seen = 0
+    for path in reports:
+        for st in steps_per_process(open_report(path)):
+            fresh = replace(st)  # a copy computes them from its steps
+            for name in ("_starts", "_ends", "_steady_mask"):
+                assert getattr(st, name).tolist() == getattr(fresh, name).tolist(), (path.name, name)
+                assert getattr(st, name).dtype == getattr(fresh, name).dtype
+            assert st.warmup_count == fresh.warmup_count and st.steady_median_ns == fresh.steady_median_ns
+            seen += 1
+    assert seen >= 5
