@@ -511,6 +511,18 @@ def _build(r: Ranges, ops: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np
     return out
 
 
+def _rechosen(st: Steps, chosen_by: str) -> Steps:
+    """``st`` as chosen by ``chosen_by``, with the arrays it has computed (the same steps)."""
+    out = replace(st, chosen_by=chosen_by)
+    out.__dict__.update({k: v for k, v in st.__dict__.items() if k in _DERIVED})
+    return out
+
+
+#: Steps' cached properties that depend on its steps only
+_DERIVED = frozenset({"_starts", "_ends", "_steady_mask", "warmup_count", "steady", "_durations",
+                      "steady_median_ns", "_blocks", "_steady_blocks"})
+
+
 def steps_per_process(trace: Trace, *, range_name: str | None = None) -> list[Steps]:
     """The steps of every process that has a repeating range, the busiest process first.
 
@@ -546,7 +558,7 @@ def _steps_per_process(trace: Trace, range_name: str | None) -> list[Steps]:
             st = trace_cache(trace, f"steps_build:{pk!r}:{name!r}",
                              lambda pk=pk, name=name: _build(r, ops, pk, name, "structure"))
             if st is not None:
-                out.append(st if st.chosen_by == chosen_by else replace(st, chosen_by=chosen_by))
+                out.append(st if st.chosen_by == chosen_by else _rechosen(st, chosen_by))
     out.sort(key=lambda s: (-s.gpu_total_ns, -s.count, s.pid))
     return out
 
