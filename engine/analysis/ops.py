@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.analysis.calls import api_calls, small_codes
-from engine.analysis.tables import blocks_sorted, corr_keys, match_first_counted, pid_keys, trace_cache
+from engine.analysis.tables import (
+    blocks_sorted,
+    corr_keys,
+    disjoint_sorted,
+    match_first_counted,
+    pid_keys,
+    trace_cache,
+)
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -169,15 +176,16 @@ class GpuOps:
         """The union of the operations (of process ``pid``) as sorted disjoint blocks (cached).
 
         ``sorted_se``: :attr:`s_sorted` and :attr:`e_sorted` when the caller holds them already.
+        Operations that never overlap (one stream) are their own blocks: touching ones may stay
+        apart, which changes no busy time, first start or last end (what the callers read).
         """
         key = "" if pid is None else pid
         if key not in self._blocks:
             s, e = sorted_se if sorted_se is not None else (self.s_sorted, self.e_sorted)
-            if pid is None or len(self.pids) == 1 and self.pids[0] == pid:
-                self._blocks[key] = blocks_sorted(s, e)
-            else:
+            if not (pid is None or len(self.pids) == 1 and self.pids[0] == pid):
                 mine = self.sorted_col(self.of_pid(pid))
-                self._blocks[key] = blocks_sorted(s[mine], e[mine])
+                s, e = s[mine], e[mine]
+            self._blocks[key] = (s, e) if disjoint_sorted(s, e) else blocks_sorted(s, e)
         return self._blocks[key]
 
     def pid_code(self, key: str) -> int:

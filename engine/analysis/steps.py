@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.analysis.tables import corr_keys as corr_keys  # re-exported: callers import them from here
+from engine.analysis.tables import disjoint_sorted, unique_first
 from engine.analysis.tables import factorize_rows as factorize_rows
 from engine.analysis.tables import match_first as match_first
 from engine.analysis.tables import pandas_order as pandas_order
 from engine.analysis.tables import pid_key as pid_key
 from engine.analysis.tables import pid_keys as pid_keys
 from engine.analysis.tables import trace_cache as trace_cache
-from engine.analysis.tables import unique_first
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -219,6 +219,31 @@ class Steps:
         """Which times fall inside a step (a steady one with ``steady_only``): :func:`inside`."""
         s, e = self._steady_blocks if steady_only else self._blocks
         return _inside_blocks(s, e, np.asarray(t, dtype=np.int64))
+
+    def locate(self, t: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+        """(``contains(t)``, ``contains(t, steady_only=True)``) with one search of the times.
+
+        Steps found by structure never overlap: a time is in a step when it is before the end of
+        the last step starting at or before it, and in a steady one when that step is steady.
+        """
+        s, e = self._starts, self._ends
+        if not disjoint_sorted(s, e):
+            return self.contains(t), self.contains(t, steady_only=True)
+        t = np.asarray(t, dtype=np.int64)
+        floor = np.array([np.iinfo(np.int64).min], dtype=np.int64)
+        e_pad = np.concatenate([floor, e])
+        # no steady step: "steady" means every step, as window(steady_only=True) gives them
+        steady_pad = np.concatenate([[False], self._steady_mask if self.steady else np.ones(len(s), bool)])
+        in_any = np.zeros(len(t), dtype=bool)
+        in_steady = np.zeros(len(t), dtype=bool)
+        step = 1 << 21
+        for lo in range(0, len(t), step):
+            tt = t[lo:lo + step]
+            k = np.searchsorted(s, tt, side="right")
+            inside_k = tt < e_pad[k]
+            in_any[lo:lo + step] = inside_k
+            in_steady[lo:lo + step] = inside_k & steady_pad[k]
+        return in_any, in_steady
 
     def window(self, *, steady_only: bool = False) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(starts, ends) of the steps, optionally of the steady ones only."""

@@ -528,13 +528,13 @@ def _bandwidth_table(trace: Trace) -> tuple[sm.BandwidthRow, ...]:
 
 
 # -- iterations --------------------------------------------------------------------------------------
-def _costs(cat: np.ndarray, dur: np.ndarray, rows: np.ndarray, n: int | None) -> tuple[sm.ApiCost, ...]:
-    """API time per category (codes into CATEGORY_ORDER) of the calls ``rows``, most first.
+def _costs(sums: np.ndarray, counts: np.ndarray, n: int | None) -> tuple[sm.ApiCost, ...]:
+    """API time per category (``sums``/``counts`` by CATEGORY_ORDER code) of some calls, most first.
 
     Per step too when ``n`` is given.
     """
     return tuple(sm.ApiCost(str(c), s, k, s // n if n else None)
-                 for c, s, k in sum_count(cat, dur, CATEGORY_ORDER, rows))
+                 for c, s, k in label_rows(sums, counts, CATEGORY_ORDER))
 
 
 def _iterations(trace: Trace, api: _Calls, ops: _Ops,
@@ -553,12 +553,14 @@ def _iterations(trace: Trace, api: _Calls, ops: _Ops,
             t, cat, dur = api.start, api.category, api.dur
         else:
             t, cat, dur = api.start[mine], api.category[mine], api.dur[mine]
-        in_steady = st.contains(t, steady_only=True)
-        in_any = st.contains(t)
-        warm_rows = in_any & ~in_steady
-        per_it = _costs(cat, dur, in_steady, n_steady)
-        warm = _costs(cat, dur, warm_rows, st.warmup_count or None)
-        once = _costs(cat, dur, ~in_any, None)
+        in_any, in_steady = st.locate(t)
+        # one pass over the calls: code = category x 3 + (0 steady, 1 warm-up, 2 outside the steps)
+        phase = (~in_any).astype(np.int8) * 2 + (in_any & ~in_steady)
+        del in_any, in_steady
+        sums, counts = code_sums(cat.astype(np.int8) * 3 + phase, dur, 3 * len(CATEGORY_ORDER))
+        del phase
+        per_it, warm, once = (_costs(sums[p::3], counts[p::3], n)
+                              for p, n in enumerate((n_steady, st.warmup_count or None, None)))
     else:
         per_it = warm = once = ()
     bs, be = ops.o.blocks(st.pid, (ops.s, ops.e))

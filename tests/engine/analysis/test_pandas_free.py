@@ -275,3 +275,49 @@ def test_steps_arrays_seeded_by_the_build_equal_the_steps(reports: list[Path]) -
             assert st.warmup_count == fresh.warmup_count and st.steady_median_ns == fresh.steady_median_ns
             seen += 1
     assert seen >= 5
+
+
+def test_steps_locate_equals_contains(reports: list[Path]) -> None:
+    """One search for both masks: the same as contains() and contains(steady_only=True)."""
+    from engine.analysis.steps import Step, Steps, steps_per_process
+
+    rng = np.random.default_rng(8)
+    every = [st for path in reports for st in steps_per_process(open_report(path))]
+    # hand-made: touching steps, a zero-length one, all warm-up; and overlapping ones (fallback)
+    touching = (Step(0, 10, 20, True), Step(1, 20, 20, False), Step(2, 20, 35, False), Step(3, 40, 50, False))
+    overlapping = (Step(0, 10, 30, False), Step(1, 20, 25, False), Step(2, 28, 60, False))
+    every += [Steps("s", "nvtx", "1", touching, 0, 0), Steps("s", "nvtx", "1", overlapping, 0, 0),
+              Steps("s", "nvtx", "1", tuple(Step(i, 10 * i, 10 * i + 5, True) for i in range(4)), 0, 0)]
+    for st in every:
+        lo, hi = st.steps[0].start_ns - 5, st.steps[-1].end_ns + 5
+        t = np.concatenate([rng.integers(lo, hi, 5000), [s.start_ns for s in st.steps],
+                            [s.end_ns for s in st.steps]]).astype(np.int64)
+        in_any, in_steady = st.locate(t)
+        assert in_any.tolist() == st.contains(t).tolist()
+        assert in_steady.tolist() == st.contains(t, steady_only=True).tolist()
+    assert len(every) >= 8
+
+
+def test_gpu_blocks_of_disjoint_operations_give_the_merged_blocks_busy_time(reports: list[Path]) -> None:
+    """GpuOps.blocks keeps never-overlapping operations as they are: same busy time, first start, last end."""
+    from engine.analysis.ops import gpu_op_columns
+    from engine.analysis.summary import busy_between
+
+    for path in reports:
+        o = gpu_op_columns(open_report(path))
+        for pid in [None, *o.pids]:
+            bs, be = o.blocks(pid)
+            sel = o.sorted_col(o.of_pid(pid)) if pid is not None else np.ones(o.n, dtype=bool)
+            ms, me = tables.blocks_sorted(o.s_sorted[sel], o.e_sorted[sel])
+            assert (bs[0], be[-1]) == (ms[0], me[-1])
+            cuts = np.sort(np.random.default_rng(1).integers(int(ms[0]) - 10, int(me[-1]) + 10, 400))
+            a, b = cuts[::2], cuts[1::2]
+            assert busy_between(bs, be, a, b).tolist() == busy_between(ms, me, a, b).tolist()
+    # the recordings' operations never touch: touching and zero-length ones, made by hand
+    s = np.array([0, 10, 10, 20, 30, 45], dtype=np.int64)
+    e = np.array([10, 10, 20, 25, 45, 50], dtype=np.int64)
+    assert tables.disjoint_sorted(s, e)
+    ms, me = tables.blocks_sorted(s, e)
+    assert len(ms) < len(s)
+    a, b = np.arange(-5, 55, 3), np.arange(-5, 55, 3) + 7
+    assert busy_between(s, e, a, b).tolist() == busy_between(ms, me, a, b).tolist()
