@@ -67,8 +67,18 @@ def parse_expr(expr: str) -> tuple[str, list[str], list[int]]:
         Unsupported: any other expression.
 
     """
+    text = expr.strip()
+    if text.upper() == "NULL":
+        return "null", [], []
+    m = re.match(r"^coalesce\((.*)\)$", text, re.IGNORECASE)
+    if m:  # coalesce("a", "b", NULL, ...): the first operand that is not NULL
+        items = [i.strip() for i in m.group(1).split(",")]
+        cols = [i[1:-1] for i in items if re.fullmatch(_COL, i)]
+        if not items or any(not re.fullmatch(_COL, i) and i.upper() != "NULL" for i in items):
+            raise Unsupported(expr)
+        return "coalesce", cols, []
     for rx, form in _FORMS:
-        m = rx.match(expr.strip())
+        m = rx.match(text)
         if m:
             groups = list(m.groups())
             cols = [g for g in groups if not g.isdigit()]
@@ -210,6 +220,8 @@ class _Reader:
                 raise Unsupported(f"no column {c}")
             if c == self.alias:
                 raise Unsupported(f"{c} is the rowid")
+        if not want:
+            raise Unsupported("no column read")
         idx = {c: self.columns.index(c) for c in want}
         leaves = self.leaves()
         counts = self._cell_counts(leaves)
@@ -509,9 +521,21 @@ def _evaluate(parsed: dict[str, tuple[str, list[str], list[int]]],
     import numpy as np
 
     out: dict[str, Ints] = {}
+    rows = len(next(iter(got.values()))[0])
     for name, (form, cols, nums) in parsed.items():
+        if form == "null" or (form == "coalesce" and not cols):
+            out[name] = np.full(rows, null, dtype=np.int64)
+            continue
         a, isnull = got[cols[0].lower()]
-        if form == "col":
+        if form == "coalesce":
+            v = a.copy()
+            for c in cols[1:]:  # fill the NULLs left from the next operand
+                if isnull is None or not isnull.any():
+                    break
+                b, bnull = got[c.lower()]
+                v[isnull] = b[isnull]
+                isnull = isnull & bnull if bnull is not None else None
+        elif form == "col":
             v = a.copy() if isnull is not None and isnull.any() else a
         elif form == "sub":
             b, bnull = got[cols[1].lower()]
