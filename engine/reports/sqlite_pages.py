@@ -122,7 +122,7 @@ def count_rows(path: Path, table: str) -> int | None:
     reader = None
     try:
         reader = _Reader(Path(path), table)
-        return int(reader._cell_counts(reader.leaves()).sum())
+        return int(reader.layout()[1].sum())
     except Exception:  # noqa: BLE001 - SQLite counts instead
         return None
     finally:
@@ -130,9 +130,16 @@ def count_rows(path: Path, table: str) -> int | None:
             reader.close()
 
 
+#: (file, size, mtime, inode, table) -> (leaves, cells per leaf): see _Reader.layout
+_LAYOUTS: dict[tuple[str, int, int, int, str], tuple[Ints, Ints]] = {}
+_LAYOUT_LOCK = threading.Lock()
+
+
 class _Reader:
     def __init__(self, path: Path, table: str) -> None:
         import numpy as np
+
+        self.path, self.table = path, table
 
         for side in ("-wal", "-journal"):
             extra = path.with_name(path.name + side)
@@ -172,6 +179,25 @@ class _Reader:
         os.close(self.fd)
         del self.buf  # the map cannot close while an array views it
         self.mm.close()
+
+    def layout(self) -> tuple[Ints, Ints]:
+        """(leaf pages in rowid order, cells of each), kept per file version and table.
+
+        Counting a table's rows and reading it walk the same pages: the second (a count, then a
+        read, as a report is opened) takes the first's result instead of touching every leaf again.
+        """
+        st = os.fstat(self.fd)
+        key = (str(self.path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino, self.table)
+        with _LAYOUT_LOCK:
+            known = _LAYOUTS.get(key)
+        if known is None:
+            leaves = self.leaves()
+            known = (leaves, self._cell_counts(leaves))
+            with _LAYOUT_LOCK:
+                _LAYOUTS[key] = known
+                while len(_LAYOUTS) > 16:
+                    _LAYOUTS.pop(next(iter(_LAYOUTS)))
+        return known
 
     # -- the B-tree --------------------------------------------------------------------------
     def _page_off(self, pg: int) -> int:
@@ -223,8 +249,7 @@ class _Reader:
         if not want:
             raise Unsupported("no column read")
         idx = {c: self.columns.index(c) for c in want}
-        leaves = self.leaves()
-        counts = self._cell_counts(leaves)
+        leaves, counts = self.layout()
         starts = np.concatenate([[0], np.cumsum(counts)])
         total = int(starts[-1])
         batches = [(b, min(b + BATCH_PAGES, len(leaves))) for b in range(0, len(leaves), BATCH_PAGES)]
