@@ -55,6 +55,7 @@ class GpuOps:
     def __init__(self, trace: Trace) -> None:
         self._trace = trace
         self._blocks: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
+        self._cums: dict[str, npt.NDArray[np.int64]] = {}
         parts = [p for p in (self._part(k) for k in KINDS) if p is not None]
         self.counts = {k: 0 for k in KINDS}
         if not parts:
@@ -187,6 +188,14 @@ class GpuOps:
                 s, e = s[mine], e[mine]
             self._blocks[key] = (s, e) if disjoint_sorted(s, e) else blocks_sorted(s, e)
         return self._blocks[key]
+
+    def busy_cum(self, pid: str | None = None) -> npt.NDArray[np.int64]:
+        """0, then the running sum of :meth:`blocks`' lengths (cached: each busy-time query reuses it)."""
+        key = "" if pid is None else pid
+        if key not in self._cums:
+            bs, be = self.blocks(pid)
+            self._cums[key] = np.concatenate([[0], np.cumsum(np.asarray(be, dtype=np.int64) - bs)])
+        return self._cums[key]
 
     def pid_code(self, key: str) -> int:
         """The code of a process key, -1 when no operation has it."""

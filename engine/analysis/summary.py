@@ -134,12 +134,16 @@ def capture_window(trace: Trace) -> tuple[int, int]:
     return min(starts), max(ends or starts)
 
 
-def busy_between(block_starts: np.ndarray, block_ends: np.ndarray, a: np.ndarray, b: np.ndarray
-                 ) -> np.ndarray:
-    """Busy time inside each window [a, b) given disjoint sorted busy blocks (vectorised)."""
+def busy_between(block_starts: np.ndarray, block_ends: np.ndarray, a: np.ndarray, b: np.ndarray,
+                 cum: np.ndarray | None = None) -> np.ndarray:
+    """Busy time inside each window [a, b) given disjoint sorted busy blocks (vectorised).
+
+    ``cum``: the blocks' cumulative busy time (``GpuOps.busy_cum``) when the caller has it.
+    """
     bs = np.asarray(block_starts, dtype=np.int64)
     be = np.asarray(block_ends, dtype=np.int64)
-    cum = np.concatenate([[0], np.cumsum(be - bs)])
+    if cum is None:
+        cum = np.concatenate([[0], np.cumsum(be - bs)])
 
     def f(t: np.ndarray) -> np.ndarray:  # busy time before t
         t = np.asarray(t, dtype=np.int64)
@@ -564,7 +568,7 @@ def _iterations(trace: Trace, api: _Calls, ops: _Ops,
     else:
         per_it = warm = once = ()
     bs, be = ops.o.blocks(st.pid, (ops.s, ops.e))
-    busy_steady = int(busy_between(bs, be, ss, se).sum())
+    busy_steady = int(busy_between(bs, be, ss, se, ops.o.busy_cum(st.pid)).sum())
     phases = _phases(trace, st)
     rest = durs[1:]
     return sm.Iterations(

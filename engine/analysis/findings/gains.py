@@ -86,9 +86,10 @@ class Context:
                 from engine.analysis.ops import gpu_op_columns
                 from engine.analysis.summary import busy_between
 
-                bs, be = gpu_op_columns(self.trace).blocks(self.steps.pid)
+                o = gpu_op_columns(self.trace)
+                bs, be = o.blocks(self.steps.pid)
                 a, b = self.steps.window(steady_only=True)
-                busy = float(busy_between(bs, be, a, b).sum()) / self.n_steady
+                busy = float(busy_between(bs, be, a, b, o.busy_cum(self.steps.pid)).sum()) / self.n_steady
             self._cache["busy_idle"] = (busy, max(self.step_ns - busy, 0.0))
         value: tuple[float, float] = self._cache["busy_idle"]
         return value

@@ -34,7 +34,8 @@ def _blocks(ctx: Context) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]
 def _idle_in(ctx: Context, a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> tuple[int, int]:
     """(window length, GPU idle inside it) summed over the windows [a, b)."""
     bs, be = _blocks(ctx)
-    busy = int(busy_between(bs, be, a, b).sum()) if len(a) else 0
+    cum = gpu_op_columns(ctx.trace).busy_cum(None if ctx.steps is None else ctx.steps.pid)
+    busy = int(busy_between(bs, be, a, b, cum).sum()) if len(a) else 0
     window = int((b - a).sum()) if len(a) else 0
     return window, max(window - busy, 0)
 
