@@ -2,24 +2,35 @@
 
 The nsys export's big tables (kernels, CUDA API calls, copies) are rowid tables of small integer
 records. SQLite hands them out one value at a time (~70 ns a value even through
-``group_concat``); this module reads the same values from the file itself, vectorised over every
-row at once: it walks the table's B-tree to its leaf pages (in rowid order), takes every cell's
-record header (the serial types), turns the types into byte sizes and offsets, and gathers each
-wanted column as big-endian integers (a few numpy operations per column, ~5-10 ns a value).
+``group_concat``); this module reads the same values from the file itself, vectorised over a
+batch of ~2000 leaf pages at once:
+
+1. the table's B-tree is walked to its leaf pages, in rowid order, and each leaf's cell count is
+   taken from its header (kept per file version: a count then a read walk the pages once);
+2. a batch's pages are read with ``preadv`` (never through the map, so they add no RSS), each
+   cell is copied once into a row of a small array (cache-resident from then on);
+3. the three varints that start a cell (payload size, rowid, record header size) are located
+   with bit operations on one 64-bit word per row; the serial types are taken column-wise,
+   turned into byte sizes and running offsets, and each wanted column is gathered as one
+   big-endian word per row and shifted to its width (one integer width in a batch: one shift).
+
+Per table this is ~2x faster than ``group_concat`` (120-300 ns a row instead of ~70 ns a value),
+and the results can be written straight into memory-mapped cache files (``alloc``).
 
 It reads only what it fully understands (the file format is public: sqlite.org/fileformat2.html):
 
 * a rowid table (no ``WITHOUT ROWID``), no column of it the rowid alias (``INTEGER PRIMARY KEY``);
 * no overflowing cell (payloads that fit their page), record headers under 16 kB;
 * wanted values that are integers, the constants 0/1 or NULL (a REAL or TEXT value in a wanted
-  column is SQLite's to convert);
+  column is SQLite's to convert; so is a difference that overflows 64 bits);
 * no write-ahead log or hot journal beside the file (their pages would be newer than the file's);
-* expressions of the forms ``"col"``, ``"a" - "b"``, ``"col" % N`` and ``"col" / N % M``.
+* expressions of the forms ``"col"``, ``"a" - "b"``, ``"col" % N``, ``"col" / N % M``,
+  ``coalesce("a", "b", NULL, ...)`` and ``NULL``.
 
 Anything else makes :func:`read_columns` return None, and the caller asks SQLite as before; so
-does any inconsistency met on the way (a page of an unexpected type, a cell outside its page),
-never a guessed value. NULL becomes the caller's sentinel (``null``), as ``coalesce(expr, null)``
-would give.
+does any inconsistency met on the way (a page of an unexpected type, a cell outside its page, a
+leaf whose count changed), never a guessed value. NULL becomes the caller's sentinel (``null``),
+as ``coalesce(expr, null)`` would give.
 """
 
 from __future__ import annotations
