@@ -235,10 +235,13 @@ def cmd_export(args: argparse.Namespace) -> int:
         text = export.comparison_markdown(c) if args.format == "md" else export.comparison_html(c)
         export.write_text(out, text)
     else:
+        from engine.analysis.calls import prefetch_api_calls
         from engine.analysis.findings.overview import overview
 
+        trace = open_report(_path(args.input))
+        prefetch_api_calls(trace)  # the calls' columns read while the kernels' are (two cores), as findings
         ref = open_report(_path(args.pinned_from)) if args.pinned_from else None
-        s, found = overview(open_report(_path(args.input)), reference=ref)
+        s, found = overview(trace, reference=ref)
         export.write_text(out, export.session_markdown(s, found) if args.format == "md"
                           else export.session_html(s, found))
     print(f"kernelscope: wrote {out}", file=sys.stderr)
