@@ -84,7 +84,7 @@ def copy_calls(trace: Trace) -> CopyCalls:
 
 def _build(trace: Trace) -> CopyCalls:
     cols = _from_columns(trace)
-    return cols if cols is not None else _from_table(copies_table(trace))
+    return cols if cols is not None else calls_from_table(copies_table(trace))
 
 
 def _from_columns(trace: Trace) -> CopyCalls | None:
@@ -110,8 +110,8 @@ def _from_columns(trace: Trace) -> CopyCalls | None:
                      end[safe] if len(end) else safe)
 
 
-def _from_table(c: pd.DataFrame) -> CopyCalls:
-    """From :func:`copies_table`'s frame."""
+def calls_from_table(c: pd.DataFrame) -> CopyCalls:
+    """:class:`CopyCalls` from :func:`copies_table`'s frame (the path of traces without the columns)."""
     import pandas as pd
 
     from engine.analysis.tables import factorize_rows

@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 
 from engine.analysis import tables
-from engine.analysis.findings.copycalls import _from_table, copies_table, copy_calls
+from engine.analysis.findings.copycalls import calls_from_table, copies_table, copy_calls
 from engine.analysis.nsys import analyze
 from engine.analysis.nsys.analyze.fastrules import rule_rows
 from engine.analysis.steps import normalise_range, pandas_order, range_label, ranges_table
@@ -195,7 +195,7 @@ def test_copy_calls_equal_the_joined_tables(reports: list[Path]) -> None:
     found = 0
     for path in reports:
         fast = copy_calls(open_report(path))
-        slow = _from_table(copies_table(open_report(path)))
+        slow = calls_from_table(copies_table(open_report(path)))
         assert len(fast) == len(slow), path.name
         if not len(fast):
             continue
