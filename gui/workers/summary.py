@@ -79,16 +79,19 @@ def run_child(path: Path, range_name: str | None = None, *, progress: Progress |
 
             reader = threading.Thread(target=read_stdout, name="ks-summary-child-out", daemon=True)
             reader.start()
-            last = -1.0
+            last = 0.0
+            if progress is not None:  # at once: a small report's child can be done before the first poll
+                progress(f"In a separate process: {stage[0]} (0 s)")
             try:
                 while True:
                     try:
                         rc = proc.wait(timeout=poll_s)
-                        break
                     except subprocess.TimeoutExpired:
-                        pass
+                        rc = None
                     if cancel is not None and cancel.is_set():
-                        raise Cancelled
+                        raise Cancelled  # (also when the child has just finished: its result is not wanted)
+                    if rc is not None:
+                        break
                     now = time.monotonic() - t0
                     if progress is not None and now - last >= 1.0:
                         last = now
