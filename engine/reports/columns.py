@@ -113,6 +113,7 @@ class ColumnStore:
         #: waits for that one instead of scanning the table again)
         self._inflight: dict[tuple[str, str, str], Future[dict[str, npt.NDArray[np.int64]]]] = {}
         self._counts: dict[str, int] = {}  # table -> rows (see row_count)
+        self._page_reads = 0  # page reads in flight (see _read_pages)
 
     # -- cache files ---------------------------------------------------------------------------
     def _file(self, table: str, name: str, expr: str) -> Path | None:
@@ -283,8 +284,11 @@ class ColumnStore:
         if os.environ.get("KERNELSCOPE_SQLITE_PAGES", "1") == "0":
             return None
         made: list[tuple[Path, Path]] = []  # (temporary file, its cache file)
+        with self._lock:  # two threads for a table read alone; one each for concurrent reads
+            self._page_reads += 1
+            threads = 2 if self._page_reads == 1 else 1
         try:
-            got = read_columns(self.path, table, exprs, NULL, narrow=narrow,
+            got = read_columns(self.path, table, exprs, NULL, n_threads=threads, narrow=narrow,
                                alloc=lambda name, dtype, rows: self._mapped(
                                    table, name, exprs[name], dtype, rows, made))
             if got is not None:
@@ -295,6 +299,8 @@ class ColumnStore:
                         except OSError:
                             pass  # (a platform that cannot rename a mapped file) read again later
         finally:
+            with self._lock:
+                self._page_reads -= 1
             for tmp, _final in made:
                 tmp.unlink(missing_ok=True)
         if got is None:
