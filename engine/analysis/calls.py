@@ -45,7 +45,7 @@ _NARROW = frozenset({"nameId", "pid", "tid"})
 _PASS_VALUES = 130_000_000
 #: calls up to which they are read in the background while the kernels are (both tables' arrays
 #: are then held at once: past this, as on a 10M-kernel report, one table after the other)
-_PREFETCH_ROWS = 5_000_000
+_PREFETCH_ROWS = 25_000_000
 
 
 class ApiCalls:

@@ -283,6 +283,9 @@ class ColumnStore:
 
         if os.environ.get("KERNELSCOPE_SQLITE_PAGES", "1") == "0":
             return None
+        child = self._read_in_child(table, exprs, narrow)
+        if child is not None:
+            return child
         made: list[tuple[Path, Path]] = []  # (temporary file, its cache file)
         with self._lock:  # two threads for a table read alone; one each for concurrent reads
             self._page_reads += 1
@@ -306,6 +309,44 @@ class ColumnStore:
         if got is None:
             return None
         return [got[n] for n in exprs]
+
+    def _read_in_child(self, table: str, exprs: dict[str, str],
+                       narrow: frozenset[str]) -> list[npt.NDArray[np.int64]] | None:
+        """A big table read by a child process into the cache files (engine.reports.sqlite_child).
+
+        None (read in this process then) for a small table, no writable cache, a child that
+        fails, or ``KERNELSCOPE_SQLITE_CHILD=0``.
+        """
+        import numpy as np
+
+        from engine.reports.sqlite_child import CHILD_LEAVES, read_in_child
+        from engine.reports.sqlite_pages import leaf_count
+
+        if self.cache_dir is None or os.environ.get("KERNELSCOPE_SQLITE_CHILD", "1") == "0":
+            return None
+        if (leaf_count(self.path, table) or 0) < CHILD_LEAVES:
+            return None
+        finals = {n: self._file(table, n, e) for n, e in exprs.items()}
+        tmps = {n: f.with_name(f"{f.name}.{os.getpid()}-{threading.get_ident()}.tmp")
+                for n, f in finals.items() if f is not None}
+        try:
+            if len(tmps) != len(exprs):
+                return None
+            next(iter(tmps.values())).parent.mkdir(parents=True, exist_ok=True)
+            if not read_in_child(self.path, table, exprs, narrow, tmps, NULL):
+                return None
+            out = []
+            for n in exprs:
+                final = finals[n]
+                assert final is not None
+                os.replace(tmps[n], final)
+                out.append(np.load(final, mmap_mode="r"))
+            return out
+        except (OSError, ValueError):
+            return None
+        finally:
+            for tmp in tmps.values():
+                tmp.unlink(missing_ok=True)
 
     def _mapped(self, table: str, name: str, expr: str, dtype: type, rows: int,
                 made: list[tuple[Path, Path]]) -> npt.NDArray[np.int64]:

@@ -146,6 +146,19 @@ _LAYOUTS: dict[tuple[str, int, int, int, str], tuple[Ints, Ints]] = {}
 _LAYOUT_LOCK = threading.Lock()
 
 
+def leaf_count(path: Path, table: str) -> int | None:
+    """Leaf pages of ``table`` (its size, from the interior pages alone); None when unsupported."""
+    reader = None
+    try:
+        reader = _Reader(Path(path), table)
+        return len(reader.leaves())
+    except Exception:  # noqa: BLE001 - no estimate then
+        return None
+    finally:
+        if reader is not None:
+            reader.close()
+
+
 class _Reader:
     def __init__(self, path: Path, table: str) -> None:
         import numpy as np

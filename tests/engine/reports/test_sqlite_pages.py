@@ -257,3 +257,36 @@ def test_column_store_gives_the_same_arrays_either_way(
     for n in exprs:
         assert pages[n].dtype == sql[n].dtype and np.array_equal(pages[n], sql[n]), n
     assert pages["nameId"].dtype == np.int32
+
+
+@pytest.mark.parametrize("narrow", [frozenset(), frozenset({"nameId", "pid"})])
+def test_a_child_process_reads_big_tables_into_the_cache_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, narrow: frozenset[str]) -> None:
+    """Above CHILD_LEAVES leaf pages a table is read by a child process (lowered to 0 here): the
+    same values and types as in-process, written straight into the cache files and mapped."""
+    from engine.reports import sqlite_child
+
+    db = NSYS_DIR / "torch_sdpa_gemm.sqlite"
+    exprs = {"start": '"start"', "dur": '"end" - "start"', "nameId": '"nameId"',
+             "pid": '"globalTid" / 16777216 % 16777216'}
+    monkeypatch.setenv("KERNELSCOPE_SQLITE_CHILD", "0")
+    here = ColumnStore(db, tmp_path / "here").read("CUPTI_ACTIVITY_KIND_RUNTIME", exprs, narrow)
+    monkeypatch.setenv("KERNELSCOPE_SQLITE_CHILD", "1")
+    monkeypatch.setattr(sqlite_child, "CHILD_LEAVES", 0)
+    spawned: list[bool] = []
+    real = sqlite_child.read_in_child
+    monkeypatch.setattr(sqlite_child, "read_in_child",
+                        lambda *a, **k: spawned.append(real(*a, **k)) or spawned[-1])
+    store = ColumnStore(db, tmp_path / "child")
+    got = store.read("CUPTI_ACTIVITY_KIND_RUNTIME", exprs, narrow)
+    assert spawned == [True]
+    for n in exprs:
+        assert isinstance(got[n], np.memmap) and got[n].dtype == here[n].dtype
+        assert np.array_equal(got[n], here[n]), n
+    assert not list((tmp_path / "child").rglob("*.tmp"))
+    # a table the page reader does not take (a REAL value): the child says so, SQLite reads it
+    real_db = _make(tmp_path, "real.sqlite", "CREATE TABLE T (a INTEGER)", [(1,), (2.5,), (3,)])
+    spawned.clear()
+    with pytest.raises(sqlite3.DatabaseError):  # what the SQL path says of a REAL: not integers
+        ColumnStore(real_db, tmp_path / "c2").read("T", {"a": '"a"'})
+    assert spawned == [False]
