@@ -43,8 +43,8 @@ _EXPRS = {
 _NARROW = frozenset({"nameId", "pid", "tid"})
 #: values read per scan of the API table (all 6 columns of up to 21M calls; 1 at a time of 69M)
 _PASS_VALUES = 130_000_000
-#: calls up to which they are read in the background while the kernels are (both tables' arrays
-#: are then held at once: past this, as on a 10M-kernel report, one table after the other)
+#: calls up to which they are read in the background while the kernels are (a big table is read by a
+#: child process into the cache files, engine.reports.sqlite_child; past this, one after the other)
 _PREFETCH_ROWS = 25_000_000
 
 
