@@ -279,17 +279,28 @@ class ColumnStore:
         then) or ``KERNELSCOPE_SQLITE_PAGES=0`` turns it off. ``narrow`` as in :meth:`read_async`:
         int32 when every narrow column fits, else every column int64 (as the SQL path gives).
         """
-        from engine.reports.sqlite_pages import read_columns
-
         if os.environ.get("KERNELSCOPE_SQLITE_PAGES", "1") == "0":
             return None
-        child = self._read_in_child(table, exprs, narrow)
-        if child is not None:
-            return child
-        made: list[tuple[Path, Path]] = []  # (temporary file, its cache file)
-        with self._lock:  # two threads for a table read alone; one each for concurrent reads
+        with self._lock:  # a read alone: here, two threads; beside another: in a child process
             self._page_reads += 1
-            threads = 2 if self._page_reads == 1 else 1
+            alone = self._page_reads == 1
+        try:
+            mode = os.environ.get("KERNELSCOPE_SQLITE_CHILD", "1")  # 0: never, always: any big one
+            child = (self._read_in_child(table, exprs, narrow)
+                     if mode == "always" or (mode != "0" and not alone) else None)
+            if child is not None:
+                return child
+            return self._read_here(table, exprs, narrow, 2 if alone else 1)
+        finally:
+            with self._lock:
+                self._page_reads -= 1
+
+    def _read_here(self, table: str, exprs: dict[str, str], narrow: frozenset[str],
+                   threads: int) -> list[npt.NDArray[np.int64]] | None:
+        """The page reader in this process, writing into the cache files (see :meth:`_mapped`)."""
+        from engine.reports.sqlite_pages import read_columns
+
+        made: list[tuple[Path, Path]] = []  # (temporary file, its cache file)
         try:
             got = read_columns(self.path, table, exprs, NULL, n_threads=threads, narrow=narrow,
                                alloc=lambda name, dtype, rows: self._mapped(
@@ -302,8 +313,6 @@ class ColumnStore:
                         except OSError:
                             pass  # (a platform that cannot rename a mapped file) read again later
         finally:
-            with self._lock:
-                self._page_reads -= 1
             for tmp, _final in made:
                 tmp.unlink(missing_ok=True)
         if got is None:
@@ -314,15 +323,17 @@ class ColumnStore:
                        narrow: frozenset[str]) -> list[npt.NDArray[np.int64]] | None:
         """A big table read by a child process into the cache files (engine.reports.sqlite_child).
 
-        None (read in this process then) for a small table, no writable cache, a child that
-        fails, or ``KERNELSCOPE_SQLITE_CHILD=0``.
+        Used for a big table read while another is (a lone read is faster here, in two threads:
+        no process to start); ``KERNELSCOPE_SQLITE_CHILD=always`` for every big one, ``=0`` never.
+        None (read in this process then) for a small table, no writable cache or a child that
+        fails.
         """
         import numpy as np
 
         from engine.reports.sqlite_child import CHILD_LEAVES, read_in_child
         from engine.reports.sqlite_pages import leaf_count
 
-        if self.cache_dir is None or os.environ.get("KERNELSCOPE_SQLITE_CHILD", "1") == "0":
+        if self.cache_dir is None:
             return None
         if (leaf_count(self.path, table) or 0) < CHILD_LEAVES:
             return None

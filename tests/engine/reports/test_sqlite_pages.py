@@ -271,7 +271,7 @@ def test_a_child_process_reads_big_tables_into_the_cache_files(
              "pid": '"globalTid" / 16777216 % 16777216'}
     monkeypatch.setenv("KERNELSCOPE_SQLITE_CHILD", "0")
     here = ColumnStore(db, tmp_path / "here").read("CUPTI_ACTIVITY_KIND_RUNTIME", exprs, narrow)
-    monkeypatch.setenv("KERNELSCOPE_SQLITE_CHILD", "1")
+    monkeypatch.setenv("KERNELSCOPE_SQLITE_CHILD", "always")  # (by default: beside another read)
     monkeypatch.setattr(sqlite_child, "CHILD_LEAVES", 0)
     spawned: list[bool] = []
     real = sqlite_child.read_in_child
