@@ -230,10 +230,38 @@ class Session:
                    threading.Thread(target=pump, args=(proc.stderr, "stderr"), daemon=True)]
         for r in readers:
             r.start()
+        err_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+        # Ctrl-C while waiting cancels the step: a handler, not KeyboardInterrupt, which could land
+        # outside the loop's try (printing a line) and leave the program running (main thread only)
+        installed, old_handler = False, None
+        if threading.current_thread() is threading.main_thread():
+            try:
+                old_handler = signal.signal(signal.SIGINT, lambda _s, _f: self.cancel.set())
+                installed = True
+            except ValueError:
+                pass
+        try:
+            self._pump_until_done(proc, lines, captured, err_tail)
+        finally:
+            if installed:
+                signal.signal(signal.SIGINT, old_handler if old_handler is not None
+                              else signal.default_int_handler)
+        killed = self._killed
+        rc = proc.wait()
+        if proc.stdin is not None:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+        return StepResult(rc, killed, "\n".join(captured), stderr_tail=tuple(err_tail))
+
+    def _pump_until_done(self, proc: subprocess.Popen[bytes], lines: queue.Queue[tuple[str, str | None]],
+                         captured: list[str], err_tail: collections.deque[str]) -> None:
+        """Pass the program's lines on until both its streams close; cancel or time it out."""
         open_streams = 2
         killed: str | None = None
         exited_at: float | None = None
-        err_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+        self._killed = None
         self.tick()
         while open_streams:
             try:
@@ -256,6 +284,7 @@ class Session:
                 elif self.deadline is not None and time.monotonic() > self.deadline:
                     killed = "timeout"
                 if killed:
+                    self._killed = killed
                     kill_group(proc)
             if proc.poll() is not None:
                 exited_at = exited_at or time.monotonic()
@@ -263,13 +292,6 @@ class Session:
                 if time.monotonic() - exited_at > 2.0:
                     kill_group(proc, grace_s=0.0)
                     break
-        rc = proc.wait()
-        if proc.stdin is not None:
-            try:
-                proc.stdin.close()
-            except OSError:
-                pass
-        return StepResult(rc, killed, "\n".join(captured), stderr_tail=tuple(err_tail))
 
 
 def start_watchdog(pgid: int) -> subprocess.Popen[bytes] | None:
