@@ -173,6 +173,14 @@ class _Either:
 Opener = Callable[..., Any]
 
 
+def _count_quietly(trace: Any, name: str) -> None:
+    """Count a table so that a later ``row_count`` finds it known (an error is the later call's)."""
+    try:
+        trace.row_count(name)
+    except Exception:  # noqa: BLE001 - the caller counts again and reports it
+        pass
+
+
 class LoadWorker(Worker):
     """Open a report with the engine and summarize it, all in the worker thread."""
 
@@ -206,7 +214,18 @@ class LoadWorker(Worker):
             from gui.timeline.columnar import cached_row_count
 
             rows: dict[str, int | None] = {}
+            # the CUDA API table is counted on a second thread while the GPU tables are (a count
+            # walks a big table's leaf pages: their page faults overlap; the store keeps the count)
+            api_count = None
+            make_store = getattr(trace, "column_store", None)  # nsys SQLite only
+            if make_store is not None and trace.has("api") and cached_row_count(trace, "api") is None:
+                make_store()  # (made here: two threads must not each make one)
+                api_count = threading.Thread(target=_count_quietly, args=(trace, "api"),
+                                             name="ks-count-api", daemon=True)
+                api_count.start()
             for name in TABLES:  # counted, not read: the views read the columns they draw
+                if name == "api" and api_count is not None:
+                    api_count.join()
                 # a big nsys table opened before: the length of its cached column (no SQL count)
                 rows[name] = cached_row_count(trace, name) if trace.has(name) else None
                 if rows[name] is None:
