@@ -15,7 +15,7 @@ import functools
 import struct
 from typing import Any
 
-from engine.reports.ncu_section_defs import _accepts, _ranges, _varint
+from engine.reports.ncu_section_defs import _accepts, _fields, _ranges
 
 # ncu_report's rule message types by the file's RuleResultMessageType (Ok, Warning, Error, Optimization).
 _MESSAGE_TYPES = {0: 0, 1: 1, 2: 3, 3: 4, 4: 2}
@@ -26,32 +26,30 @@ class PbUnsupported(Exception):
 
 
 def _fields_all(b: bytes) -> list[tuple[int, Any]]:
-    """Every field of a small message: (number, int | bytes | ('f'|'d', float))."""
-    out: list[tuple[int, Any]] = []
-    i, n = 0, len(b)
-    while i < n:
-        key, i = _varint(b, i)
-        f, wire = key >> 3, key & 7
-        if wire == 0:
-            v, i = _varint(b, i)
-            out.append((f, v))
-        elif wire == 2:
-            ln, i = _varint(b, i)
-            out.append((f, b[i:i + ln]))
-            i += ln
-        elif wire == 1:
-            out.append((f, struct.unpack_from("<d", b, i)[0]))
-            i += 8
-        elif wire == 5:
-            out.append((f, struct.unpack_from("<f", b, i)[0]))
-            i += 4
-        else:
-            raise PbUnsupported(f"wire type {wire}")
-    return out
+    """Every field of a small message: (number, int | bytes | float); PbUnsupported if malformed."""
+    try:
+        return _fields(b, floats=True)
+    except (ValueError, struct.error) as exc:
+        raise PbUnsupported(str(exc)) from exc
 
 
 def _text(v: Any) -> str:
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else ""
+
+
+def _domain_ranges(domain: bytes, name_field: int) -> tuple[int, list[str]]:
+    """(domain id, its ranges' names) of an NVTX domain message.
+
+    Field 1 is the id, each field 3 a range whose name is field ``name_field`` (1 for push/pop
+    ranges, 2 for start/end ones).
+    """
+    did, names = 0, []
+    for g, w in _fields_all(domain):
+        if g == 1:
+            did = w
+        elif g == 3:
+            names.append(next((_text(x) for h, x in _fields_all(w) if h == name_field), ""))
+    return did, names
 
 
 def _rule_dicts(msgs: list[bytes]) -> list[dict[str, Any]]:
@@ -136,20 +134,10 @@ def _nvtx(msg: bytes, thread: int) -> PbNvtxState:
             if tid != thread:
                 continue
             for d in domains:
-                did, stack = 0, []
-                for g, w in _fields_all(d):
-                    if g == 1:
-                        did = w
-                    elif g == 3:
-                        stack.append(next((_text(x) for h, x in _fields_all(w) if h == 1), ""))
+                did, stack = _domain_ranges(d, 1)
                 push.setdefault(did, []).extend(stack)
         elif f == 3:
-            did, ranges = 0, []
-            for g, w in _fields_all(v):
-                if g == 1:
-                    did = w
-                elif g == 3:
-                    ranges.append(next((_text(x) for h, x in _fields_all(w) if h == 2), ""))
+            did, ranges = _domain_ranges(v, 2)
             start.setdefault(did, []).extend(ranges)
         elif f == 4:
             default = v

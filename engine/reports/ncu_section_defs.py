@@ -34,6 +34,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 #: The architecture values Nsight Compute 2025.3.1 knows (those its own section files use).
 KNOWN_ARCHS = frozenset({75, 80, 86, 87, 89, 90, 100, 103, 110, 120, 121})
@@ -103,9 +104,17 @@ def _varint(b: bytes | memoryview, i: int) -> tuple[int, int]:
             return v, i
 
 
-def _fields(b: bytes | memoryview) -> list[tuple[int, int | bytes]]:
-    """The top-level fields of a protobuf message: (field number, int or bytes)."""
-    out: list[tuple[int, int | bytes]] = []
+def _fields(b: bytes | memoryview, floats: bool = False) -> list[tuple[int, Any]]:
+    """The top-level fields of a protobuf message: (field number, int or bytes).
+
+    With ``floats``, fixed64 and fixed32 fields too, as the double and float they hold (else they
+    are skipped).
+
+    Raises:
+        ValueError: a truncated field or an unknown wire type.
+
+    """
+    out: list[tuple[int, Any]] = []
     i, n = 0, len(b)
     while i < n:
         key, i = _varint(b, i)
@@ -120,8 +129,12 @@ def _fields(b: bytes | memoryview) -> list[tuple[int, int | bytes]]:
             out.append((f, bytes(b[i:i + ln])))
             i += ln
         elif wire == 1:
+            if floats:
+                out.append((f, struct.unpack_from("<d", b, i)[0]))
             i += 8
         elif wire == 5:
+            if floats:
+                out.append((f, struct.unpack_from("<f", b, i)[0]))
             i += 4
         else:
             raise ValueError(f"wire type {wire}")
