@@ -338,8 +338,7 @@ class ColumnStore:
         if (leaf_count(self.path, table) or 0) < CHILD_LEAVES:
             return None
         finals = {n: self._file(table, n, e) for n, e in exprs.items()}
-        tmps = {n: f.with_name(f"{f.name}.{os.getpid()}-{threading.get_ident()}.tmp")
-                for n, f in finals.items() if f is not None}
+        tmps = {n: _temporary(f) for n, f in finals.items() if f is not None}
         try:
             if len(tmps) != len(exprs):
                 return None
@@ -372,7 +371,7 @@ class ColumnStore:
         final = self._file(table, name, expr)
         if final is None or rows == 0:
             return np.empty(rows, dtype=dtype)
-        tmp = final.with_name(f"{final.name}.{os.getpid()}-{threading.get_ident()}.tmp")
+        tmp = _temporary(final)
         try:
             final.parent.mkdir(parents=True, exist_ok=True)
             arr: npt.NDArray[np.int64] = np.lib.format.open_memmap(
@@ -493,6 +492,11 @@ class ColumnStore:
             if self._pool is not None:
                 self._pool.shutdown(wait=False)
                 self._pool = None
+
+
+def _temporary(final: Path) -> Path:
+    """Where a cache file is written before it is renamed into place (this process and thread)."""
+    return final.with_name(f"{final.name}.{os.getpid()}-{threading.get_ident()}.tmp")
 
 
 class _Wide(Exception):

@@ -87,16 +87,12 @@ def _start(path: Path, refs: list[tuple[int, int]]) -> subprocess.Popen[bytes] |
     Decoding a kernel is most of a child's work (the first one ~120 MB of ``ncu_report`` set-up),
     so it is done while the parent still reads the report's layout and builds the job.
     """
-    import importlib.util
+    from engine.system.pychild import child_env
 
     # -S: without site (.pth files, ~70 ms); the child needs only this code and ncu_report.
-    spec = importlib.util.find_spec("ncu_report")
-    if spec is None or not spec.submodule_search_locations:
+    env = child_env("ncu_report")
+    if env is None:
         return None
-    where = str(Path(next(iter(spec.submodule_search_locations))).parent)
-    repo = str(Path(__file__).resolve().parents[2])
-    path_var = os.pathsep.join(filter(None, [repo, where, os.environ.get("PYTHONPATH")]))
-    env = dict(os.environ, PYTHONPATH=path_var)
     argv = [sys.executable, "-S", "-m", "engine.reports.ncu_decode", str(path),
             *(f"{r}:{a}" for r, a in refs)]
     return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,

@@ -17,7 +17,6 @@ Child side: ``python -S -m engine.reports.sqlite_child`` with a JSON request on 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -29,15 +28,11 @@ CHILD_LEAVES = 10_000
 def read_in_child(path: Path, table: str, exprs: dict[str, str], narrow: frozenset[str],
                   files: dict[str, Path], null: int) -> bool:
     """Have a child read ``exprs`` of ``table`` into ``files`` (name -> .npy path); True on success."""
-    import importlib.util
+    from engine.system.pychild import child_env
 
-    spec = importlib.util.find_spec("numpy")
-    if spec is None or not spec.submodule_search_locations:
+    env = child_env("numpy")
+    if env is None:
         return False
-    where = str(Path(next(iter(spec.submodule_search_locations))).parent)
-    repo = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        filter(None, [repo, where, os.environ.get("PYTHONPATH")])))
     request = {"path": str(path), "table": table, "exprs": exprs, "narrow": sorted(narrow),
                "files": {n: str(f) for n, f in files.items()}, "null": null}
     try:

@@ -46,6 +46,9 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import TypeVar
+
+    T = TypeVar("T")
 
     import numpy as np
     import numpy.typing as npt
@@ -118,28 +121,12 @@ def read_columns(path: Path, table: str, exprs: dict[str, str], null: int,
             memory-mapped cache file, so the values are never copied again); default np.empty.
 
     """
-    reader = None
-    try:
-        reader = _Reader(Path(path), table)
-        return reader.read(exprs, null, n_threads, narrow, alloc)
-    except Exception:  # noqa: BLE001 - whatever it is, SQLite reads the table instead
-        return None
-    finally:
-        if reader is not None:
-            reader.close()
+    return _with_reader(path, table, lambda r: r.read(exprs, null, n_threads, narrow, alloc))
 
 
 def count_rows(path: Path, table: str) -> int | None:
     """Rows of ``table`` from its leaf pages' headers (no record is read); None when unsupported."""
-    reader = None
-    try:
-        reader = _Reader(Path(path), table)
-        return int(reader.layout()[1].sum())
-    except Exception:  # noqa: BLE001 - SQLite counts instead
-        return None
-    finally:
-        if reader is not None:
-            reader.close()
+    return _with_reader(path, table, lambda r: int(r.layout()[1].sum()))
 
 
 #: (file, size, mtime, inode, table) -> (leaves, cells per leaf): see _Reader.layout
@@ -149,11 +136,19 @@ _LAYOUT_LOCK = threading.Lock()
 
 def leaf_count(path: Path, table: str) -> int | None:
     """Leaf pages of ``table`` (its size, from the interior pages alone); None when unsupported."""
+    return _with_reader(path, table, lambda r: len(r.leaves()))
+
+
+def _with_reader(path: Path, table: str, use: Callable[[_Reader], T]) -> T | None:
+    """``use`` of a reader of ``table``, closed after; None when anything fails.
+
+    The caller then asks SQLite: whatever this reader meets, it never guesses.
+    """
     reader = None
     try:
         reader = _Reader(Path(path), table)
-        return len(reader.leaves())
-    except Exception:  # noqa: BLE001 - no estimate then
+        return use(reader)
+    except Exception:  # noqa: BLE001 - see above
         return None
     finally:
         if reader is not None:
