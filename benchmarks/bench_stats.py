@@ -39,6 +39,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench_ncu import _tree_rss  # (this folder is on sys.path: the scripts run from it)
+
 CORE = "cuda_api_sum,cuda_gpu_kern_sum,cuda_gpu_mem_time_sum,cuda_gpu_mem_size_sum,nvtx_sum"
 CORE_2022 = "cudaapisum,gpukernsum,gpumemtimesum,gpumemsizesum,nvtxsum"
 ALL9 = CORE + ",cuda_api_gpu_sum,cuda_kern_exec_sum,cuda_gpu_sum,cuda_gpu_trace"
@@ -96,21 +98,6 @@ def rows(report: str) -> dict[str, Row]:
                              None, 0.5, warm=True, ref_key="analyze"),
         "summary": Row("summary", ["summary", report], [*nsys_stats, CORE_2022, report], 0.5),
     }
-
-
-def _tree_rss(pid: int) -> int:
-    """Bytes resident in process ``pid`` and its descendants now (0 where /proc cannot tell)."""
-    total, todo = 0, [pid]
-    while todo:
-        q = todo.pop()
-        try:
-            with open(f"/proc/{q}/statm") as f:
-                total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-            with open(f"/proc/{q}/task/{q}/children") as f:
-                todo.extend(int(c) for c in f.read().split())
-        except (OSError, ValueError):
-            pass
-    return total
 
 
 def timed(argv: list[str], env: dict[str, str], limit: float | None = None) -> tuple[float, float]:

@@ -37,5 +37,17 @@ def alive(pid: int) -> bool:
         return False
 
 
+def resident_kb(path: Path) -> int:
+    """Resident kB of this process's mappings of ``path`` (/proc/self/smaps; Linux)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if head and "-" in head[0] and len(head) >= 5 and ":" in head[3]:
+            inside = len(head) > 5 and head[5] == str(path)
+        elif inside and head and head[0] == "Rss:":
+            total += int(head[1])
+    return total
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     return f"kernelscope fixtures: {FIXTURES} ({'present' if FIXTURES.is_dir() else 'MISSING'})"

@@ -6,25 +6,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 
 from engine.analysis.findings import overview_store
-from tests.conftest import NSYS_DIR, REPO
+from tests.conftest import NSYS_DIR, REPO, resident_kb
 
 REPORT = NSYS_DIR / "host_overhead_naive.sqlite"
-
-
-def _resident_kb(path: Path) -> int:
-    total, inside = 0, False
-    for line in Path("/proc/self/smaps").read_text().splitlines():
-        head = line.split()
-        if head and "-" in head[0] and len(head) >= 5 and ":" in head[3]:
-            inside = len(head) > 5 and head[5] == str(path)
-        elif inside and head and head[0] == "Rss:":
-            total += int(head[1])
-    return total
 
 
 def test_release_shared_pages_drops_read_only_mappings_and_keeps_their_values(tmp_path):
@@ -35,9 +23,9 @@ def test_release_shared_pages_drops_read_only_mappings_and_keeps_their_values(tm
     private = np.load(f, mmap_mode="c")  # copy-on-write: a private mapping, never advised
     private[:10] = -1
     assert int(mapped.sum()) == int(data.sum())
-    assert _resident_kb(f) >= data.nbytes // 1024  # read once: all of the shared mapping resident
+    assert resident_kb(f) >= data.nbytes // 1024  # read once: all of the shared mapping resident
     assert overview_store.release_shared_pages() >= data.nbytes
-    assert _resident_kb(f) < 64 + 40  # the private mapping's written page(s) stay
+    assert resident_kb(f) < 64 + 40  # the private mapping's written page(s) stay
     assert int(mapped.sum()) == int(data.sum())  # read back from the OS cache
     assert private[:10].tolist() == [-1] * 10 and int(private[10:].sum()) == int(data[10:].sum())
 

@@ -8,6 +8,7 @@ import lzma
 import math
 import shutil
 import sqlite3
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -150,6 +151,16 @@ def _assert_inserted_like_merged(parts) -> None:
         np.testing.assert_array_equal(a, b)
 
 
+
+def _assert_lanes_as_pandas(model: tm.TimelineModel, path: Path) -> None:
+    """The same lanes and events per lane as the pandas path builds from the report."""
+    trace = open_report(path)
+    try:
+        want = tm.build_model(trace)
+    finally:
+        trace.close()
+    assert [(ln.key, len(ln)) for ln in model.lanes] == [(ln.key, len(ln)) for ln in want.lanes]
+
 def test_view_paints_gpu_lanes_first_then_api_then_the_rest(qtbot, window, tmp_path, monkeypatch):
     from gui.workers import running_threads
 
@@ -193,12 +204,7 @@ def test_view_paints_gpu_lanes_first_then_api_then_the_rest(qtbot, window, tmp_p
     assert progress and "first open: building this report's column cache" in progress[0]
     assert view._models  # the complete model is kept for this report
     # the same lanes and events as the pandas path (which the small-report test checks)
-    trace = open_report(path)
-    try:
-        want = tm.build_model(trace)
-    finally:
-        trace.close()
-    assert [(ln.key, len(ln)) for ln in view.model.lanes] == [(ln.key, len(ln)) for ln in want.lanes]
+    _assert_lanes_as_pandas(view.model, path)
     assert not running_threads()
 
 
@@ -243,10 +249,5 @@ def test_opened_for_the_timeline_the_gpu_lanes_are_read_while_the_window_builds(
     qtbot.waitUntil(lambda: view.model is not None and not view.model.pending and not view.is_busy(),
                     timeout=LOAD_TIMEOUT_MS)
     assert view.prefetched_used == 1 and report.timeline_prefetch is None
-    trace = open_report(path)
-    try:
-        want = tm.build_model(trace)
-    finally:
-        trace.close()
-    assert [(ln.key, len(ln)) for ln in view.model.lanes] == [(ln.key, len(ln)) for ln in want.lanes]
+    _assert_lanes_as_pandas(view.model, path)
     assert view.model.row_source is not None  # the columnar model

@@ -11,6 +11,7 @@ import pytest
 
 from gui.timeline import model as tm
 from gui.timeline import sparse
+from tests.conftest import resident_kb
 
 
 def _disjoint(n: int, seed: int = 3, long_calls: bool = True) -> tuple[np.ndarray, np.ndarray]:
@@ -29,18 +30,6 @@ def _mapped(tmp_path: Path, name: str, arr: np.ndarray) -> np.ndarray:
     np.save(f, arr)
     out: np.ndarray = np.load(f, mmap_mode="r")
     return out
-
-
-def _resident_kb(path: Path) -> int:
-    """Resident kB of this process's mappings of ``path`` (/proc/self/smaps)."""
-    total, inside = 0, False
-    for line in Path("/proc/self/smaps").read_text().splitlines():
-        head = line.split()
-        if head and "-" in head[0] and len(head) >= 5 and ":" in head[3]:
-            inside = len(head) > 5 and head[5] == str(path)
-        elif inside and head and head[0] == "Rss:":
-            total += int(head[1])
-    return total
 
 
 def test_block_totals_give_the_dense_coverage_exactly_and_within_tol():
@@ -65,18 +54,18 @@ def test_overview_from_block_totals_reads_no_mapped_page(tmp_path):
     ms, me = _mapped(tmp_path, "s", starts), _mapped(tmp_path, "e", ends)
     su = sparse.scan(ms, me)
     assert su is not None
-    assert _resident_kb(tmp_path / "s.npy") == 0 and _resident_kb(tmp_path / "e.npy") == 0
+    assert resident_kb(tmp_path / "s.npy") == 0 and resident_kb(tmp_path / "e.npy") == 0
     # 50 columns of 8,000 calls: every block of 64 is narrower than 1/64 of a column
     lo, hi, bins = int(starts[0]), int(ends[-1]), 50
     assert float((su.block_last - su.block_first).max()) < (hi - lo) / bins / 64
     got = tm.coverage(su, lo, hi, bins, 1 / 64)
     assert np.abs(got - tm.coverage(tm.union_intervals(starts, ends), lo, hi, bins)).max() < 2 / 64
-    assert _resident_kb(tmp_path / "s.npy") == 0 and _resident_kb(tmp_path / "e.npy") == 0
+    assert resident_kb(tmp_path / "s.npy") == 0 and resident_kb(tmp_path / "e.npy") == 0
     # zoomed in, the blocks at the column edges are read, then handed back
     tm.coverage(su, int(starts[1000]), int(starts[1300]), 1600, 1 / 64)
-    assert 0 < _resident_kb(tmp_path / "s.npy") < starts.nbytes // 1024 // 4
+    assert 0 < resident_kb(tmp_path / "s.npy") < starts.nbytes // 1024 // 4
     sparse.release_outside(ms, 0, 0)
-    assert _resident_kb(tmp_path / "s.npy") == 0
+    assert resident_kb(tmp_path / "s.npy") == 0
 
 
 def test_spill_keeps_values_and_maps_a_file(tmp_path):
@@ -123,7 +112,7 @@ def test_canvas_hands_back_the_pages_a_frame_read(qtbot, tmp_path, monkeypatch):
         qtbot.waitUntil(lambda n=painted: canvas.paint_count > n)
         mode = canvas.draw_stats[lane.key][0]
         assert mode == ("detail" if frame == 1 else "coverage")
-        kept = sum(_resident_kb(f) for f in files)
+        kept = sum(resident_kb(f) for f in files)
         # at most the events drawn one by one (and the pages around them) stay resident
         assert kept <= (64 if frame == 1 else 0), (frame, kept)
     assert canvas.last_coverage[(lane.key, tm.KIND_API)].max() > 0
