@@ -34,7 +34,7 @@ import sqlite3
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine.reports.sqlite_pages import fan_out as _fan_out
 
@@ -298,26 +298,34 @@ class ColumnStore:
     def _read_here(self, table: str, exprs: dict[str, str], narrow: frozenset[str],
                    threads: int) -> list[npt.NDArray[np.int64]] | None:
         """The page reader in this process, writing into the cache files (see :meth:`_mapped`)."""
-        from engine.reports.sqlite_pages import read_columns
+        import numpy as np
+
+        from engine.reports.sqlite_pages import NpyFile, read_columns
 
         made: list[tuple[Path, Path]] = []  # (temporary file, its cache file)
         try:
             got = read_columns(self.path, table, exprs, NULL, n_threads=threads, narrow=narrow,
                                alloc=lambda name, dtype, rows: self._mapped(
                                    table, name, exprs[name], dtype, rows, made))
-            if got is not None:
-                for tmp, final in made:
-                    if tmp.exists():
-                        try:
-                            os.replace(tmp, final)
-                        except OSError:
-                            pass  # (a platform that cannot rename a mapped file) read again later
+            if got is None:
+                return None
+            out = []
+            for name in exprs:
+                col = got[name]
+                if isinstance(col, NpyFile):  # written: renamed into place, then mapped
+                    col.close()
+                    final = self._file(table, name, exprs[name])
+                    assert final is not None
+                    try:
+                        os.replace(col.path, final)
+                        col = np.load(final, mmap_mode="r")
+                    except (OSError, ValueError):
+                        col = np.load(col.path)  # (a platform that cannot rename it) read again later
+                out.append(col)
+            return out
         finally:
             for tmp, _final in made:
                 tmp.unlink(missing_ok=True)
-        if got is None:
-            return None
-        return [got[n] for n in exprs]
 
     def _read_in_child(self, table: str, exprs: dict[str, str],
                        narrow: frozenset[str]) -> list[npt.NDArray[np.int64]] | None:
@@ -359,14 +367,16 @@ class ColumnStore:
                 tmp.unlink(missing_ok=True)
 
     def _mapped(self, table: str, name: str, expr: str, dtype: type, rows: int,
-                made: list[tuple[Path, Path]]) -> npt.NDArray[np.int64]:
-        """A writable ``.npy`` map for a column being read (the cache file once renamed).
+                made: list[tuple[Path, Path]]) -> Any:
+        """Where the reader writes a column: its cache file, under a temporary name.
 
-        The reader writes the values straight into the file's pages: no second copy, no
-        ``np.save``. Where the cache cannot take it (no cache, read-only, empty column) a plain
-        array is given instead.
+        That is an :class:`engine.reports.sqlite_pages.NpyFile`, renamed once the read succeeds.
+        The reader writes the values straight into the file: no second copy, no ``np.save``.
+        Where the cache cannot take it (no cache, read-only, empty column) a plain array is given.
         """
         import numpy as np
+
+        from engine.reports.sqlite_pages import NpyFile
 
         final = self._file(table, name, expr)
         if final is None or rows == 0:
@@ -374,12 +384,11 @@ class ColumnStore:
         tmp = _temporary(final)
         try:
             final.parent.mkdir(parents=True, exist_ok=True)
-            arr: npt.NDArray[np.int64] = np.lib.format.open_memmap(
-                tmp, mode="w+", dtype=dtype, shape=(rows,))
+            out = NpyFile(tmp, dtype, rows)
         except (OSError, ValueError):
             return np.empty(rows, dtype=dtype)
         made.append((tmp, final))
-        return arr
+        return out
 
     def _chunked(self, sql: str, chunks: list[tuple[int, int]], offsets: list[int],
                  arrays: list[npt.NDArray[np.int64]]) -> None:

@@ -7,7 +7,7 @@ child process each big read gets a core of its own (real10m: kernels 2.2 s and 2
 the same time, instead of 5.2 s each in two threads), and the parent's thread only waits.
 
 Parent side, :func:`read_in_child`: the child writes each column into the file it is given
-(``numpy.lib.format.open_memmap``, the cache file's temporary name), and says on stdout which
+(``engine.reports.sqlite_pages.NpyFile``, the cache file's temporary name), and says on stdout which
 columns it wrote; the parent renames and maps them. Any failure (the child cannot start, the
 reader does not handle the table, the child is killed) returns None: the caller reads in-process.
 
@@ -53,25 +53,23 @@ def read_in_child(path: Path, table: str, exprs: dict[str, str], narrow: frozens
 
 def main() -> int:
     """Child: read the request from stdin, write the columns, print which were written."""
-    import numpy as np
-
-    from engine.reports.sqlite_pages import read_columns
+    from engine.reports.sqlite_pages import NpyFile, read_columns
 
     req = json.loads(sys.stdin.read())
     files = {n: Path(f) for n, f in req["files"].items()}
 
-    def alloc(name: str, dtype: type, rows: int) -> np.ndarray:
-        if rows == 0:  # (an empty map cannot be made; the parent reads such a table itself)
+    def alloc(name: str, dtype: type, rows: int) -> NpyFile:
+        if rows == 0:  # (an empty file is not made here; the parent reads such a table itself)
             raise ValueError("no rows")
-        arr: np.ndarray = np.lib.format.open_memmap(files[name], mode="w+", dtype=dtype,
-                                                    shape=(rows,))
-        return arr
+        return NpyFile(files[name], dtype, rows)
 
     got = read_columns(Path(req["path"]), req["table"], req["exprs"], int(req["null"]),
                        n_threads=1, narrow=frozenset(req["narrow"]), alloc=alloc)
     if got is None:
         return 1
-    # (no flush: the map is shared, the parent sees the pages through the OS cache at once)
+    for col in got.values():  # (written with pwrite: the parent sees them through the OS cache)
+        if isinstance(col, NpyFile):
+            col.close()
     print(json.dumps({"written": sorted(got)}))
     return 0
 

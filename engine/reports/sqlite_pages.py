@@ -42,7 +42,7 @@ import re
 import sqlite3
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     Ints = npt.NDArray[np.int64]
-    Alloc = Callable[[str, type, int], Ints]
+    Alloc = Callable[[str, type, int], "Ints | NpyFile"]
 
 #: leaf pages per vectorised batch (~25-50k rows: temporaries small enough to be reused, not page-faulted
 #: in again each batch; 2048 pages took twice as long at 400k and 10M rows, mostly in page faults)
@@ -277,7 +277,7 @@ class _Reader:
         for wide in (False, True):
             # the results in their final type, filled batch by batch (no whole-table temporaries)
             make = alloc or (lambda _n, dtype, rows: np.empty(rows, dtype=dtype))
-            out: dict[str, Ints] = {
+            out: dict[str, Any] = {  # arrays, or files written by range (NpyFile)
                 n: make(n, np.int32 if n in narrow and not wide else np.int64, total) for n in exprs}
             errors: list[BaseException] = []
 
@@ -616,3 +616,55 @@ def _size_lut() -> npt.NDArray[np.int16]:
     return lut
 
 
+
+
+class NpyFile:
+    """A ``.npy`` file of one column, written by row ranges (``out[lo:hi] = values``) with pwrite.
+
+    What the reader's ``alloc`` gives to fill a cache file: writing through a writable memory map
+    page-faults every page of the file in (86 ms per 84 MB column on the 2-core VM) where a pwrite
+    of the same bytes takes 32 ms; threads write their batches' disjoint ranges side by side.
+    :meth:`close` when done (the file is then read with ``np.load(path, mmap_mode="r")``).
+    """
+
+    def __init__(self, path: Path, dtype: type, rows: int) -> None:
+        import numpy as np
+
+        self.path, self.dtype, self.rows = Path(path), np.dtype(dtype), rows
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            with os.fdopen(os.dup(fd), "wb") as fh:
+                np.lib.format.write_array_header_1_0(
+                    fh, {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False,
+                         "shape": (rows,)})
+                self.offset = fh.tell()
+            os.ftruncate(fd, self.offset + rows * self.dtype.itemsize)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd: int | None = fd
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def __setitem__(self, where: slice, values: Ints) -> None:
+        import numpy as np
+
+        lo, hi, _step = where.indices(self.rows)
+        v = np.ascontiguousarray(values, dtype=self.dtype)
+        if len(v) != hi - lo or self.fd is None:
+            raise ValueError(f"{len(v)} values for rows {lo}:{hi} of {self.path.name}")
+        data = memoryview(v).cast("B")  # type: ignore[arg-type]
+        at = self.offset + lo * self.dtype.itemsize
+        while len(data):
+            n = os.pwrite(self.fd, data, at)
+            data, at = data[n:], at + n
+
+    def close(self) -> None:
+        """Close the file (idempotent; the values written stay)."""
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def __del__(self) -> None:
+        self.close()

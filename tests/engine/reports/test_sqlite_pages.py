@@ -257,6 +257,60 @@ def test_column_store_gives_the_same_arrays_either_way(
     for n in exprs:
         assert pages[n].dtype == sql[n].dtype and np.array_equal(pages[n], sql[n]), n
     assert pages["nameId"].dtype == np.int32
+    # written into the cache files (NpyFile), renamed into place and mapped; nothing left over
+    assert all(isinstance(pages[n], np.memmap) for n in exprs)
+    assert not list((tmp_path / "a").rglob("*.tmp"))
+    again = ColumnStore(db, tmp_path / "a").cached("CUPTI_ACTIVITY_KIND_RUNTIME", "nameId", '"nameId"')
+    assert again is not None and np.array_equal(again, sql["nameId"])
+
+
+def test_a_narrow_column_with_a_big_value_is_read_again_wide(tmp_path: Path) -> None:
+    """A column asked for as int32 whose values do not fit: the files are written again as int64."""
+    db = NSYS_DIR / "torch_sdpa_gemm.sqlite"
+    exprs = {"start": '"start"', "nameId": '"nameId"'}
+    got = ColumnStore(db, tmp_path / "w").read("CUPTI_ACTIVITY_KIND_RUNTIME", exprs,
+                                               frozenset({"start", "nameId"}))
+    con = sqlite3.connect(db)
+    want = np.array(con.execute('SELECT "start" FROM CUPTI_ACTIVITY_KIND_RUNTIME ORDER BY rowid').fetchall(),
+                    dtype=np.int64).reshape(-1)
+    con.close()
+    assert int(want.max()) >= 2**31  # (the case: nanosecond timestamps)
+    assert got["start"].dtype == np.int64 and got["nameId"].dtype == np.int64
+    assert np.array_equal(got["start"], want)
+    assert not list((tmp_path / "w").rglob("*.tmp"))
+
+
+def test_npy_file_written_by_ranges_from_threads(tmp_path: Path) -> None:
+    """NpyFile: disjoint ranges written with pwrite from two threads give the .npy numpy reads."""
+    import threading
+
+    from engine.reports.sqlite_pages import NpyFile
+
+    want = np.arange(1_000_003, dtype=np.int64) * 7 - 3
+    for dtype in (np.int64, np.int32):
+        f = NpyFile(tmp_path / f"c{np.dtype(dtype).itemsize}.npy", dtype, len(want))
+        cuts = list(range(0, len(want), 65_536)) + [len(want)]
+        spans = list(zip(cuts, cuts[1:], strict=False))
+
+        def write(k: int, f: NpyFile = f, spans: list[tuple[int, int]] = spans) -> None:
+            for lo, hi in spans[k::2]:
+                f[lo:hi] = want[lo:hi]
+
+        threads = [threading.Thread(target=write, args=(k,)) for k in (0, 1)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        f.close()
+        f.close()  # (twice: no error)
+        got = np.load(f.path, mmap_mode="r")
+        assert got.dtype == dtype and np.array_equal(got, want.astype(dtype))
+        with pytest.raises(ValueError):
+            f[0:2] = want[:2]  # closed
+    short = NpyFile(tmp_path / "s.npy", np.int64, 4)
+    with pytest.raises(ValueError):
+        short[0:4] = want[:3]  # not as many values as rows
+    short.close()
 
 
 @pytest.mark.parametrize("narrow", [frozenset(), frozenset({"nameId", "pid"})])
