@@ -176,18 +176,75 @@ def _lane(key: str, label: str, group: str, parts: list[_Part]) -> tm.Lane:
     before = s_kd < big.kind  # on equal starts these come first
     pos = np.where(before, np.searchsorted(big.starts, s_st, side="left"),
                    np.searchsorted(big.starts, s_st, side="right"))
-    kd = np.insert(np.full(len(big.starts), big.kind, dtype=np.int8), pos, s_kd)
     codes = big.codes.astype(np.result_type(big.codes, s_nm), copy=False)
     # each kind's union from its own part (the big one mapped, block totals): no per-kind copies
     union: dict[int, tm.Union] = {big.kind: _union(big.starts, big.ends)}
     for k in np.unique(s_kd).tolist():
         sel = s_kd == k
         union[int(k)] = tm.union_intervals(s_st[sel], s_en[sel])
+    # kinds and rows are read one event at a time (the event under the pointer): kept as the few
+    # inserted values and where they went, not as arrays of every event (no 50 MB to build)
+    order = np.argsort(pos, kind="stable")  # as np.insert places them: by position, then given order
+    dest = np.empty(len(pos), dtype=np.int64)
+    dest[order] = pos[order] + np.arange(len(pos))
+    n = len(big.starts) + len(pos)
+    lane_kinds = Spliced(n, dest, s_kd, fill=big.kind)
+    lane_rows = Spliced(n, dest, s_rows.astype(np.int32), fill=None if big.rows is None else big.rows)
     lane = tm.Lane(key, label, group, np.insert(big.starts, pos, s_st), np.insert(big.ends, pos, s_en),
-                   kd, np.insert(_rows(big), pos, s_rows), np.insert(codes, pos, s_nm), given_union=union)
+                   lane_kinds, lane_rows, np.insert(codes, pos, s_nm),  # type: ignore[arg-type]
+                   given_union=union)
     for a in (big.starts, big.ends, big.codes):
         sparse.release(a, 0, len(a))
     return lane
+
+
+class Spliced:
+    """A lane's column where a few values were inserted into a regular one, read an event at a time.
+
+    Event ``i`` is ``values[k]`` when ``i == dest[k]`` (``dest`` sorted: where each inserted value
+    went), else the ``i - k``-th value of the column it was inserted into, ``k`` being the number
+    of inserted values before ``i``: the constant ``fill``, that position itself (``fill`` None:
+    rows of a table in order), or ``fill[i - k]`` (an array). ``np.asarray`` gives every event.
+    """
+
+    def __init__(self, n: int, dest: np.ndarray, values: np.ndarray,
+                 fill: int | np.ndarray | None) -> None:
+        self.n, self.dest, self.values, self.fill = n, dest, values, fill
+        self.dtype = values.dtype
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> Any:
+        i = int(i)
+        if i < 0:
+            i += self.n
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        k = int(np.searchsorted(self.dest, i))
+        if k < len(self.dest) and int(self.dest[k]) == i:
+            return self.values[k]
+        j = i - k
+        if self.fill is None:
+            return self.dtype.type(j)
+        if isinstance(self.fill, np.ndarray):
+            return self.fill[j]
+        return self.dtype.type(self.fill)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        base_n = self.n - len(self.dest)
+        if self.fill is None:
+            base = np.arange(base_n, dtype=self.dtype)
+        elif isinstance(self.fill, np.ndarray):
+            base = np.asarray(self.fill, dtype=self.dtype)
+        else:
+            base = np.full(base_n, self.fill, dtype=self.dtype)
+        keep = np.ones(self.n, dtype=bool)
+        keep[self.dest] = False
+        out = np.empty(self.n, dtype=self.dtype)
+        out[self.dest] = self.values
+        out[keep] = base
+        return out if dtype is None else out.astype(dtype, copy=False)
 
 
 def _union(starts: np.ndarray, ends: np.ndarray) -> tm.Union:
@@ -416,8 +473,8 @@ class ColumnarTimeline:
         moved: dict[int, np.ndarray] = {}
 
         def move(a: np.ndarray | None) -> Any:
-            if a is None:
-                return None
+            if a is None or not isinstance(a, np.ndarray):  # (a Spliced column is small)
+                return a
             if id(a) not in moved:
                 moved[id(a)] = sparse.spill(a, where)
             return moved[id(a)]
@@ -528,8 +585,9 @@ def prefetch_gpu(trace: Any) -> tuple[ColumnarTimeline, Future[None]] | None:
     None when the columns are not cached yet (a first open parses them holding Python's lock
     for seconds, which would stall the window's start instead).
     """
+    import os
     timeline = ColumnarTimeline(trace)
-    if not timeline.cached("gpu"):
+    if not timeline.cached("gpu") and not os.environ.get("KS_COLD_PREFETCH"):
         return None
     done: Future[None] = Future()
 
