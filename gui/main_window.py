@@ -58,6 +58,34 @@ SUMMARY_MAX_DELAY_S = 60.0
 SUMMARY_POLL_MS = 100
 
 
+#: the views not shown are built this long after the one shown at the latest (ms)
+BUILD_REST_MS = 5000
+
+
+class _Views(dict[str, ReportView]):
+    """The window's views by key; once the tabs are up (``started``), asking for a view not built
+    yet builds it (``MainWindow._build_view``). Iterating gives the views built so far."""
+
+    def __init__(self, build: Callable[[str], ReportView]) -> None:
+        super().__init__()
+        self._build = build
+        self.started = False
+
+    def __missing__(self, key: str) -> ReportView:
+        if not self.started or key not in VIEWS:
+            raise KeyError(key)
+        return self._build(key)
+
+    def __contains__(self, key: object) -> bool:
+        return super().__contains__(key) or (self.started and key in VIEWS)
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+
 class MainWindow(QMainWindow):
     """Kernelscope's window. Several reports can be open; the Reports dock picks the current one."""
 
@@ -86,7 +114,12 @@ class MainWindow(QMainWindow):
         self._jobs: dict[str, Job] = {}
         self._summary_jobs: dict[int, Job] = {}
         self._interactive: dict[str, bool] = {}
-        self.views: dict[str, ReportView] = {}
+        #: the views by key: the one shown is built first, the others once it has drawn (or when
+        #: asked for: ``self.views[key]`` builds a view not built yet; see :meth:`_ensure_views`)
+        self.views: _Views = _Views(self._build_view)
+        self._pending: dict[str, QWidget] = {}  # tab placeholders of the views not built yet
+        self._rest_started = False
+        self._pending_closed = False  # set by shutdown: the views not built stay unbuilt
         self.setWindowTitle(APP_NAME)
         self.setAcceptDrops(True)
         # A fixed minimum instead of one that follows the contents: the window's minimum size
@@ -224,28 +257,75 @@ class MainWindow(QMainWindow):
         self.welcome.set_recent([])
 
     def _ensure_views(self) -> None:
-        """Build the views on first use (imports pyqtgraph and pandas)."""
-        if self.views:
-            return
-        import importlib
+        """Put the views' tabs up, building the view shown now; the others follow once its first
+        work is done (its ``sig_ready``: a big Timeline's every lane; at the latest
+        :data:`BUILD_REST_MS` later), one per event-loop turn, or at once when asked for (a tab
+        clicked, a link followed).
 
+        Building them all first (importing pyqtgraph and pandas, ~0.3 s) held the window's thread
+        and a core while the shown view's data was being read: the Timeline of a big report then
+        painted that much later.
+        """
+        if self.views.started:
+            return
+        self.views.started = True
         keep = self.current_view()
         # addTab on an empty QTabWidget selects the first tab and would move the checked view
         # (the one asked for with --view) back to Summary.
         self.tabs.blockSignals(True)
         for vs in VIEW_SPECS:
-            cls = getattr(importlib.import_module(vs.module), vs.cls)
-            view: ReportView = cls(self.reports)
-            self.views[vs.key] = view
-            view.sig_message.connect(self.log.add)
-            view.sig_link.connect(lambda key, payload, src=vs: self._follow_link(src, key, payload))
-            # The Run view's finished session (or a past one) opens its report here.
-            opener = getattr(view, "sig_open_report", None)
-            if opener is not None:
-                opener.connect(lambda p: self.open_path(p, interactive=True))
-            self.tabs.addTab(view, vs.title)
+            holder = QWidget()
+            self._pending[vs.key] = holder
+            self.tabs.addTab(holder, vs.title)
         self.tabs.blockSignals(False)
-        self.tabs.setCurrentWidget(self.views[keep])
+        shown = self.views[keep]
+        self.tabs.setCurrentWidget(shown)
+        shown.sig_ready.connect(self._start_rest)
+        QTimer.singleShot(BUILD_REST_MS, self, self._start_rest)
+
+    def _build_view(self, key: str) -> ReportView:
+        """Build view ``key`` into its tab (the placeholder's place; still the current tab if it was)."""
+        import importlib
+
+        vs = view_spec(key)
+        cls = getattr(importlib.import_module(vs.module), vs.cls)
+        holder = self._pending.get(key)
+        # built inside the tabs' stack: a hidden tab then waits until shown for its first work
+        view: ReportView = cls(self.reports, holder.parentWidget() if holder is not None else None)
+        dict.__setitem__(self.views, key, view)
+        view.sig_message.connect(self.log.add)
+        view.sig_link.connect(lambda k, payload, src=vs: self._follow_link(src, k, payload))
+        # The Run view's finished session (or a past one) opens its report here.
+        opener = getattr(view, "sig_open_report", None)
+        if opener is not None:
+            opener.connect(lambda p: self.open_path(p, interactive=True))
+        self._pending.pop(key, None)
+        if holder is not None:
+            index = self.tabs.indexOf(holder)
+            current = self.tabs.currentIndex() == index
+            self.tabs.blockSignals(True)
+            self.tabs.removeTab(index)
+            self.tabs.insertTab(index, view, vs.title)
+            if current:
+                self.tabs.setCurrentIndex(index)
+            self.tabs.blockSignals(False)
+            holder.deleteLater()
+        return view
+
+    def _start_rest(self) -> None:
+        """The shown view has drawn (or the time is up): build the others (once)."""
+        if not self._rest_started:
+            self._rest_started = True
+            QTimer.singleShot(0, self, self._build_rest)
+
+    def _build_rest(self) -> None:
+        """Build the next view not built yet, and the one after on the next event-loop turn."""
+        if self._pending_closed:
+            return
+        if self._pending:
+            self._build_view(next(iter(self._pending)))
+        if self._pending:
+            QTimer.singleShot(0, self, self._build_rest)
 
     def _follow_link(self, source: ViewSpec, key: str, payload: object) -> None:
         """A view sent the user to another (a Timeline kernel's "Show in Kernels view", say)."""
@@ -356,6 +436,8 @@ class MainWindow(QMainWindow):
 
     def shutdown(self) -> None:
         """Stop every background thread (cancel, quit, wait)."""
+        self._rest_started = True  # (no view is built from now on but one asked for)
+        self._pending_closed = True
         for report in self.reports.reports:
             report.stop_summary()  # a summary's child process, whichever view's thread waits on it
         for job in [*self._jobs.values(), *self._summary_jobs.values()]:
@@ -507,6 +589,9 @@ class MainWindow(QMainWindow):
 
     def _on_tab_changed(self, index: int) -> None:
         if 0 <= index < len(VIEWS):
+            key = list(VIEWS)[index]
+            if key in self._pending:  # a tab clicked before its view was built: build it now
+                self._build_view(key)
             self.view_actions[list(VIEWS)[index]].setChecked(True)
 
     def _update_actions(self) -> None:

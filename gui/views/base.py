@@ -199,9 +199,10 @@ class ReportView(QWidget):
 
     def start_following(self) -> None:
         """Follow the current report from now on and show the current one."""
-        follow_current(self, self.reports, self.on_report)
+        follower = _CurrentFollower(self, self.reports, self.on_report)
         self.reports.sig_removed.connect(self.on_removed)
-        self.on_report(self.reports.current)
+        # (a view built into a hidden tab of the window, after a report opened, waits for its tab)
+        follower._on_current(self.reports.current)
 
     def set_title(self, what: str, report: LoadedReport | None) -> None:
         """'What — report.name', or 'No report open'."""
