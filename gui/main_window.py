@@ -304,10 +304,12 @@ class MainWindow(QMainWindow):
             index = self.tabs.indexOf(holder)
             current = self.tabs.currentIndex() == index
             self.tabs.blockSignals(True)
-            self.tabs.removeTab(index)
+            # in before the placeholder goes: removing the current tab first would show another
+            # view for a moment (and start its work)
             self.tabs.insertTab(index, view, vs.title)
             if current:
                 self.tabs.setCurrentIndex(index)
+            self.tabs.removeTab(index + 1)
             self.tabs.blockSignals(False)
             holder.deleteLater()
         return view
