@@ -224,6 +224,8 @@ def child(report: str, spawn_wall: float, out_path: str, settle_max: float) -> i
             from gui.workers import running_threads
 
             busy = [k for k, v in self.window.views.items() if getattr(v, "is_busy", lambda: False)()]
+            if self.window.is_summarizing():  # (its job may not have started yet: it waits its turn)
+                busy.append("summary job")
             timeline_busy = "timeline" in busy or self.canvas.model is None or bool(self.canvas.model.pending)
             waited = time.time() - spawn_wall
             if timeline_busy or ((busy or running_threads()) and waited < settle_max):

@@ -58,10 +58,6 @@ SUMMARY_MAX_DELAY_S = 60.0
 SUMMARY_POLL_MS = 100
 
 
-#: the views not shown are built this long after the one shown at the latest (ms)
-BUILD_REST_MS = 5000
-
-
 class _Views(dict[str, ReportView]):
     """The window's views by key; once the tabs are up (``started``), asking for a view not built
     yet builds it (``MainWindow._build_view``). Iterating gives the views built so far."""
@@ -114,12 +110,10 @@ class MainWindow(QMainWindow):
         self._jobs: dict[str, Job] = {}
         self._summary_jobs: dict[int, Job] = {}
         self._interactive: dict[str, bool] = {}
-        #: the views by key: the one shown is built first, the others once it has drawn (or when
-        #: asked for: ``self.views[key]`` builds a view not built yet; see :meth:`_ensure_views`)
+        #: the views by key: the one shown is built first, each other one when asked for
+        #: (``self.views[key]`` builds a view not built yet; see :meth:`_ensure_views`)
         self.views: _Views = _Views(self._build_view)
         self._pending: dict[str, QWidget] = {}  # tab placeholders of the views not built yet
-        self._rest_started = False
-        self._pending_closed = False  # set by shutdown: the views not built stay unbuilt
         self.setWindowTitle(APP_NAME)
         self.setAcceptDrops(True)
         # A fixed minimum instead of one that follows the contents: the window's minimum size
@@ -257,14 +251,14 @@ class MainWindow(QMainWindow):
         self.welcome.set_recent([])
 
     def _ensure_views(self) -> None:
-        """Put the views' tabs up, building the view shown now; the others follow once its first
-        work is done (its ``sig_ready``: a big Timeline's every lane; at the latest
-        :data:`BUILD_REST_MS` later), one per event-loop turn, or at once when asked for (a tab
-        clicked, a link followed).
+        """Put the views' tabs up, building only the view shown; each other one is built when
+        first asked for (its tab clicked, a link or shortcut to it: ``self.views[key]``).
 
         Building them all first (importing pyqtgraph and pandas, ~0.3 s) held the window's thread
         and a core while the shown view's data was being read: the Timeline of a big report then
-        painted that much later.
+        painted that much later. Building them later, in the background of an open window, made
+        the frames drawn meanwhile wait up to 160 ms (a view that imports pyqtgraph); a hidden
+        view does no work until shown anyway.
         """
         if self.views.started:
             return
@@ -278,10 +272,7 @@ class MainWindow(QMainWindow):
             self._pending[vs.key] = holder
             self.tabs.addTab(holder, vs.title)
         self.tabs.blockSignals(False)
-        shown = self.views[keep]
-        self.tabs.setCurrentWidget(shown)
-        shown.sig_ready.connect(self._start_rest)
-        QTimer.singleShot(BUILD_REST_MS, self, self._start_rest)
+        self.tabs.setCurrentWidget(self.views[keep])
 
     def _build_view(self, key: str) -> ReportView:
         """Build view ``key`` into its tab (the placeholder's place; still the current tab if it was)."""
@@ -313,21 +304,6 @@ class MainWindow(QMainWindow):
             self.tabs.blockSignals(False)
             holder.deleteLater()
         return view
-
-    def _start_rest(self) -> None:
-        """The shown view has drawn (or the time is up): build the others (once)."""
-        if not self._rest_started:
-            self._rest_started = True
-            QTimer.singleShot(0, self, self._build_rest)
-
-    def _build_rest(self) -> None:
-        """Build the next view not built yet, and the one after on the next event-loop turn."""
-        if self._pending_closed:
-            return
-        if self._pending:
-            self._build_view(next(iter(self._pending)))
-        if self._pending:
-            QTimer.singleShot(0, self, self._build_rest)
 
     def _follow_link(self, source: ViewSpec, key: str, payload: object) -> None:
         """A view sent the user to another (a Timeline kernel's "Show in Kernels view", say)."""
@@ -438,8 +414,6 @@ class MainWindow(QMainWindow):
 
     def shutdown(self) -> None:
         """Stop every background thread (cancel, quit, wait)."""
-        self._rest_started = True  # (no view is built from now on but one asked for)
-        self._pending_closed = True
         for report in self.reports.reports:
             report.stop_summary()  # a summary's child process, whichever view's thread waits on it
         for job in [*self._jobs.values(), *self._summary_jobs.values()]:

@@ -230,47 +230,40 @@ def test_loaded_report_counts_rows_like_the_tables(qtbot, window):
     assert report.table_rows["kernels"] == 10 and report.table_rows["memory_usage"] is not None
 
 
-def test_the_shown_view_is_built_first_and_the_others_after_its_first_work(qtbot, window,
-                                                                          monkeypatch):
+def test_only_the_shown_view_is_built_and_the_others_when_asked_for(qtbot, window):
     """Opening a report builds the view on screen only; the other tabs are placeholders until
-    that view's first work is done (sig_ready), then are built in tab order, and a tab clicked
-    or a view asked for before then is built at once, without starting its work while hidden."""
-    from gui import main_window as mw
+    asked for: a view asked for by key is built into its own tab and does no work while hidden."""
     from gui.views.registry import VIEW_SPECS
 
-    monkeypatch.setattr(mw, "BUILD_REST_MS", 600_000)  # (only the view's signal builds the rest)
     window.set_view("timeline")
-    timeline_ready: list[bool] = []
-    window.sig_report_opened.connect(
-        lambda _r: window.views["timeline"].sig_ready.connect(lambda: timeline_ready.append(True)))
     built_at_open: list[str] = []
     window.sig_report_opened.connect(lambda _r: built_at_open.extend(dict(window.views)))
     open_and_wait(qtbot, window, NAIVE)
-    assert built_at_open == ["timeline"]
+    timeline = window.views["timeline"]
+    qtbot.waitUntil(lambda: timeline.model is not None and not timeline.is_busy(),
+                    timeout=LOAD_TIMEOUT_MS)
+    assert built_at_open == ["timeline"] and list(dict(window.views)) == ["timeline"]
     assert [window.tabs.tabText(i) for i in range(window.tabs.count())] == [v.title for v in VIEW_SPECS]
-    assert window.tabs.currentWidget() is window.views["timeline"]
-    # a view asked for by key is built into its own tab, and waits for the tab to start its work
+    assert window.tabs.currentWidget() is timeline
     stats = window.views["stats"]
     assert window.tabs.indexOf(stats) == [v.key for v in VIEW_SPECS].index("stats")
-    assert window.tabs.currentWidget() is window.views["timeline"]
-    assert not stats.is_busy() and stats.reports.current is not None
-    qtbot.waitUntil(lambda: bool(timeline_ready), timeout=LOAD_TIMEOUT_MS)
-    qtbot.waitUntil(lambda: not window._pending, timeout=LOAD_TIMEOUT_MS)
-    assert set(dict(window.views)) == {v.key for v in VIEW_SPECS}
-    assert all(window.tabs.widget(i) is window.views[v.key] for i, v in enumerate(VIEW_SPECS))
-    assert window.current_view() == "timeline"  # building the rest did not move the tab
+    assert window.tabs.currentWidget() is timeline  # building it did not move the tab
+    assert not stats.is_busy() and stats.model.rowCount() == 0  # hidden: waits for its tab
+    assert "findings" in window.views and "nope" not in window.views
+    with pytest.raises(KeyError):
+        window.views["nope"]
+    window.set_view("stats")
+    qtbot.waitUntil(lambda: not stats.is_busy() and stats.model.rowCount() > 0, timeout=LOAD_TIMEOUT_MS)
 
 
-def test_a_tab_clicked_before_its_view_is_built_shows_that_view(qtbot, window, monkeypatch):
+def test_a_tab_clicked_before_its_view_is_built_shows_that_view(qtbot, window):
     from gui import main_window as mw
 
-    monkeypatch.setattr(mw, "BUILD_REST_MS", 600_000)
-    monkeypatch.setattr(mw.MainWindow, "_start_rest", lambda self: None)  # (never on their own)
     open_and_wait(qtbot, window, NAIVE)
     assert "stats" in window._pending
     index = list(mw.VIEWS).index("stats")
     window.tabs.setCurrentIndex(index)  # what a click on the tab does
     view = dict(window.views).get("stats")
     assert view is not None and window.tabs.currentWidget() is view
-    assert window.current_view() == "stats"
+    assert window.current_view() == "stats" and "stats" not in window._pending
     qtbot.waitUntil(lambda: not view.is_busy() and view.model.rowCount() > 0, timeout=LOAD_TIMEOUT_MS)
