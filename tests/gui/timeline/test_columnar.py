@@ -143,6 +143,33 @@ def test_a_few_copies_among_many_kernels_are_inserted_like_a_stable_sort():
     _assert_inserted_like_merged(parts)
 
 
+@pytest.mark.parametrize("chunk", [None, 64])
+def test_merge_of_sorted_parts_equals_a_stable_sort_of_their_concatenation(monkeypatch, chunk):
+    """_merge of parts each in start order (no sort: positions by searchsorted, a chunk at a
+    time) gives what a stable argsort of the parts' concatenation in list order gives, ties
+    across parts included."""
+    from gui.timeline import sparse
+
+    if chunk is not None:
+        monkeypatch.setattr(sparse, "CHUNK", chunk)
+    rng = np.random.default_rng(11)
+    starts = [np.sort(rng.integers(0, 300, n)) for n in (2_000, 700, 0, 90)]
+    kinds = [tm.KIND_KERNEL, tm.KIND_MEMCPY, tm.KIND_MEMSET, tm.KIND_MEMSET]
+    parts = [tcol._Part(k, None if i % 2 else rng.permutation(len(s)), s, s + i + 1,
+                        np.full(len(s), i, dtype=np.int16 if i < 3 else np.int32))
+             for i, (k, s) in enumerate(zip(kinds, starts, strict=True))]
+    got = tcol._merge(parts)
+    st = np.concatenate([p.starts for p in parts])
+    order = np.argsort(st, kind="stable")
+    want = (st[order], np.concatenate([p.ends for p in parts])[order],
+            np.concatenate([np.full(len(p.starts), p.kind, np.int8) for p in parts])[order],
+            np.concatenate([tcol._rows(p) for p in parts])[order],
+            np.concatenate([p.codes for p in parts])[order])
+    for a, b in zip(got, want, strict=True):
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
+
+
 def _assert_inserted_like_merged(parts) -> None:
     got = tcol._lane("gpu:0:1", "GPU 0 · stream 1", "gpu", parts)
     want = tcol._merge(parts)
