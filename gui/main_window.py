@@ -568,7 +568,7 @@ class MainWindow(QMainWindow):
             key = list(VIEWS)[index]
             if key in self._pending:  # a tab clicked before its view was built: build it now
                 self._build_view(key)
-            self.view_actions[list(VIEWS)[index]].setChecked(True)
+            self.view_actions[key].setChecked(True)
 
     def _update_actions(self) -> None:
         has = self.reports.current is not None

@@ -309,13 +309,13 @@ class ColumnStore:
                                    table, name, exprs[name], dtype, rows, made))
             if got is None:
                 return None
+            finals = dict(made)
             out = []
             for name in exprs:
                 col = got[name]
                 if isinstance(col, NpyFile):  # written: renamed into place, then mapped
                     col.close()
-                    final = self._file(table, name, exprs[name])
-                    assert final is not None
+                    final = finals[col.path]
                     try:
                         os.replace(col.path, final)
                         col = np.load(final, mmap_mode="r")
