@@ -219,11 +219,12 @@ def _lane(key: str, label: str, group: str, parts: list[_Part]) -> tm.Lane:
     dest = np.empty(len(pos), dtype=np.int64)
     dest[order] = pos[order] + np.arange(len(pos))
     n = len(big.starts) + len(pos)
+    keep = _kept(n, dest)
     lane_kinds = Spliced(n, dest, s_kd, fill=big.kind)
     lane_rows = Spliced(n, dest, s_rows.astype(np.int32), fill=None if big.rows is None else big.rows)
-    lane = tm.Lane(key, label, group, np.insert(big.starts, pos, s_st), np.insert(big.ends, pos, s_en),
-                   lane_kinds, lane_rows, np.insert(codes, pos, s_nm),  # type: ignore[arg-type]
-                   given_union=union)
+    lane = tm.Lane(key, label, group, _splice(big.starts, dest, s_st, keep),
+                   _splice(big.ends, dest, s_en, keep), lane_kinds, lane_rows,  # type: ignore[arg-type]
+                   _splice(codes, dest, s_nm, keep), given_union=union)
     for a in (big.starts, big.ends, big.codes):
         sparse.release(a, 0, len(a))
     return lane
@@ -270,12 +271,27 @@ class Spliced:
             base = np.asarray(self.fill, dtype=self.dtype)
         else:
             base = np.full(base_n, self.fill, dtype=self.dtype)
-        keep = np.ones(self.n, dtype=bool)
-        keep[self.dest] = False
-        out = np.empty(self.n, dtype=self.dtype)
-        out[self.dest] = self.values
-        out[keep] = base
+        out = _splice(base, self.dest, self.values, _kept(self.n, self.dest))
         return out if dtype is None else out.astype(dtype, copy=False)
+
+
+def _kept(n: int, dest: np.ndarray) -> np.ndarray:
+    """Which of ``n`` places keep the column's own values (not one of the inserted at ``dest``)."""
+    keep = np.ones(n, dtype=bool)
+    keep[dest] = False
+    return keep
+
+
+def _splice(base: np.ndarray, dest: np.ndarray, values: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """``base`` with ``values`` inserted at places ``dest`` of the result (``keep``: the others).
+
+    What ``np.insert(base, pos, values)`` gives for the ``dest`` its positions place them at, in
+    ``base``'s type, with the places worked out once for every column of a lane.
+    """
+    out = np.empty(len(keep), dtype=base.dtype)
+    out[dest] = values
+    out[keep] = base
+    return out
 
 
 def _union(starts: np.ndarray, ends: np.ndarray) -> tm.Union:
@@ -616,9 +632,8 @@ def prefetch_gpu(trace: Any) -> tuple[ColumnarTimeline, Future[None]] | None:
     None when the columns are not cached yet (a first open parses them holding Python's lock
     for seconds, which would stall the window's start instead).
     """
-    import os
     timeline = ColumnarTimeline(trace)
-    if not timeline.cached("gpu") and not os.environ.get("KS_COLD_PREFETCH"):
+    if not timeline.cached("gpu"):
         return None
     done: Future[None] = Future()
 
