@@ -20,7 +20,7 @@ with no repeating range gives ``None``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +44,8 @@ if TYPE_CHECKING:
 
 #: a range counts as warm-up while it is this many times the median of the steps after it
 WARMUP_FACTOR = 1.5
+#: a steady step this many times the steady median is an outlier (a stall)
+OUTLIER_FACTOR = 1.5
 #: ranges whose GPU coverage is within this fraction of the best compete on instance count
 COVERAGE_TOLERANCE = 0.95
 _TRAILING_NUMBER = re.compile(r"(?<=\D)\d+$")
@@ -151,6 +153,16 @@ class Steps:
     gpu_ns: int
     gpu_total_ns: int
     chosen_by: str = "structure"
+    #: how the steps were found: "gpu" (the GPU's work repeats), "gpu+nvtx" (it repeats and an NVTX
+    #: range places the boundaries), "nvtx" (an NVTX range only: the GPU's work does not repeat)
+    method: str = "nvtx"
+    #: how sure (0..1) the cut is: the share of units and operations that repeat exactly
+    confidence: float = 1.0
+    #: one sentence on how the steps were found (what repeats, what marks a step)
+    why: str = ""
+    #: host-side start and end of each step (launch of its first operation), beside the GPU's
+    host_starts: Any = field(default=None, compare=False, repr=False)
+    host_ends: Any = field(default=None, compare=False, repr=False)
 
     # Derived values are computed once per Steps (a capture can hold 200k steps and the rules ask
     # for them dozens of times); functools.cached_property stores them beside the frozen fields.
@@ -196,6 +208,27 @@ class Steps:
         """Median duration of the steady-state steps (all steps when every one is warm-up)."""
         d = self._durations[self._steady_mask] if self.steady else self._durations
         return float(np.median(d))
+
+    @cached_property
+    def outlier_mask(self) -> npt.NDArray[np.bool_]:
+        """Steady steps that took more than OUTLIER_FACTOR × the steady median (a stall, a checkpoint)."""
+        d = self._durations
+        out: npt.NDArray[np.bool_] = self._steady_mask & (d > OUTLIER_FACTOR * self.steady_median_ns)
+        return out
+
+    @property
+    def outlier_count(self) -> int:
+        """Number of outlier steps."""
+        return int(self.outlier_mask.sum())
+
+    @cached_property
+    def host_steady_median_ns(self) -> float | None:
+        """Median host-side duration of the steady steps (None when not known)."""
+        if self.host_starts is None or not len(self.host_starts):
+            return None
+        d = np.asarray(self.host_ends, dtype=np.int64) - np.asarray(self.host_starts, dtype=np.int64)
+        m = self._steady_mask if self.steady and len(d) == len(self._steady_mask) else np.ones(len(d), bool)
+        return float(np.median(d[m])) if m.any() else None
 
     @property
     def starts_ns(self) -> npt.NDArray[np.int64]:
@@ -258,7 +291,10 @@ class Steps:
             "range": self.range_name, "source": self.source, "pid": self.pid,
             "chosen_by": self.chosen_by, "count": self.count, "warmup_count": self.warmup_count,
             "steady_median_ns": self.steady_median_ns, "gpu_ns": self.gpu_ns,
-            "gpu_total_ns": self.gpu_total_ns,
+            "gpu_total_ns": self.gpu_total_ns, "method": self.method, "confidence": self.confidence,
+            "why": self.why, "timed_on": "gpu" if self.method != "host" else "host",
+            "host_steady_median_ns": self.host_steady_median_ns,
+            "outlier_steps": np.flatnonzero(self.outlier_mask).tolist(),
             "steps": [s.to_json() for s in self.steps],
         }
 
@@ -564,26 +600,46 @@ def steps_per_process(trace: Trace, *, range_name: str | None = None) -> list[St
 
 
 def _steps_per_process(trace: Trace, range_name: str | None) -> list[Steps]:
+    from engine.analysis import stepfind
+    from engine.analysis.iterations import op_sequences
+
     r = ranges_table(trace)
-    if not len(r):
-        return []
-    ops = launches_per_pid(trace)
-    cands = range_candidates(trace)
+    seqs = op_sequences(trace)
     out: list[Steps] = []
-    for pk in dict.fromkeys(c.pid for c in cands):
-        mine = [c for c in cands if c.pid == pk]
-        if range_name is not None:
-            pick = next((c for c in mine if _matches(c.name, range_name)), None)
-            chosen_by = "user"
-        else:
-            pick, chosen_by = _choose(mine), "structure"
-        if pick is not None:
-            # the same range's steps whether picked by structure or named by the user
+    if range_name is None:
+        # 1. the GPU's own work (NVTX ranges only place the boundaries)
+        for pk in seqs:
+            st = stepfind.gpu_steps(trace, pk, r)
+            if st is not None:
+                out.append(st)
+    done = {s.pid for s in out}
+    if len(r):
+        ops = launches_per_pid(trace)
+        cands = range_candidates(trace)
+        for pk in dict.fromkeys(c.pid for c in cands):
+            if pk in done:
+                continue
+            mine = [c for c in cands if c.pid == pk]
+            if range_name is not None:
+                pick = next((c for c in mine if _matches(c.name, range_name)), None)
+                chosen_by = "user"
+            else:
+                # 2. an NVTX range of the program's own (never a library's or one per operator)
+                # with 3+ instances, where the GPU's work does not repeat
+                pick, chosen_by = _choose([c for c in mine if not c.library and c.count >= 3]), "structure"
+            if pick is None:
+                continue
             name = pick.name
             st = trace_cache(trace, f"steps_build:{pk!r}:{name!r}",
                              lambda pk=pk, name=name: _build(r, ops, pk, name, "structure"))
-            if st is not None:
-                out.append(st if st.chosen_by == chosen_by else _rechosen(st, chosen_by))
+            if st is None:
+                continue
+            if chosen_by == "user":
+                why, conf = f"NVTX range {name} named by the user, timed on the GPU", 1.0
+            else:
+                why, conf = (f"the GPU's work does not repeat; NVTX range {name} repeats {st.count} times "
+                             "(timed on the GPU from each instance's first operation)"), 0.4
+            out.append(stepfind.nvtx_steps_on_gpu(trace, st, why, conf, chosen_by))
     out.sort(key=lambda s: (-s.gpu_total_ns, -s.count, s.pid))
     return out
 

@@ -1,0 +1,393 @@
+"""Programs of many shapes for step detection (issue 22), each with its ground truth measured on the GPU.
+
+One process (or one rank under torchrun) runs one variant and writes VARIANT[_rankR]_truth.json with
+the GPU step period measured by CUDA events recorded on the compute stream at each step's start (the
+events never synchronize the host, so they time the GPU's pace, not the host's), the host-side step
+times, and what was injected. Variants:
+
+  outer      training loop, NVTX "train_step N" around each step and phases inside, sync per step
+  phases     the same, only the phases "data", "forward+backward", "optimizer" (no outer range)
+  nonvtx     the same loop with no NVTX at all
+  perop      torch.autograd.profiler.emit_nvtx: one NVTX range per aten op, no step range
+  ahead      phases + outer range, no synchronization in the loop: the host runs ahead of the GPU
+  stall      outer range, every 5th step the host stalls 25 ms (a checkpoint-like pause)
+  decode     a small transformer decoding 48 tokens greedily, one .item() per token, no NVTX
+  graph      a training step captured in a CUDA graph and replayed (one cudaGraphLaunch per step)
+  infer      one inference forward pass of a big MLP/attention model: no steps at all
+  launch     a launch-bound loop: many tiny layers (~390 kernels per step), no sync in the loop
+  launch_graph  the same loop with the whole step in a CUDA graph (the fix for launch)
+  ddp        (torchrun) DDP with phases only; --straggler R adds --extra-gemm N matmuls per step on
+             rank R (GPU-side), or --sleep-ms on rank R's data phase (host-side); --moving makes
+             the sleeping rank step % world (a straggler that moves); --nvtx none|phases|outer
+
+    python3 steps_zoo.py VARIANT --out DIR [--steps N]
+    torchrun --nproc_per_node 2 steps_zoo.py ddp --out DIR --straggler 1 --extra-gemm 6
+"""
+import argparse
+import json
+import os
+import time
+
+import torch
+import torch.nn as nn
+
+NVTX = {"on": True}
+
+
+def push(name):
+    if NVTX["on"]:
+        torch.cuda.nvtx.range_push(name)
+
+
+def pop():
+    if NVTX["on"]:
+        torch.cuda.nvtx.range_pop()
+
+
+class Marks:
+    """CUDA events at each step's start on the current stream: the GPU's own step period."""
+
+    def __init__(self):
+        self.ev = []
+        self.host = []
+
+    def mark(self):
+        e = torch.cuda.Event(enable_timing=True)
+        e.record()
+        self.ev.append(e)
+        self.host.append(time.perf_counter())
+
+    def periods_ms(self):
+        torch.cuda.synchronize()
+        return [a.elapsed_time(b) for a, b in zip(self.ev, self.ev[1:])]
+
+    def host_ms(self):
+        return [(b - a) * 1e3 for a, b in zip(self.host, self.host[1:])]
+
+
+def mlp(width, depth, dim=1024):
+    layers = [nn.Linear(dim, width), nn.GELU()]
+    for _ in range(depth):
+        layers += [nn.Linear(width, width), nn.GELU()]
+    layers += [nn.Linear(width, dim)]
+    return nn.Sequential(*layers)
+
+
+def write(a, doc, rank=None):
+    os.makedirs(a.out, exist_ok=True)
+    tag = a.variant if rank is None else f"{a.tag or a.variant}_rank{rank}"
+    doc.update({"variant": a.variant, "argv": vars(a), "torch": torch.__version__,
+                "device": torch.cuda.get_device_name()})
+    p = doc.get("gpu_period_ms") or []
+    steady = p[a.warmup:] if len(p) > a.warmup else p
+    if steady:
+        s = sorted(steady)
+        doc["gpu_period_median_ms"] = s[len(s) // 2]
+    with open(os.path.join(a.out, f"{tag}_truth.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+    print(tag, {k: v for k, v in doc.items() if k.endswith("median_ms")}, flush=True)
+
+
+def train_loop(a, *, outer, phases, sync, stall_every=0, stall_ms=0.0):
+    dev = torch.device("cuda")
+    model = mlp(4096, 3).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    loss_fn = nn.MSELoss()
+    xs_cpu = [torch.randn(a.batch, 1024).pin_memory() for _ in range(4)]
+    ys_cpu = [torch.randn(a.batch, 1024).pin_memory() for _ in range(4)]
+    marks = Marks()
+    stalls = []
+    torch.cuda.synchronize()
+    for step in range(a.steps):
+        marks.mark()
+        if outer:
+            push(f"train_step {step}")
+        if phases:
+            push("data")
+        x = xs_cpu[step % 4].to(dev, non_blocking=True)
+        y = ys_cpu[step % 4].to(dev, non_blocking=True)
+        if stall_every and step % stall_every == stall_every - 1:
+            time.sleep(stall_ms / 1e3)
+            stalls.append(step)
+        if phases:
+            pop()
+            push("forward+backward")
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        if phases:
+            pop()
+            push("optimizer")
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if phases:
+            pop()
+        if sync:
+            torch.cuda.synchronize()
+        if outer:
+            pop()
+    marks.mark()
+    return {"gpu_period_ms": marks.periods_ms(), "host_step_ms": marks.host_ms(), "stall_steps": stalls,
+            "stall_ms": stall_ms, "per_step_copies": "2 pinned H2D (x, y)"}
+
+
+def perop(a):
+    dev = torch.device("cuda")
+    model = mlp(2048, 2).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(a.batch, 1024).pin_memory()
+    y = torch.randn(a.batch, 1024).pin_memory()
+    marks = Marks()
+    torch.cuda.synchronize()
+    with torch.autograd.profiler.emit_nvtx(record_shapes=True):
+        for _ in range(a.steps):
+            marks.mark()
+            xd, yd = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+            loss = nn.functional.mse_loss(model(xd), yd)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            loss.item()
+    marks.mark()
+    return {"gpu_period_ms": marks.periods_ms(), "host_step_ms": marks.host_ms()}
+
+
+class Block(nn.Module):
+    def __init__(self, d, h):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.attn = nn.MultiheadAttention(d, h, batch_first=True)
+        self.ff = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        q = self.ln1(x)
+        x = x + self.attn(q, q, q, need_weights=False, is_causal=False)[0]
+        return x + self.ff(self.ln2(x))
+
+
+def decode(a):
+    dev = torch.device("cuda")
+    d, vocab = 1024, 32000
+    emb = nn.Embedding(vocab, d).to(dev).half()
+    blocks = nn.Sequential(*[Block(d, 16) for _ in range(8)]).to(dev).half().eval()
+    head = nn.Linear(d, vocab).to(dev).half()
+    tokens = [1]
+    marks = Marks()
+    torch.cuda.synchronize()
+    with torch.no_grad():
+        for _ in range(a.steps):
+            marks.mark()
+            ids = torch.tensor([tokens[-64:]], device=dev)
+            h = blocks(emb(ids))
+            nxt = int(head(h[:, -1]).argmax(-1).item())  # one D2H sync per token
+            tokens.append(nxt)
+    marks.mark()
+    return {"gpu_period_ms": marks.periods_ms(), "host_step_ms": marks.host_ms(), "tokens": len(tokens) - 1}
+
+
+def graph_step(a, model, loss_fn, opt, xs, ys):
+    dev = torch.device("cuda")
+    sx, sy = xs[0].clone(), ys[0].clone()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            opt.zero_grad(set_to_none=True)
+            loss_fn(model(sx), sy).backward()
+            opt.step()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)
+    with torch.cuda.graph(g):
+        loss_fn(model(sx), sy).backward()
+        opt.step()
+    marks = Marks()
+    torch.cuda.synchronize()
+    for step in range(a.steps):
+        marks.mark()
+        sx.copy_(xs[step % len(xs)], non_blocking=True)
+        sy.copy_(ys[step % len(ys)], non_blocking=True)
+        g.replay()
+    marks.mark()
+    del dev
+    return {"gpu_period_ms": marks.periods_ms(), "host_step_ms": marks.host_ms()}
+
+
+def graph(a):
+    dev = torch.device("cuda")
+    model = mlp(4096, 3).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    xs = [torch.randn(a.batch, 1024, device=dev) for _ in range(4)]
+    ys = [torch.randn(a.batch, 1024, device=dev) for _ in range(4)]
+    return graph_step(a, model, nn.MSELoss(), opt, xs, ys)
+
+
+def infer(a):
+    dev = torch.device("cuda")
+    d = 2048
+    x = torch.randn(8, 512, d).pin_memory()
+    layers = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.LayerNorm(4 * d), nn.Linear(4 * d, d),
+                           nn.Softmax(-1)).to(dev).half().eval()
+    conv = nn.Conv1d(d, d, 3, padding=1).to(dev).half().eval()
+    marks = Marks()
+    torch.cuda.synchronize()
+    with torch.no_grad():
+        marks.mark()
+        h = layers(x.to(dev, non_blocking=True).half())
+        h = conv(h.transpose(1, 2)).transpose(1, 2)
+        out = torch.topk(h.float().mean(1), 5).indices.cpu()
+    marks.mark()
+    return {"gpu_period_ms": [], "whole_run_ms": marks.periods_ms(), "output": out.tolist()}
+
+
+def tiny_model():
+    layers = []
+    for _ in range(48):
+        layers += [nn.Linear(64, 64), nn.ReLU()]
+    return nn.Sequential(*layers)
+
+
+def launch(a, use_graph):
+    dev = torch.device("cuda")
+    model = tiny_model().to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, foreach=True)
+    loss_fn = nn.MSELoss()
+    xs = [torch.randn(32, 64, device=dev) for _ in range(4)]
+    ys = [torch.randn(32, 64, device=dev) for _ in range(4)]
+    if use_graph:
+        return graph_step(a, model, loss_fn, opt, xs, ys)
+    marks = Marks()
+    torch.cuda.synchronize()
+    for step in range(a.steps):
+        marks.mark()
+        loss = loss_fn(model(xs[step % 4]), ys[step % 4])
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    marks.mark()
+    return {"gpu_period_ms": marks.periods_ms(), "host_step_ms": marks.host_ms()}
+
+
+def ddp(a):
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local)
+    dev = torch.device("cuda", local)
+    dist.init_process_group("nccl", device_id=dev)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(1 + rank)
+    model = DDP(mlp(4096, 2).to(dev), device_ids=[local])
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    loss_fn = nn.MSELoss()
+    xs_cpu = [torch.randn(a.batch, 1024).pin_memory() for _ in range(4)]
+    ys_cpu = [torch.randn(a.batch, 1024).pin_memory() for _ in range(4)]
+    extra = torch.randn(4096, 4096, device=dev) / 64
+    slow = rank == a.straggler
+    marks = Marks()
+    outer, phases = a.nvtx == "outer", a.nvtx in ("phases", "outer")
+    slow_steps = []
+    torch.cuda.synchronize()
+    dist.barrier()
+    for step in range(a.steps):
+        marks.mark()
+        if outer:
+            push(f"train_step {step}")
+        if phases:
+            push("data")
+        sleeper = (step % world == rank) if a.moving else slow
+        if a.sleep_ms and sleeper and step >= a.warmup:
+            time.sleep(a.sleep_ms / 1e3)
+            slow_steps.append(step)
+        x = xs_cpu[step % 4].to(dev, non_blocking=True)
+        y = ys_cpu[step % 4].to(dev, non_blocking=True)
+        if phases:
+            pop()
+            push("forward+backward")
+        out = model(x)
+        if slow and a.extra_gemm:
+            e = extra
+            for _ in range(a.extra_gemm):
+                e = e @ extra
+            out = out + e[: out.shape[0], : out.shape[1]].mean() * 0
+        loss = loss_fn(out, y)
+        loss.backward()
+        if phases:
+            pop()
+            push("optimizer")
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if phases:
+            pop()
+        if a.sync_every and step % a.sync_every == 0:
+            loss.item()
+        if outer:
+            pop()
+    marks.mark()
+    doc = {"gpu_period_ms": marks.periods_ms(), "host_step_ms": marks.host_ms(), "rank": rank, "world": world,
+           "straggler": a.straggler, "extra_gemm": a.extra_gemm if slow else 0, "sleep_ms": a.sleep_ms,
+           "moving": a.moving, "slow_steps": slow_steps, "nvtx": a.nvtx}
+    # what the extra GEMMs cost on the GPU, measured apart after the loop
+    if slow and a.extra_gemm:
+        t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        t0.record()
+        for _ in range(10):
+            e = extra
+            for _ in range(a.extra_gemm):
+                e = e @ extra
+        t1.record()
+        torch.cuda.synchronize()
+        doc["extra_gemm_ms_per_step"] = t0.elapsed_time(t1) / 10
+    dist.barrier()
+    write(a, doc, rank)
+    dist.destroy_process_group()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("variant")
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--tag", default="")
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=2048)
+    ap.add_argument("--straggler", type=int, default=-1)
+    ap.add_argument("--extra-gemm", type=int, default=0)
+    ap.add_argument("--sleep-ms", type=float, default=0.0)
+    ap.add_argument("--moving", action="store_true")
+    ap.add_argument("--nvtx", default="phases", choices=("none", "phases", "outer"))
+    ap.add_argument("--sync-every", type=int, default=0)
+    a = ap.parse_args()
+    v = a.variant
+    NVTX["on"] = v not in ("nonvtx", "decode", "graph", "infer", "launch", "launch_graph") and a.nvtx != "none"
+    if v == "ddp":
+        return ddp(a)
+    torch.manual_seed(0)
+    if v == "outer":
+        doc = train_loop(a, outer=True, phases=True, sync=True)
+    elif v == "phases":
+        doc = train_loop(a, outer=False, phases=True, sync=True)
+    elif v == "nonvtx":
+        doc = train_loop(a, outer=False, phases=False, sync=True)
+    elif v == "ahead":
+        doc = train_loop(a, outer=True, phases=True, sync=False)
+    elif v == "stall":
+        doc = train_loop(a, outer=True, phases=False, sync=True, stall_every=5, stall_ms=25.0)
+    elif v == "perop":
+        doc = perop(a)
+    elif v == "decode":
+        doc = decode(a)
+    elif v == "graph":
+        doc = graph(a)
+    elif v == "infer":
+        doc = infer(a)
+    elif v in ("launch", "launch_graph"):
+        doc = launch(a, v == "launch_graph")
+    else:
+        raise SystemExit(f"unknown variant {v}")
+    torch.cuda.synchronize()
+    write(a, doc)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,519 @@
+"""Steps found from the GPU's own work: the period of the repeating sequence of operations.
+
+A training (or decode, or benchmark) loop makes each GPU run the same sequence of kernels, copies
+and memsets again and again. Per process, the operations are put in program order (by the start of
+the API call that issued them) and each is given a token (its kernel name, its copy direction,
+"memset"). A token that occurs once per iteration cuts the sequence into segments that all hold the
+same tokens the same number of times; the step is the finest such cut:
+
+- for each count ``c`` that some token has (≥ 3), the most evenly spread token of that count cuts
+  the sequence into ``c`` segments, each summarised by an order-free hash of its tokens;
+- the cut is a *repeat* when at least :data:`SEGMENT_SHARE` of the segments have the most common
+  hash and those segments hold at least :data:`OP_SHARE` of the operations between the first and
+  last cut (a layer repeated inside a step fails the second test: the segment that holds the loss,
+  the backward pass and the optimizer is one of many but holds most of the work);
+- among the repeats, the one with the most segments is the step (an every-other-step token gives a
+  coarser repeat that loses to it).
+
+A repeat is taken as a step only when each unit holds something a loop iteration does and a layer
+does not: a copy or memset, a host synchronization, a collective, a graph launch or an optimizer
+kernel, or an NVTX range on the host that repeats with it. Otherwise (one inference pass through
+identical layers, a single kernel timed in a loop) there are no steps, and the reason says so.
+
+Where NVTX ranges repeat once per unit, they only place the boundaries: an outer range's start, or
+the first of the phases that tile the unit ("data → forward+backward → optimizer"). Steps are timed
+on the GPU: step k runs from the first GPU start of its operations to the first GPU start of step
+k+1 (the last step to the end of its last operation), so the steps tile the GPU's time and their
+durations are the job's pace; the host-side time of each step (from the launch of its first
+operation to the next) is kept beside it.
+
+Everything here is numpy over integer columns (no Python object per operation or per step).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from engine.analysis.tables import trace_cache
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import numpy.typing as npt
+
+    from engine.reports.base import Trace
+
+#: a cut is a repeat when this share of its segments have the most common content ...
+SEGMENT_SHARE = 0.8
+#: ... and those segments hold this share of the operations between the first and last cut
+OP_SHARE = 0.6
+#: the looped region (first to last cut) must hold this share of the operations or of the GPU time span
+GPU_SHARE = 0.3
+#: at most this many distinct counts are tried, and at most this many operations hashed per try
+MAX_COUNTS = 64
+WINDOW_OPS = 400_000
+#: token bases: kernels by name code; copies and memsets apart
+_COPY, _MEMSET = 1 << 40, 1 << 41
+_OPTIMIZER = ("multi_tensor_apply", "adam", "sgd", "lamb", "lion", "optimizer", "fused_", "_foreach")
+_COLLECTIVE = ("nccl", "allreduce", "all_reduce", "allgather", "reducescatter", "reduce_scatter",
+               "alltoall", "broadcast", "sendrecv")
+_SYNC_CALLS = frozenset({"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
+                         "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize", "cudaMemcpy",
+                         "cuMemcpyDtoH", "cuMemcpyHtoD", "cudaMemcpy2D", "cuMemcpy"})
+_GRAPH_CALLS = frozenset({"cudaGraphLaunch", "cuGraphLaunch"})
+
+
+@dataclass(frozen=True)
+class OpSequence:
+    """One process's GPU operations in program order (the order their API calls started).
+
+    Attributes:
+        rows: each operation's row in ``gpu_op_columns(trace)``.
+        token: int64 token per operation (kernel name code; copies and memsets apart).
+        launch, start, end: int64 ns (host launch, GPU start and end).
+        names: token -> display name, for the tokens that occur.
+
+    """
+
+    pid: str
+    rows: npt.NDArray[np.int64]
+    token: npt.NDArray[np.int64]
+    launch: npt.NDArray[np.int64]
+    start: npt.NDArray[np.int64]
+    end: npt.NDArray[np.int64]
+    names: dict[int, str]
+
+    @property
+    def n(self) -> int:
+        """Number of operations."""
+        return len(self.rows)
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """The GPU work of one process cut into units that repeat (see the module docstring).
+
+    Attributes:
+        cuts: index (into the OpSequence) of each unit's first operation, ascending.
+        period_ops: operations per unit (the median).
+        op_share: share of the operations in units of the common content.
+        segment_share: share of the units that have the common content.
+        modal: which units have the common content.
+        marker: the token that cuts it, with its name.
+        anchors: what in each unit makes it a loop iteration ("copy", "sync", "collective", ...).
+
+    """
+
+    cuts: npt.NDArray[np.int64]
+    period_ops: int
+    op_share: float
+    segment_share: float
+    modal: npt.NDArray[np.bool_]
+    marker: str
+    anchors: tuple[str, ...]
+
+    @property
+    def count(self) -> int:
+        """Number of units."""
+        return len(self.cuts)
+
+    @property
+    def confidence(self) -> float:
+        """How sure the cut is (0..1): the shares of units and operations that repeat exactly."""
+        return round(min(1.0, self.op_share) * min(1.0, self.segment_share / 0.95), 3)
+
+
+def op_sequences(trace: Trace) -> dict[str, OpSequence]:
+    """Every process's operations in program order, with tokens (built once per trace)."""
+    out: dict[str, OpSequence] = trace_cache(trace, "op_sequences", lambda: _op_sequences(trace))
+    return out
+
+
+def _tokens(trace: Trace, counts: dict[str, int]) -> tuple[npt.NDArray[np.int64], dict[int, str]]:
+    """A token per operation in ``gpu_op_columns`` order (kernels, copies, memsets), with names."""
+    parts: list[npt.NDArray[np.int64]] = []
+    names: dict[int, str] = {}
+    n_k = counts.get("kernels", 0)
+    if n_k:
+        codes, labels = _kernel_names(trace, n_k)
+        parts.append(codes)
+        names.update(enumerate(labels))
+    n_c = counts.get("memcpy", 0)
+    if n_c:
+        kinds = _copy_kinds(trace, n_c)
+        parts.append(_COPY + kinds)
+        for k in np.unique(kinds).tolist():
+            names[_COPY + int(k)] = _COPY_NAMES.get(int(k), f"memcpy kind {k}")
+    n_s = counts.get("memset", 0)
+    if n_s:
+        parts.append(np.full(n_s, _MEMSET, dtype=np.int64))
+        names[_MEMSET] = "memset"
+    if not parts:
+        return np.zeros(0, dtype=np.int64), names
+    return np.concatenate(parts).astype(np.int64, copy=False), names
+
+
+_COPY_NAMES = {1: "memcpy HtoD", 2: "memcpy DtoH", 8: "memcpy DtoD", 10: "memcpy PtoP", 3: "memcpy HtoA",
+               4: "memcpy AtoH", 11: "memcpy HtoH"}
+_KINETO_COPY = {"htod": 1, "dtoh": 2, "dtod": 8, "ptop": 10}
+
+
+def _kernel_names(trace: Trace, n: int) -> tuple[npt.NDArray[np.int64], list[str]]:
+    """Kernel name codes (short names where the report has them) and the name of each code."""
+    from engine.reports.nsys_sqlite import NsysSqliteTrace
+
+    t = "CUPTI_ACTIVITY_KIND_KERNEL"
+    if isinstance(trace, NsysSqliteTrace) and trace.has_sqlite_table(t):
+        have = set(trace.columns(t))
+        col = "shortName" if "shortName" in have else "demangledName" if "demangledName" in have else None
+        if col is not None:
+            store = trace.column_store()
+            expr = f'"{col}"'
+            ids = store.cached(t, col, expr)
+            if ids is None:
+                ids = store.read(t, {col: expr})[col]
+            ids = np.asarray(ids, dtype=np.int64)
+            if len(ids) == n:
+                uniq, codes = np.unique(ids, return_inverse=True)
+                strings = trace.strings()
+                return codes.astype(np.int64), [str(strings.get(int(u), u)) for u in uniq.tolist()]
+    import pandas as pd
+
+    df = trace.table("kernels", ["shortName", "name"])
+    col = df["shortName"] if "shortName" in df and df["shortName"].notna().any() else df.get("name")
+    if col is None or len(col) != n:
+        return np.zeros(n, dtype=np.int64), ["kernel"]
+    codes, uniq = pd.factorize(col.fillna("").astype(str), sort=False)
+    return codes.astype(np.int64), [str(u) for u in uniq]
+
+
+def _copy_kinds(trace: Trace, n: int) -> npt.NDArray[np.int64]:
+    """Each copy's kind (1 HtoD, 2 DtoH, 8 DtoD, 10 PtoP ...), 0 unknown."""
+    from engine.reports.nsys_sqlite import NsysSqliteTrace
+
+    t = "CUPTI_ACTIVITY_KIND_MEMCPY"
+    if isinstance(trace, NsysSqliteTrace) and trace.has_sqlite_table(t) and "copyKind" in trace.columns(t):
+        store = trace.column_store()
+        k = store.cached(t, "copyKind", '"copyKind"')
+        if k is None:
+            k = store.read(t, {"copyKind": '"copyKind"'})["copyKind"]
+        k = np.asarray(k, dtype=np.int64)
+        if len(k) == n:
+            return np.where(k < 0, 0, k)
+    df = trace.table("memcpy", ["copyKind"])
+    if len(df) != n:
+        return np.zeros(n, dtype=np.int64)
+    v = df["copyKind"]
+    if v.dtype == object:
+        low = v.fillna("").astype(str).str.lower().str.replace(r"[^a-z]", "", regex=True)
+        return np.array([_KINETO_COPY.get(x, 0) for x in low.tolist()], dtype=np.int64)
+    return v.fillna(0).to_numpy(dtype=np.int64)
+
+
+def _op_sequences(trace: Trace) -> dict[str, OpSequence]:
+    from engine.analysis.ops import gpu_op_columns
+
+    o = gpu_op_columns(trace)
+    if not o.n:
+        return {}
+    tok, names = _tokens(trace, o.counts)
+    if len(tok) != o.n:
+        return {}
+    launch = o.launch
+    out: dict[str, OpSequence] = {}
+    for code, pk in enumerate(o.pids):
+        rows = np.flatnonzero(o.pid == code) if len(o.pids) > 1 else np.arange(o.n)
+        order = np.lexsort((o.start[rows], launch[rows]))
+        rows = rows[order].astype(np.int64)
+        t = tok[rows]
+        out[pk] = OpSequence(pk, rows, t, launch[rows], o.start[rows], o.end[rows],
+                             {int(k): names.get(int(k), str(k)) for k in np.unique(t).tolist()})
+    return out
+
+
+# -- the repeat ----------------------------------------------------------------------------------
+def _hashes(token: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
+    """A random 64-bit value per token (the same for a token wherever it occurs)."""
+    x = (token.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15))
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    out: npt.NDArray[np.uint64] = x ^ (x >> np.uint64(31))
+    return out
+
+
+def _markers(tok: npt.NDArray[np.int64], h: npt.NDArray[np.uint64]
+             ) -> list[tuple[int, float, npt.NDArray[np.int64], str]]:
+    """Candidate cuts: (count, spread, positions, label) of tokens and of 2- and 3-token runs.
+
+    A run ("memcpy HtoD after multi_tensor_apply_kernel") is once per step where every single token
+    occurs several times per step. Only evenly spread candidates (spread ≤ 0.5) are kept; per count,
+    the most even one.
+    """
+    n = len(tok)
+    best: dict[int, tuple[float, npt.NDArray[np.int64], str]] = {}
+    key = h
+    for g in (1, 2, 3):
+        if g > 1:
+            with np.errstate(over="ignore"):
+                key = key[:-1] * np.uint64(0x100000001B3) ^ h[g - 1:]  # runs ending at i + g - 1
+        uniq, inv, counts = np.unique(key, return_inverse=True, return_counts=True)
+        ok = np.flatnonzero((counts >= 3) & (counts <= n // 2))
+        if not len(ok):
+            continue
+        order = np.argsort(inv, kind="stable")
+        bounds = np.concatenate([[0], np.cumsum(counts)])
+        # the 400 most frequent keys per order at most (every count of interest has them)
+        ok = ok[np.argsort(-counts[ok], kind="stable")][:400]
+        for k in ok.tolist():
+            pos = order[bounds[k]:bounds[k + 1]].astype(np.int64) + (g - 1)
+            gaps = np.diff(pos)
+            med = float(np.median(gaps))
+            if med < 2:
+                continue
+            spread = float(np.mean(np.abs(gaps - med))) / med
+            c = len(pos)
+            if spread > 0.5 or (c in best and best[c][0] <= spread):
+                continue
+            best[c] = (spread, pos, f"{g}:{int(tok[pos[0]])}")
+    return sorted(((c, sp, pos, lab) for c, (sp, pos, lab) in best.items()), key=lambda x: -x[0])
+
+
+def find_repeat(seq: OpSequence, host_anchors: Callable[[npt.NDArray[np.int64]], tuple[str, ...]] | None = None
+                ) -> tuple[Repeat | None, Repeat | None]:
+    """(the finest cut of ``seq`` into loop iterations, the finest repeat without a loop's marks).
+
+    The second is what repeats when nothing marks an iteration (identical layers of one pass): it
+    explains why there are no steps. ``host_anchors(cuts)`` adds what the host does once per unit
+    (a synchronization, a graph launch).
+    """
+    n = seq.n
+    if n < 6:
+        return None, None
+    with np.errstate(over="ignore"):
+        h = _hashes(seq.token)
+    bare: Repeat | None = None
+    for _c, _spread, cuts, label in _markers(seq.token, h)[:MAX_COUNTS]:
+        g, tok = label.split(":")
+        name = seq.names.get(int(tok), tok)
+        marker = name if g == "1" else f"{name} (after {int(g) - 1} other operation{'s' if g != '2' else ''})"
+        rep = _judge(seq, h, cuts, marker)
+        if rep is None:
+            continue
+        extra = host_anchors(rep.cuts) if host_anchors is not None else ()
+        if extra:
+            rep = replace(rep, anchors=rep.anchors + tuple(a for a in extra if a not in rep.anchors))
+        if rep.anchors:
+            return rep, bare
+        if bare is None:
+            bare = rep
+    return None, bare
+
+
+def _similar(seq: OpSequence, edges: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    """Each segment's likeness (0..1) to the median segment: shared operations by token.
+
+    Used where the exact content varies (a decode loop picks other GEMM kernels as its sequence
+    grows): per segment, the operations it shares with the median histogram of tokens.
+    """
+    nseg = len(edges) - 1
+    tok = seq.token[int(edges[0]):int(edges[-1])]
+    uniq, inv = np.unique(tok, return_inverse=True)
+    if nseg * len(uniq) > 20_000_000:
+        return np.zeros(nseg)
+    seg = np.repeat(np.arange(nseg), np.diff(edges))
+    hist = np.bincount(seg * len(uniq) + inv, minlength=nseg * len(uniq)).reshape(nseg, len(uniq))
+    ref = np.median(hist, axis=0)
+    shared = np.minimum(hist, ref[None, :]).sum(axis=1)
+    size = np.maximum(hist.sum(axis=1), ref.sum())
+    out: npt.NDArray[np.float64] = shared / np.maximum(size, 1)
+    return out
+
+
+def _judge(seq: OpSequence, h: npt.NDArray[np.uint64], cuts: npt.NDArray[np.int64], marker: str
+           ) -> Repeat | None:
+    """The cut at ``cuts`` as a Repeat when its segments repeat (the tests in the module docstring)."""
+    n = seq.n
+    gaps = np.diff(cuts)
+    period = int(np.median(gaps))
+    last_end = min(n, int(cuts[-1]) + period)
+    edges = np.append(cuts, last_end)
+    seg_len = np.diff(edges)
+    # judged on a window of the middle cuts when the sequence is long
+    lo, hi = 0, len(cuts)
+    if last_end - int(cuts[0]) > WINDOW_OPS:
+        mid = len(cuts) // 2
+        per = max(3, int(WINDOW_OPS // max(period, 1)))
+        lo, hi = max(0, mid - per // 2), min(len(cuts), mid + per // 2 + 1)
+    w_edges = edges[lo:hi + 1]
+    with np.errstate(over="ignore"):
+        cum = np.concatenate([[np.uint64(0)], np.cumsum(h[int(w_edges[0]):int(w_edges[-1])], dtype=np.uint64)])
+        rel = w_edges - w_edges[0]
+        seg_hash = cum[rel[1:]] - cum[rel[:-1]]
+    w_len = np.diff(w_edges)
+    vals, inv, cnt = np.unique(seg_hash, return_inverse=True, return_counts=True)
+    modal = inv == int(np.argmax(cnt))
+    exact = True
+    if float(modal.mean()) < SEGMENT_SHARE or float(w_len[modal].sum()) < OP_SHARE * float(w_len.sum()):
+        exact = False
+        # loose: as many operations (±10 %) and at least half of them the same kinds
+        med_len = float(np.median(w_len))
+        modal = (_similar(seq, w_edges) >= 0.5) & (np.abs(w_len - med_len) <= 0.1 * med_len + 1)
+    seg_share = float(modal.mean())
+    op_share = float(w_len[modal].sum()) / max(1, int(w_len.sum()))
+    if seg_share < SEGMENT_SHARE or op_share < OP_SHARE:
+        return None
+    # the looped region holds enough of the process's operations or of its GPU time span
+    span = float(seq.end.max() - seq.start.min())
+    region = float(seq.end[int(cuts[0]):last_end].max() - seq.start[int(cuts[0]):last_end].min())
+    if (last_end - int(cuts[0])) < GPU_SHARE * n and region < GPU_SHARE * span:
+        return None
+    full = np.zeros(len(cuts), dtype=bool)
+    full[lo:hi] = modal
+    if not exact:
+        seg_share *= 0.9
+    anchors = _anchors(seq, cuts, last_end, full)
+    del seg_len
+    return Repeat(cuts, period, op_share, seg_share, full, marker, anchors)
+
+
+def _anchors(seq: OpSequence, cuts: npt.NDArray[np.int64], last_end: int, modal: npt.NDArray[np.bool_]
+             ) -> tuple[str, ...]:
+    """What a common unit holds that marks a loop iteration (copies, memsets, collectives, optimizer)."""
+    k = int(np.flatnonzero(modal)[len(np.flatnonzero(modal)) // 2])
+    hi = int(cuts[k + 1]) if k + 1 < len(cuts) else last_end
+    unit = seq.token[int(cuts[k]):hi]
+    out = []
+    # copies between host and GPU (not device-to-device ones, which layers make too; not memsets,
+    # which split-K GEMMs make)
+    if np.isin(unit, np.array([_COPY + 1, _COPY + 2], dtype=np.int64)).any():
+        out.append("copy")
+    names = [seq.names.get(int(t), "").lower() for t in np.unique(unit[unit < _COPY]).tolist()]
+    if any(any(c in nm for c in _COLLECTIVE) for nm in names):
+        out.append("collective")
+    if any(any(c in nm for c in _OPTIMIZER) for nm in names):
+        out.append("optimizer")
+    return tuple(out)
+
+
+def host_marks(trace: Trace, seq: OpSequence, cuts: npt.NDArray[np.int64]) -> tuple[str, ...]:
+    """Host API calls that fall once or more in each unit: "sync", "graph launch"."""
+    from engine.analysis.calls import api_calls
+
+    calls = api_calls(trace)
+    if not calls.n or len(cuts) < 3:
+        return ()
+    code = calls.pid_code(seq.pid) if hasattr(calls, "pid_code") else -1
+    if code < 0:
+        return ()
+    names = calls.names
+    base = [re.sub(r"_v\d+$", "", str(nm)) for nm in names]
+    want = {"sync": [i for i, nm in enumerate(base) if nm in _SYNC_CALLS],
+            "graph launch": [i for i, nm in enumerate(base) if nm in _GRAPH_CALLS]}
+    t = seq.launch[cuts]
+    out = []
+    mine = calls.pid == code
+    for label, ids in want.items():
+        if not ids:
+            continue
+        sel = mine & np.isin(calls.name, np.array(ids, dtype=calls.name.dtype))
+        st = np.sort(calls.start[sel])
+        if not len(st):
+            continue
+        per = np.diff(np.searchsorted(st, t))  # calls between consecutive unit starts
+        if len(per) and float((per > 0).mean()) >= 0.8:
+            out.append(label)
+    return tuple(out)
+
+
+def boundary_rotation(seq: OpSequence, rep: Repeat) -> npt.NDArray[np.int64]:
+    """The cuts moved to the unit's natural start: after the host's longest pause in the unit.
+
+    Among the operations at the same offset in every common unit, the offset whose launch follows
+    the longest (median) pause since the previous launch starts each unit: where the loop's top
+    is (data loading, a synchronization, the Python between iterations).
+    """
+    cuts = rep.cuts
+    if rep.count < 3:
+        return cuts
+    p = rep.period_ops
+    modal_idx = np.flatnonzero(rep.modal[:-1] if len(rep.modal) == len(cuts) else rep.modal)
+    # only units whose length is the period: offsets line up there
+    lens = np.diff(np.append(cuts, seq.n))
+    same = modal_idx[lens[modal_idx] == p]
+    if len(same) < 2 or p < 2:
+        return cuts
+    gap = np.diff(seq.launch, prepend=seq.launch[0])
+    idx = cuts[same][:, None] + np.arange(p)[None, :]
+    idx = idx[(idx < seq.n).all(axis=1)]
+    if not len(idx):
+        return cuts
+    med = np.median(gap[idx], axis=0)
+    off = int(np.argmax(med))
+    if off == 0:
+        return cuts
+    shifted = cuts + off
+    return shifted[shifted < seq.n]
+
+
+def describe_anchors(anchors: tuple[str, ...]) -> str:
+    """'a copy, a synchronization and an optimizer kernel' for the anchors found."""
+    words = {"copy": "a copy", "memset": "a memset", "collective": "a collective", "optimizer": "optimizer kernels",
+             "sync": "a host synchronization", "graph launch": "a graph launch", "nvtx": "an NVTX range"}
+    parts = [words.get(a, a) for a in anchors]
+    if not parts:
+        return "nothing"
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def gpu_step_times(seq: OpSequence, cuts: npt.NDArray[np.int64]
+                   ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64],
+                              npt.NDArray[np.int64]]:
+    """(GPU starts, GPU ends, host starts, host ends) of the units that start at ``cuts``.
+
+    On the GPU a unit starts when the GPU could start it: at its first operation's start, or
+    earlier, at the end of the previous unit's last operation when the GPU idled between them (a
+    pause at the top of a loop belongs to the step that pauses, as a timer at the loop's top sees
+    it). It ends where the next unit starts (the last at the end of its last operation), so the
+    units tile the GPU's time. On the host a unit runs from its first launch (or the previous
+    unit's last GPU end, when the host waited for it) to the next unit's start.
+    """
+    edges = np.append(cuts, seq.n)
+    lo, hi = edges[:-1], edges[1:]
+    valid = hi > lo
+    lo, hi = lo[valid], hi[valid]
+    if not len(lo):
+        z = np.zeros(0, dtype=np.int64)
+        return z, z, z, z
+    first = np.minimum.reduceat(seq.start, lo)  # each piece is [lo[i], lo[i+1]); the last to the end
+    last_end = np.maximum.reduceat(seq.end, lo)
+    # what came before the first unit: the operations before its cut
+    prev_end = np.empty(len(lo), dtype=np.int64)
+    prev_end[1:] = last_end[:-1]
+    prev_end[0] = int(seq.end[:int(lo[0])].max()) if lo[0] > 0 else int(first[0])
+    gs = np.where(prev_end < first, prev_end, first)
+    if lo[0] == 0:
+        gs[0] = first[0]
+    gs = np.maximum.accumulate(gs)
+    ge = np.append(gs[1:], int(last_end[-1]))
+    ge = np.maximum(ge, gs)
+    launch_first = seq.launch[lo]
+    launch_last_prev = np.empty(len(lo), dtype=np.int64)
+    launch_last_prev[1:] = seq.launch[hi[:-1] - 1]
+    launch_last_prev[0] = launch_first[0]
+    hs = np.minimum(launch_first, np.maximum(launch_last_prev, prev_end))
+    hs[0] = launch_first[0]
+    hs = np.maximum.accumulate(hs)
+    he = np.append(hs[1:], int(seq.launch[int(hi[-1]) - 1]))
+    he = np.maximum(he, hs)
+    return gs.astype(np.int64), ge.astype(np.int64), hs.astype(np.int64), he.astype(np.int64)
+
+
+def describe_repeat(rep: Repeat) -> dict[str, Any]:
+    """JSON-ready facts about a repeat."""
+    return {"units": rep.count, "ops_per_unit": rep.period_ops, "op_share": round(rep.op_share, 3),
+            "unit_share": round(rep.segment_share, 3), "marker": rep.marker, "anchors": list(rep.anchors),
+            "confidence": rep.confidence}

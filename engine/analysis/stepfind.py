@@ -1,0 +1,205 @@
+"""Steps of one process from its GPU work, with NVTX ranges as a hint (see :mod:`engine.analysis.iterations`).
+
+    st = gpu_steps(trace, pid_key, ranges_table(trace))   # Steps timed on the GPU, or None
+    why = no_steps_reason(trace, pid_key)                  # why there are none
+
+The order of preference:
+1. the GPU's work repeats with a loop's marks (:func:`iterations.find_repeat`): steps are its units;
+   an NVTX range (or the phases) that repeats once per unit places the boundaries and names them;
+2. else a repeating NVTX range that is not a library's (``aten::``, NCCL...) with 3+ instances,
+   projected onto the GPU (its instances' first operations), with a low confidence;
+3. else no steps, with the reason.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from engine.analysis import iterations as it
+from engine.analysis.tables import trace_cache
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from engine.analysis.ranges import Ranges
+    from engine.analysis.steps import Steps
+    from engine.reports.base import Trace
+
+#: an NVTX range places the boundaries when its instances start in this share of the units
+ALIGN_SHARE = 0.8
+
+
+def repeat_of(trace: Trace, pk: str) -> tuple[it.Repeat | None, it.Repeat | None]:
+    """(:func:`iterations.find_repeat` of the process, the repeat without loop marks), cached."""
+    def make() -> tuple[it.Repeat | None, it.Repeat | None]:
+        seq = it.op_sequences(trace).get(pk)
+        if seq is None:
+            return None, None
+        return it.find_repeat(seq, lambda c: it.host_marks(trace, seq, c))
+
+    out: tuple[it.Repeat | None, it.Repeat | None] = trace_cache(trace, f"repeat:{pk}", make)
+    return out
+
+
+def _first_ops(seq: it.OpSequence, s: npt.NDArray[np.int64], e: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Index of the first operation launched inside each [s, e) (-1 where none is)."""
+    i0 = np.searchsorted(seq.launch, s, side="left")
+    i1 = np.searchsorted(seq.launch, e, side="left")
+    return np.where(i1 > i0, i0, -1).astype(np.int64)
+
+
+def _aligned(seq: it.OpSequence, rep: it.Repeat, r: Ranges, pk: str, cuts: npt.NDArray[np.int64]
+             ) -> list[tuple[Any, ...]]:
+    """Non-library ranges of the process that start once in (nearly) every unit.
+
+    Returns (name, first operation of each instance, total duration, first start, starts, ends) per range.
+    """
+    from engine.analysis.steps import is_library_range
+
+    pcode = r.code(r.pids, pk)
+    if pcode < 0:
+        return []
+    mine = np.flatnonzero(r.pid == pcode)
+    if not len(mine):
+        return []
+    edges = np.append(cuts, seq.n)
+    out = []
+    names = r.name[mine]
+    for code in np.unique(names).tolist():
+        label = r.names[code]
+        if is_library_range(label):
+            continue
+        rows = mine[names == code]
+        if not (0.5 * rep.count <= len(rows) <= 1.5 * rep.count + 2):
+            continue
+        rows = rows[np.argsort(r.start[rows], kind="stable")]
+        first = _first_ops(seq, r.start[rows], r.end[rows])
+        ok = first >= 0
+        if ok.sum() < 3:
+            continue
+        unit = np.searchsorted(edges, first[ok], side="right") - 1
+        per_unit = np.bincount(unit[unit >= 0], minlength=len(cuts))
+        inside = per_unit[(per_unit > 0)]
+        if (per_unit == 1).sum() < ALIGN_SHARE * min(len(cuts), ok.sum()) or (inside > 1).any() and \
+                (inside > 1).sum() > 0.2 * len(inside):
+            continue
+        out.append((label, first[ok], int((r.end[rows] - r.start[rows]).sum()), int(r.start[rows[0]]),
+                    r.start[rows], r.end[rows]))
+    return out
+
+
+def _steps_from_cuts(trace: Trace, seq: it.OpSequence, cuts: npt.NDArray[np.int64], name: str, source: str,
+                     pk: str, chosen_by: str, method: str, confidence: float, why: str,
+                     leading_warmup: int = 0) -> Steps | None:
+    from engine.analysis.steps import Step, Steps, _warmup_flags
+
+    cuts = np.unique(cuts[(cuts >= 0) & (cuts < seq.n)])
+    if len(cuts) < 2:
+        return None
+    gs, ge, hs, he = it.gpu_step_times(seq, cuts)
+    durs = (ge - gs).tolist()
+    flags = _warmup_flags(durs)
+    for i in range(min(leading_warmup, len(flags) - 1)):
+        flags[i] = True
+    steps = tuple(map(Step, range(len(durs)), gs.tolist(), ge.tolist(), flags))
+    dur = seq.end - seq.start
+    total = int(dur.sum())
+    gpu = int(dur[int(cuts[0]):].sum())
+    out = Steps(name, source, pk, steps, gpu, total, chosen_by, method, confidence, why, hs, he)
+    flag = np.array(flags, dtype=bool)
+    out.__dict__.update(_starts=gs, _ends=ge, _steady_mask=~flag, warmup_count=int(flag.sum()))
+    return out
+
+
+def gpu_steps(trace: Trace, pk: str, r: Ranges) -> Steps | None:
+    """The steps of process ``pk`` from its GPU work (see the module docstring), or None."""
+    seq = it.op_sequences(trace).get(pk)
+    if seq is None:
+        return None
+    rep, _bare = repeat_of(trace, pk)
+    if rep is None:
+        return None
+    cuts = it.boundary_rotation(seq, rep)
+    # leading units without the common content are setup, not steps: keep only the last one of them
+    first_modal = int(np.argmax(rep.modal)) if rep.modal.any() else 0
+    lead = 0
+    if first_modal > 0 and len(cuts) == len(rep.cuts):
+        cuts = cuts[first_modal - 1:]
+        lead = 1
+    marks = it.describe_anchors(rep.anchors)
+    base_why = (f"the GPU's work repeats every {rep.period_ops} operations ({rep.count} times, cut at "
+                f"{rep.marker}); each repeat holds {marks}")
+    aligned = _aligned(seq, rep, r, pk, cuts) if len(r) else []
+    if aligned:
+        # ranges inside another aligned range are its phases; the outermost ones place the boundaries
+        def inside(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+            k = np.searchsorted(b[4], a[4], side="right") - 1
+            ok = (k >= 0) & (a[4] < b[5][np.maximum(k, 0)])
+            return float(ok.mean()) >= 0.8
+        top = [a for a in aligned if not any(b is not a and b[2] > a[2] and inside(a, b) for b in aligned)]
+        top.sort(key=lambda a: a[3])  # the loop's first phase starts first
+        if len(top) == 1:
+            name, first = top[0][0], top[0][1]
+            how = f"NVTX range {name} marks each step"
+        else:
+            name = " → ".join(a[0] for a in top)
+            first = top[0][1]
+            how = f"NVTX phases {name} tile each step"
+        st = _steps_from_cuts(trace, seq, first, name, "nvtx", pk, "structure", "gpu+nvtx",
+                              rep.confidence, f"{base_why}; {how}")
+        if st is not None:
+            return st
+    name = f"GPU repeat of {rep.period_ops} ops"
+    return _steps_from_cuts(trace, seq, cuts, name, "gpu", pk, "structure", "gpu", rep.confidence, base_why,
+                            leading_warmup=lead)
+
+
+def nvtx_steps_on_gpu(trace: Trace, st: Steps, why: str, confidence: float, chosen_by: str) -> Steps:
+    """NVTX steps (host ranges) timed on the GPU: each instance from its first operation's start.
+
+    Instances that launch nothing keep their host times (the process has no GPU work in them).
+    """
+    seq = it.op_sequences(trace).get(st.pid)
+    host_s, host_e = st.starts_ns, st.ends_ns
+    if seq is None or not seq.n:
+        return _with(st, why=why, confidence=confidence, method="nvtx", chosen_by=chosen_by,
+                     host_starts=host_s, host_ends=host_e)
+    first = _first_ops(seq, host_s, host_e)
+    if (first >= 0).sum() < 2:
+        return _with(st, why=why, confidence=confidence, method="nvtx", chosen_by=chosen_by,
+                     host_starts=host_s, host_ends=host_e)
+    got = _steps_from_cuts(trace, seq, first[first >= 0], st.range_name, st.source, st.pid, chosen_by,
+                           "nvtx", confidence, why)
+    return got if got is not None else st
+
+
+def _with(st: Steps, **kw: Any) -> Steps:
+    from dataclasses import replace
+
+    from engine.analysis.steps import _DERIVED
+
+    out = replace(st, **kw)
+    out.__dict__.update({k: v for k, v in st.__dict__.items() if k in _DERIVED})
+    return out
+
+
+def no_steps_reason(trace: Trace, pk: str | None = None) -> str:
+    """Why a process (the busiest when None) has no steps: one sentence."""
+    seqs = it.op_sequences(trace)
+    if not seqs:
+        return "no repeating steps: the capture has no GPU work"
+    if pk is None or pk not in seqs:
+        pk = max(seqs, key=lambda k: seqs[k].n)
+    rep, bare = repeat_of(trace, pk)
+    if rep is not None:
+        return ""
+    n = seqs[pk].n
+    if bare is not None:
+        return (f"no repeating steps: the GPU's work repeats every {bare.period_ops} operations ({bare.count} "
+                f"times) but nothing in a repeat marks a loop iteration (no copy to or from the host, "
+                f"synchronization, collective, graph launch or optimizer kernel): identical layers of one "
+                f"pass, not steps; name a range with --range to choose steps yourself")
+    return (f"no repeating steps: the {n} GPU operations of the capture do not repeat (a single pass "
+            f"or a one-off run); findings speak of the whole capture")
