@@ -50,44 +50,63 @@ def _first_ops(seq: it.OpSequence, s: npt.NDArray[np.int64], e: npt.NDArray[np.i
     return np.where(i1 > i0, i0, -1).astype(np.int64)
 
 
-def _aligned(seq: it.OpSequence, rep: it.Repeat, r: Ranges, pk: str, cuts: npt.NDArray[np.int64]
-             ) -> list[tuple[Any, ...]]:
-    """Non-library ranges of the process that start once in (nearly) every unit.
+def _aligned(seq: it.OpSequence, rep: it.Repeat, r: Ranges, pk: str
+             ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """Non-library ranges of the process that start once per unit, and ones that hold k ≥ 2 units each.
 
-    Returns (name, first operation of each instance, total duration, first start, starts, ends) per range.
+    A range's instances are compared by their first operations: the median distance between them
+    (in operations) is the unit's length (aligned) or a whole multiple of it (a group of units: an
+    "iteration" range around 16 chunks that each repeat), and 80 % of the distances are within
+    10 % of that median. Returns two lists of (name, first operation of each instance, total
+    duration, first start, starts, ends).
     """
     from engine.analysis.steps import is_library_range
 
     pcode = r.code(r.pids, pk)
     if pcode < 0:
-        return []
+        return [], []
     mine = np.flatnonzero(r.pid == pcode)
-    if not len(mine):
-        return []
-    edges = np.append(cuts, seq.n)
-    out = []
+    aligned: list[tuple[Any, ...]] = []
+    groups: list[tuple[Any, ...]] = []
     names = r.name[mine]
+    period = max(1, rep.period_ops)
     for code in np.unique(names).tolist():
         label = r.names[code]
         if is_library_range(label):
             continue
         rows = mine[names == code]
-        if not (0.5 * rep.count <= len(rows) <= 1.5 * rep.count + 2):
+        if len(rows) < 3:
             continue
         rows = rows[np.argsort(r.start[rows], kind="stable")]
         first = _first_ops(seq, r.start[rows], r.end[rows])
         ok = first >= 0
         if ok.sum() < 3:
             continue
-        unit = np.searchsorted(edges, first[ok], side="right") - 1
-        per_unit = np.bincount(unit[unit >= 0], minlength=len(cuts))
-        inside = per_unit[(per_unit > 0)]
-        if (per_unit == 1).sum() < ALIGN_SHARE * min(len(cuts), ok.sum()) or (inside > 1).any() and \
-                (inside > 1).sum() > 0.2 * len(inside):
+        d = np.diff(first[ok])
+        med = float(np.median(d))
+        if med <= 0 or float((np.abs(d - med) <= 0.1 * med + 1).mean()) < ALIGN_SHARE:
             continue
-        out.append((label, first[ok], int((r.end[rows] - r.start[rows]).sum()), int(r.start[rows[0]]),
-                    r.start[rows], r.end[rows]))
-    return out
+        ratio = med / period
+        entry = (label, first[ok], int((r.end[rows] - r.start[rows]).sum()), int(r.start[rows[0]]),
+                 r.start[rows], r.end[rows])
+        if abs(ratio - 1) <= 0.1:
+            aligned.append(entry)
+        elif ratio >= 1.9 and abs(ratio - round(ratio)) <= 0.1 * ratio:
+            groups.append(entry)
+    return aligned, groups
+
+
+def _inside(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    """True when most instances of range ``a`` start inside an instance of ``b``."""
+    k = np.searchsorted(b[4], a[4], side="right") - 1
+    ok = (k >= 0) & (a[4] < b[5][np.maximum(k, 0)])
+    return float(ok.mean()) >= 0.8
+
+
+def _top(ranges: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """The ranges not inside a longer one of the list, in the order their first instances start."""
+    top = [a for a in ranges if not any(b is not a and b[2] > a[2] and _inside(a, b) for b in ranges)]
+    return sorted(top, key=lambda a: a[3])
 
 
 def _steps_from_cuts(trace: Trace, seq: it.OpSequence, cuts: npt.NDArray[np.int64], name: str, source: str,
@@ -131,15 +150,10 @@ def gpu_steps(trace: Trace, pk: str, r: Ranges) -> Steps | None:
     marks = it.describe_anchors(rep.anchors)
     base_why = (f"the GPU's work repeats every {rep.period_ops} operations ({rep.count} times, cut at "
                 f"{rep.marker}); each repeat holds {marks}")
-    aligned = _aligned(seq, rep, r, pk, cuts) if len(r) else []
+    aligned, groups = _aligned(seq, rep, r, pk) if len(r) else ([], [])
     if aligned:
         # ranges inside another aligned range are its phases; the outermost ones place the boundaries
-        def inside(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
-            k = np.searchsorted(b[4], a[4], side="right") - 1
-            ok = (k >= 0) & (a[4] < b[5][np.maximum(k, 0)])
-            return float(ok.mean()) >= 0.8
-        top = [a for a in aligned if not any(b is not a and b[2] > a[2] and inside(a, b) for b in aligned)]
-        top.sort(key=lambda a: a[3])  # the loop's first phase starts first
+        top = _top(aligned)
         if len(top) == 1:
             name, first = top[0][0], top[0][1]
             how = f"NVTX range {name} marks each step"
@@ -149,6 +163,14 @@ def gpu_steps(trace: Trace, pk: str, r: Ranges) -> Steps | None:
             how = f"NVTX phases {name} tile each step"
         st = _steps_from_cuts(trace, seq, first, name, "nvtx", pk, "structure", "gpu+nvtx",
                               rep.confidence, f"{base_why}; {how}")
+        if st is not None:
+            return st
+    elif groups:
+        top = _top(groups)
+        g = max(top, key=lambda a: len(a[1]))
+        k = round(float(np.median(np.diff(g[1]))) / max(1, rep.period_ops))
+        st = _steps_from_cuts(trace, seq, g[1], g[0], "nvtx", pk, "structure", "gpu+nvtx", rep.confidence,
+                              f"{base_why}; NVTX range {g[0]} holds {k} repeats each and marks the step")
         if st is not None:
             return st
     name = f"GPU repeat of {rep.period_ops} ops"
