@@ -161,7 +161,8 @@ def gpu_steps(trace: Trace, pk: str, r: Ranges) -> Steps | None:
             name = " → ".join(a[0] for a in top)
             first = top[0][1]
             how = f"NVTX phases {name} tile each step"
-        st = _steps_from_cuts(trace, seq, first, name, "nvtx", pk, "structure", "gpu+nvtx",
+        source = "profiler" if name.startswith("ProfilerStep#") else "nvtx"
+        st = _steps_from_cuts(trace, seq, first, name, source, pk, "structure", "gpu+nvtx",
                               rep.confidence, f"{base_why}; {how}")
         if st is not None:
             return st

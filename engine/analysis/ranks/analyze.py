@@ -113,6 +113,7 @@ def _collectives(inputs: list[RankInput], zero: int) -> tuple[list[Collective], 
         for key in keys:
             all_keys[key] += 1
     waits: dict[int, list[tuple[int, int]]] = {r.rank: [] for r in inputs}
+    intervals: dict[int, list[tuple[int, int]]] = {r.rank: [] for r in inputs}
     rows = []
     spreads = []
     clipped = 0
@@ -134,6 +135,9 @@ def _collectives(inputs: list[RankInput], zero: int) -> tuple[list[Collective], 
                 wait = dur
             w[str(r.rank)] = max(0, wait)
             waits[r.rank].append((int(r.nccl_launch[i]), w[str(r.rank)]))
+            if wait > 0:  # the wait as an interval on the rank's own clock
+                raw = int(r.nccl_start[i])
+                intervals[r.rank].append((raw, raw + int(wait)))
         if key[0] in SYMMETRIC:  # every rank must join before any can finish: ends line up
             spreads.append(max(ends.values()) - min(ends.values()))
         first_r, first_i = members[0]
@@ -142,6 +146,9 @@ def _collectives(inputs: list[RankInput], zero: int) -> tuple[list[Collective], 
     rows.sort(key=lambda x: (x[0], x[1]))
     out = [Collective(i, op, name, nbytes, start, end, skew, last, w)
            for i, (start, op, name, nbytes, end, skew, last, w) in enumerate(rows)]
+    for r in inputs:  # kept on the input: the per-step partition reads them
+        iv = intervals[r.rank]
+        r.__dict__["wait_intervals"] = (np.array([a for a, _ in iv], dtype=I64), np.array([b for _, b in iv], dtype=I64))
     return out, waits, (int(np.median(spreads)) if spreads else None), clipped
 
 
@@ -165,6 +172,9 @@ def _step_costs(r: RankInput, waits: list[tuple[int, int]], shift: int) -> list[
     nccl_ns = n_b.covered(lo, hi)
     overlap = nccl_ns + c_b.covered(lo, hi) - busy
     host = span - ag_b.covered(lo, hi)
+    compute_all = c_b.covered(lo, hi)
+    ws, we = r.__dict__.get("wait_intervals", (np.zeros(0, dtype=I64), np.zeros(0, dtype=I64)))
+    exposed = _cat(comp, (ws, we)).covered(lo, hi) - compute_all  # waits with nothing else to run
     # NCCL waits belong to the step whose window holds the kernel's launch (windows may overlap: each
     # window sums the waits launched inside it)
     order = np.argsort(np.array([a for a, _ in waits], dtype=I64), kind="stable")
@@ -173,9 +183,9 @@ def _step_costs(r: RankInput, waits: list[tuple[int, int]], shift: int) -> list[
     wait = w_cum[np.searchsorted(w_launch, hi, side="left")] - \
         w_cum[np.searchsorted(w_launch, lo, side="left")]
     return [StepCost(index, int(a) + shift, int(b) + shift, int(bu - nc), int(nc), int(wt), int(sp - bu),
-                     int(ho), int(ov), warm)
-            for (index, _, _, warm), a, b, bu, nc, wt, sp, ho, ov
-            in zip(windows, lo, hi, busy, nccl_ns, wait, span, host, overlap, strict=True)]
+                     int(ho), int(ov), warm, int(ca), int(ex))
+            for (index, _, _, warm), a, b, bu, nc, wt, sp, ho, ov, ca, ex
+            in zip(windows, lo, hi, busy, nccl_ns, wait, span, host, overlap, compute_all, exposed, strict=True)]
 
 
 def _row(r: RankInput, costs: list[StepCost]) -> RankRow:
@@ -200,46 +210,155 @@ def _median(values: list[int]) -> int:
     return int(np.median(values)) if values else 0
 
 
-def _straggler(rows: list[RankRow], colls: list[Collective]) -> tuple[Straggler | None, str | None]:
+def _aligned_steps(rows: list[RankRow]) -> list[dict[int, StepCost]]:
+    """The steady steps of the first rank with every rank's step that overlaps it most (shared clock)."""
+    ref = rows[0]
+    out = []
+    others = {r.rank: (np.array([c.start_ns for c in r.per_step], dtype=I64),
+                       np.array([c.end_ns for c in r.per_step], dtype=I64), r.per_step) for r in rows[1:]}
+    for c in ref.per_step:
+        if c.warmup:
+            continue
+        got = {ref.rank: c}
+        for k, (st, en, per) in others.items():
+            if not len(st):
+                continue
+            ov = np.minimum(en, c.end_ns) - np.maximum(st, c.start_ns)
+            j = int(np.argmax(ov))
+            if ov[j] > 0 and not per[j].warmup:
+                got[k] = per[j]
+        if len(got) == len(rows):
+            out.append(got)
+    return out
+
+
+def _work_by_name(r: RankInput, costs: tuple[StepCost, ...] | list[StepCost], shift: int
+                  ) -> dict[str, tuple[float, float]]:
+    """Per compute name: (operations per steady step, median duration) on one rank."""
+    from engine.analysis.steps import inside
+
+    steady = [c for c in costs if not c.warmup]
+    if r.compute_name is None or not steady or not len(r.compute_start):
+        return {}
+    lo = np.array([c.start_ns - shift for c in steady], dtype=I64)
+    hi = np.array([c.end_ns - shift for c in steady], dtype=I64)
+    sel = inside(lo, hi, r.compute_start)
+    names = np.asarray(r.compute_name, dtype=object)[sel]
+    durs = (r.compute_end - r.compute_start)[sel]
+    out: dict[str, tuple[float, float]] = {}
+    if not len(names):
+        return out
+    import pandas as pd
+
+    codes, uniq = pd.factorize(names)
+    for k, nm in enumerate(uniq):
+        d = durs[codes == k]
+        out[str(nm)] = (len(d) / len(steady), float(np.median(d)))
+    return out
+
+
+def _extra_work(work: dict[int, dict[str, tuple[float, float]]], s: int, others: list[int]
+                ) -> tuple[int, str]:
+    """GPU work per step the straggler runs beyond the others (by operation counts), and its main kernel."""
+    mine = work.get(s, {})
+    total, top, top_ns = 0.0, "", 0.0
+    for nm, (cnt, dur) in mine.items():
+        theirs = float(np.median([work.get(o, {}).get(nm, (0.0, 0.0))[0] for o in others])) if others else 0.0
+        extra = max(0.0, cnt - theirs)
+        if extra >= 0.5:
+            total += extra * dur
+            if extra * dur > top_ns:
+                top, top_ns = f"{extra:.1f} × {nm[:60]}", extra * dur
+    return int(total), top
+
+
+def _straggler(rows: list[RankRow], colls: list[Collective],
+               work: dict[int, dict[str, tuple[float, float]]] | None = None) -> tuple[Straggler | None, str | None]:
+    """The rank the others wait for, and what it costs as a what-if (see ``Straggler``).
+
+    Per steady step (lined up across ranks on the shared clock), each rank's exposed wait is the time
+    it waited for another rank with nothing else to run. The rank that waited least is the one the
+    others waited for; what it cost that step is the smallest exposed wait among the others (the
+    step would be that much shorter had it been on time). The straggler is the rank that cost the
+    most over the steps; steps where another rank was slow show whether it moves.
+    """
     if len(rows) < 2 or not colls:
         return None, None
-    credit: dict[int, float] = defaultdict(float)
-    last_count: dict[int, int] = defaultdict(int)
-    for c in colls:
-        waited = [w for k, w in c.waits_ns.items() if int(k) != c.last_rank]
-        if waited:
-            credit[c.last_rank] += sum(waited) / len(waited)
-            last_count[c.last_rank] += 1
-    if not credit:
-        return None, None
-    s = max(credit, key=lambda k: (credit[k], -k))
+    steps = _aligned_steps(rows)
+    if not steps:
+        return None, "No steps line up across the ranks, so no straggler can be named."
+    step_med = _median([r.step_median_ns or 0 for r in rows])
+    floor = max(MIN_WAIT_NS, MIN_WAIT_SHARE * step_med)
+    per: list[tuple[int, int, int]] = []
+    cost_by: dict[int, list[int]] = defaultdict(list)
+    for got in steps:
+        e = {k: c.exposed_wait_ns for k, c in got.items()}
+        slow = min(e, key=lambda k: (e[k], k))
+        cost = min(v for k, v in e.items() if k != slow)
+        if cost < floor:
+            per.append((got[rows[0].rank].index, -1, int(cost)))
+            continue
+        per.append((got[rows[0].rank].index, slow, int(cost)))
+        cost_by[slow].append(int(cost))
+    if not cost_by:
+        worst = max(c for _, _, c in per) if per else 0
+        return None, (f"No rank makes the others wait: the largest wait with nothing else to run is {_ms(worst)}"
+                      + (f" in a {_ms(step_med)} step (GPU)." if step_med else "."))
+    s = max(cost_by, key=lambda k: (sum(cost_by[k]), -k))
+    n_steps = len(per)
+    share = len(cost_by[s]) / n_steps
+    cost_slow = _median(cost_by[s])  # in the steps where it is slow
+    cost_mean = int(sum(cost_by[s]) / n_steps)  # spread over every steady step
     row = next(r for r in rows if r.rank == s)
     others = [r for r in rows if r.rank != s]
-    wait_of = {r.rank: _median([c.nccl_wait_ns for c in r.counted_steps]) for r in rows}
-    cost = int(np.mean([wait_of[r.rank] for r in others]))
-    step = _median([r.step_median_ns or 0 for r in rows])
-    if cost < max(MIN_WAIT_NS, MIN_WAIT_SHARE * step):
-        return None, (f"No rank makes the others wait: the largest NCCL wait per step is {_ms(cost)}"
-                      + (f" of a {_ms(step)} step." if step else "."))
-    host_of = {r.rank: _median([c.host_ns for c in r.counted_steps]) for r in rows}
-    idle_of = {r.rank: _median([c.idle_ns for c in r.counted_steps]) for r in rows}
-    extra = host_of[s] - _median([host_of[r.rank] for r in others])
-    share = last_count[s] / len(colls)
-    skews = [c.start_skew_ns for c in colls if c.last_rank == s]
+
+    def med(rank: int, attr: str) -> int:
+        return _median([getattr(g[rank], attr) for g in steps if per[steps.index(g)][1] == s] or
+                       [getattr(g[rank], attr) for g in steps])
+
+    deltas = {}
+    for attr, label in (("gpu_compute_ns", "GPU compute"), ("host_ns", "host time (its GPU idle while the host works)")):
+        mine = med(s, attr)
+        theirs = _median([med(r.rank, attr) for r in others])
+        deltas[label] = (mine - theirs, mine, theirs)
+    cause, (delta, mine, theirs) = max(deltas.items(), key=lambda kv: kv[1][0])
+    extra_host = deltas["host time (its GPU idle while the host works)"][0]
+    extra_gpu, top = _extra_work(work or {}, s, [r.rank for r in others])
+    # what-if: the straggler's extra time on its critical path (extra GPU work it runs, or the host
+    # time its GPU idles), at least what the others wait with nothing else to run, at most a step
+    what_if = extra_gpu if cause == "GPU compute" else max(0, extra_host)
+    wait_cost = cost_slow
+    cost_slow = int(min(max(what_if, cost_slow), 0.95 * step_med)) if step_med else max(what_if, cost_slow)
+    if cause == "GPU compute" and extra_gpu:
+        cause_text = f"+{_ms(extra_gpu)} of GPU compute per step ({top} more per step than the others)"
+    else:
+        cause_text = f"{'+' if delta >= 0 else ''}{_ms(delta)} of {cause} per step"
+    slow_steps = [k for k, r, _ in per if r == s]
+    moving = {r: sum(1 for _, x, _ in per if x == r) for r in {x for _, x, _ in per if x >= 0}}
+    if share >= 0.8:
+        when = f"in {len(slow_steps)} of {n_steps} steady steps (steady)"
+    else:
+        when = (f"in {len(slow_steps)} of {n_steps} steady steps (intermittent: steps "
+                f"{', '.join(map(str, slow_steps[:8]))}{' …' if len(slow_steps) > 8 else ''})")
     evidence = [
-        f"Rank {s} started last in {last_count[s]} of {len(colls)} NCCL collectives ({share:.0%}); "
-        f"the median start skew of those is {_ms(_median(skews))}.",
-        "The other ranks wait for it in NCCL " + _ms(cost) + " per step ("
-        + ", ".join(f"rank {r.rank}: {_ms(wait_of[r.rank])}" for r in others)
-        + f"); rank {s} itself waits {_ms(wait_of[s])}.",
-        f"Rank {s}'s GPU is idle {_ms(idle_of[s])} per step, {_ms(host_of[s])} of it while its host works "
-        f"outside CUDA calls: {_ms(extra)} more host time per step than the others "
-        f"({', '.join(f'rank {r.rank}: {_ms(host_of[r.rank])}' for r in others)}).",
+        f"Rank {s} is the rank the others wait for {when}"
+        + ("" if len(moving) < 2 else "; the slow rank moves: " + ", ".join(
+            f"rank {r} in {n} step{'s' if n != 1 else ''}" for r, n in sorted(moving.items()))) + ".",
+        f"What it costs: the step would be about {_ms(cost_slow)} shorter in those steps without its extra "
+        f"time; the others wait {_ms(wait_cost)} with nothing else to run ("
+        + ", ".join(f"rank {r.rank}: {_ms(med(r.rank, 'exposed_wait_ns'))}" for r in others)
+        + f"; {_ms(cost_mean)} per step over all steady steps), and their own work is slowed while "
+          "their NCCL kernels wait.",
+        f"Where its extra time is: {cause_text} (its {cause}: {_ms(mine)} per step, the others: {_ms(theirs)}).",
     ]
-    if step:
-        evidence.append(f"Steps take {_ms(step)} (median) on every rank: the job runs at rank {s}'s pace; "
-                        f"the wait is {cost / step:.0%} of each step.")
-    return Straggler(s, row.device, tuple(evidence), cost, share, extra), None
+    if step_med:
+        evidence.append(f"Steps take {_ms(step_med)} on the GPU (median of the ranks): the job runs at rank "
+                        f"{s}'s pace; the wait is {cost_slow / step_med:.0%} of a step.")
+    last_count = sum(1 for c in colls if c.last_rank == s)
+    evidence.append(f"Rank {s} started last in {last_count} of {len(colls)} NCCL collectives.")
+    return Straggler(s, row.device, tuple(evidence), cost_slow, last_count / len(colls), extra_host,
+                     cost_slow, cause_text, share,
+                     tuple(per)), None
 
 
 def _clock(inputs: list[RankInput], methods: set[str], zero: int, spread: int | None,
@@ -311,7 +430,8 @@ def analyze_ranks(traces: Sequence[Trace], *, range_name: str | None = None) -> 
     if not colls:
         notes.append("No NCCL kernels (ncclDevKernel_*) matched across ranks, so there are no waits to "
                      "measure; trace CUDA on every rank.")
-    strag, why = _straggler(rows, colls)
+    work = {r.rank: _work_by_name(r, row.per_step, r.offset_ns - zero) for r, row in zip(inputs, rows, strict=True)}
+    strag, why = _straggler(rows, colls, work)
     if why:
         notes.append(why)
     return RanksResult(tuple(rows), tuple(colls), strag, _clock(inputs, methods, zero, spread, clipped),

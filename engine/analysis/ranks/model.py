@@ -45,6 +45,11 @@ class StepCost:
     host_ns: int
     overlap_ns: int
     warmup: bool
+    #: GPU busy with non-NCCL work (kernels, copies, memsets), overlap with NCCL included
+    gpu_compute_ns: int = 0
+    #: time this rank waited for another rank with nothing else to run: its waits' union minus its
+    #: compute (overlapping collectives' waits are counted once)
+    exposed_wait_ns: int = 0
 
     @property
     def duration_ns(self) -> int:
@@ -56,7 +61,8 @@ class StepCost:
         return {"index": self.index, "start_ns": self.start_ns, "end_ns": self.end_ns,
                 "duration_ns": self.duration_ns, "compute_ns": self.compute_ns,
                 "nccl_ns": self.nccl_ns, "nccl_wait_ns": self.nccl_wait_ns, "idle_ns": self.idle_ns,
-                "host_ns": self.host_ns, "overlap_ns": self.overlap_ns, "warmup": self.warmup}
+                "host_ns": self.host_ns, "overlap_ns": self.overlap_ns, "warmup": self.warmup,
+                "gpu_compute_ns": self.gpu_compute_ns, "exposed_wait_ns": self.exposed_wait_ns}
 
 
 @dataclass(frozen=True)
@@ -153,12 +159,23 @@ class Straggler:
     wait_per_step_ns: int
     last_share: float
     extra_host_per_step_ns: int
+    #: what-if: how much shorter the median step would be without the straggler's extra time
+    cost_per_step_ns: int = 0
+    #: where the extra time is: "GPU compute", "host", an NVTX phase ...
+    cause: str = ""
+    #: share of the steady steps in which this rank was the one the others waited for
+    slow_step_share: float = 1.0
+    #: per steady step: the rank the others waited for (-1: nobody waited) and what it cost
+    per_step: tuple[tuple[int, int, int], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict."""
         return {"rank": self.rank, "device": self.device, "evidence": list(self.evidence),
                 "wait_per_step_ns": self.wait_per_step_ns, "last_share": round(self.last_share, 4),
-                "extra_host_per_step_ns": self.extra_host_per_step_ns}
+                "extra_host_per_step_ns": self.extra_host_per_step_ns,
+                "cost_per_step_ns": self.cost_per_step_ns, "cause": self.cause,
+                "slow_step_share": round(self.slow_step_share, 4),
+                "per_step": [{"step": k, "slow_rank": r, "cost_ns": c} for k, r, c in self.per_step]}
 
 
 @dataclass(frozen=True)

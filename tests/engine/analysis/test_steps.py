@@ -42,17 +42,24 @@ def _sql_ranges(path, text):
     return rows, int(gpu)
 
 
-@pytest.mark.parametrize(("path", "text", "warmup"), [(NAIVE, "iteration(naive)", 1),
+# on the GPU the naive loop's first iteration is 1.42x the others (not warm-up); on the host it was 1.56x
+@pytest.mark.parametrize(("path", "text", "warmup"), [(NAIVE, "iteration(naive)", 0),
                                                        (FIXED, "iteration(fixed)", 0)])
 def test_step_range_and_gpu_coverage_match_sql(path, text, warmup) -> None:
     st = find_steps(open_report(path))
     assert st is not None
     rows, gpu = _sql_ranges(path, text)
     assert st.range_name == text and st.source == "nvtx" and st.chosen_by == "structure"
-    assert [(s.start_ns, s.end_ns) for s in st.steps] == [tuple(r) for r in rows]
-    assert st.gpu_ns == gpu
+    # found from the GPU's repeating work; the NVTX range places the boundaries: each step starts on
+    # the GPU inside its instance (the loop synchronizes), and the steps tile the GPU's time
+    assert st.method == "gpu+nvtx" and st.count == len(rows) and st.confidence > 0.8
+    assert all(p[0] <= s.start_ns <= b for s, p, (_a, b) in zip(st.steps, [rows[0], *rows], rows, strict=False))
+    assert all(x.end_ns == y.start_ns for x, y in zip(st.steps, st.steps[1:], strict=False))
     assert st.warmup_count == warmup
-    assert st.steady_median_ns == float(np.median([b - a for a, b in rows][warmup:]))
+    host = float(np.median([b - a for a, b in rows][warmup:]))
+    assert st.steady_median_ns == pytest.approx(host, rel=0.02)
+    assert st.host_steady_median_ns == pytest.approx(host, rel=0.02)
+    assert st.gpu_ns <= gpu * 1.01 or gpu == 0
 
 
 def test_user_range_and_unknown_range() -> None:
@@ -64,8 +71,14 @@ def test_user_range_and_unknown_range() -> None:
 
 
 def test_no_repeating_range() -> None:
-    assert find_steps(open_report(NSYS_DIR / "torch_sdpa_gemm.sqlite")) is None
-    assert find_steps(open_report(FIXTURES / "torch" / "torch_sdpa_trace.json")) is None
+    from engine.analysis.stepfind import no_steps_reason
+
+    t = open_report(NSYS_DIR / "torch_sdpa_gemm.sqlite")
+    assert find_steps(t) is None  # 20 identical kernels with nothing that marks a loop iteration
+    assert "nothing in a repeat marks a loop iteration" in no_steps_reason(t)
+    # the Kineto trace's benchmark loop copies its result to the host and waits, 5 times: steps
+    k = find_steps(open_report(FIXTURES / "torch" / "torch_sdpa_trace.json"))
+    assert k is not None and k.method == "gpu" and k.count >= 4
 
 
 @pytest.mark.parametrize(("raw", "norm"), [
@@ -134,7 +147,8 @@ def test_numbered_steps_beat_library_ranges_and_the_outer_epoch() -> None:
     only_nccl = _Tables({"nvtx": _nvtx([r for r in nv if r[3] == "NCCL"]), "kernels": _kernels(k),
                          "api": _api(a)})
     st2 = find_steps(only_nccl)
-    assert st2 is not None and st2.source == "library" and st2.range_name == "NCCL:ncclAllReduce"
+    # library ranges never become steps (NCCL, aten:: per-op ranges)
+    assert st2 is None or st2.source != "library"
 
 
 def test_warmup_and_one_set_per_process_with_mixed_pid_types() -> None:
@@ -150,8 +164,9 @@ def test_warmup_and_one_set_per_process_with_mixed_pid_types() -> None:
     every = steps_per_process(t)
     assert sorted(s.pid for s in every) == ["11", "22"]
     for s in every:
-        assert s.source == "profiler" and s.count == 6 and s.warmup_count == 1
-        assert s.steady_median_ns == 100 and s.gpu_ns == 6 * 48
+        # timed on the GPU: a step every 1000 ns (the job's pace), whatever the host range's length
+        assert s.source == "profiler" and s.count == 6 and s.method == "nvtx"
+        assert s.steady_median_ns == 1000 and s.host_steady_median_ns == 1000 and s.gpu_ns == 6 * 48
     assert find_steps(t, pid=22) is not None and find_steps(t, pid=22).pid == "22"
 
 
@@ -182,7 +197,7 @@ def test_launch_bound_only_while_the_gpu_has_idle_time_and_never_more_than_it() 
     lb = next(f for f in found if f.id == "nsys.launch-bound")
     it = s.iterations
     busy, idle = it.gpu_busy_per_step_ns, it.steady_median_ns - it.gpu_busy_per_step_ns
-    assert lb.gain.per_step_ns == pytest.approx(min(3 * (10 - 2), idle))
+    assert lb.gain.per_step_ns == pytest.approx(min(3 * (10 - 2), idle), rel=0.02)
     assert lb.gain.per_step_ns <= idle and busy == pytest.approx(6)
     # The same launches while another stream keeps the GPU 100 % busy: nothing to gain.
     s2, found2 = overview(_launch_trace(busy_stream=True))
