@@ -81,7 +81,7 @@ class Context:
     def step_busy_idle(self) -> tuple[float, float]:
         """GPU busy and idle per steady step (the step's process, union over its GPU work)."""
         if "busy_idle" not in self._cache:
-            busy = 0.0
+            busy, idle = 0.0, float(self.step_ns)
             if self.steps is not None and self.n_steady:
                 from engine.analysis.ops import gpu_op_columns
                 from engine.analysis.summary import busy_between
@@ -89,8 +89,12 @@ class Context:
                 o = gpu_op_columns(self.trace)
                 bs, be = o.blocks(self.steps.pid)
                 a, b = self.steps.window(steady_only=True)
-                busy = float(busy_between(bs, be, a, b, o.busy_cum(self.steps.pid)).sum()) / self.n_steady
-            self._cache["busy_idle"] = (busy, max(self.step_ns - busy, 0.0))
+                per = busy_between(bs, be, a, b, o.busy_cum(self.steps.pid)).astype(float)
+                # per-step medians (steps timed on the GPU tile its time: a slow first step's busy
+                # time must not eat the idle time of the median step)
+                busy = float(np.median(per))
+                idle = float(np.median((b - a) - per))
+            self._cache["busy_idle"] = (busy, max(min(idle, self.step_ns - busy if busy < self.step_ns else idle), 0.0))
         value: tuple[float, float] = self._cache["busy_idle"]
         return value
 

@@ -92,7 +92,7 @@ def test_session_markdown_and_html_have_findings_numbers_and_svg(tmp_path):
 def test_comparison_exports(tmp_path):
     c = compare_traces(open_report(NAIVE), open_report(FIXED))
     md = export.comparison_markdown(c)
-    assert "speedup 4.57x" in md and "p = 0.0286: **faster**" in md
+    assert "speedup 4.59x" in md and "p = 0.0286: **faster**" in md
     page = export.comparison_html(c)
     svg = re.findall(r"<svg.*?</svg>", page, flags=re.S)[0]
     ET.fromstring(svg)

@@ -56,20 +56,25 @@ def test_naive_per_iteration_allocation_gain_from_its_numbers(naive_findings):
     ranges = q(NAIVE, """select n.start, n.end from NVTX_EVENTS n left join StringIds s on s.id = n.textId
                          where coalesce(n.text, s.value) = 'iteration(naive)' order by n.start""")
     durs = [e - b for b, e in ranges]
-    assert durs[0] > 1.5 * np.median(durs[1:])
+    assert durs[0] > 1.5 * np.median(durs[1:])  # on the host; on the GPU the first is 1.42x: steady
+    from engine.analysis.steps import find_steps
+
+    st = find_steps(open_report(NAIVE))
+    windows = list(zip(*st.window(steady_only=True), strict=True))
+    assert len(windows) == 5
     alloc_ns = calls = 0
-    for b, e in ranges[1:]:
+    for b, e in windows:
         (ns, n), = q(NAIVE, f"""
             select coalesce(sum(r.end - r.start), 0), count(*) from CUPTI_ACTIVITY_KIND_RUNTIME r
             join StringIds s on s.id = r.nameId where r.start >= {b} and r.start < {e}
             and (s.value like 'cudaMalloc%' or s.value like 'cudaFree%')""")
         alloc_ns, calls = alloc_ns + ns, calls + n
     f = by_id(naive_findings, "nsys.per-iteration-alloc")
-    assert calls == 40 and f.evidence_value("allocation calls inside the steady steps") == 40
+    assert calls >= 40 and f.evidence_value("allocation calls inside the steady steps") == calls
     assert f.evidence_value("allocation API time inside the steady steps") == alloc_ns
     assert f.gain is not None and f.gain.seconds == pytest.approx(alloc_ns / 1e9, abs=1e-9)
-    assert f.gain.per_step_ns == pytest.approx(alloc_ns / 4, abs=0.1)
-    assert f.gain.pct_of_step == pytest.approx(100 * alloc_ns / 4 / np.median(durs[1:]), abs=0.01)
+    assert f.gain.per_step_ns == pytest.approx(alloc_ns / len(windows), abs=0.1)
+    assert f.gain.pct_of_step == pytest.approx(100 * alloc_ns / len(windows) / st.steady_median_ns, abs=0.01)
     assert f.gain.window == "steady steps" and not f.gain.one_time and f.gain.overlap == "host"
     assert f.severity in ("warning", "critical")
     assert "cudaMalloc" in f.fix_cuda and "torch" in f.fix_torch
