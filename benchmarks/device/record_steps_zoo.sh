@@ -45,7 +45,10 @@ NG=$(nvidia-smi -L | wc -l)
 SINGLES=("outer outer" "phases phases" "nonvtx nonvtx" "perop perop --batch 512" "ahead ahead --steps 30"
          "stall stall" "decode decode --steps 48" "graph graph" "infer infer" "launch launch"
          "launch_graph launch_graph" "outer_b outer --batch 1024")
-if [[ $PHASES == *single* ]]; then
+# held out of the tuning (recorded after it): accumulation, DataLoader conv net, micro-benchmark, GPU stall
+[[ $PHASES == *heldout* ]] && SINGLES=("accum accum --batch 1024" "conv conv" "bench bench" "gpu_stall gpu_stall --batch 1024"
+                                      "outer_c outer --batch 512 --steps 60")
+if [[ $PHASES == *single* || $PHASES == *heldout* ]]; then
     t0=$SECONDS
     i=0
     pids=()
@@ -59,7 +62,13 @@ if [[ $PHASES == *single* ]]; then
     [ ${#pids[@]} -gt 0 ] && wait "${pids[@]}"
     echo "single: $((SECONDS - t0)) s"
 fi
-if [[ $PHASES == *ddp* ]]; then
+if [[ $PHASES == *heldout* ]]; then
+    job 0,1 ddp2_ho 2 --nvtx outer --straggler 0 --extra-gemm 1 --width 2048 --batch 4096
+    job 0,1 ddp2_ho_none 2 --nvtx none --straggler 1 --sleep-ms 10 --sync-every 1 --width 2048
+    # the same jobs without a straggler: what the straggler really costs is the difference
+    job 0,1 ddp2_ho_base 2 --nvtx outer --width 2048 --batch 4096
+    job 0,1 ddp2_ho_none_base 2 --nvtx none --sync-every 1 --width 2048
+elif [[ $PHASES == *ddp* ]]; then
     t0=$SECONDS
     if [ "$NG" -ge 4 ]; then
         job 0,1 ddp2_gemm 2 --nvtx phases --straggler 1 --extra-gemm 2 &

@@ -75,7 +75,7 @@ def mlp(width, depth, dim=1024):
 
 def write(a, doc, rank=None):
     os.makedirs(a.out, exist_ok=True)
-    tag = a.variant if rank is None else f"{a.tag or a.variant}_rank{rank}"
+    tag = (a.tag or a.variant) if rank is None else f"{a.tag or a.variant}_rank{rank}"
     doc.update({"variant": a.variant, "argv": vars(a), "torch": torch.__version__,
                 "device": torch.cuda.get_device_name()})
     p = doc.get("gpu_period_ms") or []
@@ -267,6 +267,90 @@ def launch(a, use_graph):
     return {"gpu_period_ms": marks.periods_ms(), "host_step_ms": marks.host_ms()}
 
 
+def accum(a, micro=4):
+    """Gradient accumulation: 4 micro-batches (each with its own pinned H2D copy) per optimizer step."""
+    dev = torch.device("cuda")
+    model = mlp(2048, 2).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    xs = [torch.randn(a.batch, 1024).pin_memory() for _ in range(micro)]
+    marks = Marks()
+    torch.cuda.synchronize()
+    for _ in range(a.steps):
+        marks.mark()
+        for m in range(micro):
+            x = xs[m].to(dev, non_blocking=True)
+            (model(x).float().pow(2).mean() / micro).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    marks.mark()
+    return {"gpu_period_ms": marks.periods_ms(), "host_step_ms": marks.host_ms(), "micro_batches": micro}
+
+
+def conv(a):
+    """A conv net fed by a DataLoader with workers and pinned memory; loss read every 10 steps."""
+    dev = torch.device("cuda")
+    net = nn.Sequential(nn.Conv2d(3, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(),
+                        nn.Conv2d(64, 128, 3, padding=1), nn.BatchNorm2d(128), nn.ReLU(),
+                        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, 10)).to(dev)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    data = torch.utils.data.TensorDataset(torch.randn(a.steps * 64, 3, 64, 64), torch.randint(0, 10, (a.steps * 64,)))
+    loader = torch.utils.data.DataLoader(data, batch_size=64, num_workers=2, pin_memory=True)
+    marks = Marks()
+    torch.cuda.synchronize()
+    for i, (x, y) in enumerate(loader):
+        marks.mark()
+        x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+        loss = nn.functional.cross_entropy(net(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if i % 10 == 9:
+            loss.item()
+    marks.mark()
+    return {"gpu_period_ms": marks.periods_ms(), "host_step_ms": marks.host_ms()}
+
+
+def bench(a):
+    """A micro-benchmark: one GEMM timed 100 times between two events, one sync at the end."""
+    dev = torch.device("cuda")
+    x = torch.randn(4096, 4096, device=dev)
+    t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    t0.record()
+    for _ in range(100):
+        y = x @ x
+    t1.record()
+    torch.cuda.synchronize()
+    return {"gpu_period_ms": [], "gemm_ms": t0.elapsed_time(t1) / 100, "checksum": float(y[0, 0])}
+
+
+def gpu_stall(a):
+    """No NVTX, host ahead; every 7th step the GPU also runs a 'checkpoint' (8 extra GEMMs)."""
+    dev = torch.device("cuda")
+    model = mlp(2048, 2).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    xs = [torch.randn(a.batch, 1024, device=dev) for _ in range(4)]
+    big = torch.randn(4096, 4096, device=dev) / 64
+    marks = Marks()
+    stalls = []
+    torch.cuda.synchronize()
+    for step in range(a.steps):
+        marks.mark()
+        loss = model(xs[step % 4]).pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if step % 7 == 6:
+            e = big
+            for _ in range(8):
+                e = e @ big
+            stalls.append(step)
+        if step % 10 == 9:
+            loss.item()
+    marks.mark()
+    return {"gpu_period_ms": marks.periods_ms(), "host_step_ms": marks.host_ms(), "stall_steps": stalls}
+
+
 def ddp(a):
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -277,7 +361,7 @@ def ddp(a):
     dist.init_process_group("nccl", device_id=dev)
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(1 + rank)
-    model = DDP(mlp(4096, 2).to(dev), device_ids=[local])
+    model = DDP(mlp(a.width, 2).to(dev), device_ids=[local])
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
     loss_fn = nn.MSELoss()
     xs_cpu = [torch.randn(a.batch, 1024).pin_memory() for _ in range(4)]
@@ -357,9 +441,11 @@ def main():
     ap.add_argument("--moving", action="store_true")
     ap.add_argument("--nvtx", default="phases", choices=("none", "phases", "outer"))
     ap.add_argument("--sync-every", type=int, default=0)
+    ap.add_argument("--width", type=int, default=4096)
     a = ap.parse_args()
     v = a.variant
-    NVTX["on"] = v not in ("nonvtx", "decode", "graph", "infer", "launch", "launch_graph") and a.nvtx != "none"
+    NVTX["on"] = v not in ("nonvtx", "decode", "graph", "infer", "launch", "launch_graph", "accum", "conv",
+                            "bench", "gpu_stall") and a.nvtx != "none"
     if v == "ddp":
         return ddp(a)
     torch.manual_seed(0)
@@ -381,6 +467,14 @@ def main():
         doc = graph(a)
     elif v == "infer":
         doc = infer(a)
+    elif v == "accum":
+        doc = accum(a)
+    elif v == "conv":
+        doc = conv(a)
+    elif v == "bench":
+        doc = bench(a)
+    elif v == "gpu_stall":
+        doc = gpu_stall(a)
     elif v in ("launch", "launch_graph"):
         doc = launch(a, v == "launch_graph")
     else:

@@ -359,6 +359,12 @@ def _judge(seq: OpSequence, h: npt.NDArray[np.uint64], cuts: npt.NDArray[np.int6
     exact = True
     if float(modal.mean()) < SEGMENT_SHARE or float(w_len[modal].sum()) < OP_SHARE * float(w_len.sum()):
         exact = False
+        # units that differ in a cycle of k (half steps, micro-batches of an accumulated step) are
+        # parts of a step: a coarser cut finds it
+        if len(seg_hash) >= 6:
+            nxt = float((seg_hash[1:] == seg_hash[:-1]).mean())
+            if nxt < 0.6 and any(float((seg_hash[k:] == seg_hash[:-k]).mean()) >= 0.8 for k in (2, 3, 4, 5, 6, 8)):
+                return None
         # loose: as many operations (±10 %) and at least half of them the same kinds
         med_len = float(np.median(w_len))
         modal = (_similar(seq, w_edges) >= 0.5) & (np.abs(w_len - med_len) <= 0.1 * med_len + 1)

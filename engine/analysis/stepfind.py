@@ -226,3 +226,36 @@ def no_steps_reason(trace: Trace, pk: str | None = None) -> str:
                 f"pass, not steps; name a range with --range to choose steps yourself")
     return (f"no repeating steps: the {n} GPU operations of the capture do not repeat (a single pass "
             f"or a one-off run); findings speak of the whole capture")
+
+
+def typical_unit(trace: Trace, st: Steps) -> tuple[list[str], npt.NDArray[np.float64]] | None:
+    """The most common operation sequence of the steady steps, with each position's median duration.
+
+    A step's operations are those launched between its host-side start and the next step's; the
+    steady steps with the most common sequence of tokens give the names and the per-position
+    median GPU durations (what one step runs). None when the steps have no host times.
+    """
+    seq = it.op_sequences(trace).get(st.pid)
+    if seq is None or st.host_starts is None or st.count < 2:
+        return None
+    hs = np.asarray(st.host_starts, dtype=np.int64)
+    lo = np.searchsorted(seq.launch, hs, side="left")
+    hi = np.append(lo[1:], seq.n)
+    steady = np.flatnonzero(st._steady_mask[:len(lo)]) if st.steady else np.arange(len(lo))
+    if not len(steady):
+        return None
+    with np.errstate(over="ignore"):
+        h = it._hashes(seq.token)
+        cum = np.concatenate([[np.uint64(0)], np.cumsum(h, dtype=np.uint64)])
+        sums = cum[hi[steady]] - cum[lo[steady]]
+    keys = list(zip((hi[steady] - lo[steady]).tolist(), sums.tolist(), strict=True))
+    from collections import Counter
+
+    (length, _), _n = Counter(keys).most_common(1)[0]
+    same = [k for k, key in zip(steady.tolist(), keys, strict=True) if key == Counter(keys).most_common(1)[0][0]]
+    if not length or not same:
+        return None
+    idx = lo[np.array(same)][:, None] + np.arange(length)[None, :]
+    durs = np.median((seq.end - seq.start)[idx], axis=0).astype(np.float64)
+    names = [seq.names.get(int(t), str(t)) for t in seq.token[idx[0]].tolist()]
+    return names, durs

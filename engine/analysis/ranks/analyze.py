@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -232,48 +232,62 @@ def _aligned_steps(rows: list[RankRow]) -> list[dict[int, StepCost]]:
     return out
 
 
-def _work_by_name(r: RankInput, costs: tuple[StepCost, ...] | list[StepCost], shift: int
-                  ) -> dict[str, tuple[float, float]]:
-    """Per compute name: (operations per steady step, median duration) on one rank."""
-    from engine.analysis.steps import inside
-
-    steady = [c for c in costs if not c.warmup]
-    if r.compute_name is None or not steady or not len(r.compute_start):
-        return {}
-    lo = np.array([c.start_ns - shift for c in steady], dtype=I64)
-    hi = np.array([c.end_ns - shift for c in steady], dtype=I64)
-    sel = inside(lo, hi, r.compute_start)
-    names = np.asarray(r.compute_name, dtype=object)[sel]
-    durs = (r.compute_end - r.compute_start)[sel]
-    out: dict[str, tuple[float, float]] = {}
-    if not len(names):
-        return out
-    import pandas as pd
-
-    codes, uniq = pd.factorize(names)
-    for k, nm in enumerate(uniq):
-        d = durs[codes == k]
-        out[str(nm)] = (len(d) / len(steady), float(np.median(d)))
+def _lcs_unmatched(a: list[str], b: list[str]) -> list[int]:
+    """Positions of ``a`` left out of a longest common subsequence with ``b`` (what ``a`` runs more)."""
+    n, m = len(a), len(b)
+    if n * m > 4_000_000:
+        return []
+    t = np.zeros((n + 1, m + 1), dtype=np.int32)
+    for i in range(n - 1, -1, -1):
+        ai = a[i]
+        row, nxt = t[i], t[i + 1]
+        for j in range(m - 1, -1, -1):
+            row[j] = nxt[j + 1] + 1 if ai == b[j] else max(nxt[j], row[j + 1])
+    out, i, j = [], 0, 0
+    while i < n and j < m:
+        if a[i] == b[j]:
+            i, j = i + 1, j + 1
+        elif t[i + 1][j] >= t[i][j + 1]:
+            out.append(i)
+            i += 1
+        else:
+            j += 1
+    out.extend(range(i, n))
     return out
 
 
-def _extra_work(work: dict[int, dict[str, tuple[float, float]]], s: int, others: list[int]
-                ) -> tuple[int, str]:
-    """GPU work per step the straggler runs beyond the others (by operation counts), and its main kernel."""
-    mine = work.get(s, {})
-    total, top, top_ns = 0.0, "", 0.0
-    for nm, (cnt, dur) in mine.items():
-        theirs = float(np.median([work.get(o, {}).get(nm, (0.0, 0.0))[0] for o in others])) if others else 0.0
-        extra = max(0.0, cnt - theirs)
-        if extra >= 0.5:
-            total += extra * dur
-            if extra * dur > top_ns:
-                top, top_ns = f"{extra:.1f} × {nm[:60]}", extra * dur
-    return int(total), top
+def _extra_work(units: dict[int, Any], s: int, others: list[int]) -> tuple[int, str]:
+    """GPU work per step the straggler runs beyond the others: a diff of one typical step.
+
+    The straggler's typical step (its operations in order, NCCL kernels left out) is aligned with
+    each other rank's (longest common subsequence); the operations only the straggler runs are its
+    extra work, at their own median durations. The smallest extra over the other ranks is kept.
+    """
+    mine = units.get(s)
+    if not mine:
+        return 0, ""
+    names = [n for n in mine[0]]
+    keep = [i for i, n in enumerate(names) if not NCCL_KERNEL.match(n)]
+    a = [names[i] for i in keep]
+    best: tuple[int, str] | None = None
+    for o in others:
+        theirs = units.get(o)
+        if not theirs:
+            continue
+        b = [n for n in theirs[0] if not NCCL_KERNEL.match(n)]
+        extra = _lcs_unmatched(a, b)
+        ns = int(sum(float(mine[1][keep[i]]) for i in extra))
+        from collections import Counter
+
+        top = Counter(a[i] for i in extra).most_common(1)
+        text = f"{top[0][1]} × {top[0][0][:60]}" if top else ""
+        if best is None or ns < best[0]:
+            best = (ns, text)
+    return best if best is not None else (0, "")
 
 
 def _straggler(rows: list[RankRow], colls: list[Collective],
-               work: dict[int, dict[str, tuple[float, float]]] | None = None) -> tuple[Straggler | None, str | None]:
+               units: dict[int, Any] | None = None) -> tuple[Straggler | None, str | None]:
     """The rank the others wait for, and what it costs as a what-if (see ``Straggler``).
 
     Per steady step (lined up across ranks on the shared clock), each rank's exposed wait is the time
@@ -309,6 +323,10 @@ def _straggler(rows: list[RankRow], colls: list[Collective],
     share = len(cost_by[s]) / n_steps
     cost_slow = _median(cost_by[s])  # in the steps where it is slow
     cost_mean = int(sum(cost_by[s]) / n_steps)  # spread over every steady step
+    if cost_mean < floor:  # a rank late in a step or two now and then: jitter, not a straggler
+        return None, (f"No rank makes the others wait: rank {s} was late in {len(cost_by[s])} of {n_steps} "
+                      f"steady steps, {_ms(cost_mean)} per step over all of them"
+                      + (f" in a {_ms(step_med)} step (GPU)." if step_med else "."))
     row = next(r for r in rows if r.rank == s)
     others = [r for r in rows if r.rank != s]
 
@@ -323,14 +341,14 @@ def _straggler(rows: list[RankRow], colls: list[Collective],
         deltas[label] = (mine - theirs, mine, theirs)
     cause, (delta, mine, theirs) = max(deltas.items(), key=lambda kv: kv[1][0])
     extra_host = deltas["host time (its GPU idle while the host works)"][0]
-    extra_gpu, top = _extra_work(work or {}, s, [r.rank for r in others])
+    extra_gpu, top = _extra_work(units or {}, s, [r.rank for r in others])
     # what-if: the straggler's extra time on its critical path (extra GPU work it runs, or the host
     # time its GPU idles), at least what the others wait with nothing else to run, at most a step
     what_if = extra_gpu if cause == "GPU compute" else max(0, extra_host)
     wait_cost = cost_slow
     cost_slow = int(min(max(what_if, cost_slow), 0.95 * step_med)) if step_med else max(what_if, cost_slow)
     if cause == "GPU compute" and extra_gpu:
-        cause_text = f"+{_ms(extra_gpu)} of GPU compute per step ({top} more per step than the others)"
+        cause_text = f"+{_ms(extra_gpu)} of GPU compute per step (most of it: {top} per step that the others do not run)"
     else:
         cause_text = f"{'+' if delta >= 0 else ''}{_ms(delta)} of {cause} per step"
     slow_steps = [k for k, r, _ in per if r == s]
@@ -430,8 +448,7 @@ def analyze_ranks(traces: Sequence[Trace], *, range_name: str | None = None) -> 
     if not colls:
         notes.append("No NCCL kernels (ncclDevKernel_*) matched across ranks, so there are no waits to "
                      "measure; trace CUDA on every rank.")
-    work = {r.rank: _work_by_name(r, row.per_step, r.offset_ns - zero) for r, row in zip(inputs, rows, strict=True)}
-    strag, why = _straggler(rows, colls, work)
+    strag, why = _straggler(rows, colls, {r.rank: r.unit for r in inputs})
     if why:
         notes.append(why)
     return RanksResult(tuple(rows), tuple(colls), strag, _clock(inputs, methods, zero, spread, clipped),

@@ -54,6 +54,8 @@ class RankInput:
     rank: int = -1
     #: name of each compute operation (kernels by name, "memcpy", "memset"), row for row with compute_start
     compute_name: Any = None
+    #: one typical steady step: its operations' names in order and their median GPU durations
+    unit: Any = None
 
 
 def _int(v: Any) -> int | None:
@@ -174,6 +176,12 @@ def _main_tid_api(api: pd.DataFrame) -> tuple[npt.NDArray[np.int64], npt.NDArray
     return mine["start"].to_numpy(np.int64), mine["end"].to_numpy(np.int64)
 
 
+def _unit(trace: Trace, st: Steps | None) -> Any:
+    from engine.analysis.stepfind import typical_unit
+
+    return typical_unit(trace, st) if st is not None else None
+
+
 def ranks_of(trace: Trace, *, range_name: str | None = None) -> list[RankInput]:
     """The ranks in one report (processes with GPU work), each with its tables and steps."""
     import pandas as pd
@@ -231,6 +239,7 @@ def ranks_of(trace: Trace, *, range_name: str | None = None) -> list[RankInput]:
             steps=steps.get(str(pk)),
             nccl_bytes=[sizes.get(c) for c in nk["correlationId"]] if sizes else [None] * len(nstart),
             calls=nccl_calls(trace, str(pk)),
+            unit=_unit(trace, steps.get(str(pk))),
         ))
     if len(out) == 1:
         out[0].named_rank = kineto_rank if kineto_rank is not None else (
