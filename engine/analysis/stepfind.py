@@ -21,6 +21,8 @@ from engine.analysis import iterations as it
 from engine.analysis.tables import trace_cache
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import numpy.typing as npt
 
     from engine.analysis.ranges import Ranges
@@ -259,3 +261,18 @@ def typical_unit(trace: Trace, st: Steps) -> tuple[list[str], npt.NDArray[np.flo
     durs = np.median((seq.end - seq.start)[idx], axis=0).astype(np.float64)
     names = [seq.names.get(int(t), str(t)) for t in seq.token[idx[0]].tolist()]
     return names, durs
+
+
+def shifted_steps(st: Steps, move: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.int64]]) -> Steps:
+    """``st`` with every time moved by ``move`` (another rank's clock lined up with this one's)."""
+    from dataclasses import replace
+
+    from engine.analysis.steps import Step
+
+    s, e = move(st._starts), move(st._ends)
+    steps = tuple(Step(x.index, int(a), int(b), x.warmup) for x, a, b in zip(st.steps, s.tolist(), e.tolist(), strict=True))
+    hs = None if st.host_starts is None else move(np.asarray(st.host_starts, dtype=np.int64))
+    he = None if st.host_ends is None else move(np.asarray(st.host_ends, dtype=np.int64))
+    out = replace(st, steps=steps, host_starts=hs, host_ends=he)
+    out.__dict__.update(_starts=s, _ends=e, _steady_mask=st._steady_mask, warmup_count=st.warmup_count)
+    return out

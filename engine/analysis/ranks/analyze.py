@@ -379,6 +379,70 @@ def _straggler(rows: list[RankRow], colls: list[Collective],
                      tuple(per)), None
 
 
+#: clocks are moved onto the first rank's when the ends of shared collectives disagree by more than this
+CLOCK_FIT_NS = 20_000
+
+
+def _fit_clocks(inputs: list[RankInput]) -> list[str]:
+    """Line every rank's clock up with the first rank's on the ends of the collectives they share.
+
+    An all-reduce (all-gather, reduce-scatter, all-to-all) ends on every rank within microseconds,
+    so the difference of its end times is the clocks' disagreement. Per rank, an offset and a drift
+    (a straight line over time, refitted once without the points 3 MADs off) are fitted, and when
+    they move any time by more than CLOCK_FIT_NS the rank's times are moved. Returns one sentence
+    per rank moved.
+    """
+    def ends(r: RankInput) -> dict[tuple[str, int], int]:
+        order = np.argsort(r.nccl_start, kind="stable")
+        seen: dict[str, int] = defaultdict(int)
+        out = {}
+        for i in order.tolist():
+            op = _op(r.nccl_name[i])
+            if op in SYMMETRIC:
+                out[(op, seen[op])] = int(r.nccl_end[i]) + r.offset_ns
+            seen[op] += 1
+        return out
+
+    if len(inputs) < 2:
+        return []
+    ref = ends(inputs[0])
+    notes = []
+    for r in inputs[1:]:
+        mine = ends(r)
+        keys = [k for k in mine if k in ref]
+        if len(keys) < 3:
+            continue
+        x = np.array([mine[k] for k in keys], dtype=np.float64)
+        y = np.array([ref[k] for k in keys], dtype=np.float64) - x
+        x0 = float(x[0])
+        b, a = np.polyfit(x - x0, y, 1) if len(keys) >= 5 else (0.0, float(np.median(y)))
+        res = y - (a + b * (x - x0))
+        mad = float(np.median(np.abs(res - np.median(res)))) or 1.0
+        ok = np.abs(res) <= 3 * 1.4826 * mad + 1000
+        if ok.sum() >= 5:
+            b, a = np.polyfit((x - x0)[ok], y[ok], 1)
+        moved = a + b * (np.array([x.min(), x.max()]) - x0)
+        if float(np.max(np.abs(moved))) <= CLOCK_FIT_NS:
+            continue
+        a_i, b_f, off = int(round(a)), float(b), r.offset_ns
+
+        def move(t: npt.NDArray[np.int64], a_i: int = a_i, b_f: float = b_f, off: int = off) -> npt.NDArray[np.int64]:
+            t = np.asarray(t, dtype=np.int64)
+            return t + a_i + np.round(b_f * (t + off - x0)).astype(np.int64)
+
+        for name in ("compute_start", "compute_end", "nccl_start", "nccl_end", "nccl_launch", "api_start", "api_end"):
+            setattr(r, name, move(getattr(r, name)))
+        if r.steps is not None:
+            from engine.analysis.stepfind import shifted_steps
+
+            r.steps = shifted_steps(r.steps, move)
+        after = np.abs(res[ok] - np.median(res[ok])) if ok.any() else np.abs(res)
+        notes.append(f"rank {r.rank}'s clock moved by {a / 1e6:+,.3f} ms and {b * 1e6:+,.1f} µs/s to line up the "
+                     f"ends of {len(keys)} collectives with rank {inputs[0].rank}'s; they then agree within "
+                     f"{_ms(float(np.median(after)))} (median)")
+    return notes
+
+
 def _clock(inputs: list[RankInput], methods: set[str], zero: int, spread: int | None,
            clipped: int) -> ClockInfo:
     hosts = tuple(sorted({r.host for r in inputs if r.host}))
@@ -423,6 +487,7 @@ def analyze_ranks(traces: Sequence[Trace], *, range_name: str | None = None) -> 
     notes = number_ranks(inputs)
     if range_name is None:
         align_step_ranges(list(traces), inputs)
+    fitted = _fit_clocks(inputs)
     firsts = []
     for r in inputs:
         cand = [a.min() for a in (r.compute_start, r.nccl_start, r.api_start) if len(a)]
@@ -451,7 +516,12 @@ def analyze_ranks(traces: Sequence[Trace], *, range_name: str | None = None) -> 
     strag, why = _straggler(rows, colls, {r.rank: r.unit for r in inputs})
     if why:
         notes.append(why)
-    return RanksResult(tuple(rows), tuple(colls), strag, _clock(inputs, methods, zero, spread, clipped),
+    clock = _clock(inputs, methods, zero, spread, clipped)
+    if fitted:
+        from dataclasses import replace
+
+        clock = replace(clock, sentence=clock.sentence + " Clocks lined up on collective ends: " + "; ".join(fitted) + ".")
+    return RanksResult(tuple(rows), tuple(colls), strag, clock,
                        tuple(notes), tuple(_lanes(r, r.offset_ns - zero) for r in inputs))
 
 

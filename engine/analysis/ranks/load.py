@@ -284,8 +284,8 @@ def number_ranks(inputs: list[RankInput]) -> list[str]:
 def align_step_ranges(traces: list[Trace], inputs: list[RankInput]) -> None:
     """Make every rank use the same step range (the one most ranks chose)."""
     chosen = Counter(r.steps.range_name for r in inputs if r.steps is not None)
-    if len(chosen) <= 1:
-        return
+    if len(chosen) <= 1 or any(r.steps is not None and r.steps.method.startswith("gpu") for r in inputs):
+        return  # steps found from the GPU's work are each rank's own (their unit lengths may differ)
     name = chosen.most_common(1)[0][0]
     by_report = {str(t.info.path): t for t in traces}
     for r in inputs:
