@@ -603,6 +603,11 @@ def _steps_per_process(trace: Trace, range_name: str | None) -> list[Steps]:
     from engine.analysis import stepfind
     from engine.analysis.iterations import op_sequences
 
+    if range_name is not None:  # the name of steps found by structure ("GPU repeat of 64 ops", phases)
+        same = [st for st in steps_per_process(trace) if st.range_name == range_name]
+        if same:
+            return same
+
     r = ranges_table(trace)
     seqs = op_sequences(trace)
     out: list[Steps] = []

@@ -129,6 +129,8 @@ def candidates(doc: dict[str, Any]) -> list[dict[str, Any]]:
         per, _ = _per_step(doc, hits, n)
         out.append({"id": item.id, "title": item.title, "findings": sorted({f["id"] for f in hits}),
                     "predicted_gain_s": gain, "predicted_per_iteration_ns": per if n else None})
+    # the largest predicted saving per step first (items without one last, in the checklist's order)
+    out.sort(key=lambda c: -(c["predicted_per_iteration_ns"] or 0.0))
     return out
 
 

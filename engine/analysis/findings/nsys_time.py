@@ -48,18 +48,22 @@ def _kernel_launches(ops: GpuOps, calls: ApiCalls
     in kernel order; None when no kernel has its call.
     """
     launch_cat = CATEGORY_ORDER.index("launches")
+    # a graph replay's kernels share one cudaGraphLaunch: no launch overhead of their own
+    graph = np.array(["GraphLaunch" in n for n in calls.names] + [False], dtype=bool)
     if ops.calls_unique:
         # each (process, correlation id) has one call: the operations' own join, kept for launches
         is_k = ops.kind == 0
         row = ops.call_row[is_k]
         got = row >= 0
-        got[got] = calls.category[row[got]] == launch_cat
+        rows_got = row[got]
+        got[got] = (calls.category[rows_got] == launch_cat) & ~graph[np.where(calls.name[rows_got] >= 0,
+                                                                               calls.name[rows_got], -1)]
         if not got.any():
             return None
         i = row[got]
         a0 = calls.start[i]
         return ops.end[is_k][got] - ops.start[is_k][got], calls.end[i] - a0, a0
-    rows = calls.category == launch_cat
+    rows = (calls.category == launch_cat) & ~graph[np.where(calls.name >= 0, calls.name, -1)]
     lp, lc = calls.pid[rows].astype(np.int64), calls.corr[rows]
     l0, l1 = calls.start[rows], calls.end[rows]
     is_k = ops.kind == 0
@@ -86,6 +90,79 @@ def _kernel_launches(ops: GpuOps, calls: ApiCalls
     return kd, l1[i] - l0[i], l0[i]
 
 
+#: a host pause between two CUDA calls this long is host code (data loading, Python), not launching
+HOST_GAP_NS = 50_000
+
+
+def idle_causes(ctx: Context) -> dict[str, int] | None:
+    """The steady steps' GPU idle time split by what the host did meanwhile (ns, summed over the steps).
+
+    - ``sync``: after each blocking synchronization (stream/device/event sync, a synchronous copy)
+      the GPU has drained its queue and idles until the next operation starts;
+    - ``host``: otherwise, while the launching thread pauses ≥ HOST_GAP_NS between two CUDA calls
+      (data loading, Python, a sleep);
+    - ``launch``: the rest, while the host is launching (inside launch calls or between calls close
+      together): what capturing the step in a CUDA graph or fusing kernels removes.
+    None without steady steps or API calls.
+    """
+    if ctx.steps is None or not ctx.n_steady:
+        return None
+    calls = api_calls(ctx.trace)
+    code = calls.pid_code(ctx.steps.pid) if calls.n else -1
+    if code < 0:
+        return None
+    a, b = ctx.steps.window(steady_only=True)
+    window, idle = _idle_in(ctx, a, b)
+    if not idle:
+        return {"idle": 0, "sync": 0, "host": 0, "launch": 0, "window": window}
+    mine = calls.pid == code
+    # every thread of the process (PyTorch launches the backward pass from its autograd thread)
+    sync_cat = CATEGORY_ORDER.index("synchronization")
+    sel = np.flatnonzero(mine)
+    order = sel[np.argsort(calls.start[sel], kind="stable")]
+    cs, ce, cat = calls.start[order], calls.end[order], calls.category[order]
+    names = calls.names
+    blocking = np.array([not n.startswith(("cudaStreamWait", "cuStreamWait")) for n in names] + [False], dtype=bool)
+    name = calls.name[order]
+    is_sync = (cat == sync_cat) & blocking[np.where(name >= 0, name, len(names))]
+    is_sync |= np.isin(name, [i for i, n in enumerate(names) if n in ("cudaMemcpy", "cuMemcpyDtoH", "cuMemcpyHtoD")])
+    lo, hi = float(a.min()), float(b.max())
+    bs, be = _blocks(ctx)
+    cum = gpu_op_columns(ctx.trace).busy_cum(ctx.steps.pid)
+
+    def idle_of(x: npt.NDArray[np.int64], y: npt.NDArray[np.int64]) -> int:
+        x = np.clip(x, lo, hi).astype(np.int64)
+        y = np.clip(y, lo, hi).astype(np.int64)
+        ok = y > x
+        if not ok.any():
+            return 0
+        x, y = x[ok], y[ok]
+        return int((y - x).sum() - busy_between(bs, be, x, y, cum).sum())
+
+    # after a sync: from its end to the next GPU start
+    se = ce[is_sync]
+    nxt = np.searchsorted(bs, se, side="left")
+    sync_end = np.where(nxt < len(bs), bs[np.minimum(nxt, len(bs) - 1)], se)
+    sync_idle = idle_of(se, sync_end)
+    # host pauses: gaps in the union of every thread's calls (not right after a sync: counted there)
+    run_end = np.maximum.accumulate(ce)
+    gap_s, gap_e = run_end[:-1], cs[1:]
+    long = (gap_e - gap_s >= HOST_GAP_NS) & ~is_sync[:-1]
+    host_idle = idle_of(gap_s[long], gap_e[long])
+    sync_idle, host_idle = min(sync_idle, idle), min(host_idle, max(idle - sync_idle, 0))
+    # while the host launches kernels one at a time: from each launch call (not a graph's) to the
+    # next call, when that follows within HOST_GAP_NS (a graph's own gaps between its nodes are not
+    # the host's)
+    graph = np.array(["GraphLaunch" in n for n in names] + [False], dtype=bool)
+    is_launch = (cat == CATEGORY_ORDER.index("launches")) & ~graph[np.where(name >= 0, name, len(names))]
+    nxt_start = np.append(cs[1:], ce[-1:])
+    close = is_launch & (nxt_start - run_end <= HOST_GAP_NS)
+    launch_idle = idle_of(cs[close], np.maximum(ce[close], nxt_start[close]))
+    launch_idle = min(launch_idle, max(idle - sync_idle - host_idle, 0))
+    return {"idle": idle, "sync": sync_idle, "host": host_idle, "launch": launch_idle,
+            "other": max(idle - sync_idle - host_idle - launch_idle, 0), "window": window}
+
+
 def rule_launch_bound(ctx: Context) -> list[Finding]:
     """Many kernels shorter than their launch call, while the GPU has idle time to fill."""
     calls = api_calls(ctx.trace)
@@ -102,10 +179,14 @@ def rule_launch_bound(ctx: Context) -> list[Finding]:
         return []
     excess = np.where(short, ld - kd, 0)
     steady = ctx.steady_mask(a0)
+    causes = idle_causes(ctx)
     if ctx.steps is not None and ctx.n_steady:
         a, b = ctx.steps.window(steady_only=True)
         window, idle = _idle_in(ctx, a, b)
-        steady_ns = min(int(excess[steady].sum()), idle)
+        # what a CUDA graph removes: the GPU idle while the host launches (its launch calls and the
+        # Python between them), at least the launch calls' excess over their kernels
+        launching = causes["launch"] if causes else 0
+        steady_ns = min(max(int(excess[steady].sum()), launching), idle)
         other_ns = 0
         where = f"the {ctx.n_steady} steady steps of {ctx.steps.range_name}"
     else:
@@ -116,10 +197,17 @@ def rule_launch_bound(ctx: Context) -> list[Finding]:
         where = "the span from the first to the last GPU operation"
     if not window or idle < 0.1 * window:
         return []  # the GPU is busy: launch overhead is hidden behind the kernels
+    if ctx.steps is not None and ctx.n_steady and steady_ns < 0.01 * window:
+        return []  # the steps launch nothing one kernel at a time (a graph replay): nothing to remove
     raw = float(excess[steady].sum() if ctx.n_steady else excess.sum())
-    gain = gain_from(ctx, steady_ns, other_ns,
-                     f"min(Σ(launch call − kernel) over kernels shorter than their launch, GPU idle) in "
-                     f"{where} = min({fmt_time(raw)}, {fmt_time(idle)})", kind="upper bound", overlap=HOST)
+    if causes and causes["launch"] > raw:
+        formula = (f"GPU idle while the host launches (inside launch calls or < {HOST_GAP_NS // 1000} µs "
+                   f"between CUDA calls, not after a synchronization) in {where} = {fmt_time(causes['launch'])} "
+                   f"(Σ(launch call − kernel) = {fmt_time(raw)})")
+    else:
+        formula = (f"min(Σ(launch call − kernel) over kernels shorter than their launch, GPU idle) in "
+                   f"{where} = min({fmt_time(raw)}, {fmt_time(idle)})")
+    gain = gain_from(ctx, steady_ns, other_ns, formula, kind="upper bound", overlap=HOST)
     return [Finding(
         id="nsys.launch-bound",
         title="Kernels are shorter than their launch overhead",
@@ -148,6 +236,38 @@ def rule_launch_bound(ctx: Context) -> list[Finding]:
         gain=gain,
         verify="Re-run: cudaGraphLaunch replaces most cudaLaunchKernel calls, and the GPU idle "
                "time between kernels shrinks.",
+    )]
+
+
+def rule_sync_idle(ctx: Context) -> list[Finding]:
+    """GPU idle after blocking synchronizations inside the steady steps (the queue drained)."""
+    causes = idle_causes(ctx)
+    if not causes or not causes["window"]:
+        return []
+    sync, window = causes["sync"], causes["window"]
+    if sync < 0.05 * window or sync < 100_000:
+        return []
+    n = ctx.n_steady
+    gain = gain_from(ctx, sync, 0, f"GPU idle from the end of each blocking synchronization to the next GPU "
+                     f"operation in the {n} steady steps = {fmt_time(sync)}", kind="upper bound", overlap=HOST)
+    return [Finding(
+        id="nsys.sync-idle",
+        title="The GPU drains and waits after every synchronization",
+        severity=severity_of(gain),
+        source="nsys",
+        summary=(f"After each blocking synchronization (stream, device or event sync, or a synchronous copy "
+                 f"such as .item()) the GPU's queue is empty until the host launches again: "
+                 f"{fmt_time(sync / n)} per step ({pct(sync, window)} % of the steps' time)."),
+        evidence=[Evidence("GPU idle after synchronizations", sync, "ns",
+                           "sync call end → next GPU operation, inside the steady steps"),
+                  Evidence("GPU idle in the steady steps", causes["idle"], "ns", "window − GPU busy"),
+                  Evidence("window", window, "ns", "steady steps")],
+        fix="Synchronize once per iteration (or less): read results with non_blocking copies and check them "
+            "a step later; remove syncs between operations.",
+        fix_cuda="// one cudaStreamSynchronize(s) per iteration, not per operation",
+        fix_torch="# keep the loss on the GPU and read it every N steps: total += loss.detach()",
+        gain=gain,
+        verify="Re-run: fewer synchronization calls per step and the GPU idle time after them shrinks.",
     )]
 
 

@@ -65,6 +65,8 @@ RULES: tuple[Rule, ...] = (
          f"{_TIME}:rule_launch_bound"),
     Rule("nsys.gpu-idle", "The GPU idle inside the steady steps (warm-up: one-time)", "nsys", "trace",
          f"{_TIME}:rule_gpu_idle"),
+    Rule("nsys.sync-idle", "The GPU idle after blocking synchronizations inside the steps", "nsys", "trace",
+         f"{_TIME}:rule_sync_idle"),
     Rule("nsys.setup-dominates", "One-time setup dominating a short run", "nsys", "trace",
          f"{_TIME}:rule_setup_dominates"),
     Rule("nsys.expert.*", "nsys analyze rules: memset sync, API sync, GPU gaps, GPU time utilization",

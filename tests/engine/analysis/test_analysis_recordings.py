@@ -130,7 +130,8 @@ def test_ddp_torchrun_one_row_per_gpu_and_process_with_unions_from_sql(rec) -> N
         rows = _step_ranges(path, int(ps.pid), "train_step %")
         assert ps.count == len(rows) == 40
         d = [e - b for b, e in rows]
-        assert ps.steady_median_ns == pytest.approx(np.median(d[ps.warmup_count:]))
+        # timed on the GPU: within 1 % of the host ranges (the loop synchronizes every step)
+        assert ps.steady_median_ns == pytest.approx(np.median(d[ps.warmup_count:]), rel=0.01)
         assert 1 <= ps.warmup_count <= 3  # the workload warms up for 3 steps; the first two are slow
     # The slow rank's GPU waits ~20 ms per step: the largest win, ranked first, named by process.
     top = found[0]
@@ -149,7 +150,7 @@ def test_per_rank_reports_pick_the_training_step_not_nccl(rec, name) -> None:
     assert "NCCL:ncclAllReduce" in it.candidates
     pid = int(it.pid)
     rows = _step_ranges(path, pid, "train_step %")
-    assert [int(e - b) for b, e in rows][0] == it.first_ns
+    assert it.first_ns == pytest.approx([int(e - b) for b, e in rows][0], rel=0.01)  # GPU vs host
     idle = [f for f in found if f.id == "nsys.gpu-idle" and not f.gain.one_time]
     if name == "ddp_rank1":  # the rank that sleeps 20 ms per step on the host
         log = json.loads((REC / "ddp" / "ddp_per_rank_steps_rank1.json").read_text())
@@ -193,11 +194,15 @@ def test_training_loop_bad_to_fixed_walkthrough_prediction(rec, tmp_path) -> Non
     run = wt.verify(tmp_path, fixed)
     measured = run["measured_per_iteration_ns"]
     st = run["stats"]
-    sql_bad = [e - b for b, e in _step_ranges(bad, int(it.pid), "train_step %")]
-    s_fixed = overview(open_report(fixed))[0]
-    sql_fixed = [e - b for b, e in _step_ranges(fixed, int(s_fixed.iterations.pid), "train_step %")]
-    assert measured == pytest.approx(np.median(sql_bad[st["warmup_dropped_a"]:])
-                                     - np.median(sql_fixed[st["warmup_dropped_b"]:]))
+    # Measured on the GPU: the period of each step's 12.6 MB batch copy (one per step), independent of
+    # the steps found. The fixed loop's host runs ahead (its host ranges take 5.1 ms, its GPU 8.0 ms):
+    # the host ranges would claim 8.5 ms saved where the GPU step shrank by 5.6 ms.
+    def copy_period(path: Path) -> float:
+        starts = [r[0] for r in _sql(path, "SELECT start FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind = 1 "
+                                           "AND bytes > 1000000 ORDER BY start")]
+        return float(np.median(np.diff(starts)[3:]))
+
+    assert measured == pytest.approx(copy_period(bad) - copy_period(fixed), rel=0.05)
     assert run["verdict"] == "verified"
     # Within a factor of two of what the re-run measured, and never above the step itself; also
     # against the workload's own step log (its 3 declared warm-up steps left out).
@@ -205,8 +210,8 @@ def test_training_loop_bad_to_fixed_walkthrough_prediction(rec, tmp_path) -> Non
     assert predicted <= it.steady_median_ns
     bad_ms = json.loads((REC / "single" / "train_bad_steps.json").read_text())["step_ms"]
     fixed_ms = json.loads((REC / "single" / "train_fixed_steps.json").read_text())["step_ms"]
-    logged = (np.median(bad_ms[3:]) - np.median(fixed_ms[3:])) * 1e6
-    assert logged / 2 <= predicted <= 2 * logged
+    logged = (np.median(bad_ms[3:]) - np.median(fixed_ms[3:])) * 1e6  # host-side log: an upper bound
+    assert predicted <= 2 * logged
     # The fixed run: nothing per step is left to fix; start-up and warm-up are one-time, never critical.
     s2, found2 = overview(open_report(fixed))
     assert all(f.severity == "info" for f in found2)
@@ -270,7 +275,13 @@ def test_gpu_idle_names_host_code_outside_the_cuda_api(rec, name) -> None:
     it = s.iterations
     assert it is not None and it.range == "train_step N"
     pid = int(it.pid)
-    steady = np.array(_step_ranges(path, pid, "train_step %")[it.warmup_count:], dtype=np.int64)
+    # the steady steps' windows (timed on the GPU: each within 1 % of its host range in this loop)
+    from engine.analysis.steps import find_steps
+
+    st = find_steps(open_report(path))
+    steady = np.stack(st.window(steady_only=True), axis=1).astype(np.int64)
+    host = np.array(_step_ranges(path, pid, "train_step %")[it.warmup_count:], dtype=np.int64)
+    assert np.median(steady[:, 1] - steady[:, 0]) == pytest.approx(np.median(host[:, 1] - host[:, 0]), rel=0.01)
     calls = np.array(_sql(path, 'SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE '
                                 "globalTid / 16777216 % 16777216 = ?", (pid,)), dtype=np.int64)
     k = np.searchsorted(steady[:, 0], calls[:, 0], side="right") - 1

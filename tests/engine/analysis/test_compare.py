@@ -104,7 +104,7 @@ def test_naive_vs_fixed_iteration_time_improves_significantly():
     it = c.iterations
     assert it["median_ns_a"] == pytest.approx(float(np.median(da[1:])), rel=0.02)  # GPU vs host ranges
     assert it["median_ns_b"] == pytest.approx(float(np.median(db[1:])), rel=0.02)
-    assert it["speedup"] == pytest.approx(np.median(da[1:]) / np.median(db[1:]))
+    assert it["speedup"] == pytest.approx(np.median(da[1:]) / np.median(db[1:]), rel=0.02)  # GPU steps
     assert 4.4 < it["speedup"] < 4.7
     # Every fixed iteration is faster than every naive one: U = 16 of 16 and the exact two-sided
     # p for 4 vs 4 is 2 / C(8, 4) = 2/70.

@@ -36,8 +36,15 @@ def test_step_partition_matches_sql_on_a_real_report() -> None:
     res = analyze_paths([NAIVE])
     [row] = res.ranks
     con = sqlite3.connect(f"file:{NAIVE}?mode=ro", uri=True)
-    steps = con.execute("SELECT n.start, n.end FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId "
-                        "WHERE coalesce(s.value, n.text) = 'iteration(naive)' ORDER BY n.start").fetchall()
+    host_steps = con.execute("SELECT n.start, n.end FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId "
+                             "WHERE coalesce(s.value, n.text) = 'iteration(naive)' ORDER BY n.start").fetchall()
+    # the steps' windows on the GPU (found from its work, placed by the range): one per host range
+    from engine.analysis.steps import find_steps
+    from engine.reports import open_report
+
+    st = find_steps(open_report(NAIVE))
+    steps = list(zip(st.starts_ns.tolist(), st.ends_ns.tolist(), strict=True))
+    assert len(steps) == len(host_steps)
     gpu = con.execute("SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL UNION ALL SELECT start, end FROM "
                       "CUPTI_ACTIVITY_KIND_MEMCPY UNION ALL SELECT start, end FROM "
                       "CUPTI_ACTIVITY_KIND_MEMSET").fetchall()
@@ -54,8 +61,8 @@ def test_step_partition_matches_sql_on_a_real_report() -> None:
         busy = _union_inside(gpu, lo, hi)
         assert cost.compute_ns == busy and cost.nccl_ns == 0 and cost.nccl_wait_ns == 0
         assert cost.idle_ns == (hi - lo) - busy
-    assert [c.warmup for c in row.per_step] == [True, False, False, False, False]
-    steady = row.per_step[1:]
+    assert [c.warmup for c in row.per_step] == [s.warmup for s in st.steps]
+    steady = [c for c in row.per_step if not c.warmup]
     assert row.compute_ns == sum(c.compute_ns for c in steady)
     assert row.compute_ns + row.nccl_ns + row.idle_ns == sum(c.duration_ns for c in steady)
     doc = res.to_json()

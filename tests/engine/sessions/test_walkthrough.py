@@ -49,17 +49,17 @@ def test_naive_to_fixed_is_verified_with_measured_and_predicted_gain(tmp_path):
     run = wt.verify(tmp_path, FIXED)
     a = iteration_ns(NAIVE, "iteration(naive)")[1:]
     b = iteration_ns(FIXED, "iteration(fixed)")[1:]
-    assert step == pytest.approx(np.median(a))
+    assert step == pytest.approx(np.median(a), rel=0.02)  # the GPU step, within 2 % of the host range
     # Within a factor of two of what the re-run measured, and never above the step itself.
     measured = np.median(a) - np.median(b)
     assert measured / 2 <= want <= min(2 * measured, step)
-    assert run["measured_per_iteration_ns"] == pytest.approx(np.median(a) - np.median(b))
+    assert run["measured_per_iteration_ns"] == pytest.approx(np.median(a) - np.median(b), rel=0.05)
     assert run["verdict"] == "verified"
     assert run["stats"]["p_value"] == pytest.approx(2 / 70)
     assert run["findings_still_present"] == []
     states = cl.load_states(tmp_path, "roadmap")
     assert {states[i]["state"] for i in ITEMS} == {"verified"}
-    assert states["copies.pinned"]["measured_per_iteration_ns"] == pytest.approx(np.median(a) - np.median(b))
+    assert states["copies.pinned"]["measured_per_iteration_ns"] == pytest.approx(run["measured_per_iteration_ns"])
     # Saved state survives a reload.
     assert wt.load(tmp_path)["runs"][0]["verdict"] == "verified"
 
