@@ -501,8 +501,7 @@ def gpu_step_times(seq: OpSequence, cuts: npt.NDArray[np.int64]
     prev_end[1:] = last_end[:-1]
     prev_end[0] = int(seq.end[:int(lo[0])].max()) if lo[0] > 0 else int(first[0])
     gs = np.where(prev_end < first, prev_end, first)
-    if lo[0] == 0:
-        gs[0] = first[0]
+    gs[0] = first[0]  # before the first unit is set-up (or nothing): the first starts with its work
     gs = np.maximum.accumulate(gs)
     ge = np.append(gs[1:], int(last_end[-1]))
     ge = np.maximum(ge, gs)

@@ -147,8 +147,12 @@ def gpu_steps(trace: Trace, pk: str, r: Ranges) -> Steps | None:
     first_modal = int(np.argmax(rep.modal)) if rep.modal.any() else 0
     lead = 0
     if first_modal > 0 and len(cuts) == len(rep.cuts):
-        cuts = cuts[first_modal - 1:]
-        lead = 1
+        # the unit just before the first common one is a warm-up step when it is about as long
+        # (first-step extras: optimizer state, cuDNN/cuBLAS choices); else it is set-up, left out
+        n_lead = int(cuts[first_modal] - cuts[first_modal - 1])
+        keep = 0.5 * rep.period_ops <= n_lead <= 2 * rep.period_ops
+        cuts = cuts[first_modal - 1:] if keep else cuts[first_modal:]
+        lead = 1 if keep else 0
     marks = it.describe_anchors(rep.anchors)
     base_why = (f"the GPU's work repeats every {rep.period_ops} operations ({rep.count} times, cut at "
                 f"{rep.marker}); each repeat holds {marks}")
@@ -220,7 +224,15 @@ def no_steps_reason(trace: Trace, pk: str | None = None) -> str:
     rep, bare = repeat_of(trace, pk)
     if rep is not None:
         return ""
-    n = seqs[pk].n
+    seq = seqs[pk]
+    n = seq.n
+    uniq, counts = np.unique(seq.token, return_counts=True)
+    top = int(np.argmax(counts)) if len(counts) else -1
+    if top >= 0 and counts[top] >= 3 and counts[top] >= 0.5 * n:
+        name = seq.names.get(int(uniq[top]), "one operation")
+        return (f"no repeating steps: one operation ({name[:60]}) runs {int(counts[top])} times of the "
+                f"capture's {n}: a micro-benchmark or one repeated kernel, not a loop of steps; findings "
+                f"speak of the whole capture")
     if bare is not None:
         return (f"no repeating steps: the GPU's work repeats every {bare.period_ops} operations ({bare.count} "
                 f"times) but nothing in a repeat marks a loop iteration (no copy to or from the host, "

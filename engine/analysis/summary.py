@@ -582,6 +582,8 @@ def _iterations(trace: Trace, api: _Calls, ops: _Ops,
         processes=tuple(sm.ProcessSteps(p.pid, p.range_name, p.count, p.warmup_count, p.steady_median_ns)
                         for p in every),
         candidates=tuple(range_names(trace)),
+        method=st.method, confidence=st.confidence, why=st.why, host_steady_median_ns=st.host_steady_median_ns,
+        outlier_steps=tuple(int(i) for i in np.flatnonzero(st.outlier_mask)),
     )
 
 
@@ -637,5 +639,15 @@ def summarize(trace: Trace, *, range_name: str | None = None) -> Summary:
         gpu=gpu,
         processes=_processes(trace, api, ops, wall_ns, host, gpu),
         bandwidth=_bandwidth(trace),
-        iterations=_iterations(trace, api, ops, range_name),
+        iterations=(its := _iterations(trace, api, ops, range_name)),
+        no_steps="" if its is not None else _no_steps(trace, range_name),
     )
+
+
+def _no_steps(trace: Trace, range_name: str | None) -> str:
+    """Why there are no steps, in one sentence."""
+    if range_name is not None:
+        return f"no steps: no repeating range {range_name!r} in this report"
+    from engine.analysis.stepfind import no_steps_reason
+
+    return no_steps_reason(trace)

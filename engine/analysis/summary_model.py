@@ -278,6 +278,14 @@ class Iterations(_Json):
     phases: tuple[Phase, ...]
     processes: tuple[ProcessSteps, ...]
     candidates: tuple[str, ...]
+    #: how the steps were found ("gpu", "gpu+nvtx", "nvtx"), how sure (0..1) and why, in words
+    method: str = "nvtx"
+    confidence: float = 1.0
+    why: str = ""
+    #: the host-side step (median of the steady steps; the host may run ahead of the GPU)
+    host_steady_median_ns: float | None = None
+    #: steady steps that took more than 1.5x the median (stalls)
+    outlier_steps: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -305,6 +313,8 @@ class Summary(_Json):
     bandwidth: tuple[BandwidthRow, ...]
     iterations: Iterations | None
     findings: tuple[TopFinding, ...] = ()
+    #: why there are no steps (a single pass, nothing repeats), "" when there are
+    no_steps: str = ""
 
     def part(self, name: str) -> GpuPart | None:
         """The GPU part called ``name`` ("kernels", "memset", "memcpy …"), None if absent."""

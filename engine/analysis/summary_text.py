@@ -78,7 +78,17 @@ def format_summary(s: Summary) -> str:
         lines.append(f"Steps of {it.range} (pid {it.pid}, {it.source}, chosen by {it.chosen_by}): "
                      f"{it.count}, "
                      f"{it.warmup_count} warm-up, first {_ms(it.first_ns)}, steady median "
-                     f"{_ms(it.steady_median_ns)}, GPU busy per step {_ms(it.gpu_busy_per_step_ns)}")
+                     f"{_ms(it.steady_median_ns)} on the GPU, GPU busy per step {_ms(it.gpu_busy_per_step_ns)}")
+        found = {"gpu": "found from the GPU's repeating work", "gpu+nvtx": "found from the GPU's repeating work, "
+                 "placed by NVTX", "nvtx": "an NVTX range"}.get(it.method, it.method)
+        lines.append(f"  how: {found}, confidence {it.confidence:.0%}" + (f" ({it.why})" if it.why else ""))
+        h = it.host_steady_median_ns
+        if h is not None and it.steady_median_ns and h < 0.8 * it.steady_median_ns:
+            lines.append(f"  the host runs ahead: its side of a step takes {_ms(h)}, the GPU's {_ms(it.steady_median_ns)}"
+                         " (the job's pace is the GPU's)")
+        if it.outlier_steps:
+            shown = ", ".join(map(str, it.outlier_steps[:10])) + (" …" if len(it.outlier_steps) > 10 else "")
+            lines.append(f"  outlier steps (> 1.5x the median: stalls): {shown}")
         for a in it.api_per_iteration:
             lines.append(f"  per step       {a.category:<16} {_ms(a.per_iteration_ns or 0):>12}")
         for a in it.api_warmup:
@@ -92,6 +102,9 @@ def format_summary(s: Summary) -> str:
         others = [c for c in it.candidates if c != it.range]
         if others:
             lines.append(f"  other repeating ranges (--range): {', '.join(others[:6])}")
+    if not it and s.no_steps:
+        lines.append("")
+        lines.append(s.no_steps[0].upper() + s.no_steps[1:] + ".")
     if s.missing:
         lines.append("")
         lines.append("Not in this capture: " + "; ".join(s.missing) + ".")

@@ -290,7 +290,8 @@ def _gpu_idle(ctx: Context) -> list[Finding]:
         a, b = ctx.steps.window(steady_only=True)
         window, idle = _idle_in(ctx, a, b)
         where = f"the {ctx.n_steady} steady steps of {ctx.steps.range_name}"
-        source = "NVTX_EVENTS (steady steps)"
+        source = ("NVTX_EVENTS (steady steps)" if ctx.steps.method == "nvtx"
+                  else f"steady steps ({'the GPU' if ctx.steps.method == 'gpu' else 'the GPU and NVTX'})")
         steady_ns, other_ns = idle, 0
         if idle < 0.2 * window or idle < 1_000_000:
             warm = [st for st in ctx.steps.steps if st.warmup]
@@ -302,7 +303,7 @@ def _gpu_idle(ctx: Context) -> list[Finding]:
             if idle < 0.2 * window or idle < 1_000_000:
                 return []
             where = f"the {len(warm)} warm-up step(s) of {ctx.steps.range_name}"
-            source = "NVTX_EVENTS (warm-up steps)"
+            source = "warm-up steps"
             steady_ns, other_ns = 0, idle
     else:
         a, b = bs[:1], be[-1:]
