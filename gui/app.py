@@ -30,6 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--screenshot", metavar="FILE.png",
                    help="open the report, save the chosen view at 1600x1000 as PNG, and exit")
     p.add_argument("--view", choices=VIEW_CHOICES, default="summary", help="view to show first")
+    p.add_argument("--scroll", type=float, metavar="FRACTION",
+                   help="with --screenshot: scroll the view down by FRACTION (0-1) of its height first")
     p.add_argument("--quit-after", type=float, metavar="SECONDS",
                    help="close the window after SECONDS (a start-up check for packagers and CI)")
     return p
@@ -53,7 +55,8 @@ def _make_app(argv: list[str]) -> object:
     return app
 
 
-def take_screenshot(window: object, view: str, out: Path, timeout_ms: int = 120_000) -> str | None:
+def take_screenshot(window: object, view: str, out: Path, timeout_ms: int = 120_000,
+                    scroll: float | None = None) -> str | None:
     """Wait for the window's loads (and the stats table), then save it at 1600x1000.
 
     Returns None on success, or the sentence to print when the report could not be opened.
@@ -87,6 +90,13 @@ def take_screenshot(window: object, view: str, out: Path, timeout_ms: int = 120_
         loop.exec()
     timer.stop()
     for _ in range(3):
+        QApplication.processEvents()
+    if scroll is not None and shown is not None:  # scrolled down (0..1) to what a first screen hides
+        from PySide6.QtWidgets import QScrollArea
+
+        for area in shown.findChildren(QScrollArea):
+            bar = area.verticalScrollBar()
+            bar.setValue(round(bar.maximum() * min(max(scroll, 0.0), 1.0)))
         QApplication.processEvents()
     pix = window.grab()
     size = QSize(*SCREENSHOT_SIZE)
@@ -124,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         window.show()
         window.set_view(args.view)
         window.open_paths(reports or [gsettings.default_sample()])
-        err = take_screenshot(window, args.view, Path(args.screenshot))
+        err = take_screenshot(window, args.view, Path(args.screenshot), scroll=args.scroll)
         window.close()
         if err:
             print(f"kernelscope-gui: {err}", file=sys.stderr)

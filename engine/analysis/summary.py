@@ -557,7 +557,7 @@ def _iterations(trace: Trace, api: _Calls, ops: _Ops,
             t, cat, dur = api.start, api.category, api.dur
         else:
             t, cat, dur = api.start[mine], api.category[mine], api.dur[mine]
-        in_any, in_steady = st.locate(t)
+        in_any, in_steady = st.locate_host(t)  # host calls: the step the host was issuing
         # one pass over the calls: code = category x 3 + (0 steady, 1 warm-up, 2 outside the steps)
         phase = (~in_any).astype(np.int8) * 2 + (in_any & ~in_steady)
         del in_any, in_steady

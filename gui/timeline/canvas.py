@@ -138,6 +138,8 @@ class TimelineCanvas(QWidget):
         #: drawn while there is nothing to show (set_message)
         self.message = ""
         self._fit_range = (0.0, 0.0)  # the range fit() showed last
+        #: the step ruler: (starts, ends, state) of the steps (0 steady, 1 warm-up, 2 outlier), or None
+        self.steps: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self.detail_max = DETAIL_MAX
         #: lane key -> the events [lo, hi) drawn one by one in the last frame
         self._detail: dict[str, tuple[int, int]] = {}
@@ -173,6 +175,62 @@ class TimelineCanvas(QWidget):
                 self.fit()
         self._update_vbar()
         self.update()
+
+    def set_steps(self, starts: np.ndarray | None, ends: np.ndarray | None = None,
+                  state: np.ndarray | None = None) -> None:
+        """Draw these steps as a ruler under the time axis and as faint lines across the lanes."""
+        if starts is None or ends is None or not len(starts):
+            self.steps = None
+        else:
+            st = np.zeros(len(starts), dtype=np.int8) if state is None else np.asarray(state, dtype=np.int8)
+            self.steps = (np.asarray(starts, dtype=np.float64), np.asarray(ends, dtype=np.float64), st)
+        self.update()
+
+    def show_steady_steps(self, n: int = 3) -> bool:
+        """Zoom to the first ``n`` steady steps (after the warm-up); False without steps."""
+        if self.steps is None:
+            return False
+        s, e, state = self.steps
+        steady = np.flatnonzero(state != 1)
+        if not len(steady):
+            return False
+        i0 = int(steady[0])
+        i1 = int(steady[min(n, len(steady)) - 1])
+        a, b = float(s[i0]), float(e[i1])
+        pad = (b - a) * 0.02
+        self.set_range(a - pad, b + pad)
+        return True
+
+    def _paint_steps(self, p: QPainter, w: int) -> None:
+        """The step ruler: a band under the axis per step (steady in two blues, warm-up grey, outliers
+        red), "step k" where it fits, and a faint line across the lanes at each step's start."""
+        if self.steps is None:
+            return
+        s, e, state = self.steps
+        lo = int(np.searchsorted(e, self.t0, side="left"))
+        hi = int(np.searchsorted(s, self.t1, side="right"))
+        if hi - lo > 2000:  # too many to draw one by one: the band only
+            p.fillRect(QRectF(GUTTER, AXIS_H - 14, w, 13), QColor("#9db8d9"))
+            return
+        fm = QFontMetrics(self._small)
+        p.setFont(self._small)
+        colors = {0: (QColor("#7fa3cf"), QColor("#b5cbe6")), 1: (QColor("#b8bec6"),) * 2,
+                  2: (QColor("#d9534f"),) * 2}
+        line = QPen(QColor(47, 111, 186, 60), 1, Qt.PenStyle.DashLine)
+        for i in range(lo, hi):
+            x0 = max(self.x_at(float(s[i])), GUTTER)
+            x1 = min(self.x_at(float(e[i])), GUTTER + w)
+            if x1 <= x0:
+                continue
+            p.fillRect(QRectF(x0, AXIS_H - 14, max(x1 - x0 - 1, 1), 13), colors[int(state[i])][i % 2])
+            if hi - lo <= 200:
+                p.setPen(line)
+                p.drawLine(QPointF(x0, AXIS_H), QPointF(x0, self.height()))
+            label = {1: f"warm-up {i}", 2: f"step {i} (outlier)"}.get(int(state[i]), f"step {i}")
+            if x1 - x0 > fm.horizontalAdvance(label) + 8 and hi - lo <= 200:
+                p.setPen(QColor("#ffffff") if int(state[i]) == 2 else QColor("#1d2b3a"))
+                p.drawText(QRectF(x0 + 3, AXIS_H - 14, x1 - x0 - 4, 13), Qt.AlignmentFlag.AlignVCenter, label)
+        p.setFont(self._font)
 
     def set_message(self, text: str) -> None:
         """A sentence drawn in the middle of the empty canvas (what is being read) until a model."""
@@ -365,6 +423,7 @@ class TimelineCanvas(QWidget):
                 text = fm_big.elidedText(ln.label, Qt.TextElideMode.ElideMiddle, GUTTER - 22)
                 p.drawText(QRectF(16, top, GUTTER - 20, h), Qt.AlignmentFlag.AlignVCenter, text)
         self._paint_axis(p, w)
+        self._paint_steps(p, w)
         if self._band is not None:
             a, b = sorted(self._band)
             p.fillRect(QRectF(a, AXIS_H, b - a, self.height() - AXIS_H), QColor(47, 111, 186, 50))
@@ -409,7 +468,10 @@ class TimelineCanvas(QWidget):
                 p.drawLine(QPointF(x, AXIS_H - 6), QPointF(x, AXIS_H - 1))
                 label = tick_label(t, step)
                 if x + 3 + fm.horizontalAdvance(label) <= GUTTER + w:
-                    p.drawText(QRectF(x + 3, 2, 160, AXIS_H - 6), Qt.AlignmentFlag.AlignVCenter, label)
+                    # with a step ruler the ticks' labels keep to the top half of the axis
+                    rect = (QRectF(x + 3, 1, 160, 13) if self.steps is not None
+                            else QRectF(x + 3, 2, 160, AXIS_H - 6))
+                    p.drawText(rect, Qt.AlignmentFlag.AlignVCenter, label)
             t += step
             n += 1
         p.setPen(QColor("#5f6b7a"))

@@ -469,16 +469,20 @@ class SummaryView(ReportView):
             self.finding_labels.append(lab)
 
     def _set_iterations(self, it: Iterations | None) -> None:
-        self.iter_heading.setVisible(bool(it))
-        self.iter_text.setVisible(bool(it))
+        why = getattr(self.summary, "no_steps", "") if self.summary is not None else ""
+        self.iter_heading.setVisible(bool(it) or bool(why))
+        self.iter_text.setVisible(bool(it) or bool(why))
         self.range_label.setVisible(bool(it))
         self.range_combo.setVisible(bool(it))
-        self._columns.setStretchFactor(self._col_iter, 3 if it else 0)  # no empty gap without iterations
+        self._columns.setStretchFactor(self._col_iter, 3 if it or why else 0)  # no empty gap without them
         if not it:
+            if why:  # honest when nothing repeats: say why, and that findings speak of the capture
+                self.iter_text.setText(why[0].upper() + why[1:] + ".")
             return
         self.range_combo.blockSignals(True)
         self.range_combo.clear()
-        for name in it.candidates or (it.range,):
+        # the steps found from the GPU's work first, then the NVTX ranges a user may pick instead
+        for name in dict.fromkeys((it.range, *(it.candidates or ()))):
             self.range_combo.addItem(name)
         self.range_combo.setCurrentText(it.range)
         self.range_combo.blockSignals(False)
@@ -554,9 +558,21 @@ def iterations_html(it: Iterations) -> str:
     warm = f", {it.warmup_count} warm-up" if it.warmup_count else ""
     lines = [
         f"<b>{it.count}</b> steps of <b>{it.range}</b>{warm} (pid {it.pid}): the first took "
-        f"{fmt.duration(it.first_ns)}, the steady median {fmt.duration(it.steady_median_ns)}, GPU busy "
-        f"{fmt.duration(it.gpu_busy_per_step_ns)} per step."
+        f"{fmt.duration(it.first_ns)}, the steady median {fmt.duration(it.steady_median_ns)} on the GPU, "
+        f"GPU busy {fmt.duration(it.gpu_busy_per_step_ns)} per step."
     ]
+    how = {"gpu": "found from the GPU's repeating work", "gpu+nvtx": "found from the GPU's repeating work, "
+           "placed by NVTX", "nvtx": "an NVTX range"}.get(getattr(it, "method", ""), "")
+    if how:
+        lines.append(f"How: {how} (confidence {getattr(it, 'confidence', 1.0):.0%}).")
+    host = getattr(it, "host_steady_median_ns", None)
+    if host is not None and it.steady_median_ns and host < 0.8 * it.steady_median_ns:
+        lines.append(f"The host runs ahead: its side of a step takes {fmt.duration(host)}; the job's pace "
+                     f"is the GPU's {fmt.duration(it.steady_median_ns)}.")
+    outliers = getattr(it, "outlier_steps", ())
+    if outliers:
+        lines.append(f"Outlier steps (over 1.5× the median): {', '.join(map(str, outliers[:10]))}"
+                     f"{' …' if len(outliers) > 10 else ''}.")
     per = ", ".join(f"{a.category} {fmt.duration(a.per_iteration_ns)}" for a in it.api_per_iteration)
     warmup = ", ".join(f"{a.category} {fmt.duration(a.total_ns)}" for a in it.api_warmup)
     once = ", ".join(f"{a.category} {fmt.duration(a.total_ns)}" for a in it.api_one_time)

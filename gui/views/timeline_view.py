@@ -16,6 +16,7 @@ import html
 import time
 from typing import Any
 
+import numpy as np
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
     QHBoxLayout,
@@ -104,6 +105,18 @@ class StageWorker(Worker):
 #: CUDA events (API calls, kernels, copies, memsets) above which the timeline is read in stages
 #: from the columnar cache (gui.timeline.columnar), GPU lanes first
 OVERVIEW_MIN_EVENTS = tcol.BIG_EVENTS
+
+
+def steps_of(report: LoadedReport) -> Any:
+    """The steps the report's summary chose (the engine's, cached per trace), or None."""
+    summary = getattr(report, "summary", None)
+    it = getattr(summary, "iterations", None)
+    if it is None or getattr(report, "trace", None) is None:
+        return None
+    from engine.analysis.steps import steps_per_process
+
+    every = steps_per_process(report.trace, range_name=it.range if it.chosen_by == "user" else None)
+    return next((st for st in every if st.pid == it.pid), None)
 
 
 def overview_source(report: LoadedReport, min_events: int) -> Any:
@@ -205,6 +218,8 @@ class TimelineView(ReportView):
         self.canvas.sig_event_clicked.connect(self._on_event_clicked)
         self.ncu_button.clicked.connect(self._on_show_in_kernels)
         reports.sig_added.connect(self._on_added)
+        reports.sig_summary_ready.connect(self._on_summary_ready)
+        self._zoomed: set[int] = set()  # reports whose timeline was opened on their steady steps
         self.start_following()
 
     # -- hooks used by the window and --screenshot ------------------------------------------------
@@ -356,6 +371,8 @@ class TimelineView(ReportView):
     def _show_model(self, model: tm.TimelineModel, pending: str = "") -> None:
         if self.canvas.model is not model:
             self.canvas.set_model(model)
+        if self._shown is not None and getattr(self._shown, "summary", None) is not None:
+            self._apply_steps(self._shown)
         c = model.counts()
         n_lanes = {g: sum(1 for ln in model.lanes if ln.group == g) for g in c}
         parts = [f"{c['api']:,} CUDA API calls on {n_lanes['api']} CPU thread(s)",
@@ -371,6 +388,24 @@ class TimelineView(ReportView):
             text += " " + " ".join(model.missing)
         pending = pending or (f"Still {model.pending}" if model.pending else "")
         self.status.setText(f"{text} {pending}" if pending else text)
+
+    # -- steps -------------------------------------------------------------------------------------------
+    def _on_summary_ready(self, report: LoadedReport) -> None:
+        if report is self._shown and self.canvas.model is not None:
+            self._apply_steps(report)
+
+    def _apply_steps(self, report: LoadedReport) -> None:
+        """The summary's steps as the step ruler; the first time, zoomed to the steady steps."""
+        st = steps_of(report)
+        if st is None:
+            self.canvas.set_steps(None)
+            return
+        state = np.where(st.outlier_mask, 2, np.where(~st._steady_mask, 1, 0)).astype(np.int8)
+        self.canvas.set_steps(st.starts_ns, st.ends_ns, state)
+        if id(report) not in self._zoomed:
+            self._zoomed.add(id(report))
+            if self.canvas.visible_range() == self.canvas._fit_range:  # the user has not zoomed yet
+                self.canvas.show_steady_steps(3)
 
     # -- range and selection ------------------------------------------------------------------------
     def _on_range_changed(self, t0: float, t1: float) -> None:

@@ -78,6 +78,12 @@ class Context:
             return np.zeros(len(t), dtype=bool)
         return self.steps.contains(t, steady_only=True)
 
+    def host_steady_mask(self, t: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """Which host times (API calls) fall inside a steady step's host-side window."""
+        if not self.steps:
+            return np.zeros(len(t), dtype=bool)
+        return self.steps.contains_host(t, steady_only=True)
+
     def step_busy_idle(self) -> tuple[float, float]:
         """GPU busy and idle per steady step (the step's process, union over its GPU work)."""
         if "busy_idle" not in self._cache:

@@ -178,7 +178,7 @@ def rule_per_iteration_alloc(ctx: Context) -> list[Finding]:
     if calls.valid is not None:
         rows &= calls.valid
     start = calls.start[rows]
-    inside = ctx.steady_mask(start)
+    inside = ctx.host_steady_mask(start)
     d = (calls.end[rows] - start)[inside]
     n_inside = len(d)
     total = int(d.sum()) if n_inside else 0
@@ -262,7 +262,7 @@ def rule_pageable_copies(ctx: Context) -> list[Finding]:
             ev.append(Evidence("pinned ceiling", round(rate / 1e9, 3), "GB/s", where))
             ev.append(Evidence("time at pinned ceiling", int(round(at_pinned)), "ns",
                                "bytes ÷ pinned ceiling"))
-            steady = ctx.steady_mask(c.issued()[rows])
+            steady = ctx.host_steady_mask(c.issued()[rows])
             moved = c.nbytes[rows].astype(float)
             saved = np.maximum(durs - moved / rate * 1e9, 0)
             gain = gain_from(ctx, float(saved[steady].sum()), float(saved[~steady].sum()),
@@ -324,7 +324,7 @@ def rule_sync_copies(ctx: Context) -> list[Finding]:
         Evidence("kernel time (overlap bound)", kernel_ns, "ns", "cuda_gpu_kern_sum"),
     ]
     extra = np.maximum(call_ns - durs, 0)
-    steady = ctx.steady_mask(c.issued()[rows])
+    steady = ctx.host_steady_mask(c.issued()[rows])
     gain = gain_from(ctx, float(extra[steady].sum()), float(extra[~steady].sum()),
                  f"Σ(call duration − copy duration) = {fmt_time(api_ns)} − {fmt_time(gpu_ns)} = "
                  f"{fmt_time(gain_ns)} of host blocking that async calls return from at once; "

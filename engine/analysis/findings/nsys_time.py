@@ -178,7 +178,7 @@ def rule_launch_bound(ctx: Context) -> list[Finding]:
     if short.mean() < 0.5:
         return []
     excess = np.where(short, ld - kd, 0)
-    steady = ctx.steady_mask(a0)
+    steady = ctx.host_steady_mask(a0)
     causes = idle_causes(ctx)
     if ctx.steps is not None and ctx.n_steady:
         a, b = ctx.steps.window(steady_only=True)
