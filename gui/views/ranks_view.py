@@ -9,6 +9,7 @@ that when it sees them), or one report that holds several processes.
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 from typing import Any
 
@@ -244,8 +245,19 @@ class RanksView(ReportView):
         s = res.straggler
         if s is not None:
             gpu = f" (GPU {s.device})" if s.device is not None else ""
-            self.headline.setText(f"<b style='color:#c0392b'>Straggler: rank {s.rank}{gpu}</b> — the other "
-                                  f"ranks wait {fmt.duration(s.wait_per_step_ns)} per step for it in NCCL.")
+            cost = getattr(s, "cost_per_step_ns", 0) or s.wait_per_step_ns
+            cause = getattr(s, "cause", "")
+            from engine.analysis.ranks.text import moving_sentence
+
+            moves = moving_sentence(s)
+            if moves:
+                self.headline.setText(f"<b style='color:#c0392b'>Straggler: {html.escape(moves)}</b> — each "
+                                      f"slow step costs about {fmt.duration(cost)}"
+                                      + (f": {html.escape(cause)}." if cause else "."))
+            else:
+                self.headline.setText(f"<b style='color:#c0392b'>Straggler: rank {s.rank}{gpu}</b> — without "
+                                      f"its extra time each step would be about {fmt.duration(cost)} shorter"
+                                      + (f": {html.escape(cause)}." if cause else "."))
             self.evidence.setText("\n".join("• " + e for e in s.evidence))
         else:
             self.headline.setText(f"No straggler among {len(res.ranks)} rank(s).")

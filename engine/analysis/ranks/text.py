@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from engine.analysis.ranks.model import RanksResult
 
@@ -34,11 +35,35 @@ def format_ranks(res: RanksResult) -> str:
     lines.append("")
     if res.straggler is not None:
         s = res.straggler
-        lines.append(f"Straggler: rank {s.rank}" + (f" (GPU {s.device})" if s.device is not None else "")
-                     + f", costing the others {s.wait_per_step_ns / 1e6:.2f} ms per step.")
+        moves = moving_sentence(s)
+        if moves:
+            lines.append(f"Straggler: {moves}; the most often slow is rank {s.rank}, "
+                         f"costing about {s.wait_per_step_ns / 1e6:.2f} ms in the steps where it is slow.")
+        else:
+            lines.append(f"Straggler: rank {s.rank}" + (f" (GPU {s.device})" if s.device is not None else "")
+                         + f", costing the others {s.wait_per_step_ns / 1e6:.2f} ms per step.")
         lines += [f"  - {e}" for e in s.evidence]
     else:
         lines.append("Straggler: none.")
     lines.append("Clock: " + res.clock.sentence)
     lines += [f"Note: {n}" for n in res.notes]
     return "\n".join(lines)
+
+
+def moving_sentence(s: Any) -> str:
+    """A sentence saying the slow rank moves, when no rank is slow in most steps; else "".
+
+    "the slow rank moves between steps (rank 0 in 18, rank 1 in 19 of 39 steady steps)"; "" for a
+    steady straggler.
+    """
+    per = getattr(s, "per_step", ()) or ()
+    if not per or getattr(s, "slow_step_share", 1.0) >= 0.6:
+        return ""
+    counts: dict[int, int] = {}
+    for _k, r, _c in per:
+        if r >= 0:
+            counts[r] = counts.get(r, 0) + 1
+    if len(counts) < 2:
+        return ""
+    parts = ", ".join(f"rank {r} in {n}" for r, n in sorted(counts.items()))
+    return f"the slow rank moves between steps ({parts} of {len(per)} steady steps)"
