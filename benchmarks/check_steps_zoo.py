@@ -37,7 +37,8 @@ JOBS = {
     "tuned": {"ddp2_gemm": (1, "extra_gemm", None), "ddp2_nonvtx": (0, "extra_gemm", None),
               "ddp2_moving": (None, "sleep", None), "ddp2_sleep": (-1, None, None),
               "ddp2_outer_ahead": (-1, None, None)},
-    "heldout": {"ddp2_ho": (0, "extra_gemm", "ddp2_ho_base"), "ddp2_ho_none": (1, "sleep", "ddp2_ho_none_base"),
+    "heldout": {"ddp2_ho": (0, "extra_gemm", "ddp2_ho_base"),
+                "ddp2_ho_none": (1, "sleep", "ddp2_ho_none_base"),
                 "ddp2_ho_base": (-1, None, None), "ddp2_ho_none_base": (-1, None, None)},
 }
 
@@ -106,7 +107,8 @@ def steps_row(path: Path) -> dict:
     st = find_steps(t)
     if st is None:
         return {"steps": 0, "why": no_steps_reason(t)}
-    return {"steps": st.count, "median_ms": st.steady_median_ns / 1e6, "method": st.method, "step": st.range_name,
+    return {"steps": st.count, "median_ms": st.steady_median_ns / 1e6, "method": st.method,
+            "step": st.range_name,
             "confidence": st.confidence, "outliers": st.outlier_count,
             "host_ms": (st.host_steady_median_ns or 0) / 1e6}
 
@@ -128,7 +130,8 @@ def check_steps(which: list[str]) -> list[dict]:
             elif truth is None:
                 row["ok"] = row["steps"] > 0
             else:
-                row["ok"] = all(abs(row.get(k + "median_ms", 0) / truth - 1) <= STEP_TOL for k in ("", "nonvtx_"))
+                row["ok"] = all(abs(row.get(k + "median_ms", 0) / truth - 1) <= STEP_TOL
+                                for k in ("", "nonvtx_"))
             rows.append(row)
     return rows
 
@@ -163,10 +166,12 @@ def check_jobs(which: list[str]) -> list[dict]:
             if want == -1:
                 ok = row["straggler"] is None and row["shifted_straggler"] is None
             else:
-                ok = (want is None or row["straggler"] == want) and row["shifted_straggler"] == row["straggler"]
+                ok = ((want is None or row["straggler"] == want)
+                      and row["shifted_straggler"] == row["straggler"])
                 ref = job_delta if job_delta else injected
                 ok = ok and ref is not None and all(
-                    row[k] is not None and abs(row[k] / ref - 1) <= COST_TOL for k in ("cost_ms", "shifted_cost_ms"))
+                    row[k] is not None and abs(row[k] / ref - 1) <= COST_TOL
+                    for k in ("cost_ms", "shifted_cost_ms"))
                 ok = ok and row["steps"] == row["shifted_steps"]
             row["ok"] = bool(ok)
             rows.append(row)
@@ -180,16 +185,18 @@ def main() -> int:
     a = ap.parse_args()
     which = ["tuned", "heldout"] if a.set == "all" else [a.set]
     steps = check_steps(which)
-    print(f"{'set':8} {'recording':24} {'truth ms':>9} {'found ms':>9} {'err':>6} {'no-NVTX ms':>10} {'steps':>5}  "
-          f"{'method':8} {'conf':>5}  step")
+    print(f"{'set':8} {'recording':24} {'truth ms':>9} {'found ms':>9} {'err':>6} {'no-NVTX ms':>10} "
+          f"{'steps':>5}  {'method':8} {'conf':>5}  step")
     for r in steps:
         t = r["truth_ms"]
         f = r.get("median_ms")
         err = f"{(f / t - 1) * 100:+.1f}%" if t and f else ""
         nv = r.get("nonvtx_median_ms")
         print(f"{r['set']:8} {r['name']:24} {t or float('nan'):9.3f} {f or float('nan'):9.3f} {err:>6} "
-              f"{nv or float('nan'):10.3f} {r['steps']:5d}  {r.get('method', '-'):8} {r.get('confidence', 0):5.2f}  "
-              f"{r.get('step') if 'median_ms' in r else r.get('why', '')[:60]}  {'ok' if r['ok'] else 'WRONG'}")
+              f"{nv or float('nan'):10.3f} {r['steps']:5d}  {r.get('method', '-'):8} "
+              f"{r.get('confidence', 0):5.2f}  "
+              f"{r.get('step') if 'median_ms' in r else r.get('why', '')[:60]}  "
+              f"{'ok' if r['ok'] else 'WRONG'}")
     jobs = check_jobs(which)
     print()
     print(f"{'set':8} {'job':18} {'straggler':>9} {'cost ms':>8} {'injected':>8} {'job Δ':>6} {'shifted':>8} "
@@ -197,7 +204,8 @@ def main() -> int:
     for r in jobs:
         def fmt(v: object) -> str:
             return "-" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v)
-        print(f"{r['set']:8} {r['job']:18} {fmt(r['straggler']):>9} {fmt(r['cost_ms']):>8} {fmt(r['injected_ms']):>8} "
+        print(f"{r['set']:8} {r['job']:18} {fmt(r['straggler']):>9} {fmt(r['cost_ms']):>8} "
+              f"{fmt(r['injected_ms']):>8} "
               f"{fmt(r['job_delta_ms']):>6} {fmt(r['shifted_straggler']):>8} {fmt(r['shifted_cost_ms']):>8}  "
               f"{(r['cause'] or '')[:70]}  {'ok' if r['ok'] else 'WRONG'}")
     bad = [r for r in steps + jobs if not r["ok"]]

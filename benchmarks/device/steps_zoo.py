@@ -59,10 +59,10 @@ class Marks:
 
     def periods_ms(self):
         torch.cuda.synchronize()
-        return [a.elapsed_time(b) for a, b in zip(self.ev, self.ev[1:])]
+        return [a.elapsed_time(b) for a, b in zip(self.ev, self.ev[1:], strict=False)]
 
     def host_ms(self):
-        return [(b - a) * 1e3 for a, b in zip(self.host, self.host[1:])]
+        return [(b - a) * 1e3 for a, b in zip(self.host, self.host[1:], strict=False)]
 
 
 def mlp(width, depth, dim=1024):
@@ -293,7 +293,8 @@ def conv(a):
                         nn.Conv2d(64, 128, 3, padding=1), nn.BatchNorm2d(128), nn.ReLU(),
                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, 10)).to(dev)
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-    data = torch.utils.data.TensorDataset(torch.randn(a.steps * 64, 3, 64, 64), torch.randint(0, 10, (a.steps * 64,)))
+    data = torch.utils.data.TensorDataset(torch.randn(a.steps * 64, 3, 64, 64),
+                                          torch.randint(0, 10, (a.steps * 64,)))
     loader = torch.utils.data.DataLoader(data, batch_size=64, num_workers=2, pin_memory=True)
     marks = Marks()
     torch.cuda.synchronize()

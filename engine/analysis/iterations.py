@@ -184,11 +184,11 @@ def _kernel_names(trace: Trace, n: int) -> tuple[npt.NDArray[np.int64], list[str
     import pandas as pd
 
     df = trace.table("kernels", ["shortName", "name"])
-    col = df["shortName"] if "shortName" in df and df["shortName"].notna().any() else df.get("name")
-    if col is None or len(col) != n:
+    kcol = df["shortName"] if "shortName" in df and df["shortName"].notna().any() else df.get("name")
+    if kcol is None or len(kcol) != n:
         return np.zeros(n, dtype=np.int64), ["kernel"]
-    codes, uniq = pd.factorize(col.fillna("").astype(str), sort=False)
-    return codes.astype(np.int64), [str(u) for u in uniq]
+    kcodes, kuniq = pd.factorize(kcol.fillna("").astype(str), sort=False)
+    return kcodes.astype(np.int64), [str(u) for u in kuniq]
 
 
 def _copy_kinds(trace: Trace, n: int) -> npt.NDArray[np.int64]:
@@ -282,7 +282,8 @@ def _markers(tok: npt.NDArray[np.int64], h: npt.NDArray[np.uint64]
     return sorted(((c, sp, pos, lab) for c, (sp, pos, lab) in best.items()), key=lambda x: -x[0])
 
 
-def find_repeat(seq: OpSequence, host_anchors: Callable[[npt.NDArray[np.int64]], tuple[str, ...]] | None = None
+def find_repeat(seq: OpSequence,
+                host_anchors: Callable[[npt.NDArray[np.int64]], tuple[str, ...]] | None = None
                 ) -> tuple[Repeat | None, Repeat | None]:
     """(the finest cut of ``seq`` into loop iterations, the finest repeat without a loop's marks).
 
@@ -350,7 +351,8 @@ def _judge(seq: OpSequence, h: npt.NDArray[np.uint64], cuts: npt.NDArray[np.int6
         lo, hi = max(0, mid - per // 2), min(len(cuts), mid + per // 2 + 1)
     w_edges = edges[lo:hi + 1]
     with np.errstate(over="ignore"):
-        cum = np.concatenate([[np.uint64(0)], np.cumsum(h[int(w_edges[0]):int(w_edges[-1])], dtype=np.uint64)])
+        cum = np.concatenate([[np.uint64(0)],
+                              np.cumsum(h[int(w_edges[0]):int(w_edges[-1])], dtype=np.uint64)])
         rel = w_edges - w_edges[0]
         seg_hash = cum[rel[1:]] - cum[rel[:-1]]
     w_len = np.diff(w_edges)
@@ -363,7 +365,8 @@ def _judge(seq: OpSequence, h: npt.NDArray[np.uint64], cuts: npt.NDArray[np.int6
         # parts of a step: a coarser cut finds it
         if len(seg_hash) >= 6:
             nxt = float((seg_hash[1:] == seg_hash[:-1]).mean())
-            if nxt < 0.6 and any(float((seg_hash[k:] == seg_hash[:-k]).mean()) >= 0.8 for k in (2, 3, 4, 5, 6, 8)):
+            if nxt < 0.6 and any(float((seg_hash[k:] == seg_hash[:-k]).mean()) >= 0.8
+                                 for k in (2, 3, 4, 5, 6, 8)):
                 return None
         # loose: as many operations (±10 %) and at least half of them the same kinds
         med_len = float(np.median(w_len))
@@ -467,7 +470,8 @@ def boundary_rotation(seq: OpSequence, rep: Repeat) -> npt.NDArray[np.int64]:
 
 def describe_anchors(anchors: tuple[str, ...]) -> str:
     """'a copy, a synchronization and an optimizer kernel' for the anchors found."""
-    words = {"copy": "a copy", "memset": "a memset", "collective": "a collective", "optimizer": "optimizer kernels",
+    words = {"copy": "a copy", "memset": "a memset", "collective": "a collective",
+             "optimizer": "optimizer kernels",
              "sync": "a host synchronization", "graph launch": "a graph launch", "nvtx": "an NVTX range"}
     parts = [words.get(a, a) for a in anchors]
     if not parts:

@@ -305,7 +305,8 @@ class Steps:
         steps = tuple(Step(x.index, int(a), int(b), x.warmup)
                       for x, a, b in zip(self.steps, hs.tolist(), he.tolist(), strict=True))
         out = replace(self, steps=steps, host_starts=None, host_ends=None)
-        out.__dict__.update(_starts=hs, _ends=he, _steady_mask=self._steady_mask, warmup_count=self.warmup_count)
+        out.__dict__.update(_starts=hs, _ends=he, _steady_mask=self._steady_mask,
+                            warmup_count=self.warmup_count)
         return out
 
     def locate_host(self, t: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
@@ -320,7 +321,9 @@ class Steps:
     def contains_host(self, t: npt.NDArray[np.int64], *, steady_only: bool = False) -> npt.NDArray[np.bool_]:
         """:meth:`contains` for host times."""
         h = self._host_steps
-        return self.contains(t, steady_only=steady_only) if h is None else h.contains(t, steady_only=steady_only)
+        if h is None:
+            return self.contains(t, steady_only=steady_only)
+        return h.contains(t, steady_only=steady_only)
 
     def window(self, *, steady_only: bool = False) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(starts, ends) of the steps, optionally of the steady ones only."""
@@ -646,7 +649,8 @@ def repeat_of(trace: Trace, pk: str) -> tuple[it.Repeat | None, it.Repeat | None
     return out
 
 
-def _first_ops(seq: it.OpSequence, s: npt.NDArray[np.int64], e: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+def _first_ops(seq: it.OpSequence, s: npt.NDArray[np.int64], e: npt.NDArray[np.int64]
+               ) -> npt.NDArray[np.int64]:
     """Index of the first operation launched inside each [s, e) (-1 where none is)."""
     i0 = np.searchsorted(seq.launch, s, side="left")
     i1 = np.searchsorted(seq.launch, e, side="left")
@@ -827,10 +831,11 @@ def no_steps_reason(trace: Trace, pk: str | None = None) -> str:
                 f"capture's {n}: a micro-benchmark or one repeated kernel, not a loop of steps; findings "
                 f"speak of the whole capture")
     if bare is not None:
-        return (f"no repeating steps: the GPU's work repeats every {bare.period_ops} operations ({bare.count} "
-                f"times) but nothing in a repeat marks a loop iteration (no copy to or from the host, "
-                f"synchronization, collective, graph launch or optimizer kernel): identical layers of one "
-                f"pass, not steps; name a range with --range to choose steps yourself")
+        return (f"no repeating steps: the GPU's work repeats every {bare.period_ops} operations "
+                f"({bare.count} times) but nothing in a repeat marks a loop iteration (no copy to or "
+                f"from the host, synchronization, collective, graph launch or optimizer kernel): "
+                f"identical layers of one pass, not steps; name a range with --range to choose steps "
+                f"yourself")
     return (f"no repeating steps: the {n} GPU operations of the capture do not repeat (a single pass "
             f"or a one-off run); findings speak of the whole capture")
 
@@ -857,7 +862,8 @@ def typical_unit(trace: Trace, st: Steps) -> tuple[list[str], npt.NDArray[np.flo
         sums = cum[hi[steady]] - cum[lo[steady]]
     keys = list(zip((hi[steady] - lo[steady]).tolist(), sums.tolist(), strict=True))
     (length, _), _n = Counter(keys).most_common(1)[0]
-    same = [k for k, key in zip(steady.tolist(), keys, strict=True) if key == Counter(keys).most_common(1)[0][0]]
+    same = [k for k, key in zip(steady.tolist(), keys, strict=True)
+            if key == Counter(keys).most_common(1)[0][0]]
     if not length or not same:
         return None
     idx = lo[np.array(same)][:, None] + np.arange(length)[None, :]
@@ -869,7 +875,8 @@ def typical_unit(trace: Trace, st: Steps) -> tuple[list[str], npt.NDArray[np.flo
 def shifted_steps(st: Steps, move: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.int64]]) -> Steps:
     """``st`` with every time moved by ``move`` (another rank's clock lined up with this one's)."""
     s, e = move(st._starts), move(st._ends)
-    steps = tuple(Step(x.index, int(a), int(b), x.warmup) for x, a, b in zip(st.steps, s.tolist(), e.tolist(), strict=True))
+    steps = tuple(Step(x.index, int(a), int(b), x.warmup)
+                  for x, a, b in zip(st.steps, s.tolist(), e.tolist(), strict=True))
     hs = None if st.host_starts is None else move(np.asarray(st.host_starts, dtype=np.int64))
     he = None if st.host_ends is None else move(np.asarray(st.host_ends, dtype=np.int64))
     out = replace(st, steps=steps, host_starts=hs, host_ends=he)
@@ -903,7 +910,10 @@ def _steps_per_process(trace: Trace, range_name: str | None) -> list[Steps]:
     r = ranges_table(trace)
     seqs = op_sequences(trace)
     out: list[Steps] = []
-    if range_name is None:
+    import os
+
+    # KERNELSCOPE_STEPS=nvtx: NVTX ranges only, as before issue 22 (to measure what the GPU's adds)
+    if range_name is None and os.environ.get("KERNELSCOPE_STEPS", "") != "nvtx":
         # 1. the GPU's own work (NVTX ranges only place the boundaries)
         for pk in seqs:
             st = gpu_steps(trace, pk, r)

@@ -582,7 +582,8 @@ def _iterations(trace: Trace, api: _Calls, ops: _Ops,
         processes=tuple(sm.ProcessSteps(p.pid, p.range_name, p.count, p.warmup_count, p.steady_median_ns)
                         for p in every),
         candidates=tuple(range_names(trace)),
-        method=st.method, confidence=st.confidence, why=st.why, host_steady_median_ns=st.host_steady_median_ns,
+        method=st.method, confidence=st.confidence, why=st.why,
+        host_steady_median_ns=st.host_steady_median_ns,
         outlier_steps=tuple(int(i) for i in np.flatnonzero(st.outlier_mask)),
     )
 

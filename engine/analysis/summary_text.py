@@ -78,14 +78,16 @@ def format_summary(s: Summary) -> str:
         lines.append(f"Steps of {it.range} (pid {it.pid}, {it.source}, chosen by {it.chosen_by}): "
                      f"{it.count}, "
                      f"{it.warmup_count} warm-up, first {_ms(it.first_ns)}, steady median "
-                     f"{_ms(it.steady_median_ns)} on the GPU, GPU busy per step {_ms(it.gpu_busy_per_step_ns)}")
-        found = {"gpu": "found from the GPU's repeating work", "gpu+nvtx": "found from the GPU's repeating work, "
-                 "placed by NVTX", "nvtx": "an NVTX range"}.get(it.method, it.method)
+                     f"{_ms(it.steady_median_ns)} on the GPU, GPU busy per step "
+                     f"{_ms(it.gpu_busy_per_step_ns)}")
+        found = {"gpu": "found from the GPU's repeating work",
+                 "gpu+nvtx": "found from the GPU's repeating work, placed by NVTX",
+                 "nvtx": "an NVTX range"}.get(it.method, it.method)
         lines.append(f"  how: {found}, confidence {it.confidence:.0%}" + (f" ({it.why})" if it.why else ""))
-        h = it.host_steady_median_ns
-        if h is not None and it.steady_median_ns and h < 0.8 * it.steady_median_ns:
-            lines.append(f"  the host runs ahead: its side of a step takes {_ms(h)}, the GPU's {_ms(it.steady_median_ns)}"
-                         " (the job's pace is the GPU's)")
+        host_ns = it.host_steady_median_ns
+        if host_ns is not None and it.steady_median_ns and host_ns < 0.8 * it.steady_median_ns:
+            lines.append(f"  the host runs ahead: its side of a step takes {_ms(host_ns)}, the GPU's "
+                         f"{_ms(it.steady_median_ns)} (the job's pace is the GPU's)")
         if it.outlier_steps:
             shown = ", ".join(map(str, it.outlier_steps[:10])) + (" …" if len(it.outlier_steps) > 10 else "")
             lines.append(f"  outlier steps (> 1.5x the median: stalls): {shown}")

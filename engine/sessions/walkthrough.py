@@ -120,7 +120,7 @@ def candidates(doc: dict[str, Any]) -> list[dict[str, Any]]:
     cl = load_checklist(doc["checklist"])
     found = doc["baseline"]["findings"]
     n = len(doc["baseline"]["iterations"]["durations_ns"])
-    out = []
+    out: list[dict[str, Any]] = []
     for item in cl.items:
         hits = [f for f in found if f["id"] in item.findings]
         if not hits:

@@ -100,7 +100,8 @@ class Context:
                 # time must not eat the idle time of the median step)
                 busy = float(np.median(per))
                 idle = float(np.median((b - a) - per))
-            self._cache["busy_idle"] = (busy, max(min(idle, self.step_ns - busy if busy < self.step_ns else idle), 0.0))
+            self._cache["busy_idle"] = (
+                busy, max(min(idle, self.step_ns - busy if busy < self.step_ns else idle), 0.0))
         value: tuple[float, float] = self._cache["busy_idle"]
         return value
 

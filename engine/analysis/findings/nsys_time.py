@@ -122,10 +122,12 @@ def idle_causes(ctx: Context) -> dict[str, int] | None:
     order = sel[np.argsort(calls.start[sel], kind="stable")]
     cs, ce, cat = calls.start[order], calls.end[order], calls.category[order]
     names = calls.names
-    blocking = np.array([not n.startswith(("cudaStreamWait", "cuStreamWait")) for n in names] + [False], dtype=bool)
+    blocking = np.array([not n.startswith(("cudaStreamWait", "cuStreamWait")) for n in names] + [False],
+                        dtype=bool)
     name = calls.name[order]
     is_sync = (cat == sync_cat) & blocking[np.where(name >= 0, name, len(names))]
-    is_sync |= np.isin(name, [i for i, n in enumerate(names) if n in ("cudaMemcpy", "cuMemcpyDtoH", "cuMemcpyHtoD")])
+    is_sync |= np.isin(name, [i for i, n in enumerate(names)
+                              if n in ("cudaMemcpy", "cuMemcpyDtoH", "cuMemcpyHtoD")])
     lo, hi = float(a.min()), float(b.max())
     bs, be = _blocks(ctx)
     cum = gpu_op_columns(ctx.trace).busy_cum(ctx.steps.pid)
@@ -202,7 +204,8 @@ def rule_launch_bound(ctx: Context) -> list[Finding]:
     raw = float(excess[steady].sum() if ctx.n_steady else excess.sum())
     if causes and causes["launch"] > raw:
         formula = (f"GPU idle while the host launches (inside launch calls or < {HOST_GAP_NS // 1000} µs "
-                   f"between CUDA calls, not after a synchronization) in {where} = {fmt_time(causes['launch'])} "
+                   f"between CUDA calls, not after a synchronization) in {where} = "
+                   f"{fmt_time(causes['launch'])} "
                    f"(Σ(launch call − kernel) = {fmt_time(raw)})")
     else:
         formula = (f"min(Σ(launch call − kernel) over kernels shorter than their launch, GPU idle) in "
@@ -248,8 +251,9 @@ def rule_sync_idle(ctx: Context) -> list[Finding]:
     if sync < 0.05 * window or sync < 100_000:
         return []
     n = ctx.n_steady
-    gain = gain_from(ctx, sync, 0, f"GPU idle from the end of each blocking synchronization to the next GPU "
-                     f"operation in the {n} steady steps = {fmt_time(sync)}", kind="upper bound", overlap=HOST)
+    gain = gain_from(ctx, sync, 0, f"GPU idle from the end of each blocking synchronization to the next "
+                     f"GPU operation in the {n} steady steps = {fmt_time(sync)}",
+                     kind="upper bound", overlap=HOST)
     return [Finding(
         id="nsys.sync-idle",
         title="The GPU drains and waits after every synchronization",

@@ -147,8 +147,8 @@ class Straggler:
         rank: Its number.
         device: Its GPU.
         evidence: Sentences with the numbers behind the verdict.
-        wait_per_step_ns: What it costs: the other ranks' NCCL wait for it, per step (mean over the
-            other ranks of their median per-step wait).
+        wait_per_step_ns: What it costs per step: the what-if, the same as ``cost_per_step_ns`` (how
+            much shorter the step would be without its extra time in the steps where it is slow).
         last_share: Fraction of the collectives where it started last.
         extra_host_per_step_ns: Its median host time per step minus the others' median.
     """

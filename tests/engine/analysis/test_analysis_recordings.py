@@ -193,7 +193,7 @@ def test_training_loop_bad_to_fixed_walkthrough_prediction(rec, tmp_path) -> Non
     predicted = doc["picked"]["predicted_per_iteration_ns"]
     run = wt.verify(tmp_path, fixed)
     measured = run["measured_per_iteration_ns"]
-    st = run["stats"]
+    _stats = run["stats"]
     # Measured on the GPU: the period of each step's 12.6 MB batch copy (one per step), independent of
     # the steps found. The fixed loop's host runs ahead (its host ranges take 5.1 ms, its GPU 8.0 ms):
     # the host ranges would claim 8.5 ms saved where the GPU step shrank by 5.6 ms.
@@ -281,7 +281,8 @@ def test_gpu_idle_names_host_code_outside_the_cuda_api(rec, name) -> None:
     st = find_steps(open_report(path))
     steady = np.stack(st.window(steady_only=True), axis=1).astype(np.int64)
     host = np.array(_step_ranges(path, pid, "train_step %")[it.warmup_count:], dtype=np.int64)
-    assert np.median(steady[:, 1] - steady[:, 0]) == pytest.approx(np.median(host[:, 1] - host[:, 0]), rel=0.01)
+    assert np.median(steady[:, 1] - steady[:, 0]) == pytest.approx(np.median(host[:, 1] - host[:, 0]),
+                                                                   rel=0.01)
     calls = np.array(_sql(path, 'SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE '
                                 "globalTid / 16777216 % 16777216 = ?", (pid,)), dtype=np.int64)
     k = np.searchsorted(steady[:, 0], calls[:, 0], side="right") - 1

@@ -36,8 +36,10 @@ def test_step_partition_matches_sql_on_a_real_report() -> None:
     res = analyze_paths([NAIVE])
     [row] = res.ranks
     con = sqlite3.connect(f"file:{NAIVE}?mode=ro", uri=True)
-    host_steps = con.execute("SELECT n.start, n.end FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId "
-                             "WHERE coalesce(s.value, n.text) = 'iteration(naive)' ORDER BY n.start").fetchall()
+    host_steps = con.execute("SELECT n.start, n.end FROM NVTX_EVENTS n "
+                             "LEFT JOIN StringIds s ON s.id = n.textId "
+                             "WHERE coalesce(s.value, n.text) = 'iteration(naive)' "
+                             "ORDER BY n.start").fetchall()
     # the steps' windows on the GPU (found from its work, placed by the range): one per host range
     from engine.analysis.steps import find_steps
     from engine.reports import open_report

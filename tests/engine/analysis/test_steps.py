@@ -53,7 +53,8 @@ def test_step_range_and_gpu_coverage_match_sql(path, text, warmup) -> None:
     # found from the GPU's repeating work; the NVTX range places the boundaries: each step starts on
     # the GPU inside its instance (the loop synchronizes), and the steps tile the GPU's time
     assert st.method == "gpu+nvtx" and st.count == len(rows) and st.confidence > 0.8
-    assert all(p[0] <= s.start_ns <= b for s, p, (_a, b) in zip(st.steps, [rows[0], *rows], rows, strict=False))
+    assert all(p[0] <= s.start_ns <= b
+               for s, p, (_a, b) in zip(st.steps, [rows[0], *rows], rows, strict=False))
     assert all(x.end_ns == y.start_ns for x, y in zip(st.steps, st.steps[1:], strict=False))
     assert st.warmup_count == warmup
     host = float(np.median([b - a for a, b in rows][warmup:]))

@@ -31,7 +31,8 @@ def iteration_ns(path, text):
 def test_naive_to_fixed_is_verified_with_measured_and_predicted_gain(tmp_path):
     doc = wt.start(tmp_path, NAIVE, reference=FIXED)
     got, host = doc["baseline"]["iterations"]["durations_ns"], iteration_ns(NAIVE, "iteration(naive)")
-    assert len(got) == len(host) and all(g == pytest.approx(h, rel=0.1) for g, h in zip(got[1:], host[1:], strict=True))
+    assert len(got) == len(host) and all(g == pytest.approx(h, rel=0.1)
+                                         for g, h in zip(got[1:], host[1:], strict=True))
     cands = {c["id"]: c for c in wt.candidates(doc)}
     assert {"host.allocate-once", "host.async-copies", "copies.pinned"} <= set(cands)
     doc = wt.pick(tmp_path, ITEMS)
@@ -59,7 +60,8 @@ def test_naive_to_fixed_is_verified_with_measured_and_predicted_gain(tmp_path):
     assert run["findings_still_present"] == []
     states = cl.load_states(tmp_path, "roadmap")
     assert {states[i]["state"] for i in ITEMS} == {"verified"}
-    assert states["copies.pinned"]["measured_per_iteration_ns"] == pytest.approx(run["measured_per_iteration_ns"])
+    assert (states["copies.pinned"]["measured_per_iteration_ns"]
+            == pytest.approx(run["measured_per_iteration_ns"]))
     # Saved state survives a reload.
     assert wt.load(tmp_path)["runs"][0]["verdict"] == "verified"
 
