@@ -5,7 +5,7 @@
 
 Makes a big report from a real zoo recording (tests/data/recordings/zoo/tuned/NAME, a training loop
 recorded on an H200) repeated K times with ../shared/tools/scale_nsys_sqlite.py (default: `nonvtx`,
-2,590 GPU operations, × 160 = 414k operations and 410k kernels), then in each round, in fresh
+2,590 GPU operations, × 160 = 414k operations, 362k kernels), then in each round, in fresh
 processes with the columnar cache built once beforehand: the whole `summary` (which finds the steps)
 and the same with the GPU's step detection switched off (KERNELSCOPE_STEPS=nvtx: NVTX ranges only,
 as before issue 22), median wall time of each, and what the detection adds as a share of the latter. The steps found are printed too (count, median), so a
@@ -66,7 +66,8 @@ def main() -> int:
         if not SCALE_TOOL.exists():
             print(f"{SCALE_TOOL} is missing: put ../shared beside the checkout")
             return 2
-        subprocess.run([sys.executable, str(SCALE_TOOL), str(src), str(big) + ".tmp", str(a.scale)], check=True)
+        subprocess.run([sys.executable, str(SCALE_TOOL), str(src), str(big) + ".tmp", str(a.scale)],
+                       check=True)
         os.replace(str(big) + ".tmp", big)
     import sqlite3
 

@@ -198,7 +198,10 @@ def test_launch_bound_only_while_the_gpu_has_idle_time_and_never_more_than_it() 
     lb = next(f for f in found if f.id == "nsys.launch-bound")
     it = s.iterations
     busy, idle = it.gpu_busy_per_step_ns, it.steady_median_ns - it.gpu_busy_per_step_ns
-    assert lb.gain.per_step_ns == pytest.approx(min(3 * (10 - 2), idle), rel=0.02)
+    # the host only launches (calls 20 ns apart): all of the GPU's idle time is launch pacing, which
+    # a CUDA graph removes; at least the launch calls' excess over their kernels (3 × (10 − 2) ns)
+    assert lb.gain.per_step_ns == pytest.approx(idle, rel=0.02)
+    assert lb.gain.per_step_ns >= 3 * (10 - 2)
     assert lb.gain.per_step_ns <= idle and busy == pytest.approx(6)
     # The same launches while another stream keeps the GPU 100 % busy: nothing to gain.
     s2, found2 = overview(_launch_trace(busy_stream=True))
