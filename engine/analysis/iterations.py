@@ -56,6 +56,8 @@ GPU_SHARE = 0.3
 #: at most this many distinct counts are tried, and at most this many operations hashed per try
 MAX_COUNTS = 64
 WINDOW_OPS = 400_000
+#: candidate markers are looked for in this many operations from the middle of a long sequence
+MARKER_WINDOW = 60_000
 #: token bases: kernels by name code; copies and memsets apart
 _COPY, _MEMSET = 1 << 40, 1 << 41
 _OPTIMIZER = ("multi_tensor_apply", "adam", "sgd", "lamb", "lion", "optimizer", "fused_", "_foreach")
@@ -223,7 +225,7 @@ def _op_sequences(trace: Trace) -> dict[str, OpSequence]:
     tok, names = _tokens(trace, o.counts)
     if len(tok) != o.n:
         return {}
-    launch = o.launch
+    launch = _launch_times(trace, o)
     out: dict[str, OpSequence] = {}
     for code, pk in enumerate(o.pids):
         rows = np.flatnonzero(o.pid == code) if len(o.pids) > 1 else np.arange(o.n)
@@ -232,6 +234,36 @@ def _op_sequences(trace: Trace) -> dict[str, OpSequence]:
         t = tok[rows]
         out[pk] = OpSequence(pk, rows, t, launch[rows], o.start[rows], o.end[rows],
                              {int(k): names.get(int(k), str(k)) for k in np.unique(t).tolist()})
+    return out
+
+
+def _launch_times(trace: Trace, o: Any) -> npt.NDArray[np.int64]:
+    """Each operation's launch (its API call's start; its own start where unknown).
+
+    By binary search on the calls' (process, correlation id), which CUPTI hands out in increasing
+    order, instead of a general join (a 400k-kernel report: 20 ms instead of 130 ms); the general
+    join (``GpuOps.launch``) where the keys are not unique.
+    """
+    from engine.analysis.calls import api_calls
+
+    calls = api_calls(trace)
+    if not calls.n:
+        return np.asarray(o.start, dtype=np.int64).copy()
+    lut = np.array([calls.pid_code(p) for p in o.pids] + [-2], dtype=np.int64)
+    if (lut[:-1] < 0).any():
+        return np.asarray(o.launch, dtype=np.int64)
+    ckey = calls.pid.astype(np.int64) * (1 << 40) + calls.corr
+    order = None if bool((ckey[1:] >= ckey[:-1]).all()) else np.argsort(ckey, kind="stable")
+    ks = ckey if order is None else ckey[order]
+    if len(ks) > 1 and bool((ks[1:] == ks[:-1]).any()):
+        return np.asarray(o.launch, dtype=np.int64)  # several calls share a key: the general join
+    okey = lut[o.pid].astype(np.int64) * (1 << 40) + o.corr
+    i = np.searchsorted(ks, okey)
+    i = np.minimum(i, len(ks) - 1)
+    hit = ks[i] == okey
+    rows = i if order is None else order[i]
+    out = np.asarray(o.start, dtype=np.int64).copy()
+    out[hit] = calls.start[rows[hit]]
     return out
 
 
@@ -297,7 +329,16 @@ def find_repeat(seq: OpSequence,
     with np.errstate(over="ignore"):
         h = _hashes(seq.token)
     bare: Repeat | None = None
-    for _c, _spread, cuts, label in _markers(seq.token, h)[:MAX_COUNTS]:
+    # candidates from a window of the middle of the sequence (a long capture repeats the same loop):
+    # each candidate's places in the whole sequence are found again only when it is judged
+    lo = 0
+    if n > MARKER_WINDOW:
+        lo = (n - MARKER_WINDOW) // 2
+    win = slice(lo, lo + min(n, MARKER_WINDOW))
+    for _c, _spread, wcuts, label in _markers(seq.token[win], h[win])[:MAX_COUNTS]:
+        cuts = wcuts + lo if lo == 0 and n <= MARKER_WINDOW else _all_places(seq.token, h, label, wcuts + lo)
+        if len(cuts) < 3:
+            continue
         g, tok = label.split(":")
         name = seq.names.get(int(tok), tok)
         marker = name if g == "1" else f"{name} (after {int(g) - 1} other operation{'s' if g != '2' else ''})"
@@ -312,6 +353,20 @@ def find_repeat(seq: OpSequence,
         if bare is None:
             bare = rep
     return None, bare
+
+
+def _all_places(tok: npt.NDArray[np.int64], h: npt.NDArray[np.uint64], label: str,
+                seen: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Every place in the whole sequence of the marker found at ``seen`` in a window: the run of
+    ``g`` tokens that ends there (its positions are the runs' last tokens, as ``_markers`` gives)."""
+    g = int(label.split(":")[0])
+    p = int(seen[0])
+    if g == 1:
+        return np.flatnonzero(tok == tok[p]).astype(np.int64)
+    hit = tok[g - 1:] == tok[p]
+    for j in range(1, g):
+        hit &= tok[g - 1 - j:len(tok) - j] == tok[p - j]
+    return (np.flatnonzero(hit) + (g - 1)).astype(np.int64)
 
 
 def _similar(seq: OpSequence, edges: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
