@@ -358,7 +358,8 @@ def find_repeat(seq: OpSequence,
 def _all_places(tok: npt.NDArray[np.int64], h: npt.NDArray[np.uint64], label: str,
                 seen: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """Every place in the whole sequence of the marker found at ``seen`` in a window: the run of
-    ``g`` tokens that ends there (its positions are the runs' last tokens, as ``_markers`` gives)."""
+    ``g`` tokens that ends there (its positions are the runs' last tokens, as ``_markers`` gives).
+    """
     g = int(label.split(":")[0])
     p = int(seen[0])
     if g == 1:
