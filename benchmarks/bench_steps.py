@@ -5,11 +5,11 @@
 
 Makes a big report from a real zoo recording (tests/data/recordings/zoo/tuned/NAME, a training loop
 recorded on an H200) repeated K times with ../shared/tools/scale_nsys_sqlite.py (default: `nonvtx`,
-2,590 GPU operations, × 160 = 414k operations, 362k kernels), then in each round, in fresh
-processes with the columnar cache built once beforehand: the whole `summary` (which finds the steps)
-and the same with the GPU's step detection switched off (KERNELSCOPE_STEPS=nvtx: NVTX ranges only,
-as before issue 22), median wall time of each, and what the detection adds as a share of the latter. The steps found are printed too (count, median), so a
-regression in what is found shows up beside the time.
+2,590 GPU operations, x 160 = 414k operations, 362k kernels). With the columnar cache built once
+beforehand, each round runs in fresh processes `summary` as shipped (which finds the steps) and the
+same with the GPU's step detection switched off (KERNELSCOPE_STEPS=nvtx: NVTX ranges only, as before
+issue 22); it prints the median wall time of each, what the detection adds as a share of the latter,
+and the steps found (count, median), so a regression in what is found shows up beside the time.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 For every recording in tests/data/recordings/zoo/{tuned,heldout} (recorded on 2x H200 with
 benchmarks/device/record_steps_zoo.sh), the table compares the steady median step found (timed on
 the GPU) with the GPU's own step period (CUDA events at the top of each step, *_truth.json), for the
-report as recorded and for a copy with every NVTX range deleted. For each 2-rank job it names the
+report as recorded and for a copy with every NVTX range deleted. For each 2- and 4-rank job it names the
 straggler and compares its cost with what was injected (extra GEMM time measured apart, or the
 sleep), and with the job's step minus the same job's without a straggler where that was recorded;
 then it repeats the job with one rank's clock moved (+37.5 ms and 50 µs/s of drift) and checks that
@@ -37,6 +37,8 @@ JOBS = {
     "tuned": {"ddp2_gemm": (1, "extra_gemm", None), "ddp2_nonvtx": (0, "extra_gemm", None),
               "ddp2_moving": (None, "sleep", None), "ddp2_sleep": (-1, None, None),
               "ddp2_outer_ahead": (-1, None, None)},
+    "ddp4": {"ddp4_gemm": (3, "extra_gemm", "ddp4_base"), "ddp4_moving": (None, "sleep", None),
+             "ddp4_base": (-1, None, None)},
     "heldout": {"ddp2_ho": (0, "extra_gemm", "ddp2_ho_base"),
                 "ddp2_ho_none": (1, "sleep", "ddp2_ho_none_base"),
                 "ddp2_ho_base": (-1, None, None), "ddp2_ho_none_base": (-1, None, None)},
@@ -142,8 +144,9 @@ def check_jobs(which: list[str]) -> list[dict]:
     rows = []
     for sub in which:
         for job, (want, kind, base) in JOBS[sub].items():
-            paths = [sqlite_of(ZOO / sub / f"{job}_rank{r}.sqlite.xz") for r in (0, 1)]
-            truths = [truth_of(ZOO / sub / f"{job}_rank{r}.sqlite.xz") or {} for r in (0, 1)]
+            xzs = sorted((ZOO / sub).glob(f"{job}_rank*.sqlite.xz"))
+            paths = [sqlite_of(x) for x in xzs]
+            truths = [truth_of(x) or {} for x in xzs]
             injected = None
             if kind == "extra_gemm":
                 injected = max(t.get("extra_gemm_ms_per_step") or 0 for t in truths)
@@ -154,7 +157,7 @@ def check_jobs(which: list[str]) -> list[dict]:
                 b = gpu_period_ms(truth_of(ZOO / sub / f"{base}_rank0.sqlite.xz"))
                 job_delta = (gpu_period_ms(truths[0]) or 0) - (b or 0)
             row: dict = {"set": sub, "job": job, "injected_ms": injected, "job_delta_ms": job_delta}
-            for tag, ps in (("", paths), ("shifted_", [paths[0], shifted(paths[1])])):
+            for tag, ps in (("", paths), ("shifted_", [paths[0], shifted(paths[1]), *paths[2:]])):
                 res = analyze_paths([str(p) for p in ps])
                 s = res.straggler
                 row[tag + "straggler"] = None if s is None else s.rank
@@ -180,10 +183,10 @@ def check_jobs(which: list[str]) -> list[dict]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--set", default="all", choices=("tuned", "heldout", "all"))
+    ap.add_argument("--set", default="all", choices=("tuned", "heldout", "ddp4", "all"))
     ap.add_argument("--json")
     a = ap.parse_args()
-    which = ["tuned", "heldout"] if a.set == "all" else [a.set]
+    which = ["tuned", "heldout", "ddp4"] if a.set == "all" else [a.set]
     steps = check_steps(which)
     print(f"{'set':8} {'recording':24} {'truth ms':>9} {'found ms':>9} {'err':>6} {'no-NVTX ms':>10} "
           f"{'steps':>5}  {'method':8} {'conf':>5}  step")

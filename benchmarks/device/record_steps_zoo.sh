@@ -62,7 +62,11 @@ if [[ $PHASES == *single* || $PHASES == *heldout* ]]; then
     [ ${#pids[@]} -gt 0 ] && wait "${pids[@]}"
     echo "single: $((SECONDS - t0)) s"
 fi
-if [[ $PHASES == *heldout* ]]; then
+if [[ $PHASES == *ddp4* ]]; then
+    job 0,1,2,3 ddp4_gemm 4 --nvtx phases --straggler 3 --extra-gemm 2
+    job 0,1,2,3 ddp4_moving 4 --nvtx none --moving --sleep-ms 8 --sync-every 1
+    job 0,1,2,3 ddp4_base 4 --nvtx phases
+elif [[ $PHASES == *heldout* ]]; then
     job 0,1 ddp2_ho 2 --nvtx outer --straggler 0 --extra-gemm 1 --width 2048 --batch 4096
     job 0,1 ddp2_ho_none 2 --nvtx none --straggler 1 --sleep-ms 10 --sync-every 1 --width 2048
     # the same jobs without a straggler: what the straggler really costs is the difference

@@ -336,7 +336,8 @@ def find_repeat(seq: OpSequence,
         lo = (n - MARKER_WINDOW) // 2
     win = slice(lo, lo + min(n, MARKER_WINDOW))
     for _c, _spread, wcuts, label in _markers(seq.token[win], h[win])[:MAX_COUNTS]:
-        cuts = wcuts + lo if lo == 0 and n <= MARKER_WINDOW else _all_places(seq.token, h, label, wcuts + lo)
+        cuts = (wcuts + lo if lo == 0 and n <= MARKER_WINDOW
+                else _all_places(seq.token, h, label, wcuts + lo))
         if len(cuts) < 3:
             continue
         g, tok = label.split(":")
@@ -357,8 +358,10 @@ def find_repeat(seq: OpSequence,
 
 def _all_places(tok: npt.NDArray[np.int64], h: npt.NDArray[np.uint64], label: str,
                 seen: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """Every place in the whole sequence of the marker found at ``seen`` in a window: the run of
-    ``g`` tokens that ends there (its positions are the runs' last tokens, as ``_markers`` gives).
+    """Every place in the whole sequence of the marker found at ``seen`` in a window.
+
+    The marker is the run of ``g`` tokens that ends there; its places are the runs' last tokens, as
+    ``_markers`` gives them.
     """
     g = int(label.split(":")[0])
     p = int(seen[0])

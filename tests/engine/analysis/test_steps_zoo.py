@@ -1,9 +1,10 @@
 """Issue 22 on recordings made for it (tests/data/recordings/zoo, 2x H200): steps from the GPU's work.
 
 Each program measured its own GPU step period with CUDA events at the top of each step
-(``*_truth.json``); the recordings in ``heldout/`` were made after the rules were tuned on
-``tuned/``. Every step set must be within 15 % of that period, with and without its NVTX ranges;
-programs without steps must get none; each 2-rank job must name the injected straggler with a cost
+(``*_truth.json``); the recordings in ``heldout/`` (2 ranks) and ``ddp4/`` (4 ranks) were made after
+the rules were tuned on ``tuned/``. Every step set must be within 15 % of that period, with and
+without its NVTX ranges; programs without steps must get none; each job must name the injected
+straggler with a cost
 within 30 % of the injected time (or of the job's step minus the same job's without it), also with
 one rank's clock moved by an offset and a drift.
 """
@@ -28,7 +29,7 @@ from benchmarks.check_steps_zoo import (
     without_nvtx,
 )
 
-ALL = sorted(p for sub in ("tuned", "heldout") for p in (ZOO / sub).glob("*.sqlite.xz"))
+ALL = sorted(p for sub in ("tuned", "heldout", "ddp4") for p in (ZOO / sub).glob("*.sqlite.xz"))
 
 
 @pytest.mark.parametrize("xz", ALL, ids=lambda p: f"{p.parent.name}/{p.name[:-10]}")
@@ -91,7 +92,7 @@ def test_intermittent_stall_steps_are_outliers() -> None:
     assert sorted(np.diff(sorted(out)).tolist()) == sorted(np.diff(sorted(stalled)).tolist())
 
 
-@pytest.mark.parametrize("sub", ["tuned", "heldout"])
+@pytest.mark.parametrize("sub", ["tuned", "heldout", "ddp4"])
 def test_stragglers_named_with_their_cost_and_cause_also_on_shifted_clocks(sub) -> None:
     rows = check_jobs([sub])
     assert len(rows) == len(JOBS[sub])
