@@ -274,3 +274,28 @@ def shifted_steps(st: Steps, move: Callable[[npt.NDArray[np.int64]], npt.NDArray
     out = replace(st, steps=steps, host_starts=hs, host_ends=he)
     out.__dict__.update(_starts=s, _ends=e, _steady_mask=st._steady_mask, warmup_count=st.warmup_count)
     return out
+
+
+#: ``--range marker:NAME`` (or ``kernel:NAME``): a step starts at each operation whose name holds NAME
+MARKER_PREFIXES = ("marker:", "kernel:")
+
+
+def marker_steps(trace: Trace, range_name: str) -> list[Steps]:
+    """Steps cut by the user at a marker operation, in every process that has it.
+
+    Each operation whose name contains the text after ``marker:`` (a kernel, "memcpy HtoD", "memset")
+    starts a step.
+    """
+    needle = range_name.split(":", 1)[1].strip().lower()
+    out = []
+    for pk, seq in it.op_sequences(trace).items():
+        hits = [t for t, nm in seq.names.items() if needle and needle in nm.lower()]
+        if not hits:
+            continue
+        cuts = np.flatnonzero(np.isin(seq.token, np.array(hits, dtype=np.int64))).astype(np.int64)
+        st = _steps_from_cuts(trace, seq, cuts, range_name, "marker", pk, "user", "marker", 1.0,
+                              f"a step starts at each of the {len(cuts)} operations named like {needle!r} "
+                              "(chosen by the user)")
+        if st is not None:
+            out.append(st)
+    return out

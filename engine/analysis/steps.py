@@ -332,6 +332,9 @@ def steps_per_process(trace: Trace, *, range_name: str | None = None) -> list[St
 def _steps_per_process(trace: Trace, range_name: str | None) -> list[Steps]:
     from engine.analysis.iterations import op_sequences
 
+    if range_name is not None and range_name.startswith(stepfind.MARKER_PREFIXES):
+        found = stepfind.marker_steps(trace, range_name)
+        return sorted(found, key=lambda s: (-s.gpu_total_ns, -s.count, s.pid))
     if range_name is not None:  # the name of steps found by structure ("GPU repeat of 64 ops", phases)
         same = [st for st in steps_per_process(trace) if st.range_name == range_name]
         if same:

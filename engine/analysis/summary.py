@@ -568,7 +568,10 @@ def _iterations(trace: Trace, api: _Calls, ops: _Ops,
     else:
         per_it = warm = once = ()
     bs, be = ops.o.blocks(st.pid, (ops.s, ops.e))
-    busy_steady = int(busy_between(bs, be, ss, se, ops.o.busy_cum(st.pid)).sum())
+    busy_each = busy_between(bs, be, ss, se, ops.o.busy_cum(st.pid))
+    # the median step's busy time, as the step is the median (a stalled step's extra work is not
+    # spread over the others)
+    busy_steady = float(np.median(busy_each)) if len(busy_each) else 0.0
     phases = _phases(trace, st)
     rest = durs[1:]
     return sm.Iterations(
@@ -577,7 +580,7 @@ def _iterations(trace: Trace, api: _Calls, ops: _Ops,
         median_ns=float(np.median(durs)), steady_median_ns=st.steady_median_ns,
         median_after_first_ns=float(np.median(rest)) if len(rest) else None,
         first_iteration_extra_ns=int(durs[0] - np.median(rest)) if len(rest) else None,
-        gpu_busy_per_step_ns=busy_steady / n_steady if n_steady else 0.0,
+        gpu_busy_per_step_ns=busy_steady if n_steady else 0.0,
         api_per_iteration=per_it, api_warmup=warm, api_one_time=once, phases=phases,
         processes=tuple(sm.ProcessSteps(p.pid, p.range_name, p.count, p.warmup_count, p.steady_median_ns)
                         for p in every),

@@ -344,7 +344,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("input", metavar="REPORT")
     m.add_argument("--json", action="store_true", help="print the JSON document (schema in README)")
     m.add_argument("--range", metavar="NAME", help="the step range (e.g. 'train_step N') instead of the "
-                   "one found by structure")
+                   "steps found from the GPU's work; 'marker:TEXT' starts a step at each GPU operation "
+                   "whose name holds TEXT (e.g. 'marker:memcpy HtoD', 'marker:multi_tensor_apply')")
     m.set_defaults(func=cmd_summary)
 
     i = sub.add_parser("info", help="what a report contains and what it lacks")

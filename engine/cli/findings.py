@@ -96,8 +96,9 @@ def register(sub: Any) -> None:
     f = sub.add_parser("findings", help="what to fix, with evidence, expected gain and how to verify")
     f.add_argument("input", metavar="REPORT", help=".nsys-rep, nsys .sqlite, Kineto .json or .ncu-rep")
     f.add_argument("--json", action="store_true", help="print kernelscope.findings/2 JSON")
-    f.add_argument("--range", metavar="NAME", help="the step range (nsys/Kineto) instead of the one "
-                   "found by structure")
+    f.add_argument("--range", metavar="NAME", help="the step range (nsys/Kineto) instead of the steps "
+                   "found from the GPU's work; 'marker:TEXT' starts a step at each GPU operation named "
+                   "like TEXT")
     f.add_argument("--pinned-from", metavar="REPORT",
                    help="nsys report from the same machine with pinned copies (the pinned ceiling)")
     f.add_argument("--telemetry", metavar="FILE", help="NVML recording made during the run")

@@ -66,6 +66,9 @@ def compute(report: Any) -> dict[str, Any]:
         found = findings_for(report)
     cl = load_checklist(CHECKLIST)
     items = [r for r in annotate(cl, {f.id for f in found}) if r["triggered_by"]]
+    # the largest saving per step first, as `kernelscope walkthrough` lists them
+    per_step = {f.id: float(getattr(f.gain, "per_step_ns", None) or 0.0) for f in found}
+    items.sort(key=lambda r: -max((per_step.get(i, 0.0) for i in r["triggered_by"]), default=0.0))
     both = None
     if isinstance(report, LoadedReport) and not report.is_ncu and found:
         from engine.analysis.findings.overview import combined

@@ -113,3 +113,24 @@ def test_stragglers_named_with_their_cost_and_cause_also_on_shifted_clocks(sub) 
         assert moved is not None
         assert float(moved.group(1)) == pytest.approx(-37.5, abs=0.05)  # the offset put in, undone
         assert float(moved.group(2)) == pytest.approx(-50, abs=5)  # and the drift (50 µs/s)
+
+
+def test_user_marker_cuts_steps_at_a_named_operation() -> None:
+    from engine.analysis.steps import find_steps
+    from engine.reports import open_report
+
+    xz = ZOO / "heldout" / "gpu_stall.sqlite.xz"
+    st = find_steps(open_report(sqlite_of(xz)), range_name="marker:multi_tensor_apply")
+    assert st is not None and st.method == "marker" and st.chosen_by == "user" and st.count == 40
+    assert st.steady_median_ns / 1e6 == pytest.approx(gpu_period_ms(truth_of(xz)), rel=0.02)
+    assert find_steps(open_report(sqlite_of(xz)), range_name="marker:no such kernel") is None
+
+
+def test_summary_says_why_there_are_no_steps() -> None:
+    from engine.analysis.summary import summarize
+    from engine.reports import open_report
+
+    s = summarize(open_report(sqlite_of(ZOO / "heldout" / "bench.sqlite.xz")))
+    assert s.iterations is None and "micro-benchmark" in s.no_steps and "runs 100 times" in s.no_steps
+    s = summarize(open_report(sqlite_of(ZOO / "tuned" / "infer.sqlite.xz")))
+    assert s.iterations is None and "do not repeat" in s.no_steps
