@@ -91,7 +91,9 @@ def test_summary_json_schema() -> None:
     doc = json.loads(r.stdout)
     assert doc["schema"] == "kernelscope.summary/2"
     assert set(doc) == {"schema", "report", "missing", "wall", "host", "gpu", "processes", "bandwidth",
-                        "iterations", "findings"}
+                        "iterations", "findings", "no_steps"}
+    assert doc["no_steps"] == "" and doc["iterations"]["method"] == "gpu+nvtx"
+    assert 0 < doc["iterations"]["confidence"] <= 1 and doc["iterations"]["why"]
     assert doc["wall"]["span_ns"] == 251_962_483
 
 

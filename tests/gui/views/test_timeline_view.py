@@ -86,8 +86,21 @@ def test_lanes_and_events_match_the_trace(qtbot, window, path):
         assert "No GPU metrics" in text and "--gpu-metrics-devices" in text
     if "kernels" in trace.missing:
         assert "No kernels" in text
-    # the whole capture's CUDA activity is in view and every lane was painted
+    # with steps, the timeline opens on the first steady steps with a step ruler; Show all shows the
+    # whole capture's CUDA activity, and every lane was painted
     qtbot.waitUntil(lambda: view.canvas.paint_count > 0)
+    qtbot.waitUntil(lambda: report.summary is not None or bool(getattr(report, "summary_error", None)),
+                    timeout=60_000)
+    it = report.summary.iterations if report.summary is not None else None
+    if it is not None:
+        qtbot.waitUntil(lambda: view.canvas.steps is not None)
+        starts, ends, state = view.canvas.steps
+        assert len(starts) == it.count and int((state == 1).sum()) == it.warmup_count
+        first = int(np.flatnonzero(state != 1)[0])
+        t0, t1 = view.canvas.visible_range()
+        assert t0 <= starts[first] < t1 and t1 - t0 < model.activity_max - model.activity_min
+        screenshot(window, f"{path.stem}_timeline_steps")
+        view.btn_fit.click()
     t0, t1 = view.canvas.visible_range()
     assert t0 <= model.activity_min and t1 >= model.activity_max
     screenshot(window, f"{path.stem}_timeline")
@@ -163,12 +176,14 @@ def test_zoom_by_wheel_range_drag_and_box(qtbot, window):
 def test_keys_and_vertical_scroll(qtbot, window):
     _report, view = show_timeline(qtbot, window, NSYS_DIR / "host_overhead_gpumetrics.sqlite")
     c = view.canvas
+    qtbot.waitUntil(lambda: c.steps is not None, timeout=60_000)  # opened on the steady steps
     t0, t1 = c.visible_range()
     qtbot.keyClick(c, Qt.Key.Key_Plus)
     assert c.visible_range()[1] - c.visible_range()[0] == pytest.approx((t1 - t0) / 1.5)
     qtbot.keyClick(c, Qt.Key.Key_Right)
-    qtbot.keyClick(c, Qt.Key.Key_Home)
-    assert c.visible_range() == pytest.approx((t0, t1))
+    qtbot.keyClick(c, Qt.Key.Key_Home)  # Home: the whole capture (the view opened on the steady steps)
+    assert c.visible_range()[0] <= c.model.activity_min and c.visible_range()[1] >= c.model.activity_max
+    t0, t1 = c.visible_range()
     # 4 CUDA/NVTX lanes + 22 metric lanes do not fit: the lanes scroll, the time axis stays
     assert c.vbar.isVisible() and c.vbar.maximum() > 0
     last = c.model.lanes[-1]
