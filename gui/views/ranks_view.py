@@ -44,11 +44,29 @@ def job_groups(reports: list[LoadedReport]) -> list[list[LoadedReport]]:
     return [[by_path[p] for p in g] for g in groups]
 
 
-def compute(traces: list[Any]) -> Any:
+#: the Steps combo's first entry: the steps each rank's GPU work shows (engine.analysis.stepfind)
+AUTO_STEPS = "found from the GPU's work"
+
+
+def compute(traces: list[Any], range_name: str | None = None) -> Any:
     """The analysis the view shows (runs in a worker thread)."""
     from engine.analysis.ranks import analyze_ranks
 
-    return analyze_ranks(traces)
+    return analyze_ranks(traces, range_name=range_name)
+
+
+def step_choices(traces: list[Any]) -> list[str]:
+    """What the Steps combo offers: the automatic steps, then the NVTX ranges that repeat in the job."""
+    from engine.analysis.steps import range_names
+
+    seen: dict[str, None] = {}
+    for t in traces:
+        try:
+            for name in range_names(t):
+                seen.setdefault(name, None)
+        except Exception:  # noqa: BLE001 - a report without NVTX offers none
+            continue
+    return [AUTO_STEPS, *seen]
 
 
 def coarse(starts: Any, ends: Any, max_blocks: int = MAX_BLOCKS) -> tuple[Any, Any]:
@@ -100,6 +118,7 @@ class RanksView(ReportView):
         self.reports: OpenReports = reports
         self.result: Any = None
         self.job: list[LoadedReport] = []
+        self._range: str | None = None
         self._calls = self.latest_call(self._on_result, self._on_error)
         top = QHBoxLayout()
         top.addWidget(QLabel("Job:"))
@@ -107,6 +126,16 @@ class RanksView(ReportView):
         self.job_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.job_combo.activated.connect(self._on_job_chosen)
         top.addWidget(self.job_combo)
+        top.addSpacing(16)
+        top.addWidget(QLabel("Steps:"))
+        self.steps_combo = QComboBox()
+        self.steps_combo.setEditable(True)  # a range name, or marker:TEXT (a GPU operation's name)
+        self.steps_combo.setMinimumWidth(260)
+        self.steps_combo.setToolTip("The steps every rank is measured in: found from each rank's GPU work, "
+                                    "or an NVTX range that repeats, or type marker:TEXT to start a step at "
+                                    "each GPU operation named like TEXT (CLI: kernelscope ranks --range).")
+        self.steps_combo.activated.connect(self._on_steps_chosen)
+        top.addWidget(self.steps_combo)
         top.addStretch(1)
         self.vbox.addLayout(top)
         self.offer = WrapLabel(muted=True)
@@ -213,13 +242,31 @@ class RanksView(ReportView):
             return  # another rank of the job shown: same picture
         self._show_job(self._group_of(report))
 
-    def _show_job(self, job: list[LoadedReport]) -> None:
+    def _show_job(self, job: list[LoadedReport], range_name: str | None = None) -> None:
+        if job is not self.job:
+            self.steps_combo.blockSignals(True)
+            self.steps_combo.clear()
+            for name in step_choices([r.trace for r in job]):
+                self.steps_combo.addItem(name)
+            self.steps_combo.blockSignals(False)
         self.job = job
         self.result = None
         self.title.setText(f"Ranks — {job[0].name}" + (f" and {len(job) - 1} more" if len(job) > 1 else ""))
-        self.headline.setText("Lining the ranks up…")
+        self.headline.setText("Lining the ranks up…" if range_name is None
+                              else f"Lining the ranks up in steps of {range_name}…")
         self.evidence.setText("")
-        self._calls.request(tuple(id(r) for r in job), compute, [r.trace for r in job])
+        self._range = range_name
+        self._calls.request(self._key(), compute, [r.trace for r in job], range_name)
+
+    def _key(self) -> tuple[Any, ...]:
+        """The job and the steps asked for (each pair is computed once)."""
+        return (*(id(r) for r in self.job), self._range)
+
+    def _on_steps_chosen(self, _index: int) -> None:
+        if not self.job:
+            return
+        text = self.steps_combo.currentText().strip()
+        self._show_job(self.job, None if not text or text == AUTO_STEPS else text)
 
     def on_removed(self, report: LoadedReport) -> None:
         super().on_removed(report)
@@ -228,7 +275,7 @@ class RanksView(ReportView):
             self.result = None
 
     def _on_result(self, key: Any, res: Any) -> None:
-        if key != tuple(id(r) for r in self.job):
+        if key != self._key():
             return
         self.show_result(res)
         self.sig_ready.emit()

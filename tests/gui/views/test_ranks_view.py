@@ -85,3 +85,26 @@ def test_opening_a_folder_of_rank_reports_opens_the_job(qtbot, window, ddp_files
     view = _show(qtbot, window)
     assert [r.rank for r in view.result.ranks] == [0, 1] and view.result.straggler.rank == 1
     assert view.job_combo.count() == 1
+
+
+def test_steps_combo_recomputes_the_job_in_another_step_range(qtbot, window, tmp_path):
+    """The Ranks view's Steps combo: the steps found from the GPU's work first, the job's NVTX ranges
+    after; picking one recomputes the job in those steps (as `kernelscope ranks --range`)."""
+    from benchmarks.check_steps_zoo import ZOO, sqlite_of
+    from engine.analysis.ranks import analyze_paths
+    from gui.views.ranks_view import AUTO_STEPS
+
+    paths = [sqlite_of(ZOO / "tuned" / f"ddp2_gemm_rank{r}.sqlite.xz") for r in (0, 1)]
+    for p in paths:
+        open_and_wait(qtbot, window, p)
+    view = _show(qtbot, window)
+    items = [view.steps_combo.itemText(i) for i in range(view.steps_combo.count())]
+    assert items[0] == AUTO_STEPS and "forward+backward" in items and "data" in items
+    assert view.result.straggler.rank == 1 and "5.4 ms shorter" in view.headline.text()
+    view.steps_combo.setCurrentText("forward+backward")
+    view.steps_combo.activated.emit(items.index("forward+backward"))
+    qtbot.waitUntil(lambda: view.result is not None and not view.is_busy(), timeout=LOAD_TIMEOUT_MS)
+    expected = analyze_paths([str(p) for p in paths], range_name="forward+backward")
+    assert [r.step_range for r in view.result.ranks] == ["forward+backward"] * 2
+    assert [r.steps for r in view.result.ranks] == [r.steps for r in expected.ranks]
+    screenshot(window, "ranks_steps_combo")
