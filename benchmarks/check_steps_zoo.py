@@ -31,7 +31,7 @@ WORK = Path(tempfile.gettempdir()) / "ks_zoo"
 #: per-step period within this of the GPU's; straggler cost within this of the injected
 STEP_TOL, COST_TOL = 0.15, 0.30
 #: recordings without steps (a single pass, a micro-benchmark)
-NO_STEPS = {"infer", "bench"}
+NO_STEPS = {"infer", "bench", "infer_layers"}
 #: 2-rank jobs: (straggler rank, injected ms or None for "no straggler", baseline job)
 JOBS = {
     "tuned": {"ddp2_gemm": (1, "extra_gemm", None), "ddp2_nonvtx": (0, "extra_gemm", None),

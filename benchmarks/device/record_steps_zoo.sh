@@ -46,9 +46,10 @@ SINGLES=("outer outer" "phases phases" "nonvtx nonvtx" "perop perop --batch 512"
          "stall stall" "decode decode --steps 48" "graph graph" "infer infer" "launch launch"
          "launch_graph launch_graph" "outer_b outer --batch 1024")
 # held out of the tuning (recorded after it): accumulation, DataLoader conv net, micro-benchmark, GPU stall
+[[ $PHASES == *extra* ]] && SINGLES=("perop_busy perop_busy --batch 4096" "infer_layers infer_layers")
 [[ $PHASES == *heldout* ]] && SINGLES=("accum accum --batch 1024" "conv conv" "bench bench" "gpu_stall gpu_stall --batch 1024"
                                       "outer_c outer --batch 512 --steps 60")
-if [[ $PHASES == *single* || $PHASES == *heldout* ]]; then
+if [[ $PHASES == *single* || $PHASES == *heldout* || $PHASES == *extra* ]]; then
     t0=$SECONDS
     i=0
     pids=()

@@ -130,9 +130,9 @@ def train_loop(a, *, outer, phases, sync, stall_every=0, stall_ms=0.0):
             "stall_ms": stall_ms, "per_step_copies": "2 pinned H2D (x, y)"}
 
 
-def perop(a):
+def perop(a, width=2048, depth=2):
     dev = torch.device("cuda")
-    model = mlp(2048, 2).to(dev)
+    model = mlp(width, depth).to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     x = torch.randn(a.batch, 1024).pin_memory()
     y = torch.randn(a.batch, 1024).pin_memory()
@@ -237,6 +237,21 @@ def infer(a):
         out = torch.topk(h.float().mean(1), 5).indices.cpu()
     marks.mark()
     return {"gpu_period_ms": [], "whole_run_ms": marks.periods_ms(), "output": out.tolist()}
+
+
+def infer_layers(a):
+    """One inference pass through 12 identical transformer blocks: the layers repeat, steps do not."""
+    dev = torch.device("cuda")
+    blocks = nn.Sequential(*[Block(1024, 16) for _ in range(12)]).to(dev).half().eval()
+    x = torch.randn(8, 256, 1024).pin_memory()
+    marks = Marks()
+    torch.cuda.synchronize()
+    with torch.no_grad():
+        marks.mark()
+        y = blocks(x.to(dev, non_blocking=True).half())
+        out = y.float().mean().item()
+    marks.mark()
+    return {"gpu_period_ms": [], "whole_run_ms": marks.periods_ms(), "output": out, "layers": 12}
 
 
 def tiny_model():
@@ -445,8 +460,8 @@ def main():
     ap.add_argument("--width", type=int, default=4096)
     a = ap.parse_args()
     v = a.variant
-    NVTX["on"] = v not in ("nonvtx", "decode", "graph", "infer", "launch", "launch_graph", "accum", "conv",
-                            "bench", "gpu_stall") and a.nvtx != "none"
+    NVTX["on"] = v not in ("nonvtx", "decode", "graph", "infer", "infer_layers", "launch", "launch_graph",
+                            "accum", "conv", "bench", "gpu_stall") and a.nvtx != "none"
     if v == "ddp":
         return ddp(a)
     torch.manual_seed(0)
@@ -462,6 +477,10 @@ def main():
         doc = train_loop(a, outer=True, phases=False, sync=True, stall_every=5, stall_ms=25.0)
     elif v == "perop":
         doc = perop(a)
+    elif v == "perop_busy":
+        doc = perop(a, width=4096, depth=3)
+    elif v == "infer_layers":
+        doc = infer_layers(a)
     elif v == "decode":
         doc = decode(a)
     elif v == "graph":

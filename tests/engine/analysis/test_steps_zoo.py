@@ -38,7 +38,7 @@ def test_steps_match_the_gpu_period_with_and_without_nvtx(xz) -> None:
     path = sqlite_of(xz)
     for p in (path, without_nvtx(path)):
         got = steps_row(p)
-        if base in ("infer", "bench"):
+        if base in ("infer", "bench", "infer_layers"):
             assert got["steps"] == 0 and got["why"].startswith("no repeating steps")
             continue
         truth = gpu_period_ms(truth_of(xz))
@@ -134,10 +134,14 @@ def test_summary_says_why_there_are_no_steps() -> None:
     assert s.iterations is None and "micro-benchmark" in s.no_steps and "runs 100 times" in s.no_steps
     s = summarize(open_report(sqlite_of(ZOO / "tuned" / "infer.sqlite.xz")))
     assert s.iterations is None and "do not repeat" in s.no_steps
+    # 12 identical transformer blocks in one pass: the layers repeat, but nothing marks an iteration
+    s = summarize(open_report(sqlite_of(ZOO / "heldout" / "infer_layers.sqlite.xz")))
+    assert s.iterations is None and "identical layers of one pass" in s.no_steps
 
 
 BUSY = ["tuned/outer_b", "tuned/nonvtx", "tuned/phases", "tuned/graph", "tuned/ahead", "heldout/accum",
-        "heldout/gpu_stall", "tuned/ddp2_gemm_rank0", "ddp4/ddp4_gemm_rank3", "tuned/launch_graph"]
+        "heldout/gpu_stall", "tuned/ddp2_gemm_rank0", "ddp4/ddp4_gemm_rank3", "tuned/launch_graph",
+        "heldout/perop_busy"]
 
 
 @pytest.mark.parametrize("name", BUSY)
