@@ -342,12 +342,18 @@ def compare_traces(a: Trace, b: Trace, *, range_name: str | None = None,
                             f"B {len(ib.durations_ns)}.")
         if ia.range != ib.range:
             facts["iteration_ranges_differ"] = [ia.range, ib.range]
+            gpu = ("GPU repeat of", "marker:")
+            if not (ia.range.startswith(gpu) and ib.range.startswith(gpu)):
+                # a fix may change how many operations a step runs, not what the step is named
+                warnings.append(f"The steps are different ranges: A {ia.range!r}, B {ib.range!r}; the times "
+                                "may not compare like with like (pick one with --range).")
         if min(len(ia.sample), len(ib.sample)) < 4:
             warnings.append("Fewer than 4 iterations per run after warm-up: the test has little power; "
                             "record more iterations.")
     else:
-        warnings.append("No repeating NVTX range in both reports: no per-iteration statistics; wrap "
-                        "the loop body in an NVTX range (nvtxRangePush / torch.cuda.nvtx.range).")
+        warnings.append("No repeating steps in both reports (the GPU's work does not repeat and no NVTX "
+                        "range does): no per-iteration statistics; record more than one iteration, or "
+                        "name a range or a marker operation with --range.")
     api_cols = ["start", "end", "baseName"]
     return Comparison(
         a=str(a.info.path), b=str(b.info.path), iterations=it_stats,
