@@ -143,6 +143,8 @@ class Iterations:
     range: str
     durations_ns: list[int]
     warmup_dropped: int
+    #: how the steps were found (``Steps.method``: gpu, gpu+nvtx, nvtx, marker)
+    method: str = ""
 
     @property
     def sample(self) -> np.ndarray:
@@ -167,7 +169,7 @@ def iterations(trace: Trace, range_name: str | None = None, *, drop_warmup: bool
         return None
     d = st.durations_ns
     warm = st.warmup_count or (1 if len(d) >= 3 else 0)
-    return Iterations(st.range_name, d, warm if drop_warmup else 0)
+    return Iterations(st.range_name, d, warm if drop_warmup else 0, st.method)
 
 
 # -- deltas --------------------------------------------------------------------------------------
@@ -342,8 +344,11 @@ def compare_traces(a: Trace, b: Trace, *, range_name: str | None = None,
                             f"B {len(ib.durations_ns)}.")
         if ia.range != ib.range:
             facts["iteration_ranges_differ"] = [ia.range, ib.range]
-            gpu = ("GPU repeat of", "marker:")
-            if not (ia.range.startswith(gpu) and ib.range.startswith(gpu)):
+            # a fix may change a GPU repeat's length or an NVTX range's name ("iteration(naive)" vs
+            # "iteration(fixed)"); steps of another kind (phases vs one range, NVTX vs the GPU's) may
+            # not be the same part of the program
+            kinds = {("→" in x.range, x.method == "nvtx", x.method == "marker") for x in (ia, ib)}
+            if len(kinds) > 1:
                 # a fix may change how many operations a step runs, not what the step is named
                 warnings.append(f"The steps are different ranges: A {ia.range!r}, B {ib.range!r}; the times "
                                 "may not compare like with like (pick one with --range).")

@@ -180,3 +180,16 @@ def test_walkthrough_ranks_the_fix_that_works_and_measures_gpu_steps(tmp_path) -
     assert run["verdict"] == "verified"
     speedup = gpu_period_ms(truth_of(base)) / gpu_period_ms(truth_of(fixed))
     assert run["stats"]["speedup"] == pytest.approx(speedup, rel=0.05)
+
+
+def test_compare_warns_when_the_steps_are_of_another_kind() -> None:
+    from engine.analysis.compare import compare_traces
+    from engine.reports import open_report
+
+    def warned(a: str, b: str) -> bool:
+        ta, tb = (open_report(sqlite_of(ZOO / f"{x}.sqlite.xz")) for x in (a, b))
+        c = compare_traces(ta, tb)
+        return any("different ranges" in w for w in c.warnings)
+
+    assert warned("tuned/phases", "tuned/outer_b")  # composed phases vs one outer range
+    assert not warned("tuned/launch", "tuned/launch_graph")  # the fix changed the repeat's length only
