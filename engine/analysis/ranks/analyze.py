@@ -235,27 +235,22 @@ def _aligned_steps(rows: list[RankRow]) -> list[dict[int, StepCost]]:
 
 
 def _lcs_unmatched(a: list[str], b: list[str]) -> list[int]:
-    """Positions of ``a`` left out of a longest common subsequence with ``b`` (what ``a`` runs more)."""
-    n, m = len(a), len(b)
-    if n * m > 4_000_000:
+    """Positions of ``a`` that a diff against ``b`` leaves unmatched (what ``a`` runs more).
+
+    difflib's matching blocks (a longest-matching-block diff, close to a longest common subsequence
+    for two runs of the same program, and fast on sequences that mostly agree: a 5,000-operation
+    step in milliseconds); steps of more than 50,000 operations are not compared.
+    """
+    import difflib
+
+    if len(a) > 50_000 or len(b) > 50_000:
         return []
-    t = np.zeros((n + 1, m + 1), dtype=np.int32)
-    for i in range(n - 1, -1, -1):
-        ai = a[i]
-        row, nxt = t[i], t[i + 1]
-        for j in range(m - 1, -1, -1):
-            row[j] = nxt[j + 1] + 1 if ai == b[j] else max(nxt[j], row[j + 1])
-    out, i, j = [], 0, 0
-    while i < n and j < m:
-        if a[i] == b[j]:
-            i, j = i + 1, j + 1
-        elif t[i + 1][j] >= t[i][j + 1]:
-            out.append(i)
-            i += 1
-        else:
-            j += 1
-    out.extend(range(i, n))
-    return out
+    matched = [False] * len(a)
+    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    for blk in sm.get_matching_blocks():
+        for k in range(blk.a, blk.a + blk.size):
+            matched[k] = True
+    return [k for k, ok in enumerate(matched) if not ok]
 
 
 def _extra_work(units: dict[int, Any], s: int, others: list[int]) -> tuple[int, str]:
