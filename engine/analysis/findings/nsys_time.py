@@ -107,6 +107,14 @@ def idle_causes(ctx: Context) -> dict[str, int] | None:
     """
     if ctx.steps is None or not ctx.n_steady:
         return None
+    if "idle_causes" not in ctx._cache:  # asked by three rules: computed once per context
+        ctx._cache["idle_causes"] = _idle_causes(ctx)
+    out: dict[str, int] | None = ctx._cache["idle_causes"]
+    return out
+
+
+def _idle_causes(ctx: Context) -> dict[str, int] | None:
+    assert ctx.steps is not None
     calls = api_calls(ctx.trace)
     code = calls.pid_code(ctx.steps.pid) if calls.n else -1
     if code < 0:
@@ -114,12 +122,16 @@ def idle_causes(ctx: Context) -> dict[str, int] | None:
     a, b = ctx.steps.window(steady_only=True)
     window, idle = _idle_in(ctx, a, b)
     if not idle:
-        return {"idle": 0, "sync": 0, "host": 0, "launch": 0, "window": window}
-    mine = calls.pid == code
-    # every thread of the process (PyTorch launches the backward pass from its autograd thread)
+        return {"idle": 0, "sync": 0, "host": 0, "launch": 0, "other": 0, "window": window}
+    # every thread of the process (PyTorch launches the backward pass from its autograd thread), the
+    # calls from a little before the first steady step to the last one's end
     sync_cat = CATEGORY_ORDER.index("synchronization")
-    sel = np.flatnonzero(mine)
-    order = sel[np.argsort(calls.start[sel], kind="stable")]
+    st_all = calls.start
+    sel = np.flatnonzero((calls.pid == code) & (st_all >= int(a.min()) - int(1e9)) & (st_all < int(b.max())))
+    if not len(sel):
+        return None
+    ss = st_all[sel]
+    order = sel if bool((ss[1:] >= ss[:-1]).all()) else sel[np.argsort(ss, kind="stable")]
     cs, ce, cat = calls.start[order], calls.end[order], calls.category[order]
     names = calls.names
     blocking = np.array([not n.startswith(("cudaStreamWait", "cuStreamWait")) for n in names] + [False],
