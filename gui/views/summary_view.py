@@ -316,9 +316,11 @@ class SummaryView(ReportView):
         self.range_label = QLabel("Step range:")
         range_row.addWidget(self.range_label)
         self.range_combo = QComboBox()
-        self.range_combo.setToolTip("The repeated range that is one iteration (found by structure: the "
-                                    "one that launches the most GPU work); pick another to recompute "
-                                    "the steps and the findings (CLI: --range).")
+        self.range_combo.setEditable(True)  # a range name, or marker:TEXT
+        self.range_combo.setToolTip("The steps: found from the GPU's repeating work (NVTX ranges only name "
+                                    "them), or pick a repeating NVTX range, or type marker:TEXT to start a "
+                                    "step at each GPU operation named like TEXT; the steps and the findings "
+                                    "are computed again (CLI: --range).")
         self.range_combo.activated.connect(self._on_range_picked)
         range_row.addWidget(self.range_combo, 1)
         col_iter.addLayout(range_row)
