@@ -231,12 +231,7 @@ class Steps:
             return None
         hs = np.asarray(self.host_starts, dtype=np.int64)
         he = np.maximum(np.asarray(self.host_ends, dtype=np.int64), hs)
-        steps = tuple(Step(x.index, int(a), int(b), x.warmup)
-                      for x, a, b in zip(self.steps, hs.tolist(), he.tolist(), strict=True))
-        out = replace(self, steps=steps, host_starts=None, host_ends=None)
-        out.__dict__.update(_starts=hs, _ends=he, _steady_mask=self._steady_mask,
-                            warmup_count=self.warmup_count)
-        return out
+        return retimed(self, hs, he, host_starts=None, host_ends=None)
 
     def locate_host(self, t: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
         """:meth:`locate` for host times (API calls): against the steps' host-side windows.
@@ -341,6 +336,35 @@ _DERIVED = frozenset({"_starts", "_ends", "_steady_mask", "warmup_count", "stead
 
 
 def _with(st: Steps, **kw: Any) -> Steps:
+    """``st`` with other field values (the same steps: the arrays it has computed are kept)."""
     out = replace(st, **kw)
     out.__dict__.update({k: v for k, v in st.__dict__.items() if k in _DERIVED})
+    return out
+
+
+def steps_from_arrays(range_name: str, source: str, pid: str, starts: npt.NDArray[np.int64],
+                      ends: npt.NDArray[np.int64], warmup: Any, gpu_ns: int, gpu_total_ns: int,
+                      **fields: Any) -> Steps:
+    """Steps from their starts, ends and warm-up flags (``fields``: Steps' other fields).
+
+    The arrays its cached properties would build from the Step objects are set from these (200k
+    steps: 0.1 s saved).
+    """
+    s = np.asarray(starts, dtype=np.int64)
+    e = np.asarray(ends, dtype=np.int64)
+    flag = np.asarray(warmup, dtype=bool)
+    steps = tuple(map(Step, range(len(s)), s.tolist(), e.tolist(), flag.tolist()))
+    out = Steps(range_name, source, pid, steps, gpu_ns, gpu_total_ns, **fields)
+    out.__dict__.update(_starts=s, _ends=e, _steady_mask=~flag, warmup_count=int(flag.sum()))
+    return out
+
+
+def retimed(st: Steps, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64], **fields: Any) -> Steps:
+    """``st`` with step k moved to [starts[k], ends[k]) (warm-up flags and indices kept)."""
+    s = np.asarray(starts, dtype=np.int64)
+    e = np.asarray(ends, dtype=np.int64)
+    steps = tuple(Step(x.index, int(a), int(b), x.warmup)
+                  for x, a, b in zip(st.steps, s.tolist(), e.tolist(), strict=True))
+    out = replace(st, steps=steps, **fields)
+    out.__dict__.update(_starts=s, _ends=e, _steady_mask=st._steady_mask, warmup_count=st.warmup_count)
     return out

@@ -14,13 +14,19 @@ The order of preference (``steps.steps_per_process`` applies it):
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from engine.analysis import iterations as it
-from engine.analysis.step_model import Step, Steps, _warmup_flags, _with, is_library_range
+from engine.analysis.step_model import (
+    Steps,
+    _warmup_flags,
+    _with,
+    is_library_range,
+    retimed,
+    steps_from_arrays,
+)
 from engine.analysis.tables import trace_cache
 
 if TYPE_CHECKING:
@@ -119,18 +125,13 @@ def _steps_from_cuts(trace: Trace, seq: it.OpSequence, cuts: npt.NDArray[np.int6
     if len(cuts) < 2:
         return None
     gs, ge, hs, he = it.gpu_step_times(seq, cuts)
-    durs = (ge - gs).tolist()
-    flags = _warmup_flags(durs)
+    flags = _warmup_flags((ge - gs).tolist())
     for i in range(min(leading_warmup, len(flags) - 1)):
         flags[i] = True
-    steps = tuple(map(Step, range(len(durs)), gs.tolist(), ge.tolist(), flags))
     dur = seq.end - seq.start
-    total = int(dur.sum())
-    gpu = int(dur[int(cuts[0]):].sum())
-    out = Steps(name, source, pk, steps, gpu, total, chosen_by, method, confidence, why, hs, he)
-    flag = np.array(flags, dtype=bool)
-    out.__dict__.update(_starts=gs, _ends=ge, _steady_mask=~flag, warmup_count=int(flag.sum()))
-    return out
+    return steps_from_arrays(name, source, pk, gs, ge, flags, int(dur[int(cuts[0]):].sum()), int(dur.sum()),
+                             chosen_by=chosen_by, method=method, confidence=confidence, why=why,
+                             host_starts=hs, host_ends=he)
 
 
 def gpu_steps(trace: Trace, pk: str, r: Ranges) -> Steps | None:
@@ -266,14 +267,9 @@ def typical_unit(trace: Trace, st: Steps) -> tuple[list[str], npt.NDArray[np.flo
 
 def shifted_steps(st: Steps, move: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.int64]]) -> Steps:
     """``st`` with every time moved by ``move`` (another rank's clock lined up with this one's)."""
-    s, e = move(st._starts), move(st._ends)
-    steps = tuple(Step(x.index, int(a), int(b), x.warmup)
-                  for x, a, b in zip(st.steps, s.tolist(), e.tolist(), strict=True))
     hs = None if st.host_starts is None else move(np.asarray(st.host_starts, dtype=np.int64))
     he = None if st.host_ends is None else move(np.asarray(st.host_ends, dtype=np.int64))
-    out = replace(st, steps=steps, host_starts=hs, host_ends=he)
-    out.__dict__.update(_starts=s, _ends=e, _steady_mask=st._steady_mask, warmup_count=st.warmup_count)
-    return out
+    return retimed(st, move(st._starts), move(st._ends), host_starts=hs, host_ends=he)
 
 
 #: ``--range marker:NAME`` (or ``kernel:NAME``): a step starts at each operation whose name holds NAME

@@ -26,7 +26,7 @@ not repeat, and the path for a range the user names. The values are in :mod:`eng
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -45,6 +45,7 @@ from engine.analysis.step_model import merged as merged
 from engine.analysis.step_model import normalise_range as normalise_range
 from engine.analysis.step_model import range_label as range_label
 from engine.analysis.step_model import split_label as split_label
+from engine.analysis.step_model import steps_from_arrays
 from engine.analysis.tables import corr_keys as corr_keys  # re-exported: callers import them from here
 from engine.analysis.tables import factorize_rows as factorize_rows
 from engine.analysis.tables import match_first as match_first
@@ -288,9 +289,7 @@ def _build(r: Ranges, ops: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np
     rows = rows[np.lexsort((r.end[rows], r.start[rows]))]  # by start, then end
     # Nested instances of the same name (recursion) collapse into their outermost one.
     s, e = merged(r.start[rows], r.end[rows], touching=False)
-    durs = (e - s).tolist()
-    flags = _warmup_flags(durs)
-    steps = tuple(map(Step, range(len(durs)), s.tolist(), e.tolist(), flags))
+    flags = _warmup_flags((e - s).tolist())
     gpu = total = 0
     if pk in ops and len(ops[pk][0]):
         launch, d = ops[pk]
@@ -300,18 +299,7 @@ def _build(r: Ranges, ops: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np
         source = "profiler"
     else:
         source = "library" if is_library_range(name) else "nvtx"
-    out = Steps(name, source, pk, steps, gpu, total, chosen_by)
-    # the arrays its cached properties would build from the Step objects (200k steps: 0.1 s)
-    flag = np.array(flags, dtype=bool)
-    out.__dict__.update(_starts=s, _ends=e, _steady_mask=~flag, warmup_count=int(flag.sum()))
-    return out
-
-
-def _rechosen(st: Steps, chosen_by: str) -> Steps:
-    """``st`` as chosen by ``chosen_by``, with the arrays it has computed (the same steps)."""
-    out = replace(st, chosen_by=chosen_by)
-    out.__dict__.update({k: v for k, v in st.__dict__.items() if k in _DERIVED})
-    return out
+    return steps_from_arrays(name, source, pk, s, e, flags, gpu, total, chosen_by=chosen_by)
 
 
 def steps_per_process(trace: Trace, *, range_name: str | None = None) -> list[Steps]:
