@@ -173,12 +173,7 @@ def _kernel_names(trace: Trace, n: int) -> tuple[npt.NDArray[np.int64], list[str
         have = set(trace.columns(t))
         col = "shortName" if "shortName" in have else "demangledName" if "demangledName" in have else None
         if col is not None:
-            store = trace.column_store()
-            expr = f'"{col}"'
-            ids = store.cached(t, col, expr)
-            if ids is None:
-                ids = store.read(t, {col: expr})[col]
-            ids = np.asarray(ids, dtype=np.int64)
+            ids = np.asarray(trace.column_store().column(t, col, f'"{col}"'), dtype=np.int64)
             if len(ids) == n:
                 uniq, codes = np.unique(ids, return_inverse=True)
                 strings = trace.strings()
@@ -199,11 +194,7 @@ def _copy_kinds(trace: Trace, n: int) -> npt.NDArray[np.int64]:
 
     t = "CUPTI_ACTIVITY_KIND_MEMCPY"
     if isinstance(trace, NsysSqliteTrace) and trace.has_sqlite_table(t) and "copyKind" in trace.columns(t):
-        store = trace.column_store()
-        k = store.cached(t, "copyKind", '"copyKind"')
-        if k is None:
-            k = store.read(t, {"copyKind": '"copyKind"'})["copyKind"]
-        k = np.asarray(k, dtype=np.int64)
+        k = np.asarray(trace.column_store().column(t, "copyKind", '"copyKind"'), dtype=np.int64)
         if len(k) == n:
             return np.where(k < 0, 0, k)
     df = trace.table("memcpy", ["copyKind"])
@@ -225,7 +216,7 @@ def _op_sequences(trace: Trace) -> dict[str, OpSequence]:
     tok, names = _tokens(trace, o.counts)
     if len(tok) != o.n:
         return {}
-    launch = _launch_times(trace, o)
+    launch = o.launch
     out: dict[str, OpSequence] = {}
     for code, pk in enumerate(o.pids):
         rows = np.flatnonzero(o.pid == code) if len(o.pids) > 1 else np.arange(o.n)
@@ -234,36 +225,6 @@ def _op_sequences(trace: Trace) -> dict[str, OpSequence]:
         t = tok[rows]
         out[pk] = OpSequence(pk, rows, t, launch[rows], o.start[rows], o.end[rows],
                              {int(k): names.get(int(k), str(k)) for k in np.unique(t).tolist()})
-    return out
-
-
-def _launch_times(trace: Trace, o: Any) -> npt.NDArray[np.int64]:
-    """Each operation's launch (its API call's start; its own start where unknown).
-
-    By binary search on the calls' (process, correlation id), which CUPTI hands out in increasing
-    order, instead of a general join (a 400k-kernel report: 20 ms instead of 130 ms); the general
-    join (``GpuOps.launch``) where the keys are not unique.
-    """
-    from engine.analysis.calls import api_calls
-
-    calls = api_calls(trace)
-    if not calls.n:
-        return np.asarray(o.start, dtype=np.int64).copy()
-    lut = np.array([calls.pid_code(p) for p in o.pids] + [-2], dtype=np.int64)
-    if (lut[:-1] < 0).any():
-        return np.asarray(o.launch, dtype=np.int64)
-    ckey = calls.pid.astype(np.int64) * (1 << 40) + calls.corr
-    order = None if bool((ckey[1:] >= ckey[:-1]).all()) else np.argsort(ckey, kind="stable")
-    ks = ckey if order is None else ckey[order]
-    if len(ks) > 1 and bool((ks[1:] == ks[:-1]).any()):
-        return np.asarray(o.launch, dtype=np.int64)  # several calls share a key: the general join
-    okey = lut[o.pid].astype(np.int64) * (1 << 40) + o.corr
-    i = np.searchsorted(ks, okey)
-    i = np.minimum(i, len(ks) - 1)
-    hit = ks[i] == okey
-    rows = i if order is None else order[i]
-    out = np.asarray(o.start, dtype=np.int64).copy()
-    out[hit] = calls.start[rows[hit]]
     return out
 
 

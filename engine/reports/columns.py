@@ -227,6 +227,11 @@ class ColumnStore:
         """:meth:`read_async` and wait."""
         return self.read_async(table, exprs, narrow).result()
 
+    def column(self, table: str, name: str, expr: str) -> npt.NDArray[np.int64]:
+        """One column: its cache file mapped, or read (and cached) when it is not cached yet."""
+        arr = self.cached(table, name, expr)
+        return self.read(table, {name: expr})[name] if arr is None else arr
+
     def _read(self, table: str, exprs: dict[str, str], out: dict[str, npt.NDArray[np.int64]],
               narrow: frozenset[str] = frozenset()) -> dict[str, npt.NDArray[np.int64]]:
         import numpy as np
