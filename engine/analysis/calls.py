@@ -325,6 +325,22 @@ _SETUP = re.compile(
 )
 
 
+#: synchronous copies: the host waits until the GPU has done them (and all before them on the stream)
+_BLOCKING_COPIES = frozenset({"cudaMemcpy", "cudaMemcpy2D", "cuMemcpy", "cuMemcpyDtoH", "cuMemcpyHtoD"})
+
+
+def is_blocking_sync(name: str) -> bool:
+    """True for a call that makes the host wait for the GPU (its queue may then drain).
+
+    Stream, device, event and context synchronizations (not a stream waiting on an event: that one
+    returns at once) and synchronous copies; with or without the ``_vNNNN`` suffix.
+    """
+    base = re.sub(r"_v\d+$", "", name)
+    if base in _BLOCKING_COPIES:
+        return True
+    return bool(_SYNC.match(base)) and not base.startswith(("cudaStreamWait", "cuStreamWait"))
+
+
 def api_category(name: str) -> str:
     """Category of a CUDA API call by its name (with or without the ``_vNNNN`` suffix)."""
     base = re.sub(r"_v\d+$", "", name)

@@ -2,30 +2,29 @@
 
 A training (or decode, or benchmark) loop makes each GPU run the same sequence of kernels, copies
 and memsets again and again. Per process, the operations are put in program order (by the start of
-the API call that issued them) and each is given a token (its kernel name, its copy direction,
-"memset"). A token that occurs once per iteration cuts the sequence into segments that all hold the
-same tokens the same number of times; the step is the finest such cut:
+the API call that issued them, ``GpuOps.launch``) and each is given a token (its kernel name, its
+copy direction, "memset"). A marker that occurs once per iteration cuts the sequence into units
+that all hold the same tokens the same number of times; the step is the finest such cut:
 
-- for each count ``c`` that some token has (≥ 3), the most evenly spread token of that count cuts
-  the sequence into ``c`` segments, each summarised by an order-free hash of its tokens;
-- the cut is a *repeat* when at least :data:`SEGMENT_SHARE` of the segments have the most common
-  hash and those segments hold at least :data:`OP_SHARE` of the operations between the first and
-  last cut (a layer repeated inside a step fails the second test: the segment that holds the loss,
-  the backward pass and the optimizer is one of many but holds most of the work);
-- among the repeats, the one with the most segments is the step (an every-other-step token gives a
-  coarser repeat that loses to it).
+- candidate markers are tokens and runs of 2 or 3 tokens whose places are evenly spread, found in a
+  window of the middle of a long sequence; per count of places, the most even one;
+- a cut is a *repeat* when at least :data:`SEGMENT_SHARE` of its units have the most common
+  content (an order-free hash of their tokens) and those units hold at least :data:`OP_SHARE` of
+  the operations (a layer repeated inside a step fails the second test: the unit that holds the
+  loss, the backward pass and the optimizer is one of many but holds most of the work); where the
+  content varies (a decode loop's GEMMs change with the sequence length) units match loosely (as
+  many operations ±10 %, half of them the same kinds); units that differ in a cycle of k (half
+  steps, accumulated micro-batches) are parts of a step, left to a coarser cut;
+- the repeat with the most units is the step (an every-other-step marker gives a coarser one).
 
 A repeat is taken as a step only when each unit holds something a loop iteration does and a layer
-does not: a copy or memset, a host synchronization, a collective, a graph launch or an optimizer
-kernel, or an NVTX range on the host that repeats with it. Otherwise (one inference pass through
-identical layers, a single kernel timed in a loop) there are no steps, and the reason says so.
+does not: a copy between host and GPU, a blocking synchronization, a collective, a graph launch or
+an optimizer kernel. Otherwise (one inference pass through identical layers, a single kernel timed
+in a loop) there are no steps, and :func:`engine.analysis.stepfind.no_steps_reason` says why.
 
-Where NVTX ranges repeat once per unit, they only place the boundaries: an outer range's start, or
-the first of the phases that tile the unit ("data → forward+backward → optimizer"). Steps are timed
-on the GPU: step k runs from the first GPU start of its operations to the first GPU start of step
-k+1 (the last step to the end of its last operation), so the steps tile the GPU's time and their
-durations are the job's pace; the host-side time of each step (from the launch of its first
-operation to the next) is kept beside it.
+Units are timed on the GPU (:func:`gpu_step_times`: they tile the GPU's time, so their durations
+are the job's pace), with the host-side time of each beside it. NVTX ranges only place and name the
+boundaries (:mod:`engine.analysis.stepfind`).
 
 Everything here is numpy over integer columns (no Python object per operation or per step).
 """
@@ -34,7 +33,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -63,9 +62,6 @@ _COPY, _MEMSET = 1 << 40, 1 << 41
 _OPTIMIZER = ("multi_tensor_apply", "adam", "sgd", "lamb", "lion", "optimizer", "fused_", "_foreach")
 _COLLECTIVE = ("nccl", "allreduce", "all_reduce", "allgather", "reducescatter", "reduce_scatter",
                "alltoall", "broadcast", "sendrecv")
-_SYNC_CALLS = frozenset({"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
-                         "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize", "cudaMemcpy",
-                         "cuMemcpyDtoH", "cuMemcpyHtoD", "cudaMemcpy2D", "cuMemcpy"})
 _GRAPH_CALLS = frozenset({"cudaGraphLaunch", "cuGraphLaunch"})
 
 
@@ -362,7 +358,6 @@ def _judge(seq: OpSequence, h: npt.NDArray[np.uint64], cuts: npt.NDArray[np.int6
     period = int(np.median(gaps))
     last_end = min(n, int(cuts[-1]) + period)
     edges = np.append(cuts, last_end)
-    seg_len = np.diff(edges)
     # judged on a window of the middle cuts when the sequence is long
     lo, hi = 0, len(cuts)
     if last_end - int(cuts[0]) > WINDOW_OPS:
@@ -376,7 +371,7 @@ def _judge(seq: OpSequence, h: npt.NDArray[np.uint64], cuts: npt.NDArray[np.int6
         rel = w_edges - w_edges[0]
         seg_hash = cum[rel[1:]] - cum[rel[:-1]]
     w_len = np.diff(w_edges)
-    vals, inv, cnt = np.unique(seg_hash, return_inverse=True, return_counts=True)
+    _vals, inv, cnt = np.unique(seg_hash, return_inverse=True, return_counts=True)
     modal = inv == int(np.argmax(cnt))
     exact = True
     if float(modal.mean()) < SEGMENT_SHARE or float(w_len[modal].sum()) < OP_SHARE * float(w_len.sum()):
@@ -405,13 +400,12 @@ def _judge(seq: OpSequence, h: npt.NDArray[np.uint64], cuts: npt.NDArray[np.int6
     if not exact:
         seg_share *= 0.9
     anchors = _anchors(seq, cuts, last_end, full)
-    del seg_len
     return Repeat(cuts, period, op_share, seg_share, full, marker, anchors)
 
 
 def _anchors(seq: OpSequence, cuts: npt.NDArray[np.int64], last_end: int, modal: npt.NDArray[np.bool_]
              ) -> tuple[str, ...]:
-    """What a common unit holds that marks a loop iteration (copies, memsets, collectives, optimizer)."""
+    """What a common unit holds that marks a loop iteration (host copies, collectives, optimizer)."""
     k = int(np.flatnonzero(modal)[len(np.flatnonzero(modal)) // 2])
     hi = int(cuts[k + 1]) if k + 1 < len(cuts) else last_end
     unit = seq.token[int(cuts[k]):hi]
@@ -430,18 +424,17 @@ def _anchors(seq: OpSequence, cuts: npt.NDArray[np.int64], last_end: int, modal:
 
 def host_marks(trace: Trace, seq: OpSequence, cuts: npt.NDArray[np.int64]) -> tuple[str, ...]:
     """Host API calls that fall once or more in each unit: "sync", "graph launch"."""
-    from engine.analysis.calls import api_calls
+    from engine.analysis.calls import api_calls, is_blocking_sync
 
     calls = api_calls(trace)
     if not calls.n or len(cuts) < 3:
         return ()
-    code = calls.pid_code(seq.pid) if hasattr(calls, "pid_code") else -1
+    code = calls.pid_code(seq.pid)
     if code < 0:
         return ()
     names = calls.names
-    base = [re.sub(r"_v\d+$", "", str(nm)) for nm in names]
-    want = {"sync": [i for i, nm in enumerate(base) if nm in _SYNC_CALLS],
-            "graph launch": [i for i, nm in enumerate(base) if nm in _GRAPH_CALLS]}
+    want = {"sync": [i for i, nm in enumerate(names) if is_blocking_sync(nm)],
+            "graph launch": [i for i, nm in enumerate(names) if re.sub(r"_v\d+$", "", nm) in _GRAPH_CALLS]}
     t = seq.launch[cuts]
     out = []
     mine = calls.pid == code
@@ -490,9 +483,8 @@ def boundary_rotation(seq: OpSequence, rep: Repeat) -> npt.NDArray[np.int64]:
 
 def describe_anchors(anchors: tuple[str, ...]) -> str:
     """'a copy, a synchronization and an optimizer kernel' for the anchors found."""
-    words = {"copy": "a copy", "memset": "a memset", "collective": "a collective",
-             "optimizer": "optimizer kernels",
-             "sync": "a host synchronization", "graph launch": "a graph launch", "nvtx": "an NVTX range"}
+    words = {"copy": "a copy", "collective": "a collective", "optimizer": "optimizer kernels",
+             "sync": "a host synchronization", "graph launch": "a graph launch"}
     parts = [words.get(a, a) for a in anchors]
     if not parts:
         return "nothing"
@@ -539,10 +531,3 @@ def gpu_step_times(seq: OpSequence, cuts: npt.NDArray[np.int64]
     he = np.append(hs[1:], int(seq.launch[int(hi[-1]) - 1]))
     he = np.maximum(he, hs)
     return gs.astype(np.int64), ge.astype(np.int64), hs.astype(np.int64), he.astype(np.int64)
-
-
-def describe_repeat(rep: Repeat) -> dict[str, Any]:
-    """JSON-ready facts about a repeat."""
-    return {"units": rep.count, "ops_per_unit": rep.period_ops, "op_share": round(rep.op_share, 3),
-            "unit_share": round(rep.segment_share, 3), "marker": rep.marker, "anchors": list(rep.anchors),
-            "confidence": rep.confidence}

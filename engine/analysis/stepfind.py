@@ -118,7 +118,7 @@ def _top(ranges: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     return sorted(top, key=lambda a: a[3])
 
 
-def _steps_from_cuts(trace: Trace, seq: it.OpSequence, cuts: npt.NDArray[np.int64], name: str, source: str,
+def _steps_from_cuts(seq: it.OpSequence, cuts: npt.NDArray[np.int64], name: str, source: str,
                      pk: str, chosen_by: str, method: str, confidence: float, why: str,
                      leading_warmup: int = 0) -> Steps | None:
     cuts = np.unique(cuts[(cuts >= 0) & (cuts < seq.n)])
@@ -168,7 +168,7 @@ def gpu_steps(trace: Trace, pk: str, r: Ranges) -> Steps | None:
             first = top[0][1]
             how = f"NVTX phases {name} tile each step"
         source = "profiler" if name.startswith("ProfilerStep#") else "nvtx"
-        st = _steps_from_cuts(trace, seq, first, name, source, pk, "structure", "gpu+nvtx",
+        st = _steps_from_cuts(seq, first, name, source, pk, "structure", "gpu+nvtx",
                               rep.confidence, f"{base_why}; {how}")
         if st is not None:
             return st
@@ -176,12 +176,12 @@ def gpu_steps(trace: Trace, pk: str, r: Ranges) -> Steps | None:
         top = _top(groups)
         g = max(top, key=lambda a: len(a[1]))
         k = round(float(np.median(np.diff(g[1]))) / max(1, rep.period_ops))
-        st = _steps_from_cuts(trace, seq, g[1], g[0], "nvtx", pk, "structure", "gpu+nvtx", rep.confidence,
+        st = _steps_from_cuts(seq, g[1], g[0], "nvtx", pk, "structure", "gpu+nvtx", rep.confidence,
                               f"{base_why}; NVTX range {g[0]} holds {k} repeats each and marks the step")
         if st is not None:
             return st
     name = f"GPU repeat of {rep.period_ops} ops"
-    return _steps_from_cuts(trace, seq, cuts, name, "gpu", pk, "structure", "gpu", rep.confidence, base_why,
+    return _steps_from_cuts(seq, cuts, name, "gpu", pk, "structure", "gpu", rep.confidence, base_why,
                             leading_warmup=lead)
 
 
@@ -199,7 +199,7 @@ def nvtx_steps_on_gpu(trace: Trace, st: Steps, why: str, confidence: float, chos
     if (first >= 0).sum() < 2:
         return _with(st, why=why, confidence=confidence, method="nvtx", chosen_by=chosen_by,
                      host_starts=host_s, host_ends=host_e)
-    got = _steps_from_cuts(trace, seq, first[first >= 0], st.range_name, st.source, st.pid, chosen_by,
+    got = _steps_from_cuts(seq, first[first >= 0], st.range_name, st.source, st.pid, chosen_by,
                            "nvtx", confidence, why)
     return got if got is not None else st
 
@@ -254,9 +254,9 @@ def typical_unit(trace: Trace, st: Steps) -> tuple[list[str], npt.NDArray[np.flo
         cum = np.concatenate([[np.uint64(0)], np.cumsum(h, dtype=np.uint64)])
         sums = cum[hi[steady]] - cum[lo[steady]]
     keys = list(zip((hi[steady] - lo[steady]).tolist(), sums.tolist(), strict=True))
-    (length, _), _n = Counter(keys).most_common(1)[0]
-    same = [k for k, key in zip(steady.tolist(), keys, strict=True)
-            if key == Counter(keys).most_common(1)[0][0]]
+    common = Counter(keys).most_common(1)[0][0]
+    length = common[0]
+    same = [k for k, key in zip(steady.tolist(), keys, strict=True) if key == common]
     if not length or not same:
         return None
     idx = lo[np.array(same)][:, None] + np.arange(length)[None, :]
@@ -289,7 +289,7 @@ def marker_steps(trace: Trace, range_name: str) -> list[Steps]:
         if not hits:
             continue
         cuts = np.flatnonzero(np.isin(seq.token, np.array(hits, dtype=np.int64))).astype(np.int64)
-        st = _steps_from_cuts(trace, seq, cuts, range_name, "marker", pk, "user", "marker", 1.0,
+        st = _steps_from_cuts(seq, cuts, range_name, "marker", pk, "user", "marker", 1.0,
                               f"a step starts at each of the {len(cuts)} operations named like {needle!r} "
                               "(chosen by the user)")
         if st is not None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.analysis.calls import CATEGORY_ORDER, ApiCalls, api_calls
+from engine.analysis.calls import CATEGORY_ORDER, ApiCalls, api_calls, is_blocking_sync
 from engine.analysis.findings.gains import HOST, Context, gain_from, severity_of
 from engine.analysis.findings.model import Evidence, Finding, Gain, fmt_time, pct
 from engine.analysis.ops import GpuOps, gpu_op_columns
@@ -40,6 +40,11 @@ def _idle_in(ctx: Context, a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -
     return window, max(window - busy, 0)
 
 
+def _graph_launches(names: tuple[str, ...]) -> npt.NDArray[np.bool_]:
+    """Which call names are graph launches (by name code; one False after them for "no name": -1)."""
+    return np.array(["GraphLaunch" in n for n in names] + [False], dtype=bool)
+
+
 def _kernel_launches(ops: GpuOps, calls: ApiCalls
                      ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
     """(kernel durations, launch call durations, launch starts) of the kernels whose launch call is known.
@@ -49,7 +54,7 @@ def _kernel_launches(ops: GpuOps, calls: ApiCalls
     """
     launch_cat = CATEGORY_ORDER.index("launches")
     # a graph replay's kernels share one cudaGraphLaunch: no launch overhead of their own
-    graph = np.array(["GraphLaunch" in n for n in calls.names] + [False], dtype=bool)
+    graph = _graph_launches(calls.names)
     if ops.calls_unique:
         # each (process, correlation id) has one call: the operations' own join, kept for launches
         is_k = ops.kind == 0
@@ -127,7 +132,6 @@ def _idle_causes(ctx: Context) -> dict[str, int] | None:
         return {"idle": 0, "sync": 0, "host": 0, "launch": 0, "other": 0, "window": window}
     # every thread of the process (PyTorch launches the backward pass from its autograd thread), the
     # calls from a little before the first steady step to the last one's end
-    sync_cat = CATEGORY_ORDER.index("synchronization")
     st_all = calls.start
     sel = np.flatnonzero((calls.pid == code) & (st_all >= int(a.min()) - int(1e9)) & (st_all < int(b.max())))
     if not len(sel):
@@ -136,12 +140,9 @@ def _idle_causes(ctx: Context) -> dict[str, int] | None:
     order = sel if bool((ss[1:] >= ss[:-1]).all()) else sel[np.argsort(ss, kind="stable")]
     cs, ce, cat = calls.start[order], calls.end[order], calls.category[order]
     names = calls.names
-    blocking = np.array([not n.startswith(("cudaStreamWait", "cuStreamWait")) for n in names] + [False],
-                        dtype=bool)
+    blocking = np.array([is_blocking_sync(n) for n in names] + [False], dtype=bool)
     name = calls.name[order]
-    is_sync = (cat == sync_cat) & blocking[np.where(name >= 0, name, len(names))]
-    is_sync |= np.isin(name, [i for i, n in enumerate(names)
-                              if n in ("cudaMemcpy", "cuMemcpyDtoH", "cuMemcpyHtoD")])
+    is_sync = blocking[np.where(name >= 0, name, len(names))]
     lo, hi = float(a.min()), float(b.max())
     bs, be = _blocks(ctx)
     cum = gpu_op_columns(ctx.trace).busy_cum(ctx.steps.pid)
@@ -169,7 +170,7 @@ def _idle_causes(ctx: Context) -> dict[str, int] | None:
     # while the host launches kernels one at a time: from each launch call (not a graph's) to the
     # next call, when that follows within HOST_GAP_NS (a graph's own gaps between its nodes are not
     # the host's)
-    graph = np.array(["GraphLaunch" in n for n in names] + [False], dtype=bool)
+    graph = _graph_launches(names)
     is_launch = (cat == CATEGORY_ORDER.index("launches")) & ~graph[np.where(name >= 0, name, len(names))]
     nxt_start = np.append(cs[1:], ce[-1:])
     close = is_launch & (nxt_start - run_end <= HOST_GAP_NS)
