@@ -93,27 +93,18 @@ def _op(name: str) -> str:
     return m.group(1) if m else name
 
 
-_Waits = dict[int, list[tuple[int, int]]]
+#: per rank: (launch, wait, kernel start on the rank's own clock) of each of its NCCL kernels
+_Waits = dict[int, list[tuple[int, int, int]]]
 
 
 def _collectives(inputs: list[RankInput], zero: int) -> tuple[list[Collective], _Waits, int | None, int]:
-    """Match NCCL kernels across ranks; (collectives, per rank [(launch, wait)], end spread, clipped)."""
-    per_rank: dict[int, dict[tuple[str, int], int]] = {}
-    for r in inputs:
-        order = np.argsort(r.nccl_start, kind="stable")
-        seen: dict[str, int] = defaultdict(int)
-        keys: dict[tuple[str, int], int] = {}
-        for i in order:
-            op = _op(r.nccl_name[i])
-            keys[(op, seen[op])] = int(i)
-            seen[op] += 1
-        per_rank[r.rank] = keys
+    """Match NCCL kernels across ranks; (collectives, per rank waits, end spread, clipped)."""
+    per_rank = {r.rank: _keyed(r) for r in inputs}
     all_keys: dict[tuple[str, int], int] = defaultdict(int)
     for keys in per_rank.values():
         for key in keys:
             all_keys[key] += 1
-    waits: dict[int, list[tuple[int, int]]] = {r.rank: [] for r in inputs}
-    intervals: dict[int, list[tuple[int, int]]] = {r.rank: [] for r in inputs}
+    waits: _Waits = {r.rank: [] for r in inputs}
     rows = []
     spreads = []
     clipped = 0
@@ -134,10 +125,7 @@ def _collectives(inputs: list[RankInput], zero: int) -> tuple[list[Collective], 
                 clipped += key[0] in SYMMETRIC  # a broadcast root may finish before the others start
                 wait = dur
             w[str(r.rank)] = max(0, wait)
-            waits[r.rank].append((int(r.nccl_launch[i]), w[str(r.rank)]))
-            if wait > 0:  # the wait as an interval on the rank's own clock
-                raw = int(r.nccl_start[i])
-                intervals[r.rank].append((raw, raw + int(wait)))
+            waits[r.rank].append((int(r.nccl_launch[i]), w[str(r.rank)], int(r.nccl_start[i])))
         if key[0] in SYMMETRIC:  # every rank must join before any can finish: ends line up
             spreads.append(max(ends.values()) - min(ends.values()))
         first_r, first_i = members[0]
@@ -146,14 +134,21 @@ def _collectives(inputs: list[RankInput], zero: int) -> tuple[list[Collective], 
     rows.sort(key=lambda x: (x[0], x[1]))
     out = [Collective(i, op, name, nbytes, start, end, skew, last, w)
            for i, (start, op, name, nbytes, end, skew, last, w) in enumerate(rows)]
-    for r in inputs:  # kept on the input: the per-step partition reads them
-        iv = intervals[r.rank]
-        r.__dict__["wait_intervals"] = (np.array([a for a, _ in iv], dtype=I64),
-                                        np.array([b for _, b in iv], dtype=I64))
     return out, waits, (int(np.median(spreads)) if spreads else None), clipped
 
 
-def _step_costs(r: RankInput, waits: list[tuple[int, int]], shift: int) -> list[StepCost]:
+def _keyed(r: RankInput) -> dict[tuple[str, int], int]:
+    """A rank's NCCL kernels by (operation, k): its k-th kernel of that operation in start order."""
+    seen: dict[str, int] = defaultdict(int)
+    keys: dict[tuple[str, int], int] = {}
+    for i in np.argsort(r.nccl_start, kind="stable").tolist():
+        op = _op(r.nccl_name[i])
+        keys[(op, seen[op])] = int(i)
+        seen[op] += 1
+    return keys
+
+
+def _step_costs(r: RankInput, waits: list[tuple[int, int, int]], shift: int) -> list[StepCost]:
     """Per step of one rank: the NCCL / compute / idle partition, waits and host time."""
     comp = (r.compute_start, r.compute_end)
     nccl = (r.nccl_start, r.nccl_end)
@@ -174,13 +169,17 @@ def _step_costs(r: RankInput, waits: list[tuple[int, int]], shift: int) -> list[
     overlap = nccl_ns + c_b.covered(lo, hi) - busy
     host = span - ag_b.covered(lo, hi)
     compute_all = c_b.covered(lo, hi)
-    ws, we = r.__dict__.get("wait_intervals", (np.zeros(0, dtype=I64), np.zeros(0, dtype=I64)))
-    exposed = _cat(comp, (ws, we)).covered(lo, hi) - compute_all  # waits with nothing else to run
+    # each wait as an interval on the rank's own clock (from its kernel's start), their union minus
+    # the rank's compute: the time it waited with nothing else to run
+    ws = np.array([s for _, w, s in waits if w > 0], dtype=I64)
+    we = ws + np.array([w for _, w, _s in waits if w > 0], dtype=I64)
+    exposed = _cat(comp, (ws, we)).covered(lo, hi) - compute_all
     # NCCL waits belong to the step whose window holds the kernel's launch (windows may overlap: each
     # window sums the waits launched inside it)
-    order = np.argsort(np.array([a for a, _ in waits], dtype=I64), kind="stable")
-    w_launch = np.array([a for a, _ in waits], dtype=I64)[order]
-    w_cum = np.concatenate([[0], np.cumsum(np.array([b for _, b in waits], dtype=I64)[order])]).astype(I64)
+    order = np.argsort(np.array([a for a, _, _s in waits], dtype=I64), kind="stable")
+    w_launch = np.array([a for a, _, _s in waits], dtype=I64)[order]
+    w_each = np.array([b for _, b, _s in waits], dtype=I64)[order]
+    w_cum = np.concatenate([[0], np.cumsum(w_each)]).astype(I64)
     wait = w_cum[np.searchsorted(w_launch, hi, side="left")] - \
         w_cum[np.searchsorted(w_launch, lo, side="left")]
     return [StepCost(index, int(a) + shift, int(b) + shift, int(bu - nc), int(nc), int(wt), int(sp - bu),
@@ -256,14 +255,16 @@ def _lcs_unmatched(a: list[str], b: list[str]) -> list[int]:
 def _extra_work(units: dict[int, Any], s: int, others: list[int]) -> tuple[int, str]:
     """GPU work per step the straggler runs beyond the others: a diff of one typical step.
 
-    The straggler's typical step (its operations in order, NCCL kernels left out) is aligned with
-    each other rank's (longest common subsequence); the operations only the straggler runs are its
-    extra work, at their own median durations. The smallest extra over the other ranks is kept.
+    The straggler's typical step (its operations in order, NCCL kernels left out) is diffed against
+    each other rank's (:func:`_lcs_unmatched`); the operations only the straggler runs are its extra
+    work, at their own median durations. The smallest extra over the other ranks is kept.
     """
+    from collections import Counter
+
     mine = units.get(s)
     if not mine:
         return 0, ""
-    names = [n for n in mine[0]]
+    names = list(mine[0])
     keep = [i for i, n in enumerate(names) if not NCCL_KERNEL.match(n)]
     a = [names[i] for i in keep]
     best: tuple[int, str] | None = None
@@ -274,8 +275,6 @@ def _extra_work(units: dict[int, Any], s: int, others: list[int]) -> tuple[int, 
         b = [n for n in theirs[0] if not NCCL_KERNEL.match(n)]
         extra = _lcs_unmatched(a, b)
         ns = int(sum(float(mine[1][keep[i]]) for i in extra))
-        from collections import Counter
-
         top = Counter(a[i] for i in extra).most_common(1)
         text = f"{top[0][1]} × {top[0][0][:60]}" if top else ""
         if best is None or ns < best[0]:
@@ -289,9 +288,11 @@ def _straggler(rows: list[RankRow], colls: list[Collective],
 
     Per steady step (lined up across ranks on the shared clock), each rank's exposed wait is the time
     it waited for another rank with nothing else to run. The rank that waited least is the one the
-    others waited for; what it cost that step is the smallest exposed wait among the others (the
-    step would be that much shorter had it been on time). The straggler is the rank that cost the
-    most over the steps; steps where another rank was slow show whether it moves.
+    others waited for in that step, at the cost of the smallest exposed wait among the others; the
+    straggler is the rank that cost the most over the steps (steps where another rank was slow show
+    whether it moves). What it costs is then its extra time on the critical path: the GPU work only
+    it runs (:func:`_extra_work`) or the host time its GPU idles, at least the others' exposed wait
+    and at most a step.
     """
     if len(rows) < 2 or not colls:
         return None, None
@@ -328,9 +329,10 @@ def _straggler(rows: list[RankRow], colls: list[Collective],
     row = next(r for r in rows if r.rank == s)
     others = [r for r in rows if r.rank != s]
 
-    def med(rank: int, attr: str) -> int:
-        return _median([getattr(g[rank], attr) for g in steps if per[steps.index(g)][1] == s] or
-                       [getattr(g[rank], attr) for g in steps])
+    slow_in = [g for g, p in zip(steps, per, strict=True) if p[1] == s]
+
+    def med(rank: int, attr: str) -> int:  # the median over the steps where it is slow
+        return _median([getattr(g[rank], attr) for g in slow_in] or [getattr(g[rank], attr) for g in steps])
 
     deltas = {}
     for attr, label in (("gpu_compute_ns", "GPU compute"),
@@ -395,15 +397,7 @@ def _fit_clocks(inputs: list[RankInput]) -> list[str]:
     sentence per rank moved.
     """
     def ends(r: RankInput) -> dict[tuple[str, int], int]:
-        order = np.argsort(r.nccl_start, kind="stable")
-        seen: dict[str, int] = defaultdict(int)
-        out = {}
-        for i in order.tolist():
-            op = _op(r.nccl_name[i])
-            if op in SYMMETRIC:
-                out[(op, seen[op])] = int(r.nccl_end[i]) + r.offset_ns
-            seen[op] += 1
-        return out
+        return {k: int(r.nccl_end[i]) + r.offset_ns for k, i in _keyed(r).items() if k[0] in SYMMETRIC}
 
     if len(inputs) < 2:
         return []

@@ -52,8 +52,6 @@ class RankInput:
     nccl_bytes: list[int | None] = field(default_factory=list)
     calls: Counter[str] = field(default_factory=Counter)
     rank: int = -1
-    #: name of each compute operation (kernels by name, "memcpy", "memset"), row for row with compute_start
-    compute_name: Any = None
     #: one typical steady step: its operations' names in order and their median GPU durations
     unit: Any = None
 
@@ -192,12 +190,11 @@ def ranks_of(trace: Trace, *, range_name: str | None = None) -> list[RankInput]:
     k = trace.table("kernels", ["start", "end", "deviceId", "correlationId", "pid", "name"])
     if not len(k):
         return []
-    frames = [pd.DataFrame({"start": k["start"], "end": k["end"], "pid": k["pid"],
-                            "name": k["name"].fillna("").astype(str)})]
+    frames = [pd.DataFrame({"start": k["start"], "end": k["end"], "pid": k["pid"]})]
     for kind in ("memcpy", "memset"):
         t = trace.table(kind, ["start", "end", "pid"])
         if len(t):
-            frames.append(t[["start", "end", "pid"]].assign(name=kind))
+            frames.append(t[["start", "end", "pid"]])
     ops = pd.concat(frames, ignore_index=True)
     ops_pk = _pid_keys(ops["pid"])
     k_pk = _pid_keys(k["pid"])
@@ -233,7 +230,6 @@ def ranks_of(trace: Trace, *, range_name: str | None = None) -> list[RankInput]:
             offset_ns=offset or 0,
             compute_start=ops["start"].to_numpy(np.int64)[osel],
             compute_end=ops["end"].to_numpy(np.int64)[osel],
-            compute_name=ops["name"].to_numpy(dtype=object)[osel],
             nccl_start=nstart, nccl_end=nk["end"].to_numpy(np.int64), nccl_launch=launch,
             nccl_name=[str(n) for n in names[nsel]], api_start=a_s, api_end=a_e,
             steps=steps.get(str(pk)),
