@@ -372,6 +372,15 @@ def _steps_per_process(trace: Trace, range_name: str | None) -> list[Steps]:
     return out
 
 
+def summary_steps(trace: Trace, iterations: Any) -> list[Steps]:
+    """The steps a summary's ``iterations`` were measured in, every process's.
+
+    As the summary chose them: found by structure, or the range the user named.
+    """
+    name = iterations.range if iterations.chosen_by == "user" else None
+    return steps_per_process(trace, range_name=name)
+
+
 def find_steps(trace: Trace, *, pid: Any = None, range_name: str | None = None) -> Steps | None:
     """The iterations of one process.
 

@@ -113,10 +113,9 @@ def steps_of(report: LoadedReport) -> Any:
     it = getattr(summary, "iterations", None)
     if it is None or getattr(report, "trace", None) is None:
         return None
-    from engine.analysis.steps import steps_per_process
+    from engine.analysis.steps import summary_steps
 
-    every = steps_per_process(report.trace, range_name=it.range if it.chosen_by == "user" else None)
-    return next((st for st in every if st.pid == it.pid), None)
+    return next((st for st in summary_steps(report.trace, it) if st.pid == it.pid), None)
 
 
 def overview_source(report: LoadedReport, min_events: int) -> Any:

@@ -47,9 +47,9 @@ class Context:
         every: tuple[Steps, ...] = ()
         it = summary.iterations
         if it is not None:
-            from engine.analysis.steps import steps_per_process
+            from engine.analysis.steps import summary_steps
 
-            every = tuple(steps_per_process(trace, range_name=it.range))
+            every = tuple(summary_steps(trace, it))
             steps = next((st for st in every if st.pid == it.pid), None)
         return cls(trace, summary, reference, steps, every)
 
