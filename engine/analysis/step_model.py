@@ -335,6 +335,12 @@ _DERIVED = frozenset({"_starts", "_ends", "_steady_mask", "warmup_count", "stead
 
 
 
+#: how steps were found (``Steps.method``), in words for the summary's text and the window
+METHOD_WORDS = {"gpu": "found from the GPU's repeating work",
+                "gpu+nvtx": "found from the GPU's repeating work, placed by NVTX",
+                "nvtx": "an NVTX range", "marker": "cut at a marker operation the user named"}
+
+
 def _with(st: Steps, **kw: Any) -> Steps:
     """``st`` with other field values (the same steps: the arrays it has computed are kept)."""
     out = replace(st, **kw)

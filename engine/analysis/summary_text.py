@@ -80,9 +80,9 @@ def format_summary(s: Summary) -> str:
                      f"{it.warmup_count} warm-up, first {_ms(it.first_ns)}, steady median "
                      f"{_ms(it.steady_median_ns)} on the GPU, GPU busy per step "
                      f"{_ms(it.gpu_busy_per_step_ns)}")
-        found = {"gpu": "found from the GPU's repeating work",
-                 "gpu+nvtx": "found from the GPU's repeating work, placed by NVTX",
-                 "nvtx": "an NVTX range"}.get(it.method, it.method)
+        from engine.analysis.step_model import METHOD_WORDS
+
+        found = METHOD_WORDS.get(it.method, it.method)
         lines.append(f"  how: {found}, confidence {it.confidence:.0%}" + (f" ({it.why})" if it.why else ""))
         host_ns = it.host_steady_median_ns
         if host_ns is not None and it.steady_median_ns and host_ns < 0.8 * it.steady_median_ns:

@@ -563,8 +563,9 @@ def iterations_html(it: Iterations) -> str:
         f"{fmt.duration(it.first_ns)}, the steady median {fmt.duration(it.steady_median_ns)} on the GPU, "
         f"GPU busy {fmt.duration(it.gpu_busy_per_step_ns)} per step."
     ]
-    how = {"gpu": "found from the GPU's repeating work", "gpu+nvtx": "found from the GPU's repeating work, "
-           "placed by NVTX", "nvtx": "an NVTX range"}.get(getattr(it, "method", ""), "")
+    from engine.analysis.step_model import METHOD_WORDS
+
+    how = METHOD_WORDS.get(getattr(it, "method", ""), "")
     if how:
         lines.append(f"How: {how} (confidence {getattr(it, 'confidence', 1.0):.0%}).")
     host = getattr(it, "host_steady_median_ns", None)
