@@ -443,9 +443,32 @@ def ddp(a):
     dist.destroy_process_group()
 
 
+#: variant -> (program, whether it records NVTX ranges)
+VARIANTS = {
+    "outer": (lambda a: train_loop(a, outer=True, phases=True, sync=True), True),
+    "phases": (lambda a: train_loop(a, outer=False, phases=True, sync=True), True),
+    "nonvtx": (lambda a: train_loop(a, outer=False, phases=False, sync=True), False),
+    "ahead": (lambda a: train_loop(a, outer=True, phases=True, sync=False), True),
+    "stall": (lambda a: train_loop(a, outer=True, phases=False, sync=True, stall_every=5, stall_ms=25.0),
+              True),
+    "perop": (perop, True),
+    "perop_busy": (lambda a: perop(a, width=4096, depth=3), True),
+    "infer_layers": (infer_layers, False),
+    "decode": (decode, False),
+    "graph": (graph, False),
+    "infer": (infer, False),
+    "accum": (accum, False),
+    "conv": (conv, False),
+    "bench": (bench, False),
+    "gpu_stall": (gpu_stall, False),
+    "launch": (lambda a: launch(a, False), False),
+    "launch_graph": (lambda a: launch(a, True), False),
+}
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("variant")
+    ap.add_argument("variant", choices=(*VARIANTS, "ddp"))
     ap.add_argument("--out", default=".")
     ap.add_argument("--tag", default="")
     ap.add_argument("--steps", type=int, default=40)
@@ -459,48 +482,16 @@ def main():
     ap.add_argument("--sync-every", type=int, default=0)
     ap.add_argument("--width", type=int, default=4096)
     a = ap.parse_args()
-    v = a.variant
-    NVTX["on"] = v not in ("nonvtx", "decode", "graph", "infer", "infer_layers", "launch", "launch_graph",
-                            "accum", "conv", "bench", "gpu_stall") and a.nvtx != "none"
-    if v == "ddp":
+    if a.variant == "ddp":
+        NVTX["on"] = a.nvtx != "none"
         return ddp(a)
+    program, nvtx = VARIANTS[a.variant]
+    NVTX["on"] = nvtx and a.nvtx != "none"
     torch.manual_seed(0)
-    if v == "outer":
-        doc = train_loop(a, outer=True, phases=True, sync=True)
-    elif v == "phases":
-        doc = train_loop(a, outer=False, phases=True, sync=True)
-    elif v == "nonvtx":
-        doc = train_loop(a, outer=False, phases=False, sync=True)
-    elif v == "ahead":
-        doc = train_loop(a, outer=True, phases=True, sync=False)
-    elif v == "stall":
-        doc = train_loop(a, outer=True, phases=False, sync=True, stall_every=5, stall_ms=25.0)
-    elif v == "perop":
-        doc = perop(a)
-    elif v == "perop_busy":
-        doc = perop(a, width=4096, depth=3)
-    elif v == "infer_layers":
-        doc = infer_layers(a)
-    elif v == "decode":
-        doc = decode(a)
-    elif v == "graph":
-        doc = graph(a)
-    elif v == "infer":
-        doc = infer(a)
-    elif v == "accum":
-        doc = accum(a)
-    elif v == "conv":
-        doc = conv(a)
-    elif v == "bench":
-        doc = bench(a)
-    elif v == "gpu_stall":
-        doc = gpu_stall(a)
-    elif v in ("launch", "launch_graph"):
-        doc = launch(a, v == "launch_graph")
-    else:
-        raise SystemExit(f"unknown variant {v}")
+    doc = program(a)
     torch.cuda.synchronize()
     write(a, doc)
+    return None
 
 
 if __name__ == "__main__":
