@@ -50,7 +50,10 @@ def test_readme_names_every_library_the_plugin_needs() -> None:
 
 
 def _lib_path(soname: str) -> Path:
-    ctypes.CDLL(soname)
+    try:
+        ctypes.CDLL(soname)
+    except OSError:  # a machine without the README's X11 libraries: nothing to hide
+        pytest.skip(f"{soname} is not installed here (the README's apt line installs it)")
     for line in Path("/proc/self/maps").read_text().splitlines():
         if line.rstrip().endswith(soname) or f"/{soname}." in line:
             return Path(line.split()[-1])
