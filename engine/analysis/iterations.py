@@ -170,8 +170,10 @@ def _kernel_names(trace: Trace, n: int) -> tuple[npt.NDArray[np.int64], list[str
         col = "shortName" if "shortName" in have else "demangledName" if "demangledName" in have else None
         if col is not None:
             ids = np.asarray(trace.column_store().column(t, col, f'"{col}"'), dtype=np.int64)
-            if len(ids) == n:
-                uniq, codes = np.unique(ids, return_inverse=True)
+            if len(ids) == n and (not n or int(ids.min()) >= 0):
+                from engine.analysis.tables import small_codes
+
+                codes, uniq = small_codes(ids)  # a few names among many kernels: no sort of every row
                 strings = trace.strings()
                 return codes.astype(np.int64), [str(strings.get(int(u), u)) for u in uniq.tolist()]
     import pandas as pd
@@ -293,8 +295,14 @@ def find_repeat(seq: OpSequence,
         lo = (n - MARKER_WINDOW) // 2
     win = slice(lo, lo + min(n, MARKER_WINDOW))
     for _c, _spread, wcuts, label in _markers(seq.token[win], h[win])[:MAX_COUNTS]:
-        cuts = (wcuts + lo if lo == 0 and n <= MARKER_WINDOW
-                else _all_places(seq.token, h, label, wcuts + lo))
+        if lo or n > MARKER_WINDOW:
+            # judged on the window first: most candidates fail there, before their places in the
+            # whole sequence are looked for
+            if len(wcuts) < 3 or _judge(seq, h, wcuts + lo, "", whole=False) is None:
+                continue
+            cuts = _all_places(seq.token, h, label, wcuts + lo)
+        else:
+            cuts = wcuts
         if len(cuts) < 3:
             continue
         g, tok = label.split(":")
@@ -350,9 +358,13 @@ def _similar(seq: OpSequence, edges: npt.NDArray[np.int64]) -> npt.NDArray[np.fl
     return out
 
 
-def _judge(seq: OpSequence, h: npt.NDArray[np.uint64], cuts: npt.NDArray[np.int64], marker: str
-           ) -> Repeat | None:
-    """The cut at ``cuts`` as a Repeat when its segments repeat (the tests in the module docstring)."""
+def _judge(seq: OpSequence, h: npt.NDArray[np.uint64], cuts: npt.NDArray[np.int64], marker: str, *,
+           whole: bool = True) -> Repeat | None:
+    """The cut at ``cuts`` as a Repeat when its segments repeat (the tests in the module docstring).
+
+    With ``whole=False`` (cuts in a window of the sequence) the looped region's share of the whole
+    is not asked for.
+    """
     n = seq.n
     gaps = np.diff(cuts)
     period = int(np.median(gaps))
@@ -393,7 +405,7 @@ def _judge(seq: OpSequence, h: npt.NDArray[np.uint64], cuts: npt.NDArray[np.int6
     # the looped region holds enough of the process's operations or of its GPU time span
     span = float(seq.end.max() - seq.start.min())
     region = float(seq.end[int(cuts[0]):last_end].max() - seq.start[int(cuts[0]):last_end].min())
-    if (last_end - int(cuts[0])) < GPU_SHARE * n and region < GPU_SHARE * span:
+    if whole and (last_end - int(cuts[0])) < GPU_SHARE * n and region < GPU_SHARE * span:
         return None
     full = np.zeros(len(cuts), dtype=bool)
     full[lo:hi] = modal
