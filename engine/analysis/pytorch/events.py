@@ -1,0 +1,443 @@
+"""A PyTorch program's host events and GPU work, read once from a Kineto trace or an nsys report.
+
+``torch_events(trace)`` gives one :class:`TorchEvents` per trace (cached): the host ranges (aten
+operators, ``record_function`` annotations, Python frames and ``nn.Module`` calls, profiler steps)
+as columns with their nesting, and the GPU operations (kernels, copies, memsets) each linked to the
+operator that launched it.
+
+- **Kineto** (``torch.profiler``): operators are ``cpu_op`` events; a GPU event names its launching
+  operator by ``External id`` (the innermost operator, as ``key_averages()`` attributes it);
+  ``with_stack`` / ``with_modules`` add ``python_function`` events, a module's being named
+  ``nn.Module: Class_N``; ``record_shapes`` adds ``Input Dims`` and ``Input type``.
+- **nsys** with PyTorch NVTX (``--pytorch=autograd-nvtx`` / ``autograd-shapes-nvtx``,
+  ``torch.autograd.profiler.emit_nvtx``, ``record_function``): operators are NVTX ranges whose text
+  starts with the op name (``aten::addmm, seq = 12, op_id = 40, sizes = [[...]]``); a GPU operation
+  belongs to the innermost operator range open on its launching thread when its API call started.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from engine.analysis.tables import trace_cache
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from engine.reports.base import Trace
+
+#: host event categories
+OP, ANNOTATION, PYTHON, MODULE, STEP, API = 0, 1, 2, 3, 4, 5
+CATEGORY_NAMES = ("operator", "annotation", "python", "module", "step", "cuda api")
+#: GPU operation kinds
+KERNEL, MEMCPY, MEMSET = 0, 1, 2
+GPU_KIND_NAMES = ("kernel", "memcpy", "memset")
+
+_MODULE_PREFIX = "nn.Module: "
+_BACKWARD_PREFIX = "autograd::engine::evaluate_function"
+_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+_NVTX_OP_RE = re.compile(r"^(.+?), (?:seq|op_id) = \d+")
+_NVTX_SEQ_RE = re.compile(r"seq = (\d+)")
+_NVTX_SIZES_RE = re.compile(r"sizes = (\[.*\])")
+
+
+@dataclass
+class TorchEvents:
+    """Host ranges and GPU operations of one program, as columns (times in ns from the trace start).
+
+    Attributes:
+        names: the distinct host event names; ``name`` codes into it.
+        cat: the category (:data:`OP`, :data:`ANNOTATION`, :data:`PYTHON`, :data:`MODULE`, :data:`STEP`).
+        start, end: host time of each range.
+        thread: a code per (process, thread); ``threads`` holds the labels.
+        seq: the autograd sequence number (-1: none); ``fwd``: 1 on the backward pass's operators.
+        shapes, dtypes: the input shapes and types as text ("" when not recorded).
+        parent: the enclosing range on the same thread (-1: none); ranges are sorted by thread, start.
+        op_parent: the nearest enclosing operator or annotation (what a self time is taken from).
+        gpu_*: the GPU operations: name, kind, start, end, device, stream, grid, block, bytes and
+            ``gpu_op``, the index of the host range that launched it (-1: not known).
+        merged: an operator that is the only child of an operator of the same name (a dispatch
+            layer calling the op again, e.g. under autocast): counted as part of its parent, as
+            ``key_averages()`` does; its GPU work and children belong to the parent.
+        source: "kineto" or "nsys"; ``notes``: sentences about what the trace lacks.
+
+    """
+
+    names: list[str]
+    name: npt.NDArray[np.int32]
+    cat: npt.NDArray[np.int8]
+    start: npt.NDArray[np.int64]
+    end: npt.NDArray[np.int64]
+    thread: npt.NDArray[np.int32]
+    threads: list[str]
+    seq: npt.NDArray[np.int64]
+    backward: npt.NDArray[np.bool_]
+    shapes: list[str]
+    dtypes: list[str]
+    parent: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    op_parent: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    gpu_names: list[str] = field(default_factory=list)
+    gpu_name: npt.NDArray[np.int32] = field(default_factory=lambda: np.zeros(0, np.int32))
+    gpu_kind: npt.NDArray[np.int8] = field(default_factory=lambda: np.zeros(0, np.int8))
+    gpu_start: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    gpu_end: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    gpu_device: npt.NDArray[np.int32] = field(default_factory=lambda: np.zeros(0, np.int32))
+    gpu_stream: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    gpu_bytes: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    gpu_grid: list[str] = field(default_factory=list)
+    gpu_block: list[str] = field(default_factory=list)
+    gpu_op: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    merged: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, np.bool_))
+    source: str = "kineto"
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def n(self) -> int:
+        return len(self.start)
+
+    def label(self, i: int) -> str:
+        """The name of host range ``i``."""
+        return self.names[int(self.name[i])]
+
+    def gpu_label(self, j: int) -> str:
+        """The name of GPU operation ``j``."""
+        return self.gpu_names[int(self.gpu_name[j])]
+
+    def has_operators(self) -> bool:
+        return bool(np.any(self.cat == OP))
+
+
+def torch_events(trace: Trace) -> TorchEvents:
+    """The PyTorch events of ``trace`` (built once per trace; see the module docstring)."""
+    return trace_cache(trace, "pytorch.events", lambda: _build(trace))
+
+
+def _build(trace: Trace) -> TorchEvents:
+    if trace.info.kind == "kineto":
+        ev = _from_kineto(trace)
+    else:
+        ev = _from_nsys(trace)
+    _nest(ev)
+    _mark_backward(ev)
+    _merge_dispatch_duplicates(ev)
+    return ev
+
+
+class _Rows:
+    """Host ranges collected row by row, then turned into columns."""
+
+    def __init__(self) -> None:
+        self.name: list[str] = []
+        self.cat: list[int] = []
+        self.start: list[int] = []
+        self.end: list[int] = []
+        self.thread: list[Any] = []
+        self.seq: list[int] = []
+        self.backward: list[bool] = []
+        self.shapes: list[str] = []
+        self.dtypes: list[str] = []
+        self.ext: list[int] = []
+
+    def add(self, name: str, cat: int, start: int, end: int, thread: str, *, seq: int = -1,
+            backward: bool = False, shapes: str = "", dtypes: str = "", ext: int = -1) -> None:
+        self.name.append(name)
+        self.cat.append(cat)
+        self.start.append(start)
+        self.end.append(end)
+        self.thread.append(thread)
+        self.seq.append(seq)
+        self.backward.append(backward)
+        self.shapes.append(shapes)
+        self.dtypes.append(dtypes)
+        self.ext.append(ext)
+
+    def columns(self, source: str) -> tuple[TorchEvents, npt.NDArray[np.int64]]:
+        """The events sorted by thread, start and longest first, with each one's ``External id``."""
+        start = np.asarray(self.start, dtype=np.int64)
+        threads = sorted(set(self.thread))
+        tcode = {t: i for i, t in enumerate(threads)}
+        thread = np.fromiter((tcode[t] for t in self.thread), dtype=np.int32, count=len(self.thread))
+        order = np.lexsort((-np.asarray(self.end, dtype=np.int64), start, thread))
+        names = sorted(set(self.name))
+        ncode = {t: i for i, t in enumerate(names)}
+
+        def pick(values: list[Any], dtype: Any) -> Any:
+            return np.asarray(values, dtype=dtype)[order]
+
+        ev = TorchEvents(
+            names=names,
+            name=np.fromiter((ncode[t] for t in self.name), dtype=np.int32, count=len(self.name))[order],
+            cat=pick(self.cat, np.int8), start=start[order], end=pick(self.end, np.int64),
+            thread=thread[order], threads=threads, seq=pick(self.seq, np.int64),
+            backward=pick(self.backward, np.bool_),
+            shapes=[self.shapes[i] for i in order], dtypes=[self.dtypes[i] for i in order], source=source)
+        return ev, pick(self.ext, np.int64)
+
+
+def thread_label(pid: Any, tid: Any) -> str:
+    """One text per (process, thread), the same from JSON numbers, table columns and API calls."""
+    def text(v: Any) -> str:
+        try:
+            return str(int(v))
+        except (TypeError, ValueError):
+            return str(v)
+
+    return f"{text(pid)}/{text(tid)}"
+
+
+def _dims_text(value: Any) -> str:
+    if not value:
+        return ""
+    return str(value).replace(" ", "")
+
+
+# -- Kineto ----------------------------------------------------------------------------------------
+def _from_kineto(trace: Any) -> TorchEvents:
+    events = [e for e in trace.doc["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e]
+    base = trace.base_ts_us
+    rows = _Rows()
+    gpu: list[dict[str, Any]] = []
+    for e in events:
+        cat = e.get("cat")
+        if cat in ("kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"):
+            gpu.append(e)
+            continue
+        kind = _kineto_category(cat, str(e.get("name", "")))
+        if kind is None:
+            continue
+        a = e.get("args") or {}
+        s = round((float(e["ts"]) - base) * 1000.0)
+        rows.add(str(e.get("name", "")), kind, s, s + round(float(e.get("dur", 0.0)) * 1000.0),
+                 thread_label(e.get("pid"), e.get("tid")), seq=_int(a.get("Sequence number"), -1),
+                 shapes=_dims_text(a.get("Input Dims")), dtypes=_dims_text(a.get("Input type")),
+                 ext=_int(a.get("External id"), -1) if kind in (OP, ANNOTATION) else -1)
+    ev, ext = rows.columns("kineto")
+    _kineto_gpu(ev, gpu, base, ext)
+    return ev
+
+
+def _int(value: Any, default: int) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _kineto_category(cat: Any, name: str) -> int | None:
+    if cat in ("cpu_op", "Operator"):
+        return OP
+    if cat == "user_annotation":
+        return STEP if _STEP_RE.match(name) else ANNOTATION
+    if cat == "python_function":
+        return MODULE if name.startswith(_MODULE_PREFIX) else PYTHON
+    if cat in ("cuda_runtime", "cuda_driver", "Runtime", "Driver"):
+        return API  # children whose time is not an operator's self time (as key_averages counts it)
+    return None
+
+
+def _kineto_gpu(ev: TorchEvents, gpu: list[dict[str, Any]], base: float, ext: npt.NDArray[np.int64]) -> None:
+    """Fill the GPU columns; each operation's launcher is the operator with its ``External id``."""
+    by_ext: dict[int, int] = {}
+    for i in np.flatnonzero(ext >= 0):
+        by_ext.setdefault(int(ext[i]), int(i))  # the operator, not a later annotation with the id
+    gpu.sort(key=lambda e: float(e["ts"]))
+    names: dict[str, int] = {}
+    code, kind, start, end, dev, stream, nbytes, op = [], [], [], [], [], [], [], []
+    for e in gpu:
+        a = e.get("args") or {}
+        name = str(e.get("name", ""))
+        code.append(names.setdefault(name, len(names)))
+        cat = e.get("cat")
+        kind.append(KERNEL if cat in ("kernel", "Kernel") else MEMCPY if cat in ("gpu_memcpy", "Memcpy") else MEMSET)
+        s = round((float(e["ts"]) - base) * 1000.0)
+        start.append(s)
+        end.append(s + round(float(e.get("dur", 0.0)) * 1000.0))
+        dev.append(_int(a.get("device"), 0))
+        stream.append(_int(a.get("stream"), 0))
+        nbytes.append(_int(a.get("bytes"), 0))
+        ev.gpu_grid.append(_dims_text(a.get("grid")))
+        ev.gpu_block.append(_dims_text(a.get("block")))
+        op.append(by_ext.get(_int(a.get("External id"), -1), -1))
+    ev.gpu_names = list(names)
+    ev.gpu_name = np.asarray(code, dtype=np.int32)
+    ev.gpu_kind = np.asarray(kind, dtype=np.int8)
+    ev.gpu_start = np.asarray(start, dtype=np.int64)
+    ev.gpu_end = np.asarray(end, dtype=np.int64)
+    ev.gpu_device = np.asarray(dev, dtype=np.int32)
+    ev.gpu_stream = np.asarray(stream, dtype=np.int64)
+    ev.gpu_bytes = np.asarray(nbytes, dtype=np.int64)
+    ev.gpu_op = np.asarray(op, dtype=np.int64)
+
+
+# -- nsys ------------------------------------------------------------------------------------------
+def _from_nsys(trace: Trace) -> TorchEvents:
+    rows = _Rows()
+    notes: list[str] = []
+    if trace.has("nvtx"):
+        nv = trace.table("nvtx", ["start", "end", "eventType", "text", "pid", "tid", "domain"])
+        # the default domain: PyTorch's and the user's ranges (libraries such as CCCL have their own)
+        nv = nv[nv["end"].notna() & nv["text"].notna() & (nv["domain"].fillna("") == "")]
+        for s, t, text, pid, tid in zip(nv["start"].to_numpy(np.int64), nv["end"].to_numpy(np.int64),
+                                        nv["text"].astype(str), nv["pid"], nv["tid"], strict=True):
+            _nsys_row(rows, text, int(s), int(t), thread_label(pid, tid))
+    ev, _ext = rows.columns("nsys")
+    if not ev.has_operators():
+        notes.append("The report has no PyTorch operator ranges: record it with nsys profile "
+                     "--pytorch=autograd-shapes-nvtx (or torch.autograd.profiler.emit_nvtx()).")
+    ev.notes = notes
+    _nsys_gpu(trace, ev)
+    return ev
+
+
+def _nsys_row(rows: _Rows, text: str, s: int, t: int, thread: str) -> None:
+    m = _NVTX_OP_RE.match(text)
+    if m is None:
+        kind = STEP if _STEP_RE.match(text) else ANNOTATION
+        rows.add(text, kind, s, t, thread)
+        return
+    seq = _NVTX_SEQ_RE.search(text)
+    sizes = _NVTX_SIZES_RE.search(text)
+    rows.add(m.group(1), OP, s, t, thread, seq=int(seq.group(1)) if seq else -1,
+             shapes=sizes.group(1).replace(" ", "") if sizes else "")
+
+
+def _nsys_gpu(trace: Trace, ev: TorchEvents) -> None:
+    """The GPU operations with the innermost operator open on the launching thread at the launch."""
+    from engine.analysis.ops import gpu_op_columns
+
+    cols = gpu_op_columns(trace)
+    names, codes = _gpu_op_names(trace, cols)
+    ev.gpu_names, ev.gpu_name = names, codes
+    ev.gpu_kind = np.asarray(cols.kind, dtype=np.int8)
+    ev.gpu_start = np.asarray(cols.start, dtype=np.int64)
+    ev.gpu_end = np.asarray(cols.end, dtype=np.int64)
+    ev.gpu_device = np.asarray([_int(cols.devs[d], 0) for d in cols.dev], dtype=np.int32)
+    ev.gpu_stream = np.asarray([_int(cols.streams[s], 0) for s in cols.stream], dtype=np.int64)
+    ev.gpu_bytes = np.zeros(len(ev.gpu_start), dtype=np.int64)
+    ev.gpu_grid = [""] * len(ev.gpu_start)
+    ev.gpu_block = [""] * len(ev.gpu_start)
+    ev.gpu_op = _innermost_at(ev, np.asarray(cols.launch, dtype=np.int64), _launch_threads(trace, cols, ev))
+
+
+def _gpu_op_names(trace: Trace, cols: Any) -> tuple[list[str], npt.NDArray[np.int32]]:
+    """Kernel names (copies and memsets by their kind) in the order of ``gpu_op_columns``."""
+    k = trace.table("kernels", ["shortName", "name"]) if trace.has("kernels") else None
+    kernel_names = [] if k is None else [str(x) for x in (k["name"] if "name" in k else k["shortName"])]
+    labels = kernel_names + ["[CUDA memcpy]"] * cols.counts.get("memcpy", 0) + \
+        ["[CUDA memset]"] * cols.counts.get("memset", 0)
+    names = sorted(set(labels))
+    code = {t: i for i, t in enumerate(names)}
+    return names, np.fromiter((code[t] for t in labels), dtype=np.int32, count=len(labels))
+
+
+def _launch_threads(trace: Trace, cols: Any, ev: TorchEvents) -> npt.NDArray[np.int32]:
+    """The host thread code (into ``ev.threads``) of each GPU operation's API call (-1: unknown)."""
+    from engine.analysis.calls import api_calls
+
+    calls = api_calls(trace)
+    out = np.full(len(cols.start), -1, dtype=np.int32)
+    row = cols.call_row
+    got = row >= 0
+    if not calls.n or not got.any():
+        return out
+    code = {t: i for i, t in enumerate(ev.threads)}
+    pairs = calls.pid[row[got]].astype(np.int64) * (1 << 32) + calls.tid[row[got]]
+    uniq, inv = np.unique(pairs, return_inverse=True)
+    lut = np.array([code.get(thread_label(calls.pids[u >> 32], calls.tids[u & 0xFFFFFFFF]), -1)
+                    for u in uniq.tolist()], dtype=np.int32)
+    out[got] = lut[inv]
+    return out
+
+
+def _innermost_at(ev: TorchEvents, when: npt.NDArray[np.int64], thread: npt.NDArray[np.int32]) -> npt.NDArray[np.int64]:
+    """For each (time, thread) the innermost operator or annotation open then (-1: none)."""
+    out = np.full(len(when), -1, dtype=np.int64)
+    opish = np.flatnonzero((ev.cat == OP) | (ev.cat == ANNOTATION))
+    for t in np.unique(thread[thread >= 0]):
+        mine = opish[ev.thread[opish] == t]
+        if not len(mine):
+            continue
+        jobs = np.flatnonzero(thread == t)
+        jobs = jobs[np.argsort(when[jobs], kind="stable")]
+        starts, ends = ev.start[mine], ev.end[mine]
+        # ranges sorted by start; the innermost open range is the last started one still open
+        stack: list[int] = []
+        k = 0
+        for j in jobs:
+            w = when[j]
+            while k < len(mine) and starts[k] <= w:
+                while stack and ends[stack[-1]] < starts[k]:
+                    stack.pop()
+                stack.append(k)
+                k += 1
+            while stack and ends[stack[-1]] < w:
+                stack.pop()
+            out[j] = int(mine[stack[-1]]) if stack else -1
+    return out
+
+
+# -- nesting ---------------------------------------------------------------------------------------
+def _nest(ev: TorchEvents) -> None:
+    """``parent`` (any enclosing range) and ``op_parent`` (the nearest enclosing operator/annotation)."""
+    n = ev.n
+    parent = np.full(n, -1, dtype=np.int64)
+    op_parent = np.full(n, -1, dtype=np.int64)
+    start, end, thread, cat = ev.start.tolist(), ev.end.tolist(), ev.thread.tolist(), ev.cat.tolist()
+    stack: list[int] = []
+    op_stack: list[int] = []
+    cur_thread = -1
+    for i in range(n):
+        if thread[i] != cur_thread:
+            stack, op_stack, cur_thread = [], [], thread[i]
+        s = start[i]
+        while stack and end[stack[-1]] <= s and not (end[stack[-1]] == s and start[stack[-1]] == s):
+            j = stack.pop()
+            if op_stack and op_stack[-1] == j:
+                op_stack.pop()
+        if stack:
+            parent[i] = stack[-1]
+        if op_stack:
+            op_parent[i] = op_stack[-1]
+        stack.append(i)
+        if cat[i] in (OP, ANNOTATION, STEP):
+            op_stack.append(i)
+    ev.parent, ev.op_parent = parent, op_parent
+
+
+def _merge_dispatch_duplicates(ev: TorchEvents) -> None:
+    """Fold an operator into its parent where it is the parent's only child and has its name."""
+    merged = np.zeros(ev.n, dtype=bool)
+    counted = np.flatnonzero(((ev.cat == OP) | (ev.cat == ANNOTATION) | (ev.cat == API)) & (ev.op_parent >= 0))
+    kids = np.bincount(ev.op_parent[counted], minlength=ev.n)
+    cand = np.flatnonzero((ev.cat == OP) & (ev.op_parent >= 0))
+    p = ev.op_parent[cand]
+    hit = cand[(ev.name[cand] == ev.name[p]) & (kids[p] == 1) & (ev.cat[p] == OP)]
+    if not len(hit):
+        ev.merged = merged
+        return
+    merged[hit] = True
+    target = np.arange(ev.n, dtype=np.int64)
+    for i in hit.tolist():  # parents sort first: a chain of three folds into the top one
+        target[i] = target[int(ev.op_parent[i])]
+    has = ev.op_parent >= 0
+    ev.op_parent = np.where(has, target[np.maximum(ev.op_parent, 0)], -1)
+    linked = ev.gpu_op >= 0
+    ev.gpu_op = np.where(linked, target[np.maximum(ev.gpu_op, 0)], -1)
+    ev.merged = merged
+
+
+def _mark_backward(ev: TorchEvents) -> None:
+    """The backward pass: every range inside an autograd engine function (parents sort first)."""
+    back = np.zeros(ev.n, dtype=bool)
+    code = [i for i, t in enumerate(ev.names) if t.startswith(_BACKWARD_PREFIX)]
+    back[np.isin(ev.name, code)] = True
+    parents = ev.op_parent.tolist()
+    for i in range(ev.n):
+        p = parents[i]
+        if p >= 0 and back[p]:
+            back[i] = True
+    ev.backward = back

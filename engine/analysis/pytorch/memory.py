@@ -1,0 +1,169 @@
+"""GPU memory over time: allocated and reserved bytes per device, from what the recording holds.
+
+- a Kineto trace recorded with ``profile_memory=True``: every caching-allocator event carries the
+  device's *allocated* (tensors) and *reserved* (segments held by the allocator) totals;
+- an nsys report recorded with ``--cuda-memory-usage=true``: the driver-level allocations
+  (``cudaMalloc``, which is what PyTorch's allocator *reserves*), counted from the capture start;
+- a ``torch.cuda.memory._snapshot()`` pickle (:mod:`engine.analysis.pytorch.snapshot`): allocations
+  and segments with their stacks, replayed from the state at the dump.
+
+The peak of the allocated curve is what ``torch.cuda.max_memory_allocated()`` reports for the same
+window (when the program reset the peak at the window's start).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from engine.analysis.tables import trace_cache
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from engine.reports.base import Trace
+
+_CUDA_DEVICE_TYPE = 1  # c10::DeviceType::CUDA in Kineto's "[memory]" events
+
+
+@dataclass
+class MemoryCurve:
+    """One device's memory over time (a step function: each value holds until the next time).
+
+    Attributes:
+        time_ns: when each value starts (ns from the trace start).
+        allocated: bytes in live tensors (None when the source does not know it).
+        reserved: bytes held from the driver (the allocator's segments, or cudaMalloc's total).
+        events: allocator (or driver) events per time: +1 allocation, -1 free, 0 other.
+
+    """
+
+    device: int
+    time_ns: npt.NDArray[np.int64]
+    allocated: npt.NDArray[np.int64] | None
+    reserved: npt.NDArray[np.int64] | None
+    events: npt.NDArray[np.int8]
+
+    def _peak(self, series: npt.NDArray[np.int64] | None) -> tuple[int, int]:
+        if series is None or not len(series):
+            return 0, -1
+        i = int(np.argmax(series))
+        return int(series[i]), i
+
+    @property
+    def peak_allocated(self) -> int:
+        return self._peak(self.allocated)[0]
+
+    @property
+    def peak_reserved(self) -> int:
+        return self._peak(self.reserved)[0]
+
+    @property
+    def peak_index(self) -> int:
+        """Where the allocated (else reserved) curve peaks."""
+        return self._peak(self.allocated if self.allocated is not None else self.reserved)[1]
+
+    def to_json(self) -> dict[str, Any]:
+        i = self.peak_index
+        out: dict[str, Any] = {
+            "device": self.device, "samples": len(self.time_ns),
+            "peak_allocated_bytes": self.peak_allocated if self.allocated is not None else None,
+            "peak_reserved_bytes": self.peak_reserved if self.reserved is not None else None,
+            "peak_time_ns": int(self.time_ns[i]) if i >= 0 else None,
+        }
+        if self.allocated is not None and self.reserved is not None and i >= 0:
+            out["reserved_at_peak_bytes"] = int(self.reserved[i])
+        return out
+
+
+@dataclass
+class MemoryTimeline:
+    """The curves of one recording, and what they measure.
+
+    Attributes:
+        source: "kineto", "nsys" or "snapshot".
+        measures: a sentence saying what the numbers are.
+
+    """
+
+    source: str
+    measures: str
+    curves: list[MemoryCurve] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not any(len(c.time_ns) for c in self.curves)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "measures": self.measures, "notes": self.notes,
+                "devices": [c.to_json() for c in self.curves]}
+
+
+def memory_timeline(trace: Trace) -> MemoryTimeline:
+    """The memory curves of a Kineto trace or an nsys report (cached per trace)."""
+    return trace_cache(trace, "pytorch.memory", lambda: _build(trace))
+
+
+def _build(trace: Trace) -> MemoryTimeline:
+    if trace.info.kind == "kineto":
+        return _from_kineto(trace)
+    return _from_nsys(trace)
+
+
+def _from_kineto(trace: Any) -> MemoryTimeline:
+    base = trace.base_ts_us
+    per_dev: dict[int, list[tuple[float, int, int, int]]] = {}
+    for e in trace.doc["traceEvents"]:
+        if not isinstance(e, dict) or e.get("name") != "[memory]":
+            continue
+        a = e.get("args") or {}
+        if a.get("Device Type") != _CUDA_DEVICE_TYPE:
+            continue
+        try:
+            row = (float(e["ts"]), int(a["Total Allocated"]), int(a["Total Reserved"]), int(a.get("Bytes", 0)))
+        except (KeyError, TypeError, ValueError):
+            continue
+        per_dev.setdefault(int(a.get("Device Id", 0)), []).append(row)
+    tl = MemoryTimeline("kineto", "PyTorch's caching allocator: allocated = bytes in live tensors, "
+                        "reserved = bytes the allocator holds from the driver.")
+    for dev, rows in sorted(per_dev.items()):
+        rows.sort(key=lambda r: r[0])
+        arr = np.asarray(rows, dtype=np.float64)
+        tl.curves.append(MemoryCurve(
+            device=dev, time_ns=np.round((arr[:, 0] - base) * 1000.0).astype(np.int64),
+            allocated=arr[:, 1].astype(np.int64), reserved=arr[:, 2].astype(np.int64),
+            events=np.sign(arr[:, 3]).astype(np.int8)))
+    if not per_dev:
+        tl.notes.append("The trace has no GPU memory events: record it with "
+                        "torch.profiler.profile(profile_memory=True).")
+    return tl
+
+
+def _from_nsys(trace: Trace) -> MemoryTimeline:
+    tl = MemoryTimeline("nsys", "Device memory obtained from the driver (cudaMalloc and friends), counted "
+                        "from the capture's start: what PyTorch's allocator reserves, plus library "
+                        "workspaces; allocations made before the capture are not included.")
+    if not trace.has("memory_usage"):
+        tl.notes.append("The report has no memory usage events: record it with nsys profile "
+                        "--cuda-memory-usage=true.")
+        return tl
+    df = trace.table("memory_usage", ["start", "deviceId", "bytes", "memKind", "memoryOperationType"])
+    df = df[df["memKind"].isin([2, 5])]  # device memory (dynamic and static)
+    for dev, part in df.sort_values("start", kind="stable").groupby("deviceId", sort=True):
+        sign = np.where(part["memoryOperationType"].to_numpy() == 1, -1, 1).astype(np.int64)
+        delta = part["bytes"].to_numpy(np.int64) * sign
+        tl.curves.append(MemoryCurve(device=int(dev), time_ns=part["start"].to_numpy(np.int64),
+                                     allocated=None, reserved=np.cumsum(delta), events=sign.astype(np.int8)))
+    return tl
+
+
+def step_churn(curve: MemoryCurve, windows: list[tuple[int, int]]) -> list[int]:
+    """Changes of the reserved total (segments taken from or given back to the driver) per window."""
+    if curve.reserved is None or not len(curve.time_ns):
+        return [0] * len(windows)
+    changed = np.flatnonzero(np.diff(curve.reserved) != 0) + 1
+    times = curve.time_ns[changed]
+    return [int(np.count_nonzero((times >= a) & (times < b))) for a, b in windows]

@@ -1,0 +1,198 @@
+"""The operator view: every ``aten::`` operator (and ``record_function`` range) with its calls, host
+self/total time and the GPU time of the kernels it launched.
+
+The times follow ``torch.profiler``'s ``key_averages()``: an operator's *self* host time is its
+duration less its child operators'; its *self GPU* time is the GPU work linked to it (the innermost
+operator of each launch); its *total GPU* time adds its child operators'. So the self GPU times of
+all rows add up to the GPU time of every linked operation, each counted once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from engine.analysis.pytorch.events import ANNOTATION, API, MODULE, OP, PYTHON, STEP, TorchEvents
+
+BY_CHOICES = ("name", "shapes")
+
+
+@dataclass
+class OpRow:
+    """One operator (or one operator with one set of input shapes).
+
+    Attributes:
+        key: the row's identity: the name, or "name [shapes]".
+        kind: "operator" or "annotation" (``record_function``, NVTX, profiler steps).
+        host_total_ns, host_self_ns, gpu_self_ns, gpu_total_ns: sums over the calls.
+        gpu_ops: GPU operations it launched itself.
+        example: one call (a host event index) for its call stack and kernels.
+
+    """
+
+    key: str
+    name: str
+    kind: str
+    shapes: str
+    dtypes: str
+    calls: int
+    host_total_ns: int
+    host_self_ns: int
+    gpu_self_ns: int
+    gpu_total_ns: int
+    gpu_ops: int
+    example: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "name": self.name, "kind": self.kind, "input_shapes": self.shapes,
+                "input_types": self.dtypes, "calls": self.calls, "host_total_ns": self.host_total_ns,
+                "host_self_ns": self.host_self_ns, "gpu_self_ns": self.gpu_self_ns,
+                "gpu_total_ns": self.gpu_total_ns, "gpu_ops": self.gpu_ops}
+
+
+@dataclass
+class OpTable:
+    """The operator table of one program.
+
+    Attributes:
+        rows: by self GPU time, then self host time, largest first.
+        gpu_ns: the GPU time of every GPU operation in the trace; ``linked_gpu_ns`` the part
+            linked to an operator (the rest ran outside any recorded operator).
+        by: "name" or "shapes".
+
+    """
+
+    rows: list[OpRow]
+    gpu_ns: int
+    linked_gpu_ns: int
+    by: str
+    source: str
+    notes: list[str] = field(default_factory=list)
+
+    def row(self, key: str) -> OpRow:
+        for r in self.rows:
+            if r.key == key:
+                return r
+        raise KeyError(key)
+
+
+def _self_and_total(ev: TorchEvents) -> tuple[Any, Any, Any, Any]:
+    """Per host range: host self time, GPU self time, GPU total time, GPU operation count."""
+    dur = (ev.end - ev.start).astype(np.int64)
+    counted = (ev.cat == OP) | (ev.cat == ANNOTATION) | (ev.cat == STEP) | (ev.cat == API)
+    kids = np.flatnonzero(counted & (ev.op_parent >= 0) & ~ev.merged)
+    child_sum = np.bincount(ev.op_parent[kids], weights=dur[kids], minlength=ev.n).astype(np.int64)
+    host_self = dur - child_sum
+    linked = ev.gpu_op >= 0
+    gdur = (ev.gpu_end - ev.gpu_start).astype(np.int64)
+    gpu_self = np.bincount(ev.gpu_op[linked], weights=gdur[linked], minlength=ev.n).astype(np.int64)
+    gpu_count = np.bincount(ev.gpu_op[linked], minlength=ev.n).astype(np.int64)
+    gpu_total = gpu_self.copy()
+    parents = ev.op_parent.tolist()
+    totals = gpu_total.tolist()
+    for i in range(ev.n - 1, -1, -1):  # children sort after their parents (same thread, later start)
+        p = parents[i]
+        if p >= 0 and totals[i]:
+            totals[p] += totals[i]
+    return host_self, gpu_self, np.asarray(totals, dtype=np.int64), gpu_count
+
+
+def operator_table(ev: TorchEvents, by: str = "name", *, annotations: bool = True) -> OpTable:
+    """The operator table (``by``: "name" or "shapes"); ``annotations`` keeps record_function rows."""
+    if by not in BY_CHOICES:
+        raise ValueError(f"by must be one of {', '.join(BY_CHOICES)}")
+    host_self, gpu_self, gpu_total, gpu_count = _self_and_total(ev)
+    keep = ((ev.cat == OP) | ((ev.cat == ANNOTATION) if annotations else False)) & ~ev.merged
+    idx = np.flatnonzero(keep)
+    groups: dict[str, list[int]] = {}
+    for i in idx.tolist():
+        name = ev.label(i)
+        key = f"{name} {ev.shapes[i]}" if by == "shapes" and ev.shapes[i] else name
+        groups.setdefault(key, []).append(i)
+    dur = ev.end - ev.start
+    rows = []
+    for key, members in groups.items():
+        m = np.asarray(members, dtype=np.int64)
+        first = members[0]
+        rows.append(OpRow(
+            key=key, name=ev.label(first), kind="operator" if ev.cat[first] == OP else "annotation",
+            shapes=ev.shapes[first] if by == "shapes" else "", dtypes=ev.dtypes[first] if by == "shapes" else "",
+            calls=len(members), host_total_ns=int(dur[m].sum()), host_self_ns=int(host_self[m].sum()),
+            gpu_self_ns=int(gpu_self[m].sum()), gpu_total_ns=int(_outermost_sum(ev, m, gpu_total)),
+            gpu_ops=int(gpu_count[m].sum()), example=first))
+    rows.sort(key=lambda r: (-r.gpu_self_ns, -r.host_self_ns, r.key))
+    gdur = ev.gpu_end - ev.gpu_start
+    notes = list(ev.notes)
+    if not np.any(ev.cat == OP) and ev.n:
+        notes.append("No aten operators were recorded; the rows are record_function / NVTX ranges.")
+    return OpTable(rows=rows, gpu_ns=int(gdur.sum()), linked_gpu_ns=int(gdur[ev.gpu_op >= 0].sum()),
+                   by=by, source=ev.source, notes=notes)
+
+
+def _outermost_sum(ev: TorchEvents, members: Any, gpu_total: Any) -> int:
+    """The total GPU time of a group's calls, a call nested in another of the group counted once."""
+    mine = set(members.tolist())
+    total = 0
+    for i in members.tolist():
+        p = int(ev.op_parent[i])
+        while p >= 0 and p not in mine:
+            p = int(ev.op_parent[p])
+        if p < 0:
+            total += int(gpu_total[i])
+    return total
+
+
+def descendants_gpu(ev: TorchEvents, calls: list[int], *, self_only: bool = False) -> Any:
+    """The GPU operations launched by these host ranges (and, unless ``self_only``, their children)."""
+    if self_only or not len(calls):
+        return np.flatnonzero(np.isin(ev.gpu_op, np.asarray(calls, dtype=np.int64)))
+    inside = np.zeros(ev.n, dtype=bool)
+    inside[np.asarray(calls, dtype=np.int64)] = True
+    parents = ev.op_parent
+    for i in range(ev.n):  # parents sort before children
+        p = parents[i]
+        if p >= 0 and inside[p]:
+            inside[i] = True
+    linked = ev.gpu_op >= 0
+    out = np.zeros(len(ev.gpu_op), dtype=bool)
+    out[linked] = inside[ev.gpu_op[linked]]
+    return np.flatnonzero(out)
+
+
+def calls_of(ev: TorchEvents, table: OpTable, key: str) -> list[int]:
+    """The host ranges of one row of ``table``."""
+    row = table.row(key)
+    named = np.flatnonzero(ev.name == ev.names.index(row.name))
+    if table.by == "shapes" and row.shapes:
+        return [i for i in named.tolist() if ev.shapes[i] == row.shapes]
+    if table.by == "shapes":
+        return [i for i in named.tolist() if not ev.shapes[i]]
+    return named.tolist()
+
+
+def call_stack(ev: TorchEvents, i: int, *, limit: int = 12) -> list[str]:
+    """The Python frames and modules around host range ``i``, innermost first (empty if not recorded)."""
+    out = []
+    p = int(ev.parent[i])
+    while p >= 0 and len(out) < limit:
+        if ev.cat[p] in (PYTHON, MODULE):
+            out.append(ev.label(p))
+        p = int(ev.parent[p])
+    return out
+
+
+def op_kernels(ev: TorchEvents, gpu: Any) -> list[dict[str, Any]]:
+    """GPU operations grouped by name: count, total and mean time (ns), largest total first."""
+    groups: dict[int, list[int]] = {}
+    for j in np.asarray(gpu).tolist():
+        groups.setdefault(int(ev.gpu_name[j]), []).append(j)
+    dur = ev.gpu_end - ev.gpu_start
+    rows = []
+    for code, members in groups.items():
+        d = dur[np.asarray(members)]
+        rows.append({"name": ev.gpu_names[code], "count": len(members), "total_ns": int(d.sum()),
+                     "mean_ns": int(d.mean()), "indices": members})
+    rows.sort(key=lambda r: -r["total_ns"])
+    return rows
