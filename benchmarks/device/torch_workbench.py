@@ -102,17 +102,22 @@ def main() -> int:
     p.add_argument("--tag", default="run")
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--fixes", default="", help="base with only these fixes: tc (bf16 autocast), "
+                   "gelu (F.gelu), pinned (pinned non-blocking copies), noitem (no .item() per step), "
+                   "len (fixed length)")
     a = p.parse_args()
     torch.manual_seed(0)
     dev = torch.device("cuda")
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     fixed = a.variant == "fixed"
+    chosen = set(a.fixes.split(",")) - {""} if a.fixes else set()
+    on = {f: fixed or f in chosen for f in ("tc", "gelu", "pinned", "noitem", "len")}
     vocab, d, batch = 8192, 768, 16
     if a.variant == "conv":
         model: nn.Module = ConvNet().to(dev)
     else:
-        model = TinyGPT(vocab, d, 12, a.layers, fused=fixed).to(dev)
+        model = TinyGPT(vocab, d, 12, a.layers, fused=on["gelu"]).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
     lengths = [512, 384, 448, 320, 512, 256, 480, 416]
 
@@ -121,10 +126,10 @@ def main() -> int:
             x = torch.randn(64, 3, 64, 64)
             y = torch.randint(0, 100, (64,))
         else:
-            s = 512 if fixed else lengths[i % len(lengths)]
+            s = 512 if on["len"] else lengths[i % len(lengths)]
             x = torch.randint(0, vocab, (batch, s))
             y = torch.randint(0, vocab, (batch, s))
-        if fixed:
+        if on["pinned"]:
             return x.pin_memory().to(dev, non_blocking=True), y.pin_memory().to(dev, non_blocking=True)
         return x.to(dev), y.to(dev)
 
@@ -134,7 +139,7 @@ def main() -> int:
         ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         x, y = batch_for(i)
         ev0.record()
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=fixed):
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=on["tc"]):
             out = model(x)
             loss = F.cross_entropy(out.reshape(-1, out.shape[-1]).float(), y.reshape(-1))
         loss.backward()
@@ -143,7 +148,7 @@ def main() -> int:
         ev1.record()
         starts.append(ev0)
         ends.append(ev1)
-        losses.append(loss.detach() if fixed else loss.item())
+        losses.append(loss.detach() if on["noitem"] else loss.item())
 
     warm = 3
     for i in range(warm):
@@ -196,7 +201,8 @@ def main() -> int:
         starts_used, ends_used = starts, ends
     gpu = [s.elapsed_time(e) for s, e in zip(starts_used, ends_used, strict=True)]
     period = [s.elapsed_time(t) for s, t in zip(starts_used, starts_used[1:], strict=False)]
-    truth = {"tag": a.tag, "mode": a.mode, "variant": a.variant, "steps": len(gpu),
+    truth = {"tag": a.tag, "mode": a.mode, "variant": a.variant,
+             "fixes": sorted(k for k, v in on.items() if v), "steps": len(gpu),
              "gpu_step_ms_median": statistics.median(gpu), "gpu_period_ms_median": statistics.median(period),
              "gpu_step_ms": gpu, "max_memory_allocated": torch.cuda.max_memory_allocated(),
              "max_memory_reserved": torch.cuda.max_memory_reserved(),

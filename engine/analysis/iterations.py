@@ -393,7 +393,7 @@ def _judge(seq: OpSequence, h: npt.NDArray[np.uint64], cuts: npt.NDArray[np.int6
         if len(seg_hash) >= 6:
             nxt = float((seg_hash[1:] == seg_hash[:-1]).mean())
             if nxt < 0.6 and any(float((seg_hash[k:] == seg_hash[:-k]).mean()) >= 0.8
-                                 for k in (2, 3, 4, 5, 6, 8)):
+                                 for k in (2, 3, 4, 5, 6, 8) if k < len(seg_hash)):
                 return None
         # loose: as many operations (±10 %) and at least half of them the same kinds
         med_len = float(np.median(w_len))

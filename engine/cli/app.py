@@ -352,9 +352,9 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("input", metavar="REPORT")
     i.set_defaults(func=cmd_info)
 
-    from engine.cli import bench, findings, multi, ncu, sessions, telemetry
+    from engine.cli import bench, findings, multi, ncu, pytorch, sessions, telemetry
 
-    for module in (ncu, telemetry, sessions, findings, bench, multi):
+    for module in (ncu, telemetry, sessions, findings, bench, multi, pytorch):
         module.register(sub)
     return p
 

@@ -9,11 +9,12 @@ from engine.reports.base import ReportInfo, Trace, read_head
 from engine.reports.nsys_rep import REP_MAGIC, ProgressFn, export_to_cache, rep_writer_version
 from engine.system.errors import ReportError
 
-SUPPORTED = ".nsys-rep, nsys .sqlite exports, and PyTorch profiler .json/.json.gz traces"
+SUPPORTED = (".nsys-rep, nsys .sqlite exports, PyTorch profiler .json/.json.gz traces and PyTorch memory "
+             "snapshots (.pickle)")
 
 
 def sniff_kind(path: Path) -> str:
-    """Classify a file by its first bytes: 'nsys-rep', 'sqlite', 'json', 'ncu-rep' or 'unknown'.
+    """Classify a file by its first bytes: 'nsys-rep', 'sqlite', 'json', 'ncu-rep', 'snapshot' or 'unknown'.
 
     Raises:
         ReportError: the path is missing, a directory, unreadable or empty.
@@ -33,6 +34,8 @@ def sniff_kind(path: Path) -> str:
         return "json"
     if path.suffix == ".ncu-rep" or head.startswith((b"NVIDIA Nsight Compute", b"NVR\x00")):
         return "ncu-rep"
+    if head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
+        return "snapshot"  # a pickle: PyTorch memory snapshots are the ones we read
     return "unknown"
 
 
@@ -79,6 +82,10 @@ def open_report(
         from engine.reports.kineto import KinetoTrace
 
         return KinetoTrace(path)
+    if kind == "snapshot":
+        from engine.reports.torch_snapshot import SnapshotTrace
+
+        return SnapshotTrace(path)
     if ncu and (kind == "ncu-rep" or (kind == "unknown" and path.suffix.lower() == ".csv")):
         from engine.reports.ncu_trace import open_ncu
 

@@ -46,6 +46,7 @@ class Rule:
 
 _NSYS = "engine.analysis.findings.nsys"
 _TIME = "engine.analysis.findings.nsys_time"
+_TORCH = "engine.analysis.findings.pytorch"
 
 #: Every rule, in the order they run.
 RULES: tuple[Rule, ...] = (
@@ -71,6 +72,14 @@ RULES: tuple[Rule, ...] = (
          f"{_TIME}:rule_setup_dominates"),
     Rule("nsys.expert.*", "nsys analyze rules: memset sync, API sync, GPU gaps, GPU time utilization",
          "nsys", "trace", f"{_TIME}:rule_expert"),
+    Rule("torch.cuda-core-math", "Matrix math on CUDA cores instead of tensor cores", "nsys", "trace",
+         f"{_TORCH}:rule_cuda_core_math"),
+    Rule("torch.item-sync", "Host reads of GPU values (.item()) that stall the GPU", "nsys", "trace",
+         f"{_TORCH}:rule_item_sync"),
+    Rule("torch.unfused-elementwise", "Chains of element-wise kernels one fused kernel would do", "nsys",
+         "trace", f"{_TORCH}:rule_unfused_elementwise"),
+    Rule("torch.memory-fragmentation", "Reserved GPU memory far above what tensors use", "nsys", "trace",
+         f"{_TORCH}:rule_memory_fragmentation"),
     Rule("ncu.*", "Nsight Compute rules: bottleneck, roofline, occupancy, memory, ncu's estimates", "ncu",
          "ncu", "engine.analysis.findings.ncu:ncu_findings"),
     Rule("telemetry.*", "NVML telemetry: throttling, co-tenants, idle GPU", "telemetry", "telemetry",

@@ -42,7 +42,7 @@ _BACKWARD_PREFIX = "autograd::engine::evaluate_function"
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 _NVTX_OP_RE = re.compile(r"^(.+?), (?:seq|op_id) = \d+")
 _NVTX_SEQ_RE = re.compile(r"seq = (\d+)")
-_NVTX_SIZES_RE = re.compile(r"sizes = (\[.*\])")
+_NVTX_SIZES_RE = re.compile(r"sizes = (.*?)(?:, input_op_ids = |$)")
 
 
 @dataclass
@@ -109,6 +109,20 @@ class TorchEvents:
 
     def has_operators(self) -> bool:
         return bool(np.any(self.cat == OP))
+
+
+def is_pytorch(trace: Trace) -> bool:
+    """True for a Kineto trace, or an nsys report with PyTorch operator ranges (cheap to ask)."""
+    if trace.info.kind == "kineto":
+        return True
+    if trace.info.kind == "snapshot" or not trace.has("nvtx"):
+        return False
+    return trace_cache(trace, "pytorch.is", lambda: _has_op_ranges(trace))
+
+
+def _has_op_ranges(trace: Trace) -> bool:
+    text = trace.table("nvtx", ["text"])["text"].dropna().astype(str)
+    return bool(text.str.contains(r", (?:seq|op_id) = \d", regex=True).any())
 
 
 def torch_events(trace: Trace) -> TorchEvents:

@@ -22,9 +22,11 @@ _TENSOR_RE = re.compile(
     r"wgmma|hmma|imma|xmma|tensorop|_mma|mma_|1688|16816|16832|nvjet|flash|fmha|"
     r"sm90_.*(?:gemm|conv)|sm80_.*(?:gemm|conv)|cutlass3x|bf16.*gemm|gemm.*bf16|h(?:s|h)gemm|"
     r"f16.*gemm|gemm.*f16|tf32", re.IGNORECASE)
+# fp32 operands without TF32 (cuBLAS's xmma "f32f32_f32f32", CUTLASS's simt, fp32 attention) run on FMA units
 _CUDA_CORE_MATH_RE = re.compile(r"sgemm|dgemm|simt|gemv|gemmk1|gemmSN|implicit_convolve_sgemm|"
-                                r"conv2d_grouped_direct|direct_conv", re.IGNORECASE)
-_MATH_RE = re.compile(r"gemm|conv|mma|matmul|nvjet|attention|sdpa|fmha|flash|dot", re.IGNORECASE)
+                                r"conv2d_grouped_direct|direct_conv|f32f32_f32f32|fmha_cutlass[FB]_f32|"
+                                r"cutlass::Kernel2<cutlass_80_simt", re.IGNORECASE)
+_MATH_RE = re.compile(r"gemm|conv|matmul|wgrad|dgrad|fprop", re.IGNORECASE)
 
 
 def uses_tensor_cores(name: str) -> bool:

@@ -110,6 +110,8 @@ def memory_timeline(trace: Trace) -> MemoryTimeline:
 def _build(trace: Trace) -> MemoryTimeline:
     if trace.info.kind == "kineto":
         return _from_kineto(trace)
+    if trace.info.kind == "snapshot":
+        return from_snapshot(trace.columns_)
     return _from_nsys(trace)
 
 
@@ -167,3 +169,69 @@ def step_churn(curve: MemoryCurve, windows: list[tuple[int, int]]) -> list[int]:
     changed = np.flatnonzero(np.diff(curve.reserved) != 0) + 1
     times = curve.time_ns[changed]
     return [int(np.count_nonzero((times >= a) & (times < b))) for a, b in windows]
+
+
+_ALLOC, _FREE_DONE, _SEG_ALLOC, _SEG_FREE, _SEG_MAP, _SEG_UNMAP = 0, 2, 3, 4, 5, 6
+_BLOCK = 512  # kMinBlockSize of the CUDA caching allocator
+
+
+def _deltas(cols: Any, mine: Any) -> tuple[Any, Any]:
+    act, size = cols.action[mine], cols.size[mine].astype(np.int64)
+    # the trace has requested sizes; the allocator's totals count blocks, rounded up to 512 bytes
+    block = (size + _BLOCK - 1) // _BLOCK * _BLOCK
+    alloc = np.where(act == _ALLOC, block, np.where(act == _FREE_DONE, -block, 0))
+    seg = np.where((act == _SEG_ALLOC) | (act == _SEG_MAP), size,
+                   np.where((act == _SEG_FREE) | (act == _SEG_UNMAP), -size, 0))
+    return alloc, seg
+
+
+def from_snapshot(cols: Any) -> MemoryTimeline:
+    """The curves of a memory snapshot: the events replayed back from the state at the dump."""
+    tl = MemoryTimeline("snapshot", "PyTorch's caching allocator (memory snapshot): allocated = bytes in "
+                        "live blocks, reserved = bytes in segments; replayed back from the state at the dump.")
+    if not cols.n:
+        tl.notes.append("The snapshot has no allocator events: call torch.cuda.memory._record_memory_history() "
+                        "before the code to look at, then _dump_snapshot().")
+    t0 = int(np.min(cols.time_us)) if cols.n else 0
+    for dev in sorted(set(np.unique(cols.device).tolist()) | set(cols.end_reserved)):
+        mine = np.flatnonzero(np.asarray(cols.device) == dev)
+        alloc, seg = _deltas(cols, mine)
+        start_alloc = int(cols.end_allocated.get(dev, 0)) - int(alloc.sum())
+        start_res = int(cols.end_reserved.get(dev, 0)) - int(seg.sum())
+        tl.curves.append(MemoryCurve(
+            device=int(dev), time_ns=(np.asarray(cols.time_us[mine], dtype=np.int64) - t0) * 1000,
+            allocated=start_alloc + np.cumsum(alloc), reserved=start_res + np.cumsum(seg),
+            events=np.sign(alloc).astype(np.int8)))
+    return tl
+
+
+def alive_at_peak(cols: Any, curve: MemoryCurve, *, limit: int = 50) -> list[dict[str, Any]]:
+    """The blocks alive at the allocated curve's peak, grouped by the stack that allocated them."""
+    k = curve.peak_index
+    if k < 0 or curve.allocated is None:
+        return []
+    mine = np.flatnonzero(np.asarray(cols.device) == curve.device)
+    act = np.asarray(cols.action[mine])
+    addr = np.asarray(cols.addr[mine])
+    idx = np.arange(len(mine))
+    ev = np.flatnonzero((act == _ALLOC) | (act == _FREE_DONE))
+    order = ev[np.lexsort((idx[ev], addr[ev]))]  # by address, then time
+    alive = []
+    for pos, i in enumerate(order.tolist()):
+        if act[i] != _ALLOC or i > k:
+            continue
+        nxt = order[pos + 1] if pos + 1 < len(order) else -1
+        freed_before = nxt >= 0 and addr[nxt] == addr[i] and act[nxt] == _FREE_DONE and nxt <= k
+        if not freed_before:
+            alive.append(i)
+    groups: dict[int, list[int]] = {}
+    for i in alive:
+        groups.setdefault(int(cols.stack[mine[i]]), []).append(-(-int(cols.size[mine[i]]) // _BLOCK) * _BLOCK)
+    rows = [{"where": cols.stacks[s], "blocks": len(v), "bytes": int(sum(v))} for s, v in groups.items()]
+    rows.sort(key=lambda r: -r["bytes"])
+    known = sum(r["bytes"] for r in rows)
+    before = int(curve.allocated[k]) - known
+    if before > 0:
+        rows.append({"where": "(allocated before the recording started)", "blocks": 0, "bytes": before})
+        rows.sort(key=lambda r: -r["bytes"])
+    return rows[:limit]

@@ -1,0 +1,96 @@
+"""``kernelscope ops``, ``modules`` and ``memory``: the PyTorch views on the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    """Add ``ops``, ``modules`` and ``memory`` to the ``kernelscope`` parser."""
+    o = sub.add_parser("ops", help="PyTorch operators: calls, host self/total, GPU time of their kernels")
+    o.add_argument("input", metavar="REPORT", help="a Kineto trace or an nsys report with PyTorch NVTX")
+    o.add_argument("--by", choices=["name", "shapes"], default="name",
+                   help="group by operator name (default) or by name and input shapes")
+    o.add_argument("--kernels", action="store_true", help="also list the kernels with their operator "
+                   "and tensor-core use")
+    o.add_argument("--limit", type=int, default=40, metavar="N", help="rows to print (default 40)")
+    o.add_argument("--json", action="store_true", help="print kernelscope.ops/1 JSON (every row)")
+    o.set_defaults(func=cmd_ops)
+
+    m = sub.add_parser("modules", help="time per nn.Module as a tree, forward and backward apart")
+    m.add_argument("input", metavar="REPORT")
+    m.add_argument("--json", action="store_true", help="print kernelscope.modules/1 JSON")
+    m.set_defaults(func=cmd_modules)
+
+    y = sub.add_parser("memory", help="GPU memory over time: peaks, and what was alive at the peak")
+    y.add_argument("input", metavar="REPORT", help="a Kineto trace (profile_memory=True), an nsys report "
+                   "(--cuda-memory-usage=true) or a torch.cuda.memory snapshot pickle")
+    y.add_argument("--json", action="store_true", help="print kernelscope.memory/1 JSON")
+    y.set_defaults(func=cmd_memory)
+
+
+def _open(path: str) -> Any:
+    from engine.reports import open_report
+
+    return open_report(Path(path), cancel=threading.Event())
+
+
+def _print(doc: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(doc, indent=1, allow_nan=False) + "\n")
+
+
+def cmd_ops(args: argparse.Namespace) -> int:
+    """The operator table (and with ``--kernels`` the kernel table)."""
+    from engine.analysis.pytorch.events import torch_events
+    from engine.analysis.pytorch.kernels import kernel_table
+    from engine.analysis.pytorch.operators import operator_table
+    from engine.analysis.pytorch.text import kernels_text, ops_json, ops_text
+
+    ev = torch_events(_open(args.input))
+    table = operator_table(ev, args.by)
+    kernels = kernel_table(ev)
+    if args.json:
+        _print(ops_json(table, kernels))
+        return 0
+    sys.stdout.write(ops_text(table, kernels, limit=args.limit))
+    if args.kernels:
+        sys.stdout.write("\n" + kernels_text(kernels, limit=args.limit))
+    return 0
+
+
+def cmd_modules(args: argparse.Namespace) -> int:
+    """The module tree."""
+    from engine.analysis.pytorch.events import torch_events
+    from engine.analysis.pytorch.modules import module_tree
+    from engine.analysis.pytorch.text import modules_json, modules_text
+    from engine.analysis.steps import find_steps
+
+    trace = _open(args.input)
+    tree = module_tree(torch_events(trace), find_steps(trace))
+    if args.json:
+        _print(modules_json(tree))
+    else:
+        sys.stdout.write(modules_text(tree))
+    return 0
+
+
+def cmd_memory(args: argparse.Namespace) -> int:
+    """Memory peaks per GPU; for a snapshot, what was alive at the peak."""
+    from engine.analysis.pytorch.memory import alive_at_peak, memory_timeline
+    from engine.analysis.pytorch.text import memory_json, memory_text
+
+    trace = _open(args.input)
+    tl = memory_timeline(trace)
+    alive = None
+    if trace.info.kind == "snapshot" and tl.curves:
+        alive = alive_at_peak(trace.columns_, max(tl.curves, key=lambda c: c.peak_allocated))
+    if args.json:
+        _print(memory_json(tl, alive))
+    else:
+        sys.stdout.write(memory_text(tl, alive))
+    return 0
