@@ -7,10 +7,9 @@ A snapshot holds the allocator's state at the dump (``segments`` with their bloc
 
 Pickles can run code when loaded; this reader refuses every class import (a snapshot holds only
 dicts, lists, strings and numbers), so a hostile file fails with a sentence instead. The events
-become numpy columns and each distinct stack one row of a stack table (stacks are shared objects
-in the pickle, so they are summarised once each). A big snapshot is converted once in a child
-process (its Python objects take about 2.5x the file there) into a column cache that later opens
-map from disk; the caller then holds only the columns (about 45 bytes per event).
+are read as a stream into numpy columns (:mod:`engine.reports.snapshot_stream`), never as one
+dict each, and each distinct stack becomes one row of a stack table. The columns are cached, so a
+later open maps them from disk (about 45 bytes per event).
 """
 
 from __future__ import annotations
@@ -18,8 +17,6 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,11 +30,13 @@ ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc", "segmen
            "segment_unmap", "snapshot", "oom", "other")
 _ACTION_CODE = {a: i for i, a in enumerate(ACTIONS)}
 _COLUMNS = ("device", "action", "addr", "size", "stream", "time_us", "stack")
-#: files above this size are converted in a child process (the window never holds the objects)
+#: a pickle the stream reader cannot walk is loaded whole only up to this size
 CHILD_BYTES = 64 * 2**20
 _NOT_SNAPSHOT = ("is not a PyTorch memory snapshot (a pickle of a dict with 'segments' and "
                  "'device_traces'); save one with torch.cuda.memory._dump_snapshot(path).")
 _USER_SKIP = ("/torch/", "/site-packages/", "<frozen", "??")
+_ALLOCATOR_FRAMES = ("unwind", "CapturedTraceback", "gather_with_cpp", "CachingAllocator", "empty_strided",
+                     "empty_generic", "at::detail::empty", "c10::impl::wrap_kernel", "redispatch")
 
 
 class _NoClasses(pickle.Unpickler):
@@ -83,7 +82,9 @@ def summarise_stack(frames: list[dict[str, Any]], depth: int = 4) -> str:
     """The program's own innermost Python frames (else the first frames) of one stack."""
     py = [f for f in frames if str(f.get("filename", "")).endswith(".py")]
     mine = [f for f in py if not any(s in str(f.get("filename", "")) for s in _USER_SKIP)]
-    chosen = (mine or py or frames)[:depth]
+    # a C++-only stack (a library's workspace): the frames after the allocator's own
+    native = [f for f in frames if not any(s in str(f.get("name", "")) for s in _ALLOCATOR_FRAMES)]
+    chosen = (mine or py or native or frames)[:depth]
     return " ← ".join(_frame_text(f) for f in chosen) or "(no stack recorded)"
 
 
@@ -111,24 +112,60 @@ def _convert(doc: Any) -> SnapshotColumns:
             cols["stream"].append(int(e.get("stream", 0) or 0))
             cols["time_us"].append(int(e.get("time_us", 0) or 0))
             cols["stack"].append(code)
-    end_alloc: dict[int, int] = {}
-    end_res: dict[int, int] = {}
-    for seg in doc["segments"]:
-        d = int(seg.get("device", 0))
-        end_res[d] = end_res.get(d, 0) + int(seg.get("total_size", 0))
-        live = sum(int(b.get("size", 0)) for b in seg.get("blocks", []) if b.get("state") == "active_allocated")
-        end_alloc[d] = end_alloc.get(d, 0) + live
+    end_alloc, end_res = _end_state(doc)
     types = {"device": np.int32, "action": np.int8, "stack": np.int32}
     arrays = {c: np.asarray(v, dtype=types.get(c, np.int64)) for c, v in cols.items()}
     return SnapshotColumns(**arrays, stacks=stacks, end_allocated=end_alloc, end_reserved=end_res)
 
 
-def _load_pickle(path: Path) -> SnapshotColumns:
+def _load_pickle(path: Path, *, fallback_bytes: int = CHILD_BYTES) -> SnapshotColumns:
+    """The columns of a snapshot file, read as a stream (see :mod:`engine.reports.snapshot_stream`).
+
+    A pickle the stream reader does not handle is loaded whole (classes refused) when it is small.
+    """
+    from engine.reports.snapshot_stream import UnsupportedPickle, stream_snapshot
+
+    try:
+        doc, sink = stream_snapshot(path, summarise_stack)
+    except UnsupportedPickle as exc:
+        if path.stat().st_size > fallback_bytes:
+            raise ReportError(f"{path} is truncated or {_NOT_SNAPSHOT} ({exc})") from exc
+        return _load_whole(path)
+    except (OSError, ValueError) as exc:
+        raise ReportError(f"{path} cannot be read ({exc}).") from exc
+    if not isinstance(doc, dict) or "segments" not in doc:
+        raise ReportError(f"{path} {_NOT_SNAPSHOT}")
+    lut = np.array([_ACTION_CODE.get(a, len(ACTIONS) - 1) for a in sink.actions] or [0], dtype=np.int8)
+    cols = {c: np.frombuffer(sink.cols[c], dtype=np.int64) for c in _COLUMNS}
+    end_alloc, end_res = _end_state(doc)
+    return SnapshotColumns(device=cols["device"].astype(np.int32), action=lut[cols["action"]],
+                           addr=cols["addr"], size=cols["size"], stream=cols["stream"], time_us=cols["time_us"],
+                           stack=cols["stack"].astype(np.int32), stacks=sink.stacks,
+                           end_allocated=end_alloc, end_reserved=end_res)
+
+
+def _end_state(doc: dict[str, Any]) -> tuple[dict[int, int], dict[int, int]]:
+    """Per device: bytes in live blocks and in segments at the dump."""
+    end_alloc: dict[int, int] = {}
+    end_res: dict[int, int] = {}
+    for seg in doc["segments"]:
+        d = int(seg.get("device", 0))
+        end_res[d] = end_res.get(d, 0) + int(seg.get("total_size", 0))
+        blocks = seg.get("blocks", [])
+        live = sum(int(b.get("size", 0)) for b in blocks if b.get("state") == "active_allocated")
+        end_alloc[d] = end_alloc.get(d, 0) + live
+    return end_alloc, end_res
+
+
+def _load_whole(path: Path) -> SnapshotColumns:
     try:
         with open(path, "rb") as f:
             doc = _NoClasses(f).load()
         return _convert(doc)
     except pickle.UnpicklingError as exc:
+        if "truncated" in str(exc):
+            raise ReportError(f"{path} is truncated (the pickle ends early): copy it again, or dump the "
+                              "snapshot again with torch.cuda.memory._dump_snapshot(path).") from exc
         raise ReportError(f"{path} {_NOT_SNAPSHOT} ({exc})") from exc
     except (EOFError, ValueError, TypeError, AttributeError, IndexError, KeyError) as exc:
         raise ReportError(f"{path} is truncated or {_NOT_SNAPSHOT}") from exc
@@ -166,8 +203,8 @@ def _from_cache(d: Path) -> SnapshotColumns | None:
                            end_reserved={int(k): v for k, v in meta["end_reserved"].items()})
 
 
-def read_snapshot(path: Path | str, *, child_bytes: int = CHILD_BYTES) -> SnapshotColumns:
-    """The snapshot's columns: from the cache, else converted (in a child process when big).
+def read_snapshot(path: Path | str) -> SnapshotColumns:
+    """The snapshot's columns: from the cache, else read as a stream (and cached).
 
     Raises:
         ReportError: the file is not a memory snapshot, is truncated, or cannot be read.
@@ -175,33 +212,19 @@ def read_snapshot(path: Path | str, *, child_bytes: int = CHILD_BYTES) -> Snapsh
     """
     path = Path(path)
     try:
-        size = path.stat().st_size
         d = _cache_dir(path)
     except OSError as exc:
         raise ReportError(f"{path} cannot be read ({exc.strerror}).") from exc
     cached = _from_cache(d)
     if cached is not None:
         return cached
-    if size <= child_bytes:
-        cols = _load_pickle(path)
-        try:
-            d.parent.mkdir(parents=True, exist_ok=True)
-            _save(cols, d)
-        except OSError:
-            pass
-        return cols
-    run = subprocess.run([sys.executable, "-m", "engine.reports.torch_snapshot", str(path), str(d)],
-                         capture_output=True, text=True, check=False)
-    if run.returncode != 0:
-        last = (run.stderr.strip().splitlines() or ["the converter stopped"])[-1]
-        raise ReportError(last if last.startswith(str(path)) else
-                          f"{path} could not be converted ({last}); if it is a memory snapshot, the "
-                          "machine may lack memory for it (it needs about 2.5x the file once).")
-    got = _from_cache(d)
-    if got is None:
-        raise ReportError(f"{path} was converted but its cache under {d} cannot be read; check the "
-                          "cache folder ($KERNELSCOPE_CACHE) is writable.")
-    return got
+    cols = _load_pickle(path)
+    try:
+        d.parent.mkdir(parents=True, exist_ok=True)
+        _save(cols, d)
+    except OSError:
+        pass  # a read-only cache: the next open reads the file again
+    return cols
 
 
 class SnapshotTrace(Trace):
@@ -215,20 +238,3 @@ class SnapshotTrace(Trace):
     def _load(self, name: str, columns: list[str]) -> Any:
         self._mark_missing(name, "a PyTorch memory snapshot holds allocator events only")
         return None
-
-
-def main(argv: list[str]) -> int:
-    """Child process: convert ``argv[0]`` into the column cache folder ``argv[1]``."""
-    path, d = Path(argv[0]), Path(argv[1])
-    try:
-        cols = _load_pickle(path)
-    except ReportError as exc:
-        print(str(exc), file=sys.stderr)
-        return 1
-    d.parent.mkdir(parents=True, exist_ok=True)
-    _save(cols, d)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

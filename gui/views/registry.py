@@ -20,6 +20,7 @@ VIEW_SPECS: tuple[ViewSpec, ...] = (
     ViewSpec("telemetry", "Telemetry", "gui.views.telemetry_view", "TelemetryView", needs_report=False),
     ViewSpec("run", "Run", "gui.views.run_view", "RunView", needs_report=False),
     ViewSpec("ranks", "Ranks", "gui.views.ranks_view", "RanksView", links=("timeline",)),
+    ViewSpec("pytorch", "PyTorch", "gui.views.pytorch_view", "PytorchView", links=("timeline",)),
     ViewSpec("info", "Info", "gui.views.info_view", "InfoView", needs_summary=True),
 )
 

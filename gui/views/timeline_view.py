@@ -237,6 +237,13 @@ class TimelineView(ReportView):
         return self.canvas.model
 
     # -- report changes ---------------------------------------------------------------------------
+    def show_link(self, payload: object) -> None:
+        """Zoom to ``{"range_ns": (start, end)}`` (from the PyTorch view's "Show on Timeline")."""
+        if isinstance(payload, dict) and "range_ns" in payload:
+            a, b = payload["range_ns"]
+            pad = max((b - a) * 0.02, 1000.0)
+            self.canvas.set_range(float(a) - pad, float(b) + pad)
+
     def on_report(self, report: LoadedReport | None) -> None:
         self._shown = report
         self._show_details(None)

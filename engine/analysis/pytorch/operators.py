@@ -196,3 +196,17 @@ def op_kernels(ev: TorchEvents, gpu: Any) -> list[dict[str, Any]]:
                      "mean_ns": int(d.mean()), "indices": members})
     rows.sort(key=lambda r: -r["total_ns"])
     return rows
+
+
+def forward_of(ev: TorchEvents, i: int) -> int:
+    """For a backward-pass range, the forward operator whose autograd node it runs (-1: none).
+
+    Autograd gives the backward function the forward operator's sequence number.
+    """
+    p = i
+    while p >= 0 and ev.seq[p] < 0:
+        p = int(ev.op_parent[p])
+    if p < 0 or not ev.backward[i]:
+        return -1
+    hits = np.flatnonzero((ev.seq == ev.seq[p]) & ~ev.backward & (ev.cat == OP))
+    return int(hits[0]) if len(hits) else -1

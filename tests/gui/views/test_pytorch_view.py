@@ -1,0 +1,78 @@
+"""The PyTorch view on the H200 training-step recordings: operators, modules, kernels, memory."""
+
+from __future__ import annotations
+
+import json
+import lzma
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tests.gui.conftest import LOAD_TIMEOUT_MS, open_and_wait, screenshot
+
+REC = REPO / "tests" / "data" / "recordings" / "torch"
+
+
+@pytest.fixture(scope="module")
+def rec(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("torchgui")
+    for name in ("torch_train.json", "torch_train_snapshot.pickle"):
+        (out / name).write_bytes(lzma.decompress((REC / f"{name}.xz").read_bytes()))
+    return out
+
+
+def _show(qtbot, window, page: str):
+    window.set_view("pytorch")
+    view = window.views["pytorch"]
+    qtbot.waitUntil(lambda: not view.is_busy() and view.result is not None, timeout=LOAD_TIMEOUT_MS)
+    view.show_page(page)
+    return view
+
+
+def test_operators_modules_kernels_memory_of_a_training_step(qtbot, window, rec: Path) -> None:
+    open_and_wait(qtbot, window, rec / "torch_train.json")
+    view = _show(qtbot, window, "operators")
+    ops = view.ops_table.column("Operator")
+    assert ops[0] == "aten::mm" and "aten::addmm" in ops[:3]
+    gpu = view.ops_table.column("GPU self (ms)")
+    assert gpu[0] == pytest.approx(131.4999, abs=1e-3)  # = the sum of its 403 kernels in the raw events
+    view.select_op("aten::mm")
+    kernels = view.op_kernels.column("Kernel")
+    assert any("simt_sgemm" in k for k in kernels)
+    assert sum(view.op_kernels.column("Count")) == 403
+    assert "torch_workbench.py" in view.op_stack.text()  # with_stack's Python frames
+    assert view.to_timeline.isEnabled()
+    screenshot(window, "pytorch_operators")
+
+    with qtbot.waitSignal(window.views["timeline"].canvas.sig_range_changed, timeout=LOAD_TIMEOUT_MS,
+                          raising=False):
+        view.to_timeline.click()
+    assert window.current_view() == "timeline"
+
+    view = _show(qtbot, window, "modules")
+    top = view.tree.topLevelItem(0)
+    assert top.text(0) == "7 step(s)"
+    assert [top.child(i).text(0) for i in range(top.childCount())] == ["forward", "backward", "optimizer", "other"]
+    assert top.child(0).child(0).text(0) == "TinyGPT_0"
+    screenshot(window, "pytorch_modules")
+
+    view = _show(qtbot, window, "kernels")
+    assert "0.0 %</b> of the kernel time" in view.tc_label.text()
+    assert view.kernels_table.column("Tensor cores")[0] == "no (CUDA cores)"
+    screenshot(window, "pytorch_kernels")
+
+    view = _show(qtbot, window, "memory")
+    truth = json.loads((REC / "torch_train_truth.json").read_text())
+    assert f"({truth['max_memory_allocated']:,} bytes)" in view.mem_label.text()
+    screenshot(window, "pytorch_memory")
+
+
+def test_a_memory_snapshot_opens_on_the_memory_page(qtbot, window, rec: Path) -> None:
+    open_and_wait(qtbot, window, rec / "torch_train_snapshot.pickle")
+    view = _show(qtbot, window, "memory")
+    assert view.tabs.currentIndex() == 3 and not view.tabs.isTabEnabled(0)
+    truth = json.loads((REC / "torch_train_snapshot_truth.json").read_text())
+    assert f"({truth['max_memory_allocated']:,} bytes)" in view.mem_label.text()
+    assert "torch_workbench.py" in view.alive_table.column("Alive at the peak, allocated at")[0]
+    screenshot(window, "pytorch_snapshot")
