@@ -229,8 +229,9 @@ def _breakdown_md(s: dict[str, Any]) -> list[str]:
     return out
 
 
-def session_markdown(summary: Summary | dict[str, Any], findings: list[Finding]) -> str:
-    """A report's headline numbers, its breakdown and its findings as Markdown."""
+def session_markdown(summary: Summary | dict[str, Any], findings: list[Finding],
+                     extra: list[str] | None = None) -> str:
+    """A report's headline numbers, its breakdown, ``extra`` sections (Markdown lines) and its findings."""
     summary = summary if isinstance(summary, dict) else summary.to_json()
     r = summary["report"]
     gpus = ", ".join(str(g["name"]) for g in r["gpus"]) or "unknown GPU"
@@ -247,6 +248,7 @@ def session_markdown(summary: Summary | dict[str, Any], findings: list[Finding])
     if summary["missing"]:
         lines.append(f"- Not captured: {'; '.join(summary['missing'])}")
     lines += [""] + _breakdown_md(summary)
+    lines += extra or []
     lines += ["## Findings", ""] + findings_markdown(findings)
     return "\n".join(lines) + "\n"
 
@@ -328,11 +330,12 @@ def html_page(title: str, markdown: str, plots: list[str]) -> str:
             "<p class=\"info\">Made by Kernelscope.</p></body></html>\n")
 
 
-def session_html(summary: Summary | dict[str, Any], findings: list[Finding]) -> str:
+def session_html(summary: Summary | dict[str, Any], findings: list[Finding],
+                 extra: list[str] | None = None) -> str:
     """The session report as one self-contained HTML file with plots."""
     summary = summary if isinstance(summary, dict) else summary.to_json()
     return html_page(f"Kernelscope: {Path(summary['report']['path']).name}",
-                     session_markdown(summary, findings), _summary_plots(summary))
+                     session_markdown(summary, findings, extra), _summary_plots(summary))
 
 
 def comparison_markdown(c: Comparison) -> str:

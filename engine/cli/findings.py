@@ -243,8 +243,15 @@ def cmd_export(args: argparse.Namespace) -> int:
         prefetch_api_calls(trace)  # the calls' columns read while the kernels' are (two cores), as findings
         ref = open_report(_path(args.pinned_from)) if args.pinned_from else None
         s, found = overview(trace, reference=ref)
-        export.write_text(out, export.session_markdown(s, found) if args.format == "md"
-                          else export.session_html(s, found))
+        from engine.analysis.pytorch.events import is_pytorch
+
+        extra = None
+        if is_pytorch(trace) or trace.info.kind == "snapshot":
+            from engine.analysis.pytorch.text import pytorch_markdown
+
+            extra = pytorch_markdown(trace)
+        export.write_text(out, export.session_markdown(s, found, extra) if args.format == "md"
+                          else export.session_html(s, found, extra))
     print(f"kernelscope: wrote {out}", file=sys.stderr)
     return 0
 

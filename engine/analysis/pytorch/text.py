@@ -126,3 +126,39 @@ def memory_json(tl: MemoryTimeline, alive: list[dict[str, Any]] | None = None) -
     if alive is not None:
         doc["alive_at_peak"] = alive
     return doc
+
+
+def pytorch_markdown(trace: Any, *, limit: int = 15) -> list[str]:
+    """The PyTorch section of an exported report: top operators, phases and modules, memory peaks."""
+    from engine.analysis.pytorch.events import is_pytorch, torch_events
+    from engine.analysis.pytorch.kernels import kernel_table
+    from engine.analysis.pytorch.memory import memory_timeline
+    from engine.analysis.pytorch.modules import module_tree
+    from engine.analysis.pytorch.operators import operator_table
+    from engine.analysis.steps import find_steps
+
+    out = ["## PyTorch", ""]
+    if is_pytorch(trace):
+        ev = torch_events(trace)
+        table = operator_table(ev)
+        kt = kernel_table(ev)
+        out += [f"Operators by self GPU time ({len(table.rows):,} in all; tensor cores: "
+                f"{100 * kt.tensor_share:.1f} % of kernel time):", "",
+                "| Operator | Calls | Host self (ms) | GPU self (ms) | GPU total (ms) |", "|---|---:|---:|---:|---:|"]
+        out += [f"| `{r.key}` | {r.calls:,} | {ms(r.host_self_ns)} | {ms(r.gpu_self_ns)} | {ms(r.gpu_total_ns)} |"
+                for r in table.rows[:limit]]
+        tree = module_tree(ev, find_steps(trace))
+        out += ["", f"Phases of {tree.root.label} ({tree.sum_sentence()}):", "",
+                "| Phase / module | Host (ms) | GPU (ms) |", "|---|---:|---:|"]
+        for phase in tree.root.children.values():
+            out.append(f"| {phase.label} | {ms(phase.host_ns)} | {ms(phase.gpu_ns)} |")
+            out += [f"| &nbsp;&nbsp;{m.label} | {ms(m.host_ns)} | {ms(m.gpu_ns)} |" for m in phase.children.values()]
+    tl = memory_timeline(trace)
+    out += ["", tl.measures, ""]
+    for c in tl.curves:
+        peak = c.peak_allocated if c.allocated is not None else c.peak_reserved
+        what = "allocated" if c.allocated is not None else "reserved"
+        out.append(f"- GPU {c.device}: peak {what} {mib(peak)} MiB ({peak:,} bytes), peak reserved "
+                   f"{mib(c.peak_reserved)} MiB")
+    out += [f"- {n}" for n in tl.notes]
+    return out + [""]

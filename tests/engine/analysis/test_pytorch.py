@@ -240,3 +240,14 @@ def test_cli_ops_modules_memory(rec: Path) -> None:
     mem = run("memory", str(rec / "torch_train_snapshot.pickle"))
     assert f"({_truth('torch_train_snapshot')['max_memory_allocated']:,} bytes)" in mem
     assert "Alive at the peak" in mem
+
+
+def test_export_has_the_pytorch_section(rec: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report.md"
+    subprocess.run([sys.executable, "-m", "engine.cli", "export", str(rec / "torch_train.json"), "--format", "md",
+                    "-o", str(out)], check=True, capture_output=True, cwd=REPO)
+    text = out.read_text()
+    section = text[text.index("## PyTorch"):text.index("## Findings")]
+    assert "| `aten::mm` | 238 | 7.723 | 131.500 | 131.500 |" in section
+    assert f"({_truth('torch_train')['max_memory_allocated']:,} bytes)" in section
+    assert "Matrix math runs on CUDA cores" in text
