@@ -103,7 +103,8 @@ def main() -> int:
         print(f"{what:58} {wall:8.1f} {rss:10,.0f} {rss / size:7.2f}  {out.replace(chr(10), ' ')}")
     ref_wall, ref_rss = rows[0][1], rows[0][2]
     print(f"\ncold open vs pickle.load: {rows[1][1] / ref_wall:.2f}x the time; a later open holds "
-          f"{rows[2][2]:,.0f} MiB in all ({rows[2][2] / ref_rss:.2f}x pickle.load's peak), in {rows[2][1]:.1f} s")
+          f"{rows[2][2]:,.0f} MiB in all ({rows[2][2] / ref_rss:.2f}x pickle.load's peak), "
+          f"in {rows[2][1]:.1f} s")
     return 0
 
 

@@ -44,8 +44,10 @@ _MARK = _Mark()
 
 
 class _Stack:
-    """The memo's stand-in for a frames list read on the fast path (events share them: a free
-    event refers to its allocation's list)."""
+    """The memo's stand-in for a frames list read on the fast path.
+
+    Events share them: a free event refers to its allocation's list.
+    """
 
     __slots__ = ("code",)
 
@@ -57,7 +59,8 @@ class EventSink:
     """Where event dicts go: columns (``array``) and the stack table."""
 
     def __init__(self, summarise: Callable[[list[Any]], str]) -> None:
-        self.cols = {k: array("q") for k in ("device", "action", "addr", "size", "stream", "time_us", "stack")}
+        self.cols = {k: array("q")
+                     for k in ("device", "action", "addr", "size", "stream", "time_us", "stack")}
         self.actions: dict[str, int] = {}
         self.stacks: list[str] = []
         self._by_text: dict[str, int] = {}
@@ -66,6 +69,7 @@ class EventSink:
         self.device = 0
 
     def stack_of(self, frames: list[Any], key: bytes | None = None) -> int:
+        """The stack table's code for ``frames`` (added when new); ``key``: the frames' pickle bytes."""
         if key is not None:
             got = self._by_bytes.get(key)
             if got is not None:
@@ -79,6 +83,7 @@ class EventSink:
         return code
 
     def add(self, action: Any, addr: Any, size: Any, stream: Any, time_us: Any, stack: int) -> None:
+        """Append one event to the columns, on the current device."""
         c = self.cols
         c["device"].append(self.device)
         c["action"].append(self.actions.setdefault(str(action), len(self.actions)))
@@ -98,8 +103,11 @@ def _int(v: Any) -> int:
 
 
 class StreamReader:
-    """Walks one pickle (see the module docstring); :meth:`run` returns the top-level object with
-    every event dict replaced by ``None`` (its values are in ``sink``)."""
+    """Walks one pickle (see the module docstring).
+
+    :meth:`run` returns the top-level object with every event dict replaced by ``None`` (its values
+    are in ``sink``).
+    """
 
     def __init__(self, buf: Any, sink: EventSink, progress: Callable[[float], None] | None = None) -> None:
         self.buf = buf
@@ -121,6 +129,7 @@ class StreamReader:
         raise UnsupportedPickle
 
     def run(self) -> Any:
+        """Read the whole pickle: the top-level object, its events in the sink."""
         stack: list[Any] = []
         buf, pos = self.buf, 0
         memo = self.memo
@@ -276,20 +285,14 @@ class StreamReader:
             self.marks.append(len(stack))
             stack.append(_MARK)
             return pos + 1
-        if op == 0x7D:
-            stack.append({})
-            return pos + 1
-        if op == 0x5D:
-            stack.append([])
-            return pos + 1
-        if op == 0x29:
-            stack.append(())
+        if op in (0x7D, 0x5D, 0x29):  # EMPTY_DICT, EMPTY_LIST, EMPTY_TUPLE
+            stack.append({} if op == 0x7D else [] if op == 0x5D else ())
             return pos + 1
         if op in (0x85, 0x86, 0x87):  # TUPLE1..3
             k = op - 0x84
-            items = tuple(stack[-k:])
+            tup = tuple(stack[-k:])
             del stack[-k:]
-            stack.append(items)
+            stack.append(tup)
             return pos + 1
         if op in (0x74, 0x65, 0x75):  # TUPLE, APPENDS, SETITEMS: items above the last MARK
             i = self.marks.pop()
@@ -319,7 +322,7 @@ class StreamReader:
             stack.append(_F8.unpack_from(buf, pos + 1)[0])
             return pos + 9
         if op == 0x8B:  # LONG4
-            n = _I4.unpack_from(buf, pos + 1)[0]
+            n: int = _I4.unpack_from(buf, pos + 1)[0]
             stack.append(int.from_bytes(buf[pos + 5:pos + 5 + n], "little", signed=True))
             return pos + 5 + n
         if op in (0x43, 0x42, 0x8E):  # SHORT_BINBYTES, BINBYTES, BINBYTES8
@@ -356,7 +359,8 @@ class StreamReader:
             frames = d.get("frames") or []
             code = frames.code if isinstance(frames, _Stack) else \
                 self.sink.stack_of(frames if isinstance(frames, list) else [])
-            self.sink.add(d.get("action"), d.get("addr"), d.get("size"), d.get("stream"), d.get("time_us"), code)
+            self.sink.add(d.get("action"), d.get("addr"), d.get("size"), d.get("stream"), d.get("time_us"),
+                          code)
             if isinstance(frames, list):  # a later free refers to this list: keep only its stack
                 for i in range(len(self.memo) - 1, -1, -1):
                     if self.memo[i] is frames:

@@ -70,6 +70,7 @@ class SnapshotColumns:
 
     @property
     def n(self) -> int:
+        """The number of events."""
         return len(self.action)
 
 
@@ -139,7 +140,8 @@ def _load_pickle(path: Path, *, fallback_bytes: int = CHILD_BYTES) -> SnapshotCo
     cols = {c: np.frombuffer(sink.cols[c], dtype=np.int64) for c in _COLUMNS}
     end_alloc, end_res = _end_state(doc)
     return SnapshotColumns(device=cols["device"].astype(np.int32), action=lut[cols["action"]],
-                           addr=cols["addr"], size=cols["size"], stream=cols["stream"], time_us=cols["time_us"],
+                           addr=cols["addr"], size=cols["size"], stream=cols["stream"],
+                           time_us=cols["time_us"],
                            stack=cols["stack"].astype(np.int32), stacks=sink.stacks,
                            end_allocated=end_alloc, end_reserved=end_res)
 

@@ -249,7 +249,8 @@ class PytorchView(ReportView):
         """Select the operator row ``key`` (as a click would)."""
         names = self.ops_table.column("Operator")
         row = names.index(key)
-        self.ops_table.selectRow(self.ops_table.proxy.mapFromSource(self.ops_table.source.index(row, 0)).row())
+        proxy_row = self.ops_table.proxy.mapFromSource(self.ops_table.source.index(row, 0)).row()
+        self.ops_table.selectRow(proxy_row)
         self._on_op_selected()
 
     def _on_op_selected(self) -> None:
@@ -329,7 +330,8 @@ class PytorchView(ReportView):
             return
         rows = [{"Kernel": r.name, "Calls": r.calls, "Total (ms)": _ms(r.total_ns),
                  "Mean (us)": round(r.mean_ns / 1e3, 2), "Share %": round(100 * r.share, 2),
-                 "Tensor cores": "yes" if r.tensor_cores else ("no (CUDA cores)" if r.cuda_core_math else "no"),
+                 "Tensor cores": "yes" if r.tensor_cores
+                 else ("no (CUDA cores)" if r.cuda_core_math else "no"),
                  "Operator": r.op, "Outer operator": r.top_op, "Grid": r.grid, "Block": r.block}
                 for r in kt.rows]
         self.kernels_table.set_frame(pd.DataFrame(rows) if rows else None)
@@ -368,13 +370,16 @@ class PytorchView(ReportView):
                 self.mem_plot.addLine(x=c.time_ns[i] / 1e6, pen=pg.mkPen("#888", style=Qt.PenStyle.DotLine))
                 peak = c.peak_allocated if c.allocated is not None else c.peak_reserved
                 lines.append(f"GPU {c.device}: peak {'allocated' if c.allocated is not None else 'reserved'} "
-                             f"<b>{peak / 2**20:,.1f} MiB</b> ({peak:,} bytes) at {c.time_ns[i] / 1e6:,.3f} ms; "
-                             f"peak reserved {c.peak_reserved / 2**20:,.1f} MiB." if c.reserved is not None else "")
+                             f"<b>{peak / 2**20:,.1f} MiB</b> ({peak:,} bytes) "
+                             f"at {c.time_ns[i] / 1e6:,.3f} ms; "
+                             f"peak reserved {c.peak_reserved / 2**20:,.1f} MiB."
+                             if c.reserved is not None else "")
         self.mem_label.setText("<br>".join([*lines, *tl.notes]))
         alive = self.result.get("alive") if self.result else None
         if alive:
             self.alive_table.set_frame(pd.DataFrame([{"Alive at the peak, allocated at": a["where"],
-                                                      "Blocks": a["blocks"], "MiB": round(a["bytes"] / 2**20, 2)}
+                                                      "Blocks": a["blocks"],
+                                                      "MiB": round(a["bytes"] / 2**20, 2)}
                                                      for a in alive]))
             self.alive_table.resizeColumnsToContents()
             self.alive_table.setColumnWidth(0, 720)

@@ -52,7 +52,8 @@ def rule_cuda_core_math(ctx: Context) -> list[Finding]:
     ev = _events(ctx)
     if ev is None:
         return []
-    from engine.analysis.pytorch.kernels import KERNEL, is_cuda_core_math
+    from engine.analysis.pytorch.events import KERNEL
+    from engine.analysis.pytorch.kernels import is_cuda_core_math
 
     flags = np.array([is_cuda_core_math(n) for n in ev.gpu_names], dtype=bool)
     rows = np.flatnonzero((ev.gpu_kind == KERNEL) & flags[ev.gpu_name]) if len(flags) else np.zeros(0, int)
@@ -72,9 +73,9 @@ def rule_cuda_core_math(ctx: Context) -> list[Finding]:
     return [Finding(
         id="torch.cuda-core-math", title="Matrix math runs on CUDA cores, not tensor cores",
         severity=severity_of(gain), source="nsys",
-        summary=(f"{100.0 * ns / kernel_ns:.0f} % of the kernel time ({fmt_time(ns)}) is matrix multiplies or "
-                 f"convolutions in fp32 without TF32, which run on CUDA cores; on tensor cores (TF32 or bf16) "
-                 f"they run several times faster."),
+        summary=(f"{100.0 * ns / kernel_ns:.0f} % of the kernel time ({fmt_time(ns)}) is matrix multiplies "
+                 f"or convolutions in fp32 without TF32, which run on CUDA cores; on tensor cores (TF32 or "
+                 f"bf16) they run several times faster."),
         evidence=[Evidence("CUDA-core matrix kernels", len(rows), "launches", "kernel names"),
                   Evidence("their GPU time", ns, "ns", "kernels"),
                   Evidence("share of kernel time", round(100.0 * ns / kernel_ns, 2), "%", "kernels"),
@@ -105,7 +106,8 @@ def rule_item_sync(ctx: Context) -> list[Finding]:
 
     copies = set(ev.gpu_op[descendants_gpu(ev, calls.tolist())][
         ev.gpu_kind[descendants_gpu(ev, calls.tolist())] == MEMCPY].tolist())
-    calls = np.array([i for i in calls.tolist() if i in copies or _has_copy_below(ev, i, copies)], dtype=np.int64)
+    calls = np.array([i for i in calls.tolist() if i in copies or _has_copy_below(ev, i, copies)],
+                     dtype=np.int64)
     if not len(calls):
         return []
     gs = np.sort(ev.gpu_start)
@@ -123,7 +125,8 @@ def rule_item_sync(ctx: Context) -> list[Finding]:
     return [Finding(
         id="torch.item-sync", title="Host reads of GPU values (.item()) stall the GPU",
         severity=severity_of(gain), source="nsys",
-        summary=(f"{len(calls)} reads of a GPU value on the host ({per_step}aten::item / _local_scalar_dense) "
+        summary=(f"{len(calls)} reads of a GPU value on the host "
+                 f"({per_step}aten::item / _local_scalar_dense) "
                  f"wait {fmt_time(float(blocked.sum()))} for the GPU to finish, and the GPU then idles "
                  f"{fmt_time(float(idle.sum()))} until the host launches more work."),
         evidence=[Evidence("reads", len(calls), "calls", "operators"),
@@ -198,7 +201,8 @@ def rule_unfused_elementwise(ctx: Context) -> list[Finding]:
     if float(saved.sum()) < 0.01 * max(float(ctx.summary.gpu.busy_ns), 1.0):
         return []
     gain = gain_from(ctx, float(saved[steady].sum()), float(saved[~steady].sum()),
-                     f"Σ over {len(runs)} chains (chain time − its longest kernel) = {fmt_time(float(saved.sum()))}",
+                     f"Σ over {len(runs)} chains (chain time − its longest kernel) = "
+                     f"{fmt_time(float(saved.sum()))}",
                      overlap=GPU)
     biggest = runs[int(np.argmax(saved))]
     chain = " → ".join(ev.label(int(ev.gpu_op[j])) for j in biggest[:8])

@@ -97,6 +97,7 @@ class TorchEvents:
 
     @property
     def n(self) -> int:
+        """The number of host ranges."""
         return len(self.start)
 
     def label(self, i: int) -> str:
@@ -108,6 +109,7 @@ class TorchEvents:
         return self.gpu_names[int(self.gpu_name[j])]
 
     def has_operators(self) -> bool:
+        """True when any host range is an operator."""
         return bool(np.any(self.cat == OP))
 
 
@@ -117,7 +119,8 @@ def is_pytorch(trace: Trace) -> bool:
         return True
     if trace.info.kind == "snapshot" or not trace.has("nvtx"):
         return False
-    return trace_cache(trace, "pytorch.is", lambda: _has_op_ranges(trace))
+    out: bool = trace_cache(trace, "pytorch.is", lambda: _has_op_ranges(trace))
+    return out
 
 
 def _has_op_ranges(trace: Trace) -> bool:
@@ -127,7 +130,8 @@ def _has_op_ranges(trace: Trace) -> bool:
 
 def torch_events(trace: Trace) -> TorchEvents:
     """The PyTorch events of ``trace`` (built once per trace; see the module docstring)."""
-    return trace_cache(trace, "pytorch.events", lambda: _build(trace))
+    out: TorchEvents = trace_cache(trace, "pytorch.events", lambda: _build(trace))
+    return out
 
 
 def _build(trace: Trace) -> TorchEvents:
@@ -266,7 +270,8 @@ def _kineto_gpu(ev: TorchEvents, gpu: list[dict[str, Any]], base: float, ext: np
         name = str(e.get("name", ""))
         code.append(names.setdefault(name, len(names)))
         cat = e.get("cat")
-        kind.append(KERNEL if cat in ("kernel", "Kernel") else MEMCPY if cat in ("gpu_memcpy", "Memcpy") else MEMSET)
+        kind.append(KERNEL if cat in ("kernel", "Kernel")
+                    else MEMCPY if cat in ("gpu_memcpy", "Memcpy") else MEMSET)
         s = round((float(e["ts"]) - base) * 1000.0)
         start.append(s)
         end.append(s + round(float(e.get("dur", 0.0)) * 1000.0))
@@ -367,7 +372,8 @@ def _launch_threads(trace: Trace, cols: Any, ev: TorchEvents) -> npt.NDArray[np.
     return out
 
 
-def _innermost_at(ev: TorchEvents, when: npt.NDArray[np.int64], thread: npt.NDArray[np.int32]) -> npt.NDArray[np.int64]:
+def _innermost_at(ev: TorchEvents, when: npt.NDArray[np.int64],
+                  thread: npt.NDArray[np.int32]) -> npt.NDArray[np.int64]:
     """For each (time, thread) the innermost operator or annotation open then (-1: none)."""
     out = np.full(len(when), -1, dtype=np.int64)
     opish = np.flatnonzero((ev.cat == OP) | (ev.cat == ANNOTATION))
@@ -425,7 +431,8 @@ def _nest(ev: TorchEvents) -> None:
 def _merge_dispatch_duplicates(ev: TorchEvents) -> None:
     """Fold an operator into its parent where it is the parent's only child and has its name."""
     merged = np.zeros(ev.n, dtype=bool)
-    counted = np.flatnonzero(((ev.cat == OP) | (ev.cat == ANNOTATION) | (ev.cat == API)) & (ev.op_parent >= 0))
+    counted = np.flatnonzero(((ev.cat == OP) | (ev.cat == ANNOTATION) | (ev.cat == API))
+                             & (ev.op_parent >= 0))
     kids = np.bincount(ev.op_parent[counted], minlength=ev.n)
     cand = np.flatnonzero((ev.cat == OP) & (ev.op_parent >= 0))
     p = ev.op_parent[cand]

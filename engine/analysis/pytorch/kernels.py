@@ -1,5 +1,7 @@
-"""The kernel view for PyTorch: each kernel with the operator that launched it, whether it ran on
-tensor cores, its grid and block, and its share of the GPU time; and the run's tensor-core share.
+"""The kernel view for PyTorch: each kernel with its launching operator and tensor-core use.
+
+Each kernel has the operator that launched it, whether it ran on tensor cores, its grid and
+block, and its share of the GPU time; the table also has the run's tensor-core share.
 
 Tensor-core use is read from the kernel's name, as the profiler's TensorBoard plugin did: cuBLAS,
 cuBLASLt (nvjet), CUTLASS and cuDNN name their MMA kernels by the instruction or tile they use
@@ -36,12 +38,15 @@ def uses_tensor_cores(name: str) -> bool:
 
 def is_cuda_core_math(name: str) -> bool:
     """True for matrix-multiply or convolution kernels that run on CUDA cores (fp32/fp64 SIMT)."""
-    return bool(_CUDA_CORE_MATH_RE.search(name)) or (bool(_MATH_RE.search(name)) and not uses_tensor_cores(name)
+    return bool(_CUDA_CORE_MATH_RE.search(name)) or (bool(_MATH_RE.search(name))
+                                                     and not uses_tensor_cores(name)
                                                      and "elementwise" not in name)
 
 
 @dataclass
 class KernelRow:
+    """One kernel name: its calls, times, tensor-core use, launching operator, grid and block."""
+
     name: str
     calls: int
     total_ns: int
@@ -55,6 +60,7 @@ class KernelRow:
     block: str
 
     def to_json(self) -> dict[str, Any]:
+        """The row as a JSON-ready dict."""
         return {"name": self.name, "calls": self.calls, "total_ns": self.total_ns, "mean_ns": self.mean_ns,
                 "share_of_kernel_time": self.share, "tensor_cores": self.tensor_cores,
                 "cuda_core_math": self.cuda_core_math, "operator": self.op, "top_operator": self.top_op,
@@ -63,6 +69,8 @@ class KernelRow:
 
 @dataclass
 class KernelTable:
+    """The kernel rows of one program, with the total kernel, tensor-core and CUDA-core math time."""
+
     rows: list[KernelRow]
     kernel_ns: int
     tensor_ns: int
@@ -70,6 +78,7 @@ class KernelTable:
 
     @property
     def tensor_share(self) -> float:
+        """The fraction of kernel time spent in tensor-core kernels (0 when there is none)."""
         return self.tensor_ns / self.kernel_ns if self.kernel_ns else 0.0
 
 

@@ -14,7 +14,7 @@ window (when the program reset the peak at the window's start).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from engine.reports.base import Trace
+    from engine.reports.torch_snapshot import SnapshotTrace
 
 _CUDA_DEVICE_TYPE = 1  # c10::DeviceType::CUDA in Kineto's "[memory]" events
 
@@ -54,10 +55,12 @@ class MemoryCurve:
 
     @property
     def peak_allocated(self) -> int:
+        """The highest allocated total (0 when not known)."""
         return self._peak(self.allocated)[0]
 
     @property
     def peak_reserved(self) -> int:
+        """The highest reserved total (0 when not known)."""
         return self._peak(self.reserved)[0]
 
     @property
@@ -66,6 +69,7 @@ class MemoryCurve:
         return self._peak(self.allocated if self.allocated is not None else self.reserved)[1]
 
     def to_json(self) -> dict[str, Any]:
+        """The curve's summary (sample count, peaks and the peak's time) as a JSON-ready dict."""
         i = self.peak_index
         out: dict[str, Any] = {
             "device": self.device, "samples": len(self.time_ns),
@@ -95,23 +99,26 @@ class MemoryTimeline:
 
     @property
     def empty(self) -> bool:
+        """True when no curve has a sample."""
         return not any(len(c.time_ns) for c in self.curves)
 
     def to_json(self) -> dict[str, Any]:
+        """The source, what it measures, the notes and each device's summary as a JSON-ready dict."""
         return {"source": self.source, "measures": self.measures, "notes": self.notes,
                 "devices": [c.to_json() for c in self.curves]}
 
 
 def memory_timeline(trace: Trace) -> MemoryTimeline:
     """The memory curves of a Kineto trace or an nsys report (cached per trace)."""
-    return trace_cache(trace, "pytorch.memory", lambda: _build(trace))
+    out: MemoryTimeline = trace_cache(trace, "pytorch.memory", lambda: _build(trace))
+    return out
 
 
 def _build(trace: Trace) -> MemoryTimeline:
     if trace.info.kind == "kineto":
         return _from_kineto(trace)
     if trace.info.kind == "snapshot":
-        return from_snapshot(trace.columns_)
+        return from_snapshot(cast("SnapshotTrace", trace).columns_)
     return _from_nsys(trace)
 
 
@@ -125,7 +132,8 @@ def _from_kineto(trace: Any) -> MemoryTimeline:
         if a.get("Device Type") != _CUDA_DEVICE_TYPE:
             continue
         try:
-            row = (float(e["ts"]), int(a["Total Allocated"]), int(a["Total Reserved"]), int(a.get("Bytes", 0)))
+            row = (float(e["ts"]), int(a["Total Allocated"]), int(a["Total Reserved"]),
+                   int(a.get("Bytes", 0)))
         except (KeyError, TypeError, ValueError):
             continue
         per_dev.setdefault(int(a.get("Device Id", 0)), []).append(row)
@@ -157,7 +165,7 @@ def _from_nsys(trace: Trace) -> MemoryTimeline:
     for dev, part in df.sort_values("start", kind="stable").groupby("deviceId", sort=True):
         sign = np.where(part["memoryOperationType"].to_numpy() == 1, -1, 1).astype(np.int64)
         delta = part["bytes"].to_numpy(np.int64) * sign
-        tl.curves.append(MemoryCurve(device=int(dev), time_ns=part["start"].to_numpy(np.int64),
+        tl.curves.append(MemoryCurve(device=int(cast(int, dev)), time_ns=part["start"].to_numpy(np.int64),
                                      allocated=None, reserved=np.cumsum(delta), events=sign.astype(np.int8)))
     return tl
 
@@ -188,10 +196,12 @@ def _deltas(cols: Any, mine: Any) -> tuple[Any, Any]:
 def from_snapshot(cols: Any) -> MemoryTimeline:
     """The curves of a memory snapshot: the events replayed back from the state at the dump."""
     tl = MemoryTimeline("snapshot", "PyTorch's caching allocator (memory snapshot): allocated = bytes in "
-                        "live blocks, reserved = bytes in segments; replayed back from the state at the dump.")
+                        "live blocks, reserved = bytes in segments; replayed back from the state at "
+                        "the dump.")
     if not cols.n:
-        tl.notes.append("The snapshot has no allocator events: call torch.cuda.memory._record_memory_history() "
-                        "before the code to look at, then _dump_snapshot().")
+        tl.notes.append("The snapshot has no allocator events: call "
+                        "torch.cuda.memory._record_memory_history() before the code to look at, "
+                        "then _dump_snapshot().")
     t0 = int(np.min(cols.time_us)) if cols.n else 0
     for dev in sorted(set(np.unique(cols.device).tolist()) | set(cols.end_reserved)):
         mine = np.flatnonzero(np.asarray(cols.device) == dev)

@@ -36,11 +36,13 @@ class ModuleNode:
     children: dict[str, ModuleNode] = field(default_factory=dict)
 
     def child(self, label: str) -> ModuleNode:
+        """The child node named ``label``, added (empty) when there is none yet."""
         if label not in self.children:
             self.children[label] = ModuleNode(label, self.depth + 1)
         return self.children[label]
 
     def to_json(self) -> dict[str, Any]:
+        """The node and its children, recursively, as a JSON-ready dict."""
         return {"name": self.label, "calls": self.calls, "host_ns": self.host_ns, "gpu_ns": self.gpu_ns,
                 "children": [c.to_json() for c in self.children.values()]}
 
@@ -55,6 +57,7 @@ class ModuleTree:
     notes: list[str] = field(default_factory=list)
 
     def walk(self) -> list[ModuleNode]:
+        """Every node of the tree, depth first, the root first."""
         out: list[ModuleNode] = []
 
         def visit(n: ModuleNode) -> None:
@@ -66,6 +69,7 @@ class ModuleTree:
         return out
 
     def sum_sentence(self) -> str:
+        """A sentence comparing the sum of the phases' GPU and host times with the root's."""
         kids = self.root.children.values()
         gpu = sum(c.gpu_ns for c in kids)
         host = sum(c.host_ns for c in kids)
@@ -74,6 +78,7 @@ class ModuleTree:
                 f"{self.root.host_ns / 1e6:,.3f} ms.")
 
     def to_json(self) -> dict[str, Any]:
+        """The step count, the modules' source, the notes and the tree as a JSON-ready dict."""
         return {"steps": self.steps, "modules_from": self.modules_from, "notes": self.notes,
                 "tree": self.root.to_json()}
 
@@ -239,7 +244,8 @@ def _host_into(ev: TorchEvents, root: ModuleNode, windows: list[tuple[int, int, 
     other.calls = root.calls
 
 
-def _backward_host(ev: TorchEvents, root: ModuleNode, in_step: Any, back_path: list[Any], main: set[int]) -> int:
+def _backward_host(ev: TorchEvents, root: ModuleNode, in_step: Any, back_path: list[Any],
+                   main: set[int]) -> int:
     """Backward functions' host time per module (the autograd thread); the main thread's wait in it."""
     tops = [i for i in np.flatnonzero(ev.backward & in_step).tolist()
             if ev.op_parent[i] < 0 or not ev.backward[ev.op_parent[i]]]
@@ -266,6 +272,6 @@ def _backward_host(ev: TorchEvents, root: ModuleNode, in_step: Any, back_path: l
 def _main_thread_backward(ev: TorchEvents, in_step: Any, main: set[int]) -> int:
     """The main thread's time in ``backward()`` (Python frames that run the autograd engine)."""
     code = [i for i, t in enumerate(ev.names) if "run_backward" in t]
-    hit = np.flatnonzero(np.isin(ev.name, code) & in_step)
-    hit = [i for i in hit.tolist() if int(ev.thread[i]) in main or -1 in main]
+    named = np.flatnonzero(np.isin(ev.name, code) & in_step)
+    hit = [i for i in named.tolist() if int(ev.thread[i]) in main or -1 in main]
     return int(sum(int(ev.end[i] - ev.start[i]) for i in hit))

@@ -1,5 +1,6 @@
-"""The operator view: every ``aten::`` operator (and ``record_function`` range) with its calls, host
-self/total time and the GPU time of the kernels it launched.
+"""The operator view: every ``aten::`` operator and ``record_function`` range, with its times.
+
+Each row has the calls, the host self/total time and the GPU time of the kernels it launched.
 
 The times follow ``torch.profiler``'s ``key_averages()``: an operator's *self* host time is its
 duration less its child operators'; its *self GPU* time is the GPU work linked to it (the innermost
@@ -46,6 +47,7 @@ class OpRow:
     example: int
 
     def to_json(self) -> dict[str, Any]:
+        """The row as a JSON-ready dict (without the example call)."""
         return {"key": self.key, "name": self.name, "kind": self.kind, "input_shapes": self.shapes,
                 "input_types": self.dtypes, "calls": self.calls, "host_total_ns": self.host_total_ns,
                 "host_self_ns": self.host_self_ns, "gpu_self_ns": self.gpu_self_ns,
@@ -72,6 +74,7 @@ class OpTable:
     notes: list[str] = field(default_factory=list)
 
     def row(self, key: str) -> OpRow:
+        """The row whose key is ``key`` (KeyError when there is none)."""
         for r in self.rows:
             if r.key == key:
                 return r
@@ -118,7 +121,8 @@ def operator_table(ev: TorchEvents, by: str = "name", *, annotations: bool = Tru
         first = members[0]
         rows.append(OpRow(
             key=key, name=ev.label(first), kind="operator" if ev.cat[first] == OP else "annotation",
-            shapes=ev.shapes[first] if by == "shapes" else "", dtypes=ev.dtypes[first] if by == "shapes" else "",
+            shapes=ev.shapes[first] if by == "shapes" else "",
+            dtypes=ev.dtypes[first] if by == "shapes" else "",
             calls=len(members), host_total_ns=int(dur[m].sum()), host_self_ns=int(host_self[m].sum()),
             gpu_self_ns=int(gpu_self[m].sum()), gpu_total_ns=int(_outermost_sum(ev, m, gpu_total)),
             gpu_ops=int(gpu_count[m].sum()), example=first))
@@ -174,7 +178,7 @@ def calls_of(ev: TorchEvents, table: OpTable, key: str) -> list[int]:
 
 def call_stack(ev: TorchEvents, i: int, *, limit: int = 12) -> list[str]:
     """The Python frames and modules around host range ``i``, innermost first (empty if not recorded)."""
-    out = []
+    out: list[str] = []
     p = int(ev.parent[i])
     while p >= 0 and len(out) < limit:
         if ev.cat[p] in (PYTHON, MODULE):
@@ -189,7 +193,7 @@ def op_kernels(ev: TorchEvents, gpu: Any) -> list[dict[str, Any]]:
     for j in np.asarray(gpu).tolist():
         groups.setdefault(int(ev.gpu_name[j]), []).append(j)
     dur = ev.gpu_end - ev.gpu_start
-    rows = []
+    rows: list[dict[str, Any]] = []
     for code, members in groups.items():
         d = dur[np.asarray(members)]
         rows.append({"name": ev.gpu_names[code], "count": len(members), "total_ns": int(d.sum()),

@@ -16,10 +16,12 @@ MEMORY_SCHEMA = "kernelscope.memory/1"
 
 
 def ms(ns: float) -> str:
+    """Nanoseconds as milliseconds with three decimals and thousands separators."""
     return f"{ns / 1e6:,.3f}"
 
 
 def mib(b: float) -> str:
+    """Bytes as MiB with one decimal and thousands separators."""
     return f"{b / 2**20:,.1f}"
 
 
@@ -61,6 +63,7 @@ def ops_text(table: OpTable, kernels: KernelTable | None = None, *, limit: int =
 
 
 def ops_json(table: OpTable, kernels: KernelTable | None = None) -> dict[str, Any]:
+    """The operator table (and the kernel table, when given) as a versioned JSON document."""
     doc: dict[str, Any] = {"schema": OPS_SCHEMA, "source": table.source, "by": table.by,
                            "gpu_ns": table.gpu_ns, "linked_gpu_ns": table.linked_gpu_ns,
                            "notes": table.notes, "operators": [r.to_json() for r in table.rows]}
@@ -73,14 +76,18 @@ def ops_json(table: OpTable, kernels: KernelTable | None = None) -> dict[str, An
 
 
 def kernels_text(kernels: KernelTable, *, limit: int = 30) -> str:
-    head = ["Kernel", "Calls", "Total (ms)", "Mean (us)", "Share %", "Tensor cores", "Operator", "Grid", "Block"]
-    rows = [[_short(r.name, 60), str(r.calls), ms(r.total_ns), f"{r.mean_ns / 1e3:,.1f}", f"{100 * r.share:.1f}",
+    """The kernel table as text: the top rows by total time."""
+    head = ["Kernel", "Calls", "Total (ms)", "Mean (us)", "Share %", "Tensor cores", "Operator", "Grid",
+            "Block"]
+    rows = [[_short(r.name, 60), str(r.calls), ms(r.total_ns), f"{r.mean_ns / 1e3:,.1f}",
+             f"{100 * r.share:.1f}",
              "yes" if r.tensor_cores else ("no (CUDA cores)" if r.cuda_core_math else "no"), _short(r.op, 34),
              r.grid, r.block] for r in kernels.rows[:limit]]
     return _table(head, rows) + "\n"
 
 
 def modules_text(tree: ModuleTree) -> str:
+    """The module tree as an indented text table, with the sum sentence and the notes."""
     head = ["Module", "Calls", "Host (ms)", "GPU (ms)", "GPU %"]
     rows = []
     for node in tree.walk():
@@ -94,10 +101,12 @@ def modules_text(tree: ModuleTree) -> str:
 
 
 def modules_json(tree: ModuleTree) -> dict[str, Any]:
+    """The module tree as a versioned JSON document."""
     return {"schema": MODULES_SCHEMA, **tree.to_json()}
 
 
 def memory_text(tl: MemoryTimeline, alive: list[dict[str, Any]] | None = None) -> str:
+    """The memory peaks per device as text, with the blocks alive at the peak when given."""
     out = [tl.measures]
     for c in tl.curves:
         parts = [f"GPU {c.device}: {len(c.time_ns):,} events"]
@@ -122,6 +131,7 @@ def memory_text(tl: MemoryTimeline, alive: list[dict[str, Any]] | None = None) -
 
 
 def memory_json(tl: MemoryTimeline, alive: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The memory curves' summary (and the blocks alive at the peak) as a versioned JSON document."""
     doc = {"schema": MEMORY_SCHEMA, **tl.to_json()}
     if alive is not None:
         doc["alive_at_peak"] = alive
@@ -144,15 +154,18 @@ def pytorch_markdown(trace: Any, *, limit: int = 15) -> list[str]:
         kt = kernel_table(ev)
         out += [f"Operators by self GPU time ({len(table.rows):,} in all; tensor cores: "
                 f"{100 * kt.tensor_share:.1f} % of kernel time):", "",
-                "| Operator | Calls | Host self (ms) | GPU self (ms) | GPU total (ms) |", "|---|---:|---:|---:|---:|"]
-        out += [f"| `{r.key}` | {r.calls:,} | {ms(r.host_self_ns)} | {ms(r.gpu_self_ns)} | {ms(r.gpu_total_ns)} |"
+                "| Operator | Calls | Host self (ms) | GPU self (ms) | GPU total (ms) |",
+                "|---|---:|---:|---:|---:|"]
+        out += [f"| `{r.key}` | {r.calls:,} | {ms(r.host_self_ns)} | {ms(r.gpu_self_ns)} | "
+                f"{ms(r.gpu_total_ns)} |"
                 for r in table.rows[:limit]]
         tree = module_tree(ev, find_steps(trace))
         out += ["", f"Phases of {tree.root.label} ({tree.sum_sentence()}):", "",
                 "| Phase / module | Host (ms) | GPU (ms) |", "|---|---:|---:|"]
         for phase in tree.root.children.values():
             out.append(f"| {phase.label} | {ms(phase.host_ns)} | {ms(phase.gpu_ns)} |")
-            out += [f"| &nbsp;&nbsp;{m.label} | {ms(m.host_ns)} | {ms(m.gpu_ns)} |" for m in phase.children.values()]
+            out += [f"| &nbsp;&nbsp;{m.label} | {ms(m.host_ns)} | {ms(m.gpu_ns)} |"
+                    for m in phase.children.values()]
     tl = memory_timeline(trace)
     out += ["", tl.measures, ""]
     for c in tl.curves:

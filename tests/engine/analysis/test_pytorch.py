@@ -73,7 +73,8 @@ def test_operator_gpu_time_is_the_sum_of_its_kernels_in_the_raw_events(rec: Path
 def test_top_operators_agree_with_key_averages(rec: Path, name: str) -> None:
     from engine.analysis.pytorch.operators import operator_table
 
-    ka = {r["key"]: r for r in json.loads((REC / f"{name}_key_averages.json").read_text()) if not r["by_shapes"]}
+    ka = {r["key"]: r for r in json.loads((REC / f"{name}_key_averages.json").read_text())
+          if not r["by_shapes"]}
     ev = _events(rec / f"{name}.json")
     table = operator_table(ev)
     ours = [r for r in table.rows if r.name.startswith("aten::")][:15]
@@ -162,8 +163,8 @@ def test_module_tree_sums_to_the_steps(rec: Path) -> None:
     steps = np.flatnonzero(ev.cat == 4)
     assert root.host_ns == int((ev.end[steps] - ev.start[steps]).sum())
     model = root.children["forward"].children["TinyGPT_0"]
-    assert sorted(model.children) == ["Block_0", "Block_1", "Block_2", "Block_3", "Embedding_0", "LayerNorm_8",
-                                      "Linear_16"]
+    assert sorted(model.children) == ["Block_0", "Block_1", "Block_2", "Block_3", "Embedding_0",
+                                      "LayerNorm_8", "Linear_16"]
     assert sum(c.gpu_ns for c in model.children.values()) <= model.gpu_ns
     back = root.children["backward"].children["TinyGPT_0"]
     assert back.gpu_ns > model.gpu_ns  # the backward pass does about twice the forward's math
@@ -244,8 +245,8 @@ def test_cli_ops_modules_memory(rec: Path) -> None:
 
 def test_export_has_the_pytorch_section(rec: Path, tmp_path: Path) -> None:
     out = tmp_path / "report.md"
-    subprocess.run([sys.executable, "-m", "engine.cli", "export", str(rec / "torch_train.json"), "--format", "md",
-                    "-o", str(out)], check=True, capture_output=True, cwd=REPO)
+    subprocess.run([sys.executable, "-m", "engine.cli", "export", str(rec / "torch_train.json"),
+                    "--format", "md", "-o", str(out)], check=True, capture_output=True, cwd=REPO)
     text = out.read_text()
     section = text[text.index("## PyTorch"):text.index("## Findings")]
     assert "| `aten::mm` | 238 | 7.723 | 131.500 | 131.500 |" in section

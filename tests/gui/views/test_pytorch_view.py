@@ -53,7 +53,8 @@ def test_operators_modules_kernels_memory_of_a_training_step(qtbot, window, rec:
     view = _show(qtbot, window, "modules")
     top = view.tree.topLevelItem(0)
     assert top.text(0) == "7 step(s)"
-    assert [top.child(i).text(0) for i in range(top.childCount())] == ["forward", "backward", "optimizer", "other"]
+    assert [top.child(i).text(0) for i in range(top.childCount())] == ["forward", "backward", "optimizer",
+                                                                       "other"]
     assert top.child(0).child(0).text(0) == "TinyGPT_0"
     screenshot(window, "pytorch_modules")
 
