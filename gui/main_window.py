@@ -441,6 +441,8 @@ class MainWindow(QMainWindow):
         # Summarize in the background: the Timeline and other views need not wait for it.
         self._start_summary(report)
         self.reports.add(report)
+        if report.trace.info.kind == "snapshot":  # memory only: its page is the one to see
+            self.set_view("pytorch")
         recent = gsettings.add_recent(self.settings, report.path)
         self.welcome.set_recent(recent)
         self.statusBar().showMessage(f"Opened {report.name}", 5000)
@@ -454,7 +456,10 @@ class MainWindow(QMainWindow):
         t0 = time.perf_counter()
 
         def finished(s: Summary) -> None:
-            if not report.is_ncu:
+            if report.trace.info.kind == "snapshot":
+                self.log.add(f"{report.name} is a PyTorch memory snapshot: see the PyTorch view's "
+                             "Memory page.")
+            elif not report.is_ncu:
                 kept = " (kept by an earlier open)" if report.summary_from_cache else ""
                 self.log.add(f"Summarized {report.name}{kept} in {time.perf_counter() - t0:.2f} s: "
                              f"{_fmt_ms(s.wall.span_ns)} capture, {len(report.findings)} findings.")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import mmap
 import re
 import struct
+import sys
 from array import array
 from collections.abc import Callable
 from pathlib import Path
@@ -64,14 +65,14 @@ class EventSink:
         self.actions: dict[str, int] = {}
         self.stacks: list[str] = []
         self._by_text: dict[str, int] = {}
-        self._by_bytes: dict[bytes, int] = {}
+        self.by_bytes: dict[bytes, int] = {}
         self._summarise = summarise
         self.device = 0
 
     def stack_of(self, frames: list[Any], key: bytes | None = None) -> int:
         """The stack table's code for ``frames`` (added when new); ``key``: the frames' pickle bytes."""
         if key is not None:
-            got = self._by_bytes.get(key)
+            got = self.by_bytes.get(key)
             if got is not None:
                 return got
         text = self._summarise(frames)
@@ -79,19 +80,31 @@ class EventSink:
         if code == len(self.stacks):
             self.stacks.append(text)
         if key is not None:
-            self._by_bytes[key] = code
+            self.by_bytes[key] = code
         return code
 
     def add(self, action: Any, addr: Any, size: Any, stream: Any, time_us: Any, stack: int) -> None:
         """Append one event to the columns, on the current device."""
         c = self.cols
-        c["device"].append(self.device)
-        c["action"].append(self.actions.setdefault(str(action), len(self.actions)))
-        c["addr"].append(_int(addr))
-        c["size"].append(_int(size))
-        c["stream"].append(_int(stream))
-        c["time_us"].append(_int(time_us))
-        c["stack"].append(stack)
+        code = self.actions.get(action) if isinstance(action, str) else None
+        if code is None:
+            code = self.actions.setdefault(str(action), len(self.actions))
+        n = len(c["stack"])
+        try:
+            c["device"].append(self.device)
+            c["action"].append(code)
+            c["addr"].append(addr or 0)
+            c["size"].append(size or 0)
+            c["stream"].append(stream or 0)
+            c["time_us"].append(time_us or 0)
+            c["stack"].append(stack)
+        except (TypeError, OverflowError):  # a value that is not a 64-bit integer: the slow way
+            for col in c.values():
+                del col[n:]
+            for name, v in (("device", self.device), ("action", code), ("addr", _int(addr)),
+                            ("size", _int(size)), ("stream", _int(stream)), ("time_us", _int(time_us)),
+                            ("stack", stack)):
+                c[name].append(v)
 
 
 def _int(v: Any) -> int:
@@ -116,6 +129,7 @@ class StreamReader:
         self.memo: list[Any] = []
         self.marks: list[int] = []  # stack positions of the open MARKs
         self.devices: dict[int, int] = {}  # id of a per-device event list -> device index
+        self._stacks: dict[int, _Stack] = {}
         self.progress = progress
         self._next_report = 0
 
@@ -172,8 +186,12 @@ class StreamReader:
         self.sink.device = self.devices[key]
 
     def _event(self, pos: int, stack: list[Any]) -> int | None:
-        """Read an event dict's items (from after its MARK) into the sink; None when it is not one."""
-        buf = self.buf
+        """Read an event dict's items (from after its MARK) into the sink; None when it is not one.
+
+        The common items (memo references for keys, integers) are decoded inline: this loop runs
+        once per allocator event, millions of times for a big snapshot.
+        """
+        buf, memo, u4 = self.buf, self.memo, _U4.unpack_from
         try:
             key, p = self._get(pos)
         except (UnsupportedPickle, IndexError):
@@ -184,36 +202,73 @@ class StreamReader:
         vals: dict[str, Any] = {}
         stack_code = -1
         while True:
-            if buf[pos] == 0x75:  # SETITEMS: the dict is complete
+            op = buf[pos]
+            if op == 0x75:  # SETITEMS: the dict is complete
                 break
-            key, pos = self._scalar(pos)
+            if op == 0x6A:
+                key = memo[u4(buf, pos + 1)[0]]
+                pos += 5
+            elif op == 0x68:
+                key = memo[buf[pos + 1]]
+                pos += 2
+            else:
+                key, pos = self._scalar(pos)
             if not isinstance(key, str):
                 return None
             if key == "frames":
-                if buf[pos] in (0x68, 0x6A):  # a list read before (an allocation's, for its free)
-                    ref, pos = self._get(pos)
-                    if isinstance(ref, _Stack):
-                        stack_code = ref.code
-                    elif isinstance(ref, list):
-                        stack_code = self.sink.stack_of(ref)
-                    else:
-                        return None
-                    continue
-                m = _FRAMES_RE.match(buf, pos)
-                if m is None or (m.group(1) is None and m.group(2) is None and buf[m.end()] == 0x28):
+                got = self._frames_value(pos)
+                if got is None:
                     return None  # frames written out here for the first time: the general path
-                run = m.group(1) if m.group(1) is not None else (m.group(2) or b"")
-                stack_code = self.sink.stack_of(self._frames(run), run)
-                self.memo.append(_Stack(stack_code))  # the list's MEMOIZE
-                pos = m.end()
+                stack_code, pos = got
                 continue
-            value, pos = self._scalar(pos)
-            if value is _BAIL:
-                return None
+            op = buf[pos]
+            if op == 0x8A:  # LONG1 (addresses, times)
+                n = buf[pos + 1]
+                value: Any = int.from_bytes(buf[pos + 2:pos + 2 + n], "little", signed=True)
+                pos += 2 + n
+            elif op == 0x4B:
+                value = buf[pos + 1]
+                pos += 2
+            elif op == 0x6A:
+                value = memo[u4(buf, pos + 1)[0]]
+                pos += 5
+            elif op == 0x68:
+                value = memo[buf[pos + 1]]
+                pos += 2
+            else:
+                value, pos = self._scalar(pos)
+                if value is _BAIL:
+                    return None
             vals[key] = value
         self.sink.add(vals.get("action"), vals.get("addr"), vals.get("size"), vals.get("stream"),
                       vals.get("time_us"), stack_code if stack_code >= 0 else self.sink.stack_of([]))
         return pos + 1
+
+    def _frames_value(self, pos: int) -> tuple[int, int] | None:
+        """An event's frames: (its stack's code, the position after it), or None for the general path."""
+        buf = self.buf
+        if buf[pos] in (0x68, 0x6A):  # a list read before (an allocation's, for its free)
+            ref, pos = self._get(pos)
+            if isinstance(ref, _Stack):
+                return ref.code, pos
+            if isinstance(ref, list):
+                return self.sink.stack_of(ref), pos
+            return None
+        m = _FRAMES_RE.match(buf, pos)
+        if m is None or (m.group(1) is None and m.group(2) is None and buf[m.end()] == 0x28):
+            return None
+        run = m.group(1) if m.group(1) is not None else (m.group(2) or b"")
+        known = self.sink.by_bytes.get(run)  # the same memo references: the same frames, the same stack
+        code = known if known is not None else self.sink.stack_of(self._frames(run), run)
+        self.memo.append(self._stack_obj(code))  # the list's MEMOIZE
+        return code, m.end()
+
+    def _stack_obj(self, code: int) -> _Stack:
+        """One shared stand-in per stack (the memo holds a slot per frames list)."""
+        obj = self._stacks.get(code)
+        if obj is None:
+            obj = self._stacks[code] = _Stack(code)
+        return obj
 
     def _frames(self, run: bytes) -> list[Any]:
         out, i = [], 0
@@ -255,8 +310,8 @@ class StreamReader:
             return op == 0x88, pos + 1
         else:
             return _BAIL, pos
-        if buf[pos] == 0x94:  # MEMOIZE
-            self.memo.append(value)
+        if buf[pos] == 0x94:  # MEMOIZE (interned: torch writes e.g. "N/A" anew for every event)
+            self.memo.append(sys.intern(value) if len(value) <= 64 else value)
             pos += 1
         return value, pos
 
@@ -364,7 +419,7 @@ class StreamReader:
             if isinstance(frames, list):  # a later free refers to this list: keep only its stack
                 for i in range(len(self.memo) - 1, -1, -1):
                     if self.memo[i] is frames:
-                        self.memo[i] = _Stack(code)
+                        self.memo[i] = self._stack_obj(code)
                         break
             for i in range(len(self.memo) - 1, -1, -1):  # its memo slot no longer holds it
                 if self.memo[i] is d:
