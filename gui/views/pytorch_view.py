@@ -369,7 +369,7 @@ class PytorchView(ReportView):
             if i >= 0:
                 self.mem_plot.addLine(x=c.time_ns[i] / 1e6, pen=pg.mkPen("#888", style=Qt.PenStyle.DotLine))
                 peak = c.peak_allocated if c.allocated is not None else c.peak_reserved
-                reserved = f"; peak reserved {c.peak_reserved / 2**20:,.1f} MiB" if c.reserved is not None else ""
+                reserved = "" if c.reserved is None else f"; peak reserved {c.peak_reserved / 2**20:,.1f} MiB"
                 lines.append(f"GPU {c.device}: peak {'allocated' if c.allocated is not None else 'reserved'} "
                              f"<b>{peak / 2**20:,.1f} MiB</b> ({peak:,} bytes) "
                              f"at {c.time_ns[i] / 1e6:,.3f} ms{reserved}.")
