@@ -75,6 +75,15 @@ _OURS = ("import sys; from engine.reports import open_report;"
          "a = alive_at_peak(t.columns_, c); print(c.peak_allocated, len(c.time_ns), len(a));" + _RSS)
 
 
+# the window, offscreen, showing the PyTorch view's Memory page; peak of the window process
+_GUI = ("import os, resource, subprocess, sys, tempfile;"
+        "out = os.path.join(tempfile.mkdtemp(), 'w.png');"
+        "subprocess.run([sys.executable, '-m', 'gui.app', sys.argv[1], '--screenshot', out,"
+        " '--view', 'pytorch'], check=True, env=dict(os.environ, QT_QPA_PLATFORM='offscreen'), capture_output=True);"
+        "print(out);"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mb", type=int, default=1024)
@@ -97,6 +106,7 @@ def main() -> int:
     rows = [("pickle.load (reference)", *measure(_PICKLE, str(path)))]
     rows.append(("kernelscope: open + memory curve, cold (stream reader)", *measure(_OURS, str(path))))
     rows.append(("kernelscope: the same, cached", *measure(_OURS, str(path))))
+    rows.append(("the window on it, cached (kernelscope-gui --screenshot)", *measure(_GUI, str(path))))
     print(f"\nsnapshot: {size:,.0f} MiB on {os.cpu_count()} CPUs ({os.uname().machine})\n")
     print(f"{'what':58} {'wall s':>8} {'peak MiB':>10} {'x file':>7}  result")
     for what, wall, rss, out in rows:

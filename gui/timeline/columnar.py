@@ -464,7 +464,7 @@ class ColumnarTimeline:
             en = np.asarray(nvtx["end"], dtype=np.float64)
             en = np.maximum(np.where(np.isnan(en), st, en).astype(np.int64), st)
             self.lanes["nvtx"] = tm.nvtx_lanes(nvtx, (st, en), codes, lambda: _check(cancel))
-        self.lanes["metric"] = tm.metric_lanes(self.tables["gpu_metrics"])
+        self.lanes["metric"] = tm.metric_lanes(self.tables["gpu_metrics"]) + tm.memory_lanes(self.trace)
         self.loaded.append("rest")
 
     # -- the model -----------------------------------------------------------------------------------

@@ -453,6 +453,7 @@ def build_model(trace: Any, cancel: Any = None) -> TimelineModel:
         check()
     lanes += nvtx_lanes(tables["nvtx"], times["nvtx"], codes["nvtx"], check)
     lanes += metric_lanes(tables["gpu_metrics"])
+    lanes += memory_lanes(trace)
     check()
 
     lo = [int(ln.starts[0]) for ln in lanes if len(ln)]
@@ -538,6 +539,35 @@ def metric_lanes(gm: Any) -> list[Lane]:
                           "metric", t, nxt, np.zeros(0, dtype=np.int8),
                           g.index.to_numpy(), np.zeros(0, dtype=np.int32), values=v,
                           value_max=top, unit=unit, sublabel=f"GPU {_label_int(gpu)} · {scale}"))
+    return lanes
+
+
+def memory_lanes(trace: Any) -> list[Lane]:
+    """GPU memory over time as metric lanes (MiB).
+
+    Allocated and reserved from a Kineto trace (``profile_memory``); the driver's allocations from
+    an nsys report (``--cuda-memory-usage``).
+    """
+    import pandas as pd
+
+    kind = getattr(getattr(trace, "info", None), "kind", "")
+    if kind != "kineto" and not (kind in ("nsys-sqlite", "nsys-rep") and trace.has("memory_usage")):
+        return []
+    from engine.analysis.pytorch.memory import memory_timeline
+
+    frames = []
+    for c in memory_timeline(trace).curves:
+        for series, what in ((c.allocated, "allocated"), (c.reserved, "reserved" if kind == "kineto"
+                                                             else "from cudaMalloc")):
+            if series is not None and len(series):
+                frames.append(pd.DataFrame({"timestamp": c.time_ns, "gpu": c.device,
+                                            "metricName": f"GPU memory {what} [MiB]",
+                                            "value": np.asarray(series, dtype=np.float64) / 2**20}))
+    if not frames:
+        return []
+    lanes = metric_lanes(pd.concat(frames, ignore_index=True))
+    for ln in lanes:
+        ln.key = "memory" + ln.key[len("metric"):]
     return lanes
 
 

@@ -60,6 +60,27 @@ def compute(trace: Any) -> dict[str, Any]:
     return out
 
 
+#: above this many samples a memory curve is drawn as its per-bucket min/max envelope
+PLOT_POINTS = 40_000
+
+
+def envelope(t: Any, v: Any, buckets: int) -> tuple[Any, Any]:
+    """A step curve reduced to ``buckets`` spans: each span's minimum and maximum, in time order
+    (so the peak stays exactly on the plot)."""
+    import numpy as np
+
+    n = len(v)
+    size = -(-n // buckets)
+    pad = size * buckets - n
+    vv = np.concatenate([np.asarray(v, dtype=np.float64), np.full(pad, np.nan)]).reshape(buckets, size)
+    tt = np.concatenate([np.asarray(t, dtype=np.float64), np.full(pad, np.nan)]).reshape(buckets, size)
+    lo, hi = np.nanmin(vv, axis=1), np.nanmax(vv, axis=1)
+    x = np.repeat(tt[:, 0], 2)
+    y = np.column_stack([lo, hi]).ravel()
+    keep = ~np.isnan(x)
+    return x[keep], y[keep]
+
+
 def _ms(ns: float) -> float:
     return round(ns / 1e6, 4)
 
@@ -356,15 +377,19 @@ class PytorchView(ReportView):
         for k, c in enumerate(tl.curves):
             if not len(c.time_ns):
                 continue
-            x = np.append(c.time_ns, c.time_ns[-1]) / 1e6
             tag = f"GPU {c.device} " if len(tl.curves) > 1 else ""
             for series, name, style in ((c.allocated, "allocated", Qt.PenStyle.SolidLine),
                                         (c.reserved, "reserved", Qt.PenStyle.DashLine)):
                 if series is None:
                     continue
-                y = np.asarray(series, dtype=np.float64) / 2**20
-                self.mem_plot.plot(x, y, stepMode="center", name=f"{tag}{name}",
-                                   pen=pg.mkPen(colors[k % len(colors)], width=1.5, style=style))
+                pen = pg.mkPen(colors[k % len(colors)], width=1.5, style=style)
+                if len(series) > PLOT_POINTS:  # millions of allocator events: the peak of each pixel's span
+                    x, y = envelope(c.time_ns, series, PLOT_POINTS // 2)
+                    self.mem_plot.plot(x / 1e6, y / 2**20, name=f"{tag}{name}", pen=pen)
+                else:
+                    x = np.append(c.time_ns, c.time_ns[-1]) / 1e6
+                    y = np.asarray(series, dtype=np.float64) / 2**20
+                    self.mem_plot.plot(x, y, stepMode="center", name=f"{tag}{name}", pen=pen)
             i = c.peak_index
             if i >= 0:
                 self.mem_plot.addLine(x=c.time_ns[i] / 1e6, pen=pg.mkPen("#888", style=Qt.PenStyle.DotLine))

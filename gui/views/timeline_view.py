@@ -387,8 +387,11 @@ class TimelineView(ReportView):
             parts = parts[1:]
         if n_lanes["nvtx"]:
             parts.append(f"{c['nvtx']:,} NVTX ranges")
-        if n_lanes["metric"]:
-            parts.append(f"{n_lanes['metric']} GPU metrics")
+        n_memory = sum(1 for ln in model.lanes if ln.key.startswith("memory:"))
+        if n_lanes["metric"] - n_memory:
+            parts.append(f"{n_lanes['metric'] - n_memory} GPU metrics")
+        if n_memory:
+            parts.append(f"{n_memory} GPU memory lane{'s' if n_memory > 1 else ''}")
         text = "; ".join(parts) + "."
         if model.missing:
             text += " " + " ".join(model.missing)

@@ -77,3 +77,17 @@ def test_a_memory_snapshot_opens_on_the_memory_page(qtbot, window, rec: Path) ->
     assert f"({truth['max_memory_allocated']:,} bytes)" in view.mem_label.text()
     assert "torch_workbench.py" in view.alive_table.column("Alive at the peak, allocated at")[0]
     screenshot(window, "pytorch_snapshot")
+
+
+def test_memory_envelope_keeps_every_peak() -> None:
+    import numpy as np
+
+    from gui.views.pytorch_view import envelope
+
+    rng = np.random.default_rng(7)
+    v = rng.integers(0, 10**9, 1_000_003)
+    t = np.cumsum(rng.integers(1, 100, len(v)))
+    x, y = envelope(t, v, 1000)
+    assert len(x) == len(y) <= 2000
+    assert y.max() == v.max() and y.min() == v.min()
+    assert bool((np.diff(x) >= 0).all())

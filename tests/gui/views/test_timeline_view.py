@@ -67,8 +67,19 @@ def test_lanes_and_events_match_the_trace(qtbot, window, path):
     n_ranges = int(nv["eventType"].isin([59, 60, 34]).sum()) if len(nv) else 0
     assert sum(len(ln) for ln in lanes["nvtx"]) == n_ranges
     gm = trace.table("gpu_metrics")
-    assert len(lanes["metric"]) == (gm.groupby(["gpu", "metricName"]).ngroups if len(gm) else 0)
-    assert sum(len(ln) for ln in lanes["metric"]) == len(gm)
+    metric = [ln for ln in lanes["metric"] if not ln.key.startswith("memory:")]
+    assert len(metric) == (gm.groupby(["gpu", "metricName"]).ngroups if len(gm) else 0)
+    assert sum(len(ln) for ln in metric) == len(gm)
+    # GPU memory lanes: the --cuda-memory-usage events, their running total in MiB
+    memory = [ln for ln in lanes["metric"] if ln.key.startswith("memory:")]
+    if trace.has("memory_usage"):
+        mu = trace.table("memory_usage", ["bytes", "memKind", "memoryOperationType"])
+        mu = mu[mu["memKind"].isin([2, 5])]
+        assert len(memory) == 1 and len(memory[0]) == len(mu)
+        sign = np.where(mu["memoryOperationType"] == 1, -1, 1)
+        assert memory[0].values[-1] * 2**20 == pytest.approx(float((mu["bytes"] * sign).sum()))
+    else:
+        assert not memory
 
     if path.suffix == ".sqlite":  # NVIDIA's own counts for the same file
         kinds = np.concatenate([ln.kinds for ln in lanes["gpu"]]) if lanes["gpu"] else np.zeros(0)
