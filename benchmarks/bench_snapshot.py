@@ -79,7 +79,8 @@ _OURS = ("import sys; from engine.reports import open_report;"
 _GUI = ("import os, resource, subprocess, sys, tempfile;"
         "out = os.path.join(tempfile.mkdtemp(), 'w.png');"
         "subprocess.run([sys.executable, '-m', 'gui.app', sys.argv[1], '--screenshot', out,"
-        " '--view', 'pytorch'], check=True, env=dict(os.environ, QT_QPA_PLATFORM='offscreen'), capture_output=True);"
+        " '--view', 'pytorch'], check=True, capture_output=True,"
+        " env=dict(os.environ, QT_QPA_PLATFORM='offscreen'));"
         "print(out);"
         "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)")
 
