@@ -42,6 +42,8 @@ def make(out: Path, mb: int) -> int:
         shift = r * span
         lists: dict[int, list[object]] = {}
         for e in trace:
+            if r and e["action"].startswith("segment"):
+                continue  # the segments stay reserved: a repeat allocates and frees blocks in them
             # as torch writes them: frame dicts shared, a new frames list per allocation (its free
             # events refer to the same list), a new compile-context string per event
             frames = lists.setdefault(id(e["frames"]), list(e["frames"]))

@@ -206,12 +206,17 @@ def from_snapshot(cols: Any) -> MemoryTimeline:
     for dev in sorted(set(np.unique(cols.device).tolist()) | set(cols.end_reserved)):
         mine = np.flatnonzero(np.asarray(cols.device) == dev)
         alloc, seg = _deltas(cols, mine)
-        start_alloc = int(cols.end_allocated.get(dev, 0)) - int(alloc.sum())
-        start_res = int(cols.end_reserved.get(dev, 0)) - int(seg.sum())
+        allocated = int(cols.end_allocated.get(dev, 0)) - int(alloc.sum()) + np.cumsum(alloc)
+        reserved = int(cols.end_reserved.get(dev, 0)) - int(seg.sum()) + np.cumsum(seg)
         tl.curves.append(MemoryCurve(
             device=int(dev), time_ns=(np.asarray(cols.time_us[mine], dtype=np.int64) - t0) * 1000,
-            allocated=start_alloc + np.cumsum(alloc), reserved=start_res + np.cumsum(seg),
-            events=np.sign(alloc).astype(np.int8)))
+            allocated=allocated, reserved=reserved, events=np.sign(alloc).astype(np.int8)))
+        low = min(int(allocated.min(initial=0)), int(reserved.min(initial=0)))
+        if low < 0:
+            tl.notes.append(f"GPU {dev}: replaying the events back from the dump gives {low / 2**20:,.1f} MiB "
+                            "at some point: events are missing from the trace (the history's max_entries "
+                            "was reached, or it was started mid-run); the curve's shape holds, its level "
+                            "does not.")
     return tl
 
 
