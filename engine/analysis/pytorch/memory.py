@@ -213,7 +213,8 @@ def from_snapshot(cols: Any) -> MemoryTimeline:
             allocated=allocated, reserved=reserved, events=np.sign(alloc).astype(np.int8)))
         low = min(int(allocated.min(initial=0)), int(reserved.min(initial=0)))
         if low < 0:
-            tl.notes.append(f"GPU {dev}: replaying the events back from the dump gives {low / 2**20:,.1f} MiB "
+            tl.notes.append(f"GPU {dev}: replaying the events back from the dump gives "
+                            f"{low / 2**20:,.1f} MiB "
                             "at some point: events are missing from the trace (the history's max_entries "
                             "was reached, or it was started mid-run); the curve's shape holds, its level "
                             "does not.")
