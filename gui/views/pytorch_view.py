@@ -60,6 +60,20 @@ def compute(trace: Any) -> dict[str, Any]:
     return out
 
 
+def first_call_span(ev: Any, calls: list[int]) -> tuple[int, int] | None:
+    """The time span of an operator's first call that ran GPU work: its host range and its kernels."""
+    from engine.analysis.pytorch.operators import descendants_gpu
+
+    if not calls:
+        return None
+    for k, i in enumerate(calls[:50]):
+        gpu = descendants_gpu(ev, [i], self_only=k > 0)  # the children of the first only (a full pass)
+        if len(gpu):
+            return (min(int(ev.start[i]), int(ev.gpu_start[gpu].min())),
+                    max(int(ev.end[i]), int(ev.gpu_end[gpu].max())))
+    return int(ev.start[calls[0]]), int(ev.end[calls[0]])
+
+
 #: above this many samples a memory curve is drawn as its per-bucket min/max envelope
 PLOT_POINTS = 40_000
 
@@ -121,7 +135,7 @@ class PytorchView(ReportView):
         self.op_filter.setClearButtonEnabled(True)
         bar.addWidget(self.op_filter, 1)
         self.to_timeline = QPushButton("Show on Timeline")
-        self.to_timeline.setToolTip("Zoom the Timeline to the selected operator's calls")
+        self.to_timeline.setToolTip("Zoom the Timeline to the selected operator's first call and its kernels")
         self.to_timeline.setEnabled(False)
         bar.addWidget(self.to_timeline)
         lay.addLayout(bar)
@@ -313,7 +327,7 @@ class PytorchView(ReportView):
         text.append("<b>Called from</b> (innermost first):<br>" + "<br>".join(stack) if stack else
                     "No call stack was recorded (torch.profiler with_stack=True records one).")
         self.op_stack.setText("<br>".join(text))
-        self._selected_span = (int(ev.start[calls].min()), int(ev.end[calls].max())) if calls else None
+        self._selected_span = first_call_span(ev, calls)
         self.to_timeline.setEnabled(bool(calls))
 
     def _on_to_timeline(self) -> None:

@@ -42,6 +42,7 @@ _BACKWARD_PREFIX = "autograd::engine::evaluate_function"
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 _NVTX_OP_RE = re.compile(r"^(.+?), (?:seq|op_id) = \d+")
 _NVTX_SEQ_RE = re.compile(r"seq = (\d+)")
+_NVTX_OP_MARK = re.compile(r", (?:seq|op_id) = ")
 _NVTX_SIZES_RE = re.compile(r"sizes = (.*?)(?:, input_op_ids = |$)")
 
 
@@ -124,8 +125,10 @@ def is_pytorch(trace: Trace) -> bool:
 
 
 def _has_op_ranges(trace: Trace) -> bool:
-    text = trace.table("nvtx", ["text"])["text"].dropna().astype(str)
-    return bool(text.str.contains(r", (?:seq|op_id) = \d", regex=True).any())
+    """Whether any NVTX range is a PyTorch operator's (read through the pandas-free range table)."""
+    from engine.analysis.steps import ranges_table
+
+    return any(_NVTX_OP_MARK.search(label) for label in ranges_table(trace).names)
 
 
 def torch_events(trace: Trace) -> TorchEvents:
