@@ -579,7 +579,8 @@ def _iterations(trace: Trace, api: _Calls, ops: _Ops,
         warmup_count=st.warmup_count, total_ns=int(durs.sum()), first_ns=int(durs[0]),
         median_ns=float(np.median(durs)), steady_median_ns=st.steady_median_ns,
         median_after_first_ns=float(np.median(rest)) if len(rest) else None,
-        first_iteration_extra_ns=int(durs[0] - np.median(rest)) if len(rest) else None,
+        # the first step's extra time over the others (0 when it was as fast or faster)
+        first_iteration_extra_ns=max(int(durs[0] - np.median(rest)), 0) if len(rest) else None,
         gpu_busy_per_step_ns=busy_steady if n_steady else 0.0,
         api_per_iteration=per_it, api_warmup=warm, api_one_time=once, phases=phases,
         processes=tuple(sm.ProcessSteps(p.pid, p.range_name, p.count, p.warmup_count, p.steady_median_ns)
@@ -591,21 +592,48 @@ def _iterations(trace: Trace, api: _Calls, ops: _Ops,
     )
 
 
+def _steady_host_windows(st: Steps) -> tuple[np.ndarray, np.ndarray]:
+    """Each steady step's host-side window (the GPU's where the host's are not known).
+
+    A phase is a host range (NVTX, a Kineto annotation): it belongs to the step the host was
+    issuing, so it is measured against the steps' host windows, like the API calls.
+    """
+    hs, he = st.host_starts, st.host_ends
+    if hs is None or he is None or len(hs) != st.count:
+        s, e = st.starts_ns, st.ends_ns
+    else:
+        s = np.asarray(hs, dtype=np.int64)
+        e = np.maximum(np.asarray(he, dtype=np.int64), s)
+    steady = np.array([not x.warmup for x in st.steps], dtype=bool)
+    return (s[steady], e[steady]) if steady.any() else (s, e)
+
+
 def _phases(trace: Trace, st: Steps) -> tuple[sm.Phase, ...]:
+    """The other ranges of the steps' process that start inside a step (forward, backward ...).
+
+    Per steady step, a phase's time is the union of its instances inside that step's host window
+    (overlapping instances count once), so it never exceeds the step: ``per_iteration_ns`` is the
+    median of it over the steady steps, ``steady_ns`` its sum. ``count``, ``total_ns``,
+    ``median_ns`` and ``first_ns`` describe the instances that start in a step, warm-up included.
+    """
     r = ranges_table(trace)
     if not len(r):
         return ()
-    rows = np.flatnonzero((r.pid == r.code(r.pids, st.pid)) & (r.name != r.code(r.names, st.range_name)))
-    rows = rows[st.contains(r.start[rows])]
+    mine = np.flatnonzero((r.pid == r.code(r.pids, st.pid)) & (r.name != r.code(r.names, st.range_name)))
+    rows = mine[st.contains_host(r.start[mine])]
+    ws, we = _steady_host_windows(st)
     out = []
-    codes = r.name[rows]
+    codes, all_codes = r.name[rows], r.name[mine]
     for code in sorted(set(codes.tolist()), key=lambda c: r.names[c]):  # groupby("name") order
         g = rows[codes == code]
         s, e = r.start[g], r.end[g]
         d = e - s
         i = int(pandas_order(s)[0])  # the first instance: sort_values("start")'s first row
-        out.append(sm.Phase(str(r.names[code]), len(g), int(d.sum()), int(d.sum()) // st.count,
-                            int(e[i] - s[i]), float(np.median(d))))
+        every = mine[all_codes == code]
+        _, us, ue = interval_union_ns(r.start[every], r.end[every])
+        each = busy_between(us, ue, ws, we)  # the phase's union inside each steady step
+        out.append(sm.Phase(str(r.names[code]), len(g), int(d.sum()), int(np.median(each)),
+                            int(e[i] - s[i]), float(np.median(d)), int(each.sum())))
     out.sort(key=lambda p: -p.total_ns)
     return tuple(out)
 

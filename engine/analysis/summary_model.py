@@ -234,7 +234,13 @@ class ApiCost(_Json):
 
 @dataclass(frozen=True)
 class Phase(_Json):
-    """Another range nested in the steps (forward, backward, upload ...)."""
+    """Another range nested in the steps (forward, backward, upload ...).
+
+    ``count``, ``total_ns`` (summed durations), ``first_ns`` and ``median_ns`` are of the instances
+    that start in a step, warm-up included. Per steady step, the phase's time is the union of its
+    instances inside that step's host window (at most the step): ``per_iteration_ns`` is its
+    median over the steady steps, ``steady_ns`` its sum over them.
+    """
 
     range: str
     count: int
@@ -242,6 +248,7 @@ class Phase(_Json):
     per_iteration_ns: int
     first_ns: int
     median_ns: float
+    steady_ns: int = 0
 
 
 @dataclass(frozen=True)
@@ -270,6 +277,7 @@ class Iterations(_Json):
     median_ns: float
     steady_median_ns: float
     median_after_first_ns: float | None
+    #: the first step minus the median of the others, 0 when the first was not slower
     first_iteration_extra_ns: int | None
     gpu_busy_per_step_ns: float
     api_per_iteration: tuple[ApiCost, ...]
