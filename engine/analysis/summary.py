@@ -412,7 +412,8 @@ def _parts(ops: _Ops, sel: np.ndarray | None, dev: int | None, busy: int, wall_n
         name = ops.labels[code]
         has_bytes = name != "kernels"
         nbytes = ops.part_bytes(dev, code) if has_bytes else None
-        out.append(sm.GpuPart(name, total, u, now - covered, count, nbytes, _pct(u, busy), _pct(u, wall_ns)))
+        out.append(sm.GpuPart(name, total, u, now - covered, count, nbytes, _pct(u, busy), _pct(u, wall_ns),
+                              _pct(now - covered, busy)))
         covered = now
     return tuple(out)
 

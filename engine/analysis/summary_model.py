@@ -138,7 +138,9 @@ class GpuPart(_Json):
     ``total_ns`` sums durations over streams (and GPUs); ``union_ns`` is the time at least one ran,
     compared with busy (``pct_of_busy``) and wall (``pct_of_wall``); ``attributed_ns`` gives
     overlapping time to the part listed first, so the parts of one GPU add up to its busy time
-    (the stacked bar).
+    (the stacked bar). Parts overlap (a copy under a kernel on another stream), so their
+    ``pct_of_busy`` may add up to more than 100 %; their ``attributed_pct_of_busy`` (the stacked
+    bar's shares) add up to 100 %.
     """
 
     part: str
@@ -149,6 +151,7 @@ class GpuPart(_Json):
     bytes: int | None
     pct_of_busy: float | None
     pct_of_wall: float | None
+    attributed_pct_of_busy: float | None = None
 
 
 @dataclass(frozen=True)

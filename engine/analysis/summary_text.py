@@ -1,22 +1,103 @@
-"""The summary as readable terminal text (``kernelscope summary`` without ``--json``).
+"""The summary as readable terminal text (``kernelscope summary`` without ``--json``), and the formatters.
 
 Shares are unions; sums are labelled as sums. Re-exported by :mod:`engine.analysis.summary`.
+``fmt_time``, ``fmt_bytes``, ``fmt_rate``, ``fmt_pct`` and ``fmt_value`` are the engine's one way
+to print a duration, a size, a rate, a share or a value in a unit (``findings.model`` re-exports
+them): never scientific notation, never "None".
 """
 
 from __future__ import annotations
 
+import math
+import textwrap
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from engine.analysis.summary_model import Summary
+    from engine.analysis.summary_model import GpuPart, Summary
 
 
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:,.1f} ms" if ns >= 1e5 else f"{ns / 1e3:,.1f} µs"
+def fmt_time(ns: float) -> str:
+    """A duration from nanoseconds: 1.23 s, 4.56 ms, 78.9 µs (the sign kept)."""
+    if abs(ns) >= 1e9:
+        return f"{ns / 1e9:,.2f} s"
+    if abs(ns) >= 1e5:
+        return f"{ns / 1e6:,.2f} ms"
+    return f"{ns / 1e3:,.1f} µs"
+
+
+def fmt_bytes(n: float) -> str:
+    """A size in decimal units, as nsys prints them: 512 B, 4.1 kB, 83.9 MB, 1.88 GB."""
+    a = abs(n)
+    if a >= 1e9:
+        return f"{n / 1e9:,.2f} GB"
+    if a >= 1e6:
+        return f"{n / 1e6:,.1f} MB"
+    if a >= 1e3:
+        return f"{n / 1e3:,.1f} kB"
+    return f"{n:,.0f} B"
+
+
+def fmt_rate(bytes_per_s: float) -> str:
+    """A transfer rate: 7.50 GB/s, 12.3 MB/s, 4.0 kB/s, 900 B/s."""
+    return fmt_bytes(bytes_per_s) + "/s"
+
+
+def fmt_pct(p: float | None, digits: int = 1) -> str:
+    """A share: '39.8 %', '< 0.1 %' for a tiny non-zero one, 'n/a' when unknown."""
+    if p is None or not math.isfinite(p):
+        return "n/a"
+    floor = 10.0 ** -digits
+    if 0 < abs(p) < floor:
+        return f"< {floor:.{digits}f} %"
+    return f"{p:,.{digits}f} %"
+
+
+def fmt_number(v: float) -> str:
+    """A plain number with two significant decimals at least, never in scientific notation."""
+    if v == 0 or not math.isfinite(v) or abs(v) >= 0.01:
+        return f"{v:,.2f}"
+    decimals = min(-math.floor(math.log10(abs(v))) + 1, 12)  # two significant digits
+    return f"{v:.{decimals}f}"
+
+
+#: units :func:`fmt_value` converts: (formatter, scale to the formatter's unit)
+_UNITS = {"ns": ("time", 1.0), "µs": ("time", 1e3), "us": ("time", 1e3), "ms": ("time", 1e6),
+          "s": ("time", 1e9), "B": ("bytes", 1.0), "kB": ("bytes", 1e3), "MB": ("bytes", 1e6),
+          "GB": ("bytes", 1e9), "B/s": ("rate", 1.0), "MB/s": ("rate", 1e6), "GB/s": ("rate", 1e9),
+          "%": ("pct", 1.0)}
+
+
+def fmt_value(v: float, unit: str) -> str:
+    """``v`` in ``unit`` printed in the unit that reads best (ms → µs, GB → kB ...)."""
+    kind, scale = _UNITS.get(unit, ("", 1.0))
+    if kind == "time":
+        return fmt_time(v * scale)
+    if kind == "bytes":
+        return fmt_bytes(v * scale)
+    if kind == "rate":
+        return fmt_rate(v * scale)
+    if kind == "pct":
+        return fmt_pct(v)
+    return f"{fmt_number(v)} {unit}".strip()
+
+
+_ms = fmt_time
 
 
 def _share(p: float | None) -> str:
     return "   n/a" if p is None else f"{p:6.1f}"
+
+
+def _overlap_note(parts: tuple[GpuPart, ...]) -> list[str]:
+    """A footnote when the parts' shares of busy add up to more than 100 % (they overlap in time)."""
+    shares = sum(p.pct_of_busy or 0.0 for p in parts)
+    if shares <= 100.5:
+        return []
+    bar = ", ".join(f"{p.part} {fmt_pct(p.attributed_pct_of_busy)}" for p in parts
+                    if p.attributed_pct_of_busy)
+    text = (f"(the parts overlap in time, so their shares add up to {shares:.1f} % of busy; without "
+            f"overlap, each overlap given to the part listed first as the stacked bar draws it: {bar})")
+    return textwrap.wrap(text, 108, initial_indent="    ", subsequent_indent="     ")
 
 
 def format_summary(s: Summary) -> str:
@@ -24,7 +105,8 @@ def format_summary(s: Summary) -> str:
     rep = s.report
     lines = [f"Report   {rep.path}  ({rep.kind}, {rep.product_version or 'unknown version'})"]
     for info in rep.gpus:
-        lines.append(f"GPU      {info.name} ({info.smCount} SMs)")
+        sms = f" ({info.smCount} SMs)" if info.smCount else ""
+        lines.append(f"GPU      {info.name or 'unknown GPU'}{sms}")
     lines.append(f"Capture  {_ms(s.wall.span_ns)} wall span")
     h = s.host
     lines.append("")
@@ -59,6 +141,7 @@ def format_summary(s: Summary) -> str:
         for p in d.parts:
             lines.append(f"    {p.part:<40} {_ms(p.union_ns):>12} {_share(p.pct_of_busy):>9} "
                          f"{_share(p.pct_of_wall):>9} {_ms(p.total_ns):>20}")
+        lines += _overlap_note(d.parts)
     if len(s.processes) > 1:
         lines.append("")
         lines.append("Processes (API and GPU time are unions within each process)")
@@ -68,10 +151,13 @@ def format_summary(s: Summary) -> str:
                          f"({_share(pr.gpu_busy_pct_of_wall)} %)  GPUs {','.join(pr.devices) or '-'}")
     if s.bandwidth:
         lines.append("")
-        lines.append("Achieved copy bandwidth")
+        lines.append("Achieved copy bandwidth (bytes over the copies' durations summed: a sum, not the union "
+                     "above)")
+        width = max(len(b.direction) for b in s.bandwidth)
         for b in s.bandwidth:
-            lines.append(f"  {b.direction:<18} {b.memory:<10} {b.gb_per_s or 0:8.2f} GB/s"
-                         f"  ({b.count} copies, {b.bytes / 1e6:,.1f} MB)")
+            rate = fmt_rate(b.bytes_per_s) if b.bytes_per_s is not None else "n/a"
+            lines.append(f"  {b.direction:<{width}} {b.memory:<10} {rate:>12}  ({b.count} copies, "
+                         f"{fmt_bytes(b.bytes)} in {_ms(b.total_ns)} summed)")
     it = s.iterations
     if it:
         lines.append("")
@@ -79,7 +165,7 @@ def format_summary(s: Summary) -> str:
                      f"{it.count}, "
                      f"{it.warmup_count} warm-up, first {_ms(it.first_ns)}, steady median "
                      f"{_ms(it.steady_median_ns)} on the GPU, GPU busy per step "
-                     f"{_ms(it.gpu_busy_per_step_ns)}")
+                     f"{_ms(it.gpu_busy_per_step_ns)} (median)")
         from engine.analysis.step_model import METHOD_WORDS
 
         found = METHOD_WORDS.get(it.method, it.method)
@@ -91,6 +177,10 @@ def format_summary(s: Summary) -> str:
         if it.outlier_steps:
             shown = ", ".join(map(str, it.outlier_steps[:10])) + (" …" if len(it.outlier_steps) > 10 else "")
             lines.append(f"  outlier steps (> 1.5x the median: stalls): {shown}")
+        if it.api_per_iteration:
+            steady = it.count - it.warmup_count if it.count > it.warmup_count else it.count
+            lines.append(f"  CUDA API time per steady step (a mean over the {steady} steady steps, stalls "
+                         "included; the host's side of each step):")
         for a in it.api_per_iteration:
             lines.append(f"  per step       {a.category:<16} {_ms(a.per_iteration_ns or 0):>12}")
         for a in it.api_warmup:

@@ -218,3 +218,24 @@ def test_phases_per_step_fit_in_the_step_and_first_step_extra_is_never_negative(
     its = summarize(open_report(trace)).iterations
     assert its is not None and its.first_iteration_extra_ns == 0
     assert its.first_ns < its.median_after_first_ns  # (faster: nothing extra to say)
+
+
+def test_overlapping_parts_say_so_and_their_attributed_shares_add_up_to_busy(tmp_path) -> None:
+    """Copies under kernels: the parts' union shares add up to 156 % of busy; the text says why."""
+    from engine.analysis.summary import format_summary
+
+    db = tmp_path / "multistream.sqlite"
+    xz = RECORDINGS / "nsys" / "multistream" / "multistream.sqlite.xz"
+    db.write_bytes(lzma.decompress(xz.read_bytes()))
+    s = summarize(open_report(db))
+    parts = s.gpu.devices[0].parts
+    assert sum(p.pct_of_busy or 0 for p in parts) > 150
+    assert all(0 <= (p.pct_of_busy or 0) <= 100 for p in parts)
+    assert sum(p.attributed_pct_of_busy or 0 for p in parts) == pytest.approx(100, abs=0.05)
+    busy = s.gpu.devices[0].busy_ns
+    for p in parts:
+        assert p.attributed_pct_of_busy == pytest.approx(100 * p.attributed_ns / busy, abs=0.01)
+    text = format_summary(s)
+    assert "the parts overlap in time, so their shares add up to 156.5 % of busy" in text
+    assert "None" not in text and "e-0" not in text
+    assert "(bytes over the copies' durations summed: a sum, not the union above)" in text
