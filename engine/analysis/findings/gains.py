@@ -161,7 +161,10 @@ def severity_of(gain: Gain | None, *, critical: float = 20.0, warning: float = 5
 
 @dataclass(frozen=True)
 class Combined:
-    """What the findings save together (see :func:`if_all_applied`)."""
+    """What the findings save together (see :func:`if_all_applied`).
+
+    ``per_step_ns``: per steady step; ``seconds``: over the whole capture (a total, not per step).
+    """
 
     per_step_ns: float | None
     seconds: float
@@ -169,9 +172,9 @@ class Combined:
     finding_ids: tuple[str, ...]
 
     def to_json(self) -> dict[str, Any]:
-        """JSON-ready dict."""
-        return {"per_step_ns": self.per_step_ns, "seconds": self.seconds, "formula": self.formula,
-                "findings": list(self.finding_ids)}
+        """JSON-ready dict (``capture_seconds``: ``seconds``, named for what it is: over the capture)."""
+        return {"per_step_ns": self.per_step_ns, "seconds": self.seconds, "capture_seconds": self.seconds,
+                "formula": self.formula, "findings": list(self.finding_ids)}
 
 
 def group_bound(values: list[tuple[str, float]], window: float, busy: float) -> tuple[float, str]:

@@ -10,6 +10,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+# the engine's one set of formatters (durations, sizes, rates, shares), re-exported for the rules
+from engine.analysis.summary_text import fmt_bytes as fmt_bytes
+from engine.analysis.summary_text import fmt_pct as fmt_pct
+from engine.analysis.summary_text import fmt_rate as fmt_rate
+from engine.analysis.summary_text import fmt_time as fmt_time
+from engine.analysis.summary_text import fmt_value as fmt_value
+
 SCHEMA = "kernelscope.findings/2"
 
 #: Severities, most urgent first.
@@ -40,7 +47,9 @@ class Gain:
     """The expected saving of a fix, computed from the report.
 
     Attributes:
-        seconds: saving in seconds over the captured run (None when it cannot be computed).
+        seconds: the total saving in seconds over the whole captured run, every step and the time
+            outside the steps together (None when it cannot be computed); not per step (that is
+            ``per_step_ns``). The JSON also gives it as ``capture_seconds``, a name that says so.
         pct_of_wall: that saving as a percentage of the capture's wall span.
         formula: the formula with the report's numbers filled in.
         kind: "estimate" (the fix removes this time) or "upper bound" (at most this much).
@@ -49,7 +58,8 @@ class Gain:
         pct_of_step: that saving as a percentage of the steady step median.
         window: what the gain is measured in and capped by: "steady steps", "capture" or
             "kernel time".
-        window_ns: the window's length (the gain never exceeds it).
+        window_ns: the window's length: one steady step's median for "steady steps" (it caps
+            ``per_step_ns``), the capture's span for "capture" (it caps ``seconds``).
         one_time: True for costs paid once (start-up, warm-up), which do not grow with the run.
         overlap: findings in the same group save the same time ("host": GPU idle behind host
             work; "gpu": GPU busy time); the "if all applied" bound counts a group at most once.
@@ -102,8 +112,14 @@ class Finding:
     subject: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (strict JSON: null, never NaN or Infinity)."""
+        """JSON-ready dict (strict JSON: null, never NaN or Infinity).
+
+        ``gain.capture_seconds`` repeats ``gain.seconds`` under a name that says it is the total
+        over the capture (``seconds`` stays for the readers that use it).
+        """
         out: dict[str, Any] = _strict(asdict(self))
+        if out.get("gain") is not None:
+            out["gain"]["capture_seconds"] = out["gain"]["seconds"]
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -168,12 +184,3 @@ def _strict(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
-
-
-def fmt_time(ns: float) -> str:
-    """Readable duration from nanoseconds."""
-    if abs(ns) >= 1e9:
-        return f"{ns / 1e9:,.2f} s"
-    if abs(ns) >= 1e5:
-        return f"{ns / 1e6:,.2f} ms"
-    return f"{ns / 1e3:,.1f} µs"

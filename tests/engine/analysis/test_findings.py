@@ -98,6 +98,12 @@ def test_cli_findings_json_and_text(capsys):
         order by n.start""")][1:]))
     assert 0 < both["per_step_ns"] <= step  # never more than the step itself
     assert both["seconds"] <= _wall(NAIVE) / 1e9
+    assert both["capture_seconds"] == both["seconds"]  # the name says it: over the capture, not per step
+    for f in doc["findings"]:
+        g = f["gain"]
+        if g is not None:
+            assert g["capture_seconds"] == g["seconds"]
+            assert g["seconds"] is None or g["seconds"] * 1e9 <= _wall(NAIVE)
     ids = [f["id"] for f in doc["findings"]]
     assert ids.count("nsys.pageable-copies") == 2
     assert main(["findings", str(FIXED), "--brief"]) == 0
