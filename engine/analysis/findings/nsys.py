@@ -15,7 +15,7 @@ import numpy as np
 from engine.analysis.calls import CATEGORY_ORDER, api_calls
 from engine.analysis.findings.copycalls import copy_calls
 from engine.analysis.findings.gains import GPU, HOST, Context, gain_from, severity_of
-from engine.analysis.findings.model import Evidence, Finding, Gain, fmt_time, pct
+from engine.analysis.findings.model import Evidence, Finding, Gain, fmt_bytes, fmt_rate, fmt_time, pct
 from engine.analysis.ops import gpu_op_columns
 from engine.analysis.steps import pandas_order
 from engine.analysis.summary import sum_count
@@ -249,7 +249,7 @@ def rule_pageable_copies(ctx: Context) -> list[Finding]:
         ev = [
             Evidence("copies", len(rows), "copies", "cuda_gpu_mem_size_sum"),
             Evidence("bytes", nbytes, "B", "cuda_gpu_mem_size_sum"),
-            Evidence("GPU copy time", ns, "ns", "cuda_gpu_mem_time_sum"),
+            Evidence("GPU copy time (summed over the copies)", ns, "ns", "cuda_gpu_mem_time_sum"),
             Evidence("achieved rate", round(achieved / 1e9, 3), "GB/s", "CUPTI_ACTIVITY_KIND_MEMCPY"),
         ]
         if ceiling is None:
@@ -266,8 +266,9 @@ def rule_pageable_copies(ctx: Context) -> list[Finding]:
             moved = c.nbytes[rows].astype(float)
             saved = np.maximum(durs - moved / rate * 1e9, 0)
             gain = gain_from(ctx, float(saved[steady].sum()), float(saved[~steady].sum()),
-                             f"copy time − bytes ÷ pinned rate = {fmt_time(ns)} − {nbytes / 1e6:,.1f} MB ÷ "
-                             f"{rate / 1e9:.2f} GB/s = {fmt_time(ns - at_pinned)}", overlap=GPU)
+                             f"copy time (summed) − bytes ÷ pinned rate = {fmt_time(ns)} − "
+                             f"{fmt_bytes(nbytes)} ÷ {fmt_rate(rate)} = {fmt_time(ns - at_pinned)}",
+                             overlap=GPU)
         word = "from" if direction == "Host-to-Device" else "to"
         out.append(Finding(
             id="nsys.pageable-copies",
@@ -276,10 +277,11 @@ def rule_pageable_copies(ctx: Context) -> list[Finding]:
             source="nsys",
             subject=direction,
             summary=(
-                f"{len(rows)} {direction} copies {word} pageable memory moved {nbytes / 1e6:,.1f} MB at "
-                f"{achieved / 1e9:.2f} GB/s" + (
-                    f"; at the pinned rate of {ceiling[0] / 1e9:.2f} GB/s they would take "
-                    f"{fmt_time(at_pinned or 0)} instead of {fmt_time(ns)}." if ceiling else ".")
+                f"{len(rows)} {direction} copies {word} pageable memory moved {fmt_bytes(nbytes)} at "
+                f"{fmt_rate(achieved)}" + (
+                    f"; at the pinned rate of {fmt_rate(ceiling[0])} they would take "
+                    f"{fmt_time(at_pinned or 0)} instead of {fmt_time(ns)} (summed over the copies)."
+                    if ceiling else ".")
             ),
             evidence=ev,
             fix="Allocate the host buffers as pinned (page-locked) memory so the DMA engine reads them "
@@ -310,24 +312,26 @@ def rule_sync_copies(ctx: Context) -> list[Finding]:
     durs = c.dur[rows]
     api_ns = int(call_ns.sum())
     gpu_ns = int(durs.sum())
-    blocked_extra = api_ns - gpu_ns
+    # (clocks of two sources: on a Kineto trace a call can end before its copy, which is no time)
+    blocked_extra = max(api_ns - gpu_ns, 0)
     # Copy/compute overlap that async copies allow, bounded by kernel time.
     o = gpu_op_columns(ctx.trace)
     kernel_ns = int(o.dur[o.kind == 0].sum())
     names = ", ".join(f"{n} ×{m}" for n, m in _value_counts(c.api[rows], c.api_names))
-    gain_ns = max(blocked_extra, 0)
     ev = [
         Evidence("synchronous copy calls", len(rows), "calls", f"CUPTI_ACTIVITY_KIND_RUNTIME ({names})"),
         Evidence("host time blocked in these calls", api_ns, "ns", "cuda_api_sum"),
-        Evidence("GPU time of these copies", gpu_ns, "ns", "cuda_gpu_mem_time_sum"),
-        Evidence("host time beyond the copies", blocked_extra, "ns", "API duration − GPU copy duration"),
-        Evidence("kernel time (overlap bound)", kernel_ns, "ns", "cuda_gpu_kern_sum"),
+        Evidence("GPU time of these copies (summed)", gpu_ns, "ns", "cuda_gpu_mem_time_sum"),
+        Evidence("host time beyond the copies", blocked_extra, "ns",
+                 "API duration − GPU copy duration (0 when the copies took longer)"),
+        Evidence("kernel time (summed over kernels; overlap bound)", kernel_ns, "ns", "cuda_gpu_kern_sum"),
     ]
     extra = np.maximum(call_ns - durs, 0)
     steady = ctx.host_steady_mask(c.issued()[rows])
     gain = gain_from(ctx, float(extra[steady].sum()), float(extra[~steady].sum()),
-                 f"Σ(call duration − copy duration) = {fmt_time(api_ns)} − {fmt_time(gpu_ns)} = "
-                 f"{fmt_time(gain_ns)} of host blocking that async calls return from at once; "
+                 f"Σ max(call duration − copy duration, 0) = {fmt_time(float(extra.sum()))} (calls "
+                 f"{fmt_time(api_ns)}, copies {fmt_time(gpu_ns)}, both summed) of host blocking that "
+                 "async calls return from at once; "
                  f"overlapping the copies with kernels could hide up to a further "
                  f"{fmt_time(min(gpu_ns, kernel_ns))} (min of copy and kernel time)", overlap=HOST)
     return [Finding(
@@ -337,9 +341,10 @@ def rule_sync_copies(ctx: Context) -> list[Finding]:
         source="nsys",
         summary=(
             f"{len(rows)} synchronous cudaMemcpy calls blocked the CPU thread for {fmt_time(api_ns)}, "
-            f"{fmt_time(blocked_extra)} more than the copies themselves took on the GPU "
-            f"({fmt_time(gpu_ns)}); while blocked, the CPU queues no work, so copies and kernels run "
-            "one after another."
+            + (f"{fmt_time(blocked_extra)} more than the copies themselves took on the GPU "
+               if blocked_extra > 0 else "no more than the copies themselves took on the GPU ")
+            + f"({fmt_time(gpu_ns)}, summed); while blocked, the CPU queues no work, so copies and kernels "
+            "run one after another."
         ),
         evidence=ev,
         fix="Use cudaMemcpyAsync on a non-default stream from pinned memory and synchronize once, "
@@ -379,6 +384,7 @@ def rule_copy_compute_overlap(ctx: Context) -> list[Finding]:
         return tk, tm, tov
 
     is_k, is_m = kind_s == 0, kind_s == 1
+    both = _distinct(dev_s[is_k]) & _distinct(dev_s[is_m])  # the GPUs that copy and compute
     k_ns, m_ns, overlap = per_device(is_k, is_m)
     bound = min(k_ns, m_ns)
     if bound <= 0 or overlap > 0.1 * bound or bound < 0.02 * ctx.wall_ns:
@@ -394,22 +400,37 @@ def rule_copy_compute_overlap(ctx: Context) -> list[Finding]:
         steady_gain = max(min(sk[0], sk[1]) - sk[2], 0)
     gain = gain_from(ctx, steady_gain, max(total_gain - steady_gain, 0),
                      f"min(copy time, kernel time) − overlap = min({fmt_time(m_ns)}, {fmt_time(k_ns)}) − "
-                     f"{fmt_time(overlap)} = {fmt_time(total_gain)} (perfect pipelining; per GPU)",
+                     f"{fmt_time(overlap)} = {fmt_time(total_gain)} (perfect pipelining; per GPU"
+                     + (f", summed over {len(both)} GPUs)" if len(both) > 1 else ")"),
                      kind="upper bound", overlap=GPU)
+    if len(both) > 1:  # each GPU's union, summed over the GPUs: a sum, which may exceed the capture
+        over = f"summed over {len(both)} GPUs (each GPU: the time one ran)"
+        times = [Evidence(f"copy time {over}", m_ns, "ns", "CUPTI_ACTIVITY_KIND_MEMCPY"),
+                 Evidence(f"kernel time {over}", k_ns, "ns", "CUPTI_ACTIVITY_KIND_KERNEL"),
+                 Evidence(f"copy/kernel overlap {over}", overlap, "ns", "interval intersection per GPU"),
+                 Evidence("copy time (union over the GPUs)", union_sorted(s, e, is_m), "ns",
+                          "CUPTI_ACTIVITY_KIND_MEMCPY"),
+                 Evidence("kernel time (union over the GPUs)", union_sorted(s, e, is_k), "ns",
+                          "CUPTI_ACTIVITY_KIND_KERNEL")]
+        gpus = f"The {len(both)} GPUs"
+        summed = f" (each GPU's time, summed over the {len(both)} GPUs)"
+    else:
+        times = [Evidence("copy time (union)", m_ns, "ns", "CUPTI_ACTIVITY_KIND_MEMCPY"),
+                 Evidence("kernel time (union)", k_ns, "ns", "CUPTI_ACTIVITY_KIND_KERNEL"),
+                 Evidence("copy/kernel overlap", overlap, "ns", "interval intersection")]
+        gpus, summed = "The GPU", ""
     return [Finding(
         id="nsys.no-copy-compute-overlap",
         title="Copies and kernels never overlap",
         severity=severity_of(gain, critical=50.0),
         source="nsys",
         summary=(
-            f"The GPU copied for {fmt_time(m_ns)} and computed for {fmt_time(k_ns)}, overlapping for "
-            f"only {fmt_time(overlap)}. Splitting the work into chunks on two or more streams lets the "
-            f"next chunk's copy run under the current chunk's kernels: up to {fmt_time(bound - overlap)}."
+            f"{gpus} copied for {fmt_time(m_ns)} and computed for {fmt_time(k_ns)}, overlapping for "
+            f"only {fmt_time(overlap)}{summed}. Splitting the work into chunks on two or more streams lets "
+            f"the next chunk's copy run under the current chunk's kernels: up to {fmt_time(bound - overlap)}."
         ),
         evidence=[
-            Evidence("copy time (union)", m_ns, "ns", "CUPTI_ACTIVITY_KIND_MEMCPY"),
-            Evidence("kernel time (union)", k_ns, "ns", "CUPTI_ACTIVITY_KIND_KERNEL"),
-            Evidence("copy/kernel overlap", overlap, "ns", "interval intersection"),
+            *times,
             Evidence("streams with kernels", int(streams), "streams", "CUPTI_ACTIVITY_KIND_KERNEL"),
             Evidence("streams with copies", int(mstreams), "streams", "CUPTI_ACTIVITY_KIND_MEMCPY"),
         ],

@@ -173,3 +173,43 @@ def test_every_finding_comes_from_a_declared_rule(naive_findings):
     for f in [*naive_findings, *legacy]:
         rule = rule_for(f.id)
         assert rule is not None and rule.source == f.source, f.id
+
+
+def _hand_made(tables):
+    """A hand-made trace from frames (as tests/engine/analysis/test_steps.py's)."""
+    from pathlib import Path
+
+    from engine.reports.base import TABLES, ReportInfo, Trace
+
+    class HandMade(Trace):
+        def __init__(self) -> None:
+            super().__init__(ReportInfo(path=Path("hand-made"), kind="nsys-sqlite"))
+
+        def _load(self, name, columns):
+            df = tables.get(name)
+            return None if df is None else df.reindex(columns=list(TABLES[name][0]))
+
+    return HandMade()
+
+
+def test_copy_time_over_several_gpus_is_labelled_a_sum_and_its_union_fits_the_capture() -> None:
+    """Two GPUs copy for 600 ns each in a 1 µs capture: 1.2 µs is a sum, never "copy time (union)"."""
+    import pandas as pd
+
+    from engine.analysis.findings.overview import overview
+
+    copies, kernels = [], []
+    for dev in (0, 1):
+        copies.append({"start": 0, "end": 600, "deviceId": dev, "streamId": 7, "correlationId": 10 + dev,
+                       "pid": 1, "bytes": 1 << 20, "copyKind": 1, "operation": "Host-to-Device",
+                       "srcKindName": "Pinned", "dstKindName": "Device"})
+        kernels.append({"start": 600, "end": 1000, "deviceId": dev, "streamId": 7,
+                        "correlationId": 20 + dev, "pid": 1, "name": "k", "shortName": "k"})
+    t = _hand_made({"memcpy": pd.DataFrame(copies), "kernels": pd.DataFrame(kernels)})
+    s, found = overview(t)
+    f = by_id(found, "nsys.no-copy-compute-overlap")
+    ev = {e.label: e.value for e in f.evidence}
+    assert ev["copy time summed over 2 GPUs (each GPU: the time one ran)"] == 1200
+    assert ev["copy time (union over the GPUs)"] == 600 <= s.wall.span_ns == 1000
+    assert not any("union" in e.label and e.value > s.wall.span_ns for e in f.evidence)
+    assert "summed over the 2 GPUs" in f.summary
