@@ -4,7 +4,11 @@ One row per rank (its steps as bands, its GPU work, its NCCL kernels on their ow
 bars of compute / NCCL wait / other NCCL / idle per step, the straggler marked in red with its
 evidence, and a click on a rank opens that rank's report in the Timeline. The job is the current
 report's: the other open reports named ``NAME_rank<N>`` in the same folder join it (the view offers
-that when it sees them), or one report that holds several processes.
+that when it sees them), or one report that holds several processes. Jobs and their reports are
+ordered by rank number N (numerically), whatever order they loaded in.
+
+Every number is the engine's (``RankRow.means()``, the straggler's fields) in the CLI's words
+(``engine.analysis.ranks.text``): the headline, the table, the bars and ``kernelscope ranks`` agree.
 """
 
 from __future__ import annotations
@@ -17,31 +21,64 @@ import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QHeaderView, QLabel, QSplitter, QVBoxLayout, QWidget
 
-from gui import format as fmt
+from engine.analysis.ranks.text import LEGEND, ms_cell
 from gui.documents import OpenReports
+from gui.format import is_missing, is_number
 from gui.views.base import ReportView
 from gui.widgets.axes import style_plot, tick_font
 from gui.widgets.labels import WrapLabel, swatch
 from gui.widgets.table import ReadOnlyTable
+from gui.widgets.table_model import DataFrameModel, _Index
 from gui.workers import LoadedReport
 
 COLORS = {"compute": "#1f5fa8", "nccl": "#e8871e", "wait": "#c0392b", "idle": "#c8ced6",
           "band_a": "#eef3f9", "band_b": "#f9fbfd", "straggler": "#fdecea"}
 #: lanes are drawn with at most about this many blocks each (closer blocks merge, like a pixel would)
 MAX_BLOCKS = 4000
+#: at most this many note details in the notes' tooltip
+MAX_TOOLTIP_DETAILS = 40
+
+
+def rank_order(path: str) -> tuple[Any, ...]:
+    """Sort key of a report in a job: its rank number N of ``NAME_rank<N>`` (numerically), then its path
+    with numbers compared as numbers (``rank2`` before ``rank10``, the same order on every run)."""
+    import re
+
+    from engine.analysis.ranks.load import RANK_IN_NAME
+
+    m = RANK_IN_NAME.search(Path(path).name)
+    natural = tuple((0, int(x), "") if x.isdigit() else (1, 0, x) for x in re.split(r"(\d+)", path))
+    return (int(m.group(1)) if m else -1, natural)
 
 
 def job_groups(reports: list[LoadedReport]) -> list[list[LoadedReport]]:
-    """Open timeline reports grouped into jobs (``NAME_rank<N>`` of one folder together)."""
+    """Open timeline reports grouped into jobs (``NAME_rank<N>`` of one folder together).
+
+    Each job's reports are in rank order (:func:`rank_order`) and the jobs in the order of their
+    first report's path: the same on every run, whichever report loaded last.
+    """
     from engine.sessions.batch import jobs_of
 
     usable = [r for r in reports if not r.is_ncu]
     by_path = {str(r.path): r for r in usable}
-    groups = jobs_of(list(by_path))
+    groups = jobs_of(sorted(by_path))
     # jobs_of keeps one of an .nsys-rep/.sqlite pair; a report it dropped stays a job of its own
     kept = {p for g in groups for p in g}
     groups += [[p] for p in by_path if p not in kept]
+    groups = [sorted(g, key=rank_order) for g in groups]
+    groups.sort(key=lambda g: rank_order(g[0])[1])
     return [[by_path[p] for p in g] for g in groups]
+
+
+class RankTableModel(DataFrameModel):
+    """The rank table's model: durations in ms with two decimals, as the CLI and the headline."""
+
+    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if role == Qt.ItemDataRole.DisplayRole and index.isValid():
+            v = self.raw(index.row(), index.column())
+            if self.column_names()[index.column()] in TABLE_COLUMNS and is_number(v) and not is_missing(v):
+                return ms_cell(float(v) * 1e6)
+        return super().data(index, role)
 
 
 #: the Steps combo's first entry: the steps each rank's GPU work shows (engine.analysis.stepfind)
@@ -82,20 +119,39 @@ def coarse(starts: Any, ends: Any, max_blocks: int = MAX_BLOCKS) -> tuple[Any, A
     return s[idx], np.append(e[idx[1:] - 1], e[-1])
 
 
+#: the table's per-step columns, headed as ``kernelscope ranks`` heads them: heading -> key of
+#: RankRow.means() ("median": the median step)
+TABLE_COLUMNS = {"Step ms": "step_ns", "Median ms": "median", "Compute ms": "compute_ns",
+                 "NCCL ms": "nccl_ns", "Wait ms": "wait_ns", "Exposed ms": "exposed_wait_ns",
+                 "Idle ms": "idle_ns", "Host ms": "host_ns"}
+
+
 def rank_frame(res: Any) -> Any:
-    """The rank table as the view shows it (per-step means in ms)."""
+    """The rank table as the view shows it: per-step means in ms (the median step apart), by rank."""
     import pandas as pd
 
     rows = []
     for r in res.ranks:
-        n = max(1, len(r.counted_steps))
+        means = r.means()
         strag = res.straggler is not None and res.straggler.rank == r.rank
-        rows.append({"Rank": r.rank, "GPU": r.device, "Host": r.host or "", "Report": Path(r.report).name,
-                     "Steps": r.steps, "Step (ms)": (r.step_median_ns or 0) / 1e6,
-                     "Compute (ms)": r.compute_ns / n / 1e6, "NCCL (ms)": r.nccl_ns / n / 1e6,
-                     "NCCL wait (ms)": r.nccl_wait_ns / n / 1e6, "Idle (ms)": r.idle_ns / n / 1e6,
-                     "Host (ms)": r.host_ns / n / 1e6, "": "straggler" if strag else ""})
+        row: dict[str, Any] = {"Rank": r.rank, "GPU": r.device, "Host": r.host or "",
+                               "Report": Path(r.report).name, "Steps": r.steps}
+        for head, key in TABLE_COLUMNS.items():
+            ns = r.step_median_ns if key == "median" else means[key]
+            row[head] = None if ns is None else ns / 1e6
+        row[""] = "straggler" if strag else ""
+        rows.append(row)
     return pd.DataFrame(rows)
+
+
+def notes_tooltip(res: Any) -> str:
+    """The details behind the notes (the long lists), for a tooltip; "" without any."""
+    details = list(res.details)
+    if not details:
+        return ""
+    more = len(details) - MAX_TOOLTIP_DETAILS
+    return "\n".join(details[:MAX_TOOLTIP_DETAILS] + ([f"… {more} more (kernelscope ranks --json)"]
+                                                       if more > 0 else []))
 
 
 def steady_range_ms(res: Any) -> tuple[float, float] | None:
@@ -149,15 +205,7 @@ class RanksView(ReportView):
         body = QWidget()
         blay = QVBoxLayout(body)
         blay.setContentsMargins(0, 0, 0, 0)
-        legend = QHBoxLayout()
-        for key, text in (("compute", "compute (GPU work)"), ("nccl", "NCCL kernels"),
-                          ("wait", "NCCL wait for the last rank"), ("idle", "GPU idle"),
-                          ("band_a", "steps")):
-            legend.addWidget(swatch(COLORS[key]))
-            legend.addWidget(QLabel(text))
-            legend.addSpacing(12)
-        legend.addStretch(1)
-        blay.addLayout(legend)
+        blay.addLayout(self._legend())
         font = tick_font(self.font())
         split = QSplitter(Qt.Orientation.Vertical)
         self.time_plot = pg.PlotWidget(background="w")
@@ -173,10 +221,12 @@ class RanksView(ReportView):
         split.addWidget(self.bar_plot)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)
-        self.table = ReadOnlyTable(elide=False)
+        self.table = ReadOnlyTable(RankTableModel(), elide=False)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         blay.addWidget(split, 1)
         blay.addWidget(self.table)
+        self.legend_text = WrapLabel("(" + LEGEND + ")", muted=True)
+        blay.addWidget(self.legend_text)
         self.clock = WrapLabel(muted=True)
         blay.addWidget(self.clock)
         self._body = self.stack.add_page(body)
@@ -188,6 +238,18 @@ class RanksView(ReportView):
         self._offered: set[tuple[str, ...]] = set()
         self.reports.sig_added.connect(lambda _r: self._refresh_jobs())
         self.start_following()
+
+    @staticmethod
+    def _legend() -> QHBoxLayout:
+        legend = QHBoxLayout()
+        for key, text in (("compute", "compute (GPU work)"), ("nccl", "NCCL kernels"),
+                          ("wait", "NCCL wait for the last rank"), ("idle", "GPU idle"),
+                          ("band_a", "steps")):
+            legend.addWidget(swatch(COLORS[key]))
+            legend.addWidget(QLabel(text))
+            legend.addSpacing(12)
+        legend.addStretch(1)
+        return legend
 
     # -- the job ------------------------------------------------------------------------------------
     def _refresh_jobs(self) -> None:
@@ -288,28 +350,25 @@ class RanksView(ReportView):
 
     # -- drawing ------------------------------------------------------------------------------------
     def show_result(self, res: Any) -> None:
+        from engine.analysis.ranks.text import straggler_parts
+
         self.result = res
         s = res.straggler
+        notes = " ".join(res.notes) + (" (Hover for the list.)" if res.details else "")
+        tip = notes_tooltip(res)
         if s is not None:
-            gpu = f" (GPU {s.device})" if s.device is not None else ""
-            cost = getattr(s, "cost_per_step_ns", 0) or s.wait_per_step_ns
-            cause = getattr(s, "cause", "")
-            from engine.analysis.ranks.text import moving_sentence
-
-            moves = moving_sentence(s)
-            if moves:
-                self.headline.setText(f"<b style='color:#c0392b'>Straggler: {html.escape(moves)}</b> — each "
-                                      f"slow step costs about {fmt.duration(cost)}"
-                                      + (f": {html.escape(cause)}." if cause else "."))
-            else:
-                self.headline.setText(f"<b style='color:#c0392b'>Straggler: rank {s.rank}{gpu}</b> — without "
-                                      f"its extra time each step would be about {fmt.duration(cost)} shorter"
-                                      + (f": {html.escape(cause)}." if cause else "."))
+            who, what = straggler_parts(res)
+            cause = f" Its extra time: {s.cause}." if s.cause else ""
+            self.headline.setText(f"<b style='color:#c0392b'>{html.escape(who)}</b> — {html.escape(what)}"
+                                  f"{html.escape(cause)}")
             self.evidence.setText("\n".join("• " + e for e in s.evidence))
+            self.evidence.setToolTip("")
         else:
             self.headline.setText(f"No straggler among {len(res.ranks)} rank(s).")
-            self.evidence.setText(" ".join(res.notes))
-        self.clock.setText("Clock: " + res.clock.sentence + ("  " + " ".join(res.notes) if s else ""))
+            self.evidence.setText(notes)
+            self.evidence.setToolTip(tip)
+        self.clock.setText("Clock: " + res.clock.sentence + ("  " + notes if s else ""))
+        self.clock.setToolTip(tip if s else "")
         self.stack.show_page(self._body)
         self._draw_time(res)
         self._draw_bars(res)
@@ -391,9 +450,9 @@ class RanksView(ReportView):
         ticks = []
         for i, r in enumerate(res.ranks):
             y = -float(i)
-            n = max(1, len(r.counted_steps))
-            wait = r.nccl_wait_ns / n / 1e6
-            parts = (r.compute_ns / n / 1e6, wait, max(0.0, r.nccl_ns / n / 1e6 - wait), r.idle_ns / n / 1e6)
+            m = r.means()
+            parts = (m["compute_ns"] / 1e6, m["wait_ns"] / 1e6, max(0, m["nccl_ns"] - m["wait_ns"]) / 1e6,
+                     m["idle_ns"] / 1e6)
             self.bars_ms[r.rank] = parts
             left = 0.0
             for value, key in zip(parts, ("compute", "wait", "nccl", "idle"), strict=True):
@@ -401,7 +460,7 @@ class RanksView(ReportView):
                     plot.addItem(pg.BarGraphItem(x0=[left], width=[value], y=[y], height=0.6,
                                                  brush=COLORS[key], pen=None))
                 left += value
-            text = pg.TextItem(fmt.duration(sum(parts) * 1e6), color="#2c3e50", anchor=(0, 0.5))
+            text = pg.TextItem(f"{ms_cell(r.step_ns)} ms", color="#2c3e50", anchor=(0, 0.5))
             text.setPos(left, y)
             plot.addItem(text)
             ticks.append((y, self._row_label(r, res)))

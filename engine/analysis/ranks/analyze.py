@@ -13,16 +13,17 @@ How it works:
 * the k-th NCCL kernel of one operation on each rank is one collective; an NCCL kernel cannot finish
   before every rank joined, so the time between a rank's kernel start and the last rank's start is
   that rank's wait, and the last rank is the one it waited for;
-* the straggler is the rank the others waited for longest; its cost per step is the others' median
-  NCCL wait per step.
+* a rank's wait in a step is the union of its waits inside the step (so never longer than the step);
+  its exposed wait is the part of that with no other GPU work;
+* the straggler is the rank the others waited for longest (engine.analysis.ranks.straggler).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -41,8 +42,9 @@ from engine.analysis.ranks.model import (
     RankRow,
     RanksResult,
     StepCost,
-    Straggler,
 )
+from engine.analysis.ranks.straggler import duration_text as _ms
+from engine.analysis.ranks.straggler import find_straggler, pace_row
 from engine.analysis.steps import merged
 from engine.system.errors import ReportError
 
@@ -54,10 +56,8 @@ if TYPE_CHECKING:
 I64 = np.int64
 #: collectives no rank can finish before every rank joined (their ends line up across ranks)
 SYMMETRIC = frozenset({"AllReduce", "AllGather", "ReduceScatter", "AllToAll"})
-#: a straggler is named only when the others wait at least this share of a step for it ...
-MIN_WAIT_SHARE = 0.02
-#: ... and at least this long per step
-MIN_WAIT_NS = 20_000
+#: NCCL calls that run as SendRecv kernels (grouped: many calls, one kernel)
+P2P = frozenset({"AllToAll", "AllToAllv", "Send", "Recv", "Gather", "Scatter", "SendRecv"})
 
 
 class _Blocks:
@@ -174,14 +174,9 @@ def _step_costs(r: RankInput, waits: list[tuple[int, int, int]], shift: int) -> 
     ws = np.array([s for _, w, s in waits if w > 0], dtype=I64)
     we = ws + np.array([w for _, w, _s in waits if w > 0], dtype=I64)
     exposed = _cat(comp, (ws, we)).covered(lo, hi) - compute_all
-    # NCCL waits belong to the step whose window holds the kernel's launch (windows may overlap: each
-    # window sums the waits launched inside it)
-    order = np.argsort(np.array([a for a, _, _s in waits], dtype=I64), kind="stable")
-    w_launch = np.array([a for a, _, _s in waits], dtype=I64)[order]
-    w_each = np.array([b for _, b, _s in waits], dtype=I64)[order]
-    w_cum = np.concatenate([[0], np.cumsum(w_each)]).astype(I64)
-    wait = w_cum[np.searchsorted(w_launch, hi, side="left")] - \
-        w_cum[np.searchsorted(w_launch, lo, side="left")]
+    # the step's wait: the union of the waits inside its window (collectives that wait at the same
+    # time count once), so it is within the step's NCCL time and the step
+    wait = _Blocks(ws, we).covered(lo, hi)
     return [StepCost(index, int(a) + shift, int(b) + shift, int(bu - nc), int(nc), int(wt), int(sp - bu),
                      int(ho), int(ov), warm, int(ca), int(ex))
             for (index, _, _, warm), a, b, bu, nc, wt, sp, ho, ov, ca, ex
@@ -200,186 +195,8 @@ def _row(r: RankInput, costs: list[StepCost]) -> RankRow:
         compute_ns=sum(c.compute_ns for c in steady), nccl_ns=sum(c.nccl_ns for c in steady),
         nccl_wait_ns=sum(c.nccl_wait_ns for c in steady), idle_ns=sum(c.idle_ns for c in steady),
         host_ns=sum(c.host_ns for c in steady), nccl_kernels=len(r.nccl_start), per_step=tuple(costs),
+        exposed_wait_ns=sum(c.exposed_wait_ns for c in steady),
     )
-
-
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:,.2f} ms" if abs(ns) >= 1e5 else f"{ns / 1e3:,.1f} µs"
-
-
-def _median(values: list[int]) -> int:
-    return int(np.median(values)) if values else 0
-
-
-def _aligned_steps(rows: list[RankRow]) -> list[dict[int, StepCost]]:
-    """The steady steps of the first rank with every rank's step that overlaps it most (shared clock)."""
-    ref = rows[0]
-    out = []
-    others = {r.rank: (np.array([c.start_ns for c in r.per_step], dtype=I64),
-                       np.array([c.end_ns for c in r.per_step], dtype=I64), r.per_step) for r in rows[1:]}
-    for c in ref.per_step:
-        if c.warmup:
-            continue
-        got = {ref.rank: c}
-        for k, (st, en, per) in others.items():
-            if not len(st):
-                continue
-            ov = np.minimum(en, c.end_ns) - np.maximum(st, c.start_ns)
-            j = int(np.argmax(ov))
-            if ov[j] > 0 and not per[j].warmup:
-                got[k] = per[j]
-        if len(got) == len(rows):
-            out.append(got)
-    return out
-
-
-def _lcs_unmatched(a: list[str], b: list[str]) -> list[int]:
-    """Positions of ``a`` that a diff against ``b`` leaves unmatched (what ``a`` runs more).
-
-    difflib's matching blocks (a longest-matching-block diff, close to a longest common subsequence
-    for two runs of the same program, and fast on sequences that mostly agree: a 5,000-operation
-    step in milliseconds); steps of more than 50,000 operations are not compared.
-    """
-    import difflib
-
-    if len(a) > 50_000 or len(b) > 50_000:
-        return []
-    matched = [False] * len(a)
-    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    for blk in sm.get_matching_blocks():
-        for k in range(blk.a, blk.a + blk.size):
-            matched[k] = True
-    return [k for k, ok in enumerate(matched) if not ok]
-
-
-def _extra_work(units: dict[int, Any], s: int, others: list[int]) -> tuple[int, str]:
-    """GPU work per step the straggler runs beyond the others: a diff of one typical step.
-
-    The straggler's typical step (its operations in order, NCCL kernels left out) is diffed against
-    each other rank's (:func:`_lcs_unmatched`); the operations only the straggler runs are its extra
-    work, at their own median durations. The smallest extra over the other ranks is kept.
-    """
-    from collections import Counter
-
-    mine = units.get(s)
-    if not mine:
-        return 0, ""
-    names = list(mine[0])
-    keep = [i for i, n in enumerate(names) if not NCCL_KERNEL.match(n)]
-    a = [names[i] for i in keep]
-    best: tuple[int, str] | None = None
-    for o in others:
-        theirs = units.get(o)
-        if not theirs:
-            continue
-        b = [n for n in theirs[0] if not NCCL_KERNEL.match(n)]
-        extra = _lcs_unmatched(a, b)
-        ns = int(sum(float(mine[1][keep[i]]) for i in extra))
-        top = Counter(a[i] for i in extra).most_common(1)
-        text = f"{top[0][1]} × {top[0][0][:60]}" if top else ""
-        if best is None or ns < best[0]:
-            best = (ns, text)
-    return best if best is not None else (0, "")
-
-
-def _straggler(rows: list[RankRow], colls: list[Collective],
-               units: dict[int, Any] | None = None) -> tuple[Straggler | None, str | None]:
-    """The rank the others wait for, and what it costs as a what-if (see ``Straggler``).
-
-    Per steady step (lined up across ranks on the shared clock), each rank's exposed wait is the time
-    it waited for another rank with nothing else to run. The rank that waited least is the one the
-    others waited for in that step, at the cost of the smallest exposed wait among the others; the
-    straggler is the rank that cost the most over the steps (steps where another rank was slow show
-    whether it moves). What it costs is then its extra time on the critical path: the GPU work only
-    it runs (:func:`_extra_work`) or the host time its GPU idles, at least the others' exposed wait
-    and at most a step.
-    """
-    if len(rows) < 2 or not colls:
-        return None, None
-    steps = _aligned_steps(rows)
-    if not steps:
-        return None, "No steps line up across the ranks, so no straggler can be named."
-    step_med = _median([r.step_median_ns or 0 for r in rows])
-    floor = max(MIN_WAIT_NS, MIN_WAIT_SHARE * step_med)
-    per: list[tuple[int, int, int]] = []
-    cost_by: dict[int, list[int]] = defaultdict(list)
-    for got in steps:
-        e = {k: c.exposed_wait_ns for k, c in got.items()}
-        slow = min(e, key=lambda k: (e[k], k))
-        cost = min(v for k, v in e.items() if k != slow)
-        if cost < floor:
-            per.append((got[rows[0].rank].index, -1, int(cost)))
-            continue
-        per.append((got[rows[0].rank].index, slow, int(cost)))
-        cost_by[slow].append(int(cost))
-    if not cost_by:
-        worst = max(c for _, _, c in per) if per else 0
-        return None, (f"No rank makes the others wait: the largest wait with nothing else to run is "
-                      f"{_ms(worst)}"
-                      + (f" in a {_ms(step_med)} step (GPU)." if step_med else "."))
-    s = max(cost_by, key=lambda k: (sum(cost_by[k]), -k))
-    n_steps = len(per)
-    share = len(cost_by[s]) / n_steps
-    cost_slow = _median(cost_by[s])  # in the steps where it is slow
-    cost_mean = int(sum(cost_by[s]) / n_steps)  # spread over every steady step
-    if cost_mean < floor:  # a rank late in a step or two now and then: jitter, not a straggler
-        return None, (f"No rank makes the others wait: rank {s} was late in {len(cost_by[s])} of {n_steps} "
-                      f"steady steps, {_ms(cost_mean)} per step over all of them"
-                      + (f" in a {_ms(step_med)} step (GPU)." if step_med else "."))
-    row = next(r for r in rows if r.rank == s)
-    others = [r for r in rows if r.rank != s]
-
-    slow_in = [g for g, p in zip(steps, per, strict=True) if p[1] == s]
-
-    def med(rank: int, attr: str) -> int:  # the median over the steps where it is slow
-        return _median([getattr(g[rank], attr) for g in slow_in] or [getattr(g[rank], attr) for g in steps])
-
-    deltas = {}
-    for attr, label in (("gpu_compute_ns", "GPU compute"),
-                        ("host_ns", "host time (its GPU idle while the host works)")):
-        mine = med(s, attr)
-        theirs = _median([med(r.rank, attr) for r in others])
-        deltas[label] = (mine - theirs, mine, theirs)
-    cause, (delta, mine, theirs) = max(deltas.items(), key=lambda kv: kv[1][0])
-    extra_host = deltas["host time (its GPU idle while the host works)"][0]
-    extra_gpu, top = _extra_work(units or {}, s, [r.rank for r in others])
-    # what-if: the straggler's extra time on its critical path (extra GPU work it runs, or the host
-    # time its GPU idles), at least what the others wait with nothing else to run, at most a step
-    what_if = extra_gpu if cause == "GPU compute" else max(0, extra_host)
-    wait_cost = cost_slow
-    cost_slow = int(min(max(what_if, cost_slow), 0.95 * step_med)) if step_med else max(what_if, cost_slow)
-    if cause == "GPU compute" and extra_gpu:
-        cause_text = (f"+{_ms(extra_gpu)} of GPU compute per step (most of it: {top} per step that the "
-                      f"others do not run)")
-    else:
-        cause_text = f"{'+' if delta >= 0 else ''}{_ms(delta)} of {cause} per step"
-    slow_steps = [k for k, r, _ in per if r == s]
-    moving = {r: sum(1 for _, x, _ in per if x == r) for r in {x for _, x, _ in per if x >= 0}}
-    if share >= 0.8:
-        when = f"in {len(slow_steps)} of {n_steps} steady steps (steady)"
-    else:
-        when = (f"in {len(slow_steps)} of {n_steps} steady steps (intermittent: steps "
-                f"{', '.join(map(str, slow_steps[:8]))}{' …' if len(slow_steps) > 8 else ''})")
-    evidence = [
-        f"Rank {s} is the rank the others wait for {when}"
-        + ("" if len(moving) < 2 else "; the slow rank moves: " + ", ".join(
-            f"rank {r} in {n} step{'s' if n != 1 else ''}" for r, n in sorted(moving.items()))) + ".",
-        f"What it costs: the step would be about {_ms(cost_slow)} shorter in those steps without its extra "
-        f"time; the others wait {_ms(wait_cost)} with nothing else to run ("
-        + ", ".join(f"rank {r.rank}: {_ms(med(r.rank, 'exposed_wait_ns'))}" for r in others)
-        + f"; {_ms(cost_mean)} per step over all steady steps), and their own work is slowed while "
-          "their NCCL kernels wait.",
-        f"Where its extra time is: {cause_text} (its {cause}: {_ms(mine)} per step, the others: "
-        f"{_ms(theirs)}).",
-    ]
-    if step_med:
-        evidence.append(f"Steps take {_ms(step_med)} on the GPU (median of the ranks): the job runs at rank "
-                        f"{s}'s pace; the wait is {cost_slow / step_med:.0%} of a step.")
-    last_count = sum(1 for c in colls if c.last_rank == s)
-    evidence.append(f"Rank {s} started last in {last_count} of {len(colls)} NCCL collectives.")
-    return Straggler(s, row.device, tuple(evidence), cost_slow, last_count / len(colls), extra_host,
-                     cost_slow, cause_text, share,
-                     tuple(per)), None
 
 
 #: clocks are moved onto the first rank's when the ends of shared collectives disagree by more than this
@@ -498,19 +315,12 @@ def analyze_ranks(traces: Sequence[Trace], *, range_name: str | None = None) -> 
     if missing:
         notes.append(f"No repeating step range on rank(s) {', '.join(map(str, missing))}: their numbers "
                      "cover the whole capture as one step.")
-    for r in inputs:
-        kernels: dict[str, int] = defaultdict(int)
-        for n in r.nccl_name:
-            kernels[_op(n)] += 1
-        off = [f"{n} {op} call(s) but {kernels.get(op, 0)} kernel(s)" for op, n in sorted(r.calls.items())
-               if n != kernels.get(op, 0)]
-        if r.calls and off:
-            notes.append(f"Rank {r.rank}: the NCCL NVTX ranges and the NCCL kernels disagree "
-                         f"({'; '.join(off)}).")
+    call_note, details = _call_notes(inputs)
+    notes += call_note
     if not colls:
         notes.append("No NCCL kernels (ncclDevKernel_*) matched across ranks, so there are no waits to "
                      "measure; trace CUDA on every rank.")
-    strag, why = _straggler(rows, colls, {r.rank: r.unit for r in inputs})
+    strag, why = find_straggler(rows, colls, {r.rank: r.unit for r in inputs})
     if why:
         notes.append(why)
     clock = _clock(inputs, methods, zero, spread, clipped)
@@ -519,8 +329,38 @@ def analyze_ranks(traces: Sequence[Trace], *, range_name: str | None = None) -> 
 
         clock = replace(clock, sentence=clock.sentence + " Clocks lined up on collective ends: "
                         + "; ".join(fitted) + ".")
+    pace = pace_row(rows, strag.rank if strag is not None else None)
     return RanksResult(tuple(rows), tuple(colls), strag, clock,
-                       tuple(notes), tuple(_lanes(r, r.offset_ns - zero) for r in inputs))
+                       tuple(notes), tuple(_lanes(r, r.offset_ns - zero) for r in inputs),
+                       pace_rank=pace.rank if pace is not None else None, details=tuple(details))
+
+
+def _call_notes(inputs: list[RankInput]) -> tuple[list[str], list[str]]:
+    """Where the NCCL NVTX ranges and the NCCL kernels disagree: (one summary sentence, the details).
+
+    Point-to-point calls (AllToAll, Send, Recv, ...) run as SendRecv kernels, several grouped calls as
+    one: they disagree only when calls were made and no such kernel ran.
+    """
+    details = []
+    for r in inputs:
+        if not r.calls:
+            continue
+        kernels: Counter[str] = Counter("SendRecv" if _op(n) in P2P else _op(n) for n in r.nccl_name)
+        calls: Counter[str] = Counter()
+        for op, n in r.calls.items():
+            calls["SendRecv" if op in P2P else op] += n
+        for op, n in sorted(calls.items()):
+            got = kernels.get(op, 0)
+            if (op == "SendRecv" and got == 0) or (op != "SendRecv" and n != got):
+                what = "point-to-point (AllToAll, Send, Recv, ...)" if op == "SendRecv" else op
+                details.append(f"Rank {r.rank}: {n} {what} call(s) but {got} kernel(s)")
+    if not details:
+        return [], []
+    ranks = sorted({d.split(":", 1)[0] for d in details}, key=lambda x: int(x.split()[1]))
+    more = f"; {len(details) - 1} more in the details" if len(details) > 1 else ""
+    return [f"The NCCL NVTX ranges and the NCCL kernels disagree on {len(details)} operation(s) over "
+            f"{len(ranks)} rank(s) (e.g. {details[0][0].lower()}{details[0][1:]}{more}): calls grouped "
+            "into one kernel, or kernels the capture lost."], details
 
 
 def _lanes(r: RankInput, shift: int) -> RankLanes:

@@ -27,6 +27,13 @@ if TYPE_CHECKING:
 RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)(?!.*rank[_-]?\d)", re.IGNORECASE)
 #: NCCL's device kernels: ``ncclDevKernel_AllReduce_Sum_f32_RING_LL`` (2.19+), ``ncclKernel_AllReduce_...``
 NCCL_KERNEL = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)")
+#: the operations NCCL's NVTX ranges and the profiler's ``nccl:`` annotations name (calls, not kernels)
+NCCL_OPS = frozenset({"AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce", "AllToAll",
+                      "AllToAllv", "Send", "Recv", "Gather", "Scatter", "SendRecv"})
+_NVTX_OP = re.compile(r"[A-Za-z]+")
+_TORCH_OP = re.compile(r"[a-z_]+")
+#: words of the profiler's annotation that name a variant, not the operation (_all_gather_base, ...)
+_TORCH_VARIANT = frozenset({"", "base", "coalesced", "into", "tensor", "single"})
 _LAUNCH = re.compile(r"^(cuda|cu)(LaunchKernel|LaunchCooperativeKernel|GraphLaunch|LaunchKernelEx)")
 
 
@@ -145,10 +152,17 @@ def nccl_calls(trace: Trace, pidk: str) -> Counter[str]:
     out: Counter[str] = Counter()
     for domain, text in zip(mine["domain"].fillna(""), mine["text"].fillna(""), strict=True):
         t = str(text)
-        if str(domain) == "NCCL" and t.startswith("nccl") and not t.startswith("ncclComm"):
-            out[t[4:]] += 1
+        if str(domain) == "NCCL" and t.startswith("nccl"):  # ncclAllToAll, ncclAllReduce, opId=7 ...
+            m = _NVTX_OP.match(t, 4)
+            op = m.group(0) if m else ""
         elif t.startswith("nccl:"):  # nccl:all_reduce -> AllReduce
-            out["".join(w.capitalize() for w in t[5:].split("_"))] += 1
+            m = _TORCH_OP.match(t, 5)
+            words = m.group(0).split("_") if m else []
+            op = "".join(w.capitalize() for w in words if w not in _TORCH_VARIANT)
+        else:
+            continue
+        if op in NCCL_OPS:  # not ncclCommInitRank, ncclGroupStart, ncclMemAlloc ...
+            out[op] += 1
     return out
 
 

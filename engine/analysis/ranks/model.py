@@ -26,8 +26,9 @@ class StepCost:
         end_ns: End on the job's clock.
         compute_ns: GPU busy with kernels, copies or memsets while no NCCL kernel runs.
         nccl_ns: An NCCL kernel runs (overlap with compute counts here, see ``overlap_ns``).
-        nccl_wait_ns: Time this rank's NCCL kernels waited for the last rank to start the same
-            collective.
+        nccl_wait_ns: Time in the step during which an NCCL kernel of this rank waited for the last rank
+            to start the same collective: the union of those waits inside the step (collectives that
+            wait at once count once), so it is within ``nccl_ns`` and the step.
         idle_ns: No GPU work at all.
         host_ns: GPU idle while the rank's CPU thread is outside any CUDA API call (the GPU waits
             for host work: Python, data loading, a sleep).
@@ -69,9 +70,13 @@ class StepCost:
 class RankRow:
     """One rank: a process with GPU work, from one report.
 
-    ``compute_ns``, ``nccl_ns``, ``nccl_wait_ns``, ``idle_ns`` and ``host_ns`` are totals over the
-    rank's steady steps (warm-up left out; every step when all are warm-up, the whole capture when
-    no step range was found); ``compute_ns + nccl_ns + idle_ns`` is their summed duration.
+    ``compute_ns``, ``nccl_ns``, ``nccl_wait_ns``, ``exposed_wait_ns``, ``idle_ns`` and ``host_ns`` are
+    totals over the rank's counted steps (its steady steps: warm-up left out; every step when all are
+    warm-up, the whole capture when no step range was found); ``compute_ns + nccl_ns + idle_ns`` is
+    their summed duration. What a page shows per step is the mean over those steps
+    (:meth:`per_step_mean`): the rank's step (``step_ns``) is ``compute + nccl + idle`` per step, so
+    every part is within it; ``step_median_ns`` is the median step, a different statistic, and is
+    always labelled so.
     """
 
     rank: int
@@ -89,6 +94,8 @@ class RankRow:
     host_ns: int
     nccl_kernels: int
     per_step: tuple[StepCost, ...] = ()
+    #: total over the counted steps of the wait with nothing else to run (``StepCost.exposed_wait_ns``)
+    exposed_wait_ns: int = 0
 
     @property
     def counted_steps(self) -> tuple[StepCost, ...]:
@@ -96,12 +103,35 @@ class RankRow:
         steady = tuple(s for s in self.per_step if not s.warmup)
         return steady or self.per_step
 
+    def per_step_mean(self, total_ns: int) -> int:
+        """A total over the counted steps as a mean per step (ns, rounded)."""
+        return round(total_ns / max(1, len(self.counted_steps)))
+
+    @property
+    def step_ns(self) -> int:
+        """The rank's step: mean over the counted steps (= compute + nccl + idle per step)."""
+        return self.per_step_mean(self.compute_ns + self.nccl_ns + self.idle_ns)
+
+    def means(self) -> dict[str, int]:
+        """Every per-step figure a page shows: means over the counted steps (ns)."""
+        return {"step_ns": self.step_ns, "compute_ns": self.per_step_mean(self.compute_ns),
+                "nccl_ns": self.per_step_mean(self.nccl_ns), "wait_ns": self.per_step_mean(self.nccl_wait_ns),
+                "exposed_wait_ns": self.per_step_mean(self.exposed_wait_ns),
+                "idle_ns": self.per_step_mean(self.idle_ns), "host_ns": self.per_step_mean(self.host_ns)}
+
     def to_json(self) -> dict[str, Any]:
-        """JSON-ready dict (the keys of ``kernelscope.ranks/1`` first)."""
+        """JSON-ready dict (the keys of ``kernelscope.ranks/1`` first).
+
+        ``step_ns`` and ``wait_ns`` are per step (means over ``steady_steps``, as the table shows
+        them, with the other means in ``mean_per_step``); ``compute_ns`` ... ``host_ns`` are totals.
+        """
         return {"rank": self.rank, "report": self.report, "pid": self.pid, "device": self.device,
-                "host": self.host, "steps": self.steps, "step_median_ns": self.step_median_ns,
+                "host": self.host, "steps": self.steps, "steady_steps": len(self.counted_steps),
+                "step_ns": self.step_ns, "step_median_ns": self.step_median_ns,
+                "wait_ns": self.per_step_mean(self.nccl_wait_ns), "mean_per_step": self.means(),
                 "compute_ns": self.compute_ns, "nccl_ns": self.nccl_ns,
-                "nccl_wait_ns": self.nccl_wait_ns, "idle_ns": self.idle_ns, "host_ns": self.host_ns,
+                "nccl_wait_ns": self.nccl_wait_ns, "exposed_wait_ns": self.exposed_wait_ns,
+                "idle_ns": self.idle_ns, "host_ns": self.host_ns,
                 "step_range": self.step_range, "nccl_kernels": self.nccl_kernels,
                 "per_step": [s.to_json() for s in self.per_step]}
 
@@ -148,7 +178,9 @@ class Straggler:
         device: Its GPU.
         evidence: Sentences with the numbers behind the verdict.
         wait_per_step_ns: What it costs per step: the what-if, the same as ``cost_per_step_ns`` (how
-            much shorter the step would be without its extra time in the steps where it is slow).
+            much shorter a step would be without its extra time, median over the steps where it is
+            slow). Not a wait any rank measured: the waits are ``slow_wait_ns`` and
+            ``others_wait_ns``.
         last_share: Fraction of the collectives where it started last.
         extra_host_per_step_ns: Its median host time per step minus the others' median.
     """
@@ -167,6 +199,12 @@ class Straggler:
     slow_step_share: float = 1.0
     #: per steady step: the rank the others waited for (-1: nobody waited) and what it cost
     per_step: tuple[tuple[int, int, int], ...] = ()
+    #: in the steps where it is slow, the wait with nothing else to run of the rank that waited least
+    #: among the others (median over those steps)
+    slow_wait_ns: int = 0
+    #: per other rank: its wait with nothing else to run per step, mean over its steady steps (the
+    #: same number as that rank's row: ``RankRow.means()["exposed_wait_ns"]``)
+    others_wait_ns: tuple[tuple[int, int], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -175,6 +213,8 @@ class Straggler:
                 "extra_host_per_step_ns": self.extra_host_per_step_ns,
                 "cost_per_step_ns": self.cost_per_step_ns, "cause": self.cause,
                 "slow_step_share": round(self.slow_step_share, 4),
+                "slow_wait_ns": self.slow_wait_ns,
+                "others_exposed_wait_per_step_ns": {str(r): ns for r, ns in self.others_wait_ns},
                 "per_step": [{"step": k, "slow_rank": r, "cost_ns": c} for k, r, c in self.per_step]}
 
 
@@ -225,7 +265,13 @@ class RankLanes:
 
 @dataclass(frozen=True)
 class RanksResult:
-    """A whole job: its ranks, collectives, straggler and clock (and the lanes a view draws)."""
+    """A whole job: its ranks, collectives, straggler and clock (and the lanes a view draws).
+
+    ``pace_rank`` is the rank whose step is the job's step: the straggler, else the rank with the
+    longest step (mean over its steady steps); every page quotes the job's step as that rank's row.
+    ``notes`` are one sentence each; ``details`` are the long lists behind some of them (shown on
+    demand: a tooltip, ``--json``).
+    """
 
     ranks: tuple[RankRow, ...]
     collectives: tuple[Collective, ...]
@@ -233,14 +279,26 @@ class RanksResult:
     clock: ClockInfo
     notes: tuple[str, ...] = ()
     lanes: tuple[RankLanes, ...] = ()
+    pace_rank: int | None = None
+    details: tuple[str, ...] = ()
 
     def rank(self, number: int) -> RankRow:
         """The row of rank ``number``."""
         return next(r for r in self.ranks if r.rank == number)
 
+    @property
+    def pace(self) -> RankRow | None:
+        """The row whose step is the job's step (see the class)."""
+        return next((r for r in self.ranks if r.rank == self.pace_rank), None)
+
     def to_json(self) -> dict[str, Any]:
         """The ``kernelscope.ranks/1`` document."""
+        pace = self.pace
         return {"schema": SCHEMA, "ranks": [r.to_json() for r in self.ranks],
                 "collectives": [c.to_json() for c in self.collectives],
                 "straggler": self.straggler.to_json() if self.straggler else None,
-                "clock": self.clock.to_json(), "notes": list(self.notes)}
+                "clock": self.clock.to_json(), "notes": list(self.notes),
+                "note_details": list(self.details),
+                "job_step": None if pace is None else {
+                    "rank": pace.rank, "step_ns": pace.step_ns, "step_median_ns": pace.step_median_ns,
+                    "statistic": "mean over the rank's steady steps (its row's step_ns)"}}

@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -94,3 +95,61 @@ def test_no_gpu_work_is_one_sentence() -> None:
     res = subprocess.run([sys.executable, "-m", "engine.cli", "ranks", str(legacy), "/etc/hostname"],
                          capture_output=True, text=True, timeout=60, check=False)
     assert res.returncode == 1 and res.stderr.count("\n") == 1 and res.stderr.startswith("kernelscope: ")
+
+
+def _rank_input(rank: int, calls: dict[str, int], kernels: list[str]) -> Any:
+    """A rank with only what the NCCL call/kernel comparison reads (no timings)."""
+    from collections import Counter
+
+    import numpy as np
+
+    from engine.analysis.ranks.load import RankInput
+
+    empty = np.zeros(0, dtype=np.int64)
+    return RankInput(report=f"job_rank{rank}.sqlite", pid=rank, device=rank, host=None, offset_ns=0,
+                     compute_start=empty, compute_end=empty, nccl_start=empty, nccl_end=empty,
+                     nccl_launch=empty, nccl_name=kernels, api_start=empty, api_end=empty, steps=None,
+                     calls=Counter(calls), rank=rank)
+
+
+def test_nvtx_and_kernel_disagreements_are_one_sentence_with_the_details_apart() -> None:
+    """Sixty disagreements on eight ranks are one note (count and one example); the list is in details.
+
+    AllToAll, Send and Recv calls run as SendRecv kernels (several grouped calls as one): no
+    disagreement while such kernels ran.
+    """
+    from engine.analysis.ranks.analyze import _call_notes
+
+    inputs = [_rank_input(r, {"AllReduce": 10, "Broadcast": 2, "AllGather": 3 + r, "ReduceScatter": 5,
+                              "Reduce": 1, "Gather": 1, "Scatter": 1, "AllToAll": 4},
+                          ["ncclDevKernel_AllReduce_Sum_f32_RING_LL"] * 9) for r in range(8)]
+    notes, details = _call_notes(inputs)
+    assert len(details) == 8 * 6 and len(notes) == 1  # 6 operations off per rank, p2p counted once
+    assert notes[0].startswith("The NCCL NVTX ranges and the NCCL kernels disagree on 48 operation(s) over 8 "
+                               "rank(s) (e.g. rank 0: 3 AllGather call(s) but 0 kernel(s); 47 more in the "
+                               "details)")
+    assert "Rank 0: 6 point-to-point (AllToAll, Send, Recv, ...) call(s) but 0 kernel(s)" in details
+    grouped = [_rank_input(0, {"AllToAll": 12, "Send": 3, "AllReduce": 2},
+                           ["ncclDevKernel_SendRecv"] + ["ncclDevKernel_AllReduce_Sum_f32_RING_LL"] * 2)]
+    assert _call_notes(grouped) == ([], [])
+
+
+def test_nccl_calls_name_the_operation_not_its_arguments() -> None:
+    """``ncclAllToAll, opId=7`` is an AllToAll call (one key per operation, not per opId); NCCL's other
+    ranges (communicators, groups, memory) and the profiler's variants count as their operation."""
+    import pandas as pd
+
+    from engine.analysis.ranks.load import nccl_calls
+
+    texts = [("NCCL", f"ncclAllToAll, opId={i}") for i in range(30)] + [
+        ("NCCL", "ncclAllReduce"), ("NCCL", "ncclGroupStart"), ("NCCL", "ncclGroupEnd"),
+        ("NCCL", "ncclCommInitRankConfig"), ("NCCL", "ncclMemAlloc"), ("", "nccl:all_reduce"),
+        ("", "nccl:_all_gather_base"), ("", "nccl:all_to_all_single"), ("", "not nccl")]
+
+    class Trace:
+        def table(self, name: str, columns: list[str]) -> pd.DataFrame:
+            assert name == "nvtx"
+            return pd.DataFrame({"text": [t for _, t in texts], "domain": [d for d, _ in texts],
+                                 "pid": [7] * len(texts), "eventType": [59] * len(texts)})
+
+    assert dict(nccl_calls(Trace(), "7")) == {"AllToAll": 31, "AllReduce": 2, "AllGather": 1}  # type: ignore[arg-type]

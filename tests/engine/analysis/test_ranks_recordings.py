@@ -14,6 +14,7 @@ import pytest
 
 from engine.analysis.ranks import analyze_paths
 from tests.engine.analysis import ddp_recordings as D
+from tests.engine.analysis.test_ranks import _union_inside
 
 pytestmark = pytest.mark.skipif(not D.available(), reason="the 2-GPU DDP recordings are not in tests/data")
 FORMS = {"per_rank": D.PER_RANK, "torchrun": D.TORCHRUN, "kineto": D.KINETO}
@@ -68,6 +69,11 @@ def _nccl_sql(db: Path) -> dict[int, list[tuple[str, int, int, int]]]:
     return out
 
 
+def _utc(db: Path) -> int:
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    return int(con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()[0])
+
+
 def _steps_sql(db: Path, pid: int) -> list[tuple[int, int]]:
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     return con.execute(
@@ -108,12 +114,18 @@ def test_collectives_and_waits_agree_with_sql(ddp_dir: Path, form: str) -> None:
         assert c.start_skew_ns == abs(s1 - s0) and c.last_rank == (1 if s1 >= s0 else 0)
         w0 = max(0, min(s1 - s0, e0 - s0))
         assert c.waits_ns["0"] == w0
-        waits0.append((l0, w0))
-    # rank 0's wait per step: the waits of the NCCL kernels launched inside each train_step range
+        waits0.append((s0 - _utc(db_of[res.rank(0).pid]), l0, w0))
+    # rank 0's wait per step: the union of its waits (from each kernel's start, for its wait) inside the
+    # step, so never more than the step; with one collective waiting at a time, the waits of the
+    # NCCL kernels launched inside each train_step range
     steps = _steps_sql(db_of[res.rank(0).pid], res.rank(0).pid)  # type: ignore[arg-type]
     assert len(steps) == res.rank(0).steps == 40
-    per_step = [sum(w for launch, w in waits0 if lo <= launch < hi) for lo, hi in steps]
-    assert [c.nccl_wait_ns for c in res.rank(0).per_step] == per_step
+    per_launch = [sum(w for _s, launch, w in waits0 if lo <= launch < hi) for lo, hi in steps]
+    assert [c.nccl_wait_ns for c in res.rank(0).per_step] == per_launch
+    own = zero - _utc(db_of[res.rank(0).pid])  # the job clock's zero on rank 0's report clock
+    for c in res.rank(0).per_step:
+        union = _union_inside([(s, s + w) for s, _l, w in waits0 if w > 0], c.start_ns + own, c.end_ns + own)
+        assert c.nccl_wait_ns == union <= c.nccl_ns <= c.duration_ns
 
 
 def test_cli_json_is_the_documented_schema(ddp_dir: Path) -> None:
@@ -127,7 +139,7 @@ def test_cli_json_is_the_documented_schema(ddp_dir: Path) -> None:
     assert set(doc["straggler"]) >= {"rank", "device", "evidence", "wait_per_step_ns"}
     assert doc["straggler"]["rank"] == 1 and doc["ranks"][1]["host"] == "vm"
     text = subprocess.run(cli, capture_output=True, text=True, timeout=120, check=True).stdout
-    assert "Straggler: rank 1 (GPU 1), costing the others" in text
+    assert "Straggler: rank 1 (GPU 1); the others wait for it with nothing else to run (rank 0: " in text
 
 
 def test_kineto_collectives_carry_message_sizes(ddp_dir: Path) -> None:

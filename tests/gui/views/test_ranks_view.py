@@ -3,6 +3,8 @@ rank, the bars per step, the offer to treat rank reports as one job, a click tha
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.conftest import NSYS_DIR
@@ -15,6 +17,27 @@ pytestmark = pytest.mark.skipif(not D.available(), reason="the 2-GPU DDP recordi
 @pytest.fixture(scope="module")
 def ddp_files(tmp_path_factory):
     return D.unpack(tmp_path_factory.mktemp("ddp_gui"), (*D.PER_RANK, *D.TORCHRUN))
+
+
+def _table_is_the_cli(view, expected):
+    """The table's cells, the headline and the evidence are the CLI's, to the character."""
+    from engine.analysis.ranks.text import format_ranks, row_cells, straggler_parts
+
+    shown = view.table.rows_text()
+    for r, row in zip(expected.ranks, shown, strict=True):
+        cli = row_cells(r)
+        assert [row[h] for h in ("Step ms", "Median ms", "Compute ms", "NCCL ms", "Wait ms", "Exposed ms",
+                                 "Idle ms", "Host ms")] == list(cli.values())
+    text = format_ranks(expected)
+    who, what = straggler_parts(expected)
+    assert f"{who}; {what}" in text
+    plain = view.headline.text().replace("<b style='color:#c0392b'>", "").replace("</b>", "")
+    assert plain.startswith(f"{who} — {what}".replace("'", "&#x27;"))
+    for e in expected.straggler.evidence:
+        assert f"• {e}" in view.evidence.text() and f"  - {e}" in text
+    pace = expected.pace
+    assert pace.rank == expected.straggler.rank
+    assert f"rank {pace.rank}'s step, {shown[pace.rank]['Step ms']} ms (mean over its" in view.evidence.text()
 
 
 def _show(qtbot, window):
@@ -39,18 +62,20 @@ def test_per_rank_reports_are_one_job_with_the_straggler_marked(qtbot, window, d
     assert "Straggler: rank 1 (GPU 1)" in view.headline.text()
     assert "2 open reports look like the ranks of one job" in view.offer.text()
     assert any("look like the ranks of one job" in msg for _lvl, msg in window.log.entries)
-    # one row per rank; the per-step bars are the engine's totals over the steady steps
+    # one row per rank; the per-step bars are the engine's means over the steady steps, and add up to
+    # the step the table and the evidence show
     assert view.rows_y == {0: 0.0, 1: -1.0}
     for r in expected.ranks:
-        n = len(r.counted_steps)
+        m = r.means()
         compute, wait, other, idle = view.bars_ms[r.rank]
-        assert compute == pytest.approx(r.compute_ns / n / 1e6)
-        assert wait == pytest.approx(r.nccl_wait_ns / n / 1e6)
-        assert wait + other == pytest.approx(r.nccl_ns / n / 1e6)
-        assert idle == pytest.approx(r.idle_ns / n / 1e6)
+        assert (compute, wait, idle) == (m["compute_ns"] / 1e6, m["wait_ns"] / 1e6, m["idle_ns"] / 1e6)
+        assert wait + other == pytest.approx(m["nccl_ns"] / 1e6)
+        assert compute + wait + other + idle == pytest.approx(r.step_ns / 1e6, abs=3e-6)
+        assert wait <= wait + other <= r.step_ns / 1e6  # a wait within the NCCL time, within the step
     assert view.wait_blocks == sum(1 for c in expected.collectives for w in c.waits_ns.values() if w > 0)
     rows = view.table.source.df
     assert list(rows["Rank"]) == [0, 1] and list(rows[""]) == ["", "straggler"]
+    _table_is_the_cli(view, expected)
     screenshot(window, "ranks_per_rank")
     # a click on rank 0's row opens its report in the Timeline
     with qtbot.waitSignal(view.sig_link, timeout=5000) as link:
@@ -100,7 +125,7 @@ def test_steps_combo_recomputes_the_job_in_another_step_range(qtbot, window, tmp
     view = _show(qtbot, window)
     items = [view.steps_combo.itemText(i) for i in range(view.steps_combo.count())]
     assert items[0] == AUTO_STEPS and "forward+backward" in items and "data" in items
-    assert view.result.straggler.rank == 1 and "5.4 ms shorter" in view.headline.text()
+    assert view.result.straggler.rank == 1 and "5.38 ms shorter" in view.headline.text()
     view.steps_combo.setCurrentText("forward+backward")
     view.steps_combo.activated.emit(items.index("forward+backward"))
     qtbot.waitUntil(lambda: view.result is not None and not view.is_busy(), timeout=LOAD_TIMEOUT_MS)
@@ -108,3 +133,64 @@ def test_steps_combo_recomputes_the_job_in_another_step_range(qtbot, window, tmp
     assert [r.step_range for r in view.result.ranks] == ["forward+backward"] * 2
     assert [r.steps for r in view.result.ranks] == [r.steps for r in expected.ranks]
     screenshot(window, "ranks_steps_combo")
+
+
+def test_many_nvtx_kernel_disagreements_are_one_sentence_with_the_list_on_hover(qtbot, window, ddp_files):
+    """The notes above the charts stay one sentence each; the long list is the notes' tooltip."""
+    from dataclasses import replace
+
+    open_and_wait(qtbot, window, ddp_files[2])
+    view = _show(qtbot, window)
+    details = tuple(f"Rank {r}: {n} point-to-point (AllToAll, Send, Recv, ...) call(s) but 0 kernel(s)"
+                    for r in range(8) for n in range(1, 9))
+    note = (f"The NCCL NVTX ranges and the NCCL kernels disagree on {len(details)} operation(s) over 8 "
+            f"rank(s) (e.g. {details[0]}; {len(details) - 1} more in the details).")
+    view.show_result(replace(view.result, straggler=None, notes=(note,), details=details))
+    assert view.evidence.text() == note + " (Hover for the list.)"
+    assert view.evidence.text().count("call(s) but") == 1
+    tip = view.evidence.toolTip().splitlines()
+    assert tip[:40] == list(details[:40]) and tip[-1] == "… 24 more (kernelscope ranks --json)"
+    view.show_result(replace(view.result, straggler=analyze_straggler(ddp_files[2]), notes=(note,),
+                             details=details))
+    assert note in view.clock.text() and view.clock.toolTip().startswith(details[0])
+
+
+def analyze_straggler(path):
+    from engine.analysis.ranks import analyze_paths
+
+    return analyze_paths([path]).straggler
+
+
+def test_rank_reports_are_ordered_by_their_number_whatever_loaded_last(qtbot, window, tmp_path):
+    """NAME_rank<N> reports: the job lists them by N (rank2 before rank10), the same on every run and
+    whichever order they loaded in."""
+    from types import SimpleNamespace
+
+    from benchmarks.check_steps_zoo import ZOO, sqlite_of
+    from gui.views.ranks_view import job_groups, rank_order
+
+    names = [f"/d/job_rank{n}.sqlite" for n in (10, 2, 0, 1)] + ["/d/other.sqlite", "/c/job_rank1.sqlite"]
+    fake = [SimpleNamespace(path=n, is_ncu=False) for n in names]
+    want = [["/c/job_rank1.sqlite"], ["/d/job_rank0.sqlite", "/d/job_rank1.sqlite", "/d/job_rank2.sqlite",
+                                      "/d/job_rank10.sqlite"], ["/d/other.sqlite"]]
+    assert [[r.path for r in g] for g in job_groups(fake)] == want
+    assert [[r.path for r in g] for g in job_groups(fake[::-1])] == want
+    assert rank_order("/d/job_rank2.sqlite") < rank_order("/d/job_rank10.sqlite")  # numerically
+    assert rank_order("/c/job_rank1.sqlite") < rank_order("/d/job_rank1.sqlite")  # then by path
+    folder = tmp_path / "ddp4"
+    folder.mkdir()
+    paths = []
+    for r in (3, 1, 2, 0):  # loaded in this order: rank 0 last
+        p = folder / f"ddp4_base_rank{r}.sqlite"
+        p.symlink_to(sqlite_of(ZOO / "ddp4" / f"ddp4_base_rank{r}.sqlite.xz"))
+        open_and_wait(qtbot, window, p)
+        paths.append(p)
+    view = _show(qtbot, window)
+    qtbot.waitUntil(lambda: view.result is not None and len(view.result.ranks) == 4 and not view.is_busy(),
+                    timeout=LOAD_TIMEOUT_MS)
+    assert [r.name for r in view.job] == [f"ddp4_base_rank{r}.sqlite" for r in range(4)]
+    assert [r.rank for r in view.result.ranks] == [0, 1, 2, 3]
+    assert [Path(r.report).name for r in view.result.ranks] == [f"ddp4_base_rank{r}.sqlite" for r in range(4)]
+    assert list(view.table.source.df["Rank"]) == [0, 1, 2, 3]
+    assert view.job_combo.currentText() == "ddp4_base_rank0.sqlite … ddp4_base_rank3.sqlite (4 reports)"
+    assert view.result.straggler is None and "against the job's step: rank" in view.evidence.text()
