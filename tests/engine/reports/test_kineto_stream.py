@@ -1,0 +1,61 @@
+"""The streaming Kineto reader gives what json.load gives, for plain, gzipped and odd traces."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import lzma
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.reports.kineto_stream import NULL, TraceFormatError, read_columns
+from tests.conftest import FIXTURES, REPO
+
+TRACES = [FIXTURES / "torch" / "torch_sdpa_trace.json",
+          REPO / "tests/data/recordings/torch/torch_conv.json.xz"]
+
+
+def _text(path: Path) -> str:
+    raw = path.read_bytes()
+    return (lzma.decompress(raw) if path.suffix == ".xz" else raw).decode()
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name)
+@pytest.mark.parametrize("gz", [False, True])
+def test_columns_equal_json_load(path: Path, gz: bool, tmp_path: Path) -> None:
+    text = _text(path)
+    f = tmp_path / ("t.json.gz" if gz else "t.json")
+    f.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
+    c = read_columns(f, block=4096)  # small blocks: events cross every block boundary
+    doc = json.loads(text)
+    ev = [e for e in doc["traceEvents"] if e.get("ph") == "X" and "ts" in e]
+    assert c.n == len(ev)
+    assert np.array_equal(c.ts, [float(e["ts"]) for e in ev])
+    assert [c.names[i] for i in c.name] == [e["name"] for e in ev]
+    assert [c.cats[i] for i in c.cat] == [e["cat"] for e in ev]
+    for key in ("External id", "correlation", "bytes", "stream"):
+        assert c.ints[key].tolist() == [e.get("args", {}).get(key, NULL) for e in ev]
+    grid = [c.text_values[i] for i in c.texts["grid"]]
+    want = [str(e["args"]["grid"]).replace(" ", "") if "grid" in e.get("args", {}) else "" for e in ev]
+    assert grid == want
+    mem = [e for e in doc["traceEvents"] if e.get("name") == "[memory]"]
+    assert c.memory["allocated"].tolist() == [e["args"]["Total Allocated"] for e in mem]
+    assert c.meta == {k: v for k, v in doc.items() if k != "traceEvents"}
+
+
+def test_bad_traces(tmp_path: Path) -> None:
+    text = _text(TRACES[0])
+    cut = tmp_path / "cut.json"
+    cut.write_text(text[: len(text) // 2])
+    with pytest.raises(TraceFormatError, match="broken or truncated"):
+        read_columns(cut, block=1000)
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"a": [1, 2, 3]}))
+    with pytest.raises(TraceFormatError, match="no traceEvents"):
+        read_columns(other)
+    bare = tmp_path / "bare.json"  # a bare list of events (some writers) has no key: refused the same way
+    bare.write_text(json.dumps([{"ph": "X", "ts": 1, "dur": 2, "name": "k"}]))
+    with pytest.raises(TraceFormatError):
+        read_columns(bare)
