@@ -21,7 +21,7 @@ from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import numpy as np
 
@@ -190,8 +190,7 @@ def _open(path: Path) -> IO[bytes]:
     f = open(path, "rb")  # noqa: SIM115 - returned to the caller, closed there
     if f.read(2) == b"\x1f\x8b":
         f.close()
-        gz: IO[bytes] = gzip.open(path, "rb")
-        return gz
+        return cast("IO[bytes]", gzip.open(path, "rb"))
     f.seek(0)
     return f
 
