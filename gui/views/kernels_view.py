@@ -5,6 +5,7 @@ shows the two side by side (before/after, kernels matched by name and launch ord
 from __future__ import annotations
 
 import html
+import math
 from typing import Any
 
 from PySide6.QtCore import QItemSelectionModel, Qt, Signal
@@ -38,24 +39,34 @@ VERDICT_COLORS = {
 
 
 def compute(ncu: Any) -> dict[str, Any]:
-    """Kernel table and ranked rules of an Nsight Compute report (runs in a worker thread)."""
-    from engine.analysis.findings.model import sort_findings
-    from engine.analysis.findings.ncu import ncu_findings
-    from engine.analysis.ncu.sections import kernel_table, rules_table
+    """Kernel table and the ranked fixes of an Nsight Compute report (runs in a worker thread).
 
-    # The headline's "fix first" comes from the findings engine (gains capped by each kernel's
-    # distance to its roofline); the rules table below keeps ncu's own, uncapped estimates.
-    top = next((f for f in sort_findings(ncu_findings(ncu)) if f.gain is not None), None)
-    return {"kernels": kernel_table(ncu), "rules": rules_table(ncu), "top_finding": top}
+    The headline's "Fix first", the kernel table's "Fix first" column and the "What to fix first"
+    table all come from one list (:func:`engine.analysis.ncu.fixes.fix_list`): one entry per kernel
+    name and rule, with its gain per launch and over every launch.
+    """
+    from engine.analysis.ncu.fixes import fix_list
+    from engine.analysis.ncu.sections import kernel_table
+
+    return {"kernels": kernel_table(ncu), "fixes": fix_list(ncu),
+            "has_rules": any(True for _ in ncu.rule_records())}
 
 
-def kernel_frame(kt: Any) -> Any:
-    """The kernel table as shown (units in the column names, raw numbers for sorting)."""
+def kernel_frame(kt: Any, fixes: list[Any] | None = None) -> Any:
+    """The kernel table as shown (units in the column names, raw numbers for sorting).
+
+    "Fix first" and "Fix saves %" are the best-ranked fix of the kernel's name in the fix list (the
+    table below): the same entry, capped the same way, for each launch of that kernel.
+    """
     import pandas as pd
 
+    from engine.analysis.ncu.fixes import first_per_kernel
+
+    best = first_per_kernel(fixes or [])
+    names = kt["short_name"].astype(str)
     return pd.DataFrame({
         "ID": kt["id"].astype("int64"),
-        "Kernel": kt["short_name"].astype(str),
+        "Kernel": names,
         "Duration (µs)": kt["duration_ns"].astype(float) / 1e3,
         "Grid": kt["grid"].astype(str),
         "Block": kt["block"].astype(str),
@@ -66,34 +77,47 @@ def kernel_frame(kt: Any) -> Any:
         "Achieved occupancy %": kt["achieved_occupancy_pct"].astype(float),
         "Theoretical occupancy %": kt["theoretical_occupancy_pct"].astype(float),
         "Bottleneck": kt["verdict"].astype(str),
-        "Top rule": kt["top_rule"].astype(str),
-        "Est. speedup %": kt["top_speedup_pct"].astype(float),
+        "Fix first": [best[n].title if n in best else "" for n in names],
+        "Fix saves %": [best[n].pct_of_kernel if n in best else math.nan for n in names],
     })
 
 
-def rules_frame(rt: Any, short_names: dict[int, str] | None = None) -> Any:
-    """The ranked rule results as shown: the kernel by its short name (from the kernel table)."""
+def fixes_frame(fixes: list[Any]) -> Any:
+    """The fix list as shown: one row per kernel name and rule, gains per launch and in total."""
     import pandas as pd
 
-    ids = rt["id"].astype("int64")
-    kernel = rt["kernel"].astype(str)
-    if short_names:
-        kernel = pd.Series([short_names.get(int(i), k) for i, k in zip(ids, kernel, strict=True)],
-                           index=rt.index, dtype=object)
+    def us(v: float | None) -> float:
+        return math.nan if v is None else v / 1e3
+
     return pd.DataFrame({
-        "Rank": range(1, len(rt) + 1),
-        "ID": ids,
-        "Kernel": kernel,
-        "Rule": rt["name"].astype(str) if "name" in rt.columns else rt["rule"].astype(str),
-        "Est. speedup %": rt["speedup_pct"].astype(float),
-        "Est. time saved (µs)": rt["weighted_ns"].astype(float) / 1e3,
-        "Type": rt["type"].astype(str),
-        "Message": rt["message"].astype(str).str.replace("\n", " "),
-    })
+        "Rank": [x.rank for x in fixes],
+        "Kernel": [x.kernel for x in fixes],
+        "Fix": [x.title for x in fixes],
+        "Launches": [x.launches for x in fixes],
+        "Saved per launch (µs)": [us(x.per_launch_ns) for x in fixes],
+        "Saved in total (µs)": [us(x.gain_ns) for x in fixes],
+        "Severity": [x.severity for x in fixes],
+        "Note": [x.short_note() for x in fixes],
+        "IDs": ["," + ",".join(str(i) for i in x.ids) + "," for x in fixes],
+        "Message": [x.finding.summary.replace("\n", " ") for x in fixes],
+    }, columns=FIX_COLUMNS)
 
 
-#: rules-table columns kept in the model (the filter and the message line read them) but not shown
-RULES_HIDDEN = ("Type", "Message")
+#: the fix table's columns; the last two stay in the model (the filter and the message line read
+#: them) but are not shown
+FIX_COLUMNS = ["Rank", "Kernel", "Fix", "Launches", "Saved per launch (µs)", "Saved in total (µs)",
+               "Severity", "Note", "IDs", "Message"]
+
+
+RULES_HIDDEN = ("IDs", "Message")
+#: two-line headers, so every column fits the window without cutting its values
+HEADER_LABELS = {
+    "Duration (µs)": "Duration\n(µs)", "Registers": "Regis-\nters", "Memory %": "Memory\n%",
+    "DRAM %": "DRAM\n%", "Achieved occupancy %": "Achieved\nocc. %",
+    "Theoretical occupancy %": "Theoretical\nocc. %", "Fix saves %": "Fix saves\n%",
+    "Saved per launch (µs)": "Saved per\nlaunch (µs)", "Saved in total (µs)": "Saved in\ntotal (µs)",
+    "Launches": "Laun-\nches",
+}
 
 
 class _TipModel(DataFrameModel):
@@ -102,7 +126,18 @@ class _TipModel(DataFrameModel):
 
     def __init__(self) -> None:
         super().__init__()
-        self.tips: dict[int, list[str]] = {}
+        self.tips: dict[int, list[str | None]] = {}
+
+    def headerData(self, section: int, orientation: Qt.Orientation,
+                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        cols = self.column_names()
+        if (role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal
+                and section < len(cols)):
+            return HEADER_LABELS.get(cols[section], cols[section])
+        if (role == Qt.ItemDataRole.ToolTipRole and orientation == Qt.Orientation.Horizontal
+                and section < len(cols) and cols[section] in HEADER_LABELS):
+            return cols[section]
+        return super().headerData(section, orientation, role)
 
     def data(self, index: Any, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if role == Qt.ItemDataRole.ToolTipRole and index.isValid() and index.column() in self.tips:
@@ -173,22 +208,7 @@ class KernelsView(ReportView):
         self.details = SectionsTree()
         llay.addWidget(self.details, 1)
         lower.addWidget(left)
-        right = QWidget()
-        rlay = QVBoxLayout(right)
-        rlay.setContentsMargins(0, 4, 0, 0)
-        bar = QHBoxLayout()
-        bar.addWidget(heading("What to fix first", 1))
-        bar.addStretch(1)
-        self.only_selected = QCheckBox("Only the selected kernel")
-        bar.addWidget(self.only_selected)
-        rlay.addLayout(bar)
-        rlay.addWidget(WrapLabel("Rule results ranked by estimated time saved = estimated speedup × "
-                                 "kernel duration.", muted=True))
-        self.rules, self.rules_model, self.rules_proxy = _table()
-        self.rules_proxy.setFilterKeyColumn(1)  # the ID column (rules_frame's second)
-        rlay.addWidget(self.rules, 1)
-        self.rule_message = WrapLabel(muted=True)
-        rlay.addWidget(self.rule_message)
+        right = self._fixes_panel()
         lower.addWidget(right)
         lower.setStretchFactor(0, 2)
         lower.setStretchFactor(1, 3)
@@ -214,6 +234,28 @@ class KernelsView(ReportView):
         self.swap_button.clicked.connect(self._swap)
         reports.sig_added.connect(lambda _r: self._refresh_compare_combo())
         self.start_following()
+
+    def _fixes_panel(self) -> QWidget:
+        """The "What to fix first" table (the fix list), its filter and the selected row's text."""
+        right = QWidget()
+        rlay = QVBoxLayout(right)
+        rlay.setContentsMargins(0, 4, 0, 0)
+        bar = QHBoxLayout()
+        bar.addWidget(heading("What to fix first", 1))
+        bar.addStretch(1)
+        self.only_selected = QCheckBox("Only the selected kernel")
+        bar.addWidget(self.only_selected)
+        rlay.addLayout(bar)
+        rlay.addWidget(WrapLabel(
+            "One row per kernel and rule (Nsight Compute's rules and Kernelscope's findings), ranked by "
+            "the time saved over every launch after its cap (the distance to the roofline); the Note says "
+            "when a cap applies or the fix is not about the kernel's bottleneck.", muted=True))
+        self.rules, self.rules_model, self.rules_proxy = _table()
+        self.rules_proxy.setFilterKeyColumn(FIX_COLUMNS.index("IDs"))
+        rlay.addWidget(self.rules, 1)
+        self.rule_message = WrapLabel(muted=True)
+        rlay.addWidget(self.rule_message)
+        return right
 
     # -- slots ------------------------------------------------------------------------------------
     def on_report(self, report: LoadedReport | None) -> None:
@@ -265,9 +307,15 @@ class KernelsView(ReportView):
         if not current.isValid():
             return
         cols = self.rules_model.column_names()
-        msg = self.rules_proxy.index(current.row(), cols.index("Message")).data()
-        rule = self.rules_proxy.index(current.row(), cols.index("Rule")).data()
-        self.rule_message.setText(f"<b>{rule}</b>: {msg}")
+
+        def text(name: str) -> str:
+            return str(self.rules_proxy.index(current.row(), cols.index(name)).data(RAW_ROLE) or "")
+
+        note = str(self.rules_proxy.index(current.row(), cols.index("Note")).data(Qt.ItemDataRole.ToolTipRole)
+                   or "")
+        self.rule_message.setText(f"<b>{html.escape(text('Fix'))}</b> in {html.escape(text('Kernel'))}: "
+                                  f"{html.escape(text('Message'))}"
+                                  + (f"<br><i>Note: {html.escape(note)}</i>" if note else ""))
 
     # -- comparison ---------------------------------------------------------------------------------
     def _refresh_compare_combo(self, update: bool = True) -> None:
@@ -371,63 +419,52 @@ class KernelsView(ReportView):
 
     def show_data(self, data: dict[str, Any]) -> None:
         self.data = data
-        kt, rt = data["kernels"], data["rules"]
+        kt, fixes = data["kernels"], data["fixes"]
         self.stack.setCurrentWidget(self._body)
-        self.model.set_frame(kernel_frame(kt))
+        self.model.set_frame(kernel_frame(kt, fixes))
         kcol = self.model.column_names().index("Kernel")
-        full = [str(n) for n in kt["name"]] if "name" in kt.columns else []
-        self.model.tips = {kcol: full}
+        full: list[str | None] = [str(n) for n in kt["name"]] if "name" in kt.columns else []
+        from engine.analysis.ncu.fixes import first_per_kernel
+
+        best = first_per_kernel(fixes)
+        fcol = self.model.column_names().index("Fix first")
+        self.model.tips = {kcol: full, fcol: [_fix_tip(best.get(str(n))) for n in kt["short_name"]]}
         self.table.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
         self.proxy.sort(-1)
         self.table.resizeColumnsToContents()
-        hh = self.table.horizontalHeader()
-        hh.resizeSection(kcol, min(hh.sectionSize(kcol), 420))
-        short_names = {int(i): str(n) for i, n in zip(kt["id"], kt["short_name"], strict=True)}
-        full_names = {int(i): str(n) for i, n in zip(kt["id"], kt["name"], strict=True)} \
+        # the kernel name and "Fix first" share what the numbers leave (elided in the middle; the
+        # tooltips have them whole): no column is cut at the window's edge
+        self.table.fit_columns("Kernel", "Fix first", 110, 110)
+        self._show_fixes(kt, fixes)
+        self.headline.setText("<br>".join(headline_lines(kt, fixes, data.get("has_rules", True))))
+        if len(kt):
+            self.table.selectionModel().setCurrentIndex(
+                self.proxy.index(0, 0),
+                QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
+
+    def _show_fixes(self, kt: Any, fixes: list[Any]) -> None:
+        """Fill the "What to fix first" table from the fix list."""
+        full_names = {str(s): str(n) for s, n in zip(kt["short_name"], kt["name"], strict=True)} \
             if "name" in kt.columns else {}
-        rf = rules_frame(rt, short_names)
+        rf = fixes_frame(fixes)
         self.rules_model.set_frame(rf)
         cols = self.rules_model.column_names()
-        kernel_tips = [full_names.get(int(i), str(k)) for i, k in zip(rf["ID"], rt["kernel"], strict=True)]
         self.rules_model.tips = {
-            cols.index("Kernel"): kernel_tips,
-            cols.index("Rule"): [str(m) for m in rf["Message"]],
+            cols.index("Kernel"): [full_names.get(x.kernel, x.kernel) for x in fixes],
+            cols.index("Fix"): [x.finding.summary for x in fixes],
+            cols.index("Note"): [x.note for x in fixes],
         }
         for name in RULES_HIDDEN:
             self.rules.setColumnHidden(cols.index(name), True)
         self.rules.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
         self.rules_proxy.sort(-1)
         self.rules.resizeColumnsToContents()
-        # The kernel name takes what the other columns leave; those are never cut off.
-        self.rules.stretch_column("Kernel")
-        total = float(kt["duration_ns"].sum())
-        counts = kt["verdict"].value_counts()
-        verdicts = ", ".join(f"{n} {v}" for v, n in counts.items())
-        lines = [f"<b>{len(kt)}</b> profiled kernel{'s' if len(kt) != 1 else ''}, "
-                 f"{fmt.duration(total)} in total; bottlenecks: {verdicts}."]
-        finding = data.get("top_finding")
-        if finding is not None:
-            from engine.analysis.findings.overview import gain_text
-
-            subject = _elide_middle(str(finding.subject or ""), 70)
-            where = f" in <b>{html.escape(subject)}</b>" if subject else ""
-            lines.append(f"Fix first: <b>{html.escape(finding.title, quote=False)}</b>{where}: "
-                         f"{html.escape(gain_text(finding), quote=False)}. The Findings tab ranks every fix; "
-                         "the table below shows Nsight Compute's own, uncapped estimates.")
-        elif len(rt):
-            top = rt.iloc[0]
-            short = dict(zip(kt["id"], kt["short_name"], strict=True)).get(top["id"], str(top["kernel"]))
-            lines.append(f"Fix first: <b>{top.get('name') or top['rule']}</b> in "
-                         f"<b>{short}</b> (ID {int(top['id'])}): an estimated "
-                         f"{top['speedup_pct']:.1f} % of its {fmt.duration(top['duration_ns'])}, "
-                         f"~{fmt.duration(top['weighted_ns'])} saved.")
-        else:
-            lines.append("The report holds no rule results; profile with `ncu --set full` for them.")
-        self.headline.setText("<br>".join(lines))
-        if len(kt):
-            self.table.selectionModel().setCurrentIndex(
-                self.proxy.index(0, 0),
-                QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
+        hh = self.rules.horizontalHeader()
+        kc = cols.index("Kernel")
+        hh.resizeSection(kc, min(hh.sectionSize(kc), 150))
+        # the fix's title first, then the note (cap, verdict): both elided in the middle when short of
+        # room (the tooltips and the line below the table have them whole)
+        self.rules.fit_columns("Fix", "Note", 150, 140)
 
     def select_kernel(self, kid: int) -> None:
         """Show the sections and rule results of kernel ``kid``."""
@@ -508,7 +545,7 @@ class KernelsView(ReportView):
 
     def _filter_rules(self) -> None:
         if self.only_selected.isChecked() and self.selected_id is not None:
-            self.rules_proxy.setFilterRegularExpression(f"^{self.selected_id}$")
+            self.rules_proxy.setFilterRegularExpression(f",{self.selected_id},")
         else:
             self.rules_proxy.setFilterRegularExpression("")
 
@@ -530,3 +567,36 @@ def _elide_middle(text: str, n: int) -> str:
         return text
     head = (n - 1) // 2
     return text[:head] + "…" + text[len(text) - (n - 1 - head):]
+
+
+def headline_lines(kt: Any, fixes: list[Any], has_rules: bool = True) -> list[str]:
+    """The headline: the kernels, their bottlenecks, and the first entry of the fix list."""
+    total = float(kt["duration_ns"].sum())
+    counts = kt["verdict"].value_counts()
+    verdicts = ", ".join(f"{n} {v}" for v, n in counts.items())
+    lines = [f"<b>{len(kt)}</b> profiled kernel{'s' if len(kt) != 1 else ''}, "
+             f"{fmt.duration(total)} in total; bottlenecks: {verdicts}."]
+    first = next((x for x in fixes if x.gain_ns is not None), None)
+    if first is not None:
+        kernel = html.escape(_elide_middle(first.kernel, 70))
+        why = "" if first.agrees or not first.note else f" Why first: {html.escape(first.note)}."
+        lines.append(f"Fix first: <b>{html.escape(first.title, quote=False)}</b> in <b>{kernel}</b> "
+                     f"({html.escape(first.verdict)}): {html.escape(first.gain_words(), quote=False)}, "
+                     f"rank 1 of the {len(fixes)} below (the Findings tab ranks the same list).{why}")
+    elif fixes:
+        lines.append(f"None of the {len(fixes)} findings below has an estimated gain.")
+    elif has_rules:
+        lines.append("Nsight Compute's rules give no optimization advice for these kernels, and no finding "
+                     "applies.")
+    else:
+        lines.append("The report holds no rule results and no finding applies; profile with "
+                     "`ncu --set full` for Nsight Compute's rules.")
+    return lines
+
+
+def _fix_tip(fix: Any) -> str | None:
+    """The kernel table's tooltip on "Fix first": the gain and the note of that fix."""
+    if fix is None:
+        return None
+    return f"{fix.title}: {fix.gain_words()}" + (f". {fix.note}" if fix.note else "")
+

@@ -48,6 +48,8 @@ SEVERITY_COLORS = {"critical": "#b00020", "warning": "#b35c00", "info": "#5f6b7a
 CHECKLIST = "roadmap"
 STATE_COLORS = {"open": "#5f6b7a", "applied": "#b35c00", "verified": "#1e7d32", "rejected": "#b00020"}
 SETTINGS_GROUP = "findings/project"
+#: the widest the Subject column gets (a long kernel name is elided in the middle; hover for all)
+SUBJECT_PX = 200
 
 
 def compute(report: Any) -> dict[str, Any]:
@@ -60,14 +62,25 @@ def compute(report: Any) -> dict[str, Any]:
     from engine.analysis.findings import findings_for
     from engine.analysis.findings.checklists import annotate, load_checklist
 
-    if isinstance(report, LoadedReport):
+    if isinstance(report, LoadedReport) and report.is_ncu and report.ncu is not None:
+        from engine.analysis.findings.ncu import ncu_findings_and_groups
+        from engine.analysis.ncu.fixes import rank_findings
+
+        # the order of the Kernels view's "What to fix first" (one list, ties broken the same way)
+        found = rank_findings(*ncu_findings_and_groups(report.ncu))
+    elif isinstance(report, LoadedReport):
         found = findings_for(report.path) if report.is_ncu else list(report.findings)
     else:
         found = findings_for(report)
     cl = load_checklist(CHECKLIST)
-    items = [r for r in annotate(cl, {f.id for f in found}) if r["triggered_by"]]
-    # the largest saving per step first, as `kernelscope walkthrough` lists them
-    per_step = {f.id: float(getattr(f.gain, "per_step_ns", None) or 0.0) for f in found}
+    items = [r for r in annotate(cl, {f.id for f in found}, findings=found) if r["triggered_by"]]
+    # the largest saving per step first, as `kernelscope walkthrough` lists them (an ncu report has
+    # no steps: its largest saving over every launch first)
+    per_step: dict[str, float] = {}
+    for f in found:
+        g = f.gain
+        v = 0.0 if g is None else (g.seconds or 0.0) * 1e9 if f.source == "ncu" else (g.per_step_ns or 0.0)
+        per_step[f.id] = max(per_step.get(f.id, 0.0), v)
     items.sort(key=lambda r: -max((per_step.get(i, 0.0) for i in r["triggered_by"]), default=0.0))
     both = None
     if isinstance(report, LoadedReport) and not report.is_ncu and found:
@@ -130,6 +143,10 @@ def _gain_text(f: Any) -> str:
     g = f.gain
     if g is None or g.seconds is None:
         return "—"
+    if f.source == "ncu":  # per launch and over every launch, as the Kernels view says it
+        from engine.analysis.ncu.fixes import finding_gain_words
+
+        return finding_gain_words(f, short=True)
     return gain_text(f)
 
 
@@ -154,6 +171,26 @@ def detail_html(f: Any) -> str:
     if f.verify:
         parts.append(f"<p><b>Verify:</b> {e(f.verify)}</p>")
     return "".join(parts)
+
+
+def _findings_table() -> QTableWidget:
+    """Severity, finding, subject and gain: the gain never cut, a long subject elided in the middle."""
+    table = QTableWidget(0, 4)
+    table.setHorizontalHeaderLabels(["Severity", "Finding", "Subject", "Expected gain"])
+    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+    table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+    table.verticalHeader().setDefaultSectionSize(table.fontMetrics().height() + 8)  # compact rows
+    table.verticalHeader().hide()
+    hh = table.horizontalHeader()
+    hh.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+    # the gain is never cut; the subject (a kernel name) is elided in the middle when long and
+    # the title takes the rest (hover either, or select the row, for all of it)
+    hh.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+    hh.setSectionResizeMode(2, QHeaderView.ResizeMode.Interactive)
+    table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+    table.setWordWrap(False)
+    return table
 
 
 class WalkthroughView(ReportView):
@@ -182,16 +219,7 @@ class WalkthroughView(ReportView):
         lay.addWidget(self.notes)
 
         split = QSplitter(Qt.Orientation.Horizontal)
-        self.table = QTableWidget(0, 4)
-        self.table.setHorizontalHeaderLabels(["Severity", "Finding", "Subject", "Expected gain"])
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)  # compact rows
-        self.table.verticalHeader().hide()
-        hh = self.table.horizontalHeader()
-        hh.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        hh.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        self.table = _findings_table()
         self.table.itemSelectionChanged.connect(self._on_selection)
         self.detail = QTextBrowser()
         self.detail.setOpenExternalLinks(False)
@@ -314,7 +342,8 @@ class WalkthroughView(ReportView):
         if both is not None and both.per_step_ns is not None:
             bound = (f" If all were applied: at most {both.per_step_ns / 1e6:,.2f} ms per step "
                      "(overlapping findings counted once).")
-        self.notes.setText(f"{len(found)} findings, largest expected saving per step first; gains are "
+        unit = "over every launch" if found and all(f.source == "ncu" for f in found) else "per step"
+        self.notes.setText(f"{len(found)} findings, largest expected saving {unit} first; gains are "
                            "computed from this report's own numbers, capped by the window they are "
                            f"measured in (select one for the evidence, the formula and the fix).{bound}"
                            if found else "No findings: none of the rules fired on this report.")
@@ -323,11 +352,17 @@ class WalkthroughView(ReportView):
             sev = QTableWidgetItem(f.severity)
             sev.setForeground(Qt.GlobalColor.white)
             sev.setBackground(_qcolor(SEVERITY_COLORS.get(f.severity, "#888")))
-            cells = [sev, QTableWidgetItem(f.title), QTableWidgetItem(f.subject[:48]),
+            title = f"{f.title.removeprefix('Nsight Compute: ')} (ncu rule)" if f.id.startswith("ncu.rule.") \
+                else f.title
+            cells = [sev, QTableWidgetItem(title), QTableWidgetItem(f.subject),
                      QTableWidgetItem(_gain_text(f))]
             for c, item in enumerate(cells):
-                item.setToolTip(f.summary)
+                item.setToolTip(f.subject if c == 2 and f.subject else f.summary)
                 self.table.setItem(i, c, item)
+        self.table.resizeColumnToContents(2)
+        hh = self.table.horizontalHeader()
+        hh.resizeSection(2, min(hh.sectionSize(2), SUBJECT_PX))
+
         self.items.blockSignals(True)
         try:
             self.items.clear()

@@ -11,6 +11,9 @@ from PySide6.QtWidgets import QHeaderView, QTreeWidget, QTreeWidgetItem, QWidget
 
 from gui import format as fmt
 
+#: metric names up to this long always fit their column (longer ones, file paths of the hottest
+#: source lines, are elided; the tooltip has them whole)
+METRIC_CHARS = 40
 #: a value row's text in ncu's base unit ("1,781,904,156.70 hz"), shown as "1.78 GHz"
 BASE_ROLE = Qt.ItemDataRole.UserRole
 
@@ -65,7 +68,19 @@ class SectionsTree(QTreeWidget):
                 top.addChild(child)
             self.addTopLevelItem(top)
             top.setExpanded(True)
+        self.fit_metric_column()
 
+    def fit_metric_column(self) -> None:
+        """The metric names never cut off ("Local Memory Spilling Requests"): column 0 fits them.
+
+        The values take the rest (their notes are elided; the tooltip has them whole).
+        """
+        names = [kid.text(0) for i in range(self.topLevelItemCount())
+                 if (top := self.topLevelItem(i)) is not None
+                 for j in range(top.childCount()) if (kid := top.child(j)) is not None]
+        width = max((self.fontMetrics().horizontalAdvance(n) for n in names if len(n) <= METRIC_CHARS),
+                    default=0)
+        self.header().resizeSection(0, max(width + 2 * self.indentation() + 8, 250))
     def copy_selection(self) -> str:
         """Copy the selected rows as 'metric<TAB>value in ncu's base unit' lines."""
         lines = [f"{item.text(0)}\t{base}" for item in self.selectedItems()

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
 
 from gui.widgets.table_model import RAW_ROLE, DataFrameModel, NumericSortProxy
@@ -46,6 +47,7 @@ class ReadOnlyTable(QTableView):
         hh = self.horizontalHeader()
         hh.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         hh.setStretchLastSection(True)
+        self._fit: tuple[str, str, int, int] | None = None
 
     def set_frame(self, df: Any) -> None:
         """Show ``df`` in the model's own order (no sort column chosen)."""
@@ -70,6 +72,42 @@ class ReadOnlyTable(QTableView):
         modes = QHeaderView.ResizeMode
         for i, col in enumerate(self.column_names()):
             hh.setSectionResizeMode(i, modes.Stretch if col == name else modes.ResizeToContents)
+
+    def fit_columns(self, first: str, second: str, first_min: int = 150, second_min: int = 140) -> None:
+        """Every column inside the table's width: the others fit their contents, ``first`` (a kernel
+        name) gets what they leave as far as its contents need, ``second`` the rest.
+
+        Both are elided in the middle when the width is short (never below ``first_min`` and
+        ``second_min`` pixels); applied again whenever the table is resized.
+        """
+        self._fit = (first, second, first_min, second_min)
+        self._apply_fit()
+
+    def _apply_fit(self) -> None:
+        if self._fit is None or not self.source.column_names():
+            return
+        first, second, first_min, second_min = self._fit
+        cols = self.column_names()
+        if first not in cols or second not in cols:
+            return
+        hh = self.horizontalHeader()
+        hh.setStretchLastSection(False)
+        a, b = cols.index(first), cols.index(second)
+        for c in (a, b):
+            hh.setSectionResizeMode(c, QHeaderView.ResizeMode.Interactive)
+        want_a = max(self.sizeHintForColumn(a), hh.sectionSizeFromContents(a).width())
+        want_b = max(self.sizeHintForColumn(b), hh.sectionSizeFromContents(b).width())
+        others = sum(hh.sectionSize(c) for c in range(len(cols))
+                     if c not in (a, b) and not hh.isSectionHidden(c))
+        free = self.viewport().width() - others
+        floor_b = min(want_b, second_min)
+        width_a = max(first_min, min(want_a, free - floor_b))
+        hh.resizeSection(a, width_a)
+        hh.resizeSection(b, max(floor_b, free - width_a))
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        self._apply_fit()
 
     def column(self, name: str) -> list[Any]:
         """The raw values of column ``name`` in on-screen order (tests and copies)."""

@@ -39,6 +39,8 @@ class Item:
     how: str = ""
     verify: str = ""
     step: str = ""
+    #: the item applies only to kernels this short (per launch, µs); None: to any
+    max_kernel_us: float | None = None
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,8 @@ def load_checklist(name_or_path: str | Path) -> Checklist:
         items = tuple(Item(id=str(i["id"]), title=str(i["title"]),
                            findings=tuple(str(f) for f in i.get("findings", [])),
                            how=str(i.get("how", "")), verify=str(i.get("verify", "")),
-                           step=str(i.get("step", "")))
+                           step=str(i.get("step", "")),
+                           max_kernel_us=float(i["max_kernel_us"]) if "max_kernel_us" in i else None)
                       for i in data.get("items", []))
         return Checklist(name=str(data.get("name", p.stem)), title=str(data["title"]),
                          description=str(data.get("description", "")), items=items)
@@ -153,16 +156,47 @@ def set_state(project: str | Path, checklist: str, item_id: str, state: str, not
     return entry
 
 
+def kernel_us_per_launch(finding: Any) -> float | None:
+    """The duration of one launch of the kernel a finding is about (µs), None when it names none.
+
+    ncu findings carry the summed duration and the launch count; nsys's launch-bound finding the
+    median kernel duration.
+    """
+    ev = {e.label: e.value for e in getattr(finding, "evidence", ())}
+    total, launches = ev.get("duration (sum)"), ev.get("profiled launches")
+    if isinstance(total, (int, float)) and isinstance(launches, (int, float)) and launches > 0:
+        return float(total) / float(launches) / 1e3
+    median = ev.get("median kernel duration")
+    return float(median) / 1e3 if isinstance(median, (int, float)) else None
+
+
+def _applies(item: Item, finding: Any) -> bool:
+    """Whether ``finding`` triggers ``item``: its id is listed and its kernel is short enough."""
+    if finding.id not in item.findings:
+        return False
+    us = kernel_us_per_launch(finding) if item.max_kernel_us is not None else None
+    return us is None or item.max_kernel_us is None or us <= item.max_kernel_us
+
+
 def annotate(checklist: Checklist, finding_ids: set[str] | None = None,
-             states: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """Items with their state and the findings (from a report) that trigger them."""
+             states: dict[str, dict[str, Any]] | None = None, *,
+             findings: list[Any] | None = None) -> list[dict[str, Any]]:
+    """Items with their state and the findings (from a report) that trigger them.
+
+    With ``findings`` (the Finding objects), an item with ``max_kernel_us`` is triggered only by
+    findings about kernels that short per launch: fusing element-wise kernels is advice for
+    kernels of a few microseconds, never for a 526 µs one.
+    """
     out = []
     for it in checklist.items:
         st = (states or {}).get(it.id, {})
+        if findings is not None:
+            trig: list[str] | None = sorted({f.id for f in findings if _applies(it, f)})
+        else:
+            trig = sorted(set(it.findings) & finding_ids) if finding_ids is not None else None
         out.append({
             "id": it.id, "step": it.step, "title": it.title, "how": it.how, "verify": it.verify,
-            "findings": list(it.findings),
-            "triggered_by": sorted(set(it.findings) & finding_ids) if finding_ids is not None else None,
+            "findings": list(it.findings), "triggered_by": trig,
             "state": st.get("state", "open"), "note": st.get("note", ""),
         })
     return out

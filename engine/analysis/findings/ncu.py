@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engine.analysis.findings.model import Evidence, Finding, Gain, fmt_time, pct
+from engine.analysis.findings.model import Evidence, Finding, Gain, fmt_time, pct, severity_for
+from engine.analysis.ncu.rule_findings import UNCAPPED
 from engine.reports.ncu_metrics import SCALAR, SMSP_HZ, SMSP_INST
 
 if TYPE_CHECKING:
@@ -70,6 +71,7 @@ class KernelGroup:
     cc: str
     metrics: dict[str, float]
     first_id: int | None = None
+    ids: list[int] = field(default_factory=list)  # the launches' IDs, in report order
     verdict: Any = None  # engine.analysis.ncu.verdict.Verdict of the first launch
     stalls: list[tuple[str, float]] = field(default_factory=list)
     device: str = ""  # the GPU's name as the report carries it ("NVIDIA H100 80GB HBM3")
@@ -139,6 +141,7 @@ def kernel_groups(report: NcuReport) -> list[KernelGroup]:
             names = raw.loc[raw["ID"].astype(str) == str(kids[0]), "device__attribute_display_name"]
             kg.device = str(names.iloc[0]) if len(names) else ""
         kg.first_id = kids[0]
+        kg.ids = kids
         kg.verdict, kg.stalls = _verdict_and_stalls(report, kg.first_id)
         kg.ncu_rules = _rule_estimates(report, kg.first_id)
         out.append(kg)
@@ -458,9 +461,14 @@ def rule_occupancy(kg: KernelGroup) -> list[Finding]:
     )]
 
 
-def rule_uncoalesced(kg: KernelGroup) -> list[Finding]:
-    """Global loads/stores that touch many more sectors per request than a coalesced access."""
-    out: list[Finding] = []
+def _uncoalesced_kinds(kg: KernelGroup) -> list[tuple[str, float, float, float, str]]:
+    """The access kinds (global loads, stores) that leave half or more of their sectors unused.
+
+    Returns:
+        (kind, sectors, requests, excess share, how the excess was computed) per such kind; the
+        threshold is :data:`UNCOALESCED_EXCESS`.
+    """
+    out = []
     for kind, sec, req, used in (("loads", LD_SECTORS, LD_REQ, LD_BYTES_PER_SECTOR),
                                  ("stores", ST_SECTORS, ST_REQ, ST_BYTES_PER_SECTOR)):
         s, r, b = kg.m(sec), kg.m(req), kg.m(used)
@@ -470,45 +478,69 @@ def rule_uncoalesced(kg: KernelGroup) -> list[Finding]:
         if b is not None and b > 0:
             # Bytes the instructions asked for per 32-byte sector moved: 32 is a perfect access
             # whatever its width (a float4 copy moves 16 sectors per request and wastes none).
-            excess = 1.0 - b / SECTOR_BYTES
+            excess, how = 1.0 - b / SECTOR_BYTES, f"1 − {used} ÷ {SECTOR_BYTES:.0f}"
         else:  # without it: 4-byte accesses assumed (4 sectors per request is ideal)
             excess = 1.0 - SECTORS_PER_REQUEST_IDEAL / spr if spr > SECTORS_PER_REQUEST_IDEAL else 0.0
-        if excess < UNCOALESCED_EXCESS:
-            continue
-        own = kg.ncu_rules.get("UncoalescedGlobalAccess")
-        mem = kg.m(MEM)
-        if own is not None:
-            gain = _gain(kg, kg.duration_ns * min(own, 100 * excess) / 100,
-                         f"duration × ncu's UncoalescedGlobalAccess estimate, capped by the excess "
-                         f"sectors = {fmt_time(kg.duration_ns)} × min({own:.2f} %, {100 * excess:.1f} %)",
-                         "estimate")
-        elif mem is not None:
-            gain = _gain(kg, kg.duration_ns * excess * mem / 100,
-                         f"duration × excess sectors × memory throughput = {fmt_time(kg.duration_ns)} × "
-                         f"{100 * excess:.1f} % × {mem:.1f} %: the memory "
-                         "system's busy time spent on sectors a coalesced access would not move",
-                         "estimate")
-        else:
-            gain = Gain(None, None, "not computable: the report has no memory throughput")
-        out.append(_base(
-            kg, "ncu.uncoalesced", f"Uncoalesced global {kind}", "warning",
-            f"{kg.name}: {spr:.1f} sectors per global {kind[:-1]} request, {100 * excess:.0f} % of the "
-            f"bytes moved are not used ({s * excess * SECTOR_BYTES / 1e6:,.1f} MB per launch).",
-            [Evidence("sectors", s, "sectors", sec), Evidence("requests", r, "requests", req),
-             Evidence("sectors per request", round(spr, 2), "sectors", "sectors ÷ requests"),
-             Evidence("excess sectors", round(100 * excess, 1), "%",
-                      f"1 − {used} ÷ {SECTOR_BYTES:.0f}" if b else
-                      f"1 − {SECTORS_PER_REQUEST_IDEAL:.0f} ÷ sectors per request"),
-             Evidence("bytes moved in excess", round(s * excess * SECTOR_BYTES), "bytes",
-                      "sectors × excess share × 32 B")],
-            fix="Make consecutive threads access consecutive addresses (transpose through shared "
-                "memory, structure-of-arrays).",
-            fix_cuda="float v = in[blockIdx.x * blockDim.x + threadIdx.x];   // not in[threadIdx.x * stride]",
-            fix_torch="x = x.contiguous()   # before custom kernels; avoid strided views",
-            gain=gain,
-            verify="Re-profile: sectors per request close to 4.",
-        ))
+            how = f"1 − {SECTORS_PER_REQUEST_IDEAL:.0f} ÷ sectors per request"
+        if excess >= UNCOALESCED_EXCESS:
+            out.append((kind, s, r, excess, how))
     return out
+
+
+def rule_uncoalesced(kg: KernelGroup) -> list[Finding]:
+    """Global loads/stores that touch many more sectors per request than a coalesced access.
+
+    One finding per kernel: ncu's UncoalescedGlobalAccess estimate covers loads and stores together,
+    so both kinds share one gain (never counted twice).
+    """
+    kinds = _uncoalesced_kinds(kg)
+    if not kinds:
+        return []
+    sectors = sum(k[1] for k in kinds)
+    excess = sum(k[1] * k[3] for k in kinds) / sectors  # sector-weighted over the kinds
+    what = " and ".join(k[0] for k in kinds)
+    own = kg.ncu_rules.get("UncoalescedGlobalAccess")
+    mem = kg.m(MEM)
+    ev: list[Evidence] = []
+    if own is not None:
+        gain = _gain(kg, kg.duration_ns * min(own, 100 * excess) / 100,
+                     f"duration × ncu's UncoalescedGlobalAccess estimate, capped by the excess "
+                     f"sectors = {fmt_time(kg.duration_ns)} × min({own:.2f} %, {100 * excess:.1f} %)",
+                     "estimate")
+        ev.append(Evidence(UNCAPPED, round(kg.duration_ns * own / 100, 1), "ns",
+                           "duration × ncu's UncoalescedGlobalAccess estimate"))
+    elif mem is not None:
+        gain = _gain(kg, kg.duration_ns * excess * mem / 100,
+                     f"duration × excess sectors × memory throughput = {fmt_time(kg.duration_ns)} × "
+                     f"{100 * excess:.1f} % × {mem:.1f} %: the memory "
+                     "system's busy time spent on sectors a coalesced access would not move",
+                     "estimate")
+    else:
+        gain = Gain(None, None, "not computable: the report has no memory throughput")
+    for kind, s, r, x, how in kinds:
+        tag = f" ({kind})" if len(kinds) > 1 else ""
+        ev += [Evidence(f"sectors{tag}", s, "sectors", LD_SECTORS if kind == "loads" else ST_SECTORS),
+               Evidence(f"requests{tag}", r, "requests", LD_REQ if kind == "loads" else ST_REQ),
+               Evidence(f"sectors per request{tag}", round(s / r, 2), "sectors", "sectors ÷ requests")]
+        if tag:
+            ev.append(Evidence(f"excess sectors{tag}", round(100 * x, 1), "%", how))
+    ev += [Evidence("excess sectors", round(100 * excess, 1), "%",
+                    kinds[0][4] if len(kinds) == 1 else "sector-weighted over loads and stores"),
+           Evidence("bytes moved in excess", round(sectors * excess * SECTOR_BYTES), "bytes",
+                    "sectors × excess share × 32 B")]
+    per = ", ".join(f"{s / r:.1f} sectors per global {kind[:-1]} request" for kind, s, r, _x, _h in kinds)
+    return [_base(
+        kg, "ncu.uncoalesced", f"Uncoalesced global {what}", "warning",
+        f"{kg.name}: {per}; {100 * excess:.0f} % of the bytes moved are not used "
+        f"({sectors * excess * SECTOR_BYTES / 1e6:,.1f} MB per launch).",
+        ev,
+        fix="Make consecutive threads access consecutive addresses (transpose through shared "
+            "memory, structure-of-arrays).",
+        fix_cuda="float v = in[blockIdx.x * blockDim.x + threadIdx.x];   // not in[threadIdx.x * stride]",
+        fix_torch="x = x.contiguous()   # before custom kernels; avoid strided views",
+        gain=gain,
+        verify="Re-profile: sectors per request close to 4.",
+    )]
 
 
 def rule_bank_conflicts(kg: KernelGroup) -> list[Finding]:
@@ -528,7 +560,8 @@ def rule_bank_conflicts(kg: KernelGroup) -> list[Finding]:
         fix="Pad shared arrays by one element per row or swizzle the layout.",
         fix_cuda="__shared__ float tile[32][33];   // +1 column avoids 32-way conflicts",
         fix_torch="# Triton/torch.compile kernels swizzle automatically; check custom CUDA extensions",
-        gain=_gain(kg, 0.0, "not estimated"),
+        gain=Gain(None, None, "not estimated: the time conflicts cost depends on how often the "
+                  "shared-memory pipe is the limiter"),
         verify="Re-profile: l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum near 0.",
     )]
 
@@ -548,75 +581,10 @@ def rule_spills(kg: KernelGroup) -> list[Finding]:
             "__launch_bounds__.",
         fix_cuda="nvcc -Xptxas -v ...   // shows 'bytes spill stores'",
         fix_torch="# Triton: smaller BLOCK sizes or num_warps",
-        gain=_gain(kg, 0.0, "not estimated"),
+        gain=Gain(None, None, "not estimated: the time spills cost depends on whether local memory "
+                  "hits in L1"),
         verify="Re-profile: sass__inst_executed_register_spilling is 0.",
     )]
-
-
-def rule_ncu_own(report: NcuReport, groups: list[KernelGroup]) -> list[Finding]:
-    """Nsight Compute's own rule results with an estimated speedup (first launch of each kernel)."""
-    m = report.metrics
-    if not len(m) or "Rule Name" not in m:
-        return []
-    k = report.kernels
-    name_col = "Base Name" if "Base Name" in k else "Kernel Name"
-    out: list[Finding] = []
-    by_name = {g.name: g for g in groups}
-    firsts = k.drop_duplicates(name_col)
-    for _, kr in firsts.iterrows():
-        kg = by_name.get(str(kr[name_col]))
-        if kg is None:
-            continue
-        rows = m[(m["ID"].astype(str) == str(kr["ID"])) & (m["Rule Name"].astype(str) != "")
-                 & (m["Rule Type"].astype(str) == "OPT")]
-        rows = rows.drop_duplicates(["Rule Name", "Rule Description"])
-        for rule, g in rows.groupby("Rule Name", sort=False):
-            sp = [v for v in (parse_rule_args(x) for x in g["Estimated Speedup"]) if v is not None]
-            est = max(sp) if sp else None
-            text = " ".join(dict.fromkeys(str(d) for d in g["Rule Description"]))
-            cap, cap_why = _rule_cap(kg, str(rule))
-            ev = [Evidence("estimated speedup", est if est is not None else "n/a", "%",
-                           f"ncu rule {rule} ({g['Estimated Speedup Type'].iloc[0] or 'no'} estimate)")]
-            if cap is not None:
-                ev.append(Evidence("cap", round(cap, 2), "%", cap_why))
-            used = min(est, cap) if est is not None and cap is not None else est
-            out.append(_base(
-                kg, f"ncu.rule.{rule}", f"Nsight Compute: {rule}", "info", text[:600], ev,
-                fix="See the rule's text; Nsight Compute's section of the same name shows the details.",
-                gain=_gain(kg, kg.duration_ns * used / 100,
-                           f"duration × min(ncu's estimated speedup, {cap_why}) = {fmt_time(kg.duration_ns)} "
-                           f"× min({est:.2f} %, {cap:.2f} %)" if cap is not None and est is not None else
-                           f"duration × ncu's estimated speedup = {fmt_time(kg.duration_ns)} × {used:.2f} %",
-                           "estimate") if used is not None else None,
-                verify=f"Re-profile: ncu no longer raises {rule}, or its estimate shrinks.",
-            ))
-    return out
-
-
-#: ncu rules whose fix changes how many bytes move (not bound by the kernel's distance to its roof).
-TRAFFIC_RULES = frozenset({"UncoalescedGlobalAccess", "UncoalescedSharedAccess", "MemoryCacheAccessPattern",
-                           "SharedMemoryConflicts"})
-
-
-def _rule_cap(kg: KernelGroup, rule: str) -> tuple[float | None, str]:
-    """The most an ncu rule's estimate may claim, and why.
-
-    A fix that keeps the work (occupancy, issue slots, stalls, launch shape) cannot make the kernel
-    faster than its nearest roof allows: the cap is the distance to it. A fix that removes traffic
-    (uncoalesced or poorly used sectors) can go further, up to the share of the kernel's memory
-    sectors that are excess when that is measured.
-    """
-    if rule in TRAFFIC_RULES:
-        b = kg.m(LD_BYTES_PER_SECTOR)
-        if b is not None and 0 < b < SECTOR_BYTES:
-            return 100 * (1 - b / SECTOR_BYTES), "unused bytes of the load sectors"
-        s, r = kg.m(LD_SECTORS), kg.m(LD_REQ)
-        if s and r and s / r > SECTORS_PER_REQUEST_IDEAL:
-            return 100 * (1 - SECTORS_PER_REQUEST_IDEAL * r / s), "excess load sectors"
-        return None, ""
-    dist = roofline_distance_pct(kg)
-    return (dist, "distance to the roofline (100 % − the busier of SM and memory throughput)"
-            ) if dist is not None else (None, "")
 
 
 def rule_launch_bound_kernel(kg: KernelGroup) -> list[Finding]:
@@ -644,12 +612,37 @@ KERNEL_RULES: list[Callable[[KernelGroup], list[Finding]]] = [
 
 
 def ncu_findings(report: NcuReport, *, include_ncu_rules: bool = True) -> list[Finding]:
-    """Run every ncu rule on each kernel of the report."""
+    """Run every ncu rule on each kernel of the report (see :func:`ncu_findings_and_groups`)."""
+    return ncu_findings_and_groups(report, include_ncu_rules=include_ncu_rules)[0]
+
+
+def ncu_findings_and_groups(report: NcuReport, *, include_ncu_rules: bool = True
+                            ) -> tuple[list[Finding], list[KernelGroup]]:
+    """Every finding of the report and the kernel groups (one per kernel name) they are about.
+
+    One finding per kernel name and rule, its gain summed over the launches; its severity follows
+    from the gain's share of all profiled kernel time (:func:`severity_from_share`), the one rule for
+    every ncu finding, so a larger gain never has a lower severity.
+    """
+    from engine.analysis.ncu.rule_findings import rule_ncu_own
+
     groups = kernel_groups(report)
     out: list[Finding] = []
     for kg in groups:
         for rule in KERNEL_RULES:
             out += rule(kg)
     if include_ncu_rules:
-        out += rule_ncu_own(report, groups)
-    return out
+        # ncu.uncoalesced already uses ncu's UncoalescedGlobalAccess estimate: not listed twice
+        skip = frozenset((f.subject, "UncoalescedGlobalAccess") for f in out if f.id == "ncu.uncoalesced"
+                         and any(e.label == UNCAPPED for e in f.evidence))
+        out += rule_ncu_own(report, groups, skip)
+    total = sum(kg.duration_ns for kg in groups)
+    return [replace(f, severity=severity_from_share(f, total)) for f in out], groups
+
+
+def severity_from_share(f: Finding, total_ns: float) -> str:
+    """An ncu finding's severity: its gain's share of all profiled kernel time (info without a gain)."""
+    g = f.gain
+    if g is None or g.seconds is None or not total_ns:
+        return "info"
+    return severity_for(100.0 * g.seconds * 1e9 / total_ns)

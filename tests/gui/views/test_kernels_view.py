@@ -29,7 +29,8 @@ def _click_row(qtbot, table, row):
 
 @pytest.mark.parametrize("name", ["host_overhead_fixed.ncu-rep", "torch_sdpa.ncu-rep"])
 def test_kernel_table_is_the_engines(qtbot, window, name):
-    from engine.analysis.ncu.sections import kernel_table, rules_table
+    from engine.analysis.ncu.fixes import first_per_kernel, fix_list
+    from engine.analysis.ncu.sections import kernel_table
 
     report = open_and_wait(qtbot, window, NCU / name)
     view = _show(qtbot, window)
@@ -39,23 +40,72 @@ def test_kernel_table_is_the_engines(qtbot, window, name):
     assert view.column("SM %") == pytest.approx(list(kt["sm_throughput_pct"]))
     assert view.column("Achieved occupancy %") == pytest.approx(list(kt["achieved_occupancy_pct"]))
     assert view.column("Bottleneck") == list(kt["verdict"])
-    rt = rules_table(report.ncu)
-    saved = [None if v != v else pytest.approx(v) for v in rt["weighted_ns"] / 1e3]  # NaN: no estimate
-    assert view.column("Est. time saved (µs)", view.rules_proxy) == saved
-    assert view.column("Rank", view.rules_proxy)[0] == 1.0
-    # "Fix first" is the findings engine's top gain (capped), not ncu's raw top estimate
-    from engine.analysis.findings.model import sort_findings
-    from engine.analysis.findings.ncu import ncu_findings
-    from engine.analysis.findings.overview import gain_text
-
-    top = next(f for f in sort_findings(ncu_findings(report.ncu)) if f.gain is not None)
+    # header, kernel table and "What to fix first" are one list: the engine's fix list
+    fixes = fix_list(report.ncu)
+    saved = [None if x.gain_ns is None else pytest.approx(x.gain_ns / 1e3) for x in fixes]
+    assert view.column("Saved in total (µs)", view.rules_proxy) == saved
+    assert view.column("Rank", view.rules_proxy) == [float(i) for i in range(1, len(fixes) + 1)]
+    top = fixes[0]
     assert f"Fix first: <b>{top.title}</b>" in view.headline.text()
-    assert gain_text(top) in view.headline.text()
+    assert top.gain_words() in view.headline.text()
+    assert view.column("Fix", view.rules_proxy)[0] == top.title
+    best = first_per_kernel(fixes)
+    assert view.column("Fix first") == [best[str(n)].title for n in kt["short_name"]]
     screenshot(window, f"{NCU.joinpath(name).stem}_kernels")
 
 
+def test_fix_first_is_rank_one_of_a_table_that_is_not_empty(qtbot, window, tmp_path):
+    """The public smemTranspose report has no ncu rule results: the header's "Fix first" (our
+    uncoalesced-stores finding, 0.42 ms) is the table's rank 1, not a line above an empty table."""
+    name = "ncu_public/Lashi0812__profiling_profiles_smemTranspose.ncu-rep"
+    subprocess.run(["tar", "xJf", str(FIXTURES / "ncu_public.tar.xz"), "-C", str(tmp_path), name],
+                   check=True, timeout=120)
+    open_and_wait(qtbot, window, tmp_path / name)
+    view = _show(qtbot, window)
+    text = view.headline.text()
+    assert ("Fix first: <b>Uncoalesced global stores</b> in <b>naiveGmem</b> (memory-bound): 0.42 ms "
+            "(79.8 % of its time), rank 1 of the 2 below") in text
+    rows = view.rules.rows_text()
+    assert len(rows) == 2
+    first = (rows[0]["Rank"], rows[0]["Kernel"], rows[0]["Fix"])
+    assert first == ("1", "naiveGmem", "Uncoalesced global stores")
+    assert view.column("Saved in total (µs)", view.rules_proxy)[0] == pytest.approx(418.2, abs=0.05)
+    # bank conflicts have no estimate: an empty gain, not "0.0"
+    assert rows[1]["Fix"] == "Shared-memory bank conflicts" and rows[1]["Saved in total (µs)"] == ""
+
+
+def test_multi_launch_kernel_is_one_row_per_rule_with_per_launch_gain(qtbot, window):
+    """torch_sdpa: 4 launches of one kernel; each rule is one row (4 launches), the gain per launch and
+    over the four; the header says both."""
+    from engine.analysis.ncu.fixes import fix_list
+
+    report = open_and_wait(qtbot, window, NCU / "torch_sdpa.ncu-rep")
+    view = _show(qtbot, window)
+    fixes = fix_list(report.ncu)
+    assert view.column("Fix", view.rules_proxy) == [x.title for x in fixes]
+    assert len(set(view.column("Fix", view.rules_proxy))) == len(fixes)  # no rule repeated per launch
+    assert set(view.column("Launches", view.rules_proxy)) == {4.0}
+    per, total = view.column("Saved per launch (µs)", view.rules_proxy)[0], \
+        view.column("Saved in total (µs)", view.rules_proxy)[0]
+    assert total == pytest.approx(4 * per) and total == pytest.approx(fixes[0].gain_ns / 1e3)
+    assert "25.2 µs per launch × 4 launches = 0.10 ms (53.8 % of its time)" in view.headline.text()
+
+
+def test_fix_first_agrees_with_the_bottleneck(qtbot, window):
+    """host_overhead_fixed: saxpy is memory-bound; its "Fix first" is the memory-side rule, not ncu's
+    HighPipeUtilization (the same capped gain); the capped, off-limiter rules say so in the Note."""
+    open_and_wait(qtbot, window, NCU / "host_overhead_fixed.ncu-rep")
+    view = _show(qtbot, window)
+    assert view.column("Bottleneck") == ["memory-bound", "memory-bound"]
+    assert view.column("Fix first")[1] == "MemoryL2Compression"
+    rows = view.rules.rows_text()
+    hpu = next(r for r in rows if r["Kernel"] == "sgemm_tiled" and r["Fix"] == "HighPipeUtilization")
+    assert hpu["Note"] == "capped (ncu: 1.76 ms); not the limiter"
+    assert hpu["Severity"] == "warning"
+
+
 def test_click_a_kernel_shows_its_sections_and_rules(qtbot, window):
-    from engine.analysis.ncu.sections import kernel_sections, rules_table
+    from engine.analysis.ncu.sections import kernel_sections
 
     report = open_and_wait(qtbot, window, NCU / "host_overhead_fixed.ncu-rep")
     view = _show(qtbot, window)
@@ -83,13 +133,22 @@ def test_click_a_kernel_shows_its_sections_and_rules(qtbot, window):
     from PySide6.QtGui import QGuiApplication
 
     assert QGuiApplication.clipboard().text() == f"SM Frequency\t{freq['text']}"
-    # Only the selected kernel's rule results when asked.
+    # metric names are never cut ("Local Memory Spilling Reque…")
+    mem = view.details.topLevelItem(1)
+    names = [mem.child(j).text(0) for j in range(mem.childCount())]
+    assert "Local Memory Spilling Requests" in names
+    need = view.details.fontMetrics().horizontalAdvance("Local Memory Spilling Requests")
+    assert view.details.header().sectionSize(0) >= need + 2 * view.details.indentation()
+    # Only the selected kernel's fixes when asked.
+    from engine.analysis.ncu.fixes import fix_list
+
+    fixes = fix_list(report.ncu)
     view.only_selected.setChecked(True)
-    ids = view.column("ID", view.rules_proxy)
-    assert ids and set(ids) == {1.0}
-    assert len(ids) == int((rules_table(report.ncu)["id"] == 1).sum())
+    kernels = view.column("Kernel", view.rules_proxy)
+    assert kernels and set(kernels) == {"saxpy"}
+    assert len(kernels) == sum(1 for x in fixes if x.kernel == "saxpy")
     view.only_selected.setChecked(False)
-    assert view.rules_proxy.rowCount() == len(rules_table(report.ncu))
+    assert view.rules_proxy.rowCount() == len(fixes)
     screenshot(window, "host_overhead_fixed_kernels_saxpy")
 
 
@@ -156,36 +215,42 @@ def test_timeline_link_opens_the_ncu_result(qtbot, window):
 
 
 def test_rules_table_reads_at_a_glance(qtbot, window):
-    """Rank, ID, short kernel name (full name in the tooltip), rule (message in the tooltip),
-    speedup and time saved all visible and never cut off; compact rows; long names elided in the middle."""
-    from engine.analysis.ncu.sections import kernel_table, rules_table
+    """Rank, kernel (full name in the tooltip), fix (its text in the tooltip), launches, gains, severity
+    and note visible; numbers never cut off; compact rows; long names elided in the middle; the kernel
+    table fits the window (no "memory-boun" at its edge)."""
+    from engine.analysis.ncu.fixes import fix_list
+    from engine.analysis.ncu.sections import kernel_table
 
     report = open_and_wait(qtbot, window, NCU / "torch_sdpa.ncu-rep")
     view = _show(qtbot, window)
     qtbot.wait(50)
-    kt, rt = kernel_table(report.ncu), rules_table(report.ncu)
+    kt, fixes = kernel_table(report.ncu), fix_list(report.ncu)
     cols = view.rules_model.column_names()
     shown = [c for i, c in enumerate(cols) if not view.rules.isColumnHidden(i)]
-    assert shown == ["Rank", "ID", "Kernel", "Rule", "Est. speedup %", "Est. time saved (µs)"]
-    short = dict(zip(kt["id"], kt["short_name"], strict=True))
-    full = dict(zip(kt["id"], kt["name"], strict=True))
-    kc, rc = cols.index("Kernel"), cols.index("Rule")
-    top = rt.iloc[0]
-    assert view.rules_proxy.index(0, kc).data() == short[top["id"]]
-    assert view.rules_proxy.index(0, kc).data(Qt.ItemDataRole.ToolTipRole) == full[top["id"]]
-    message = str(top["message"]).replace("\n", " ")
-    assert view.rules_proxy.index(0, rc).data(Qt.ItemDataRole.ToolTipRole) == message
+    assert shown == ["Rank", "Kernel", "Fix", "Launches", "Saved per launch (µs)", "Saved in total (µs)",
+                     "Severity", "Note"]
+    full = dict(zip(kt["short_name"], kt["name"], strict=True))
+    kc, fc = cols.index("Kernel"), cols.index("Fix")
+    top = fixes[0]
+    assert view.rules_proxy.index(0, kc).data() == top.kernel
+    assert view.rules_proxy.index(0, kc).data(Qt.ItemDataRole.ToolTipRole) == full[top.kernel]
+    assert view.rules_proxy.index(0, fc).data(Qt.ItemDataRole.ToolTipRole) == top.finding.summary
     rh = view.rules.horizontalHeader()
     # the 101-character cuDNN name does not fit: the column keeps the rest visible and elides it
-    assert view.rules.fontMetrics().horizontalAdvance(short[top["id"]]) > rh.sectionSize(kc)
-    for name in ("Rank", "ID", "Est. speedup %", "Est. time saved (µs)"):
+    assert view.rules.fontMetrics().horizontalAdvance(top.kernel) > rh.sectionSize(kc)
+    for name in ("Rank", "Launches", "Saved per launch (µs)", "Saved in total (µs)", "Severity"):
         c = cols.index(name)
         assert rh.sectionSize(c) >= rh.sectionSizeHint(c), name  # header text not cut off
-    right = max(rh.sectionViewportPosition(c) + rh.sectionSize(c) for c in range(len(cols))
-                if not view.rules.isColumnHidden(c))
-    assert right <= view.rules.viewport().width()  # the last column ends inside the visible table
+    for table in (view.rules, view.table):
+        hh = table.horizontalHeader()
+        right = max(hh.sectionViewportPosition(c) + hh.sectionSize(c) for c in range(hh.count())
+                    if not table.isColumnHidden(c))
+        assert right <= table.viewport().width()  # the last column ends inside the visible table
+    bc = view.model.column_names().index("Bottleneck")
+    # "latency-bound" whole
+    assert view.table.horizontalHeader().sectionSize(bc) >= view.table.sizeHintForColumn(bc)
     for table in (view.table, view.rules):
         assert table.textElideMode() == Qt.TextElideMode.ElideMiddle
         assert table.rowHeight(0) <= table.fontMetrics().height() + 8
     assert view.model.index(0, view.model.column_names().index("Kernel")).data(
-        Qt.ItemDataRole.ToolTipRole) == full[kt["id"].iloc[0]]
+        Qt.ItemDataRole.ToolTipRole) == full[kt["short_name"].iloc[0]]

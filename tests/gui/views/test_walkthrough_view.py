@@ -166,3 +166,27 @@ def test_ncu_report_findings(qtbot, window):
     assert "Tensor pipes mostly idle in a matmul-like kernel" in titles and "Low occupancy" in titles
     assert not view.verify_button.isEnabled()  # nothing to compare with
     screenshot(window, "torch_sdpa_findings")
+
+
+def test_ncu_findings_rank_as_the_kernels_view_and_fuse_only_short_kernels(qtbot, window):
+    """An ncu report: the tab lists the Kernels view's fix list in its order, gains per launch and in
+    total, severity falling with the gain; the fusion item is not offered for 58 µs and 2.1 ms kernels."""
+    from engine.analysis.findings.model import SEVERITIES
+    from engine.analysis.ncu.fixes import fix_list
+
+    report = open_and_wait(qtbot, window, FIXTURES / "ncu" / "torch_sdpa.ncu-rep")
+    view = _show(qtbot, window)
+    fixes = fix_list(report.ncu)
+    assert [f.id for f in view.result["findings"]] == [x.finding.id for x in fixes]
+    assert view.table.item(0, 1).text() == "IssueSlotUtilization (ncu rule)"
+    assert view.table.item(0, 3).text() == "25.2 µs × 4 = 0.10 ms (53.8 % of its time)"
+    sev = [SEVERITIES.index(view.table.item(i, 0).text()) for i in range(view.table.rowCount())]
+    assert sev == sorted(sev)
+    assert "largest expected saving over every launch first" in view.notes.text()
+    open_and_wait(qtbot, window, FIXTURES / "ncu" / "host_overhead_fixed.ncu-rep")
+    view = _show(qtbot, window)
+    qtbot.waitUntil(lambda: view.result is not None and view.result["findings"][0].subject == "sgemm_tiled",
+                    timeout=LOAD_TIMEOUT_MS)
+    assert any(f.id == "ncu.rule.HighPipeUtilization" for f in view.result["findings"])
+    ids = [view.items.item(i).data(Qt.ItemDataRole.UserRole) for i in range(view.items.count())]
+    assert "fusion.elementwise" not in ids and "kernel.tensor-cores" in ids
