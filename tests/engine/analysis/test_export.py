@@ -92,7 +92,7 @@ def test_session_markdown_and_html_have_findings_numbers_and_svg(tmp_path):
 def test_comparison_exports(tmp_path):
     c = compare_traces(open_report(NAIVE), open_report(FIXED))
     md = export.comparison_markdown(c)
-    assert "speedup 4.59x" in md and "p = 0.0286: **faster**" in md
+    assert "speedup 4.59x" in md and "p=0.0286 < 0.05 -> faster; verdict: **faster**" in md
     page = export.comparison_html(c)
     svg = re.findall(r"<svg.*?</svg>", page, flags=re.S)[0]
     ET.fromstring(svg)
@@ -145,3 +145,30 @@ def test_perfetto_flows_link_each_api_call_to_its_gpu_work(path):
     launches = Counter(slices[(s["pid"], s["tid"], s["ts"])]["name"] for s in starts.values())
     assert set(launches) <= {"cudaLaunchKernel", "cudaMemcpy", "cudaMemcpyAsync", "cuLaunchKernel",
                              "cudaLaunchKernelExC", "cuLaunchKernelEx"}
+
+
+def test_svg_values_never_use_scientific_notation():
+    """A 4 kB/s rate drawn in GB/s read "4e-06 GB/s"; a 1.8e-08 GB size likewise (issue 25)."""
+    svg = export.svg_bars("bw", [("Host-to-Device (Pinned)", 0.0), ("Device-to-Host (Pageable)", 4e-06),
+                                 ("Device-to-Device", 7.5)], "GB/s", floor=1.0)
+    assert "4.0 kB/s" in svg and "0 B/s" in svg and "7.50 GB/s" in svg
+    assert not re.search(r"\de-\d", svg)
+    times = export.svg_bars("t", [("kernels", 0.0123), ("memset", 1234.5)], "ms")
+    assert "12.3 µs" in times and "1.23 s" in times and not re.search(r"\de-\d", times)
+    from engine.analysis.findings.model import fmt_bytes, fmt_pct, fmt_value
+
+    assert fmt_bytes(18) == "18 B" and fmt_value(1.8e-08, "GB") == "18 B"
+    assert fmt_pct(0.00262) == "< 0.1 %" and fmt_pct(None) == "n/a"
+    assert fmt_value(1.8e-08, "widgets") == "0.000000018 widgets"
+
+
+def test_markdown_says_when_the_gpu_parts_overlap():
+    doc = summarize(open_report(NAIVE)).to_json()
+    part = doc["gpu"]["devices"][0]["parts"][0]
+    for p in doc["gpu"]["devices"][0]["parts"]:
+        p["pct_of_busy"] = 60.0  # as copies under kernels on other streams give
+    part["attributed_pct_of_busy"] = 60.0
+    md = "\n".join(export._breakdown_md(doc))
+    n = len(doc["gpu"]["devices"][0]["parts"])
+    assert f"the parts overlap in time, so their shares add up to {60.0 * n:.1f} % of busy" in md
+    assert f"{part['part']} 60.0 %" in md
