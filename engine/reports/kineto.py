@@ -1,14 +1,16 @@
 """Read PyTorch profiler (Kineto) Chrome traces (``.json`` / ``.json.gz``) into the common tables.
 
 Kineto writes complete events (``ph: "X"``) with ``ts``/``dur`` in microseconds (fractional, ns
-resolution). We convert to integer ns relative to the earliest event, like nsys's session-relative
-times, and keep the absolute base in ``info.notes``/``base_time_ns``.
+resolution). We convert to integer ns relative to the earliest time any event records
+(:func:`time_origin_us`), like nsys's session-relative times, so no time is negative, and keep the
+absolute base in ``base_ts_us``/``base_time_ns``.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import math
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,6 +66,34 @@ def load_json_trace(path: Path) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {"traceEvents": events}
 
 
+def _float(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def time_origin_us(events: list[Any]) -> float:
+    """The earliest time (µs) an event records: the origin of every relative time (all ≥ 0).
+
+    Complete events count from the earlier of their start and end (a negative duration ends before
+    it starts), instants, counters and flows from their ``ts``; metadata events (``ph: "M"``) are
+    left out, as their ``ts`` is arbitrary (0 in some writers). 0 when no event has a time.
+    """
+    lo = math.inf
+    for e in events:
+        if not isinstance(e, dict) or e.get("ph") == "M":
+            continue
+        t = _float(e.get("ts"))
+        if t is None:
+            continue
+        if e.get("ph") == "X":
+            t = min(t, t + (_float(e.get("dur")) or 0.0))
+        lo = min(lo, t)
+    return lo if math.isfinite(lo) else 0.0
+
+
 class KinetoTrace(Trace):
     """A PyTorch profiler trace mapped onto the nsys-like tables."""
 
@@ -76,7 +106,7 @@ class KinetoTrace(Trace):
                                      else "a Chrome/PyTorch profiler trace with no Kineto schema version")
         events = [e for e in self.doc["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X"]
         self._events = events
-        self.base_ts_us = min(float(e.get("ts", 0.0)) for e in events)
+        self.base_ts_us = time_origin_us(self.doc["traceEvents"])
         self.base_time_ns = self.doc.get("baseTimeNanoseconds")
 
     def _ns(self, e: dict[str, Any]) -> tuple[int, int]:

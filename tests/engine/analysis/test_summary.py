@@ -239,3 +239,29 @@ def test_overlapping_parts_say_so_and_their_attributed_shares_add_up_to_busy(tmp
     assert "the parts overlap in time, so their shares add up to 156.5 % of busy" in text
     assert "None" not in text and "e-0" not in text
     assert "(bytes over the copies' durations summed: a sum, not the union above)" in text
+
+
+def test_a_kineto_trace_starts_at_zero_whatever_event_comes_first(tmp_path) -> None:
+    """Times are relative to the earliest event of any kind: no ``wall.start_ns = -3000``."""
+    base = 4_900_000_000.0
+    events = [
+        {"ph": "M", "name": "process_name", "pid": 1, "ts": 0, "args": {"name": "python"}},  # arbitrary ts
+        {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": base - 3.0, "s": "t",
+         "args": {"Device Type": 1, "Device Id": 0, "Total Allocated": 0, "Total Reserved": 0, "Bytes": 0}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": base,
+         "dur": 5.0, "args": {"correlation": 7}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 1, "ts": base + 10.0,
+         "dur": -12.0, "args": {"correlation": 8}},  # a negative duration: ends before the first event
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": base + 6.0, "dur": 20.0,
+         "args": {"device": 0, "stream": 7, "correlation": 7}},
+    ]
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    t = open_report(path)
+    for name in ("api", "kernels"):
+        df = t.table(name, ["start", "end"])
+        assert (df["start"] >= 0).all() and (df["end"] >= 0).all(), name
+    s = summarize(t)
+    assert s.wall.start_ns >= 0 and s.wall.span_ns >= 0
+    # the origin is the memory event, 3 µs before the first call; the kernel starts 6 µs after that call
+    assert t.table("kernels", ["start"])["start"].iloc[0] == 9_000
