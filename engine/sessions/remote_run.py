@@ -108,7 +108,7 @@ class _Remote:
 def run_remote(sess: Session, sid: str, sdir: Path, main_argv: list[str], target: list[str],
                 store: SessionStore) -> Outcome:
     """Run the session on ``spec.host`` through ssh and copy its reports back."""
-    from engine.system.ssh import explain_ssh_failure, scp_from_argv
+    from engine.system.ssh import explain_ssh_failure
 
     spec = sess.spec
     t = spec.target.ssh_target()
@@ -175,16 +175,18 @@ def run_remote(sess: Session, sid: str, sdir: Path, main_argv: list[str], target
     if names:
         sess.est.set_phase("copying reports")
         sess.note(f"copying {', '.join(names)} from {t.display}")
-        cp = sess.run_step(scp_from_argv(t, [f"{remote.dir}/{n}" for n in names], sdir))
+        how, failure = copy_back(sess, [f"{remote.dir}/{n}" for n in names], sdir)
         for n in names:
             p = sdir / n
             if p.is_file():
                 store.add_report(sid, p)
                 reports.append(p)
-        if cp.returncode != 0:
-            why = explain_ssh_failure(t, cp.returncode or 1, cp.output) or cp.output.strip()
-            notes.append(f"Copying the reports back failed ({why}); they are still in "
+        if failure is not None:
+            notes.append(f"Copying the reports back failed ({failure}); they are still in "
                          f"{remote.display} on {t.display}.")
+        elif how != "scp":
+            notes.append(f"scp over SFTP failed on {t.display} (no SFTP server there?): the reports were "
+                         f"copied back with {how}.")
     if recovery is not None:
         kind, msg = recovery
         if imported and not all((sdir / r).is_file() for r in imported):
@@ -199,6 +201,42 @@ def run_remote(sess: Session, sid: str, sdir: Path, main_argv: list[str], target
                              qdstrm_exists=any(n.endswith(".qdstrm") for n in names),
                              elapsed_s=sess.elapsed(), program=prog, stderr_tail=res.stderr_tail)
     return Outcome(kind, msg, sid, sdir, res.returncode, sess.elapsed(), tuple(reports), tuple(notes))
+
+
+def copy_back(sess: Session, remote_paths: list[str], local_dir: Path) -> tuple[str, str | None]:
+    """Copy remote files into ``local_dir``: scp over SFTP, else ``scp -O``, else ``ssh HOST cat``.
+
+    A host without an SFTP server fails scp's default mode ("scp: Connection closed") and one without
+    scp fails ``-O``; each is tried in turn (:func:`engine.system.ssh.copy_back_methods`), unless ssh
+    itself failed (host key, login, network: every way would fail the same), the step was cancelled
+    or it timed out. Returns (the way that worked, None) or (the last way tried, one sentence on why
+    they failed).
+    """
+    from engine.system.ssh import copy_back_methods, explain_ssh_failure, is_connection_failure
+
+    t = sess.spec.target.ssh_target()
+    tried: list[str] = []
+    name = "scp"
+    for name, argvs in copy_back_methods(t, remote_paths, local_dir):
+        if tried:
+            sess.note(f"copying again with {name}: {tried[-1]}")
+        res = None
+        for argv in argvs:
+            res = sess.run_step(argv)
+            if res.returncode != 0 or res.killed or res.start_error is not None:
+                break
+        if res is None or (res.returncode == 0 and not res.killed and res.start_error is None):
+            return name, None
+        if res.killed:
+            stopped = "was cancelled" if res.killed == "cancel" else "ran past the time limit"
+            return name, f"{name} {stopped}"
+        last = [ln.strip() for ln in res.output.splitlines() if ln.strip()]
+        detail = str(res.start_error) if res.start_error is not None else (last[-1] if last else
+                                                                            f"exit {res.returncode}")
+        if res.start_error is None and is_connection_failure(res.output):
+            return name, explain_ssh_failure(t, res.returncode or 255, res.output) or detail
+        tried.append(f"{name} failed ({detail})")
+    return name, "; ".join(tried)
 
 
 def _recover_remote_import(sess: Session, remote: _Remote, nsys: str, qdstrm: str, rep_name: str,

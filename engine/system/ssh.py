@@ -148,18 +148,63 @@ def ssh_argv(target: SshTarget, remote_argv: list[str], *, cwd: str | None = Non
     return argv
 
 
-def scp_from_argv(target: SshTarget, remote_paths: list[str], local_dir: Path) -> list[str]:
+def scp_from_argv(target: SshTarget, remote_paths: list[str], local_dir: Path, *,
+                  legacy: bool = False) -> list[str]:
     """The argv that copies ``remote_paths`` (files or folders) from ``target`` into ``local_dir``.
 
-    Uses scp's SFTP mode (``-s``) so remote paths are not parsed by a remote shell.
+    Uses scp's SFTP mode (``-s``) so remote paths are not parsed by a remote shell. ``legacy``: the
+    old SCP protocol (``-O``) instead, for hosts without an SFTP server (sshd without a ``Subsystem
+    sftp`` line: ``scp -s`` then fails with "Connection closed"); the remote shell parses its paths,
+    so each is quoted for it.
     """
-    argv = ["scp", "-s", "-r", "-p", "-q", *ssh_options(target)]
+    argv = ["scp", "-O" if legacy else "-s", "-r", "-p", "-q", *ssh_options(target)]
     if target.port is not None:
         argv += ["-P", str(target.port)]
     host = f"[{target.host}]" if ":" in target.host else target.host
     prefix = f"{target.user}@{host}" if target.user else host
-    argv += ["--", *[f"{prefix}:{p}" for p in remote_paths], str(local_dir)]
+    argv += ["--", *[f"{prefix}:{shlex.quote(p) if legacy else p}" for p in remote_paths], str(local_dir)]
     return argv
+
+
+#: the local shell around ``ssh HOST cat FILE``: $1 is the local file; the rest is the ssh argv. The
+#: bytes go to FILE.part, renamed to FILE once ssh succeeded (no half file is ever left as FILE)
+_CAT_TO_FILE = ('out=$1; shift; "$@" > "$out.part" && mv -f -- "$out.part" "$out"; rc=$?; '
+                'rm -f -- "$out.part"; exit "$rc"')
+
+
+def cat_to_file_argv(target: SshTarget, remote_path: str, local_file: Path) -> list[str]:
+    """The argv that copies one remote file with ``ssh HOST cat FILE > local_file`` (pure; tested).
+
+    For hosts that have neither an SFTP server nor scp. A local ``sh`` does the redirection (the argv
+    stays a list: the paths are arguments, never shell text); the remote path is quoted for the
+    remote shell by :func:`ssh_argv`.
+    """
+    return ["sh", "-c", _CAT_TO_FILE, "kernelscope-copy", str(local_file),
+            *ssh_argv(target, ["cat", "--", remote_path])]
+
+
+def copy_back_methods(target: SshTarget, remote_paths: list[str],
+                      local_dir: Path) -> list[tuple[str, list[list[str]]]]:
+    """The ways to copy ``remote_paths`` into ``local_dir``, in the order to try them (pure; tested).
+
+    Each is (name, argvs run one after the other): scp over SFTP; scp's legacy protocol (``-O``) for
+    hosts without an SFTP server; ``ssh HOST cat FILE`` per file for hosts without scp either.
+    """
+    return [
+        ("scp", [scp_from_argv(target, remote_paths, local_dir)]),
+        ("scp -O (legacy protocol)", [scp_from_argv(target, remote_paths, local_dir, legacy=True)]),
+        ("ssh cat", [cat_to_file_argv(target, p, local_dir / p.rstrip("/").rsplit("/", 1)[-1])
+                     for p in remote_paths]),
+    ]
+
+
+def is_connection_failure(stderr: str) -> bool:
+    """True when ssh itself could not connect, authenticate or trust the host.
+
+    Every way to copy would then fail the same; False for a failure of the copy itself (no SFTP
+    server, no scp, a missing file ...).
+    """
+    return _trust_or_reach_failure(SshTarget("host"), stderr) is not None
 
 
 def login_command(target: SshTarget) -> str:
@@ -183,8 +228,27 @@ def keyscan_command(target: SshTarget) -> str:
 def explain_ssh_failure(target: SshTarget, returncode: int, stderr: str) -> str | None:
     """One sentence for a failed ssh/scp call, or None if ssh itself did not fail.
 
-    ssh exits with 255 for its own errors; any other code is the remote command's.
+    ssh exits with 255 for its own errors; any other code is the remote command's. Every command the
+    sentence suggests is one ssh accepts as printed (``ssh -p 2299 root@127.0.0.1``, never
+    ``ssh root@127.0.0.1:2299``).
     """
+    why = _trust_or_reach_failure(target, stderr)
+    if why is not None:
+        return why
+    if "scp: Connection closed" in stderr:
+        return (f"scp over SFTP could not copy from {target.display} (scp: Connection closed): the host may "
+                "have no SFTP server (no `Subsystem sftp` line in its sshd_config); `scp -O` copies over the "
+                "legacy protocol instead.")
+    if returncode == 255:
+        last = [ln for ln in stderr.strip().splitlines() if ln.strip()]
+        detail = last[-1].strip() if last else "no message"
+        return (f"ssh to {target.display} failed ({detail}); run `{login_command(target)}` by hand to see "
+                "why.")
+    return None
+
+
+def _trust_or_reach_failure(target: SshTarget, stderr: str) -> str | None:
+    """The sentence for a host that could not be trusted, reached or logged in to; else None."""
     text = stderr
     where = target.display
     if "REMOTE HOST IDENTIFICATION HAS CHANGED" in text or "Host key for" in text and "has changed" in text:
@@ -205,7 +269,7 @@ def explain_ssh_failure(target: SshTarget, returncode: int, stderr: str) -> str 
         )
     if "Could not resolve hostname" in text or "Name or service not known" in text:
         return f"The host name {target.host} could not be resolved; check the spelling or your ~/.ssh/config."
-    if "Permission denied" in text:
+    if "Permission denied (" in text:  # ssh's login failure, not a remote file's "cat: F: Permission denied"
         return (
             f"{where} refused our SSH key (only keys and the ssh agent are used, never passwords); add your "
             "public key to ~/.ssh/authorized_keys there, load it into ssh-agent, or pass the right "
@@ -217,10 +281,6 @@ def explain_ssh_failure(target: SshTarget, returncode: int, stderr: str) -> str 
         return f"{where} could not be reached (the connection timed out); check the network or VPN."
     if "Too many authentication failures" in text:
         return f"{where} refused after too many keys were offered; pass the one key to use as identity file."
-    if returncode == 255:
-        last = [ln for ln in text.strip().splitlines() if ln.strip()]
-        detail = last[-1].strip() if last else "no message"
-        return f"ssh to {where} failed ({detail}); run `ssh {where}` by hand to see why."
     return None
 
 

@@ -10,7 +10,12 @@ import pytest
 from engine.system.ssh import (
     SshError,
     SshTarget,
+    cat_to_file_argv,
     check_connection,
+    copy_back_methods,
+    explain_ssh_failure,
+    is_connection_failure,
+    login_command,
     parse_target,
     remote_command,
     scp_from_argv,
@@ -128,3 +133,57 @@ def test_connection_refused(tmp_path: Path) -> None:
     t = SshTarget("127.0.0.1", port=free_port(), known_hosts=tmp_path / "kh", connect_timeout_s=5)
     with pytest.raises(SshError, match="refused the connection"):
         check_connection(t)
+
+
+def test_legacy_scp_and_ssh_cat_argv_exact() -> None:
+    """The two ways to copy from a host without an SFTP server: ``scp -O`` (its paths are parsed by the
+    remote shell, so quoted for it) and ``ssh HOST cat FILE`` into FILE.part, renamed when complete."""
+    t = SshTarget("127.0.0.1", user="root", port=2299)
+    remote = "/r/my run/$x.nsys-rep"
+    assert scp_from_argv(t, [remote], Path("/l")) == [
+        "scp", "-s", "-r", "-p", "-q", *BASE, "-P", "2299", "--", f"root@127.0.0.1:{remote}", "/l"]
+    assert scp_from_argv(t, [remote], Path("/l"), legacy=True) == [
+        "scp", "-O", "-r", "-p", "-q", *BASE, "-P", "2299", "--", "root@127.0.0.1:'/r/my run/$x.nsys-rep'",
+        "/l"]
+    cat = cat_to_file_argv(t, remote, Path("/l/out file.nsys-rep"))
+    assert cat[:5] == ["sh", "-c", cat[2], "kernelscope-copy", "/l/out file.nsys-rep"]
+    assert cat[5:] == ssh_argv(t, ["cat", "--", remote]) == [
+        "ssh", *BASE, "-p", "2299", "-l", "root", "--", "127.0.0.1", "cat -- '/r/my run/$x.nsys-rep'"]
+    methods = copy_back_methods(t, ["/r/a.sqlite", "/r/b c.nsys-rep"], Path("/l"))
+    assert [name for name, _ in methods] == ["scp", "scp -O (legacy protocol)", "ssh cat"]
+    assert methods[0][1] == [scp_from_argv(t, ["/r/a.sqlite", "/r/b c.nsys-rep"], Path("/l"))]
+    assert methods[1][1] == [scp_from_argv(t, ["/r/a.sqlite", "/r/b c.nsys-rep"], Path("/l"), legacy=True)]
+    assert methods[2][1] == [cat_to_file_argv(t, "/r/a.sqlite", Path("/l/a.sqlite")),
+                             cat_to_file_argv(t, "/r/b c.nsys-rep", Path("/l/b c.nsys-rep"))]
+
+
+def test_cat_to_file_leaves_no_half_file(tmp_path: Path) -> None:
+    """The local half of ``ssh HOST cat FILE``: the bytes land in FILE only when the copy succeeded."""
+    out = tmp_path / "r.bin"
+    ok = ["sh", "-c", cat_to_file_argv(SshTarget("h"), "/x", out)[2], "kernelscope-copy", str(out),
+          "printf", "a\\000b"]
+    assert subprocess.run(ok, check=False).returncode == 0 and out.read_bytes() == b"a\x00b"
+    bad = ["sh", "-c", ok[2], "kernelscope-copy", str(tmp_path / "r2.bin"), "sh", "-c", "printf half; exit 3"]
+    assert subprocess.run(bad, check=False).returncode == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.bin"]
+
+
+@pytest.mark.parametrize(("target", "login"), [
+    (SshTarget("127.0.0.1", user="root", port=2299), "ssh -p 2299 root@127.0.0.1"),
+    (SshTarget("gpu1"), "ssh gpu1"),
+    (SshTarget("::1", port=22), "ssh -p 22 ::1"),
+])
+def test_hints_are_commands_ssh_accepts(target: SshTarget, login: str) -> None:
+    """The sentence after a failure names ``ssh -p 2299 root@127.0.0.1``, never
+    ``ssh root@127.0.0.1:2299`` (ssh takes no port in the host)."""
+    assert login_command(target) == login
+    msg = explain_ssh_failure(target, 255, "kex_exchange_identification: read: Connection reset by peer\n")
+    assert msg is not None and f"run `{login}` by hand" in msg
+    if target.port is not None:
+        assert f"`ssh {target.display}`" not in msg  # ssh root@127.0.0.1:2299 is refused by ssh
+    closed = explain_ssh_failure(target, 255, "scp: Connection closed\n")
+    assert closed is not None and "no SFTP server" in closed and "`scp -O`" in closed
+    assert not is_connection_failure("scp: Connection closed\n")
+    assert is_connection_failure("Host key verification failed.\n")
+    assert is_connection_failure("root@127.0.0.1: Permission denied (publickey).\n")
+    assert is_connection_failure("ssh: connect to host 127.0.0.1 port 2299: Connection refused\n")
