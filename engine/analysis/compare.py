@@ -13,6 +13,7 @@ grid sizes or bytes copied (a different problem size).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -249,13 +250,47 @@ class Comparison:
                 "warnings": self.warnings, "facts": self.facts}
 
 
+def _step_base(name: str) -> str:
+    """A step range's name without what a fix may change: a variant in brackets, numbers, case."""
+    n = re.sub(r"\(.*?\)|\[.*?\]", "", name)
+    n = re.sub(r"\d+|\bN\b", "", n)
+    return " ".join(n.lower().split())
+
+
+def steps_comparable(ia: Iterations, ib: Iterations) -> bool:
+    """Whether A's and B's steps are the same part of the program, so their times compare.
+
+    The same range; two repeats of the GPU's work (a fix may change how many operations a step
+    runs); or ranges of one kind whose names differ only in a variant ("iteration(naive)" vs
+    "iteration(fixed)"). Composed phases vs one range, an NVTX range vs a GPU repeat or two
+    different ranges ("forward+backward" vs "data") are not.
+    """
+    if ia.range == ib.range:
+        return True
+    gpu = [x.range.startswith("GPU repeat of ") for x in (ia, ib)]
+    if all(gpu):
+        return True
+    kinds = {("→" in x.range, x.method == "nvtx", x.method == "marker") for x in (ia, ib)}
+    return len(kinds) == 1 and not any(gpu) and _step_base(ia.range) == _step_base(ib.range)
+
+
 def iteration_stats(ia: Iterations, ib: Iterations) -> dict[str, Any]:
-    """Medians, 95 % CIs, Mann-Whitney test and the bootstrap CI of the change, for B vs A."""
+    """Medians, 95 % CIs, Mann-Whitney test and the bootstrap CI of the change, for B vs A.
+
+    ``significant`` is the test's result at ``ALPHA`` (p < alpha), ``test_result`` its direction
+    and the verdict follows it; ``ci_excludes_zero`` says whether the bootstrap CI of the change
+    agrees. When the steps are not the same part of the program (:func:`steps_comparable`), the
+    verdict says "not comparable" (:func:`compare_traces` also drops the speedup: two different
+    ranges' durations make none).
+    """
     a, b = ia.sample, ib.sample
     mw = mann_whitney_u(a, b)
     lo, hi = bootstrap_median_diff_ci(a, b)
     ma, mb = float(np.median(a)), float(np.median(b))
-    significant = bool(mw.p_value < ALPHA and (hi < 0 or lo > 0))
+    significant = bool(mw.p_value < ALPHA)
+    comparable = steps_comparable(ia, ib)
+    result = ("faster" if significant and mb < ma else "slower" if significant and mb > ma
+              else "no significant change")
     return {
         "range_a": ia.range, "range_b": ib.range,
         "n_a": len(a), "n_b": len(b), "warmup_dropped_a": ia.warmup_dropped,
@@ -267,10 +302,34 @@ def iteration_stats(ia: Iterations, ib: Iterations) -> dict[str, Any]:
         "speedup": ma / mb if mb else None,
         "change_pct": round(100 * (mb - ma) / ma, 2) if ma else None,
         "mann_whitney_u": mw.u, "p_value": mw.p_value, "test": f"Mann-Whitney U, {mw.method}",
-        "significant": significant,
-        "verdict": ("faster" if significant and mb < ma else "slower" if significant and mb > ma
-                    else "no significant change"),
+        "significant": significant, "alpha": ALPHA, "ci_excludes_zero": bool(hi < 0 or lo > 0),
+        "steps_comparable": comparable, "test_result": result,
+        "verdict": result if comparable else "not comparable (the steps are different ranges)",
     }
+
+
+def result_sentence(it: dict[str, Any]) -> str:
+    """The test's result in words, at the stated alpha: ``p=0.0286 < 0.05 -> faster``."""
+    alpha = it.get("alpha", ALPHA)
+    p = it["p_value"]
+    if p is None or not math.isfinite(p):
+        return "no test (no samples)"
+    rel = "<" if it["significant"] else ">="
+    out = f"p={p:.4f} {rel} {alpha:g} -> {it.get('test_result', it['verdict'])}"
+    if it["significant"] and not it.get("ci_excludes_zero", True):
+        out += " (the 95% CI of the change includes 0: its size is uncertain)"
+    if not it.get("steps_comparable", True):
+        out += "; but the steps are different ranges: not comparable"
+    return out
+
+
+def speedup_sentence(it: dict[str, Any]) -> str:
+    """``speedup 4.52x``, or why there is none (steps of different ranges)."""
+    if it.get("speedup") is not None:
+        return f"speedup {it['speedup']:.2f}x"
+    if not it.get("steps_comparable", True):
+        return f"no speedup: A's steps ({it['range_a']}) and B's ({it['range_b']}) are different ranges"
+    return "no speedup (B's median is 0)"
 
 
 #: Fairness tolerances: smaller differences are facts, not warnings (each warning names its own).
@@ -345,13 +404,13 @@ def compare_traces(a: Trace, b: Trace, *, range_name: str | None = None,
         if ia.range != ib.range:
             facts["iteration_ranges_differ"] = [ia.range, ib.range]
             # a fix may change a GPU repeat's length or an NVTX range's name ("iteration(naive)" vs
-            # "iteration(fixed)"); steps of another kind (phases vs one range, NVTX vs the GPU's) may
-            # not be the same part of the program
-            kinds = {("→" in x.range, x.method == "nvtx", x.method == "marker") for x in (ia, ib)}
-            if len(kinds) > 1:
-                # a fix may change how many operations a step runs, not what the step is named
+            # "iteration(fixed)"); other steps (phases vs one range, NVTX vs the GPU's, "data" vs
+            # "forward+backward") may not be the same part of the program
+            if not it_stats["steps_comparable"]:
+                it_stats["speedup"] = None
                 warnings.append(f"The steps are different ranges: A {ia.range!r}, B {ib.range!r}; the times "
-                                "may not compare like with like (pick one with --range).")
+                                "do not compare like with like, so no speedup is given (pick one with "
+                                "--range).")
         if min(len(ia.sample), len(ib.sample)) < 4:
             warnings.append("Fewer than 4 iterations per run after warm-up: the test has little power; "
                             "record more iterations.")
@@ -387,11 +446,11 @@ def format_comparison(c: Comparison) -> str:
                      f"{_t(it['median_ci95_ns_a'][1])}]  n={it['n_a']}")
         lines.append(f"  B median {_t(it['median_ns_b'])}  95% CI [{_t(it['median_ci95_ns_b'][0])}, "
                      f"{_t(it['median_ci95_ns_b'][1])}]  n={it['n_b']}")
-        lines.append(f"  change {_t(it['delta_median_ns'])} ({it['change_pct']:+.1f} %), 95% CI "
+        change = f" ({it['change_pct']:+.1f} %)" if it["change_pct"] is not None else ""
+        lines.append(f"  change {_t(it['delta_median_ns'])}{change}, 95% CI "
                      f"[{_t(it['delta_median_ci95_ns'][0])}, {_t(it['delta_median_ci95_ns'][1])}]; "
-                     f"speedup {it['speedup']:.2f}x")
-        lines.append(f"  {it['test']}: U={it['mann_whitney_u']:.1f}, p={it['p_value']:.4f} -> "
-                     f"{it['verdict']}")
+                     f"{speedup_sentence(it)}")
+        lines.append(f"  {it['test']}: U={it['mann_whitney_u']:.1f}, {result_sentence(it)}")
         lines.append("")
     for title, rows in (("Kernels", c.kernels), ("CUDA API", c.api), ("NVTX ranges", c.nvtx)):
         if not rows:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engine.analysis.findings.model import Finding, fmt_time
+from engine.analysis.findings.model import Finding, fmt_pct, fmt_time, fmt_value
 from engine.analysis.findings.overview import gain_text
 from engine.system.atomic import atomic_write_text
 from engine.system.errors import KernelscopeError
@@ -75,10 +75,6 @@ def bar_color(label: str) -> str:
     return _COLORS[zlib.crc32(label.encode()) % len(_COLORS)]
 
 
-def _value_text(v: float) -> str:
-    return f"{v:,.2f}" if v == 0 or abs(v) >= 0.01 else f"{v:.2g}"
-
-
 def svg_bars(title: str, items: list[tuple[str, float]], unit: str, width: int = 720,
              floor: float = 1e-12) -> str:
     """A horizontal bar chart as an SVG string (values >= 0).
@@ -97,9 +93,9 @@ def svg_bars(title: str, items: list[tuple[str, float]], unit: str, width: int =
         w = max((width - left - 110) * v / vmax, 1) if v > 0 else 0.0
         parts.append(f'<text x="{left - 6}" y="{y + 15}" text-anchor="end">{html.escape(label[:40])}</text>')
         parts.append(f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{bar_h}" '
-                     f'fill="{bar_color(label)}"><title>{html.escape(label)}: {v:,.3g} {unit}'
-                     '</title></rect>')
-        parts.append(f'<text x="{left + w + 6:.1f}" y="{y + 15}">{_value_text(v)} {html.escape(unit)}</text>')
+                     f'fill="{bar_color(label)}"><title>{html.escape(label)}: '
+                     f'{html.escape(fmt_value(v, unit))}</title></rect>')
+        parts.append(f'<text x="{left + w + 6:.1f}" y="{y + 15}">{html.escape(fmt_value(v, unit))}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -210,6 +206,14 @@ def _breakdown_md(s: dict[str, Any]) -> list[str]:
                     else "| | | ")
             out.append(f"{head}| {p['part']} | {fmt_time(p['union_ns'])} | {_pc(p['pct_of_busy'])} | "
                        f"{fmt_time(p['total_ns'])} |")
+    for d in g["devices"]:
+        shares = sum(p["pct_of_busy"] or 0 for p in d["parts"])
+        if shares > 100.5:  # the parts overlap: say so, with the stacked bar's shares (as the text does)
+            bar = ", ".join(f"{p['part']} {fmt_pct(p.get('attributed_pct_of_busy'))}" for p in d["parts"]
+                            if p.get("attributed_pct_of_busy"))
+            out += ["", f"GPU {d['device']}: the parts overlap in time, so their shares add up to "
+                    f"{shares:.1f} % of busy; without overlap, each overlap given to the part listed "
+                    f"first: {bar}."]
     if g["device_count"] > 1:
         out += ["", f"Any GPU busy: {fmt_time(g['busy_ns'])} ({_pc(g['busy_pct_of_wall'])} of wall); "
                 f"busy time summed over the {g['device_count']} GPUs: {fmt_time(g['busy_sum_ns'])} (a sum, "
@@ -343,11 +347,14 @@ def comparison_markdown(c: Comparison) -> str:
     lines = ["# Kernelscope comparison", "", f"- A (baseline): `{c.a}`", f"- B: `{c.b}`"]
     it = c.iterations
     if it:
+        from engine.analysis.compare import result_sentence, speedup_sentence
+
+        change = f"{it['change_pct']:+.1f} %, " if it["change_pct"] is not None else ""
         lines.append(
             f"- Iteration median: {fmt_time(it['median_ns_a'])} -> {fmt_time(it['median_ns_b'])} "
-            f"({it['change_pct']:+.1f} %, speedup {it['speedup']:.2f}x); 95 % CI of the change "
+            f"({change}{speedup_sentence(it)}); 95 % CI of the change "
             f"[{fmt_time(it['delta_median_ci95_ns'][0])}, {fmt_time(it['delta_median_ci95_ns'][1])}]; "
-            f"{it['test']} p = {it['p_value']:.4f}: **{it['verdict']}**")
+            f"{it['test']}: {result_sentence(it)}; verdict: **{it['verdict']}**")
     lines += ["", "## Fairness", ""]
     lines += [f"- {w}" for w in c.warnings] or [
         "- Same GPU and driver, same launches, grids and bytes copied."]

@@ -11,10 +11,15 @@ import numpy as np
 import pytest
 
 from engine.analysis.compare import (
+    Iterations,
     bootstrap_median_diff_ci,
     compare_traces,
+    iteration_stats,
     iterations,
     mann_whitney_u,
+    result_sentence,
+    speedup_sentence,
+    steps_comparable,
 )
 from engine.cli import main
 from engine.reports import open_report
@@ -136,4 +141,54 @@ def test_cli_compare_json(capsys):
     assert doc["schema"] == "kernelscope.compare/1"
     assert doc["iterations"]["verdict"] == "faster"
     assert main(["compare", str(NAIVE), str(FIXED)]) == 0
-    assert "p=0.0286 -> faster" in capsys.readouterr().out
+    assert "p=0.0286 < 0.05 -> faster" in capsys.readouterr().out
+
+
+def test_the_verdict_follows_the_test_at_the_stated_alpha():
+    """p = 0.034 < 0.05 with a bootstrap CI that touches 0 read "no significant change"; now "faster"."""
+    a = [104, 109, 91, 104, 95, 100, 108, 95]
+    b = [99, 88, 91, 104, 93, 95, 90, 87]
+    it = iteration_stats(Iterations("step", [0, *a], 1), Iterations("step", [0, *b], 1))
+    assert it["p_value"] < 0.05 and not it["ci_excludes_zero"]
+    assert it["significant"] and it["verdict"] == "faster" and it["alpha"] == 0.05
+    text = result_sentence(it)
+    assert text.startswith(f"p={it['p_value']:.4f} < 0.05 -> faster") and "includes 0" in text
+    same = iteration_stats(Iterations("step", [0, *a], 1), Iterations("step", [0, *a], 1))
+    assert not same["significant"] and same["verdict"] == "no significant change"
+    assert result_sentence(same).startswith("p=1.0000 >= 0.05 -> no significant change")
+
+
+def test_steps_of_different_ranges_warn_and_give_no_speedup():
+    """ "forward+backward" vs "data": two parts of a step, not one step before and after a fix."""
+    a = Iterations("forward+backward", [0, *range(100, 110)], 1, "gpu+nvtx")
+    b = Iterations("data", [0, *range(5, 15)], 1, "gpu+nvtx")
+    assert not steps_comparable(a, b)
+    it = iteration_stats(a, b)
+    assert it["verdict"].startswith("not comparable") and not it["steps_comparable"]
+    assert "no speedup" in speedup_sentence({**it, "speedup": None})
+    # a fix may rename a variant or change how many operations a GPU repeat holds
+    assert steps_comparable(Iterations("iteration(naive)", [1], 0, "gpu+nvtx"),
+                            Iterations("iteration(fixed)", [1], 0, "gpu+nvtx"))
+    assert steps_comparable(Iterations("GPU repeat of 485 ops", [1], 0, "gpu"),
+                            Iterations("GPU repeat of 487 ops", [1], 0, "gpu"))
+    assert not steps_comparable(Iterations("GPU repeat of 64 ops", [1], 0, "gpu"),
+                                Iterations("train_step N", [1], 0, "gpu+nvtx"))
+
+
+def test_compare_of_different_ranges_prints_no_speedup(tmp_path):
+    import lzma
+    from pathlib import Path
+
+    from engine.analysis.compare import format_comparison
+
+    zoo = Path(__file__).resolve().parents[2] / "data" / "recordings" / "zoo" / "tuned"
+    paths = []
+    for name in ("phases", "outer_b"):
+        out = tmp_path / f"{name}.sqlite"
+        out.write_bytes(lzma.decompress((zoo / f"{name}.sqlite.xz").read_bytes()))
+        paths.append(out)
+    c = compare_traces(open_report(paths[0]), open_report(paths[1]))
+    assert c.iterations["speedup"] is None and not c.iterations["steps_comparable"]
+    assert any("different ranges" in w and "no speedup" in w for w in c.warnings)
+    text = format_comparison(c)
+    assert "speedup" not in text.replace("no speedup", "") and "not comparable" in text
