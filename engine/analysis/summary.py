@@ -11,6 +11,7 @@ or busy time is a union, so none exceeds 100 % (see ``summary_model``).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -532,6 +533,13 @@ def _bandwidth_table(trace: Trace) -> tuple[sm.BandwidthRow, ...]:
     return tuple(out)
 
 
+def _with_unions(rows: tuple[sm.BandwidthRow, ...], parts: tuple[sm.GpuPart, ...]
+                 ) -> tuple[sm.BandwidthRow, ...]:
+    """The rows with the union of their copies: the GPU part of the same direction and memory kind."""
+    unions = {p.part: p.union_ns for p in parts}
+    return tuple(replace(b, union_ns=unions.get(f"memcpy {b.direction} ({b.memory})")) for b in rows)
+
+
 # -- iterations --------------------------------------------------------------------------------------
 def _costs(sums: np.ndarray, counts: np.ndarray, n: int | None) -> tuple[sm.ApiCost, ...]:
     """API time per category (``sums``/``counts`` by CATEGORY_ORDER code) of some calls, most first.
@@ -671,7 +679,7 @@ def summarize(trace: Trace, *, range_name: str | None = None) -> Summary:
         host=host,
         gpu=gpu,
         processes=_processes(trace, api, ops, wall_ns, host, gpu),
-        bandwidth=_bandwidth(trace),
+        bandwidth=_with_unions(_bandwidth(trace), gpu.parts),
         iterations=(its := _iterations(trace, api, ops, range_name)),
         no_steps="" if its is not None else _no_steps(trace, range_name),
     )

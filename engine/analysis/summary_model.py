@@ -211,7 +211,12 @@ class ProcessRow(_Json):
 
 @dataclass(frozen=True)
 class BandwidthRow(_Json):
-    """Achieved copy rate of one direction × host memory kind."""
+    """Achieved copy rate of one direction × host memory kind.
+
+    ``total_ns`` sums the copies' durations (concurrent copies each count: a sum, the time the
+    rate ``bytes / total_ns`` is over); ``union_ns`` is the time at least one of them ran, the
+    GPU part ``memcpy <direction> (<memory>)``'s ``union_ns`` (over every GPU).
+    """
 
     direction: str
     memory: str
@@ -223,6 +228,7 @@ class BandwidthRow(_Json):
     median_gb_per_s: float | None
     min_gb_per_s: float | None
     max_gb_per_s: float | None
+    union_ns: int | None = None
 
 
 @dataclass(frozen=True)

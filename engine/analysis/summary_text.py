@@ -151,13 +151,14 @@ def format_summary(s: Summary) -> str:
                          f"({_share(pr.gpu_busy_pct_of_wall)} %)  GPUs {','.join(pr.devices) or '-'}")
     if s.bandwidth:
         lines.append("")
-        lines.append("Achieved copy bandwidth (bytes over the copies' durations summed: a sum, not the union "
-                     "above)")
+        lines.append("Achieved copy bandwidth (bytes over the copies' durations summed; the union is the "
+                     "part's time above)")
         width = max(len(b.direction) for b in s.bandwidth)
         for b in s.bandwidth:
             rate = fmt_rate(b.bytes_per_s) if b.bytes_per_s is not None else "n/a"
+            union = f", {_ms(b.union_ns)} union" if b.union_ns is not None else ""
             lines.append(f"  {b.direction:<{width}} {b.memory:<10} {rate:>12}  ({b.count} copies, "
-                         f"{fmt_bytes(b.bytes)} in {_ms(b.total_ns)} summed)")
+                         f"{fmt_bytes(b.bytes)} in {_ms(b.total_ns)} summed{union})")
     it = s.iterations
     if it:
         lines.append("")

@@ -223,6 +223,7 @@ def test_phases_per_step_fit_in_the_step_and_first_step_extra_is_never_negative(
 def test_overlapping_parts_say_so_and_their_attributed_shares_add_up_to_busy(tmp_path) -> None:
     """Copies under kernels: the parts' union shares add up to 156 % of busy; the text says why."""
     from engine.analysis.summary import format_summary
+    from engine.analysis.summary_text import fmt_time
 
     db = tmp_path / "multistream.sqlite"
     xz = RECORDINGS / "nsys" / "multistream" / "multistream.sqlite.xz"
@@ -238,7 +239,13 @@ def test_overlapping_parts_say_so_and_their_attributed_shares_add_up_to_busy(tmp
     text = format_summary(s)
     assert "the parts overlap in time, so their shares add up to 156.5 % of busy" in text
     assert "None" not in text and "e-0" not in text
-    assert "(bytes over the copies' durations summed: a sum, not the union above)" in text
+    assert "(bytes over the copies' durations summed; the union is the part's time above)" in text
+    # the same copies, one value each: the bandwidth row's union is the GPU part's, its sum a sum
+    by_part = {p.part: p for p in s.gpu.parts}
+    for b in s.bandwidth:
+        part = by_part[f"memcpy {b.direction} ({b.memory})"]
+        assert b.union_ns == part.union_ns <= b.total_ns == part.total_ns
+        assert f"{fmt_time(b.total_ns)} summed, {fmt_time(b.union_ns)} union)" in text
 
 
 def test_a_kineto_trace_starts_at_zero_whatever_event_comes_first(tmp_path) -> None:
