@@ -42,10 +42,17 @@ class OpenReports(QObject):
     def find(self, path: Path) -> LoadedReport | None:
         return next((r for r in self.reports if same_file(r.path, Path(path))), None)
 
-    def add(self, report: LoadedReport) -> None:
+    def add(self, report: LoadedReport, *, select: bool = True) -> None:
+        """Add an opened report (and make it the current one unless ``select`` is False)."""
         self.reports.append(report)
         self.sig_added.emit(report)
-        self.set_current(report)
+        if select:
+            self.set_current(report)
+
+    def reorder(self, reports: list[LoadedReport]) -> None:
+        """Put the open reports in this order (the same reports)."""
+        if sorted(map(id, reports)) == sorted(map(id, self.reports)):
+            self.reports = list(reports)
 
     def remove(self, report: LoadedReport) -> None:
         if report not in self.reports:

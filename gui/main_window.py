@@ -110,6 +110,9 @@ class MainWindow(QMainWindow):
         self._jobs: dict[str, Job] = {}
         self._summary_jobs: dict[int, Job] = {}
         self._interactive: dict[str, bool] = {}
+        #: folders being opened: their reports' paths in rank order (listed and selected in that order)
+        self._groups: list[list[str]] = []
+        self._report_keys: dict[int, str] = {}  # an opened report -> the path it was opened as
         #: the views by key: the one shown is built first, each other one when asked for
         #: (``self.views[key]`` builds a view not built yet; see :meth:`_ensure_views`)
         self.views: _Views = _Views(self._build_view)
@@ -348,6 +351,7 @@ class MainWindow(QMainWindow):
             inside = reports_in(path)
             if inside:
                 self.log.add(f"Opening the {len(inside)} report(s) in {path} …")
+                self._groups.append([str(Path(p).absolute()) for p in inside])
                 self.open_paths(inside, interactive=interactive)
                 return
         key = str(path)
@@ -440,7 +444,8 @@ class MainWindow(QMainWindow):
             self.log.add(f"Opened {report.path} in {report.load_s:.2f} s.")
         # Summarize in the background: the Timeline and other views need not wait for it.
         self._start_summary(report)
-        self.reports.add(report)
+        self._report_keys[id(report)] = key
+        self.reports.add(report, select=self._group_of(key) is None)
         if report.trace.info.kind == "snapshot":  # memory only: its page is the one to see
             self.set_view("pytorch")
         recent = gsettings.add_recent(self.settings, report.path)
@@ -517,11 +522,38 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(f"Cancelled opening {Path(key).name}.", 5000)
         self.sig_load_cancelled.emit(key)
 
+    def _group_of(self, key: str) -> list[str] | None:
+        return next((g for g in self._groups if key in g), None)
+
+    def _finish_group(self, key: str) -> None:
+        """A folder's last report loaded: list its reports in rank order and select the first."""
+        group = self._group_of(key)
+        if group is None or any(k in self._jobs for k in group):
+            return
+        self._groups.remove(group)
+        rank = {k: i for i, k in enumerate(group)}
+
+        def key_of(it: QListWidgetItem) -> str:
+            return self._report_keys.get(id(it.data(Qt.ItemDataRole.UserRole)), "")
+
+        items = [self.report_list.takeItem(i) for i in range(self.report_list.count() - 1, -1, -1)]
+        items.reverse()
+        ours = sorted((it for it in items if key_of(it) in rank), key=lambda it: rank[key_of(it)])
+        others = iter([it for it in items if key_of(it) not in rank])
+        ours_iter = iter(ours)
+        for it in items:  # the group's slots, in rank order; the other reports stay where they were
+            self.report_list.addItem(next(ours_iter) if key_of(it) in rank else next(others))
+        self.reports.reorder([self.report_list.item(i).data(Qt.ItemDataRole.UserRole)
+                              for i in range(self.report_list.count())])
+        if ours:
+            self.reports.set_current(ours[0].data(Qt.ItemDataRole.UserRole))
+
     def _on_load_done(self, key: str) -> None:
         job = self._jobs.pop(key, None)
         self._interactive.pop(key, None)
         if job is not None:
             job.deleteLater()
+        self._finish_group(key)
         if not self._jobs:
             self._hide_busy()
             self.sig_idle.emit()
@@ -543,6 +575,7 @@ class MainWindow(QMainWindow):
         self.report_list.addItem(item)
 
     def _on_report_removed(self, report: LoadedReport) -> None:
+        self._report_keys.pop(id(report), None)
         for i in range(self.report_list.count()):
             if self.report_list.item(i).data(Qt.ItemDataRole.UserRole) is report:
                 self.report_list.takeItem(i)

@@ -267,3 +267,24 @@ def test_a_tab_clicked_before_its_view_is_built_shows_that_view(qtbot, window):
     assert view is not None and window.tabs.currentWidget() is view
     assert window.current_view() == "stats" and "stats" not in window._pending
     qtbot.waitUntil(lambda: not view.is_busy() and view.model.rowCount() > 0, timeout=LOAD_TIMEOUT_MS)
+
+
+def test_a_folder_of_ranks_opens_in_rank_order(qtbot, window, tmp_path):
+    """NAME_rank<N> reports are listed by N and rank 0 is selected, whichever finished loading last."""
+    import lzma
+
+    from tests.conftest import REPO
+    from tests.gui.conftest import LOAD_TIMEOUT_MS
+
+    src = REPO / "tests/data/recordings/zoo/ddp4"
+    folder = tmp_path / "job"
+    folder.mkdir()
+    for r in (3, 1, 2, 0):
+        (folder / f"ddp4_base_rank{r}.sqlite").write_bytes(
+            lzma.decompress((src / f"ddp4_base_rank{r}.sqlite.xz").read_bytes()))
+    window.open_path(folder)
+    qtbot.waitUntil(lambda: not window.is_loading() and len(window.reports) == 4, timeout=LOAD_TIMEOUT_MS)
+    names = [window.report_list.item(i).text() for i in range(window.report_list.count())]
+    assert names == [f"ddp4_base_rank{r}.sqlite" for r in range(4)]
+    assert [r.name for r in window.reports.reports] == names
+    assert window.reports.current.name == "ddp4_base_rank0.sqlite"
