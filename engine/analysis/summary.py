@@ -588,8 +588,7 @@ def _iterations(trace: Trace, api: _Calls, ops: _Ops,
         warmup_count=st.warmup_count, total_ns=int(durs.sum()), first_ns=int(durs[0]),
         median_ns=float(np.median(durs)), steady_median_ns=st.steady_median_ns,
         median_after_first_ns=float(np.median(rest)) if len(rest) else None,
-        # the first step's extra time over the others (0 when it was as fast or faster)
-        first_iteration_extra_ns=max(int(durs[0] - np.median(rest)), 0) if len(rest) else None,
+        first_iteration_extra_ns=first_step_extra_ns(durs),
         gpu_busy_per_step_ns=busy_steady if n_steady else 0.0,
         api_per_iteration=per_it, api_warmup=warm, api_one_time=once, phases=phases,
         processes=tuple(sm.ProcessSteps(p.pid, p.range_name, p.count, p.warmup_count, p.steady_median_ns)
@@ -599,6 +598,17 @@ def _iterations(trace: Trace, api: _Calls, ops: _Ops,
         host_steady_median_ns=st.host_steady_median_ns,
         outlier_steps=tuple(int(i) for i in np.flatnonzero(st.outlier_mask)),
     )
+
+
+def first_step_extra_ns(durations: np.ndarray) -> int | None:
+    """The first step's time beyond the median of the others: 0 when it was as fast or faster.
+
+    None with a single step. A first step faster than the rest costs nothing extra, so the summary
+    says nothing about it (a negative "extra" time is no time).
+    """
+    if len(durations) < 2:
+        return None
+    return max(int(durations[0] - np.median(durations[1:])), 0)
 
 
 def _steady_host_windows(st: Steps) -> tuple[np.ndarray, np.ndarray]:
