@@ -1,6 +1,8 @@
-"""How numbers look in the GUI: durations, byte counts, counts with thousands separators.
+"""How numbers look in the GUI: durations, byte counts, rates, counts with thousands separators.
 
-Pure functions, no Qt and no pandas, so views and tests share one formatting.
+Pure functions, no Qt and no pandas, so views and tests share one formatting. Nothing here writes
+scientific notation ("1.8e-08 GB"): a quantity takes the unit that suits it (:func:`nbytes`,
+:func:`duration`, :func:`rate`), a bare number stays positional (:func:`decimal`).
 """
 
 from __future__ import annotations
@@ -45,6 +47,28 @@ def nbytes(b: float | int | None) -> str:
     return f"{v:,.0f} B"
 
 
+def rate(bytes_per_s: float | int | None) -> str:
+    """A transfer rate in decimal units, as the byte sizes: '1,262.8 GB/s', '3.1 MB/s', '4 B/s'."""
+    if bytes_per_s is None or (isinstance(bytes_per_s, float) and math.isnan(bytes_per_s)):
+        return "–"
+    v = float(bytes_per_s)
+    if abs(v) >= 1e12:
+        return f"{v / 1e12:,.2f} TB/s"
+    return f"{nbytes(v)}/s"
+
+
+def decimal(v: float, digits: int = 1) -> str:
+    """A number in positional notation, never scientific: '0.00264', '1,262.8', '4.0'.
+
+    Below ``10 ** -digits`` it keeps three significant digits ('0.000000488', not '4.88e-07').
+    """
+    f = float(v)
+    if f != 0 and abs(f) < 10 ** -digits:
+        places = min(-math.floor(math.log10(abs(f))) + 2, 15)
+        return f"{f:.{places}f}"
+    return f"{f:,.{digits}f}"
+
+
 def count(n: int | float | None) -> str:
     """An integer count with thousands separators."""
     if n is None or (isinstance(n, float) and math.isnan(n)):
@@ -84,9 +108,7 @@ def cell(v: Any, decimals: int = 1, separators: bool = True) -> str:
         kind = getattr(getattr(v, "dtype", None), "kind", None)
         if isinstance(v, int) or kind in ("i", "u"):
             return f"{int(v):,}" if separators else str(int(v))
-        if f != 0 and abs(f) < 10 ** -decimals:
-            return f"{f:.3g}"
-        return f"{f:,.{decimals}f}"
+        return decimal(f, decimals)
     if type(v).__name__ in ("NAType", "NaTType"):
         return ""
     return str(v)

@@ -36,6 +36,15 @@ CALIBRATION_FIELDS: dict[tuple[str, str], str] = {
     ("Device-to-Device", "Device"): "d2d_copy_bytes_per_s",
 }
 
+#: A copy that would take less than this at its ceiling is latency-bound: its fixed per-copy cost (a
+#: few microseconds of DMA setup and completion) sets its time, not the bandwidth, so a percentage
+#: of the ceiling says nothing about it (a 4-byte ``loss.item()`` "reaches" 0.003 % of 64 GB/s).
+LATENCY_NS = 1_000.0
+#: ... and when the transfer at the ceiling would be less than this share of the copy's duration.
+LATENCY_SHARE = 0.25
+#: Without a ceiling (unified memory), copies up to this size count as latency-bound.
+LATENCY_BYTES = 64 * 1024
+
 TRANSFER_COLUMNS = [
     "start", "end", "duration_ns", "bytes", "bytes_per_s", "gb_per_s", "direction", "memory",
     "kind", "copyKind", "srcKindName", "dstKindName", "deviceId", "streamId", "correlationId",
@@ -192,18 +201,51 @@ def transfers(trace: Trace) -> pd.DataFrame:
     return out.sort_values("start", kind="stable").reset_index(drop=True)
 
 
-def kind_stats(xfers: pd.DataFrame, ceilings: list[Ceiling] | None = None) -> pd.DataFrame:
+STATS_COLUMNS = [
+    "direction", "memory", "kind", "count", "bytes", "total_ns", "gb_per_s", "median_gb_per_s",
+    "p10_gb_per_s", "p90_gb_per_s", "min_gb_per_s", "max_gb_per_s", "ceiling_gb_per_s",
+    "ceiling_source", "pct_of_ceiling", "median_bytes", "latency_bound", "latency_ns", "l2_resident",
+    "rating", "note",
+]
+
+
+def latency_bound(nbytes: np.ndarray, duration_ns: np.ndarray,
+                  ceiling_bytes_per_s: float | None) -> np.ndarray:
+    """Which copies are latency-bound: their fixed per-copy cost, not the bandwidth, sets their time.
+
+    A copy is when at its ceiling it would take under :data:`LATENCY_NS` and under a quarter of the
+    time it took (the rest, three quarters or more, is the fixed cost). Without a ceiling, copies
+    of at most :data:`LATENCY_BYTES` are.
+    """
+    if ceiling_bytes_per_s is None or not ceiling_bytes_per_s > 0:
+        return np.asarray(nbytes <= LATENCY_BYTES)
+    at_ceiling = nbytes * 1e9 / ceiling_bytes_per_s
+    return np.asarray((at_ceiling < LATENCY_NS) & (at_ceiling < LATENCY_SHARE * duration_ns))
+
+
+def l2_resident(direction: str, nbytes: np.ndarray, l2_bytes: float | None) -> np.ndarray:
+    """Which device-to-device copies stay in L2: source and destination together fit in it."""
+    if not l2_bytes or direction != "Device-to-Device":
+        return np.zeros(len(nbytes), dtype=bool)
+    return np.asarray(2 * nbytes <= l2_bytes)
+
+
+def kind_stats(xfers: pd.DataFrame, ceilings: list[Ceiling] | None = None,
+               l2_bytes: float | None = None) -> pd.DataFrame:
     """Per (direction, memory): count, bytes, time, aggregate and per-copy rates, share of ceiling.
 
     ``gb_per_s`` is total bytes over total time (what the copies achieved together); the median,
     p10/p90, min and max are over the per-copy rates. ``pct_of_ceiling`` compares the aggregate
-    rate with the matching ceiling (NaN when there is none).
+    rate with the matching ceiling (NaN when there is none, and when every copy is latency-bound:
+    a share of the bandwidth means nothing for copies whose time is their fixed cost).
+    ``latency_bound`` counts the copies :func:`latency_bound` calls so, ``latency_ns`` is their
+    median duration (the per-copy latency); ``l2_resident`` counts device-to-device copies whose
+    source and destination fit in the GPU's L2 (``l2_bytes``): they can run above the HBM ceiling.
+    ``rating`` is "latency-bound" or "L2-resident" (every copy), "bandwidth" (none) or "mixed";
+    ``note`` says it in words, with the numbers.
     """
     import pandas as pd
 
-    cols = ["direction", "memory", "kind", "count", "bytes", "total_ns", "gb_per_s", "median_gb_per_s",
-            "p10_gb_per_s", "p90_gb_per_s", "min_gb_per_s", "max_gb_per_s", "ceiling_gb_per_s",
-            "ceiling_source", "pct_of_ceiling"]
     rows = []
     ceil = {(c.direction, c.memory): c for c in ceilings or []}
     for (direction, memory), g in xfers.groupby(["direction", "memory"], sort=True):
@@ -212,7 +254,12 @@ def kind_stats(xfers: pd.DataFrame, ceilings: list[Ceiling] | None = None) -> pd
         per = g["gb_per_s"].dropna().to_numpy(dtype=float)
         agg = nbytes / total_ns if total_ns else math.nan  # bytes/ns == GB/s
         c = ceil.get((str(direction), str(memory)))
-        rows.append({
+        b = g["bytes"].to_numpy(dtype=float)
+        durations = g["duration_ns"].to_numpy(dtype=float)
+        lat = latency_bound(b, durations, c.bytes_per_s if c else None)
+        l2 = l2_resident(str(direction), b, l2_bytes) & ~lat
+        pct = 100.0 * agg / c.gb_per_s if c and not math.isnan(agg) else math.nan
+        row = {
             "direction": direction, "memory": memory, "kind": f"{direction} · {memory}",
             "count": len(g), "bytes": nbytes, "total_ns": total_ns, "gb_per_s": agg,
             "median_gb_per_s": float(np.median(per)) if len(per) else math.nan,
@@ -222,9 +269,62 @@ def kind_stats(xfers: pd.DataFrame, ceilings: list[Ceiling] | None = None) -> pd
             "max_gb_per_s": float(per.max()) if len(per) else math.nan,
             "ceiling_gb_per_s": c.gb_per_s if c else math.nan,
             "ceiling_source": c.source if c else "",
-            "pct_of_ceiling": 100.0 * agg / c.gb_per_s if c and not math.isnan(agg) else math.nan,
-        })
-    return pd.DataFrame(rows, columns=cols)
+            "pct_of_ceiling": math.nan if lat.all() else pct,
+            "median_bytes": float(np.median(b)) if len(b) else math.nan,
+            "latency_bound": int(lat.sum()),
+            "latency_ns": float(np.median(durations[lat])) if lat.any() else math.nan,
+            "l2_resident": int(l2.sum()),
+            "rating": ("latency-bound" if lat.all() else "L2-resident" if l2.all() else
+                       "bandwidth" if not (lat | l2).any() else "mixed"),
+        }
+        row["note"] = _note(row, c, l2_bytes, b, lat, l2)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=STATS_COLUMNS)
+
+
+def _nbytes(b: float) -> str:
+    """Decimal byte sizes: '4 B', '1.6 MB', '52.4 MB'."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(b) >= scale:
+            return f"{b / scale:,.1f} {unit}"
+    return f"{b:,.0f} B"
+
+
+def _time(ns: float) -> str:
+    """A short duration: '0.06 ns', '768 ns', '2.4 µs', '1.5 ms' (never '0.0 µs')."""
+    from engine.analysis.findings.model import fmt_time
+
+    if ns < 1:
+        return f"{ns:.2g} ns"
+    return f"{ns:,.0f} ns" if ns < 1000 else fmt_time(ns)
+
+
+def _note(row: dict[str, Any], c: Ceiling | None, l2_bytes: float | None, b: np.ndarray, lat: np.ndarray,
+          l2: np.ndarray) -> str:
+    """What one kind's rate means: latency-bound copies, L2-resident ones, a rate above its ceiling."""
+    n = int(row["count"])
+    parts = []
+    if lat.any():
+        biggest = float(b[lat].max())
+        lat_text = f"{_time(row['latency_ns'])} per copy (median)"
+        if lat.all():
+            at = (f"; at the {c.gb_per_s:,.0f} GB/s ceiling even the largest ({_nbytes(biggest)}) would take "
+                  f"{_time(biggest * 1e9 / c.bytes_per_s)}, so the per-copy cost sets the time, not the "
+                  "bandwidth" if c else "")
+            parts.append(f"latency-bound: {_nbytes(row['median_bytes'])} per copy, {lat_text}{at}")
+        else:
+            parts.append(f"{int(lat.sum())} of {n} copies latency-bound (≤ {_nbytes(biggest)}, "
+                         f"{lat_text})")
+    if l2.any() and l2_bytes:
+        parts.append(f"{int(l2.sum())} of {n} copies L2-resident (≤ {_nbytes(float(b[l2].max()))}: source "
+                     f"and destination fit in the {_nbytes(l2_bytes)} L2, which is faster than HBM)")
+    pct = row["pct_of_ceiling"]
+    if isinstance(pct, float) and not math.isnan(pct) and pct > 100.0 and c is not None:
+        why = ("copies that stay in L2 run above the HBM rate" if l2.any() else
+               f"the {c.source} ceiling is below what these copies reach; measure it again with "
+               "`kernelscope calibrate`")
+        parts.insert(0, f"above the {c.source} ceiling ({pct:,.0f} %): {why}")
+    return "; ".join(parts)
 
 
 def histogram(xfers: pd.DataFrame, bins: int = 30, log: bool = True) -> pd.DataFrame:
@@ -282,6 +382,18 @@ def _load_calibration(uuid: str | None) -> Any:
     except Exception as exc:  # noqa: BLE001 - a damaged calibration file must not break the view; use the spec
         _calibration_problem[str(uuid)] = str(exc)
         return None
+
+
+def report_l2_bytes(trace: Trace) -> float | None:
+    """The L2 size of the report's first GPU in bytes (nsys ``TARGET_INFO_GPU.l2CacheSize``), or None."""
+    g = trace.table("gpus", ["l2CacheSize"])
+    if not len(g) or "l2CacheSize" not in g:
+        return None
+    try:
+        v = float(g["l2CacheSize"].iloc[0])
+    except (TypeError, ValueError):
+        return None
+    return v if v > 0 and not math.isnan(v) else None
 
 
 def report_gpu(trace: Trace) -> tuple[str | None, str | None]:
@@ -364,6 +476,7 @@ class BandwidthAnalysis:
     ceilings: list[Ceiling]
     gpu_name: str | None
     notes: list[str]
+    l2_bytes: float | None = None  # the GPU's L2 (what decides whether a device copy stays in it)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict (schema ``kernelscope.bandwidth/1``, strict JSON: null, never NaN).
@@ -377,6 +490,7 @@ class BandwidthAnalysis:
 
         doc: dict[str, Any] = strict({
             "schema": "kernelscope.bandwidth/1", "gpu_name": self.gpu_name, "notes": list(self.notes),
+            "l2_bytes": self.l2_bytes,
             "transfers": len(self.transfers),
             "ceilings": [{**asdict(c), "gb_per_s": c.gb_per_s} for c in self.ceilings],
             "stats": self.stats.to_dict("records"), "histogram": self.histogram.to_dict("records"),
@@ -410,4 +524,5 @@ def analyze(trace: Trace, *, calibration: Any = None, use_calibration: bool = Tr
     elif all(c.source == "spec" for c in ceil):
         notes.append("Ceilings are the GPU's specification; run `kernelscope calibrate` on that "
                      "machine for measured ones.")
-    return BandwidthAnalysis(x, kind_stats(x, ceil), histogram(x, bins=bins), ceil, name, notes)
+    l2 = report_l2_bytes(trace)
+    return BandwidthAnalysis(x, kind_stats(x, ceil, l2), histogram(x, bins=bins), ceil, name, notes, l2)

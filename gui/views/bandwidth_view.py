@@ -3,7 +3,9 @@ the ceilings (measured by ``kernelscope calibrate`` when available, else the GPU
 
 from __future__ import annotations
 
+import html
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -58,32 +60,63 @@ def scale_for(largest: float, units: tuple[tuple[float, str], ...]) -> tuple[flo
     return units[-1]
 
 
-BYTE_UNITS = ((1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "B"))
-TIME_UNITS = ((1e6, "ms"), (1e3, "µs"), (1.0, "ns"))
+TIME_UNITS = ((1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1.0, "ns"))
 
 
 def table_frame(stats: pd.DataFrame) -> pd.DataFrame:
-    """The per-kind statistics as the table shows them (column names with units chosen from the
-    data: MB and ms for the usual copies, B and µs for tiny ones)."""
+    """The per-kind statistics as the table shows them, each cell in its own unit.
+
+    Raw numbers (bytes, ns, bytes/s) that :data:`TABLE_FORMATS` writes (4 B beside 14.1 GB, never
+    "4.88e-07 GB"); "Time (sum)" adds the copies' durations (overlapping copies count twice: it is
+    not the union the Summary shows). "% of ceiling" is blank for a kind whose copies are all
+    latency-bound; "Rating" says so with their per-copy latency, or that device copies stay in L2
+    (see engine.analysis.bandwidth).
+    """
     import pandas as pd
 
-    b_scale, b_unit = scale_for(float(stats["bytes"].max()) if len(stats) else 0.0, BYTE_UNITS)
-    t_scale, t_unit = scale_for(float(stats["total_ns"].max()) if len(stats) else 0.0, TIME_UNITS)
-    b_col = stats["bytes"].astype(float) / b_scale
+    def gbs(col: str) -> Any:
+        return stats[col].astype(float) * 1e9
+
     return pd.DataFrame({
         "Direction": stats["direction"].astype(str),
         "Memory": stats["memory"].astype(str),
         "Copies": stats["count"].astype("int64"),
-        f"Bytes ({b_unit})": b_col.astype("int64") if b_unit == "B" else b_col,
-        f"Time ({t_unit})": stats["total_ns"].astype(float) / t_scale,
-        "Achieved (GB/s)": stats["gb_per_s"].astype(float),
-        "Median (GB/s)": stats["median_gb_per_s"].astype(float),
-        "P10 (GB/s)": stats["p10_gb_per_s"].astype(float),
-        "P90 (GB/s)": stats["p90_gb_per_s"].astype(float),
-        "Ceiling (GB/s)": stats["ceiling_gb_per_s"].astype(float),
+        "Bytes": stats["bytes"].astype("int64"),
+        "Time (sum)": stats["total_ns"].astype(float),
+        "Achieved": gbs("gb_per_s"),
+        "Median": gbs("median_gb_per_s"),
+        "P10": gbs("p10_gb_per_s"),
+        "P90": gbs("p90_gb_per_s"),
+        "Ceiling": gbs("ceiling_gb_per_s"),
         "Ceiling from": stats["ceiling_source"].astype(str),
         "% of ceiling": stats["pct_of_ceiling"].astype(float),
+        "Rating": [rating_text(r) for r in stats.to_dict("records")],
     })
+
+
+def rating_text(row: Mapping[Any, Any]) -> str:
+    """A kind's rating in a few words: 'latency-bound, 2.4 µs per copy', 'L2-resident', 'bandwidth',
+    'mixed: 168 in L2, 340 latency-bound' (the note under the table says what each means)."""
+    if row.get("rating") == "latency-bound":
+        return f"latency-bound, {fmt.duration(row.get('latency_ns'))} per copy"
+    if row.get("rating") == "L2-resident":
+        return "L2-resident"
+    if row.get("rating") != "mixed":
+        return "bandwidth"
+    extra = []
+    if row.get("l2_resident"):
+        extra.append(f"{row['l2_resident']:,} in L2")
+    if row.get("latency_bound"):
+        extra.append(f"{row['latency_bound']:,} latency-bound")
+    return "mixed: " + ", ".join(extra)
+
+
+#: how the table writes each column's raw value
+TABLE_FORMATS = {
+    "Bytes": fmt.nbytes, "Time (sum)": fmt.duration, "Achieved": fmt.rate, "Median": fmt.rate,
+    "P10": fmt.rate, "P90": fmt.rate, "Ceiling": fmt.rate,
+    "% of ceiling": lambda p: fmt.percent(p, 1 if p >= 0.1 else 3),
+}
 
 
 class BandwidthView(ReportView):
@@ -117,7 +150,7 @@ class BandwidthView(ReportView):
             style_plot(p.getPlotItem(), font)
             p.getPlotItem().setLogMode(x=False, y=True)
         self.scatter_plot.setLabel("left", "achieved rate")
-        self.scatter_plot.setLabel("bottom", "time since the first copy (s)")
+        self.scatter_plot.setLabel("bottom", "time since capture start (s)")
         self.time_unit = "s"
         self.scatter_plot.getPlotItem().getAxis("bottom").enableAutoSIPrefix(False)
         self.scatter_plot.setTitle("Every copy: bytes ÷ duration", color="#2c3e50")
@@ -136,6 +169,8 @@ class BandwidthView(ReportView):
         self.model, self.proxy = self.table.source, self.table.proxy
         blay.addWidget(plots, 1)
         blay.addWidget(self.table)
+        self.rating_text = WrapLabel(muted=True)  # latency-bound and L2-resident copies, in words
+        blay.addWidget(self.rating_text)
         self.ceiling_text = WrapLabel(muted=True)
         blay.addWidget(self.ceiling_text)
         self._body = self.stack.add_page(body)
@@ -188,8 +223,12 @@ class BandwidthView(ReportView):
         self._draw_scatter(a)
         self._draw_histogram(a)
         self._draw_ceilings(a)
-        self.table.set_frame(table_frame(a.stats))
+        self.table.set_frame(table_frame(a.stats), TABLE_FORMATS)
         self.table.fit_height()  # a handful of kinds: the plots get the rest
+        notes = [f"<b>{html.escape(str(k))}</b>: {html.escape(str(n))}"
+                 for k, n in zip(a.stats["kind"], a.stats["note"], strict=True) if n]
+        self.rating_text.setText("<br>".join(notes))
+        self.rating_text.setVisible(bool(notes))
         present = set(zip(a.stats["direction"], a.stats["memory"], strict=True))
         by_detail: dict[str, list[str]] = {}
         for c in a.ceilings:
@@ -213,26 +252,23 @@ class BandwidthView(ReportView):
                 w.hide()
                 w.deleteLater()
         x = a.transfers
-        t0 = int(x["start"].min())
-        # The time axis in a unit that suits the span (one copy: as long as its own duration).
-        span_ns = float(x["start"].max() - t0)
-        single = span_ns <= 0
-        if single:
-            span_ns = max(float(x["duration_ns"].max()), 1000.0)
-        scale, unit = scale_for(span_ns, ((1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1.0, "ns")))
+        # One time origin in every view: the capture start (trace time 0, as the Timeline counts it);
+        # the axis runs from it to the last copy's end, in a unit that suits that span.
+        span_ns = max(float(x["end"].max()), 1000.0)
+        scale, unit = scale_for(span_ns, TIME_UNITS)
         self.time_unit = unit
-        plot.setLabel("bottom", f"time since the first copy ({unit})")
+        plot.setLabel("bottom", f"time since capture start ({unit})")
         span = span_ns / scale
-        pad = 0.1 if single else 0.02
-        plot.getPlotItem().setXRange(-pad * span, (1 + pad) * span, padding=0)
+        plot.getPlotItem().setXRange(-0.02 * span, 1.02 * span, padding=0)
         for (direction, memory), g in x.groupby(["direction", "memory"], sort=True):
             kind = f"{direction} · {memory}"
             color = kind_color(str(direction), str(memory))
             g = g[g["gb_per_s"].notna() & (g["gb_per_s"] > 0)]
-            xs = (g["start"].to_numpy(dtype=float) - t0) / 1e9
+            xs = g["start"].to_numpy(dtype=float) / 1e9
             ys = g["gb_per_s"].to_numpy(dtype=float)
             self.drawn[kind] = (xs, ys)
-            tips = [f"{kind}\n{fmt.nbytes(b)} in {fmt.duration(d)}\n{r:,.2f} GB/s\nstart {s:.6f} s"
+            tips = [f"{kind}\n{fmt.nbytes(b)} in {fmt.duration(d)}\n{fmt.rate(r * 1e9)}\n"
+                    f"{fmt.duration(s * 1e9)} after capture start"
                     for b, d, r, s in zip(g["bytes"], g["duration_ns"], ys, xs, strict=True)]
             # The rate axis is in log mode; bars, lines and scatter points are placed in log10 space.
             sc = pg.ScatterPlotItem(x=xs * 1e9 / scale, y=np.log10(ys), data=tips, size=9,
@@ -307,7 +343,8 @@ class BandwidthView(ReportView):
             top = max(top, gbs)
         lows = [float(np.nanmin(y)) for _, y in self.drawn.values() if len(y)]
         bottom = min(lows) if lows else 0.1
-        self.scatter_plot.getPlotItem().setYRange(math.log10(bottom) - 0.15, math.log10(top) + 0.15,
+        # room above the highest ceiling for its label
+        self.scatter_plot.getPlotItem().setYRange(math.log10(bottom) - 0.15, math.log10(top) + 0.35,
                                                   padding=0)
 
     # -- for tests --------------------------------------------------------------------------------

@@ -49,9 +49,9 @@ class ReadOnlyTable(QTableView):
         hh.setStretchLastSection(True)
         self._fit: tuple[str, str, int, int] | None = None
 
-    def set_frame(self, df: Any) -> None:
-        """Show ``df`` in the model's own order (no sort column chosen)."""
-        self.source.set_frame(df)
+    def set_frame(self, df: Any, formats: dict[str, Any] | None = None) -> None:
+        """Show ``df`` in the model's own order (no sort column chosen); ``formats``: see the model."""
+        self.source.set_frame(df, formats)
         self.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
         self.proxy.sort(-1)
 
@@ -62,6 +62,9 @@ class ReadOnlyTable(QTableView):
         """As tall as the header and the rows (a table of a handful of rows under a plot)."""
         self.resizeRowsToContents()
         h = self.horizontalHeader().height() + 2 * self.frameWidth() + 2
+        hh = self.horizontalHeader()
+        if hh.length() > self.viewport().width() and self.viewport().width() > 0:
+            h += self.horizontalScrollBar().sizeHint().height()  # the scroll bar must not hide a row
         h += sum(self.rowHeight(r) for r in range(self.proxy.rowCount()))
         self.setFixedHeight(h)
 

@@ -7,6 +7,7 @@ Display text comes from :func:`gui.format.cell` (thousands separators, right-ali
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
@@ -31,17 +32,23 @@ class DataFrameModel(QAbstractTableModel):
         self._numeric: list[bool] = []
         self._decimals: list[int] = []
         self._separators: list[bool] = []
+        self._formats: list[Callable[[Any], str] | None] = []
         self._rows = 0
         self.df = None
         if df is not None:
             self.set_frame(df)
 
-    def set_frame(self, df: Any) -> None:
+    def set_frame(self, df: Any, formats: dict[str, Callable[[Any], str]] | None = None) -> None:
+        """Show ``df``, its cells written by ``formats`` where given.
+
+        ``formats`` maps a column to the function that writes its cells ("4 B", "2.4 µs" from raw bytes
+        and nanoseconds: each cell in its own unit); the raw value stays for sorting and copies.
+        """
         self.beginResetModel()
         self.df = df
         if df is None:
             self._columns, self._data, self._numeric, self._decimals, self._rows = [], [], [], [], 0
-            self._separators = []
+            self._separators, self._formats = [], []
         else:
             self._columns = [str(c) for c in df.columns]
             self._data = [df[c].to_numpy(dtype=object) for c in df.columns]
@@ -49,6 +56,7 @@ class DataFrameModel(QAbstractTableModel):
             # sizes in MB keep three decimals, as nsys prints them
             self._decimals = [3 if "(MB" in str(c) or "(GB" in str(c) else 1 for c in df.columns]
             self._separators = [str(c) not in ID_COLUMNS for c in df.columns]
+            self._formats = [(formats or {}).get(str(c)) for c in df.columns]
             self._rows = len(df)
         self.endResetModel()
 
@@ -66,7 +74,11 @@ class DataFrameModel(QAbstractTableModel):
             return None
         r, c = index.row(), index.column()
         if role == Qt.ItemDataRole.DisplayRole:
-            return cell(self._data[c][r], self._decimals[c], self._separators[c])
+            write = self._formats[c] if c < len(self._formats) else None
+            v = self._data[c][r]
+            if write is not None and not is_missing(v):
+                return write(v)
+            return cell(v, self._decimals[c], self._separators[c])
         if role == RAW_ROLE:
             v = self._data[c][r]
             if is_missing(v):

@@ -273,3 +273,82 @@ def test_analysis_is_typed_and_its_json_is_strict():
     assert doc["schema"] == "kernelscope.bandwidth/1" and doc["gpu_name"] == "NVIDIA H200"
     assert doc["transfers"] == len(a.transfers) == 20
     assert len(doc["stats"]) == len(a.stats) and doc["ceilings"][0]["gb_per_s"] == a.ceilings[0].gb_per_s
+
+
+# -- latency-bound and L2-resident copies (issue 25) ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def torchrun(tmp_path_factory: pytest.TempPathFactory):
+    from tests.engine.analysis import ddp_recordings as D
+
+    if not D.available():
+        pytest.skip("the DDP recordings are not in this checkout")
+    return D.unpack(tmp_path_factory.mktemp("ddp"), D.TORCHRUN)[0]
+
+
+@pytest.fixture(scope="module")
+def train_fixed(tmp_path_factory: pytest.TempPathFactory):
+    import lzma
+    import shutil
+
+    from tests.conftest import REPO
+
+    out = tmp_path_factory.mktemp("single") / "train_fixed.sqlite"
+    src = REPO / "tests" / "data" / "recordings" / "nsys" / "single" / "train_fixed.sqlite.xz"
+    with lzma.open(src) as f, out.open("wb") as g:
+        shutil.copyfileobj(f, g)
+    return out
+
+
+def _copies(path, kind: int):
+    """(bytes, duration ns) of every copy of one copyKind, straight from the export."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return np.array(con.execute("SELECT bytes, [end] - start FROM CUPTI_ACTIVITY_KIND_MEMCPY "
+                                    "WHERE copyKind = ?", (kind,)).fetchall(), dtype=float)
+    finally:
+        con.close()
+
+
+def test_tiny_copies_are_latency_bound_with_their_latency(train_fixed):
+    """train_fixed's loss.item(): one 4-byte device-to-host copy. It is rated latency-bound with its
+    per-copy time, not as 0.0026 % of the 64 GB/s PCIe ceiling."""
+    a = bw.analyze(open_report(train_fixed), use_calibration=False)
+    row = a.stats.set_index("kind").loc["Device-to-Host · Pinned"]
+    (nbytes, dur), = _copies(train_fixed, 2)
+    assert nbytes == 4 and row["count"] == 1
+    assert row["rating"] == "latency-bound" and row["latency_bound"] == 1
+    assert row["latency_ns"] == dur == 2368
+    assert np.isnan(row["pct_of_ceiling"])  # no share of the bandwidth for a copy this small
+    assert row["note"].startswith("latency-bound: 4 B per copy, 2.4 µs per copy (median)")
+    # the big pinned uploads of the same run keep their share of the ceiling
+    pinned = a.stats.set_index("kind").loc["Host-to-Device · Pinned"]
+    assert pinned["rating"] == "mixed" and pinned["pct_of_ceiling"] == pytest.approx(83.4, abs=0.1)
+
+
+def test_device_copies_above_a_calibrated_ceiling_are_explained_by_l2(torchrun):
+    """ddp_torchrun's device-to-device copies reach 1.26 TB/s together; against a calibrated 960 GB/s
+    (a copy too big for L2) that is 132 %: the copies whose source and destination fit in the 52.4 MB L2
+    say why."""
+    cal = types.SimpleNamespace(d2d_copy_bytes_per_s=960e9, gpu_name="NVIDIA H100 80GB HBM3",
+                                measured_at="2026-11-27")
+    a = bw.analyze(open_report(torchrun), calibration=cal)
+    assert a.l2_bytes == 52428800  # TARGET_INFO_GPU.l2CacheSize of the H100
+    row = a.stats.set_index("kind").loc["Device-to-Device · Device"]
+    copies = _copies(torchrun, 8)
+    agg = copies[:, 0].sum() / copies[:, 1].sum()  # bytes per ns = GB/s
+    assert row["pct_of_ceiling"] == pytest.approx(100 * agg / 960, rel=1e-9)
+    assert row["pct_of_ceiling"] == pytest.approx(131.5, abs=0.1)
+    at_ceiling = copies[:, 0] / 960  # ns at 960 GB/s
+    tiny = (at_ceiling < 1000) & (at_ceiling < 0.25 * copies[:, 1])
+    in_l2 = (2 * copies[:, 0] <= 52428800) & ~tiny
+    assert row["l2_resident"] == int(in_l2.sum()) == 168
+    assert row["latency_bound"] == int(tiny.sum())
+    assert row["note"].startswith("above the calibration ceiling (132 %): copies that stay in L2 run above "
+                                  "the HBM rate")
+    assert ("168 of 676 copies L2-resident (≤ 16.8 MB: source and destination fit in the 52.4 MB L2"
+            in row["note"])
+    doc = a.to_json()
+    assert doc["l2_bytes"] == 52428800
+    assert [s["rating"] for s in doc["stats"]] == list(a.stats["rating"])
