@@ -238,7 +238,7 @@ def session_markdown(summary: Summary | dict[str, Any], findings: list[Finding],
     """A report's headline numbers, its breakdown, ``extra`` sections (Markdown lines) and its findings."""
     summary = summary if isinstance(summary, dict) else summary.to_json()
     r = summary["report"]
-    gpus = ", ".join(str(g["name"]) for g in r["gpus"]) or "unknown GPU"
+    gpus = ", ".join(str(g["name"] or "unknown GPU") for g in r["gpus"]) or "unknown GPU"
     lines = [f"# Kernelscope report: {Path(r['path']).name}", "",
              f"- Recorded by: {r['product_version'] or 'unknown'} on {gpus}",
              f"- Capture: {fmt_time(summary['wall']['span_ns'])} wall span; CUDA API "
@@ -409,7 +409,8 @@ def perfetto_trace(trace: Trace) -> dict[str, Any]:
     t0, _ = capture_window(trace)
     ev: list[dict[str, Any]] = []
     procs = trace.table("processes", ["pid", "name"])
-    pnames = {int(p): str(n) for p, n in zip(procs["pid"], procs["name"], strict=False)} if len(procs) else {}
+    pnames = {int(p): str(n) for p, n in zip(procs["pid"], procs["name"], strict=False)
+              if n is not None and n == n} if len(procs) else {}  # (no name, None or NaN: "process PID")
     threads = trace.table("threads", ["pid", "tid", "name"])
     seen_pids: set[int] = set()
 
@@ -469,7 +470,8 @@ def perfetto_trace(trace: Trace) -> dict[str, Any]:
     # Metadata: names for processes and threads / streams.
     meta: list[dict[str, Any]] = []
     gpus = trace.table("gpus", ["id", "name"])
-    gnames = {int(i): str(n) for i, n in zip(gpus["id"], gpus["name"], strict=False)} if len(gpus) else {}
+    gnames = {int(i): str(n) for i, n in zip(gpus["id"], gpus["name"], strict=False)
+              if n is not None and n == n} if len(gpus) else {}
     for pid in sorted(seen_pids):
         if pid >= GPU_PID_BASE:
             dev = pid - GPU_PID_BASE

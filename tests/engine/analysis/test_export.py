@@ -172,3 +172,10 @@ def test_markdown_says_when_the_gpu_parts_overlap():
     n = len(doc["gpu"]["devices"][0]["parts"])
     assert f"the parts overlap in time, so their shares add up to {60.0 * n:.1f} % of busy" in md
     assert f"{part['part']} 60.0 %" in md
+
+
+def test_no_none_for_a_gpu_or_process_without_a_name():
+    doc = summarize(open_report(NAIVE)).to_json()
+    doc["report"]["gpus"] = [{**g, "name": None} for g in doc["report"]["gpus"]]
+    md = export.session_markdown(doc, [])
+    assert "None" not in md and "on unknown GPU" in md
