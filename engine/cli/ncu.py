@@ -160,6 +160,7 @@ def _read_ceilings(path: str | None) -> dict[str, float] | None:
 def cmd_ncu(args: argparse.Namespace) -> int:
     """Print an Nsight Compute report's per-kernel summary, one of its pages, or a comparison."""
     from engine.reports.ncu import read_ncu
+    from engine.reports.ncu_rep import NO_RESULTS_LINE, NoResultsError
 
     if args.compare:
         args.before, args.after = args.input, args.compare
@@ -172,8 +173,14 @@ def cmd_ncu(args: argparse.Namespace) -> int:
             return 0
     # every kernel's hottest SASS, disassembled in children (only when asked: it doubles the work)
     sources = args.page == "sections" and args.source and not args.kernel
-    report = _filter(_named(read_ncu(args.input, sources=sources), args.input, args.rename_kernels),
-                     args.kernel)
+    try:
+        report = _filter(_named(read_ncu(args.input, sources=sources), args.input, args.rename_kernels),
+                         args.kernel)
+    except NoResultsError:
+        if args.page not in ("details", "raw") or args.json or args.kernel:
+            raise
+        sys.stdout.write(NO_RESULTS_LINE)  # ncu prints this line (on stdout) as either page, exit code 0
+        return 0
     if cached is not None and not report.notes:
         import io
 
@@ -223,9 +230,24 @@ def _store_page(path: str, key: str, text: str) -> None:
         pass  # a read-only cache only costs speed
 
 
+def _details_page(report: Any, print_units: str) -> str:
+    """The details page as ncu prints it: nothing at all, not even the header, when no result holds a section.
+
+    ncu prints the header with the first section it meets (a result profiled with sections that have
+    no header metric still gets it: the header alone); a report profiled without any section (an empty
+    ``--section-folder``) prints an empty page.
+    """
+    from engine.analysis.ncu.pages import details_csv
+
+    sections = getattr(report, "sections", None)
+    if getattr(report, "source", "") == "ncu-rep" and sections and not any(sections.values()):
+        return ""
+    return details_csv(report, print_units)
+
+
 def _page(report: Any, args: argparse.Namespace, out: Any) -> int:
     """Print the page, the summary or the analysis page ``args`` ask for."""
-    from engine.analysis.ncu.pages import details_csv, raw_csv
+    from engine.analysis.ncu.pages import raw_csv
 
     for note in report.notes:
         sys.stderr.write(f"kernelscope: {note}\n")
@@ -248,7 +270,7 @@ def _page(report: Any, args: argparse.Namespace, out: Any) -> int:
             json.dump(table[cols].to_dict(orient="records"), out, indent=1)
             out.write("\n")
         else:
-            out.write(details_csv(report, args.print_units) if args.page == "details" else raw_csv(report))
+            out.write(_details_page(report, args.print_units) if args.page == "details" else raw_csv(report))
         return 0
     rows = _summary_rows(report)
     if args.json:

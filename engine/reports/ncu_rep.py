@@ -40,6 +40,15 @@ from engine.system.errors import ReportError
 if TYPE_CHECKING:
     pass
 
+
+class NoResultsError(ReportError):
+    """A complete report that holds no profiling result (ncu wrote it, but nothing was profiled)."""
+
+
+#: What ``ncu --import R --page details|raw`` (2025.3.1) prints, on stdout, for a report of no result.
+NO_RESULTS_LINE = "==WARNING== No results are found in this report.\n"
+
+
 def _check_file(path: Path) -> None:
     """Raise ReportError unless ``path`` is a complete Nsight Compute report (cheap, reads headers)."""
     head = read_head(path, 4, folder_sentence="is a folder, not a report; give the path of a .ncu-rep file.",
@@ -290,7 +299,7 @@ def _read_ncu_rep(p: Path, use_cache: bool = False, sources: bool = False) -> Nc
     if not refs:
         if newer:
             raise ReportError(_newer_message(p, fmt, layout.ncu_version))
-        raise ReportError(
+        raise NoResultsError(
             f"{p} has no kernel that ncu_report can read: it is damaged or holds no profiled kernel; "
             "copy it again, or profile again and check the ncu filters."
         )
