@@ -106,8 +106,12 @@ def check_findings(doc: dict[str, Any], span_ns: int) -> list[str]:
         g = f.get("gain") or {}
         if g.get("seconds") is not None and g["seconds"] * 1e9 > span_ns * SLACK + 1000:
             out.append(f"{f['id']}: gain {g['seconds']} s > the capture {span_ns / 1e9} s")
-        if g.get("per_step_ns") is not None and g.get("window_ns") and g.get("window") == "steady steps":
-            pass
+        if g.get("per_step_ns") is not None and g.get("window_ns") and g.get("window") == "steady steps" \
+                and g["per_step_ns"] > g["window_ns"] * SLACK + 1000:
+            out.append(f"{f['id']}: gain {g['per_step_ns']} ns per step > the step {g['window_ns']} ns")
+        if g and g.get("capture_seconds", g.get("seconds")) != g.get("seconds"):
+            out.append(f"{f['id']}: gain capture_seconds {g.get('capture_seconds')} != seconds "
+                       f"{g.get('seconds')}")
         for e in f.get("evidence", []):
             if e.get("unit") == "ns" and isinstance(e.get("value"), (int, float)) and "union" in e["label"] \
                     and e["value"] > span_ns * SLACK + 1000:
@@ -124,6 +128,41 @@ def check_ranks(doc: dict[str, Any]) -> list[str]:
         if step and wait and wait > step * SLACK + 1000:
             out.append(f"rank {r.get('rank')}: wait {wait} ns > its step {step} ns")
     return out
+
+
+#: a verdict line of ``compare``'s text: ``p=0.0286 < 0.05 -> faster``
+VERDICT = re.compile(r"p=(\d+\.\d+) (<|>=) (\d*\.?\d+) -> ([a-z ]+)")
+
+
+def check_compare(doc: dict[str, Any], text: str) -> list[str]:
+    """``compare --json`` and its text: the verdict follows the test; no speedup between different steps.
+
+    The verdict follows the Mann-Whitney test at the stated alpha, in the JSON and in the text; steps
+    of different ranges give a warning and no speedup.
+    """
+    out = check_numbers(doc)
+    it = doc.get("iterations")
+    if not it:
+        return out
+    p, alpha = it["p_value"], it.get("alpha", 0.05)
+    if p is not None and (p < alpha) != bool(it["significant"]):
+        out.append(f"compare: p = {p} vs alpha {alpha} but significant = {it['significant']}")
+    if p is not None and p < alpha and "no significant" in it["verdict"]:
+        out.append(f"compare: p = {p} < {alpha} -> {it['verdict']!r}")
+    if p is not None and p >= alpha and it["verdict"] in ("faster", "slower"):
+        out.append(f"compare: p = {p} >= {alpha} -> {it['verdict']!r}")
+    if it.get("steps_comparable") is False and it.get("speedup") is not None:
+        out.append(f"compare: a speedup {it['speedup']} between different ranges {it['range_a']!r}, "
+                   f"{it['range_b']!r}")
+    if it.get("steps_comparable") is False and not any("different ranges" in w for w in doc["warnings"]):
+        out.append("compare: steps of different ranges without a warning")
+    for m in VERDICT.finditer(text):
+        pv, rel, a, said = float(m.group(1)), m.group(2), float(m.group(3)), m.group(4).strip()
+        if (rel == "<") != (pv < a) or (rel == "<") == said.startswith("no significant"):
+            out.append(f"compare text: {m.group(0)!r}")
+    if it.get("steps_comparable") is False and re.search(r"speedup \d", text):
+        out.append("compare text: a speedup between different ranges")
+    return out + check_text(text)
 
 
 def check_text(text: str) -> list[str]:

@@ -6,7 +6,9 @@ a temporary folder), each nsys export and Kineto trace in ``../shared/fixtures``
 ``kernelscope findings``, as JSON and as text, must break none of the rules: times ≥ 0, shares in
 [0, 100 %], unions within the wall, parts within their whole, per-step figures within the step, the
 parts' attributed shares of busy adding up to at most 100 %, no None/NaN/scientific notation in text.
-The last tests put defects back and show the checker finds them.
+``compare`` on a few pairs (a fix, Kineto runs, two ranks, two different ranges) must state the verdict
+the test gives at its alpha and no speedup between different ranges. The last tests put defects back
+and show the checker finds them.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import pytest
 
 from engine.cli.app import main
 from tests.conftest import FIXTURES, REPO
-from tests.invariants import check_findings, check_summary, check_text
+from tests.invariants import check_compare, check_findings, check_summary, check_text
 
 RECORDINGS = REPO / "tests" / "data" / "recordings"
 
@@ -98,10 +100,64 @@ def test_every_number_holds(source: Path, unpacked: Callable[[Path], Path]) -> N
     assert violations(unpacked(source)) == []
 
 
-# -- the checker finds the defects when they are put back ----------------------------------------------
 def _recording(name: str) -> Path:
     (hit,) = [p for p in SOURCES if p.name == f"{name}.xz"]
     return hit
+
+
+#: pairs to compare: a fix (NVTX variant renamed), a fix of a GPU repeat's length, Kineto runs, two
+#: ranks, and two different ranges (composed phases vs one outer range: a warning and no speedup)
+PAIRS = [("host_overhead_naive.sqlite", "host_overhead_fixed.sqlite"),
+         ("launch.sqlite", "launch_graph.sqlite"), ("train_bad_kineto.json", "train_fixed_kineto.json"),
+         ("ddp_kineto_rank0_kineto.json", "ddp_kineto_rank1_kineto.json"),
+         ("phases.sqlite", "outer_b.sqlite")]
+
+
+def _report(name: str, unpacked: Callable[[Path], Path]) -> Path:
+    shared = FIXTURES / "nsys" / name
+    return shared if shared.exists() else unpacked(_recording(name))
+
+
+def compare_violations(a: Path, b: Path) -> list[str]:
+    """Every rule ``compare A B`` (JSON and text) breaks."""
+    rc, out = _run(["compare", str(a), str(b), "--json"])
+    assert rc == 0, f"compare {a.name} {b.name} failed"
+    return check_compare(json.loads(out), _run(["compare", str(a), str(b)])[1])
+
+
+@pytest.mark.parametrize(("a", "b"), PAIRS, ids=[f"{a}-vs-{b}" for a, b in PAIRS])
+def test_every_comparison_holds(a: str, b: str, unpacked: Callable[[Path], Path]) -> None:
+    if a.startswith("host_overhead") and not FIXTURES.is_dir():
+        pytest.skip(f"no shared fixtures at {FIXTURES}")
+    assert compare_violations(_report(a, unpacked), _report(b, unpacked)) == []
+
+
+# -- the checker finds the defects when they are put back ----------------------------------------------
+def test_a_verdict_against_the_test_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The old rule (significant only when the bootstrap CI excludes 0 too) gave "p=0.0345 -> no change"."""
+    from engine.analysis import compare
+
+    real = compare.iteration_stats
+
+    def old_rule(ia: Any, ib: Any) -> dict[str, Any]:
+        it = real(ia, ib)
+        it["significant"] = it["significant"] and it["ci_excludes_zero"]
+        if not it["significant"]:
+            it["verdict"] = it["test_result"] = "no significant change"
+        return it
+
+    a = compare.Iterations("step", [0, 104, 109, 91, 104, 95, 100, 108, 95], 1)
+    b = compare.Iterations("step", [0, 99, 88, 91, 104, 93, 95, 90, 87], 1)
+
+    def violations_of(stats: Callable[[Any, Any], dict[str, Any]]) -> list[str]:
+        c = compare.Comparison("a", "b", stats(a, b), [], [], [])
+        return check_compare(json.loads(json.dumps(c.to_dict())), compare.format_comparison(c))
+
+    assert violations_of(real) == []
+    monkeypatch.setattr(compare, "iteration_stats", old_rule)
+    found = violations_of(compare.iteration_stats)
+    assert any("-> 'no significant change'" in v for v in found), found
+    assert any(v.startswith("compare text: 'p=0.0345") for v in found), found
 
 
 def test_a_negative_first_step_extra_is_caught(unpacked: Callable[[Path], Path],
