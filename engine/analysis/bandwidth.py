@@ -205,7 +205,7 @@ STATS_COLUMNS = [
     "direction", "memory", "kind", "count", "bytes", "total_ns", "gb_per_s", "median_gb_per_s",
     "p10_gb_per_s", "p90_gb_per_s", "min_gb_per_s", "max_gb_per_s", "ceiling_gb_per_s",
     "ceiling_source", "pct_of_ceiling", "median_bytes", "latency_bound", "latency_ns", "l2_resident",
-    "rating", "note",
+    "rating", "note", "union_ns",
 ]
 
 
@@ -234,10 +234,13 @@ def kind_stats(xfers: pd.DataFrame, ceilings: list[Ceiling] | None = None,
                l2_bytes: float | None = None) -> pd.DataFrame:
     """Per (direction, memory): count, bytes, time, aggregate and per-copy rates, share of ceiling.
 
-    ``gb_per_s`` is total bytes over total time (what the copies achieved together); the median,
-    p10/p90, min and max are over the per-copy rates. ``pct_of_ceiling`` compares the aggregate
-    rate with the matching ceiling (NaN when there is none, and when every copy is latency-bound:
-    a share of the bandwidth means nothing for copies whose time is their fixed cost).
+    ``total_ns`` is the copies' durations summed (concurrent copies each count: a sum, which can
+    exceed the capture); ``union_ns`` is the time at least one of them ran (the summary's part of
+    GPU busy time for the same copies). ``gb_per_s`` is total bytes over ``total_ns`` (what the
+    copies achieved together); the median, p10/p90, min and max are over the per-copy rates.
+    ``pct_of_ceiling`` compares the aggregate rate with the matching ceiling (NaN when there is
+    none, and when every copy is latency-bound: a share of the bandwidth means nothing for copies
+    whose time is their fixed cost).
     ``latency_bound`` counts the copies :func:`latency_bound` calls so, ``latency_ns`` is their
     median duration (the per-copy latency); ``l2_resident`` counts device-to-device copies whose
     source and destination fit in the GPU's L2 (``l2_bytes``): they can run above the HBM ceiling.
@@ -246,10 +249,15 @@ def kind_stats(xfers: pd.DataFrame, ceilings: list[Ceiling] | None = None,
     """
     import pandas as pd
 
+    from engine.analysis.tables import union_sorted
+
     rows = []
     ceil = {(c.direction, c.memory): c for c in ceilings or []}
     for (direction, memory), g in xfers.groupby(["direction", "memory"], sort=True):
         total_ns = int(g["duration_ns"].sum())
+        starts = g["start"].to_numpy(dtype=np.int64)
+        order = np.argsort(starts, kind="stable")  # (transfers are in start order already)
+        union_ns = union_sorted(starts[order], g["end"].to_numpy(dtype=np.int64)[order])
         nbytes = int(g["bytes"].sum())
         per = g["gb_per_s"].dropna().to_numpy(dtype=float)
         agg = nbytes / total_ns if total_ns else math.nan  # bytes/ns == GB/s
@@ -276,6 +284,7 @@ def kind_stats(xfers: pd.DataFrame, ceilings: list[Ceiling] | None = None,
             "l2_resident": int(l2.sum()),
             "rating": ("latency-bound" if lat.all() else "L2-resident" if l2.all() else
                        "bandwidth" if not (lat | l2).any() else "mixed"),
+            "union_ns": union_ns,
         }
         row["note"] = _note(row, c, l2_bytes, b, lat, l2)
         rows.append(row)
@@ -283,19 +292,18 @@ def kind_stats(xfers: pd.DataFrame, ceilings: list[Ceiling] | None = None,
 
 
 def _nbytes(b: float) -> str:
-    """Decimal byte sizes: '4 B', '1.6 MB', '52.4 MB'."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(b) >= scale:
-            return f"{b / scale:,.1f} {unit}"
-    return f"{b:,.0f} B"
+    """Decimal byte sizes: '4 B', '1.6 MB', '52.4 MB' (the engine's one formatter)."""
+    from engine.analysis.summary_text import fmt_bytes
+
+    return fmt_bytes(b)
 
 
 def _time(ns: float) -> str:
-    """A short duration: '0.06 ns', '768 ns', '2.4 µs', '1.5 ms' (never '0.0 µs')."""
-    from engine.analysis.findings.model import fmt_time
+    """A short duration: '0.06 ns', '768 ns', '2.4 µs', '1.5 ms' (never '0.0 µs', never '6e-05 ns')."""
+    from engine.analysis.summary_text import fmt_number, fmt_time
 
     if ns < 1:
-        return f"{ns:.2g} ns"
+        return f"{fmt_number(ns)} ns"
     return f"{ns:,.0f} ns" if ns < 1000 else fmt_time(ns)
 
 

@@ -352,3 +352,21 @@ def test_device_copies_above_a_calibrated_ceiling_are_explained_by_l2(torchrun):
     doc = a.to_json()
     assert doc["l2_bytes"] == 52428800
     assert [s["rating"] for s in doc["stats"]] == list(a.stats["rating"])
+
+
+def test_each_kind_has_its_sum_and_its_union_and_the_union_is_the_summarys():
+    """The same copies, one value each: Bandwidth's summed time beside the union the summary shows."""
+    from engine.analysis.summary import summarize
+
+    t = open_report(NAIVE)
+    stats = bw.analyze(t).stats
+    parts = {p.part: p for p in summarize(open_report(NAIVE)).gpu.parts}
+    assert len(stats)
+    for _, row in stats.iterrows():
+        part = parts[f"memcpy {row['direction']} ({row['memory']})"]
+        assert row["union_ns"] == part.union_ns <= row["total_ns"] == part.total_ns
+
+
+def test_tiny_times_in_notes_never_use_scientific_notation():
+    assert bw._time(0.00006) == "0.000060 ns" and bw._time(0.06) == "0.06 ns"  # (it read "6e-05 ns")
+    assert bw._nbytes(4) == "4 B" and bw._nbytes(52428800) == "52.4 MB"
