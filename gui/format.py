@@ -12,7 +12,11 @@ from typing import Any
 
 
 def duration(ns: float | int | None) -> str:
-    """A duration in the largest unit that keeps it readable: 850 ns, 12.3 µs, 252.0 ms, 1.61 s."""
+    """A duration in the largest unit that keeps it readable: 850 ns, 12.3 µs, 252.0 ms, 1.61 s, 155.3 s.
+
+    Seconds stay seconds past a minute ('155.3 s', not '2 min 35.3 s'): the time axes count in
+    seconds, and a header above one must read in the same unit.
+    """
     if ns is None or (isinstance(ns, float) and math.isnan(ns)):
         return "–"
     v = float(ns)
@@ -25,8 +29,7 @@ def duration(ns: float | int | None) -> str:
         return f"{v / 1e6:,.1f} ms"
     if a < 60e9:
         return f"{v / 1e9:,.2f} s"
-    minutes, seconds = divmod(v / 1e9, 60)
-    return f"{int(minutes)} min {seconds:04.1f} s"
+    return f"{v / 1e9:,.1f} s"
 
 
 def percent(p: float | None, digits: int = 1) -> str:
@@ -67,6 +70,18 @@ def decimal(v: float, digits: int = 1) -> str:
         places = min(-math.floor(math.log10(abs(f))) + 2, 15)
         return f"{f:.{places}f}"
     return f"{f:,.{digits}f}"
+
+
+def distinct(items: list[str]) -> list[str]:
+    """Each distinct text once, in first-seen order, with its count when repeated.
+
+    The eight identical GPUs a Kineto trace lists read '8 × NVIDIA H100 80GB HBM3 (132 SMs)', not
+    the same name eight times.
+    """
+    counts: dict[str, int] = {}
+    for t in items:
+        counts[t] = counts.get(t, 0) + 1
+    return [f"{n} × {t}" if n > 1 else t for t, n in counts.items()]
 
 
 def count(n: int | float | None) -> str:

@@ -134,7 +134,7 @@ class InfoView(ReportView):
                 gpus[0]["totalMemory"] = mem
             elif self.isVisible():
                 self._memory.request(id(report), ncu_total_memory, ncu)
-        self.fields["gpus"].setText(", ".join(gpu_text(g) for g in gpus) or "not recorded")
+        self.fields["gpus"].setText(", ".join(fmt.distinct([gpu_text(g) for g in gpus])) or "not recorded")
 
     def _on_memory(self, key: object, _mem: int | None) -> None:
         cur = self.reports.current

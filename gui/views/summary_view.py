@@ -64,7 +64,12 @@ def gpu_part_colors(parts: tuple[GpuPart, ...] | list[GpuPart]) -> dict[str, str
 
 
 def _time_unit(span_ns: float) -> tuple[str, float]:
-    if span_ns >= 10e9:
+    """The unit of a time axis spanning ``span_ns``.
+
+    The one :func:`gui.format.duration` writes that span in: an 8 s capture reads 0-8 s, never
+    0-8000 ms, below a header that says "8.00 s".
+    """
+    if span_ns >= 1e9:
         return "s", 1e9
     if span_ns >= 1e6:
         return "ms", 1e6
@@ -96,6 +101,8 @@ class BreakdownChart(QWidget):
         style_axes(item, tick_font(self.font()))
         item.getAxis("left").setTicks([[(self.ROW_API, "CUDA API"), (self.ROW_GPU, "GPU")]])
         item.getAxis("left").setWidth(80)
+        # our unit is in the label: no pyqtgraph SI scale on top of it ("(ms) (x0.001)")
+        item.getAxis("bottom").enableAutoSIPrefix(False)
         lay.addWidget(self.plot)
         self.segments: dict[str, list[tuple[str, float, float]]] = {"api": [], "gpu": []}
         self._items: list[Any] = []
@@ -329,7 +336,8 @@ class SummaryView(ReportView):
 
         col_bw.addWidget(heading("Achieved copy bandwidth", 2))
         self.bandwidth = QTableWidget(0, 6)
-        self.bandwidth.setHorizontalHeaderLabels(["Direction", "Memory", "Copies", "Bytes", "Time", "GB/s"])
+        self.bandwidth.setHorizontalHeaderLabels(
+            ["Direction", "Memory", "Copies", "Bytes", "Time (sum)", "Rate"])
         self.bandwidth.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)  # compact rows
         self.bandwidth.verticalHeader().hide()
         self.bandwidth.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -400,9 +408,9 @@ class SummaryView(ReportView):
         bits = [KIND_LABELS.get(rep.kind, rep.kind)]
         if rep.product_version:
             bits.append(f"written by {producer(rep.kind, rep.product_version)}")
-        for g in rep.gpus:
-            sm = f" ({g.smCount} SMs)" if g.smCount else ""
-            bits.append(f"{g.name or 'GPU'}{sm}")
+        # each GPU model once, with how many the report lists ("2 × NVIDIA H100 80GB HBM3 (132 SMs)")
+        bits += fmt.distinct([f"{g.name or 'GPU'}" + (f" ({g.smCount} SMs)" if g.smCount else "")
+                              for g in rep.gpus])
         bits.append(str(rep.path))
         self.subtitle.setText("  ·  ".join(bits))
 
@@ -516,9 +524,10 @@ class SummaryView(ReportView):
             self.bandwidth.setItem(r, 1, QTableWidgetItem(str(b["memory"])))
             self.bandwidth.setItem(r, 2, _right(fmt.count(b["count"])))
             self.bandwidth.setItem(r, 3, _right(fmt.nbytes(b["bytes"])))
-            gbs = b.get("gb_per_s")
+            rate = b.get("bytes_per_s")  # unrounded (gb_per_s keeps 3 decimals: 0.003 for 3.1 MB/s)
             self.bandwidth.setItem(r, 4, _right(fmt.duration(b.get("total_ns"))))
-            self.bandwidth.setItem(r, 5, _right("–" if gbs is None else f"{gbs:,.2f}"))
+            # each rate in its own unit: 8-byte copies read '3.1 MB/s', not '0.00' GB/s
+            self.bandwidth.setItem(r, 5, _right(fmt.rate(rate)))
         self.bandwidth.setVisible(bool(rows))
         self.bandwidth_empty.setVisible(not rows)
         # Fit the table to its rows so the page, not the table, scrolls.

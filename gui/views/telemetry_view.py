@@ -107,21 +107,7 @@ class TelemetryView(ReportView):
         #: plot key -> the title text shown now (tests read it)
         self.titles: dict[str, str] = {}
         for i, key in enumerate(PLOTS):
-            p = self.plots_widget.addPlot(row=i // 2, col=i % 2)
-            p.showGrid(x=True, y=True, alpha=0.25)
-            p.setLabel("bottom", "time", units="s")
-            p.setDownsampling(mode="peak")
-            p.setClipToView(True)
-            p.setMenuEnabled(False)
-            style_axes(p)
-            left = p.getAxis("left")
-            left.enableAutoSIPrefix(False)
-            left.setWidth(AXIS_WIDTH_PX)
-            p.setPreferredWidth(300)  # equal columns: the grid otherwise sizes them by the titles
-            # y: our own range (0 to the top of the data, or 0-100 %); x follows the data.
-            p.enableAutoRange(x=True, y=False)
-            p.setYRange(0, 100 if key in PERCENT_PLOTS else 1, padding=Y_MARGIN)
-            self.plots[key] = p
+            self.plots[key] = self._make_plot(i, key)
             self._set_title(key, {})
 
         for col in (0, 1):
@@ -145,6 +131,26 @@ class TelemetryView(ReportView):
         replay = os.environ.get(REPLAY_ENV)
         if replay:
             self.start_replay(replay, speed=float(os.environ.get(SPEED_ENV, "0")))
+
+    def _make_plot(self, i: int, key: str) -> pg.PlotItem:
+        """Plot ``key`` in cell ``i`` of the 2-column grid: time since the first sample in s, our y range."""
+        p = self.plots_widget.addPlot(row=i // 2, col=i % 2)
+        p.showGrid(x=True, y=True, alpha=0.25)
+        # seconds since the first sample, whatever the length: no pyqtgraph SI prefix ("ks")
+        p.setLabel("bottom", "time since the first sample (s)")
+        p.getAxis("bottom").enableAutoSIPrefix(False)
+        p.setDownsampling(mode="peak")
+        p.setClipToView(True)
+        p.setMenuEnabled(False)
+        style_axes(p)
+        left = p.getAxis("left")
+        left.enableAutoSIPrefix(False)
+        left.setWidth(AXIS_WIDTH_PX)
+        p.setPreferredWidth(300)  # equal columns: the grid otherwise sizes them by the titles
+        # y: our own range (0 to the top of the data, or 0-100 %); x follows the data.
+        p.enableAutoRange(x=True, y=False)
+        p.setYRange(0, 100 if key in PERCENT_PLOTS else 1, padding=Y_MARGIN)
+        return p
 
     def _build_empty_state(self) -> QWidget:
         """Without NVML and before any replay: one sentence and the two ways on, no empty plots."""

@@ -50,7 +50,7 @@ def value_text(value: float, unit: str) -> str:
         return f"{value:,.0f} {unit}"
     if unit == "GB/s":  # PCIe idles at kB/s: '714 kB/s', not '0.000714 GB/s'
         return eng(value * 1e9, "B/s")
-    return f"{value:,.3g} {unit}"
+    return f"{value:,.0f} {unit}" if abs(value) >= 100 else f"{value:.3g} {unit}"  # never '1e+03'
 
 
 def gpu_styles_text(gpus: list[int]) -> str:

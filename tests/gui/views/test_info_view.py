@@ -42,3 +42,23 @@ def test_gpu_text_leaves_out_what_is_not_recorded():
 
     assert gpu_text({"name": "NVIDIA H200", "smCount": 132, "totalMemory": None}) == "NVIDIA H200 (132 SMs)"
     assert gpu_text({"name": None, "smCount": None}) == "unnamed GPU"
+
+
+def test_identical_gpus_are_listed_once_with_a_count(qtbot, window, tmp_path):
+    """A Kineto trace that lists the same GPU for each device (train_bad_kineto: two H100s): the
+    GPUs row names the model once with its count."""
+    import lzma
+
+    from tests.conftest import REPO
+
+    path = tmp_path / "train_bad_kineto.json"
+    path.write_bytes(lzma.decompress((REPO / "tests/data/recordings/nsys/single/train_bad_kineto.json.xz")
+                                     .read_bytes()))
+    report = open_and_wait(qtbot, window, path)
+    window.set_view("info")
+    view = window.views["info"]
+    qtbot.waitUntil(lambda: view.fields["gpus"].text() not in ("", "…"), timeout=LOAD_TIMEOUT_MS)
+    gpus = [g.to_json() for g in report.summary.report.gpus]
+    assert len(gpus) == 2 and gpus[0]["name"] == gpus[1]["name"] == "NVIDIA H100 80GB HBM3"
+    assert view.fields["gpus"].text() == "2 × NVIDIA H100 80GB HBM3 (132 SMs, 85.0 GB)"
+    assert fmt.distinct(["a", "b", "a", "a"]) == ["3 × a", "b"]

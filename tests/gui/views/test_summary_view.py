@@ -46,4 +46,41 @@ def test_two_gpu_report_has_a_bar_per_gpu_and_rows_per_gpu_and_process(qtbot, wi
     assert view.headline_texts()["busy"] == fmt.duration(s.gpu.busy_ns)
     top = view.finding_labels[0].text()
     assert top.startswith("•  [critical] The GPU sits idle between operations [pid ")
+    # copy bandwidth: the time is a sum (not the union of the activity table), each rate in its unit
+    bw = view.bandwidth
+    heads = [bw.horizontalHeaderItem(c).text() for c in range(bw.columnCount())]
+    assert heads[4:] == ["Time (sum)", "Rate"]
+    rows = {(bw.item(r, 0).text(), bw.item(r, 1).text()): [bw.item(r, c).text() for c in range(2, 6)]
+            for r in range(bw.rowCount())}
+    assert rows[("Device-to-Host", "Pinned")] == ["4", "32 B", "10.4 µs", "3.1 MB/s"]  # not "0.00"
+    assert rows[("Device-to-Device", "Device")][3] == "1.26 TB/s"
     screenshot(window, "ddp_torchrun_summary")
+
+
+def test_identical_gpus_once_with_a_count_and_axis_in_the_header_unit(qtbot, window, tmp_path):
+    """train_fixed.sqlite: the report lists two H100s (one used) and spans 5.14 s. The subtitle names
+    the model once ('2 × …'); the time axis is in s like the '5.14 s' card, with no pyqtgraph scale
+    ('(x0.001)') on top of the unit."""
+    src = Path(__file__).resolve().parents[3] / "tests/data/recordings/nsys/single/train_fixed.sqlite.xz"
+    path = tmp_path / "train_fixed.sqlite"
+    path.write_bytes(lzma.decompress(src.read_bytes()))
+    report = open_and_wait(qtbot, window, path)
+    view = window.views["summary"]
+    names = [g.name for g in report.summary.report.gpus]
+    assert names == ["NVIDIA H100 80GB HBM3"] * 2
+    sub = view.subtitle.text()
+    assert "2 × NVIDIA H100 80GB HBM3 (132 SMs)" in sub and sub.count("NVIDIA H100") == 1
+    span = report.summary.wall.span_ns
+    assert 1e9 < span < 10e9 and fmt.duration(span) == "5.14 s"
+    axis = view.chart.plot.getPlotItem().getAxis("bottom")
+    assert axis.labelText == "time (s)" and axis.labelUnits == ""
+    assert "(x" not in axis.labelString()
+    assert not axis.autoSIPrefix
+    lo, hi = view.chart.plot.getPlotItem().viewRange()[0]
+    assert hi == pytest.approx(span / 1e9 * 1.02)  # 0 … 5.2 s, not 0 … 5,243 ms
+
+
+def test_durations_past_a_minute_stay_in_seconds():
+    """The '2 min 35.3 s' header above ticks in s: one unit for both."""
+    assert fmt.duration(155.3e9) == "155.3 s"
+    assert fmt.duration(59.99e9) == "59.99 s" and fmt.duration(8e9) == "8.00 s"
