@@ -17,6 +17,8 @@ from gui.widgets.table_model import RAW_ROLE
 from gui.workers import LoadedReport
 
 DEFAULT_REPORT = "cuda_gpu_kern_sum"
+#: text columns with names longer than this are elided around what tells their rows apart
+LONG_TEXT = 40
 
 
 def load_stats_module() -> Any:
@@ -50,6 +52,8 @@ class StatsView(ReportView):
         # one table per (report, name), cached; while one is computed only the latest request waits
         self._calls = self.latest_call(self._on_result, self._on_error)
         self.current_name: str | None = None
+        #: column -> the delegate that elides its long names (see _elide_names)
+        self._delegates: dict[int, Any] = {}
 
         lay = self.vbox
         bar = QHBoxLayout()
@@ -231,6 +235,7 @@ class StatsView(ReportView):
             self.sig_table_ready.emit(name)
             return
         self.model.set_frame(df)
+        self._elide_names(df)
         self.table.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
         self.proxy.sort(-1)
         self.stack.show_page(self.table)
@@ -242,6 +247,25 @@ class StatsView(ReportView):
         self.table.selectionModel().setCurrentIndex(self.proxy.index(0, 0),
                                                     QItemSelectionModel.SelectionFlag.NoUpdate)
         self.sig_table_ready.emit(name)
+
+    def _elide_names(self, df: Any) -> None:
+        """Long-text columns (kernel names) keep the part that tells their rows apart when cut.
+
+        Cut in the middle, "sm80_xmma_gemm_f32f32_f32f3…4_execute_kernel__5x_cublas" reads the
+        same for six GEMMs; :class:`~gui.widgets.elide.DistinctElideDelegate` keeps their
+        "nn_n_tilesize128x128x8" instead. The tooltip has the full name.
+        """
+        from gui.widgets.elide import DistinctElideDelegate, source_column
+
+        for c in list(self._delegates):
+            self.table.setItemDelegateForColumn(c, None)  # type: ignore[arg-type]  # Qt accepts None
+        self._delegates.clear()
+        for c, name in enumerate(df.columns):
+            col = df[name]
+            if col.dtype.kind == "O" and col.astype(str).str.len().max() > LONG_TEXT:
+                d = DistinctElideDelegate(source_column(self.proxy, c), self.table)
+                self.table.setItemDelegateForColumn(c, d)
+                self._delegates[c] = d
 
     def _fit_columns(self) -> None:
         self.table.resizeColumnsToContents()

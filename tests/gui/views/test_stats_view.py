@@ -110,3 +110,36 @@ def test_latest_request_wins(qtbot, stats_view):
     qtbot.waitUntil(lambda: not view.is_busy(), timeout=30_000)
     assert view.current_name == "cuda_gpu_kern_sum"
     assert "Instances" in view.model.column_names()
+
+
+def test_kernel_names_keep_what_tells_them_apart(qtbot, window, tmp_path):
+    """torch_train.json (Kineto): six cuBLAS GEMMs share 'sm80_xmma_gemm_f32f32_f32f3' and
+    '_execute_kernel__5x_cublas'; cut in the middle they read the same. Each row keeps the part that
+    differs ('nn_n_tilesize128x128'), the full name in the tooltip."""
+    import lzma
+    import shutil
+
+    from tests.conftest import REPO
+
+    path = tmp_path / "torch_train.json"
+    with lzma.open(REPO / "tests/data/recordings/torch/torch_train.json.xz") as f, path.open("wb") as g:
+        shutil.copyfileobj(f, g)
+    open_and_wait(qtbot, window, path)
+    view = wait_stats(qtbot, window, "cuda_gpu_kern_sum")
+    qtbot.wait(50)
+    c = view.model.column_names().index("Name")
+    delegate = view.table.itemDelegateForColumn(c)
+    width = view.table.columnWidth(c) - 8
+    fm = view.table.fontMetrics()
+    names = [view.proxy.index(r, c).data() for r in range(view.proxy.rowCount())]
+    shown = [delegate.shown_text(view.proxy.index(r, c), width, fm.horizontalAdvance)
+             for r in range(len(names))]
+    middle = [fm.elidedText(n, Qt.TextElideMode.ElideMiddle, width) for n in names]
+    assert len(set(middle)) < len(names)  # what the middle cut showed: identical rows
+    assert len(set(names)) == len(names) == 54
+    assert len(set(shown)) == len(shown)  # no two rows read the same
+    assert all(fm.horizontalAdvance(s) <= width for s in shown)
+    gemms = [s for n, s in zip(names, shown, strict=True) if n.startswith("sm80_xmma_gemm_f32f32_f32f32")]
+    assert len(gemms) >= 6 and any("nn_n_tilesize128x128" in s for s in gemms)
+    long = next(r for r, n in enumerate(names) if fm.horizontalAdvance(n) > width)
+    assert view.proxy.index(long, c).data(Qt.ItemDataRole.ToolTipRole) == names[long]
