@@ -105,6 +105,9 @@ class RunView(ReportView):
         lv = QVBoxLayout(left)
         lv.setContentsMargins(0, 0, 0, 0)
         lv.addWidget(self.form_scroll, 1)
+        # why there is no GPU (device=cpu, no telemetry) stays in view under the form, whole: at the
+        # end of the scrolled form it was cut off by the viewport's edge
+        lv.addWidget(self.form.defaults_note)
         lv.addWidget(self.form.button_bar)
         self.split.addWidget(left)
         self.split.addWidget(self.right)

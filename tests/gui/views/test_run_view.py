@@ -424,3 +424,18 @@ def test_program_runs_in_the_working_directory_which_is_remembered(qtbot, view, 
     qtbot.addWidget(again)
     qtbot.waitUntil(lambda: not again.is_busy(), timeout=10_000)
     assert again.form.cwd_edit.text() == str(proj)
+
+
+def test_no_gpu_note_is_shown_whole(qtbot, view) -> None:
+    """Issue 25: the doctor's sentence on why there is no GPU (or which GPU there is) sits under the
+    form, outside its scroll area, as tall as its wrapped text: never cut by the viewport's edge."""
+    note = view.form.defaults_note
+    qtbot.waitUntil(lambda: bool(note.text()), timeout=10_000)
+    qtbot.wait(50)
+    assert note.isVisible() and not view.form_scroll.widget().isAncestorOf(note)
+    assert note.height() >= note.heightForWidth(note.width())  # every wrapped line
+    # its box lies inside the view, above the Start button
+    top_left = note.mapTo(view, note.rect().topLeft())
+    bottom = note.mapTo(view, note.rect().bottomLeft()).y()
+    assert top_left.y() >= view.form_scroll.mapTo(view, view.form_scroll.rect().bottomLeft()).y()
+    assert bottom <= view.form.start_button.mapTo(view, view.form.start_button.rect().topLeft()).y()
