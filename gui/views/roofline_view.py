@@ -108,9 +108,17 @@ class RooflineView(ReportView):
             self.level.addItem(lv, lv)
         bar.addWidget(self.level)
         bar.addSpacing(20)
+        #: level -> its legend entry (swatch and name); shown only for a level with points or a roof
+        self.legend: dict[str, QWidget] = {}
         for lv, (color, _sym) in LEVEL_STYLE.items():
-            bar.addWidget(swatch(color))
-            bar.addWidget(QLabel(lv))
+            entry = QWidget()
+            el = QHBoxLayout(entry)
+            el.setContentsMargins(0, 0, 8, 0)
+            el.addWidget(swatch(color))
+            el.addWidget(QLabel(lv))
+            entry.hide()
+            bar.addWidget(entry)
+            self.legend[lv] = entry
         bar.addStretch(1)
         lay.addLayout(bar)
         self.notes = WrapLabel(muted=True)
@@ -173,6 +181,16 @@ class RooflineView(ReportView):
     def _show_placeholder(self, text: str) -> None:
         self.show_placeholder(text)
         self.points_text.setText("")
+        self._show_legend(set())
+
+    def _show_legend(self, levels: set[str]) -> None:
+        """Legend entries for the memory levels drawn (points or a roof), none for the others."""
+        for lv, entry in self.legend.items():
+            entry.setVisible(lv in levels)
+
+    def shown_legend(self) -> list[str]:
+        """The levels the legend names now (tests)."""
+        return [lv for lv, entry in self.legend.items() if not entry.isHidden()]
 
     # -- drawing ----------------------------------------------------------------------------------
     def show_roofline(self, rf: Roofline) -> None:
@@ -242,6 +260,36 @@ class RooflineView(ReportView):
             raise KeyError(key)
         self.precision.setCurrentIndex(i)
 
+    def _draw_roofs(self, use: dict[str, tuple[float, str, str]], levels: list[str], key: str, xs: Any,
+                    top: float, lo_x: float, y_lo: float) -> None:
+        """The memory roofs of ``levels`` (one labelled line each) and the ``key`` compute peak."""
+        pg = self._pg
+        plot = self.plot
+        compute_peak = use.get(key)
+        for i, lv in enumerate(levels):
+            bw, _kind, src = use[lv]
+            color = LEVEL_STYLE[lv][0]
+            ys = np.minimum(bw * xs, top)
+            style = Qt.PenStyle.SolidLine if src == "report" else Qt.PenStyle.DashLine
+            plot.plot(xs, ys, pen=pg.mkPen(color, width=2, style=style))  # PlotDataItem applies log10
+            self.drawn_ceilings[lv] = bw
+            label = pg.TextItem(f"{lv} {_si(bw, 'B/s')} ({src})", color=color, anchor=(0, 1), angle=0)
+            lx = max(lo_x * 1.2, 10 ** (y_lo + 0.12 + 0.22 * i) / bw)  # staggered, one per level
+            label.setPos(math.log10(lx), math.log10(bw * lx))
+            plot.addItem(label)
+        if compute_peak:
+            v, _kind, src = compute_peak
+            self.drawn_ceilings[key] = v
+            # solid: the report's peak; dashed: a calibration (as for the memory roofs)
+            style = Qt.PenStyle.SolidLine if src == "report" else Qt.PenStyle.DashLine
+            self.peak_style = style
+            line = pg.InfiniteLine(pos=math.log10(v), angle=0,
+                                   pen=pg.mkPen("#2c3e50", width=1.5, style=style),
+                                   label=f"{key} peak {_si(v, 'FLOP/s')} ({src})",
+                                   labelOpts={"position": 0.97, "color": "#2c3e50",
+                                              "anchors": [(1, 1), (1, 1)]})
+            plot.addItem(line)
+
     def _draw(self) -> None:
         rf = self.result
         if rf is None or self.precision.count() == 0:
@@ -276,29 +324,7 @@ class RooflineView(ReportView):
         top = compute_peak[0] if compute_peak else max([1.0, *fl]) * 3
         ys_all = [math.log10(top)] + [math.log10(v) for v in fl if v > 0]
         y_lo = min(ys_all) - 1.0
-        for i, lv in enumerate(levels):
-            bw, _kind, src = use[lv]
-            color = LEVEL_STYLE[lv][0]
-            ys = np.minimum(bw * xs, top)
-            style = Qt.PenStyle.SolidLine if src == "report" else Qt.PenStyle.DashLine
-            plot.plot(xs, ys, pen=pg.mkPen(color, width=2, style=style))  # PlotDataItem applies log10
-            self.drawn_ceilings[lv] = bw
-            label = pg.TextItem(f"{lv} {_si(bw, 'B/s')} ({src})", color=color, anchor=(0, 1), angle=0)
-            lx = max(lo_x * 1.2, 10 ** (y_lo + 0.12 + 0.22 * i) / bw)  # staggered, one per level
-            label.setPos(math.log10(lx), math.log10(bw * lx))
-            plot.addItem(label)
-        if compute_peak:
-            v, _kind, src = compute_peak
-            self.drawn_ceilings[key] = v
-            # solid: the report's peak; dashed: a calibration (as for the memory roofs)
-            style = Qt.PenStyle.SolidLine if src == "report" else Qt.PenStyle.DashLine
-            self.peak_style = style
-            line = pg.InfiniteLine(pos=math.log10(v), angle=0,
-                                   pen=pg.mkPen("#2c3e50", width=1.5, style=style),
-                                   label=f"{key} peak {_si(v, 'FLOP/s')} ({src})",
-                                   labelOpts={"position": 0.97, "color": "#2c3e50",
-                                              "anchors": [(1, 1), (1, 1)]})
-            plot.addItem(line)
+        self._draw_roofs(use, levels, key, xs, top, lo_x, y_lo)
 
         for lv, g in shown.groupby("level", sort=False):
             color, sym = LEVEL_STYLE.get(str(lv), ("#8a94a0", "o"))
@@ -319,6 +345,7 @@ class RooflineView(ReportView):
             for xi, yi, kid in zip(x, y, g["id"], strict=True):
                 self.drawn_points.append((float(xi), float(yi), int(kid), str(lv)))
         self._label_top(shown)
+        self._show_legend(set(self.drawn_ceilings) | {p[3] for p in self.drawn_points})
         plot.getPlotItem().setXRange(math.log10(lo_x), math.log10(hi_x), padding=0.02)
         plot.getPlotItem().setYRange(y_lo, max(ys_all) + 0.3, padding=0)
 

@@ -47,6 +47,10 @@ def test_sdpa_tensor_points_and_ceilings(qtbot, window):
     ceil = {r["name"]: r["value"] for r in rf.ceilings.to_dict("records") if r["source"] == "report"}
     want = {lv: ceil[lv] for lv in ("DRAM", "L2", "L1")}
     assert view.drawn_ceilings == want | {"Tensor FP16": ceil["Tensor FP16"]}
+    assert view.shown_legend() == ["DRAM", "L2", "L1"]  # the levels drawn, and only those
+    view.level.setCurrentIndex(view.level.findData("L2"))
+    assert view.shown_legend() == ["L2"]
+    view.level.setCurrentIndex(0)
     # Hover text: kernel name and its numbers.
     import pyqtgraph as pg
 
@@ -122,4 +126,6 @@ def test_missing_metrics_is_a_short_sentence(qtbot, window, tmp_path):
     assert view.stack.showing_placeholder() and view.stack.placeholder_text() == MISSING_METRICS
     assert view.notes.text() == "" and not view.precision.isEnabled()
     assert "were not collected for" in view.stack.placeholder.toolTip()
+    assert view.shown_legend() == []  # no DRAM/L2/L1 entries above an empty roofline
+    assert not any(e.isVisible() for e in view.legend.values())
     screenshot(window, "roofline_missing_metrics")
