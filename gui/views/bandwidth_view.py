@@ -67,10 +67,10 @@ def table_frame(stats: pd.DataFrame) -> pd.DataFrame:
     """The per-kind statistics as the table shows them, each cell in its own unit.
 
     Raw numbers (bytes, ns, bytes/s) that :data:`TABLE_FORMATS` writes (4 B beside 14.1 GB, never
-    "4.88e-07 GB"); "Time (sum)" adds the copies' durations (overlapping copies count twice: it is
-    not the union the Summary shows). "% of ceiling" is blank for a kind whose copies are all
-    latency-bound; "Rating" says so with their per-copy latency, or that device copies stay in L2
-    (see engine.analysis.bandwidth).
+    "4.88e-07 GB"); "Time (sum)" adds the copies' durations (overlapping copies count twice; the
+    rates are over it), "Time (union)" is the time at least one ran (the Summary's GPU part).
+    "% of ceiling" is blank for a kind whose copies are all latency-bound; "Rating" says so with
+    their per-copy latency, or that device copies stay in L2 (see engine.analysis.bandwidth).
     """
     import pandas as pd
 
@@ -83,6 +83,7 @@ def table_frame(stats: pd.DataFrame) -> pd.DataFrame:
         "Copies": stats["count"].astype("int64"),
         "Bytes": stats["bytes"].astype("int64"),
         "Time (sum)": stats["total_ns"].astype(float),
+        "Time (union)": stats["union_ns"].astype(float) if "union_ns" in stats else math.nan,
         "Achieved": gbs("gb_per_s"),
         "Median": gbs("median_gb_per_s"),
         "P10": gbs("p10_gb_per_s"),
@@ -113,7 +114,8 @@ def rating_text(row: Mapping[Any, Any]) -> str:
 
 #: how the table writes each column's raw value
 TABLE_FORMATS = {
-    "Bytes": fmt.nbytes, "Time (sum)": fmt.duration, "Achieved": fmt.rate, "Median": fmt.rate,
+    "Bytes": fmt.nbytes, "Time (sum)": fmt.duration, "Time (union)": fmt.duration, "Achieved": fmt.rate,
+    "Median": fmt.rate,
     "P10": fmt.rate, "P90": fmt.rate, "Ceiling": fmt.rate,
     "% of ceiling": lambda p: fmt.percent(p, 1 if p >= 0.1 else 3),
 }
@@ -163,7 +165,9 @@ class BandwidthView(ReportView):
         plots.setStretchFactor(0, 3)
         plots.setStretchFactor(1, 1)
 
-        self.table = ReadOnlyTable(elide=False)
+        self.table = ReadOnlyTable()
+        self.table.source.header_labels = {"Time (sum)": "Time\n(sum)", "Time (union)": "Time\n(union)",
+                                           "Ceiling from": "Ceiling\nfrom", "% of ceiling": "% of\nceiling"}
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.horizontalHeader().setStretchLastSection(True)
         self.model, self.proxy = self.table.source, self.table.proxy
@@ -224,6 +228,9 @@ class BandwidthView(ReportView):
         self._draw_histogram(a)
         self._draw_ceilings(a)
         self.table.set_frame(table_frame(a.stats), TABLE_FORMATS)
+        # the numbers fit their contents; the rating takes the rest, elided (the notes below say it
+        # whole): no column is cut at the table's edge behind a scroll bar
+        self.table.fit_columns("Direction", "Rating", 110, 140)
         self.table.fit_height()  # a handful of kinds: the plots get the rest
         notes = [f"<b>{html.escape(str(k))}</b>: {html.escape(str(n))}"
                  for k, n in zip(a.stats["kind"], a.stats["note"], strict=True) if n]

@@ -33,6 +33,8 @@ class DataFrameModel(QAbstractTableModel):
         self._decimals: list[int] = []
         self._separators: list[bool] = []
         self._formats: list[Callable[[Any], str] | None] = []
+        #: column name -> the header shown instead ("Time\n(sum)": two lines keep a column narrow)
+        self.header_labels: dict[str, str] = {}
         self._rows = 0
         self.df = None
         if df is not None:
@@ -101,7 +103,9 @@ class DataFrameModel(QAbstractTableModel):
                    role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if role == Qt.ItemDataRole.DisplayRole:
             if orientation == Qt.Orientation.Horizontal:
-                return self._columns[section] if section < len(self._columns) else None
+                if section >= len(self._columns):
+                    return None
+                return self.header_labels.get(self._columns[section], self._columns[section])
             return str(section + 1)
         if role == Qt.ItemDataRole.TextAlignmentRole and orientation == Qt.Orientation.Horizontal:
             if section < len(self._numeric) and self._numeric[section]:

@@ -49,6 +49,7 @@ def test_view_shows_the_engine_analysis(qtbot, window, path):
         assert (row["Direction"], row["Memory"]) == (s["direction"], s["memory"])
         assert row["Copies"] == fmt.count(s["count"])
         assert row["Bytes"] == fmt.nbytes(s["bytes"]) and row["Time (sum)"] == fmt.duration(s["total_ns"])
+        assert row["Time (union)"] == fmt.duration(s["union_ns"])
         assert row["Achieved"] == fmt.rate(float(s["gb_per_s"]) * 1e9)
         assert row["Ceiling"] == fmt.rate(float(s["ceiling_gb_per_s"]) * 1e9)
         assert row["Ceiling from"] == "spec"
