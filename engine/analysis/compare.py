@@ -345,6 +345,33 @@ def _diff(a: float, b: float, scale: float, unit: str) -> str:
     return f"B {d:+,.1f} {unit}{rel}"
 
 
+def _steps_compared(ia: Iterations | None, ib: Iterations | None, warnings: list[str],
+                    facts: dict[str, Any]) -> dict[str, Any] | None:
+    """:func:`iteration_stats` of A's and B's steps, with the warnings (and facts) they call for."""
+    if not (ia and ib):
+        warnings.append("No repeating steps in both reports (the GPU's work does not repeat and no NVTX "
+                        "range does): no per-iteration statistics; record more than one iteration, or "
+                        "name a range or a marker operation with --range.")
+        return None
+    it_stats = iteration_stats(ia, ib)
+    if len(ia.durations_ns) != len(ib.durations_ns):
+        warnings.append(f"Different iteration counts: A {len(ia.durations_ns)}, B {len(ib.durations_ns)}.")
+    if ia.range != ib.range:
+        facts["iteration_ranges_differ"] = [ia.range, ib.range]
+        # a fix may change a GPU repeat's length or an NVTX range's name ("iteration(naive)" vs
+        # "iteration(fixed)"); other steps (phases vs one range, NVTX vs the GPU's, "data" vs
+        # "forward+backward") may not be the same part of the program
+        if not it_stats["steps_comparable"]:
+            it_stats["speedup"] = None
+            warnings.append(f"The steps are different ranges: A {ia.range!r}, B {ib.range!r}; the times "
+                            "do not compare like with like, so no speedup is given (pick one with "
+                            "--range).")
+    if min(len(ia.sample), len(ib.sample)) < 4:
+        warnings.append("Fewer than 4 iterations per run after warm-up: the test has little power; "
+                        "record more iterations.")
+    return it_stats
+
+
 def compare_traces(a: Trace, b: Trace, *, range_name: str | None = None,
                    telemetry_a: Any = None, telemetry_b: Any = None) -> Comparison:
     """Compare run B against baseline A."""
@@ -394,30 +421,7 @@ def compare_traces(a: Trace, b: Trace, *, range_name: str | None = None,
     if abs(ba - bb) > BYTES_TOLERANCE * max(ba, bb):
         warnings.append(f"Different bytes copied: A {ba / 1e6:,.1f} MB, B {bb / 1e6:,.1f} MB "
                         f"({_diff(ba, bb, 1e6, 'MB')}; tolerance {BYTES_TOLERANCE:.0%}).")
-    ia, ib = iterations(a, range_name), iterations(b, range_name)
-    it_stats = None
-    if ia and ib:
-        it_stats = iteration_stats(ia, ib)
-        if len(ia.durations_ns) != len(ib.durations_ns):
-            warnings.append(f"Different iteration counts: A {len(ia.durations_ns)}, "
-                            f"B {len(ib.durations_ns)}.")
-        if ia.range != ib.range:
-            facts["iteration_ranges_differ"] = [ia.range, ib.range]
-            # a fix may change a GPU repeat's length or an NVTX range's name ("iteration(naive)" vs
-            # "iteration(fixed)"); other steps (phases vs one range, NVTX vs the GPU's, "data" vs
-            # "forward+backward") may not be the same part of the program
-            if not it_stats["steps_comparable"]:
-                it_stats["speedup"] = None
-                warnings.append(f"The steps are different ranges: A {ia.range!r}, B {ib.range!r}; the times "
-                                "do not compare like with like, so no speedup is given (pick one with "
-                                "--range).")
-        if min(len(ia.sample), len(ib.sample)) < 4:
-            warnings.append("Fewer than 4 iterations per run after warm-up: the test has little power; "
-                            "record more iterations.")
-    else:
-        warnings.append("No repeating steps in both reports (the GPU's work does not repeat and no NVTX "
-                        "range does): no per-iteration statistics; record more than one iteration, or "
-                        "name a range or a marker operation with --range.")
+    it_stats = _steps_compared(iterations(a, range_name), iterations(b, range_name), warnings, facts)
     api_cols = ["start", "end", "baseName"]
     return Comparison(
         a=str(a.info.path), b=str(b.info.path), iterations=it_stats,

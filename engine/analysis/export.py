@@ -398,6 +398,12 @@ def _us(ns: np.ndarray, t0: int) -> list[float]:
     return [round(v, 3) for v in ((ns.astype(np.int64) - t0) / 1000.0).tolist()]
 
 
+def _names(df: Any, key: str) -> dict[int, str]:
+    """``key`` -> name of a table's rows that have a name (None or NaN: none, never "None")."""
+    return {int(k): str(n) for k, n in zip(df[key], df["name"], strict=False)
+            if n is not None and n == n} if len(df) else {}
+
+
 def perfetto_trace(trace: Trace) -> dict[str, Any]:
     """The trace as a Chrome trace-event document (``{"traceEvents": [...]}``).
 
@@ -409,8 +415,7 @@ def perfetto_trace(trace: Trace) -> dict[str, Any]:
     t0, _ = capture_window(trace)
     ev: list[dict[str, Any]] = []
     procs = trace.table("processes", ["pid", "name"])
-    pnames = {int(p): str(n) for p, n in zip(procs["pid"], procs["name"], strict=False)
-              if n is not None and n == n} if len(procs) else {}  # (no name, None or NaN: "process PID")
+    pnames = _names(procs, "pid")
     threads = trace.table("threads", ["pid", "tid", "name"])
     seen_pids: set[int] = set()
 
@@ -470,8 +475,7 @@ def perfetto_trace(trace: Trace) -> dict[str, Any]:
     # Metadata: names for processes and threads / streams.
     meta: list[dict[str, Any]] = []
     gpus = trace.table("gpus", ["id", "name"])
-    gnames = {int(i): str(n) for i, n in zip(gpus["id"], gpus["name"], strict=False)
-              if n is not None and n == n} if len(gpus) else {}
+    gnames = _names(gpus, "id")
     for pid in sorted(seen_pids):
         if pid >= GPU_PID_BASE:
             dev = pid - GPU_PID_BASE

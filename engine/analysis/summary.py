@@ -601,14 +601,8 @@ def _iterations(trace: Trace, api: _Calls, ops: _Ops,
 
 
 def first_step_extra_ns(durations: np.ndarray) -> int | None:
-    """The first step's time beyond the median of the others: 0 when it was as fast or faster.
-
-    None with a single step. A first step faster than the rest costs nothing extra, so the summary
-    says nothing about it (a negative "extra" time is no time).
-    """
-    if len(durations) < 2:
-        return None
-    return max(int(durations[0] - np.median(durations[1:])), 0)
+    """The first step minus the others' median: 0 when it was not slower (no time), None for one step."""
+    return max(int(durations[0] - np.median(durations[1:])), 0) if len(durations) > 1 else None
 
 
 def _steady_host_windows(st: Steps) -> tuple[np.ndarray, np.ndarray]:

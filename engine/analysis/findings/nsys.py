@@ -8,6 +8,7 @@ Gains are computed from the report's own numbers; each states its formula.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -362,6 +363,27 @@ def rule_sync_copies(ctx: Context) -> list[Finding]:
     )]
 
 
+def _overlap_times(n_gpus: int, per_gpu: tuple[int, int, int],
+                   unions: Callable[[], tuple[int, int]]) -> list[Evidence]:
+    """Copy time, kernel time and their overlap as evidence, labelled as unions or sums.
+
+    On one GPU they are unions; on several, each GPU's union summed over the GPUs (a sum, which
+    may exceed the capture), with the unions over the GPUs (``unions()``: copies', kernels').
+    """
+    m_ns, k_ns, overlap = per_gpu
+    if n_gpus <= 1:
+        return [Evidence("copy time (union)", m_ns, "ns", "CUPTI_ACTIVITY_KIND_MEMCPY"),
+                Evidence("kernel time (union)", k_ns, "ns", "CUPTI_ACTIVITY_KIND_KERNEL"),
+                Evidence("copy/kernel overlap", overlap, "ns", "interval intersection")]
+    over = f"summed over {n_gpus} GPUs (each GPU: the time one ran)"
+    m_union, k_union = unions()
+    return [Evidence(f"copy time {over}", m_ns, "ns", "CUPTI_ACTIVITY_KIND_MEMCPY"),
+            Evidence(f"kernel time {over}", k_ns, "ns", "CUPTI_ACTIVITY_KIND_KERNEL"),
+            Evidence(f"copy/kernel overlap {over}", overlap, "ns", "interval intersection per GPU"),
+            Evidence("copy time (union over the GPUs)", m_union, "ns", "CUPTI_ACTIVITY_KIND_MEMCPY"),
+            Evidence("kernel time (union over the GPUs)", k_union, "ns", "CUPTI_ACTIVITY_KIND_KERNEL")]
+
+
 def rule_copy_compute_overlap(ctx: Context) -> list[Finding]:
     """Copies and kernels never run at the same time."""
     o = gpu_op_columns(ctx.trace)
@@ -403,22 +425,11 @@ def rule_copy_compute_overlap(ctx: Context) -> list[Finding]:
                      f"{fmt_time(overlap)} = {fmt_time(total_gain)} (perfect pipelining; per GPU"
                      + (f", summed over {len(both)} GPUs)" if len(both) > 1 else ")"),
                      kind="upper bound", overlap=GPU)
-    if len(both) > 1:  # each GPU's union, summed over the GPUs: a sum, which may exceed the capture
-        over = f"summed over {len(both)} GPUs (each GPU: the time one ran)"
-        times = [Evidence(f"copy time {over}", m_ns, "ns", "CUPTI_ACTIVITY_KIND_MEMCPY"),
-                 Evidence(f"kernel time {over}", k_ns, "ns", "CUPTI_ACTIVITY_KIND_KERNEL"),
-                 Evidence(f"copy/kernel overlap {over}", overlap, "ns", "interval intersection per GPU"),
-                 Evidence("copy time (union over the GPUs)", union_sorted(s, e, is_m), "ns",
-                          "CUPTI_ACTIVITY_KIND_MEMCPY"),
-                 Evidence("kernel time (union over the GPUs)", union_sorted(s, e, is_k), "ns",
-                          "CUPTI_ACTIVITY_KIND_KERNEL")]
-        gpus = f"The {len(both)} GPUs"
-        summed = f" (each GPU's time, summed over the {len(both)} GPUs)"
-    else:
-        times = [Evidence("copy time (union)", m_ns, "ns", "CUPTI_ACTIVITY_KIND_MEMCPY"),
-                 Evidence("kernel time (union)", k_ns, "ns", "CUPTI_ACTIVITY_KIND_KERNEL"),
-                 Evidence("copy/kernel overlap", overlap, "ns", "interval intersection")]
-        gpus, summed = "The GPU", ""
+    n_gpus = len(both)
+    times = _overlap_times(n_gpus, (m_ns, k_ns, overlap),
+                           lambda: (union_sorted(s, e, is_m), union_sorted(s, e, is_k)))
+    gpus, summed = (f"The {n_gpus} GPUs", f" (each GPU's time, summed over the {n_gpus} GPUs)") \
+        if n_gpus > 1 else ("The GPU", "")
     return [Finding(
         id="nsys.no-copy-compute-overlap",
         title="Copies and kernels never overlap",
