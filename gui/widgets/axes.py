@@ -142,9 +142,14 @@ def tick_font(widget_font: QFont) -> QFont:
 
 
 def style_axes(item: Any, font: QFont | None = None, names: tuple[str, ...] = ("left", "bottom")) -> None:
-    """Grey axis lines, dark tick labels (in ``font`` when given) on a pyqtgraph PlotItem."""
+    """Grey axis lines, dark tick labels (in ``font`` when given) on a pyqtgraph PlotItem.
+
+    No automatic SI prefix: our axes put their unit in the label ("time since capture start (ms)"),
+    and pyqtgraph's scale on top of it read "(ms) (x0.001)" for values under 1.
+    """
     for name in names:
         ax = item.getAxis(name)
+        ax.enableAutoSIPrefix(False)
         ax.setPen(pg.mkPen(AXIS_PEN))
         ax.setTextPen(pg.mkPen(AXIS_TEXT))
         if font is not None:

@@ -83,3 +83,26 @@ def test_bandwidth_axis_reads_in_gb_per_s(qtbot, window) -> None:
     expected = [f"{m} GB/s" for m in range(10, 100, 10) if lo <= m <= hi] + (["100 GB/s"] if lo <= 100 <= hi
                                                                                 else [])
     assert labels == expected and "50 GB/s" in labels and "60 GB/s" in labels
+
+
+def test_no_si_scale_on_top_of_our_unit(qtbot) -> None:
+    """An axis labelled in ms with values under 1 read "time (ms) (x0.001)": styled axes have no
+    automatic SI prefix, the unit in the label is the only one."""
+    import pyqtgraph as pg
+
+    from gui.widgets.axes import style_axes
+
+    raw, styled = pg.PlotWidget(), pg.PlotWidget()
+    for w in (raw, styled):
+        qtbot.addWidget(w)
+        w.resize(400, 300)
+        w.setLabel("bottom", "time since capture start (ms)")
+        w.plot([0.0, 0.4], [0.0, 1.0])
+        w.getPlotItem().setXRange(0.0, 0.5, padding=0)
+    style_axes(styled.getPlotItem())
+    for w in (raw, styled):
+        w.show()
+        w.getPlotItem().getAxis("bottom").updateAutoSIPrefix()
+    assert "(ms) (x0.001)" in raw.getPlotItem().getAxis("bottom").labelString()  # what pyqtgraph does
+    label = styled.getPlotItem().getAxis("bottom").labelString()
+    assert "(x" not in label and "time since capture start (ms)" in label
