@@ -231,17 +231,9 @@ def _store_page(path: str, key: str, text: str) -> None:
 
 
 def _details_page(report: Any, print_units: str) -> str:
-    """The details page as ncu prints it: nothing at all, not even the header, when no result holds a section.
-
-    ncu prints the header with the first section it meets (a result profiled with sections that have
-    no header metric still gets it: the header alone); a report profiled without any section (an empty
-    ``--section-folder``) prints an empty page.
-    """
+    """The details page as ncu prints it (:func:`engine.analysis.ncu.pages.details_csv`)."""
     from engine.analysis.ncu.pages import details_csv
 
-    sections = getattr(report, "sections", None)
-    if getattr(report, "source", "") == "ncu-rep" and sections and not any(sections.values()):
-        return ""
     return details_csv(report, print_units)
 
 

@@ -42,10 +42,10 @@ def compute(ncu: Any) -> dict[str, Any]:
     """Kernel table and the ranked fixes of an Nsight Compute report (runs in a worker thread).
 
     The headline's "Fix first", the kernel table's "Fix first" column and the "What to fix first"
-    table all come from one list (:func:`engine.analysis.ncu.fixes.fix_list`): one entry per kernel
+    table all come from one list (:func:`engine.analysis.findings.ncu_fixes.fix_list`): one entry per kernel
     name and rule, with its gain per launch and over every launch.
     """
-    from engine.analysis.ncu.fixes import fix_list
+    from engine.analysis.findings.ncu_fixes import fix_list
     from engine.analysis.ncu.sections import kernel_table
 
     return {"kernels": kernel_table(ncu), "fixes": fix_list(ncu),
@@ -60,7 +60,7 @@ def kernel_frame(kt: Any, fixes: list[Any] | None = None) -> Any:
     """
     import pandas as pd
 
-    from engine.analysis.ncu.fixes import first_per_kernel
+    from engine.analysis.findings.ncu_fixes import first_per_kernel
 
     best = first_per_kernel(fixes or [])
     names = kt["short_name"].astype(str)
@@ -424,7 +424,7 @@ class KernelsView(ReportView):
         self.model.set_frame(kernel_frame(kt, fixes))
         kcol = self.model.column_names().index("Kernel")
         full: list[str | None] = [str(n) for n in kt["name"]] if "name" in kt.columns else []
-        from engine.analysis.ncu.fixes import first_per_kernel
+        from engine.analysis.findings.ncu_fixes import first_per_kernel
 
         best = first_per_kernel(fixes)
         fcol = self.model.column_names().index("Fix first")

@@ -63,8 +63,8 @@ def compute(report: Any) -> dict[str, Any]:
     from engine.analysis.findings.checklists import annotate, load_checklist
 
     if isinstance(report, LoadedReport) and report.is_ncu and report.ncu is not None:
-        from engine.analysis.findings.ncu import ncu_findings_and_groups
-        from engine.analysis.ncu.fixes import rank_findings
+        from engine.analysis.findings.ncu_all import ncu_findings_and_groups
+        from engine.analysis.findings.ncu_fixes import rank_findings
 
         # the order of the Kernels view's "What to fix first" (one list, ties broken the same way)
         found = rank_findings(*ncu_findings_and_groups(report.ncu))
@@ -144,7 +144,7 @@ def _gain_text(f: Any) -> str:
     if g is None or g.seconds is None:
         return "—"
     if f.source == "ncu":  # per launch and over every launch, as the Kernels view says it
-        from engine.analysis.ncu.fixes import finding_gain_words
+        from engine.analysis.findings.ncu_fixes import finding_gain_words
 
         return finding_gain_words(f, short=True)
     return gain_text(f)

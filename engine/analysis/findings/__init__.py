@@ -47,7 +47,7 @@ def findings_for(path: str | Path, *, reference: str | Path | None = None,
     p = Path(path).expanduser()
     out: list[Finding] = []
     if is_ncu(p):
-        from engine.analysis.findings.ncu import ncu_findings
+        from engine.analysis.findings.ncu_all import ncu_findings
         from engine.reports.ncu import read_ncu
 
         out += ncu_findings(read_ncu(p))

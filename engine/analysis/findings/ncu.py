@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engine.analysis.findings.model import Evidence, Finding, Gain, fmt_time, pct, severity_for
-from engine.analysis.ncu.rule_findings import UNCAPPED
+from engine.analysis.findings.model import Evidence, Finding, Gain, fmt_time, pct
 from engine.reports.ncu_metrics import SCALAR, SMSP_HZ, SMSP_INST
 
 if TYPE_CHECKING:
 
     from engine.reports.ncu import NcuReport
+
+#: the evidence label of ncu's own estimate before our cap (the fix list ranks ties by it)
+UNCAPPED = "ncu's estimate, uncapped"
 
 MATMUL_LIKE = re.compile(r"gemm|matmul|mma|sdpa|attention|flash|fmha|xmma|nvjet|cutlass|cublas|conv",
                          re.IGNORECASE)
@@ -609,40 +611,3 @@ KERNEL_RULES: list[Callable[[KernelGroup], list[Finding]]] = [
     rule_latency_bound, rule_launch_bound_kernel, rule_tensor_pipes, rule_fp32_gemm, rule_no_wgmma_tma,
     rule_occupancy, rule_uncoalesced, rule_bank_conflicts, rule_spills,
 ]
-
-
-def ncu_findings(report: NcuReport, *, include_ncu_rules: bool = True) -> list[Finding]:
-    """Run every ncu rule on each kernel of the report (see :func:`ncu_findings_and_groups`)."""
-    return ncu_findings_and_groups(report, include_ncu_rules=include_ncu_rules)[0]
-
-
-def ncu_findings_and_groups(report: NcuReport, *, include_ncu_rules: bool = True
-                            ) -> tuple[list[Finding], list[KernelGroup]]:
-    """Every finding of the report and the kernel groups (one per kernel name) they are about.
-
-    One finding per kernel name and rule, its gain summed over the launches; its severity follows
-    from the gain's share of all profiled kernel time (:func:`severity_from_share`), the one rule for
-    every ncu finding, so a larger gain never has a lower severity.
-    """
-    from engine.analysis.ncu.rule_findings import rule_ncu_own
-
-    groups = kernel_groups(report)
-    out: list[Finding] = []
-    for kg in groups:
-        for rule in KERNEL_RULES:
-            out += rule(kg)
-    if include_ncu_rules:
-        # ncu.uncoalesced already uses ncu's UncoalescedGlobalAccess estimate: not listed twice
-        skip = frozenset((f.subject, "UncoalescedGlobalAccess") for f in out if f.id == "ncu.uncoalesced"
-                         and any(e.label == UNCAPPED for e in f.evidence))
-        out += rule_ncu_own(report, groups, skip)
-    total = sum(kg.duration_ns for kg in groups)
-    return [replace(f, severity=severity_from_share(f, total)) for f in out], groups
-
-
-def severity_from_share(f: Finding, total_ns: float) -> str:
-    """An ncu finding's severity: its gain's share of all profiled kernel time (info without a gain)."""
-    g = f.gain
-    if g is None or g.seconds is None or not total_ns:
-        return "info"
-    return severity_for(100.0 * g.seconds * 1e9 / total_ns)

@@ -81,7 +81,7 @@ RULES: tuple[Rule, ...] = (
     Rule("torch.memory-fragmentation", "Reserved GPU memory far above what tensors use", "nsys", "trace",
          f"{_TORCH}:rule_memory_fragmentation"),
     Rule("ncu.*", "Nsight Compute rules: bottleneck, roofline, occupancy, memory, ncu's estimates", "ncu",
-         "ncu", "engine.analysis.findings.ncu:ncu_findings"),
+         "ncu", "engine.analysis.findings.ncu_all:ncu_findings"),
     Rule("telemetry.*", "NVML telemetry: throttling, co-tenants, idle GPU", "telemetry", "telemetry",
          "engine.analysis.findings.telemetry:telemetry_findings"),
 )

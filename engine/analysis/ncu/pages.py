@@ -107,6 +107,11 @@ def details_csv(report: NcuReport, print_units: str = "base") -> str:
     """
     if print_units not in PRINT_UNITS:
         raise ValueError(f"print_units must be one of {PRINT_UNITS}, not {print_units!r}")
+    # ncu prints the header with the first section it meets; a report profiled without any section
+    # (an empty --section-folder) prints an empty page, not even the header
+    sections = getattr(report, "sections", None)
+    if getattr(report, "source", "") == "ncu-rep" and sections and not any(sections.values()):
+        return ""
     auto = print_units == "auto"
     n_id = len(ID_COLUMNS)
     table = report.detail_rows()

@@ -1,7 +1,9 @@
-"""The ncu fix list (engine.analysis.ncu.fixes) on real reports: one entry per kernel name and rule with
-its gain per launch and in total, ties at a shared cap ranked (verdict, then ncu's uncapped estimate),
-severity from the gain's share, the first fix agreeing with the bottleneck verdict or saying why, and the
-fusion checklist item only for short kernels. Values are checked against the reports' own metrics."""
+"""The ncu fix list (engine.analysis.findings.ncu_fixes) on real reports.
+
+One entry per kernel name and rule with its gain per launch and in total, ties at a shared cap ranked
+(verdict, then ncu's uncapped estimate), severity from the gain's share, the first fix agreeing with
+the bottleneck verdict or saying why, and the fusion checklist item only for short kernels. Values are checked against the reports' own metrics.
+"""
 
 from __future__ import annotations
 
@@ -14,8 +16,8 @@ import pytest
 
 from engine.analysis.findings import checklists as cl
 from engine.analysis.findings.model import SEVERITIES
-from engine.analysis.findings.ncu import ncu_findings
-from engine.analysis.ncu.fixes import Fix, first_per_kernel, fix_list
+from engine.analysis.findings.ncu_all import ncu_findings
+from engine.analysis.findings.ncu_fixes import Fix, first_per_kernel, fix_list
 from engine.reports.ncu import NcuReport, read_ncu, read_ncu_rep
 from tests.conftest import FIXTURES, REPO
 

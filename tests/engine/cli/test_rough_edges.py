@@ -176,4 +176,4 @@ def test_html_colours_by_category_and_no_bar_for_zero(tmp_path: Path) -> None:
                    floor=1.0)
     widths = [float(w) for w in re.findall(r'<rect x="\d+" y="\d+" width="([0-9.]+)"', svg)]
     assert widths[0] == 0.0 and widths[1] <= 1.0  # no full-width bar for a vanishing rate
-    assert "4e-06 GB/s" in svg and "0.00 GB/s" in svg
+    assert "4.0 kB/s" in svg and "0 B/s" in svg and "e-0" not in svg  # one formatter, no scientific notation

@@ -29,7 +29,7 @@ def _click_row(qtbot, table, row):
 
 @pytest.mark.parametrize("name", ["host_overhead_fixed.ncu-rep", "torch_sdpa.ncu-rep"])
 def test_kernel_table_is_the_engines(qtbot, window, name):
-    from engine.analysis.ncu.fixes import first_per_kernel, fix_list
+    from engine.analysis.findings.ncu_fixes import first_per_kernel, fix_list
     from engine.analysis.ncu.sections import kernel_table
 
     report = open_and_wait(qtbot, window, NCU / name)
@@ -77,7 +77,7 @@ def test_fix_first_is_rank_one_of_a_table_that_is_not_empty(qtbot, window, tmp_p
 def test_multi_launch_kernel_is_one_row_per_rule_with_per_launch_gain(qtbot, window):
     """torch_sdpa: 4 launches of one kernel; each rule is one row (4 launches), the gain per launch and
     over the four; the header says both."""
-    from engine.analysis.ncu.fixes import fix_list
+    from engine.analysis.findings.ncu_fixes import fix_list
 
     report = open_and_wait(qtbot, window, NCU / "torch_sdpa.ncu-rep")
     view = _show(qtbot, window)
@@ -140,7 +140,7 @@ def test_click_a_kernel_shows_its_sections_and_rules(qtbot, window):
     need = view.details.fontMetrics().horizontalAdvance("Local Memory Spilling Requests")
     assert view.details.header().sectionSize(0) >= need + 2 * view.details.indentation()
     # Only the selected kernel's fixes when asked.
-    from engine.analysis.ncu.fixes import fix_list
+    from engine.analysis.findings.ncu_fixes import fix_list
 
     fixes = fix_list(report.ncu)
     view.only_selected.setChecked(True)
@@ -218,7 +218,7 @@ def test_rules_table_reads_at_a_glance(qtbot, window):
     """Rank, kernel (full name in the tooltip), fix (its text in the tooltip), launches, gains, severity
     and note visible; numbers never cut off; compact rows; long names elided in the middle; the kernel
     table fits the window (no "memory-boun" at its edge)."""
-    from engine.analysis.ncu.fixes import fix_list
+    from engine.analysis.findings.ncu_fixes import fix_list
     from engine.analysis.ncu.sections import kernel_table
 
     report = open_and_wait(qtbot, window, NCU / "torch_sdpa.ncu-rep")

@@ -172,7 +172,7 @@ def test_ncu_findings_rank_as_the_kernels_view_and_fuse_only_short_kernels(qtbot
     """An ncu report: the tab lists the Kernels view's fix list in its order, gains per launch and in
     total, severity falling with the gain; the fusion item is not offered for 58 µs and 2.1 ms kernels."""
     from engine.analysis.findings.model import SEVERITIES
-    from engine.analysis.ncu.fixes import fix_list
+    from engine.analysis.findings.ncu_fixes import fix_list
 
     report = open_and_wait(qtbot, window, FIXTURES / "ncu" / "torch_sdpa.ncu-rep")
     view = _show(qtbot, window)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from engine.analysis.findings.model import Evidence, Finding, fmt_time
+from engine.analysis.findings.ncu import UNCAPPED
 
 if TYPE_CHECKING:
     from engine.analysis.findings.ncu import KernelGroup
@@ -21,7 +22,6 @@ TRAFFIC_RULES = frozenset({"UncoalescedGlobalAccess", "UncoalescedSharedAccess",
                            "SharedMemoryConflicts"})
 
 #: the evidence label of ncu's uncapped estimate (ns over every launch); the fix list ranks ties by it
-UNCAPPED = "ncu's estimate, uncapped"
 
 
 def rule_cap(kg: KernelGroup, rule: str) -> tuple[float | None, str]:

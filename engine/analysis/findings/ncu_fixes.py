@@ -1,6 +1,6 @@
 """What to fix first in an Nsight Compute report: one ranked list for every view and page.
 
-The list is built from the findings (:func:`engine.analysis.findings.ncu.ncu_findings_and_groups`):
+The list is built from the findings (:func:`engine.analysis.findings.ncu_all.ncu_findings_and_groups`):
 one entry per kernel name and rule, its gain per launch and over every launch, the severity the
 findings engine gave it (from the gain's share of all profiled kernel time). The Kernels view's
 headline ("Fix first") is the first entry with a gain and its table is the list itself, so the
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from engine.analysis.findings.model import Finding, fmt_time
-from engine.analysis.ncu.rule_findings import UNCAPPED
+from engine.analysis.findings.ncu import UNCAPPED
 
 if TYPE_CHECKING:
     from engine.analysis.findings.ncu import KernelGroup
@@ -196,7 +196,7 @@ def fixes_of(findings: list[Finding], groups: list[KernelGroup]) -> list[Fix]:
 
 def fix_list(report: NcuReport) -> list[Fix]:
     """The report's ranked fixes (see the module docstring)."""
-    from engine.analysis.findings.ncu import ncu_findings_and_groups
+    from engine.analysis.findings.ncu_all import ncu_findings_and_groups
 
     return fixes_of(*ncu_findings_and_groups(report))
 
