@@ -2,7 +2,8 @@
 
 One entry per kernel name and rule with its gain per launch and in total, ties at a shared cap ranked
 (verdict, then ncu's uncapped estimate), severity from the gain's share, the first fix agreeing with
-the bottleneck verdict or saying why, and the fusion checklist item only for short kernels. Values are checked against the reports' own metrics.
+the bottleneck verdict or saying why, and the fusion checklist item only for short kernels. Values are
+checked against the reports' own metrics.
 """
 
 from __future__ import annotations
