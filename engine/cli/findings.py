@@ -128,12 +128,14 @@ def cmd_checklist(args: argparse.Namespace) -> int:
         print(f"kernelscope: {item.strip()} is now {entry['state']} in {cl.state_path(args.project)}",
               file=sys.stderr)
     ids: set[str] | None = None
+    found = None
     if args.report:
         from engine.analysis.findings import findings_for
 
-        ids = {f.id for f in findings_for(args.report)}
+        found = findings_for(args.report)
+        ids = {f.id for f in found}
     states = cl.load_states(args.project, checklist.name) if args.project else {}
-    rows = cl.annotate(checklist, ids, states)
+    rows = cl.annotate(checklist, ids, states, findings=found)
     if args.json:
         _dump({"checklist": checklist.name, "title": checklist.title, "items": rows})
     else:

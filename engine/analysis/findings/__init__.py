@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.analysis.findings.model import SCHEMA, Evidence, Finding, Gain, fmt_time, sort_findings
+from engine.analysis.summary_text import fmt_bytes
 
 __all__ = ["SCHEMA", "Evidence", "Finding", "Gain", "findings_for", "format_findings", "to_document"]
 
@@ -77,12 +78,12 @@ def to_document(path: str | Path, findings: list[Finding], *,
 
 
 def evidence_text(e: Evidence) -> str:
-    """An evidence value with its unit, readable (ns as ms/µs, bytes as MB)."""
+    """An evidence value with its unit, readable (ns as ms/µs, bytes as B/kB/MB/GB)."""
     v = e.value
     if e.unit == "ns" and isinstance(v, (int, float)):
         return fmt_time(float(v))
     if e.unit == "B" and isinstance(v, (int, float)):
-        return f"{v / 1e6:,.1f} MB"
+        return fmt_bytes(float(v))
     if isinstance(v, float) and v.is_integer() and abs(v) >= 1000:
         return f"{int(v):,} {e.unit}".strip()
     if isinstance(v, float):
@@ -105,7 +106,7 @@ def format_findings(findings: list[Finding], *, snippets: bool = True) -> str:
             lines.append(f"     - {e.label}: {evidence_text(e)}   ({e.source})")
         if f.gain is not None:
             g = f.gain
-            head = (f"{g.seconds * 1e3:,.2f} ms" if g.seconds is not None else "n/a")
+            head = (f"{g.seconds * 1e3:,.2f} ms over the capture" if g.seconds is not None else "n/a")
             share = f" ({g.pct_of_wall:.1f} %)" if g.pct_of_wall is not None else ""
             step = (f"; {fmt_time(g.per_step_ns)} per steady step ({g.pct_of_step or 0:.1f} % of it)"
                     if g.per_step_ns is not None and not g.one_time else "")

@@ -115,7 +115,7 @@ def test_cli_findings_json_and_text(capsys):
 
 def test_format_findings_text_has_gain_and_snippets(naive_findings):
     text = format_findings(naive_findings)
-    assert "Expected gain (estimate): 57.98 ms" in text
+    assert "Expected gain (estimate): 57.98 ms over the capture" in text
     assert "cudaMallocHost" in text and "pin_memory" in text
 
 
