@@ -182,7 +182,7 @@ class Straggler:
             slow). Not a wait any rank measured: the waits are ``slow_wait_ns`` and
             ``others_wait_ns``.
         last_share: Fraction of the collectives where it started last.
-        extra_host_per_step_ns: Its median host time per step minus the others' median.
+        extra_host_per_step_ns: Its median host time per step minus the others' median (0 when not more).
     """
 
     rank: int

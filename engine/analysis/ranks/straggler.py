@@ -201,9 +201,11 @@ def _cause(rows: list[RankRow], s: int, steps: list[dict[int, StepCost]], slow_i
     if cause == "GPU compute" and extra_gpu:
         text = (f"+{_ms(extra_gpu)} of GPU compute per step (most of it: {top} per step that the "
                 f"others do not run)")
-    else:
-        text = f"{'+' if delta >= 0 else ''}{_ms(delta)} of {cause} per step"
-    return cause, mine, theirs, text, what_if, extra_host
+    elif delta > 0:
+        text = f"+{_ms(delta)} of {cause} per step"
+    else:  # never "-11.76 ms more": it does no more of either than the others
+        text = "no more GPU compute or host time per step than the others"
+    return cause, mine, theirs, text, what_if, max(0, extra_host)
 
 
 def _verdict(rows: list[RankRow], colls: list[Collective], steps: list[dict[int, StepCost]],
