@@ -591,8 +591,8 @@ def _iterations(trace: Trace, api: _Calls, ops: _Ops,
         first_iteration_extra_ns=first_step_extra_ns(durs),
         gpu_busy_per_step_ns=busy_steady if n_steady else 0.0,
         api_per_iteration=per_it, api_warmup=warm, api_one_time=once, phases=phases,
-        processes=tuple(sm.ProcessSteps(p.pid, p.range_name, p.count, p.warmup_count, p.steady_median_ns)
-                        for p in every),
+        processes=tuple(sm.ProcessSteps(p.pid, p.range_name, p.count, p.warmup_count, p.steady_median_ns,
+                                        _busy_per_step(ops, p)) for p in every),
         candidates=tuple(range_names(trace)),
         method=st.method, confidence=st.confidence, why=st.why,
         host_steady_median_ns=st.host_steady_median_ns,
@@ -619,6 +619,16 @@ def _steady_host_windows(st: Steps) -> tuple[np.ndarray, np.ndarray]:
         e = np.maximum(np.asarray(he, dtype=np.int64), s)
     steady = np.array([not x.warmup for x in st.steps], dtype=bool)
     return (s[steady], e[steady]) if steady.any() else (s, e)
+
+
+def _busy_per_step(ops: _Ops, st: Steps) -> float | None:
+    """The median GPU busy time of one process's steady steps (its own GPU work only)."""
+    ss, se = st.window(steady_only=True)
+    if not len(ss):
+        return None
+    bs, be = ops.o.blocks(st.pid, (ops.s, ops.e))
+    each = busy_between(bs, be, ss, se, ops.o.busy_cum(st.pid))
+    return float(np.median(each)) if len(each) else None
 
 
 def _phases(trace: Trace, st: Steps) -> tuple[sm.Phase, ...]:

@@ -269,6 +269,7 @@ class ProcessSteps(_Json):
     count: int
     warmup_count: int
     steady_median_ns: float
+    gpu_busy_per_step_ns: float | None = None  # median over its steady steps, its own GPU work
 
 
 @dataclass(frozen=True)

@@ -213,3 +213,26 @@ def test_copy_time_over_several_gpus_is_labelled_a_sum_and_its_union_fits_the_ca
     assert ev["copy time (union over the GPUs)"] == 600 <= s.wall.span_ns == 1000
     assert not any("union" in e.label and e.value > s.wall.span_ns for e in f.evidence)
     assert "summed over the 2 GPUs" in f.summary
+
+
+def test_if_all_applied_is_never_below_one_of_its_findings_in_a_multi_process_report(tmp_path) -> None:
+    """ddp_torchrun: rank 1's GPU idles ~20.5 ms per step; 'if all applied' must not say 0.38 ms.
+
+    (0.38 ms is rank 0's bound, the summary's process.)
+    """
+    import lzma
+
+    from engine.analysis.findings.overview import combined, overview
+    from engine.reports import open_report
+    from tests.conftest import REPO
+
+    path = tmp_path / "ddp_torchrun.sqlite"
+    src = REPO / "tests/data/recordings/nsys/ddp/ddp_torchrun.sqlite.xz"
+    path.write_bytes(lzma.decompress(src.read_bytes()))
+    s, found = overview(open_report(path))
+    both = combined(s, found)
+    largest = max(f.gain.per_step_ns for f in found if f.gain and f.gain.per_step_ns and not f.gain.one_time)
+    assert both.per_step_ns is not None and both.per_step_ns >= largest > 15e6
+    assert "pid 1066" in both.formula
+    busy = {p.pid: p.gpu_busy_per_step_ns for p in s.iterations.processes}
+    assert busy["1065"] == s.iterations.gpu_busy_per_step_ns and 0 < busy["1066"] < busy["1065"]
