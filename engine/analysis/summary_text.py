@@ -104,9 +104,13 @@ def format_summary(s: Summary) -> str:
     """Render a summary as readable terminal text (shares are unions; sums are labelled as sums)."""
     rep = s.report
     lines = [f"Report   {rep.path}  ({rep.kind}, {rep.product_version or 'unknown version'})"]
+    models: dict[str, int] = {}  # one line per GPU model, with a count: "2 × NVIDIA H100 ..."
     for info in rep.gpus:
         sms = f" ({info.smCount} SMs)" if info.smCount else ""
-        lines.append(f"GPU      {info.name or 'unknown GPU'}{sms}")
+        label = f"{info.name or 'unknown GPU'}{sms}"
+        models[label] = models.get(label, 0) + 1
+    for label, n in models.items():
+        lines.append(f"GPU      {f'{n} × ' if n > 1 else ''}{label}")
     lines.append(f"Capture  {_ms(s.wall.span_ns)} wall span")
     lines += _host_lines(s) + _gpu_lines(s)
     if len(s.processes) > 1:
