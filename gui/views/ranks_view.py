@@ -212,7 +212,7 @@ class RanksView(ReportView):
         self.bar_plot = pg.PlotWidget(background="w")
         for p in (self.time_plot, self.bar_plot):
             style_plot(p.getPlotItem(), font)
-        self.time_plot.setLabel("bottom", "time since the job's first event (ms)")
+        self.time_plot.setLabel("bottom", "time since capture start (ms; the earliest rank's capture)")
         self.time_plot.setTitle("Ranks on one clock — click a rank to open its timeline", color="#2c3e50")
         self.bar_plot.setLabel("bottom", "per step, mean of the steady steps (ms)")
         self.bar_plot.setTitle("Where each rank's step went", color="#2c3e50")

@@ -302,13 +302,9 @@ def analyze_ranks(traces: Sequence[Trace], *, range_name: str | None = None) -> 
     if range_name is None:
         align_step_ranges(list(traces), inputs)
     fitted = _fit_clocks(inputs)
-    firsts = []
-    for r in inputs:
-        cand = [a.min() for a in (r.compute_start, r.nccl_start, r.api_start) if len(a)]
-        if r.steps is not None and r.steps.count:
-            cand.append(r.steps.steps[0].start_ns)
-        firsts.append(int(min(cand)) + r.offset_ns)
-    zero = min(firsts)
+    # one time origin with the other views: the capture start (a report's own times count from its
+    # capture's start), the earliest of the ranks' on the job's clock
+    zero = min(r.offset_ns for r in inputs)
     colls, waits, spread, clipped = _collectives(inputs, zero)
     rows = [_row(r, _step_costs(r, waits[r.rank], r.offset_ns - zero)) for r in inputs]
     missing = [r.rank for r in rows if not r.steps]
