@@ -10,54 +10,39 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from engine.analysis.summary_text import fmt_bytes, fmt_pct, fmt_rate, fmt_time
+
 
 def duration(ns: float | int | None) -> str:
-    """A duration in the largest unit that keeps it readable: 850 ns, 12.3 µs, 252.0 ms, 1.61 s, 155.3 s.
+    """A duration as every page prints it (the engine's one formatter): 78.9 µs, 252.04 ms, 1.61 s.
 
-    Seconds stay seconds past a minute ('155.3 s', not '2 min 35.3 s'): the time axes count in
+    Seconds stay seconds past a minute ('155.30 s', not '2 min 35.3 s'): the time axes count in
     seconds, and a header above one must read in the same unit.
     """
     if ns is None or (isinstance(ns, float) and math.isnan(ns)):
         return "–"
-    v = float(ns)
-    a = abs(v)
-    if a < 1e3:
-        return f"{v:,.0f} ns"
-    if a < 1e6:
-        return f"{v / 1e3:,.1f} µs"
-    if a < 1e9:
-        return f"{v / 1e6:,.1f} ms"
-    if a < 60e9:
-        return f"{v / 1e9:,.2f} s"
-    return f"{v / 1e9:,.1f} s"
+    return fmt_time(float(ns))
 
 
 def percent(p: float | None, digits: int = 1) -> str:
-    """'39.8 %', or '–' when unknown."""
+    """'39.8 %', '< 0.1 %' for a tiny non-zero share, or '–' when unknown."""
     if p is None or (isinstance(p, float) and math.isnan(p)):
         return "–"
-    return f"{p:.{digits}f} %"
+    return fmt_pct(float(p), digits)
 
 
 def nbytes(b: float | int | None) -> str:
-    """Decimal byte sizes as nsys prints them: 83.9 MB, 1.88 GB."""
+    """Decimal byte sizes as nsys prints them (the engine's formatter): 512 B, 83.9 MB, 1.88 GB."""
     if b is None or (isinstance(b, float) and math.isnan(b)):
         return "–"
-    v = float(b)
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(v) >= scale:
-            return f"{v / scale:,.1f} {unit}"
-    return f"{v:,.0f} B"
+    return fmt_bytes(float(b))
 
 
 def rate(bytes_per_s: float | int | None) -> str:
-    """A transfer rate in decimal units, as the byte sizes: '1,262.8 GB/s', '3.1 MB/s', '4 B/s'."""
+    """A transfer rate (the engine's formatter): '1,262.78 GB/s', '3.1 MB/s', '4 B/s'."""
     if bytes_per_s is None or (isinstance(bytes_per_s, float) and math.isnan(bytes_per_s)):
         return "–"
-    v = float(bytes_per_s)
-    if abs(v) >= 1e12:
-        return f"{v / 1e12:,.2f} TB/s"
-    return f"{nbytes(v)}/s"
+    return fmt_rate(float(bytes_per_s))
 
 
 def decimal(v: float, digits: int = 1) -> str:

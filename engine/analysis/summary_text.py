@@ -17,12 +17,17 @@ if TYPE_CHECKING:
 
 
 def fmt_time(ns: float) -> str:
-    """A duration from nanoseconds: 1.23 s, 4.56 ms, 78.9 µs (the sign kept)."""
+    """A duration from nanoseconds: 1.23 s, 4.56 ms, 78.9 µs, 850 ns (the sign kept).
+
+    Seconds stay seconds past a minute (155.30 s, not 2 min 35.3 s): time axes count in seconds.
+    """
     if abs(ns) >= 1e9:
         return f"{ns / 1e9:,.2f} s"
     if abs(ns) >= 1e5:
         return f"{ns / 1e6:,.2f} ms"
-    return f"{ns / 1e3:,.1f} µs"
+    if abs(ns) >= 1e3 or ns == 0:
+        return f"{ns / 1e3:,.1f} µs"
+    return f"{ns:,.0f} ns"
 
 
 def fmt_bytes(n: float) -> str:

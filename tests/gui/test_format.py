@@ -9,7 +9,7 @@ from gui import format as fmt
 
 
 def test_duration():
-    assert fmt.duration(251_962_483) == "252.0 ms"
+    assert fmt.duration(251_962_483) == "251.96 ms"  # as the CLI prints it: one formatter
     assert fmt.duration(850) == "850 ns"
     assert fmt.duration(65_271) == "65.3 µs"
     assert fmt.duration(1_613_500_000) == "1.61 s"
@@ -42,6 +42,6 @@ def test_human_value_scales_ncu_base_units():
 
 
 def test_seconds_text():
-    assert fmt.seconds_text(0.85) == "850.0 ms"
+    assert fmt.seconds_text(0.85) == "850.00 ms"
     assert fmt.seconds_text(185) == "3 min 05 s"
     assert fmt.seconds_text(3720) == "1 h 02 min"

@@ -60,5 +60,5 @@ def test_identical_gpus_are_listed_once_with_a_count(qtbot, window, tmp_path):
     qtbot.waitUntil(lambda: view.fields["gpus"].text() not in ("", "…"), timeout=LOAD_TIMEOUT_MS)
     gpus = [g.to_json() for g in report.summary.report.gpus]
     assert len(gpus) == 2 and gpus[0]["name"] == gpus[1]["name"] == "NVIDIA H100 80GB HBM3"
-    assert view.fields["gpus"].text() == "2 × NVIDIA H100 80GB HBM3 (132 SMs, 85.0 GB)"
+    assert view.fields["gpus"].text() == "2 × NVIDIA H100 80GB HBM3 (132 SMs, 85.02 GB)"
     assert fmt.distinct(["a", "b", "a", "a"]) == ["3 × a", "b"]

@@ -58,7 +58,7 @@ def test_placeholder_stack(qtbot):
 
 def test_cells_in_their_own_unit_and_never_scientific(qtbot):
     """One formatter per quantity: the bandwidth table's bytes, times and rates each in the unit that
-    suits the cell ("32 B" beside "14.1 GB"), sorted by the raw value; a bare tiny float stays positional."""
+    suits the cell ("32 B" beside "14.10 GB"), sorted by the raw value; a bare tiny float stays positional."""
     from gui import format as fmt
     from gui.widgets.table import ReadOnlyTable
 
@@ -68,9 +68,9 @@ def test_cells_in_their_own_unit_and_never_scientific(qtbot):
                        "Rate": [1.2628e12, 3.086e6, 3.087e7], "Share": [75.4, 4.88e-07, 0.0482]})
     t.set_frame(df, {"Bytes": fmt.nbytes, "Time": fmt.duration, "Rate": fmt.rate})
     rows = t.rows_text()
-    assert [r["Bytes"] for r in rows] == ["14.1 GB", "32 B", "488 B"]
-    assert [r["Time"] for r in rows] == ["11.2 ms", "10.4 µs", "15.8 µs"]
-    assert [r["Rate"] for r in rows] == ["1.26 TB/s", "3.1 MB/s", "30.9 MB/s"]
+    assert [r["Bytes"] for r in rows] == ["14.10 GB", "32 B", "488 B"]
+    assert [r["Time"] for r in rows] == ["11.16 ms", "10.4 µs", "15.8 µs"]
+    assert [r["Rate"] for r in rows] == ["1,262.80 GB/s", "3.1 MB/s", "30.9 MB/s"]
     assert [r["Share"] for r in rows] == ["75.4", "0.000000488", "0.0482"]  # not "4.88e-07"
     t.sortByColumn(0, Qt.SortOrder.AscendingOrder)
     assert t.column("Bytes") == [32.0, 488.0, 14_097_334_304.0]
