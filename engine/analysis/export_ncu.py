@@ -49,22 +49,39 @@ def ncu_markdown(report: NcuReport, findings: list[Finding]) -> str:
              f"- Nsight Compute {_SOURCES.get(report.source, report.source)} on {', '.join(gpus)}",
              f"- {len(kt)} profiled kernel launch{'es' if len(kt) != 1 else ''}, {_ns(total)} of kernel time "
              "(each measured alone under ncu's replay)", ""]
+    from engine.analysis.findings.ncu_fixes import first_per_kernel, fix_list
+
+    fixes = fix_list(report)
+    by_launch = {i: x for x in first_per_kernel(fixes).values() for i in x.ids}  # report ID -> its fix first
     lines += ["## Kernels", "",
-              "| ID | kernel | duration | SM % | memory % | achieved occupancy | verdict | top rule |",
+              "| ID | kernel | duration | SM % | memory % | achieved occupancy | verdict | fix first |",
               "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in kt.to_dict("records"):
-        top = f"{r['top_rule']} ({_pct(r['top_speedup_pct'])})" if r.get("top_rule") else ""
+        fx = by_launch.get(int(r["id"]))
+        top = f"{fx.title} ({_pct(fx.pct_of_kernel)})" if fx is not None else ""
         lines.append(f"| {r['id']} | {_cell(r['name'])} | {_ns(r['duration_ns'])} | "
                      f"{_pct(r['sm_throughput_pct'])} | {_pct(r['memory_throughput_pct'])} | "
-                     f"{_pct(r['achieved_occupancy_pct'])} | {r['verdict']} | {_cell(top, 40)} |")
-    lines += ["", "## What to fix first (ncu's rules, by estimated time saved)", ""]
+                     f"{_pct(r['achieved_occupancy_pct'])} | {r['verdict']} | {_cell(top, 64)} |")
+    # the same list as the Kernels view: one entry per kernel name and fix, gain per launch and in total
+    lines += ["", "## What to fix first", ""]
+    ranked = [x for x in fixes if x.gain_ns is not None]
+    if not ranked:
+        lines.append("No fix with an estimated gain: the rules found nothing to save on this report.")
+    else:
+        lines += ["| rank | kernel | fix | severity | gain | note |", "| --- | --- | --- | --- | --- | --- |"]
+        for i, x in enumerate(ranked[:TOP_RULES], 1):
+            lines.append(f"| {i} | {_cell(x.kernel, 40)} | {x.title} | {x.severity} | {x.gain_words()} | "
+                         f"{_cell(x.short_note(), 60)} |")
+        if len(ranked) > TOP_RULES:
+            lines.append(f"\n{len(ranked) - TOP_RULES} more: the Kernels view lists them all.")
+    lines += ["", "## ncu's rule results (ncu's own estimates, before any cap)", ""]
     if not len(rules):
         lines.append("This report holds no rule results.")
     else:
-        lines += ["| rank | kernel | rule | estimated speedup | time it could save | message |",
-                  "| --- | --- | --- | --- | --- | --- |"]
-        for i, r in enumerate(rules.head(TOP_RULES).to_dict("records"), 1):
-            lines.append(f"| {i} | {_cell(r['kernel'], 40)} | {r['rule']} | {_pct(r['speedup_pct'])} | "
+        lines += ["| kernel | rule | estimated speedup | time it could save | message |",
+                  "| --- | --- | --- | --- | --- |"]
+        for r in rules.head(TOP_RULES).to_dict("records"):
+            lines.append(f"| {_cell(r['kernel'], 40)} | {r['rule']} | {_pct(r['speedup_pct'])} | "
                          f"{_ns(r['weighted_ns'])} | {_cell(r['message'], 160)} |")
         if len(rules) > TOP_RULES:
             lines.append(f"\n{len(rules) - TOP_RULES} more rule results: "

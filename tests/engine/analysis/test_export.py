@@ -179,3 +179,23 @@ def test_no_none_for_a_gpu_or_process_without_a_name():
     doc["report"]["gpus"] = [{**g, "name": None} for g in doc["report"]["gpus"]]
     md = export.session_markdown(doc, [])
     assert "None" not in md and "on unknown GPU" in md
+
+
+def test_ncu_export_fix_first_is_the_kernels_views() -> None:
+    """The exported 'fix first' and 'What to fix first' are the Kernels view's list (not ncu's top rule)."""
+    from engine.analysis.export_ncu import ncu_markdown
+    from engine.analysis.findings import findings_for
+    from engine.analysis.findings.ncu_fixes import first_per_kernel, fix_list
+    from engine.reports.ncu import read_ncu
+    from tests.conftest import FIXTURES
+
+    path = FIXTURES / "ncu" / "host_overhead_fixed.ncu-rep"
+    report = read_ncu(path)
+    md = ncu_markdown(report, findings_for(path))
+    first = first_per_kernel(fix_list(report))
+    saxpy = next(x for k, x in first.items() if k.startswith("saxpy"))
+    assert saxpy.title == "MemoryL2Compression"  # memory-bound: not ncu's top (HighPipeUtilization)
+    row = next(line for line in md.splitlines() if line.startswith("| 1 | saxpy"))
+    assert row.rstrip().endswith("| MemoryL2Compression (34.5 %) |")
+    ranked = md[md.index("## What to fix first"):md.index("## ncu's rule results")]
+    assert "| 1 | sgemm_tiled |" in ranked and "| 5 | saxpy | MemoryL2Compression |" in ranked
