@@ -11,35 +11,32 @@ or busy time is a union, so none exceeds 100 % (see ``summary_model``).
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from engine.analysis import summary_model as sm
 from engine.analysis.calls import CATEGORY_ORDER, ApiCalls, api_calls, api_category, small_codes
-from engine.analysis.ops import CopyColumns, copy_columns, gpu_op_columns, memset_bytes
+from engine.analysis.copy_kinds import bandwidth_rows, copy_kinds, host_kind, with_unions
+from engine.analysis.ops import copy_columns, gpu_op_columns, memset_bytes
 from engine.analysis.ranges import nvtx_span
 from engine.analysis.steps import (
     Steps,
-    factorize_rows,
     pandas_order,
     pid_key,
     range_names,
     ranges_table,
     steps_per_process,
-    trace_cache,
 )
 from engine.analysis.summary_model import SCHEMA, Summary
 from engine.analysis.summary_text import format_summary as format_summary  # re-exported
-from engine.analysis.sums import code_sums, int_sums, label_rows, masked_sum, median
+from engine.analysis.sums import code_sums, int_sums, label_rows, masked_sum
 from engine.analysis.sums import sum_count as sum_count  # re-exported: the rules import it from here
 from engine.analysis.tables import UNION_CHUNK as _UNION_CHUNK
 from engine.analysis.tables import disjoint_sorted, table_records
 from engine.analysis.tables import union_sorted as _union_sorted
 
 if TYPE_CHECKING:
-    import pandas as pd
 
     from engine.reports.base import Trace
 
@@ -82,20 +79,6 @@ def _pct(part: float, whole: float) -> float | None:
 
 def _union(starts: Any, ends: Any) -> int:
     return interval_union_ns(np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64))[0]
-
-
-def _host_kind(row_op: str, src: str, dst: str) -> str:
-    """The memory kind that matters for a copy's speed: the host side (or Device for D2D)."""
-    if row_op.startswith("Host-to") or row_op.startswith("Unified Host"):
-        return str(src)
-    if row_op.endswith("to-Host"):
-        return str(dst)
-    return str(src) if src == dst else f"{src}->{dst}"
-
-
-def _durations(df: pd.DataFrame) -> np.ndarray:
-    d: np.ndarray = df["end"].to_numpy(dtype=np.int64) - df["start"].to_numpy(dtype=np.int64)
-    return d
 
 
 _NULL = -(2**62)  # SQL NULL in the calls' columns (engine.reports.columns.NULL)
@@ -286,9 +269,9 @@ class _Ops:
                 nbytes = cc.nbytes.astype(float)
             else:
                 mc = trace.table("memcpy", ["operation", "srcKindName", "dstKindName", "bytes"])
-                codes, uniq = _copy_kinds(trace, mc)
+                codes, uniq = copy_kinds(trace, mc)
                 nbytes = mc["bytes"].astype(float).fillna(0).to_numpy()
-            lut = np.array([self._code(f"memcpy {op} ({_host_kind(op, a, b)})") for op, a, b in uniq],
+            lut = np.array([self._code(f"memcpy {op} ({host_kind(op, a, b)})") for op, a, b in uniq],
                            dtype=np.int16)
             part[mc_rows] = lut[codes]
             self._add_bytes(o.dev[mc_rows], lut[codes], nbytes)
@@ -369,20 +352,6 @@ _MASKED_GROUPS = 16
 def _first_codes(codes: np.ndarray) -> list[int]:
     """The distinct codes in order of first appearance."""
     return [int(u) for u in small_codes(codes)[1]] if len(codes) else []
-
-
-def _copy_kinds(trace: Trace, mc: pd.DataFrame) -> tuple[np.ndarray, list[tuple[str, str, str]]]:
-    """:func:`_kinds` of the trace's copies, computed once per trace (``mc``: its memcpy table)."""
-    out: tuple[np.ndarray, list[tuple[str, str, str]]] = trace_cache(trace, "summary_copy_kinds",
-                                                                       lambda: _kinds(mc))
-    return out
-
-
-def _kinds(mc: pd.DataFrame) -> tuple[np.ndarray, list[tuple[str, str, str]]]:
-    """Codes of each copy's (operation, source kind, destination kind), and the distinct triples."""
-    codes, uniq = factorize_rows(*(mc[c].astype(str).to_numpy(dtype=object)
-                                   for c in ("operation", "srcKindName", "dstKindName")))
-    return codes, [(str(o), str(a), str(b)) for o, a, b in uniq]
 
 
 def _parts(ops: _Ops, sel: np.ndarray | None, dev: int | None, busy: int, wall_ns: int
@@ -479,65 +448,6 @@ def _processes(trace: Trace, api: _Calls, ops: _Ops, wall_ns: int, host: sm.Host
             if mine is not None else ()))
     out.sort(key=lambda p: (-p.gpu_busy_ns, -p.api_union_ns))
     return tuple(out)
-
-
-def _bandwidth_row(op: str, mem: str, count: int, nbytes: int, tot: int, per: np.ndarray) -> sm.BandwidthRow:
-    return sm.BandwidthRow(
-        op, mem, count, nbytes, tot, round(nbytes / tot * 1e9, 1) if tot else None,
-        round(nbytes / tot, 3) if tot else None, round(median(per), 3),
-        round(float(per.min()), 3), round(float(per.max()), 3))
-
-
-def _bandwidth_columns(cc: CopyColumns) -> tuple[sm.BandwidthRow, ...]:
-    """:func:`_bandwidth` from the copies' integer columns (no table of the copies)."""
-    if not cc.n:
-        return ()
-    pairs: dict[tuple[str, str], int] = {}
-    lut = np.full(len(cc.kinds) + 1, -1, dtype=np.int16)
-    for i, ((op, a, b), known) in enumerate(zip(cc.kinds, cc.known, strict=True)):
-        if known:  # an unknown operation is NaN in the table: its copies form no group
-            lut[i] = pairs.setdefault((op, _host_kind(op, a, b)), len(pairs))
-    group = lut[cc.codes]
-    dur = cc.end - cc.start
-    out = []
-    for (op, mem), k in pairs.items():
-        sel = group == k
-        d = dur[sel]
-        nb = cc.nbytes[sel]
-        per = nb.astype(float) / np.maximum(d.astype(float), 1)
-        out.append(_bandwidth_row(op, mem, len(d), int(nb.sum()), int(d.sum()), per))
-    out.sort(key=lambda b: (b.direction, b.memory))
-    return tuple(out)
-
-
-def _bandwidth(trace: Trace) -> tuple[sm.BandwidthRow, ...]:
-    cc = copy_columns(trace)
-    return _bandwidth_columns(cc) if cc is not None else _bandwidth_table(trace)
-
-
-def _bandwidth_table(trace: Trace) -> tuple[sm.BandwidthRow, ...]:
-    """:func:`_bandwidth` from the ``memcpy`` table (traces without the integer columns)."""
-    mc = trace.table("memcpy", ["start", "end", "bytes", "operation", "srcKindName", "dstKindName"])
-    if not len(mc):
-        return ()
-    m = mc.assign(duration_ns=_durations(mc), nbytes=mc["bytes"].astype(float).fillna(0))
-    codes, uniq = _copy_kinds(trace, mc)
-    m["memory"] = np.array([_host_kind(o, a, b) for o, a, b in uniq], dtype=object)[codes]
-    out = []
-    for (op, mem), g in m.groupby(["operation", "memory"], sort=False):
-        tot = int(g["duration_ns"].sum())
-        nbytes = int(g["nbytes"].sum())
-        per = g["nbytes"].to_numpy(dtype=float) / np.maximum(g["duration_ns"].to_numpy(float), 1)
-        out.append(_bandwidth_row(str(op), str(mem), len(g), nbytes, tot, per))
-    out.sort(key=lambda b: (b.direction, b.memory))
-    return tuple(out)
-
-
-def _with_unions(rows: tuple[sm.BandwidthRow, ...], parts: tuple[sm.GpuPart, ...]
-                 ) -> tuple[sm.BandwidthRow, ...]:
-    """The rows with the union of their copies: the GPU part of the same direction and memory kind."""
-    unions = {p.part: p.union_ns for p in parts}
-    return tuple(replace(b, union_ns=unions.get(f"memcpy {b.direction} ({b.memory})")) for b in rows)
 
 
 # -- iterations --------------------------------------------------------------------------------------
@@ -693,7 +603,7 @@ def summarize(trace: Trace, *, range_name: str | None = None) -> Summary:
         host=host,
         gpu=gpu,
         processes=_processes(trace, api, ops, wall_ns, host, gpu),
-        bandwidth=_with_unions(_bandwidth(trace), gpu.parts),
+        bandwidth=with_unions(bandwidth_rows(trace), gpu.parts),
         iterations=(its := _iterations(trace, api, ops, range_name)),
         no_steps="" if its is not None else _no_steps(trace, range_name),
     )

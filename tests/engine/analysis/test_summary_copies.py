@@ -11,8 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.analysis.copy_kinds import bandwidth_columns as _bandwidth_columns
+from engine.analysis.copy_kinds import bandwidth_rows as _bandwidth
+from engine.analysis.copy_kinds import bandwidth_table as _bandwidth_table
 from engine.analysis.ops import copy_columns
-from engine.analysis.summary import _bandwidth, _bandwidth_columns, _bandwidth_table
 from engine.reports import open_report
 from tests.conftest import NSYS_SQLITE
 
