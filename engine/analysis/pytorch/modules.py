@@ -22,6 +22,8 @@ from engine.analysis.pytorch.events import ANNOTATION, MODULE, OP, STEP, TorchEv
 
 _MODULE_PREFIX = "nn.Module: "
 _OPTIMIZER_PREFIXES = ("Optimizer.step#", "Optimizer.zero_grad#")
+#: record_function ranges that PyTorch's own libraries open: never taken for the user's modules
+_LIBRARY_RANGES = ("nccl:", "c10d", "gloo:", "record_param_comms", "ProfilerStep#", "enumerate(DataLoader)")
 
 
 @dataclass
@@ -124,7 +126,8 @@ def module_tree(ev: TorchEvents, steps: Any = None) -> ModuleTree:
     mods = ev.cat == MODULE
     modules_from = "nn.Module events"
     if not mods.any():
-        names = np.array([not (t.startswith(_OPTIMIZER_PREFIXES)) for t in ev.names], dtype=bool)
+        skip = _OPTIMIZER_PREFIXES + _LIBRARY_RANGES
+        names = np.array([not t.startswith(skip) for t in ev.names], dtype=bool)
         mods = (ev.cat == ANNOTATION) & names[ev.name] if len(ev.names) else mods
         modules_from = "record_function ranges" if mods.any() else "none"
     mod_of = _enclosing(ev, mods)

@@ -252,3 +252,17 @@ def test_export_has_the_pytorch_section(rec: Path, tmp_path: Path) -> None:
     assert "| `aten::mm` | 238 | 7.723 | 131.500 | 131.500 |" in section
     assert f"({_truth('torch_train')['max_memory_allocated']:,} bytes)" in section
     assert "Matrix math runs on CUDA cores" in text
+
+
+def test_modules_from_record_function_ranges_leave_out_library_ranges(tmp_path: Path) -> None:
+    """A DDP Kineto trace recorded before this view existed (no with_modules): its record_function
+    ranges stand for modules, but PyTorch's own ('nccl:all_reduce') do not."""
+    from engine.analysis.pytorch.modules import module_tree
+
+    src = REPO / "tests/data/recordings/nsys/ddp/ddp_kineto_rank0_kineto.json.xz"
+    path = tmp_path / "ddp.json"
+    path.write_bytes(lzma.decompress(src.read_bytes()))
+    tree = module_tree(_events(path))
+    assert tree.modules_from == "record_function ranges"
+    assert list(tree.root.children["forward"].children) == ["DistributedDataParallel.forward"]
+    assert sum(c.gpu_ns for c in tree.root.children.values()) == tree.root.gpu_ns
