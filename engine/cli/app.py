@@ -269,14 +269,10 @@ def _explain(result: Any) -> str:
 # -- summary -----------------------------------------------------------------------------------
 def cmd_summary(args: argparse.Namespace) -> int:
     """Print the host-vs-GPU breakdown."""
-    from engine.analysis.calls import prefetch_api_calls
-
-    trace = _open(args.input)
-    prefetch_api_calls(trace)  # the calls' columns read while the kernels' are (two cores)
-    from engine.analysis.findings.overview import overview
     from engine.analysis.summary import format_summary
+    from engine.cli.cached import overview_of
 
-    s, _ = overview(trace, range_name=args.range)
+    s, _ = overview_of(args.input, args.range)
     if args.json:
         print(json.dumps(s.to_json(), indent=1, allow_nan=False))
     else:

@@ -72,16 +72,11 @@ def _findings_and_bound(args: argparse.Namespace) -> tuple[list[Any], Any]:
     p = Path(args.input).expanduser()
     if is_ncu(p):
         return findings_for(p, telemetry=args.telemetry), None
-    from engine.analysis.calls import prefetch_api_calls
-    from engine.reports import open_report
-
-    trace = open_report(p)
-    prefetch_api_calls(trace)  # the calls' columns read while the kernels' are (two cores)
     from engine.analysis.findings.model import sort_findings
-    from engine.analysis.findings.overview import combined, overview
+    from engine.analysis.findings.overview import combined
+    from engine.cli.cached import overview_of
 
-    ref = open_report(Path(args.pinned_from).expanduser()) if args.pinned_from else None
-    summary, found = overview(trace, range_name=args.range, reference=ref)
+    summary, found = overview_of(args.input, args.range, args.pinned_from)
     if args.telemetry:
         from engine.analysis.findings.telemetry import telemetry_findings
         from engine.telemetry.recording import read_recording

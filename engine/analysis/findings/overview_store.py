@@ -86,8 +86,12 @@ def store(path: Path, range_name: str | None, overview: Overview) -> None:
     if file is None:
         return
     try:
+        data = dumps(overview)
+    except (pickle.PicklingError, TypeError, AttributeError):  # a cache is never worth a failure
+        return
+    try:
         file.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(file, dumps(overview), fsync=False)
+        atomic_write_bytes(file, data, fsync=False)
     except OSError:
         pass
 
