@@ -38,6 +38,19 @@ from typing import TYPE_CHECKING, Any
 
 from engine.reports.sqlite_pages import fan_out as _fan_out
 
+#: np.load parses each .npy header with ast.literal_eval; CPython 3.11's compiler is not safe to run
+#: in several threads at once ("AST constructor recursion depth mismatch"), so loads take turns
+#: (only the header: the arrays are memory-mapped)
+_NPY_LOCK = threading.Lock()
+
+
+def load_npy(path: Any, **kwargs: Any) -> Any:
+    """``np.load`` with the header parse serialised across threads (see :data:`_NPY_LOCK`)."""
+    import numpy as np
+
+    with _NPY_LOCK:
+        return np.load(path, **kwargs)
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
@@ -123,13 +136,11 @@ class ColumnStore:
 
     def cached(self, table: str, name: str, expr: str) -> npt.NDArray[np.int64] | None:
         """The cached column, memory-mapped, or None when it is not cached yet."""
-        import numpy as np
-
         f = self._file(table, name, expr)
         if f is None or not f.exists():
             return None
         try:
-            arr: npt.NDArray[np.int64] = np.load(f, mmap_mode="r")
+            arr: npt.NDArray[np.int64] = load_npy(f, mmap_mode="r")
         except (OSError, ValueError):
             return None
         return arr
@@ -303,8 +314,6 @@ class ColumnStore:
     def _read_here(self, table: str, exprs: dict[str, str], narrow: frozenset[str],
                    threads: int) -> list[npt.NDArray[np.int64]] | None:
         """The page reader in this process, writing into the cache files (see :meth:`_mapped`)."""
-        import numpy as np
-
         from engine.reports.sqlite_pages import NpyFile, read_columns
 
         made: list[tuple[Path, Path]] = []  # (temporary file, its cache file)
@@ -323,9 +332,9 @@ class ColumnStore:
                     final = finals[col.path]
                     try:
                         os.replace(col.path, final)
-                        col = np.load(final, mmap_mode="r")
+                        col = load_npy(final, mmap_mode="r")
                     except (OSError, ValueError):
-                        col = np.load(col.path)  # (a platform that cannot rename it) read again later
+                        col = load_npy(col.path)  # (a platform that cannot rename it) read again later
                 out.append(col)
             return out
         finally:
@@ -341,8 +350,6 @@ class ColumnStore:
         None (read in this process then) for a small table, no writable cache or a child that
         fails.
         """
-        import numpy as np
-
         from engine.reports.sqlite_child import CHILD_LEAVES, read_in_child
         from engine.reports.sqlite_pages import leaf_count
 
@@ -363,7 +370,7 @@ class ColumnStore:
                 final = finals[n]
                 assert final is not None
                 os.replace(tmps[n], final)
-                out.append(np.load(final, mmap_mode="r"))
+                out.append(load_npy(final, mmap_mode="r"))
             return out
         except (OSError, ValueError):
             return None

@@ -197,7 +197,9 @@ def _save(cols: SnapshotColumns, d: Path) -> None:
 def _from_cache(d: Path) -> SnapshotColumns | None:
     try:
         meta = json.loads((d / "meta.json").read_text())
-        arrays = {c: np.load(d / f"{c}.npy", mmap_mode="r") for c in _COLUMNS}
+        from engine.reports.columns import load_npy
+
+        arrays = {c: load_npy(d / f"{c}.npy", mmap_mode="r") for c in _COLUMNS}
     except (OSError, ValueError):
         return None
     return SnapshotColumns(**arrays, stacks=meta["stacks"],
