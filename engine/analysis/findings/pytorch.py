@@ -30,6 +30,7 @@ TENSOR_CORE_SPEEDUP = 4.0
 _SYNC_OPS = ("aten::item", "aten::_local_scalar_dense")
 _ELEMENTWISE = ("elementwise_kernel", "vectorized_elementwise", "unrolled_elementwise")
 _MIN_RUN = 3
+_COPY_OPS = frozenset({"aten::copy_", "aten::_to_copy", "aten::to", "aten::clone", "aten::contiguous"})
 
 
 def _events(ctx: Context) -> TorchEvents | None:
@@ -151,33 +152,39 @@ def _has_copy_below(ev: TorchEvents, i: int, copies: set[int]) -> bool:
 
 
 def _elementwise_runs(ev: TorchEvents) -> list[list[int]]:
-    """Runs (≥3) of element-wise kernels, consecutive on their stream, launched from one module call."""
+    """Runs (≥3) of element-wise kernels, consecutive on their stream, from one module call.
+
+    A forward kernel belongs to the innermost module call it was launched in; a backward kernel to
+    the module whose forward operator its autograd function runs (the sequence number), so the
+    backward of a GELU written out (tanh_backward, mul, mul, add ...) is a chain too.
+    """
     from engine.analysis.pytorch.events import MODULE
+    from engine.analysis.pytorch.modules import module_keys
 
     flags = np.array([any(k in n for k in _ELEMENTWISE) for n in ev.gpu_names], dtype=bool)
     if not flags.any():
         return []
-    mod = np.full(ev.n, -1, dtype=np.int64)
-    parents = ev.parent.tolist()
-    cats = ev.cat.tolist()
-    for i in range(ev.n):
-        mod[i] = i if cats[i] == MODULE else (mod[parents[i]] if parents[i] >= 0 else -1)
+    fwd, bwd = module_keys(ev, ev.cat == MODULE)
+    copies = {i for i, t in enumerate(ev.names) if t in _COPY_OPS}
     runs: list[list[int]] = []
     for s in np.unique(ev.gpu_stream).tolist():
         idx = np.flatnonzero(ev.gpu_stream == s)
         idx = idx[np.argsort(ev.gpu_start[idx], kind="stable")]
         cur: list[int] = []
-        key = None
+        key: object = None
         for j in idx.tolist():
             op = int(ev.gpu_op[j])
-            k = int(mod[op]) if op >= 0 else -1
-            if flags[ev.gpu_name[j]] and k >= 0 and (key is None or k == key):
+            k: object = None
+            if op >= 0 and ev.name[op] not in copies:  # casts and copies move tensors, no arithmetic
+                k = ("b", bwd[op]) if ev.backward[op] and bwd[op] else \
+                    (int(fwd[op]) if fwd[op] >= 0 else None)
+            if flags[ev.gpu_name[j]] and k is not None and (key is None or k == key):
                 cur.append(j)
                 key = k
                 continue
             if len(cur) >= _MIN_RUN:
                 runs.append(cur)
-            cur, key = ([j], k) if flags[ev.gpu_name[j]] and k >= 0 else ([], None)
+            cur, key = ([j], k) if flags[ev.gpu_name[j]] and k is not None else ([], None)
         if len(cur) >= _MIN_RUN:
             runs.append(cur)
     return runs

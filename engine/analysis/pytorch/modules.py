@@ -165,6 +165,12 @@ def module_tree(ev: TorchEvents, steps: Any = None) -> ModuleTree:
     return ModuleTree(root=root, steps=len(windows), modules_from=modules_from, notes=notes)
 
 
+def module_keys(ev: TorchEvents, mods: Any) -> tuple[Any, list[Any]]:
+    """Per range: its innermost module call (-1: none), and for a backward range its module path."""
+    mod_of = _enclosing(ev, mods)
+    return mod_of, _backward_paths(ev, mod_of, _paths(ev, mods, mod_of))
+
+
 def _backward_paths(ev: TorchEvents, mod_of: Any, paths: dict[int, tuple[str, ...]]) -> list[Any]:
     """For each backward range, the module path of the forward operator with its sequence number."""
     fwd: dict[int, tuple[str, ...]] = {}
