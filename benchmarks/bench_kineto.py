@@ -15,29 +15,23 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
 
-_PEAK = ("import resource;"
-         "own = int([x for x in open('/proc/self/status') if x.startswith('VmHWM')][0].split()[1]);"
-         "kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss;"
-         "print(max(own, kids) / 1024)")
-_JSON = "import json, sys; d = json.load(open(sys.argv[1])); print(len(d['traceEvents']));" + _PEAK
+from peak import PEAK  # noqa: E402 - the benchmarks folder is not a package
+from peak import measure as peak_of  # noqa: E402
+
+_JSON = "import json, sys; d = json.load(open(sys.argv[1])); print(len(d['traceEvents']));" + PEAK
 _OURS = ("import sys; from engine.reports.kineto_stream import read_columns;"
-         "c = read_columns(sys.argv[1], workers=int(sys.argv[2])); print(c.n);" + _PEAK)
+         "c = read_columns(sys.argv[1], workers=int(sys.argv[2])); print(c.n);" + PEAK)
 
 
 def measure(code: str, *args: str) -> tuple[float, float, str]:
     """Wall seconds, peak MiB and the first output line of ``python -c code args``."""
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    t0 = time.perf_counter()
-    run = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env,
-                         check=True)
-    wall = time.perf_counter() - t0
-    lines = run.stdout.strip().splitlines()
-    return wall, float(lines[-1]), lines[0]
+    wall, peak, lines = peak_of(code, *args)
+    return wall, peak, lines[0]
 
 
 def main() -> int:

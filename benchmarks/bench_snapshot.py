@@ -18,13 +18,17 @@ import argparse
 import lzma
 import os
 import pickle
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from peak import PEAK  # noqa: E402 - the benchmarks folder is not a package
+from peak import measure as peak_of  # noqa: E402
+
 SOURCE = REPO / "tests/data/recordings/torch/torch_train_snapshot.pickle.xz"
 
 
@@ -56,25 +60,17 @@ def make(out: Path, mb: int) -> int:
 
 
 def measure(code: str, *args: str) -> tuple[float, float, str]:
-    """Wall seconds, peak RSS in MiB of the process (it starts none), and its stdout."""
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    t0 = time.perf_counter()
-    run = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env,
-                         check=True)
-    wall = time.perf_counter() - t0
-    lines = run.stdout.strip().splitlines()
-    return wall, float(lines[-1]), "\n".join(lines[:-1])
+    """Wall seconds, peak MiB and the output of ``python -c code args``."""
+    wall, peak, lines = peak_of(code, *args)
+    return wall, peak, "\n".join(lines)
 
 
-# the peak resident size of this process's own memory map (VmHWM: getrusage's maxrss would carry
-# the forking parent's size across exec)
-_RSS = ("print(int([x for x in open('/proc/self/status') if x.startswith('VmHWM')][0].split()[1]) / 1024)")
 _PICKLE = ("import pickle,sys; d = pickle.load(open(sys.argv[1], 'rb')); print(len(d['device_traces'][0]));"
-           + _RSS)
+           + PEAK)
 _OURS = ("import sys; from engine.reports import open_report;"
          "from engine.analysis.pytorch.memory import memory_timeline, alive_at_peak;"
          "t = open_report(sys.argv[1]); m = memory_timeline(t); c = m.curves[0];"
-         "a = alive_at_peak(t.columns_, c); print(c.peak_allocated, len(c.time_ns), len(a));" + _RSS)
+         "a = alive_at_peak(t.columns_, c); print(c.peak_allocated, len(c.time_ns), len(a));" + PEAK)
 
 
 # the window, offscreen, showing the PyTorch view's Memory page; peak of the window process
