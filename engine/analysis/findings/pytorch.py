@@ -103,12 +103,13 @@ def rule_item_sync(ctx: Context) -> list[Finding]:
                       not in _SYNC_OPS], dtype=np.int64)
     # only reads of a GPU tensor: they copy device-to-host and wait (a CPU tensor's .item() does not)
     from engine.analysis.pytorch.events import MEMCPY
-    from engine.analysis.pytorch.operators import descendants_gpu
 
-    copies = set(ev.gpu_op[descendants_gpu(ev, calls.tolist())][
-        ev.gpu_kind[descendants_gpu(ev, calls.tolist())] == MEMCPY].tolist())
-    calls = np.array([i for i in calls.tolist() if i in copies or _has_copy_below(ev, i, copies)],
-                     dtype=np.int64)
+    copying = set()  # every range with a device-to-host (or any) copy launched at or below it
+    for p in ev.gpu_op[(ev.gpu_kind == MEMCPY) & (ev.gpu_op >= 0)].tolist():
+        while p >= 0 and p not in copying:
+            copying.add(p)
+            p = int(ev.op_parent[p])
+    calls = calls[[i in copying for i in calls.tolist()]] if len(calls) else calls
     if not len(calls):
         return []
     gs = np.sort(ev.gpu_start)
@@ -139,16 +140,6 @@ def rule_item_sync(ctx: Context) -> list[Finding]:
                   "if step % 100 == 0:\n    print(total.item() / 100)",
         gain=gain, verify="Record again: the operator view shows no aten::item inside the steps, and the "
                           "GPU has no gap after each step's loss.")]
-
-
-def _has_copy_below(ev: TorchEvents, i: int, copies: set[int]) -> bool:
-    for c in copies:
-        p = c
-        while p >= 0:
-            if p == i:
-                return True
-            p = int(ev.op_parent[p])
-    return False
 
 
 def _elementwise_runs(ev: TorchEvents) -> list[list[int]]:
