@@ -4,7 +4,7 @@
 
 For the CUDA API calls and the kernels (the columns the summary reads), one thread each way, in
 this one process, alternating: SQLite's ``group_concat`` parsed by numpy (the column cache's SQL
-path) and ``engine.reports.sqlite_pages.read_columns``. Prints the best of the rounds, rows, ns a
+path) and ``engine.reports.nsys.pages.read_columns``. Prints the best of the rounds, rows, ns a
 row and the ratio, and checks that both give the same values.
 """
 
@@ -29,7 +29,7 @@ TABLES = {
 def main() -> int:
     import numpy as np
 
-    from engine.reports.sqlite_pages import read_columns
+    from engine.reports.nsys.pages import read_columns
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("report", type=Path)

@@ -67,7 +67,7 @@ for r in twoproc train3k; do
   done
   python3 - "$W/$r.sqlite" <<'PY'
 import sys, sqlite3, numpy as np
-from engine.reports.sqlite_pages import read_columns
+from engine.reports.nsys.pages import read_columns
 db = sys.argv[1]; con = sqlite3.connect(db); bad = n = 0
 for (t,) in con.execute("select name from sqlite_master where type='table'"):
     cols = [c[1] for c in con.execute(f'pragma table_info("{t}")') if not (c[5] and c[2].upper() == "INTEGER")]

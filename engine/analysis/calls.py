@@ -3,7 +3,7 @@
 ``api_calls(trace)`` (built once per trace) holds, row for row with ``trace.table("api")``, each
 call's start and end, its process, thread and base name (``_vNNNN`` dropped) as small integer
 codes with their labels, and its correlation id. For an nsys export the columns come from the
-export's columnar cache (:class:`~engine.reports.columns.ColumnStore`: read once, then
+export's columnar cache (:class:`~engine.reports.nsys.columns.ColumnStore`: read once, then
 memory-mapped, only the columns asked for), with the process and thread split from ``globalTid``
 in SQLite and names as StringIds ids; other traces (Kineto) fill the same columns from their
 table. Labels are the texts :func:`engine.analysis.steps.pid_keys` gives, so keys compare equal
@@ -29,10 +29,10 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from engine.reports.base import Trace
-    from engine.reports.columns import ColumnStore
+    from engine.reports.nsys.columns import ColumnStore
 
 I64 = np.int64
-#: stands for SQL NULL in a column of the columnar cache (engine.reports.columns.NULL)
+#: stands for SQL NULL in a column of the columnar cache (engine.reports.nsys.columns.NULL)
 _NULL = -(2**62)
 _RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 #: ColumnStore expressions (the ones the trace's own loader caches, so the files are shared)
@@ -44,7 +44,7 @@ _NARROW = frozenset({"nameId", "pid", "tid"})
 #: values read per scan of the API table (all 6 columns of up to 21M calls; 1 at a time of 69M)
 _PASS_VALUES = 130_000_000
 #: calls up to which they are read in the background while the kernels are (a big table is read by a
-#: child process into the cache files, engine.reports.sqlite_child; past this, one after the other)
+#: child process into the cache files, engine.reports.nsys.page_child; past this, one after the other)
 _PREFETCH_ROWS = 25_000_000
 
 
@@ -65,7 +65,7 @@ class ApiCalls:
         self._corr: npt.NDArray[np.int64] | None = None
         self._built: dict[str, npt.NDArray[np.int64]] = {}
         self._kept: dict[str, npt.NDArray[Any]] = {}  # columns read where the cache is read-only
-        from engine.reports.nsys_sqlite import NsysSqliteTrace
+        from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
         if isinstance(trace, NsysSqliteTrace) and trace.has_sqlite_table(_RUNTIME):
             have = set(trace.columns(_RUNTIME))

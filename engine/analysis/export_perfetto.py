@@ -37,7 +37,7 @@ def write_perfetto(trace: Trace, path: Path) -> int:
 
     """
     from engine.analysis.export_perfetto_sqlite import SqliteEvents
-    from engine.reports.nsys_sqlite import NsysSqliteTrace
+    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
     fast = SqliteEvents.open(trace) if isinstance(trace, NsysSqliteTrace) else None
     parts, counter = (fast.parts(), fast) if fast is not None else _generic_parts(trace)

@@ -3,7 +3,7 @@
 :class:`SqliteEvents` gives the same events, in the same order and bytes, as the trace-event
 document of :func:`engine.analysis.export.perfetto_trace`, without holding a table in memory:
 
-- every integer column comes from the columnar cache (:class:`~engine.reports.columns.ColumnStore`)
+- every integer column comes from the columnar cache (:class:`~engine.reports.nsys.columns.ColumnStore`)
   and is read a row range at a time from its ``.npy`` file (``pread``, no mapping held, so the
   resident set does not grow with the report);
 - one scan per table first checks the columns (NULLs send the export down the general path), finds
@@ -32,12 +32,12 @@ import numpy as np
 
 from engine.analysis.export import FLOW_CAT, FLOW_NAME, GPU_PID_BASE, NVTX_STARTEND_TID
 from engine.analysis.export_perfetto_rows import Vocab, distinct_texts, format_rows
-from engine.reports.columns import NULL
+from engine.reports.nsys.columns import NULL
 
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-    from engine.reports.nsys_sqlite import NsysSqliteTrace
+    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
     Ints = npt.NDArray[np.int64]
 
@@ -363,7 +363,7 @@ class SqliteEvents:
             self.close()
 
     def _events(self) -> Iterator[bytes | memoryview]:
-        from engine.reports.nsys_sqlite import COPY_KIND_LABELS
+        from engine.reports.nsys.sqlite_trace import COPY_KIND_LABELS
 
         strings = self.trace.strings()
         if self.api is not None:

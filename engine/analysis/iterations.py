@@ -162,7 +162,7 @@ _KINETO_COPY = {"htod": 1, "dtoh": 2, "dtod": 8, "ptop": 10}
 
 def _kernel_names(trace: Trace, n: int) -> tuple[npt.NDArray[np.int64], list[str]]:
     """Kernel name codes (short names where the report has them) and the name of each code."""
-    from engine.reports.nsys_sqlite import NsysSqliteTrace
+    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
     t = "CUPTI_ACTIVITY_KIND_KERNEL"
     if isinstance(trace, NsysSqliteTrace) and trace.has_sqlite_table(t):
@@ -188,7 +188,7 @@ def _kernel_names(trace: Trace, n: int) -> tuple[npt.NDArray[np.int64], list[str
 
 def _copy_kinds(trace: Trace, n: int) -> npt.NDArray[np.int64]:
     """Each copy's kind (1 HtoD, 2 DtoH, 8 DtoD, 10 PtoP ...), 0 unknown."""
-    from engine.reports.nsys_sqlite import NsysSqliteTrace
+    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
     t = "CUPTI_ACTIVITY_KIND_MEMCPY"
     if isinstance(trace, NsysSqliteTrace) and trace.has_sqlite_table(t) and "copyKind" in trace.columns(t):

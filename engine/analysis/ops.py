@@ -88,7 +88,7 @@ class GpuOps:
     def _part(self, kind: str) -> tuple[str, dict[str, Any]] | None:
         """One table's columns: raw ints (keys as (values, None)) or a table's (keys as text)."""
         trace = self._trace
-        from engine.reports.nsys_sqlite import NsysSqliteTrace
+        from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
         t = _TABLES[kind]
         if isinstance(trace, NsysSqliteTrace):
@@ -351,7 +351,7 @@ def gpu_op_columns(trace: Trace) -> GpuOps:
 
 def memset_bytes(trace: Trace) -> npt.NDArray[np.float64]:
     """Bytes of each memset (NULL: 0) as floats, in table order: from the columnar cache when cached."""
-    from engine.reports.nsys_sqlite import NsysSqliteTrace
+    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
     t = _TABLES["memset"]
     if isinstance(trace, NsysSqliteTrace) and "bytes" in trace.columns(t):
@@ -402,7 +402,7 @@ def copy_columns(trace: Trace) -> CopyColumns | None:
 
 
 def _copy_columns(trace: Trace) -> CopyColumns | None:
-    from engine.reports.nsys_sqlite import _MEM_KIND_LABELS, COPY_KIND_LABELS, NsysSqliteTrace
+    from engine.reports.nsys.sqlite_trace import _MEM_KIND_LABELS, COPY_KIND_LABELS, NsysSqliteTrace
 
     t = _TABLES["memcpy"]
     if not isinstance(trace, NsysSqliteTrace) or not trace.has_sqlite_table(t):

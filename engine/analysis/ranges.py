@@ -29,7 +29,7 @@ _RANGE = '"eventType" IN (59, 60) AND "end" IS NOT NULL AND "start" IS NOT NULL'
 
 
 def _nsys(trace: Trace) -> Any:
-    from engine.reports.nsys_sqlite import NsysSqliteTrace
+    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
     if not isinstance(trace, NsysSqliteTrace) or not trace.has_sqlite_table(_T):
         return None

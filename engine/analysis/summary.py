@@ -81,7 +81,7 @@ def _union(starts: Any, ends: Any) -> int:
     return interval_union_ns(np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64))[0]
 
 
-_NULL = -(2**62)  # SQL NULL in the calls' columns (engine.reports.columns.NULL)
+_NULL = -(2**62)  # SQL NULL in the calls' columns (engine.reports.nsys.columns.NULL)
 _NVTX_COLUMNS = ["start", "end", "eventType", "text", "domain", "pid", "tid"]
 
 

@@ -155,7 +155,7 @@ def table_records(trace: Trace, name: str, columns: list[str] | None = None) -> 
     mixed types, go through the table.
     """
     from engine.reports.base import TABLES
-    from engine.reports.nsys_sqlite import NsysSqliteTrace
+    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
     want = list(TABLES[name][0]) if columns is None else list(columns)
     t = _SMALL_TABLES.get(name)

@@ -6,7 +6,7 @@ import threading
 from pathlib import Path
 
 from engine.reports.base import ReportInfo, Trace, read_head
-from engine.reports.nsys_rep import REP_MAGIC, ProgressFn, export_to_cache, rep_writer_version
+from engine.reports.nsys.rep import REP_MAGIC, ProgressFn, export_to_cache, rep_writer_version
 from engine.system.errors import ReportError
 
 SUPPORTED = (".nsys-rep, nsys .sqlite exports, PyTorch profiler .json/.json.gz traces and PyTorch memory "
@@ -53,7 +53,7 @@ def open_report(
         progress: called with (message, fraction or None) during long steps (nsys export).
         cancel: set it to abandon a running export.
         ncu: also open Nsight Compute reports (.ncu-rep, ncu CSV exports) as an
-            :class:`~engine.reports.ncu_trace.NcuTrace` (the window lists them beside timelines);
+            :class:`~engine.reports.ncu.trace.NcuTrace` (the window lists them beside timelines);
             without it they are refused with a sentence pointing to ``kernelscope ncu``.
 
     Raises:
@@ -64,11 +64,11 @@ def open_report(
     path = Path(path).expanduser()
     kind = sniff_kind(path)
     if kind == "sqlite":
-        from engine.reports.nsys_sqlite import NsysSqliteTrace
+        from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
         return NsysSqliteTrace(path)
     if kind == "nsys-rep":
-        from engine.reports.nsys_sqlite import NsysSqliteTrace
+        from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
         sqlite_path, tool = export_to_cache(path, progress=progress, cancel=cancel)
         info = ReportInfo(path=path, kind="nsys-rep")
@@ -87,7 +87,7 @@ def open_report(
 
         return SnapshotTrace(path)
     if ncu and (kind == "ncu-rep" or (kind == "unknown" and path.suffix.lower() == ".csv")):
-        from engine.reports.ncu_trace import open_ncu
+        from engine.reports.ncu.trace import open_ncu
 
         return open_ncu(path)
     if kind == "ncu-rep":

@@ -197,7 +197,7 @@ def _save(cols: SnapshotColumns, d: Path) -> None:
 def _from_cache(d: Path) -> SnapshotColumns | None:
     try:
         meta = json.loads((d / "meta.json").read_text())
-        from engine.reports.columns import load_npy
+        from engine.reports.npy import load_npy
 
         arrays = {c: load_npy(d / f"{c}.npy", mmap_mode="r") for c in _COLUMNS}
     except (OSError, ValueError):

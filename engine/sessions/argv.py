@@ -87,7 +87,7 @@ def with_library_path_argv(libs: str | None, argv: list[str]) -> list[str]:
 
 
 def nsys_export_argv(nsys: str, rep: str, sqlite: str) -> list[str]:
-    """``nsys export`` of a report to SQLite (the same argv as engine.reports.nsys_rep uses)."""
+    """``nsys export`` of a report to SQLite (the same argv as engine.reports.nsys.rep uses)."""
     return [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", sqlite, rep]
 
 

@@ -25,13 +25,13 @@ def session_start_utc_ns(report: str | Path | Any) -> int:
 
     Args:
         report: An nsys SQLite export (path), or an object with ``session_start_utc_ns()`` (an open
-            :class:`~engine.reports.nsys_sqlite.NsysSqliteTrace`).
+            :class:`~engine.reports.nsys.sqlite_trace.NsysSqliteTrace`).
 
     Raises:
         TelemetryError: the report has no session start time (e.g. a Kineto trace), or cannot be read.
     """
     if isinstance(report, (str, Path)):
-        from engine.reports.nsys_sqlite import NsysSqliteTrace
+        from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
         trace = NsysSqliteTrace(Path(report))
         try:

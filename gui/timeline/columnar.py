@@ -2,7 +2,7 @@
 
 :func:`gui.timeline.model.build_model` reads whole tables into pandas (names as Python strings),
 which at 10M kernels and 20M CUDA API calls costs minutes and several GB. Here the lanes come from
-the integer columns of :class:`engine.reports.columns.ColumnStore` (read from SQLite once, in
+the integer columns of :class:`engine.reports.nsys.columns.ColumnStore` (read from SQLite once, in
 threads that run without Python's lock, then memory-mapped on every later open and shared with the
 engine's summary and reports, so the app holds no second copy of the kernel table):
 
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.reports.columns import NULL
+from engine.reports.nsys.columns import NULL
 from gui.timeline import model as tm
 from gui.timeline import sparse
 from gui.timeline.style import color_index
@@ -328,7 +328,7 @@ class ColumnarTimeline:
     """The lanes of one big nsys SQLite trace, loaded stage by stage (see the module docstring).
 
     Args:
-        trace: an ``engine.reports.nsys_sqlite.NsysSqliteTrace`` (its column store, its
+        trace: an ``engine.reports.nsys.sqlite_trace.NsysSqliteTrace`` (its column store, its
             ``rows_by_id`` for the rows under the pointer, its tables for NVTX and GPU metrics).
 
     """
@@ -592,7 +592,7 @@ class ColumnarTimeline:
             off = self._add_names(np.array(["[CUDA memset]"], dtype=object), kind)
             return np.full(n, off, dtype=_code_type(off + 1))
         if kind == tm.KIND_MEMCPY:
-            from engine.reports.nsys_sqlite import COPY_KIND_LABELS
+            from engine.reports.nsys.sqlite_trace import COPY_KIND_LABELS
 
             labels = self.trace.enum_labels("ENUM_CUDA_MEMCPY_OPER", COPY_KIND_LABELS)
             uniq, codes = _factor_released(c["copyKind"])

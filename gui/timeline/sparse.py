@@ -8,7 +8,7 @@ plus the durations inside that block, so :class:`SparseUnion` keeps one total pe
 the memory) and sums at most 63 durations per pixel edge when drawing.
 
 :func:`scan` checks a lane's columns chunk by chunk. The columns of a big report are memory-mapped
-cache files (:mod:`engine.reports.columns`); after each chunk its pages are handed back
+cache files (:mod:`engine.reports.nsys.columns`); after each chunk its pages are handed back
 (``MADV_DONTNEED`` on the read-only file mapping: the data stays in the OS cache and on disk), so
 opening a 21M-call lane does not leave 340 MB of it resident in the app. Drawing touches only the
 pages of the intervals it looks up, and not even those at an overview: each block's first start and

@@ -150,7 +150,7 @@ class LoadedReport:
     @property
     def ncu(self) -> NcuReport | None:
         """The :class:`engine.reports.ncu.NcuReport` of an Nsight Compute report, else None."""
-        from engine.reports.ncu_trace import NcuTrace
+        from engine.reports.ncu.trace import NcuTrace
 
         return self.trace.ncu if isinstance(self.trace, NcuTrace) else None
 

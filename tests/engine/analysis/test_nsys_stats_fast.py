@@ -23,7 +23,7 @@ from engine.analysis.nsys.stats import (
 )
 from engine.analysis.nsys.stats import fast as stats_fast
 from engine.analysis.nsys.stats.fast import _segment_stats
-from engine.reports import columns, open_report
+from engine.reports.nsys import columns, open_report
 from tests.conftest import NSYS_DIR, NSYS_SQLITE, ORACLES, REPO
 
 ORACLE_CASES = [
@@ -204,7 +204,7 @@ def test_cold_cli_stats_never_imports_pandas(tmp_path: Path) -> None:
 
 def test_module_has_no_pandas_at_import() -> None:
     r = subprocess.run(
-        [sys.executable, "-c", "import sys, engine.analysis.nsys.stats, engine.reports.nsys_sqlite; "
+        [sys.executable, "-c", "import sys, engine.analysis.nsys.stats, engine.reports.nsys.sqlite_trace; "
          "print('pandas' in sys.modules, 'numpy' in sys.modules)"],
         capture_output=True, text=True, cwd=REPO, timeout=60,
     )

@@ -1,4 +1,4 @@
-"""The columnar cache (engine/reports/columns.py) on real exports and on edge cases of the format."""
+"""The columnar cache (engine/reports/nsys/columns.py) on real exports and on edge cases of the format."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.reports import columns
-from engine.reports.columns import NULL, ColumnStore, has_null
+from engine.reports.nsys import columns
+from engine.reports.nsys.columns import NULL, ColumnStore, has_null
 from tests.conftest import NSYS_DIR
 
 _EXPRS = {"duration": '"end" - "start"', "nameId": '"nameId"', "corr": '"correlationId"'}

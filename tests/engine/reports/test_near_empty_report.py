@@ -8,7 +8,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from engine.reports.nsys_sqlite import NsysSqliteTrace
+from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 from tests.conftest import NSYS_DIR
 
 SRC = NSYS_DIR / "host_overhead_fixed.sqlite"

@@ -187,7 +187,7 @@ def test_columnar_and_prefetched_reads_equal_row_reads(path: Path, monkeypatch: 
     fixtures are small, so force those paths and compare with the plain row-wise read."""
     import pandas as pd
 
-    from engine.reports import nsys_sqlite
+    from engine.reports.nsys import sqlite_trace as nsys_sqlite
 
     plain = open_report(path)
     expected = {t: plain.table(t) for t in ("kernels", "memcpy", "memset", "api", "nvtx")}

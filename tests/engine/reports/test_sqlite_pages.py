@@ -1,4 +1,4 @@
-"""The SQLite page reader (engine/reports/sqlite_pages.py) against SQLite itself.
+"""The SQLite page reader (engine/reports/nsys/pages.py) against SQLite itself.
 
 Every integer column of every table of every nsys export we hold (NVIDIA's fixtures and our own
 H100 recordings) is read both ways and must be equal value for value; then the format's corners,
@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.reports import columns
-from engine.reports.columns import NULL, ColumnStore
-from engine.reports.sqlite_pages import Unsupported, count_rows, parse_expr, read_columns
+from engine.reports.nsys import columns
+from engine.reports.nsys.columns import NULL, ColumnStore
+from engine.reports.nsys.pages import Unsupported, count_rows, parse_expr, read_columns
 from tests.conftest import NSYS_DIR
 
 REPO = Path(__file__).resolve().parents[3]
@@ -284,7 +284,7 @@ def test_npy_file_written_by_ranges_from_threads(tmp_path: Path) -> None:
     """NpyFile: disjoint ranges written with pwrite from two threads give the .npy numpy reads."""
     import threading
 
-    from engine.reports.sqlite_pages import NpyFile
+    from engine.reports.nsys.pages import NpyFile
 
     want = np.arange(1_000_003, dtype=np.int64) * 7 - 3
     for dtype in (np.int64, np.int32):
@@ -318,7 +318,7 @@ def test_a_child_process_reads_big_tables_into_the_cache_files(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, narrow: frozenset[str]) -> None:
     """Above CHILD_LEAVES leaf pages a table is read by a child process (lowered to 0 here): the
     same values and types as in-process, written straight into the cache files and mapped."""
-    from engine.reports import sqlite_child
+    from engine.reports.nsys import page_child as sqlite_child
 
     db = NSYS_DIR / "torch_sdpa_gemm.sqlite"
     exprs = {"start": '"start"', "dur": '"end" - "start"', "nameId": '"nameId"',

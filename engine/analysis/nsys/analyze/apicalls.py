@@ -2,7 +2,7 @@
 
 A 400k-kernel report has millions of runtime calls; the rules look at a few names (cudaMemcpy*,
 cudaMemset*, cudaDeviceSynchronize*, cudaStreamSynchronize*). For an nsys export the integer
-columns come from the columnar cache (:mod:`engine.reports.columns`), names are tested once per
+columns come from the columnar cache (:mod:`engine.reports.nsys.columns`), names are tested once per
 distinct StringIds id, and only the matching calls become a DataFrame with the ``api`` table's
 columns. Other traces (Kineto) take the ``api`` table as it is.
 """
@@ -44,7 +44,7 @@ def api_calls(trace: Trace, test: Callable[[str], bool], *, first_per_call: bool
     import numpy as np
     import pandas as pd
 
-    from engine.reports.columns import has_null
+    from engine.reports.nsys.columns import has_null
 
     store = getattr(trace, "column_store", None)
     has = getattr(trace, "has_sqlite_table", None)

@@ -2,7 +2,7 @@
 
 A 10M-kernel report has 69M runtime calls and 20M copies; the rules use a few of them (the
 calls whose name a rule looks for, the copies of the kinds it reports). Here SQLite filters the
-rows while it scans (:meth:`engine.reports.columns.ColumnStore.read_where`), the join of copies
+rows while it scans (:meth:`engine.reports.nsys.columns.ColumnStore.read_where`), the join of copies
 and calls is done on integer arrays, the top ``rows`` are picked with numpy (argpartition) and
 only they become a DataFrame, with the same values and order as the general path in
 :mod:`.copies` (which Kineto traces and unusual exports still take).
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engine.reports.columns import has_null
+from engine.reports.nsys.columns import has_null
 
 if TYPE_CHECKING:
     import numpy.typing as npt

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.analysis.tables import unique_first
-from engine.reports.columns import has_null
+from engine.reports.nsys.columns import has_null
 
 if TYPE_CHECKING:
     import numpy.typing as npt

@@ -78,7 +78,7 @@ def _nothing() -> RuleRows:
 def _api_sync(trace: Trace) -> RuleRows | None:
     """cuda_api_sync from the API calls' columns (the calls whose base name passes the rule's test)."""
     from engine.analysis.calls import api_calls
-    from engine.reports.nsys_sqlite import NsysSqliteTrace
+    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
     if not isinstance(trace, NsysSqliteTrace):
         return None

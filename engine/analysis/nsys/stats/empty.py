@@ -18,7 +18,7 @@ from engine.analysis.nsys.stats.catalog import COLUMNS
 from engine.analysis.nsys.stats.fast import SummaryTable
 
 if TYPE_CHECKING:
-    from engine.reports.nsys_sqlite import NsysSqliteTrace
+    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
 _KERNEL, _RUNTIME = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME"
 _MEMCPY, _MEMSET = "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from engine.reports.base import Trace
-    from engine.reports.nsys_sqlite import NsysSqliteTrace, SummaryColumns
+    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace, SummaryColumns
 
 
 # -- the five core reports without pandas --------------------------------------------------------
@@ -230,7 +230,7 @@ def _memop_groups(
 ) -> list[tuple[str, tuple[int, int, float, float, int, int, float]]]:
     import numpy as np
 
-    from engine.reports.nsys_sqlite import COPY_KIND_LABELS
+    from engine.reports.nsys.sqlite_trace import COPY_KIND_LABELS
 
     labels: list[str] = []
     codes, values = [], []
@@ -257,7 +257,7 @@ def fast_reports(trace: Trace, names: Sequence[str], *, csv: bool = False,
     :func:`to_csv` (checked on every fixture in tests/engine/analysis/test_nsys_stats.py).
 
     Args:
-        trace: an opened trace; only :class:`~engine.reports.nsys_sqlite.NsysSqliteTrace` has a
+        trace: an opened trace; only :class:`~engine.reports.nsys.sqlite_trace.NsysSqliteTrace` has a
             fast path.
         names: report names (current spelling, see :func:`resolve_report_name`).
         csv: the caller prints CSV: ``cuda_gpu_trace`` then comes back already rendered, as a
@@ -270,7 +270,7 @@ def fast_reports(trace: Trace, names: Sequence[str], *, csv: bool = False,
         other readers, NULL times or names that the general path handles) are left out.
 
     """
-    from engine.reports.nsys_sqlite import NsysSqliteTrace
+    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
     out: dict[str, Any] = {}
     if csv and "cuda_gpu_trace" in names and isinstance(trace, NsysSqliteTrace):

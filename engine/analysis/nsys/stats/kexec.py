@@ -18,13 +18,13 @@ from engine.analysis.nsys.stats.catalog import _API_SUFFIX, COLUMNS
 from engine.analysis.nsys.stats.csvfast import _CHUNK, IntColumn, TextColumn, _quoted, _rows
 from engine.analysis.nsys.stats.fast import SummaryTable
 from engine.analysis.nsys.stats.traces import CsvTable, _Source, distinct, factorize
-from engine.reports.columns import has_null
+from engine.reports.nsys.columns import has_null
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from engine.reports.nsys_sqlite import NsysSqliteTrace
+    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
 _KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 _RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -41,7 +41,7 @@ def _pairs(k_proc: npt.NDArray[np.int64], k_corr: npt.NDArray[np.int64], a_proc:
     """
     import numpy as np
 
-    from engine.reports.columns import NULL
+    from engine.reports.nsys.columns import NULL
 
     ok_k, ok_a = k_corr != NULL, a_corr != NULL
     if (k_corr[ok_k] < 0).any() or (k_corr[ok_k] >= 1 << 40).any() or \
@@ -89,7 +89,7 @@ def kern_exec_trace_csv(trace: NsysSqliteTrace) -> CsvTable | None:
 
     import numpy as np
 
-    from engine.reports.columns import NULL
+    from engine.reports.nsys.columns import NULL
 
     if not (trace.has_sqlite_table(_KERNEL) and trace.has_sqlite_table(_RUNTIME)):
         return None
@@ -181,7 +181,7 @@ def _chunk(ks: _Source, calls: _Source, kr: npt.NDArray[np.int64], ar: npt.NDArr
     """One chunk of rows (kernel rows ``kr`` with their calls ``ar``) as CSV bytes."""
     import numpy as np
 
-    from engine.reports.columns import NULL
+    from engine.reports.nsys.columns import NULL
 
     a_start = np.asarray(calls.column("start")[ar])
     a_end = np.asarray(calls.column("end")[ar])

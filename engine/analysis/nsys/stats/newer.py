@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from engine.reports.base import Trace
-    from engine.reports.nsys_sqlite import NsysSqliteTrace
+    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
 
 def _builders(csv: bool) -> dict[str, Callable[[NsysSqliteTrace], Any]]:
@@ -45,7 +45,7 @@ def newer_reports(trace: Trace, names: Sequence[str], *, csv: bool = False) -> d
         left out go to the general path.
 
     """
-    from engine.reports.nsys_sqlite import NsysSqliteTrace
+    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
     if not isinstance(trace, NsysSqliteTrace):
         return {}

@@ -174,7 +174,7 @@ def _gpu_op_calls_columns(trace: Trace) -> pd.DataFrame | None:
     import pandas as pd
 
     from engine.analysis.nsys.stats.traces import factorize
-    from engine.reports.columns import NULL, has_null
+    from engine.reports.nsys.columns import NULL, has_null
 
     store_fn = getattr(trace, "column_store", None)
     has = getattr(trace, "has_sqlite_table", None)

@@ -16,13 +16,13 @@ from engine.analysis.nsys.stats.catalog import COLUMNS
 from engine.analysis.nsys.stats.csvfast import _CHUNK, IntColumn, TextColumn, _quoted, _rows
 from engine.analysis.nsys.stats.fast import SummaryTable
 from engine.analysis.nsys.stats.traces import CsvTable, distinct, factorize
-from engine.reports.columns import has_null
+from engine.reports.nsys.columns import has_null
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from engine.reports.nsys_sqlite import NsysSqliteTrace
+    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
 _NVTX = "NVTX_EVENTS"
 _PUSHPOP = "eventType IN (59, 70)"
@@ -69,7 +69,7 @@ def range_names(trace: NsysSqliteTrace, where: str, cols: dict[str, npt.NDArray[
 
     import numpy as np
 
-    from engine.reports.columns import NULL
+    from engine.reports.nsys.columns import NULL
 
     have = set(trace.columns(_NVTX))
     strings = trace.strings()
@@ -136,7 +136,7 @@ def pushpop_trace_csv(trace: NsysSqliteTrace) -> CsvTable | None:
 
     import numpy as np
 
-    from engine.reports.columns import NULL
+    from engine.reports.nsys.columns import NULL
 
     if not trace.has_sqlite_table(_NVTX):
         return None
@@ -252,7 +252,7 @@ def _ranges(trace: NsysSqliteTrace) -> tuple[dict[str, npt.NDArray[np.int64]], l
     """
     import numpy as np
 
-    from engine.reports.columns import NULL
+    from engine.reports.nsys.columns import NULL
 
     have = set(trace.columns(_NVTX))
     if not {"start", "end", "eventType", "globalTid"} <= have:
@@ -286,7 +286,7 @@ def _launches(trace: NsysSqliteTrace) -> dict[str, npt.NDArray[np.int64]] | None
     """
     import numpy as np
 
-    from engine.reports.columns import NULL
+    from engine.reports.nsys.columns import NULL
 
     if not trace.has_sqlite_table(_RUNTIME):
         return None
@@ -380,7 +380,7 @@ def kern_sum_table(trace: NsysSqliteTrace) -> SummaryTable | None:
     import numpy as np
 
     from engine.analysis.nsys.stats.fast import _segment_stats
-    from engine.reports.columns import NULL
+    from engine.reports.nsys.columns import NULL
 
     if not (trace.has_sqlite_table(_NVTX) and trace.has_sqlite_table(_KERNEL)):
         return None
@@ -503,7 +503,7 @@ def nvtx_sum_groups(trace: NsysSqliteTrace) -> list[tuple[int, str, npt.NDArray[
     """The ended push/pop (59) and start/end (60) ranges grouped as nvtx_sum groups them.
 
     (eventType, ``domain:text`` name, durations) per group, as
-    :meth:`~engine.reports.nsys_sqlite.NsysSqliteTrace.nvtx_range_groups` returns them, from the
+    :meth:`~engine.reports.nsys.sqlite_trace.NsysSqliteTrace.nvtx_range_groups` returns them, from the
     columnar cache (kept for the next run) instead of an SQLite GROUP BY. None where that method
     must answer (a range without a start or a domain id, no NVTX table, many distinct texts).
     """

@@ -19,13 +19,13 @@ from engine.analysis.nsys.stats.csvfast import (
     _quoted,
     _rows,
 )
-from engine.reports.columns import CHUNK_ROWS, has_null
+from engine.reports.nsys.columns import CHUNK_ROWS, has_null
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from engine.reports.nsys_sqlite import NsysSqliteTrace
+    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
 _COMMON = ("start", "end", "correlationId", "deviceId", "contextId", "greenContextId", "streamId")
 _KERNEL = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread",
@@ -161,8 +161,8 @@ def gpu_trace_csv(trace: NsysSqliteTrace) -> CsvTable | None:
 
     import numpy as np
 
-    from engine.reports.columns import NULL
-    from engine.reports.nsys_sqlite import _MEM_KIND_LABELS, COPY_KIND_LABELS
+    from engine.reports.nsys.columns import NULL
+    from engine.reports.nsys.sqlite_trace import _MEM_KIND_LABELS, COPY_KIND_LABELS
 
     try:
         srcs = _sources(trace)
@@ -268,7 +268,7 @@ def _chunk(srcs: dict[str, _Source], names: list[str], offsets: npt.NDArray[np.i
     """One chunk of rows (``idx``: positions in the tables' concatenation) as CSV bytes."""
     import numpy as np
 
-    from engine.reports.columns import NULL
+    from engine.reports.nsys.columns import NULL
 
     n = len(idx)
     which = np.searchsorted(offsets, idx, side="right") - 1
@@ -402,7 +402,7 @@ def api_trace_csv(trace: NsysSqliteTrace) -> CsvTable | None:
         return None  # a text column before the last one holds a newline: the general path
 
     def chunks() -> Iterator[bytes]:
-        from engine.reports.columns import NULL
+        from engine.reports.nsys.columns import NULL
 
         yield ",".join(_quoted(h).decode() for h in COLUMNS["cuda_api_trace"]).encode() + b"\n"
         for lo in range(0, len(order), _CHUNK):

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.reports.base import TABLES, ReportInfo, Trace, decode_global_tid
-from engine.reports.columns import ColumnStore, PendingColumns, has_null
+from engine.reports.nsys.columns import ColumnStore, PendingColumns, has_null
 from engine.system.errors import ReportError
 
 if TYPE_CHECKING:
@@ -445,7 +445,7 @@ class NsysSqliteTrace(Trace):
         pool.shutdown(wait=False)
 
     def column_store(self) -> ColumnStore:
-        """The columnar cache of this export (see :mod:`engine.reports.columns`)."""
+        """The columnar cache of this export (see :mod:`engine.reports.nsys.columns`)."""
         if self._store is None:
             self._store = ColumnStore(Path(self.info.sqlite_path or self.info.path))
         return self._store
@@ -455,7 +455,7 @@ class NsysSqliteTrace(Trace):
 
         For ``api`` and ``kernels``: ``duration`` (end - start) and ``nameId`` (a StringIds id);
         ``memcpy`` adds ``bytes`` and ``copyKind``, ``memset`` ``bytes``. The columns come from
-        the export's :class:`~engine.reports.columns.ColumnStore` (read once in threads, then
+        the export's :class:`~engine.reports.nsys.columns.ColumnStore` (read once in threads, then
         memory-mapped from the cache), so the caller's own work overlaps the read.
 
         Returns:

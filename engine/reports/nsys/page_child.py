@@ -1,17 +1,17 @@
 """A big table's columns read from the SQLite pages by a child process, into ``.npy`` files.
 
-The page reader (:mod:`engine.reports.sqlite_pages`) is numpy work driven from Python, so two
+The page reader (:mod:`engine.reports.nsys.pages`) is numpy work driven from Python, so two
 reads in two threads of one process mostly take turns on Python's lock: reading the kernels while
 the CUDA API calls are read (a summary), or while the window draws (the GUI), gains nothing. In a
 child process each big read gets a core of its own (real10m: kernels 2.2 s and 21M calls 3.2 s at
 the same time, instead of 5.2 s each in two threads), and the parent's thread only waits.
 
 Parent side, :func:`read_in_child`: the child writes each column into the file it is given
-(``engine.reports.sqlite_pages.NpyFile``, the cache file's temporary name), and says on stdout which
+(``engine.reports.nsys.pages.NpyFile``, the cache file's temporary name), and says on stdout which
 columns it wrote; the parent renames and maps them. Any failure (the child cannot start, the
 reader does not handle the table, the child is killed) returns None: the caller reads in-process.
 
-Child side: ``python -S -m engine.reports.sqlite_child`` with a JSON request on stdin.
+Child side: ``python -S -m engine.reports.nsys.page_child`` with a JSON request on stdin.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def read_in_child(path: Path, table: str, exprs: dict[str, str], narrow: frozens
                "files": {n: str(f) for n, f in files.items()}, "null": null}
     try:
         # -S: without site (.pth files, ~70 ms): the child needs only this code and numpy
-        proc = subprocess.run([sys.executable, "-S", "-m", "engine.reports.sqlite_child"],
+        proc = subprocess.run([sys.executable, "-S", "-m", "engine.reports.nsys.page_child"],
                               input=json.dumps(request).encode(), capture_output=True, env=env,
                               check=False)
     except OSError:
@@ -53,7 +53,7 @@ def read_in_child(path: Path, table: str, exprs: dict[str, str], narrow: frozens
 
 def main() -> int:
     """Child: read the request from stdin, write the columns, print which were written."""
-    from engine.reports.sqlite_pages import NpyFile, read_columns
+    from engine.reports.nsys.pages import NpyFile, read_columns
 
     req = json.loads(sys.stdin.read())
     files = {n: Path(f) for n, f in req["files"].items()}

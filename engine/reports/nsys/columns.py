@@ -36,27 +36,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.reports.sqlite_pages import fan_out as _fan_out
-
-#: np.load parses each .npy header with ast.literal_eval; CPython 3.11's compiler is not safe to run
-#: in several threads at once ("AST constructor recursion depth mismatch"), so loads take turns
-#: (only the header: the arrays are memory-mapped)
-_NPY_LOCK = threading.Lock()
-
-
-def load_npy(path: Any, **kwargs: Any) -> Any:
-    """``np.load`` with the header parse serialised across threads (see :data:`_NPY_LOCK`)."""
-    import numpy as np
-
-    with _NPY_LOCK:
-        return np.load(path, **kwargs)
+from engine.reports.npy import load_npy
+from engine.reports.nsys.pages import fan_out as _fan_out
+from engine.reports.nsys.schema import NULL
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-#: Stands for SQL NULL in a column (no real time, id or size is this small).
-NULL = -(2**62)
 #: Rows per chunk of a column-wise read.
 CHUNK_ROWS = 1_000_000
 _FORMAT = "1"  # bump when the files' meaning changes
@@ -289,7 +276,7 @@ class ColumnStore:
 
     def _read_pages(self, table: str, exprs: dict[str, str],
                     narrow: frozenset[str]) -> list[npt.NDArray[np.int64]] | None:
-        """The columns read from the file's pages (:mod:`engine.reports.sqlite_pages`), or None.
+        """The columns read from the file's pages (:mod:`engine.reports.nsys.pages`), or None.
 
         None when that reader does not handle the table or an expression (SQLite reads them
         then) or ``KERNELSCOPE_SQLITE_PAGES=0`` turns it off. ``narrow`` as in :meth:`read_async`:
@@ -314,7 +301,7 @@ class ColumnStore:
     def _read_here(self, table: str, exprs: dict[str, str], narrow: frozenset[str],
                    threads: int) -> list[npt.NDArray[np.int64]] | None:
         """The page reader in this process, writing into the cache files (see :meth:`_mapped`)."""
-        from engine.reports.sqlite_pages import NpyFile, read_columns
+        from engine.reports.nsys.pages import NpyFile, read_columns
 
         made: list[tuple[Path, Path]] = []  # (temporary file, its cache file)
         try:
@@ -343,15 +330,15 @@ class ColumnStore:
 
     def _read_in_child(self, table: str, exprs: dict[str, str],
                        narrow: frozenset[str]) -> list[npt.NDArray[np.int64]] | None:
-        """A big table read by a child process into the cache files (engine.reports.sqlite_child).
+        """A big table read by a child process into the cache files (engine.reports.nsys.page_child).
 
         Used for a big table read while another is (a lone read is faster here, in two threads:
         no process to start); ``KERNELSCOPE_SQLITE_CHILD=always`` for every big one, ``=0`` never.
         None (read in this process then) for a small table, no writable cache or a child that
         fails.
         """
-        from engine.reports.sqlite_child import CHILD_LEAVES, read_in_child
-        from engine.reports.sqlite_pages import leaf_count
+        from engine.reports.nsys.page_child import CHILD_LEAVES, read_in_child
+        from engine.reports.nsys.pages import leaf_count
 
         if self.cache_dir is None:
             return None
@@ -382,13 +369,13 @@ class ColumnStore:
                 made: list[tuple[Path, Path]]) -> Any:
         """Where the reader writes a column: its cache file, under a temporary name.
 
-        That is an :class:`engine.reports.sqlite_pages.NpyFile`, renamed once the read succeeds.
+        That is an :class:`engine.reports.nsys.pages.NpyFile`, renamed once the read succeeds.
         The reader writes the values straight into the file: no second copy, no ``np.save``.
         Where the cache cannot take it (no cache, read-only, empty column) a plain array is given.
         """
         import numpy as np
 
-        from engine.reports.sqlite_pages import NpyFile
+        from engine.reports.nsys.pages import NpyFile
 
         final = self._file(table, name, expr)
         if final is None or rows == 0:
@@ -436,7 +423,7 @@ class ColumnStore:
             sqlite3.Error: the table cannot be counted.
 
         """
-        from engine.reports.sqlite_pages import count_rows
+        from engine.reports.nsys.pages import count_rows
 
         with self._lock:
             known = self._counts.get(table)
