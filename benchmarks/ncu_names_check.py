@@ -1,4 +1,4 @@
-"""Check engine.reports.ncu_names against ncu's own kernel names in a report.
+"""Check engine.reports.ncu.kernel_names against ncu's own kernel names in a report.
 
 Usage: python benchmarks/ncu_names_check.py REPORT.ncu-rep RAW.csv [RAW_RENAME_OFF.csv] [--dump PAIRS.json]
 RAW.csv is `ncu --import REPORT --csv --page raw` (kernel renaming on, ncu's default): compared with
@@ -17,7 +17,7 @@ import sys
 
 import ncu_report
 
-from engine.reports.ncu_names import simplify_names
+from engine.reports.ncu.kernel_names import simplify_names
 
 
 def _names(raw_csv: str) -> list[str]:

@@ -6,7 +6,7 @@ import math
 from typing import TYPE_CHECKING
 
 from engine.reports.ncu import DETAILS_COLUMNS, ID_COLUMNS, format_number
-from engine.reports.ncu_actions import NVTX_COLUMNS
+from engine.reports.ncu.actions import NVTX_COLUMNS
 
 if TYPE_CHECKING:
     from engine.reports.ncu import NcuReport

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from engine.reports.ncu_metrics import (  # noqa: F401 - the metric catalogue, re-exported
+from engine.reports.ncu.metrics import (  # noqa: F401 - the metric catalogue, re-exported
     ACHIEVED_OCC,
     DRAM_PCT,
     DURATION,

@@ -27,8 +27,8 @@ from engine.analysis.ncu.sections import (
     summary_metrics,
 )
 from engine.reports.ncu import NcuReport, read_ncu_csv, read_ncu_rep
-from engine.reports.ncu_cache import cache_file
-from engine.reports.ncu_rep import forget_open_reports
+from engine.reports.ncu.cache import cache_file
+from engine.reports.ncu.decoders import forget_open_reports
 from engine.system.errors import ReportError
 from tests.conftest import FIXTURES
 
@@ -40,7 +40,7 @@ pytest.importorskip("ncu_report")
 
 @pytest.fixture(autouse=True)
 def _wheel_reader(monkeypatch: pytest.MonkeyPatch) -> None:
-    """These cases test the ``ncu_report`` reader (the fallback of engine/reports/ncu_own.py)."""
+    """These cases test the ``ncu_report`` reader (the fallback of engine/reports/ncu/own_reader.py)."""
     monkeypatch.setenv("KERNELSCOPE_NCU_OWN", "0")
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.reports.ncu_names import simplify_names
+from engine.reports.ncu.kernel_names import simplify_names
 from tests.conftest import FIXTURES, REPO
 
 pytest.importorskip("ncu_report")

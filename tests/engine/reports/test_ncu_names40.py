@@ -1,4 +1,4 @@
-"""Kernel names as ncu 2025.3.1 prints them, report-wide (engine.reports.ncu_names.simplify_names).
+"""Kernel names as ncu 2025.3.1 prints them, report-wide (engine.reports.ncu.kernel_names.simplify_names).
 
 Two H200 recordings, every name checked against ncu's own output:
 
@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from engine.reports.ncu_names import scope_counts, simplify_demangled, simplify_names, strip_literal_casts
+from engine.reports.ncu.kernel_names import scope_counts, simplify_demangled, simplify_names, strip_literal_casts
 from engine.system.errors import KernelscopeError
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "ncu"

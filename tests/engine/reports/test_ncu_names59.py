@@ -1,4 +1,4 @@
-"""Kernel names as ncu 2025.3.1 prints them, checked on a COMPLETE report (engine.reports.ncu_names).
+"""Kernel names as ncu 2025.3.1 prints them, checked on a COMPLETE report (engine.reports.ncu.kernel_names).
 
 ``tests/data/ncu/names59_pairs.json`` holds every kernel of one H200 report (59 launches of
 benchmarks/ncu_names_workload.py: CUB radix sort / scan / select / reduce, thrust iterators, ATen
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.reports.ncu_names import scope_counts, simplify_names, strip_literal_casts
+from engine.reports.ncu.kernel_names import scope_counts, simplify_names, strip_literal_casts
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "ncu"
 N59 = json.loads((DATA / "names59_pairs.json").read_text(encoding="utf-8"))

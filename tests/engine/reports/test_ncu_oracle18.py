@@ -3,7 +3,7 @@
 ``torch18_full`` was profiled with ``--set full --import-source yes``, ``torch18_sol`` with only
 ``--section SpeedOfLight``; the oracles are ``ncu --import R --csv --page details|raw`` of those
 exact files (``--print-units base``, and once without it). Kernel names are ncu's simplified
-demangled names (:mod:`engine.reports.ncu_names`).
+demangled names (:mod:`engine.reports.ncu.kernel_names`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 
 from engine.analysis.ncu.pages import auto_unit, details_csv, raw_csv
 from engine.reports.ncu import NcuReport, read_ncu_rep
-from engine.reports.ncu_names import simplify_demangled, strip_literal_casts
+from engine.reports.ncu.kernel_names import simplify_demangled, strip_literal_casts
 from engine.system.errors import KernelscopeError
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "ncu"

@@ -1,4 +1,4 @@
-"""Our own .ncu-rep reader (engine/reports/ncu_pb.py, ncu_own.py, ncu_unit_lookup.py) against ``ncu_report``.
+"""Our own .ncu-rep reader (engine/reports/ncu/pb_results.py, own_reader.py, unit_lookup.py) against ``ncu_report``.
 
 For every kernel and metric of every report we have (tests/data/ncu, the H100 recordings matrix,
 ../shared/fixtures/ncu and the 25 public reports), our decoder gives what NVIDIA's ``ncu_report``
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.reports.ncu_pb import PbUnsupported, read_results
+from engine.reports.ncu.pb_results import PbUnsupported, read_results
 from tests.conftest import FIXTURES, REPO
 
 pytest.importorskip("ncu_report")

@@ -1,4 +1,4 @@
-"""A .ncu-rep read into plain rows (engine/reports/ncu_lazy.py) prints the pages without pandas, and
+"""A .ncu-rep read into plain rows (engine/reports/ncu/lazy_report.py) prints the pages without pandas, and
 its plain views say what the pandas tables built from them say.
 
 - Pages: `kernelscope ncu R --page P` runs as a real process, cold and with the tables cached, and

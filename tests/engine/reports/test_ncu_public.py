@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.reports.ncu_section_defs import HeaderMetric, read_section_defs
+from engine.reports.ncu.section_defs import HeaderMetric, read_section_defs
 from tests.conftest import FIXTURES, REPO
 
 pytest.importorskip("ncu_report")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.reports.ncu_section_defs import read_report_layout
+from engine.reports.ncu.section_defs import read_report_layout
 from tests.conftest import REPO
 
 pytest.importorskip("ncu_report")

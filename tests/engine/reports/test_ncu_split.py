@@ -1,4 +1,4 @@
-"""Decoding a .ncu-rep in child processes (engine/reports/ncu_split.py) gives what one process gives.
+"""Decoding a .ncu-rep in child processes (engine/reports/ncu/children.py) gives what one process gives.
 
 Each case runs ``kernelscope ncu`` as real processes: once decoding in-process
 (``KERNELSCOPE_NCU_CHILDREN=0``) and once in children, with an empty cache each, and compares the
@@ -25,7 +25,7 @@ pytest.importorskip("ncu_report")
 
 @pytest.fixture(autouse=True)
 def _wheel_reader(monkeypatch: pytest.MonkeyPatch) -> None:
-    """These cases test the ``ncu_report`` reader (the fallback of engine/reports/ncu_own.py)."""
+    """These cases test the ``ncu_report`` reader (the fallback of engine/reports/ncu/own_reader.py)."""
     monkeypatch.setenv("KERNELSCOPE_NCU_OWN", "0")
 
 
@@ -77,7 +77,7 @@ def test_children_print_the_same_page(full_report: Path, tmp_path: Path, page: s
 
 def test_small_slices_merge_in_order(full_report: Path, tmp_path: Path) -> None:
     """Five children of 3-4 kernels (each asks kernel 0's metric list first) print the same pages."""
-    extra = "import engine.reports.ncu_split as s; s.PER_CHILD = 4"
+    extra = "import engine.reports.ncu.children as s; s.PER_CHILD = 4"
     for page in ("details", "raw"):
         single = _page(full_report, page, tmp_path / f"one-{page}", children=False)
         split = _page(full_report, page, tmp_path / f"split-{page}", children=True, extra=extra)
@@ -106,7 +106,7 @@ def test_kernels_of_several_processes_in_children(tmp_path: Path, page: str) -> 
     with lzma.open(REPO / "tests" / "data" / "recordings" / "ncu" / "fork_all.ncu-rep.xz", "rb") as f, \
             report.open("wb") as g:
         shutil.copyfileobj(f, g)
-    extra = ("import engine.reports.ncu_split as s; s.SPLIT_MIN = 1; s.PER_CHILD = s.PER_CHILD_SASS = 1\n"
+    extra = ("import engine.reports.ncu.children as s; s.SPLIT_MIN = 1; s.PER_CHILD = s.PER_CHILD_SASS = 1\n"
              "import os; os.environ['KERNELSCOPE_NCU_PARALLEL'] = '2'")
     single = _page(report, page, tmp_path / "one", children=False)
     split = _page(report, page, tmp_path / "split", children=True, extra=extra)

@@ -6,7 +6,7 @@ import pytest
 
 from engine.reports import open_report
 from engine.reports.ncu import read_ncu
-from engine.reports.ncu_trace import NCU_KIND, NcuTrace, is_ncu
+from engine.reports.ncu.trace import NCU_KIND, NcuTrace, is_ncu
 from engine.system.errors import ReportError
 from tests.conftest import FIXTURES
 

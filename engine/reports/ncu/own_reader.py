@@ -1,7 +1,7 @@
-"""Decode a ``.ncu-rep`` with our own reader (:mod:`engine.reports.ncu_pb`), in this process.
+"""Decode a ``.ncu-rep`` with our own reader (:mod:`engine.reports.ncu.pb_results`), in this process.
 
 Metric values, names, rules and NVTX come from the file; the units, which the file does not hold,
-from :mod:`engine.reports.ncu_unit_lookup` (the user cache, else one small ``ncu_report`` child
+from :mod:`engine.reports.ncu.unit_lookup` (the user cache, else one small ``ncu_report`` child
 that runs while this process decodes). Every kernel's rows and every metric are decoded at once, so
 the cached tables are complete. :func:`decode_own` returns None where this reader does not apply
 (another file format, content it does not decode, no units to be had, a disagreement with the
@@ -14,12 +14,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from engine.reports.ncu_actions import raw_unit
-from engine.reports.ncu_decode import ActionDecoder, is_range
-from engine.reports.ncu_names import simplify_names
-from engine.reports.ncu_pb import PbAction, PbUnsupported, read_results
-from engine.reports.ncu_section_defs import ReportLayout
-from engine.reports.ncu_unit_lookup import UnitLookup, cached_units, units_key
+from engine.reports.ncu.actions import raw_unit
+from engine.reports.ncu.decode import ActionDecoder, is_range
+from engine.reports.ncu.kernel_names import simplify_names
+from engine.reports.ncu.pb_results import PbAction, PbUnsupported, read_results
+from engine.reports.ncu.section_defs import ReportLayout
+from engine.reports.ncu.unit_lookup import UnitLookup, cached_units, units_key
 
 #: Device attributes the metric database (units) depends on, in the units' cache key.
 _GPU_KEYS = ("device__attribute_architecture", "device__attribute_chip")
@@ -80,7 +80,7 @@ def _apply_units(dec: ActionDecoder, units: dict[str, str], present: list[frozen
 
     The same units :meth:`ActionDecoder.add` writes when it has them (``settled``): a details row
     takes its metric's unit unless the kernel lacks the metric ("n/a", no unit); the raw page's
-    units go through :func:`~engine.reports.ncu_actions.raw_unit`.
+    units go through :func:`~engine.reports.ncu.actions.raw_unit`.
     """
     dec.settled = units
     for name in dec.detail_units:

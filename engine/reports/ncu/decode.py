@@ -3,10 +3,10 @@
 :class:`ActionDecoder` turns actions into the rows of the reader's tables (details page, kernels,
 rules, source counters, summary metrics, and on request every metric and the SASS of the hottest
 instructions). :func:`decode_chunk` runs it over a slice of a report's kernels; ``python -m
-engine.reports.ncu_decode`` runs :func:`decode_chunk` in a short-lived child process (job and
+engine.reports.ncu.decode`` runs :func:`decode_chunk` in a short-lived child process (job and
 result pickled over stdin/stdout), so the memory ``ncu_report`` never frees (~130 MB for the first
 decoded kernel, ~10 MB for each one after, ~20 MB more for its SASS) goes away with the child.
-:mod:`engine.reports.ncu_split` starts the children and merges their rows.
+:mod:`engine.reports.ncu.children` starts the children and merges their rows.
 
 Rows that depend on the whole report (the kernel names as ncu prints them) carry
 :data:`NAME_PLACEHOLDER` in the child; the merge fills them in. Nothing here imports pandas.
@@ -19,7 +19,7 @@ import pickle
 import sys
 from typing import Any
 
-from engine.reports.ncu_actions import (
+from engine.reports.ncu.actions import (
     NOT_METRICS,
     int_text,
     launch_dim,
@@ -36,7 +36,7 @@ from engine.reports.ncu_actions import (
     section_table,
     source_records,
 )
-from engine.reports.ncu_section_defs import SectionDef
+from engine.reports.ncu.section_defs import SectionDef
 
 NAME_PLACEHOLDER = "\x00kernel-name\x00"
 
@@ -90,7 +90,7 @@ class ActionDecoder:
     """Accumulates the rows of a report's kernels, decoded one action at a time, in kernel order."""
 
     def __init__(self, section_defs: dict[str, SectionDef]) -> None:
-        from engine.reports.ncu_metrics import summary_metrics
+        from engine.reports.ncu.metrics import summary_metrics
 
         self.section_defs = section_defs
         self.wanted, self.patterns = summary_metrics()
@@ -200,7 +200,7 @@ def hot_sources(a: Any, kid: int, pcs: list[int], samples: list[tuple[int, int]]
     """SASS, file and line of a kernel's hottest PCs, and its hottest source lines (``LINE_COLUMNS`` rows).
 
     ``samples``: (pc, samples) of every sampled instruction of the kernel. The same work as
-    :func:`engine.reports.ncu_rep.resolve_sources`, without pandas; None when it fails (the rows
+    :func:`engine.reports.ncu.decoders.resolve_sources`, without pandas; None when it fails (the rows
     then keep their PCs and counts, as there).
     """
     try:
@@ -299,7 +299,7 @@ def main() -> None:
     """
     import ncu_report  # noqa: PLC0415 - native module, only in the child
 
-    import engine.reports.ncu_metrics  # noqa: F401, PLC0415 - what ActionDecoder imports
+    import engine.reports.ncu.metrics  # noqa: F401, PLC0415 - what ActionDecoder imports
 
     ctx, ready = None, {}
     if len(sys.argv) > 2:

@@ -1,6 +1,6 @@
 """Our own reader of the profiling results in a ``.ncu-rep``: metric values, names, rules, NVTX.
 
-A report is a chain of length-prefixed protobuf blocks (:mod:`engine.reports.ncu_section_defs`). A
+A report is a chain of length-prefixed protobuf blocks (:mod:`engine.reports.ncu.section_defs`). A
 result's header block (``BlockHeader``: 1 NumSources, 2 NumResults, 4 a string table, 5 the size of
 the next block, 7 NumRangeResults) is followed by the result message. The string tables of all
 header blocks, concatenated in file order, are the names metrics refer to by index.
@@ -13,8 +13,8 @@ result (``RangeResult``) holds metrics in 4, rules in 20 and NVTX in 10. A metri
 4: uint32, 5: uint64}.
 
 :func:`read_results` gives one :class:`PbAction` per result, in file order, with the part of
-``ncu_report``'s ``IAction`` / ``IMetric`` interface the reader uses (:mod:`engine.reports.ncu_actions`
-works on either); metric units are not in the file and come from :mod:`engine.reports.ncu_unit_lookup`.
+``ncu_report``'s ``IAction`` / ``IMetric`` interface the reader uses (:mod:`engine.reports.ncu.actions`
+works on either); metric units are not in the file and come from :mod:`engine.reports.ncu.unit_lookup`.
 Anything this reader does not understand (another file format, a value field it does not know,
 sub-instance values) raises :class:`PbUnsupported`: the caller then reads the report with
 ``ncu_report``, never with a guessed value.
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from engine.reports.ncu_pb_parts import (
+from engine.reports.ncu.pb_parts import (
     PbNvtxState,
     PbSection,
     PbUnsupported,
@@ -38,7 +38,7 @@ from engine.reports.ncu_pb_parts import (
     _text,
     section,
 )
-from engine.reports.ncu_section_defs import _top_fields, _varint
+from engine.reports.ncu.section_defs import _top_fields, _varint
 
 __all__ = ["PbAction", "PbMetric", "PbUnsupported", "read_results"]
 

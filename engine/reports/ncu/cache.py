@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.reports.ncu_model import NcuReport
+from engine.reports.ncu.model import NcuReport
 from engine.system.atomic import atomic_write
 
 _CACHE_FORMAT = 11  # 9: nvtx cells, range results; 10: stored section lists; 11: plain rows

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.reports.ncu_model import (
+from engine.reports.ncu.model import (
     DETAILS_COLUMNS,
     ID_COLUMNS,
     KERNEL_COLUMNS,
@@ -22,7 +22,7 @@ from engine.reports.ncu_model import (
     SOURCE_COLUMNS,
     NcuReport,
 )
-from engine.reports.ncu_units import base_cell, parse_speedup, to_base_unit
+from engine.reports.ncu.units import base_cell, parse_speedup, to_base_unit
 from engine.system.errors import ReportError
 
 if TYPE_CHECKING:

@@ -2,9 +2,9 @@
 
 A ``.ncu-rep`` stores metric values but not units: ``ncu_report`` gives them from its metric
 database, and works a derived metric's unit out from the units asked before it in the same process
-(:func:`engine.reports.ncu_decode.settle_units`). So units are asked as that function asks them (the
+(:func:`engine.reports.ncu.decode.settle_units`). So units are asked as that function asks them (the
 first kernel of each distinct metric list, in kernel order, every name in ``metric_names()`` order)
-in a child process (``python -m engine.reports.ncu_unit_lookup PATH RANGE:ACTION ...``: ~0.2 s
+in a child process (``python -m engine.reports.ncu.unit_lookup PATH RANGE:ACTION ...``: ~0.2 s
 and ~150 MB for one ``--set full`` kernel, gone when it exits), and kept in the user cache under
 a key of everything the answer depends on: the ``ncu-report`` version, the metric lists in that
 order, the section definitions stored with them (derived metrics' expressions) and the GPU
@@ -91,7 +91,7 @@ class UnitLookup:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [repo, where,
                                                                        os.environ.get("PYTHONPATH")])))
         # -S: no site (.pth files); the child needs this file and ncu_report only.
-        argv = [sys.executable, "-S", "-m", "engine.reports.ncu_unit_lookup", str(path), str(count),
+        argv = [sys.executable, "-S", "-m", "engine.reports.ncu.unit_lookup", str(path), str(count),
                 *(f"{r}:{a}" for r, a in refs)]
         try:
             self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -128,7 +128,7 @@ class UnitLookup:
 
 
 def ask_units(ctx: Any, refs: list[tuple[int, int]]) -> dict[str, str]:
-    """What :func:`engine.reports.ncu_decode.settle_units` answers for the actions ``refs`` of ``ctx``."""
+    """What :func:`engine.reports.ncu.decode.settle_units` answers for the actions ``refs`` of ``ctx``."""
     units: dict[str, str] = {}
     for r, a in refs:
         action = ctx.range_by_idx(r).action_by_idx(a)
@@ -143,7 +143,7 @@ def main() -> None:
     """Child: print the JSON units of the actions ``RANGE:ACTION ...`` of report ``PATH``.
 
     Arguments ``PATH COUNT RANGE:ACTION ...``; exits 3 unless ``ncu_report`` holds the report's
-    COUNT results as one range (as :mod:`engine.reports.ncu_own` numbers them).
+    COUNT results as one range (as :mod:`engine.reports.ncu.own_reader` numbers them).
     """
     import ncu_report  # noqa: PLC0415 - native module, only in the child
 

@@ -1,7 +1,7 @@
 """What one profiled kernel (an ``ncu_report`` action) holds, decoded into rows and values.
 
 Pure functions over ``ncu_report.IAction`` / ``IMetric`` objects; the reader
-(:mod:`engine.reports.ncu_rep`) calls them for every action of a report.
+(:mod:`engine.reports.ncu.decoders`) calls them for every action of a report.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
-from engine.reports.ncu_model import ID_COLUMNS, SECTIONS
-from engine.reports.ncu_section_defs import SectionDef
-from engine.reports.ncu_units import format_number, format_speedup
+from engine.reports.ncu.model import ID_COLUMNS, SECTIONS
+from engine.reports.ncu.section_defs import SectionDef
+from engine.reports.ncu.units import format_number, format_speedup
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -75,7 +75,7 @@ def section_table(
 
     ncu prints the sections a report holds with the definitions stored in the report (a report of
     an older ncu prints its own sections, custom ones included), each header metric filtered by
-    the GPU's architecture (:mod:`engine.reports.ncu_section_defs`): ordered by (order, name),
+    the GPU's architecture (:mod:`engine.reports.ncu.section_defs`): ordered by (order, name),
     sections without an order (0) last, each section's header metrics sorted by metric name. A
     section without header metrics prints its rule results only.
 
@@ -289,7 +289,7 @@ def metric_row(a: Any, units: dict[str, str], settled: dict[str, str] | None = N
                ) -> dict[str, tuple[str, float]]:
     """Every metric of action ``a`` as (text as the raw page prints it, value); adds first-seen units.
 
-    ``settled``: units already asked in this process (:func:`engine.reports.ncu_decode.settle_units`).
+    ``settled``: units already asked in this process (:func:`engine.reports.ncu.decode.settle_units`).
     """
     row: dict[str, tuple[str, float]] = {}
     known = settled or {}

@@ -216,7 +216,7 @@ def summary_metrics() -> tuple[frozenset[str], tuple[tuple[str, str], ...]]:
         names |= {f"sm__ops_path_tensor_src_{path}.sum.peak_sustained",
                   f"sm__ops_path_tensor_src_{path}.sum.per_cycle_elapsed"}
     names |= {metric for level in LEVELS.values() for metric in level}
-    # the Info view's GPU row (engine.reports.ncu_trace)
+    # the Info view's GPU row (engine.reports.ncu.trace)
     names |= {"device__attribute_multiprocessor_count", "device__attribute_l2_cache_size",
               "device__attribute_clock_rate"}
     return frozenset(names), ((STALL_PREFIX, STALL_SUFFIX),)

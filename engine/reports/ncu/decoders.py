@@ -1,4 +1,4 @@
-"""Read ``.ncu-rep`` files: with our own reader (:mod:`engine.reports.ncu_own`), else NVIDIA's ``ncu_report``.
+"""Read ``.ncu-rep`` files: with our own reader (:mod:`engine.reports.ncu.own_reader`), else NVIDIA's ``ncu_report``.
 
 Our reader decodes the values from the file and needs ``ncu_report`` only for units (a child, once
 per kind of report); the ``ncu_report`` path below stays for what it does not decode and for the
@@ -7,7 +7,7 @@ SASS of ``--source``.
 ``ncu_report`` is imported only when it is needed. Through it, a report is first read for the summary
 (:class:`LazyNcuReport`: the details page, rules, source counters and the metrics the summary
 needs); the raw page and every other metric are decoded on first use. Tables are cached on disk
-(:mod:`engine.reports.ncu_cache`). Input files are only ever opened for reading.
+(:mod:`engine.reports.ncu.cache`). Input files are only ever opened for reading.
 """
 
 from __future__ import annotations
@@ -17,24 +17,24 @@ import struct
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.reports import ncu_split
+from engine.reports.ncu import children as ncu_split
 from engine.reports.base import read_head
-from engine.reports.ncu_cache import cache_load, cache_store
-from engine.reports.ncu_decode import ActionDecoder, hot_sources, is_range, settle_units
-from engine.reports.ncu_lazy import LazyNcuReport, NcuRows, Partial, sample_pairs
-from engine.reports.ncu_model import (
+from engine.reports.ncu.cache import cache_load, cache_store
+from engine.reports.ncu.decode import ActionDecoder, hot_sources, is_range, settle_units
+from engine.reports.ncu.lazy_report import LazyNcuReport, NcuRows, Partial, sample_pairs
+from engine.reports.ncu.model import (
     NcuReport,
 )
-from engine.reports.ncu_names import simplify_names
-from engine.reports.ncu_open import (  # noqa: F401 - forget_open_reports: re-exported
+from engine.reports.ncu.kernel_names import simplify_names
+from engine.reports.ncu.nvidia_reader import (  # noqa: F401 - forget_open_reports: re-exported
     OPEN_LOCK,
     forget_open_reports,
     import_ncu_report,
     open_action,
     open_report,
 )
-from engine.reports.ncu_section_defs import read_report_layout, version_tuple
-from engine.reports.ncu_split import resolve_in_children, use_children
+from engine.reports.ncu.section_defs import read_report_layout, version_tuple
+from engine.reports.ncu.children import resolve_in_children, use_children
 from engine.system.errors import ReportError
 
 if TYPE_CHECKING:
@@ -223,8 +223,8 @@ def read_ncu_rep(path: str | Path, *, use_cache: bool = True, sources: bool = Fa
     ``values``/``units`` and any other metric are decoded on first use, and the cache entry is then
     rewritten with the full tables.
 
-    A report of :data:`~engine.reports.ncu_split.SPLIT_MIN` kernels or more is decoded in child
-    processes (:mod:`engine.reports.ncu_split`), complete at once: ~130 MB of ``ncu_report`` memory
+    A report of :data:`~engine.reports.ncu.children.SPLIT_MIN` kernels or more is decoded in child
+    processes (:mod:`engine.reports.ncu.children`), complete at once: ~130 MB of ``ncu_report`` memory
     per child instead of ~10 MB per kernel kept in this process.
 
     Args:
@@ -263,8 +263,8 @@ def _unreadable(p: Path, fmt: int | None, ncu_version: str | None, newer: bool,
 
 
 def _read_own(p: Path, fmt: int | None, use_cache: bool) -> NcuReport | None:
-    """The report decoded by our own reader (:mod:`engine.reports.ncu_own`); None where it does not apply."""
-    from engine.reports import ncu_own
+    """The report decoded by our own reader (:mod:`engine.reports.ncu.own_reader`); None where it does not apply."""
+    from engine.reports.ncu import own_reader as ncu_own
 
     if not ncu_own.enabled():
         return None
@@ -324,7 +324,7 @@ def _read_ncu_rep(p: Path, use_cache: bool = False, sources: bool = False) -> Nc
             stored_sections = [stored_sections[i] for i in order]
 
     if len(refs) >= ncu_split.SPLIT_MIN and use_children():
-        from engine.reports.ncu_split import read_in_children
+        from engine.reports.ncu.children import read_in_children
 
         split = read_in_children(p, refs, processes, stored_sections, section_defs, sources=sources)
         if split is not None:

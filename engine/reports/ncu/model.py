@@ -1,7 +1,7 @@
 """The tables an Nsight Compute report is read into, and the sections ncu 2025.3 prints.
 
 :class:`NcuReport` is what both readers return: the ``.ncu-rep`` reader
-(:mod:`engine.reports.ncu_rep`) and the CSV reader (:mod:`engine.reports.ncu_csv`).
+(:mod:`engine.reports.ncu.decoders`) and the CSV reader (:mod:`engine.reports.ncu.csv_export`).
 """
 
 from __future__ import annotations
@@ -231,7 +231,7 @@ class NcuReport:
         return sorted(str(c) for c in v.columns if str(c).startswith(prefix) and str(c).endswith(suffix))
 
     # Plain-row views of the tables (lists and dicts, no pandas needed by the caller). A
-    # ``.ncu-rep`` read (:class:`engine.reports.ncu_lazy.LazyNcuReport`) answers them from the rows it
+    # ``.ncu-rep`` read (:class:`engine.reports.ncu.lazy_report.LazyNcuReport`) answers them from the rows it
     # decoded, without building (or importing) pandas; these defaults read the DataFrames.
 
     def kernel_records(self) -> list[dict[str, Any]]:

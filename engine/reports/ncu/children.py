@@ -4,7 +4,7 @@
 ~10 MB for each one after; the first SASS disassembly ~90 MB and ~0.3 s CPU, each kernel module's SASS
 20-200 MB more. Decoded in one process, an 18-kernel report costs ~480 MB (~850 MB with the SASS
 of every kernel's hottest instructions), for as long as the process lives (the GUI's: per report
-opened). Here each child (``python -m engine.reports.ncu_decode``; two at a time unless the machine
+opened). Here each child (``python -m engine.reports.ncu.decode``; two at a time unless the machine
 is busy, see :func:`_parallel`; started by :func:`prespawn` while the parent still reads the
 report's layout) decodes at most :data:`PER_CHILD` kernels with every metric (and, for the
 sections page, the SASS of its hottest instructions), sends plain rows back and exits: without
@@ -12,7 +12,7 @@ SASS no process holds more than ~300 MB, the parent stays small, and the tables 
 complete, so the next page is read from the cache without the report.
 
 Byte-identity with the single-process reader: ``ncu_report`` works a derived metric's unit out
-from the units asked before it in the same process (:func:`engine.reports.ncu_decode.settle_units`),
+from the units asked before it in the same process (:func:`engine.reports.ncu.decode.settle_units`),
 so a child first asks the metric lists of the kernels before its slice, in report order; children
 start assuming those are the first kernel's list, and a child whose assumption was wrong (a report
 whose kernels have several metric lists) is run again with the right ones. A unit the details page
@@ -29,8 +29,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.reports.ncu_decode import NAME_PLACEHOLDER, ActionDecoder
-from engine.reports.ncu_section_defs import SectionDef
+from engine.reports.ncu.decode import NAME_PLACEHOLDER, ActionDecoder
+from engine.reports.ncu.section_defs import SectionDef
 
 #: Reports with fewer kernels are decoded in-process: they fit in ~300 MB there (~130 MB + ~10 MB a
 #: kernel + Python's ~50 MB), and children cost ~0.5 s more CPU (each pays the first-kernel decode).
@@ -93,7 +93,7 @@ def _start(path: Path, refs: list[tuple[int, int]]) -> subprocess.Popen[bytes] |
     env = child_env("ncu_report")
     if env is None:
         return None
-    argv = [sys.executable, "-S", "-m", "engine.reports.ncu_decode", str(path),
+    argv = [sys.executable, "-S", "-m", "engine.reports.ncu.decode", str(path),
             *(f"{r}:{a}" for r, a in refs)]
     return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             env=env)
@@ -178,7 +178,7 @@ def read_in_children(
     Returns (merged decoder, printed names, stored names, resolved sources), or None when a child
     fails (the caller then decodes in-process and says what went wrong in its own words).
     """
-    from engine.reports.ncu_names import simplify_names
+    from engine.reports.ncu.kernel_names import simplify_names
 
     ids = list(range(len(refs)))
     base = {"path": str(p), "refs": refs, "processes": processes, "stored_sections": stored_sections,

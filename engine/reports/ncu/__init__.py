@@ -1,9 +1,9 @@
 """Read Nsight Compute results: ``.ncu-rep`` files and ``ncu --import ... --csv`` exports.
 
-A ``.ncu-rep`` is decoded by our own reader of its protobuf blocks (:mod:`engine.reports.ncu_own`),
+A ``.ncu-rep`` is decoded by our own reader of its protobuf blocks (:mod:`engine.reports.ncu.own_reader`),
 with the units from NVIDIA's ``ncu_report`` module (PyPI ``ncu-report``, asked once in a child and
 cached), or, where ours does not apply, read through ``ncu_report`` itself, into plain rows
-(:mod:`engine.reports.ncu_lazy`: the pages print from them without pandas) that stand for these
+(:mod:`engine.reports.ncu.lazy_report`: the pages print from them without pandas) that stand for these
 pandas tables, built on first use:
 
 - ``kernels``: one row per profiled kernel (action) with its launch configuration and duration;
@@ -16,11 +16,11 @@ CSV exports (``--page details`` or ``--page raw``, with or without ``--print-uni
 locale thousands separators) are read into the same tables, converted to base units. Input files are
 only ever opened for reading.
 
-The reader is split by what each part knows: :mod:`engine.reports.ncu_model` (the tables and the
-sections ncu prints), :mod:`engine.reports.ncu_rep` (``.ncu-rep`` files, with
-:mod:`engine.reports.ncu_actions` decoding each kernel, :mod:`engine.reports.ncu_section_defs`
-the section definitions a report stores and :mod:`engine.reports.ncu_cache` the on-disk cache),
-:mod:`engine.reports.ncu_csv` (CSV exports) and :mod:`engine.reports.ncu_units` (numbers and
+The reader is split by what each part knows: :mod:`engine.reports.ncu.model` (the tables and the
+sections ncu prints), :mod:`engine.reports.ncu.decoders` (``.ncu-rep`` files, with
+:mod:`engine.reports.ncu.actions` decoding each kernel, :mod:`engine.reports.ncu.section_defs`
+the section definitions a report stores and :mod:`engine.reports.ncu.cache` the on-disk cache),
+:mod:`engine.reports.ncu.csv_export` (CSV exports) and :mod:`engine.reports.ncu.units` (numbers and
 units as ncu prints them). This module is the entry point: :func:`read_ncu` and the names callers use.
 """
 
@@ -28,9 +28,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.reports.ncu_csv import read_ncu_csv
-from engine.reports.ncu_lazy import LazyNcuReport
-from engine.reports.ncu_model import (
+from engine.reports.ncu.csv_export import read_ncu_csv
+from engine.reports.ncu.lazy_report import LazyNcuReport
+from engine.reports.ncu.model import (
     DETAILS_COLUMNS,
     ID_COLUMNS,
     KERNEL_COLUMNS,
@@ -40,14 +40,14 @@ from engine.reports.ncu_model import (
     SOURCE_COLUMNS,
     NcuReport,
 )
-from engine.reports.ncu_rep import (
+from engine.reports.ncu.decoders import (
     KNOWN_FORMAT,
     read_ncu_rep,
     report_format_version,
     resolve_all_sources,
     resolve_sources,
 )
-from engine.reports.ncu_units import format_number, format_speedup, parse_number, to_base_unit
+from engine.reports.ncu.units import format_number, format_speedup, parse_number, to_base_unit
 
 __all__ = [
     "DETAILS_COLUMNS", "ID_COLUMNS", "KERNEL_COLUMNS", "KNOWN_FORMAT", "LINE_COLUMNS", "RULE_COLUMNS",

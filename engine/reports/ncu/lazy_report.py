@@ -1,6 +1,6 @@
 """A ``.ncu-rep`` read into plain rows; its pandas tables are built only when someone asks for them.
 
-The ``.ncu-rep`` reader (:mod:`engine.reports.ncu_rep`) decodes a report into :class:`NcuRows`:
+The ``.ncu-rep`` reader (:mod:`engine.reports.ncu.decoders`) decodes a report into :class:`NcuRows`:
 lists and dicts, no pandas. :class:`LazyNcuReport` answers :meth:`~NcuReport.value`,
 :meth:`~NcuReport.unit`, :meth:`~NcuReport.metric_names_matching` and the plain-row views
 (:meth:`~NcuReport.kernel_records`, :meth:`~NcuReport.detail_rows`, :meth:`~NcuReport.raw_table`,
@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.reports.ncu_model import (
+from engine.reports.ncu.model import (
     DETAILS_COLUMNS,
     ID_COLUMNS,
     KERNEL_COLUMNS,
@@ -85,7 +85,7 @@ class LazyNcuReport(NcuReport):
     rest of the summary together, and only the details/raw pages, rules and gates need them: a
     summary read (:class:`Partial`) answers :meth:`value`, :meth:`unit` and
     :meth:`metric_names_matching` from the metrics the summary reads
-    (:func:`engine.reports.ncu_metrics.summary_metrics`); reading ``raw``, ``raw_units``,
+    (:func:`engine.reports.ncu.metrics.summary_metrics`); reading ``raw``, ``raw_units``,
     ``values`` or ``units``, or asking :meth:`value` for another metric a kernel has, decodes the
     rest (from the report still open in ``ncu_report``, or by opening the file again) and rewrites
     the cache entry with every metric. The results are the same as a full read.
@@ -130,7 +130,7 @@ class LazyNcuReport(NcuReport):
             return rows.full_units if name == "raw_units" else dict(rows.full_units)
         import pandas as pd
 
-        from engine.reports.ncu_actions import metric_frames
+        from engine.reports.ncu.actions import metric_frames
 
         if name == "kernels":
             return pd.DataFrame(rows.kernels, columns=KERNEL_COLUMNS)
@@ -223,8 +223,8 @@ class LazyNcuReport(NcuReport):
 
     def _materialize(self) -> None:
         """Decode every metric of every kernel (the raw page, ``values`` and ``units``), once."""
-        from engine.reports.ncu_cache import cache_store
-        from engine.reports.ncu_open import OPEN_LOCK
+        from engine.reports.ncu.cache import cache_store
+        from engine.reports.ncu.nvidia_reader import OPEN_LOCK
 
         with OPEN_LOCK:  # a GUI worker and the GUI thread may both ask
             part: Partial | None = self.__dict__["_partial"]
@@ -240,8 +240,8 @@ class LazyNcuReport(NcuReport):
 
     def _decode_all_metrics(self, part: Partial) -> tuple[list[dict[str, tuple[str, float]]], dict[str, str]]:
         """Every metric of every kernel, from the report still open in ``ncu_report`` or opened again."""
-        from engine.reports.ncu_actions import metric_row
-        from engine.reports.ncu_open import OPEN_LOCK, open_action, open_report
+        from engine.reports.ncu.actions import metric_row
+        from engine.reports.ncu.nvidia_reader import OPEN_LOCK, open_action, open_report
 
         with OPEN_LOCK:
             try:

@@ -1,11 +1,11 @@
-"""What a ``.ncu-rep`` result holds besides metrics, decoded from the file (see :mod:`engine.reports.ncu_pb`).
+"""What a ``.ncu-rep`` result holds besides metrics, decoded from the file (see :mod:`engine.reports.ncu.pb_results`).
 
 Rule results (``RuleResult``: 1 identifier, 2 name, 3 body of items {1: message {1 text, 2 type,
 4 title}, 8: focus metrics, 10: speedup {1 type, 2 value}}, 4 section), the NVTX state
 (``NvtxState``: 1 domains {1 id, 2 name}, 2 threads {1 id, 2 push/pop domains {1 id, 3 ranges {1
 name}}}, 3 start/end domains {1 id, 3 ranges {2 name}}, 4 the default domain) and the section
 definitions (``ProfilerSection``), each with the calls of ``ncu_report``'s interface the reader
-makes. Content this reader does not decode raises :class:`~engine.reports.ncu_pb.PbUnsupported`
+makes. Content this reader does not decode raises :class:`~engine.reports.ncu.pb_results.PbUnsupported`
 (defined here).
 """
 
@@ -15,7 +15,7 @@ import functools
 import struct
 from typing import Any
 
-from engine.reports.ncu_section_defs import _accepts, _fields, _ranges
+from engine.reports.ncu.section_defs import _accepts, _fields, _ranges
 
 # ncu_report's rule message types by the file's RuleResultMessageType (Ok, Warning, Error, Optimization).
 _MESSAGE_TYPES = {0: 0, 1: 1, 2: 3, 3: 4, 4: 2}
@@ -261,7 +261,7 @@ class PbSection:
 
     Header and body metrics (tables, charts, containers, rooflines) are the stored definition's
     whose architecture filters accept the GPU. They serve the ``labels`` of the report only (no
-    page prints them; the details page uses :class:`~engine.reports.ncu_section_defs.SectionDef`),
+    page prints them; the details page uses :class:`~engine.reports.ncu.section_defs.SectionDef`),
     and differ from ``ncu_report``'s in a few labels: it also drops metrics the result lacks and
     takes metric options (``tests/engine/reports/ncu_pb_compare.py`` compares the identifiers).
     """

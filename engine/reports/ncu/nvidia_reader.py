@@ -1,7 +1,7 @@
 """The ``.ncu-rep`` kept open in NVIDIA's ``ncu_report`` (one at a time) and its decoded kernels.
 
-The reader (:mod:`engine.reports.ncu_rep`) opens a report here; a summary read decodes the rest of
-its metrics (:mod:`engine.reports.ncu_lazy`) and the SASS of its hottest instructions from the same
+The reader (:mod:`engine.reports.ncu.decoders`) opens a report here; a summary read decodes the rest of
+its metrics (:mod:`engine.reports.ncu.lazy_report`) and the SASS of its hottest instructions from the same
 open report later, without decoding its kernels again.
 """
 
