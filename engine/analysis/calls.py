@@ -68,7 +68,7 @@ class ApiCalls:
         from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
         if isinstance(trace, NsysSqliteTrace) and trace.has_sqlite_table(_RUNTIME):
-            have = set(trace.columns(_RUNTIME))
+            have = set(trace.column_names(_RUNTIME))
             if {"start", "end", "nameId", "globalTid", "correlationId"} <= have:
                 self._store = trace.column_store()
 

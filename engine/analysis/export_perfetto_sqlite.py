@@ -214,7 +214,7 @@ class SqliteEvents:
         """
         if not self.trace.has_sqlite_table(table):
             return None
-        have = set(self.trace.columns(table))
+        have = set(self.trace.column_names(table))
         if not all(c in have for e in exprs.values() for c in re.findall(r'"(\w+)"', e)):
             raise Fallback
         (n,), = self.trace.rows(f"SELECT count(*) FROM {table}")
@@ -258,7 +258,7 @@ class SqliteEvents:
         return True
 
     def _nvtx_ok(self) -> bool:
-        have = set(self.trace.columns("NVTX_EVENTS"))
+        have = set(self.trace.column_names("NVTX_EVENTS"))
         return not self.trace.has_sqlite_table("NVTX_EVENTS") or {"textId", "text", "globalTid"} <= have
 
     def _check(self, t: Table, starts: list[int]) -> bool:
@@ -513,6 +513,6 @@ class SqliteEvents:
 
     def _small(self, table: str, *cols: str) -> list[tuple[object, ...]]:
         """Rows of a small table (none when it or a column is absent)."""
-        if not self.trace.has_sqlite_table(table) or not set(cols) <= set(self.trace.columns(table)):
+        if not self.trace.has_sqlite_table(table) or not set(cols) <= set(self.trace.column_names(table)):
             return []
         return self.trace.rows(f"SELECT {', '.join(cols)} FROM {table}")

@@ -166,7 +166,7 @@ def _kernel_names(trace: Trace, n: int) -> tuple[npt.NDArray[np.int64], list[str
 
     t = "CUPTI_ACTIVITY_KIND_KERNEL"
     if isinstance(trace, NsysSqliteTrace) and trace.has_sqlite_table(t):
-        have = set(trace.columns(t))
+        have = set(trace.column_names(t))
         col = "shortName" if "shortName" in have else "demangledName" if "demangledName" in have else None
         if col is not None:
             ids = np.asarray(trace.column_store().column(t, col, f'"{col}"'), dtype=np.int64)
@@ -191,7 +191,8 @@ def _copy_kinds(trace: Trace, n: int) -> npt.NDArray[np.int64]:
     from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
     t = "CUPTI_ACTIVITY_KIND_MEMCPY"
-    if isinstance(trace, NsysSqliteTrace) and trace.has_sqlite_table(t) and "copyKind" in trace.columns(t):
+    if (isinstance(trace, NsysSqliteTrace) and trace.has_sqlite_table(t)
+            and "copyKind" in trace.column_names(t)):
         k = np.asarray(trace.column_store().column(t, "copyKind", '"copyKind"'), dtype=np.int64)
         if len(k) == n:
             return np.where(k < 0, 0, k)

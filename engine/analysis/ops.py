@@ -94,7 +94,7 @@ class GpuOps:
         if isinstance(trace, NsysSqliteTrace):
             if not trace.has_sqlite_table(t):
                 return None
-            have = set(trace.columns(t))
+            have = set(trace.column_names(t))
             if {"start", "end", "deviceId", "streamId", "correlationId", "globalPid"} <= have:
                 store = trace.column_store()
                 # the nsys analyze rules' columns of this table in the same scan (cached for them)
@@ -354,7 +354,7 @@ def memset_bytes(trace: Trace) -> npt.NDArray[np.float64]:
     from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
     t = _TABLES["memset"]
-    if isinstance(trace, NsysSqliteTrace) and "bytes" in trace.columns(t):
+    if isinstance(trace, NsysSqliteTrace) and "bytes" in trace.column_names(t):
         mapped = trace.column_store().cached(t, "bytes", '"bytes"')
         if mapped is not None:
             v = np.asarray(mapped)
@@ -407,7 +407,7 @@ def _copy_columns(trace: Trace) -> CopyColumns | None:
     t = _TABLES["memcpy"]
     if not isinstance(trace, NsysSqliteTrace) or not trace.has_sqlite_table(t):
         return None
-    if not set(_COPY_RAW) <= set(trace.columns(t)):
+    if not set(_COPY_RAW) <= set(trace.column_names(t)):
         return None
     store = trace.column_store()
     cols: dict[str, npt.NDArray[Any]] = {}

@@ -33,7 +33,7 @@ def _nsys(trace: Trace) -> Any:
 
     if not isinstance(trace, NsysSqliteTrace) or not trace.has_sqlite_table(_T):
         return None
-    have = set(trace.columns(_T))
+    have = set(trace.column_names(_T))
     if not {"start", "end", "eventType", "globalTid", "domainId", "text"} <= have:
         return None
     return trace
@@ -122,7 +122,7 @@ def ranges_columns(trace: Trace, label: Callable[[str, str], str]) -> Ranges | N
     t = _nsys(trace)
     if t is None:
         return None
-    has_id = "textId" in set(t.columns(_T))
+    has_id = "textId" in set(t.column_names(_T))
     text_id = '"textId"' if has_id else "NULL"
     exprs = {"rowid": "rowid", "start": '"start"', "end": '"end"', "globalTid": '"globalTid"'}
     try:

@@ -162,7 +162,7 @@ def table_records(trace: Trace, name: str, columns: list[str] | None = None) -> 
     if isinstance(trace, NsysSqliteTrace) and t is not None:
         if not trace.has(name):
             return []
-        have = set(trace.columns(t))
+        have = set(trace.column_names(t))
         parts = [f'"{c}"' if c in have else f'NULL AS "{c}"' for c in want]
         rows = trace.rows(f"SELECT {', '.join(parts)} FROM {t} LIMIT 20000")
         typed = [_as_inferred(list(col)) for col in zip(*rows, strict=True)] if rows else []

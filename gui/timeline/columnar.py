@@ -356,7 +356,7 @@ class ColumnarTimeline:
             name, table = _TABLES[k]
             if not self.trace.has_sqlite_table(table):
                 continue
-            exprs = _exprs(k, set(self.trace.columns(table)))
+            exprs = _exprs(k, set(self.trace.column_names(table)))
             if any(self.store.cached(table, n, e) is None for n, e in exprs.items()):
                 return False
         return True
@@ -499,7 +499,7 @@ class ColumnarTimeline:
         """
         rowid = self._rowid("kernels", row)
         t = _TABLES[tm.KIND_KERNEL][1]
-        have = set(self.trace.columns(t))
+        have = set(self.trace.column_names(t))
         cols = [f'"{c}"' for c in ("shortName", "demangledName") if c in have]
         name = f"coalesce({', '.join(cols)}, NULL)"
         got = self.trace.rows(f'SELECT {name}, "start" FROM {t} WHERE rowid = ?', (rowid,))
@@ -541,7 +541,7 @@ class ColumnarTimeline:
         if not self.trace.has(name):
             self.missing[name] = tm._missing_sentence(name, self.trace.missing[name])
             return None
-        have = set(self.trace.columns(table))
+        have = set(self.trace.column_names(table))
         exprs = _exprs(kind, have)
         # two queries: SQLite answers each from the b-tree's end, but scans for both in one
         ends = [self.trace.rows(f"SELECT rowid FROM {table} ORDER BY rowid {o} LIMIT 1")

@@ -288,7 +288,7 @@ class NsysSqliteTrace(Trace):
         return int(row[0]) if row and row[0] is not None else None
 
     # -- helpers -------------------------------------------------------------------------------
-    def columns(self, table: str) -> list[str]:
+    def column_names(self, table: str) -> list[str]:
         """Column names of an SQLite table (empty list if the table does not exist)."""
         if table not in self._columns:
             if table not in self._tables:
@@ -330,7 +330,7 @@ class NsysSqliteTrace(Trace):
 
     def enum_labels(self, table: str, fallback: dict[int, str]) -> dict[int, str]:
         """Labels of an ENUM_* table ({id: label}), falling back to known values."""
-        if table in self._tables and "label" in self.columns(table):
+        if table in self._tables and "label" in self.column_names(table):
             return {int(i): str(lbl) for i, lbl in self._con.execute(f"SELECT id, label FROM {table}")}
         return dict(fallback)
 
@@ -352,7 +352,7 @@ class NsysSqliteTrace(Trace):
         """
         import pandas as pd
 
-        have = set(self.columns(table))
+        have = set(self.column_names(table))
         present = [c for c in wanted if c in have]
         n_rows = self._con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
         if n_rows < _COLUMNAR_MIN_ROWS or not present:
@@ -468,7 +468,7 @@ class NsysSqliteTrace(Trace):
         if t not in self._tables:
             return None
         exprs = _SUMMARY_EXPRS[name]
-        if not set(_SUMMARY_RAW[name]) <= set(self.columns(t)):
+        if not set(_SUMMARY_RAW[name]) <= set(self.column_names(t)):
             return SummaryColumns(None, list(exprs))
         try:
             if self._con.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() is None:
@@ -491,7 +491,7 @@ class NsysSqliteTrace(Trace):
         t = _NSYS_TABLES["nvtx"]
         if t not in self._tables:
             return []
-        have = set(self.columns(t))
+        have = set(self.column_names(t))
         text_id = '"textId"' if "textId" in have else "NULL"
         text = '"text"' if "text" in have else "NULL"
         dom = '"domainId"' if "domainId" in have else "NULL"
@@ -598,7 +598,7 @@ class NsysSqliteTrace(Trace):
         t = _NSYS_TABLES[name]
         derived = _DERIVED[name]
         sources = _sources(name, columns)
-        have = set(self.columns(t))
+        have = set(self.column_names(t))
         parts = [f'"{c}"' if c in have else f'NULL AS "{c}"' for c in sources]
         marks = ", ".join("?" * len(rowids))
         raw = self.query(f"SELECT {', '.join(parts)} FROM {t} WHERE rowid IN ({marks}) ORDER BY rowid",

@@ -23,7 +23,8 @@ from engine.analysis.nsys.stats import (
 )
 from engine.analysis.nsys.stats import fast as stats_fast
 from engine.analysis.nsys.stats.fast import _segment_stats
-from engine.reports.nsys import columns, open_report
+from engine.reports import open_report
+from engine.reports.nsys import columns
 from tests.conftest import NSYS_DIR, NSYS_SQLITE, ORACLES, REPO
 
 ORACLE_CASES = [

@@ -199,7 +199,7 @@ def _rule_cuda_memcpy_sync(trace: Trace, opts: dict[str, Any]) -> RuleResult:
 
 def _lacks_green_context(trace: Trace) -> bool:
     """True for nsys exports whose memcpy table has no greenContextId (nsys 2022.x, schema 3.0)."""
-    columns = getattr(trace, "columns", None)
+    columns = getattr(trace, "column_names", None)
     if columns is None:
         return False
     cols = columns("CUPTI_ACTIVITY_KIND_MEMCPY")

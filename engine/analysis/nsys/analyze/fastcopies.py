@@ -224,7 +224,7 @@ def _details(trace: Trace, t: str, table: str, rowids: npt.NDArray[np.int64]) ->
     kinds = ["srcKind", "dstKind"] if table == "memcpy" else ["memKind"]
     cols = ["start", "end", "bytes", "globalPid", "deviceId", "contextId", "greenContextId",
             "streamId", *kinds]
-    present = set(trace.columns(t))  # type: ignore[attr-defined]
+    present = set(trace.column_names(t))  # type: ignore[attr-defined]
     sel = ", ".join(f'"{c}"' if c in present else f'NULL AS "{c}"' for c in cols)
     ids = [int(r) for r in rowids.tolist()]
     got: dict[int, tuple[Any, ...]] = {}

@@ -48,7 +48,7 @@ def _no_nvtx(trace: NsysSqliteTrace, types: tuple[int, ...], closed: bool = Fals
 
 def _no_migrations(trace: NsysSqliteTrace) -> bool:
     """No unified memory migration among the copies (one scan of the copy kinds, no numpy)."""
-    if not trace.has_sqlite_table(_MEMCPY) or "virtualAddress" not in trace.columns(_MEMCPY):
+    if not trace.has_sqlite_table(_MEMCPY) or "virtualAddress" not in trace.column_names(_MEMCPY):
         return True
     return _no_row(trace, _MEMCPY, f"copyKind IN {_UM_KINDS}")
 

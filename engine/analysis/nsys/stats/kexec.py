@@ -93,7 +93,7 @@ def kern_exec_trace_csv(trace: NsysSqliteTrace) -> CsvTable | None:
 
     if not (trace.has_sqlite_table(_KERNEL) and trace.has_sqlite_table(_RUNTIME)):
         return None
-    have_k, have_a = set(trace.columns(_KERNEL)), set(trace.columns(_RUNTIME))
+    have_k, have_a = set(trace.column_names(_KERNEL)), set(trace.column_names(_RUNTIME))
     if not {"start", "end", "correlationId", "globalPid", "deviceId", *_DIMS} <= have_k or \
             not {"demangledName", "shortName"} & have_k or \
             not {"start", "end", "correlationId", "globalTid", "nameId"} <= have_a:
@@ -222,7 +222,7 @@ def kern_gb_sum_table(trace: NsysSqliteTrace) -> SummaryTable | None:
 
     if not trace.has_sqlite_table(_KERNEL):
         return None
-    have = set(trace.columns(_KERNEL))
+    have = set(trace.column_names(_KERNEL))
     names = [f'"{c}"' for c in ("demangledName", "shortName") if c in have]
     if not names or not {"start", "end", *_DIMS} <= have:
         return None

@@ -52,7 +52,7 @@ def _named_summary(trace: Trace, table: str, count_col: str, report: str, where:
 
 def osrt_sum(trace: Trace) -> pd.DataFrame:
     """OS runtime calls (OSRT_API) grouped by function name (event class 27: the calls)."""
-    has: list[str] = getattr(trace, "columns", lambda t: [])("OSRT_API")
+    has: list[str] = getattr(trace, "column_names", lambda t: [])("OSRT_API")
     where = "WHERE t.eventClass = 27" if "eventClass" in has else ""
     return _named_summary(trace, "OSRT_API", "Num Calls", "osrt_sum", where)
 
@@ -223,7 +223,7 @@ def cuda_kern_exec_trace(trace: Trace) -> pd.DataFrame:
 def um_cpu_page_faults_sum(trace: Trace) -> pd.DataFrame:
     """CPU page faults on unified memory, counted per CPU instruction and source line."""
     table = "CUDA_UM_CPU_PAGE_FAULT_EVENTS"
-    has: set[str] = set(getattr(trace, "columns", lambda t: [])(table))
+    has: set[str] = set(getattr(trace, "column_names", lambda t: [])(table))
     src = "e.sourceFile" if "sourceFile" in has else "NULL"
     line = "e.sourceLine" if "sourceLine" in has else "NULL"
     df = sql_rows(trace, table,
@@ -250,7 +250,7 @@ def _um_parts(trace: Trace) -> tuple[pd.DataFrame | None, pd.DataFrame | None, p
     cpu = sql_rows(trace, _UM_TABLES[0], f"SELECT address FROM {_UM_TABLES[0]}")
     gpu = sql_rows(trace, _UM_TABLES[1], f"SELECT address, numberOfPageFaults AS n FROM {_UM_TABLES[1]}")
     mig = None
-    has: list[str] = getattr(trace, "columns", lambda t: [])("CUPTI_ACTIVITY_KIND_MEMCPY")
+    has: list[str] = getattr(trace, "column_names", lambda t: [])("CUPTI_ACTIVITY_KIND_MEMCPY")
     if "virtualAddress" in has:
         mig = sql_rows(trace, "CUPTI_ACTIVITY_KIND_MEMCPY",
                    'SELECT virtualAddress AS address, copyKind AS kind, bytes, "end" - "start" AS dur '

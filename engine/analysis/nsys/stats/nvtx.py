@@ -23,7 +23,7 @@ def nvtx_ranges(trace: Trace) -> pd.DataFrame | None:
     """
     import pandas as pd
 
-    have = set(getattr(trace, "columns", lambda t: [])("NVTX_EVENTS"))
+    have = set(getattr(trace, "column_names", lambda t: [])("NVTX_EVENTS"))
     end_tid = "e.endGlobalTid" if "endGlobalTid" in have else "NULL"
     df = sql_rows(trace, "NVTX_EVENTS",
               f'SELECT e.rowid AS id, e."start", e."end", e.eventType, e.text, e.domainId, '

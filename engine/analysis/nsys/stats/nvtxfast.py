@@ -38,7 +38,7 @@ def name_exprs(trace: NsysSqliteTrace, where: str) -> tuple[dict[str, str], list
     Where the rows' inline texts are few (one DISTINCT scan tells), they come as a code column
     (``CASE "text" WHEN ... END``) and the texts are returned: no text is fetched row by row.
     """
-    have = set(trace.columns(_NVTX))
+    have = set(trace.column_names(_NVTX))
     exprs = {"textId": '"textId"' if "textId" in have else "NULL",
              "domainId": '"domainId"' if "domainId" in have else "NULL"}
     if "text" not in have:
@@ -71,7 +71,7 @@ def range_names(trace: NsysSqliteTrace, where: str, cols: dict[str, npt.NDArray[
 
     from engine.reports.nsys.columns import NULL
 
-    have = set(trace.columns(_NVTX))
+    have = set(trace.column_names(_NVTX))
     strings = trace.strings()
     ints = {"textId": '"textId"' if "textId" in have else "NULL",
             "domainId": '"domainId"' if "domainId" in have else "NULL"}
@@ -140,7 +140,7 @@ def pushpop_trace_csv(trace: NsysSqliteTrace) -> CsvTable | None:
 
     if not trace.has_sqlite_table(_NVTX):
         return None
-    have = set(trace.columns(_NVTX))
+    have = set(trace.column_names(_NVTX))
     if not {"start", "end", "eventType", "globalTid"} <= have:
         return None
     try:
@@ -254,7 +254,7 @@ def _ranges(trace: NsysSqliteTrace) -> tuple[dict[str, npt.NDArray[np.int64]], l
 
     from engine.reports.nsys.columns import NULL
 
-    have = set(trace.columns(_NVTX))
+    have = set(trace.column_names(_NVTX))
     if not {"start", "end", "eventType", "globalTid"} <= have:
         return None
     where = _RANGES + (' AND "endGlobalTid" IS NULL' if "endGlobalTid" in have else "")
@@ -290,7 +290,7 @@ def _launches(trace: NsysSqliteTrace) -> dict[str, npt.NDArray[np.int64]] | None
 
     if not trace.has_sqlite_table(_RUNTIME):
         return None
-    have_k, have_a = set(trace.columns(_KERNEL)), set(trace.columns(_RUNTIME))
+    have_k, have_a = set(trace.column_names(_KERNEL)), set(trace.column_names(_RUNTIME))
     names = [f'"{c}"' for c in ("demangledName", "shortName") if c in have_k]
     if not names or not {"start", "end", "correlationId", "globalPid"} <= have_k or \
             not {"start", "end", "correlationId", "globalTid"} <= have_a:
@@ -481,7 +481,7 @@ def style_sum_table(trace: NsysSqliteTrace, report: str) -> SummaryTable | None:
 
     if not trace.has_sqlite_table(_NVTX):
         return None
-    if not {"start", "end", "eventType"} <= set(trace.columns(_NVTX)):
+    if not {"start", "end", "eventType"} <= set(trace.column_names(_NVTX)):
         return None
     where = _STYLE_WHERE[report] + ' AND "end" IS NOT NULL'
     try:
@@ -513,7 +513,7 @@ def nvtx_sum_groups(trace: NsysSqliteTrace) -> list[tuple[int, str, npt.NDArray[
 
     if not trace.has_sqlite_table(_NVTX):
         return None
-    have = set(trace.columns(_NVTX))
+    have = set(trace.column_names(_NVTX))
     if not {"start", "end", "eventType", "domainId"} <= have:
         return None
     where = 'eventType IN (59, 60) AND "end" IS NOT NULL'

@@ -139,7 +139,7 @@ def _sources(trace: NsysSqliteTrace) -> dict[str, _Source] | None:
     for name, (table, cols) in _TABLES.items():
         if not trace.has_sqlite_table(table):
             continue
-        have = set(trace.columns(table))
+        have = set(trace.column_names(table))
         exprs = {c: f'"{c}"' if c in have else "NULL" for c in cols}
         if name == "kernels":
             if not {"demangledName", "shortName"} & have:
@@ -340,7 +340,7 @@ def _aligned(
 def _gpu_names(trace: NsysSqliteTrace) -> dict[int, str]:
     if not trace.has_sqlite_table("TARGET_INFO_GPU"):
         return {}
-    have = set(trace.columns("TARGET_INFO_GPU"))
+    have = set(trace.column_names("TARGET_INFO_GPU"))
     if not {"id", "name"} <= have:
         return {}
     rows = trace.rows("SELECT id, name FROM TARGET_INFO_GPU")
@@ -364,7 +364,7 @@ def api_trace_csv(trace: NsysSqliteTrace) -> CsvTable | None:
     table = "CUPTI_ACTIVITY_KIND_RUNTIME"
     if not trace.has_sqlite_table(table):
         return None
-    have = set(trace.columns(table))
+    have = set(trace.column_names(table))
     need = ("start", "end", "nameId", "correlationId", "globalTid")
     if not set(need) <= have:
         return None
