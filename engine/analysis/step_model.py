@@ -7,9 +7,10 @@ the GPU's work) build these; every consumer (summary, findings, ranks, compare, 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
@@ -77,6 +78,84 @@ class Step:
                 "duration_ns": self.duration_ns, "warmup": self.warmup}
 
 
+class StepList(Sequence[Step]):
+    """Steps as three arrays (starts, ends, warm-up flags): a :class:`Step` is made only when one is read.
+
+    A capture can hold millions of steps (5M in a 10M-kernel report): as objects they took 735 MB,
+    as arrays 17 bytes each. Indexing, iterating, ``len`` and equality behave as the tuple of
+    :class:`Step` values they stand for; ``index`` is the position unless other indices are given.
+    """
+
+    __slots__ = ("starts", "ends", "warmup", "_index")
+
+    def __init__(self, starts: Any, ends: Any, warmup: Any, index: Any = None) -> None:
+        self.starts: npt.NDArray[np.int64] = np.asarray(starts, dtype=np.int64)
+        self.ends: npt.NDArray[np.int64] = np.asarray(ends, dtype=np.int64)
+        self.warmup: npt.NDArray[np.bool_] = np.asarray(warmup, dtype=bool)
+        if index is not None:
+            index = np.asarray(index, dtype=np.int64)
+            if np.array_equal(index, np.arange(len(index))):
+                index = None
+        self._index: npt.NDArray[np.int64] | None = index
+
+    @classmethod
+    def of(cls, steps: Any) -> StepList:
+        """``steps`` as a StepList (a StepList as it is; any iterable of :class:`Step` converted)."""
+        if isinstance(steps, StepList):
+            return steps
+        items = list(steps)
+        return cls([x.start_ns for x in items], [x.end_ns for x in items], [x.warmup for x in items],
+                   [x.index for x in items])
+
+    @property
+    def indices(self) -> npt.NDArray[np.int64]:
+        """Each step's index."""
+        return np.arange(len(self.starts), dtype=np.int64) if self._index is None else self._index
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    @overload
+    def __getitem__(self, i: int) -> Step: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> tuple[Step, ...]: ...
+
+    def __getitem__(self, i: int | slice) -> Step | tuple[Step, ...]:
+        if isinstance(i, slice):
+            return tuple(self[k] for k in range(*i.indices(len(self))))
+        k = range(len(self))[i]  # negative indices, IndexError past the end
+        idx = k if self._index is None else int(self._index[k])
+        return Step(idx, int(self.starts[k]), int(self.ends[k]), bool(self.warmup[k]))
+
+    def __iter__(self) -> Iterator[Step]:
+        step = 1 << 16  # converted a block at a time: no list of every step's values at once
+        for lo in range(0, len(self), step):
+            idx = self.indices[lo:lo + step].tolist()
+            yield from map(Step, idx, self.starts[lo:lo + step].tolist(), self.ends[lo:lo + step].tolist(),
+                           self.warmup[lo:lo + step].tolist())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (tuple, list)):
+            other = StepList.of(other)
+        if not isinstance(other, StepList):
+            return NotImplemented
+        return (np.array_equal(self.starts, other.starts) and np.array_equal(self.ends, other.ends)
+                and np.array_equal(self.warmup, other.warmup) and np.array_equal(self.indices, other.indices))
+
+    def __hash__(self) -> int:
+        return hash((len(self), self.starts[:4].tobytes(), self.ends[-4:].tobytes()))
+
+    def __repr__(self) -> str:
+        return f"StepList({len(self)} steps)"
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        return self.starts, self.ends, self.warmup, self._index
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        self.starts, self.ends, self.warmup, self._index = state
+
+
 @dataclass(frozen=True)
 class Steps:
     """The iterations of one process.
@@ -85,7 +164,8 @@ class Steps:
         range_name: the normalised range ("train_step N", "NCCL:ncclAllReduce").
         source: "nvtx" (a user range), "profiler" (PyTorch's ProfilerStep#N) or "library".
         pid: the process, as text.
-        steps: every instance in time order, warm-up first.
+        steps: every instance in time order, warm-up first (a :class:`StepList`: arrays; a tuple of
+            :class:`Step` given here is converted).
         gpu_ns: GPU time (kernels, copies, memsets) launched inside the steps.
         gpu_total_ns: GPU time launched by the process in the whole capture.
         chosen_by: "structure" (picked here) or "user" (``range_name`` given).
@@ -95,7 +175,7 @@ class Steps:
     range_name: str
     source: str
     pid: str
-    steps: tuple[Step, ...]
+    steps: StepList
     gpu_ns: int
     gpu_total_ns: int
     chosen_by: str = "structure"
@@ -110,6 +190,10 @@ class Steps:
     host_starts: Any = field(default=None, compare=False, repr=False)
     host_ends: Any = field(default=None, compare=False, repr=False)
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.steps, StepList):
+            object.__setattr__(self, "steps", StepList.of(self.steps))
+
     # Derived values are computed once per Steps (a capture can hold 200k steps and the rules ask
     # for them dozens of times); functools.cached_property stores them beside the frozen fields.
     @property
@@ -120,12 +204,18 @@ class Steps:
     @cached_property
     def warmup_count(self) -> int:
         """Leading steps that are warm-up."""
-        return sum(1 for s in self.steps if s.warmup)
+        return int(self.steps.warmup.sum())
 
     @cached_property
-    def steady(self) -> tuple[Step, ...]:
+    def steady(self) -> StepList:
         """The steps after warm-up."""
-        return tuple(s for s in self.steps if not s.warmup)
+        m = ~self.steps.warmup
+        return StepList(self.steps.starts[m], self.steps.ends[m], self.steps.warmup[m], self.steps.indices[m])
+
+    @property
+    def warmup_flags(self) -> npt.NDArray[np.bool_]:
+        """Each step's warm-up flag, in time order."""
+        return self.steps.warmup
 
     @property
     def durations_ns(self) -> list[int]:
@@ -137,17 +227,17 @@ class Steps:
     def _durations(self) -> npt.NDArray[np.int64]:
         return self._ends - self._starts
 
-    @cached_property
+    @property
     def _starts(self) -> npt.NDArray[np.int64]:
-        return np.fromiter((s.start_ns for s in self.steps), dtype=np.int64, count=len(self.steps))
+        return self.steps.starts
 
-    @cached_property
+    @property
     def _ends(self) -> npt.NDArray[np.int64]:
-        return np.fromiter((s.end_ns for s in self.steps), dtype=np.int64, count=len(self.steps))
+        return self.steps.ends
 
     @cached_property
     def _steady_mask(self) -> npt.NDArray[np.bool_]:
-        return np.fromiter((not s.warmup for s in self.steps), dtype=bool, count=len(self.steps))
+        return ~self.steps.warmup
 
     @cached_property
     def steady_median_ns(self) -> float:
@@ -330,7 +420,7 @@ def _warmup_flags(durations: list[int]) -> list[bool]:
 
 
 #: Steps' cached properties that depend on its steps only
-_DERIVED = frozenset({"_starts", "_ends", "_steady_mask", "warmup_count", "steady", "_durations",
+_DERIVED = frozenset({"_steady_mask", "warmup_count", "steady", "_durations",
                       "steady_median_ns", "_blocks", "_steady_blocks"})
 
 
@@ -351,26 +441,18 @@ def _with(st: Steps, **kw: Any) -> Steps:
 def steps_from_arrays(range_name: str, source: str, pid: str, starts: npt.NDArray[np.int64],
                       ends: npt.NDArray[np.int64], warmup: Any, gpu_ns: int, gpu_total_ns: int,
                       **fields: Any) -> Steps:
-    """Steps from their starts, ends and warm-up flags (``fields``: Steps' other fields).
-
-    The arrays its cached properties would build from the Step objects are set from these (200k
-    steps: 0.1 s saved).
-    """
-    s = np.asarray(starts, dtype=np.int64)
-    e = np.asarray(ends, dtype=np.int64)
-    flag = np.asarray(warmup, dtype=bool)
-    steps = tuple(map(Step, range(len(s)), s.tolist(), e.tolist(), flag.tolist()))
-    out = Steps(range_name, source, pid, steps, gpu_ns, gpu_total_ns, **fields)
-    out.__dict__.update(_starts=s, _ends=e, _steady_mask=~flag, warmup_count=int(flag.sum()))
-    return out
+    """Steps from their starts, ends and warm-up flags (``fields``: Steps' other fields)."""
+    steps = StepList(starts, ends, warmup)
+    return Steps(range_name, source, pid, steps, gpu_ns, gpu_total_ns, **fields)
 
 
 def retimed(st: Steps, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64], **fields: Any) -> Steps:
     """``st`` with step k moved to [starts[k], ends[k]) (warm-up flags and indices kept)."""
     s = np.asarray(starts, dtype=np.int64)
     e = np.asarray(ends, dtype=np.int64)
-    steps = tuple(Step(x.index, int(a), int(b), x.warmup)
-                  for x, a, b in zip(st.steps, s.tolist(), e.tolist(), strict=True))
+    if len(s) != len(st.steps) or len(e) != len(st.steps):
+        raise ValueError(f"{len(s)} starts and {len(e)} ends for {len(st.steps)} steps")
+    steps = StepList(s, e, st.steps.warmup, st.steps._index)
     out = replace(st, steps=steps, **fields)
-    out.__dict__.update(_starts=s, _ends=e, _steady_mask=st._steady_mask, warmup_count=st.warmup_count)
+    out.__dict__.update(_steady_mask=st._steady_mask, warmup_count=st.warmup_count)
     return out

@@ -527,7 +527,7 @@ def _steady_host_windows(st: Steps) -> tuple[np.ndarray, np.ndarray]:
     else:
         s = np.asarray(hs, dtype=np.int64)
         e = np.maximum(np.asarray(he, dtype=np.int64), s)
-    steady = np.array([not x.warmup for x in st.steps], dtype=bool)
+    steady = ~st.warmup_flags
     return (s[steady], e[steady]) if steady.any() else (s, e)
 
 

@@ -313,15 +313,13 @@ def _gpu_idle(ctx: Context) -> list[Finding]:
                   else f"steady steps ({'the GPU' if ctx.steps.method == 'gpu' else 'the GPU and NVTX'})")
         steady_ns, other_ns = idle, 0
         if idle < 0.2 * window or idle < 1_000_000:
-            warm = [st for st in ctx.steps.steps if st.warmup]
-            if not warm:
+            warm = ctx.steps.warmup_flags
+            if not warm.any():
                 return []
-            wa = np.array([st.start_ns for st in warm], dtype=np.int64)
-            wb = np.array([st.end_ns for st in warm], dtype=np.int64)
-            window, idle = _idle_in(ctx, wa, wb)
+            window, idle = _idle_in(ctx, ctx.steps.starts_ns[warm], ctx.steps.ends_ns[warm])
             if idle < 0.2 * window or idle < 1_000_000:
                 return []
-            where = f"the {len(warm)} warm-up step(s) of {ctx.steps.range_name}"
+            where = f"the {int(warm.sum())} warm-up step(s) of {ctx.steps.range_name}"
             source = "warm-up steps"
             steady_ns, other_ns = 0, idle
     else:
