@@ -219,10 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kernels", type=int, default=400_000, help="kernels per rank (about)")
     p.add_argument("--source", choices=sorted(SOURCES), default="ddp4")
     p.add_argument("--straggler", type=int, default=None, help="the slow rank (default: 2/3 of the ranks)")
-    p.add_argument("--phase", default="optimizer", 
+    p.add_argument("--phase", default="optimizer",
                    help="the NVTX phase whose GPU work the straggler stretches")
     p.add_argument("--extra-ms", type=float, default=2.0, help="the straggler's extra GPU time per step")
-    p.add_argument("--jitter-us", type=float, default=150.0, 
+    p.add_argument("--jitter-us", type=float, default=150.0,
                    help="every rank's random extra per step, at most")
     p.add_argument("--clock-error-us", type=float, default=400.0, help="per-node clock error, at most")
     p.add_argument("--gpus-per-node", type=int, default=8)
