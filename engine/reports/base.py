@@ -13,9 +13,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.reports.trace_columns import NULL as NULL  # re-exported: the one missing-value stand-in
+from engine.reports.trace_columns import (
+    ColumnsRead,
+    ReadyColumns,
+    TextIds,
+    Where,
+    check_names,
+    from_tables,
+)
+from engine.reports.trace_columns import decode_global_tid as decode_global_tid  # re-exported
 from engine.system.errors import ReportError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import numpy.typing as npt
     import pandas as pd
 
 #: Table name -> (columns every reader provides, one-line description).
@@ -92,12 +105,6 @@ TABLES: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 
-def decode_global_tid(global_tid: Any) -> tuple[Any, Any]:
-    """Split an nsys ``globalTid``/``globalPid`` into (pid, tid); works on ints and pandas Series."""
-    # Floor-division form works on ints and on pandas Series (which have no >> operator).
-    return (global_tid // (1 << 24)) % (1 << 24), global_tid % (1 << 24)
-
-
 def read_head(path: Path, n: int, *, folder_sentence: str, unreadable_hint: str = "") -> bytes:
     """The first ``n`` bytes of a report file, or a one-sentence ReportError saying what is wrong.
 
@@ -160,6 +167,7 @@ class Trace:
         # Views and the summary read tables from several threads; a table is read once.
         self._locks: dict[str, threading.RLock] = {}
         self._locks_guard = threading.Lock()
+        self._text_ids: TextIds | None = None
 
     # -- API -----------------------------------------------------------------------------------
     def table(self, name: str, columns: list[str] | None = None) -> pd.DataFrame:
@@ -180,6 +188,50 @@ class Trace:
             raise KeyError(f"table {name!r} has no column(s) {unknown}; it has {all_cols}")
         with self._table_lock(name):  # two threads asking for one table: one reads, one waits
             return self._table_locked(name, want, all_cols, columns)
+
+    def columns(self, table: str, names: Sequence[str], *,
+                where: str | Where | None = None) -> dict[str, npt.NDArray[Any]]:
+        """Integer columns of table ``table`` as numpy arrays, row for row with :meth:`table`.
+
+        Args:
+            table: a key of :data:`TABLES`.
+            names: its integer columns and the derived ones (``duration``, ``nameId``, ``pid``,
+                ...): see :mod:`engine.reports.trace_columns`.
+            where: only the rows a named filter (``"ranges"`` of ``nvtx``, ...) or a
+                :class:`~engine.reports.trace_columns.Where` passes.
+
+        Returns:
+            name -> int64 array (int32 for ids and kinds that fit), :data:`NULL` for a missing
+            value; empty arrays when the table was not captured.
+
+        Raises:
+            KeyError: an unknown table or filter, or a text column (ask for its id).
+            ReportError: the report cannot be read.
+
+        """
+        return self.columns_async(table, names, where=where).result()
+
+    def columns_async(self, table: str, names: Sequence[str], *,
+                      where: str | Where | None = None) -> ColumnsRead:
+        """:meth:`columns`, started: readers that can read in the background do (``result()`` waits).
+
+        The default reads the pandas tables here and now.
+        """
+        check_names(table, names, TABLES)
+        return ReadyColumns(from_tables(self, table, names, where, TABLES[table][0], self._ids()))
+
+    def prefetch_columns(self, table: str, names: Sequence[str]) -> None:
+        """Start reading columns that :meth:`columns` will be asked for (a no-op where nothing is gained)."""
+
+    def strings(self) -> dict[int, str]:
+        """The texts of the id columns (``nameId``, ``textId``, ...) that :meth:`columns` gave, by id."""
+        return self._ids().strings()
+
+    def _ids(self) -> TextIds:
+        with self._locks_guard:
+            if self._text_ids is None:
+                self._text_ids = TextIds()
+            return self._text_ids
 
     def _table_lock(self, name: str) -> threading.RLock:
         with self._locks_guard:

@@ -494,6 +494,10 @@ class ColumnStore:
             self._save(table, name, k, result[name])
         return result
 
+    def read_where_async(self, table: str, exprs: dict[str, str], where: str) -> PendingColumns:
+        """:meth:`read_where` in a background thread (``result()`` waits and raises its errors)."""
+        return PendingColumns(self._executor().submit(self.read_where, table, exprs, where))
+
     def close(self) -> None:
         """Stop the reader threads (reads in progress finish first)."""
         with self._lock:

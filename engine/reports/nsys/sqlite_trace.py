@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
     import pandas as pd
+
+    from engine.reports.trace_columns import ColumnsRead, Where
 
 # Fallback labels, used only if a database lacks its ENUM_* tables (values as nsys stores them).
 COPY_KIND_LABELS = {
@@ -443,6 +445,22 @@ class NsysSqliteTrace(Trace):
             for c in cols:
                 self._prefetched[(t, c)] = _ColumnFuture(fut, c)
         pool.shutdown(wait=False)
+
+    def columns_async(self, table: str, names: Sequence[str], *,
+                      where: str | Where | None = None) -> ColumnsRead:
+        """:meth:`~engine.reports.base.Trace.columns`, read in the background from the columnar cache.
+
+        See :mod:`engine.reports.nsys.column_reads` (each column's SQL: :mod:`engine.reports.nsys.schema`).
+        """
+        from engine.reports.nsys.column_reads import read_columns_async
+
+        return read_columns_async(self, table, names, where)
+
+    def prefetch_columns(self, table: str, names: Sequence[str]) -> None:
+        """Start reading these columns in the background; a later :meth:`columns` of them waits for this."""
+        from engine.reports.nsys.column_reads import prefetch_columns
+
+        prefetch_columns(self, table, names)
 
     def column_store(self) -> ColumnStore:
         """The columnar cache of this export (see :mod:`engine.reports.nsys.columns`)."""

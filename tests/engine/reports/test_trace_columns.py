@@ -1,0 +1,196 @@
+"""``trace.columns``: the engine's integer columns equal the pandas tables, on every nsys export we have.
+
+The fixtures (../shared/fixtures/nsys) and the recordings (tests/data/recordings/nsys) are read once
+through the export's columnar cache (``NsysSqliteTrace.columns``) and once through the default that
+every other trace uses (``Trace.columns`` over the pandas tables); both must give the table's values,
+NULL where the table has NaN/None.
+"""
+
+from __future__ import annotations
+
+import lzma
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from engine.reports import open_report
+from engine.reports.base import NULL, TABLES, Trace
+from engine.reports.nsys import schema
+from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
+from engine.reports.trace_columns import DERIVED, TEXT, Where, as_int64, ends_by, name_in, starts_from
+from tests.conftest import NSYS_SQLITE, REPO
+
+RECORDINGS = sorted((REPO / "tests" / "data" / "recordings" / "nsys").glob("*/*.sqlite.xz"))
+
+
+@pytest.fixture(scope="module")
+def recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("recordings")
+    out = {}
+    for xz in RECORDINGS:
+        out[xz.name] = folder / xz.name[: -len(".xz")]
+        out[xz.name].write_bytes(lzma.decompress(xz.read_bytes()))
+    return out
+
+
+def _exports(recordings: dict[str, Path]) -> list[Path]:
+    return [*NSYS_SQLITE, *recordings.values()]
+
+
+def _int_names(table: str) -> list[str]:
+    ints = [c for c in TABLES[table][0] if c not in TEXT.get(table, ())]
+    return ints + [n for n in DERIVED.get(table, {}) if n not in ints and n != "rowid"]
+
+
+def _expected(df: pd.DataFrame, table: str, name: str) -> np.ndarray:
+    if name == "duration":
+        s, e = as_int64(df["start"]), as_int64(df["end"])
+        return np.where((s == NULL) | (e == NULL), NULL, e - s)
+    if name == "tid" and table == "sync":  # pragma: no cover - sync has no tid
+        raise KeyError(name)
+    if name == "pid" and table == "sync":
+        g = as_int64(df["globalPid"])
+        return np.where(g == NULL, NULL, (g // 2**24) % 2**24)
+    if name == "gpu":
+        return as_int64(df["gpu"])
+    return as_int64(df[name])
+
+
+def _check_trace(trace: Trace, read: Callable[[str, list[str]], dict[str, np.ndarray]],
+                 strings: Callable[[], dict[int, str]]) -> int:
+    """Compare every integer and id column of every table; the number of NULLs met."""
+    nulls = 0
+    for table in TABLES:
+        names = _int_names(table)
+        got = read(table, names)
+        df = trace.table(table)
+        for n in names:
+            d = DERIVED.get(table, {}).get(n)
+            col = np.asarray(got[n], dtype=np.int64)
+            assert len(col) == len(df), (trace.info.path, table, n)
+            if d is not None and d.how == "id":
+                texts = df[d.source[0]].tolist()
+                s = strings()
+                for v, text in zip(col.tolist(), texts, strict=True):
+                    if v == NULL:  # nsys keeps some NVTX texts inline: no id, the text is in `text`
+                        assert text is None or text != text or n == "textId"
+                    else:
+                        assert s[v] == text, (trace.info.path, table, n)
+                continue
+            np.testing.assert_array_equal(col, _expected(df, table, n),
+                                          err_msg=f"{trace.info.path} {table}.{n}")
+            nulls += int((col == NULL).sum())
+    return nulls
+
+
+def test_nsys_columns_equal_the_tables(recordings: dict[str, Path]) -> None:
+    nulls = 0
+    for path in _exports(recordings):
+        with open_report(path) as trace:
+            assert isinstance(trace, NsysSqliteTrace)
+            nulls += _check_trace(trace, trace.columns, trace.strings)
+    assert nulls > 1000  # the exports have NULLs (marks without an end, columns older nsys lacks)
+
+
+def test_default_columns_from_the_tables_equal_the_tables(recordings: dict[str, Path]) -> None:
+    """The default (Kineto, ncu, snapshots) on the same exports: ``Trace.columns`` over the tables."""
+    for path in [*NSYS_SQLITE[:2], recordings["multistream.sqlite.xz"]]:
+        with open_report(path) as trace:
+            def default(table: str, names: list[str], trace: Trace = trace) -> dict[str, np.ndarray]:
+                return Trace.columns_async(trace, table, names).result()
+
+            def own_strings(trace: Trace = trace) -> dict[int, str]:
+                return Trace.strings(trace)
+
+            _check_trace(trace, default, own_strings)
+            # the default's ids are its own (not StringIds): compare through the texts
+            ids = Trace.columns_async(trace, "kernels", ["nameId"]).result()["nameId"]
+            own = Trace.strings(trace)
+            assert [own[int(i)] for i in ids] == trace.table("kernels", ["name"])["name"].tolist()
+
+
+def test_legacy_export_reads_absent_columns_as_null() -> None:
+    (legacy,) = [p for p in NSYS_SQLITE if p.name.startswith("legacy2022")]
+    with open_report(legacy) as trace:
+        assert isinstance(trace, NsysSqliteTrace)
+        assert "greenContextId" not in trace.column_names(schema.MEMCPY)
+        cols = trace.columns("memcpy", ["start", "greenContextId"])
+        assert len(cols["start"]) > 0
+        assert (cols["greenContextId"] == NULL).all()
+        assert trace.columns("osrt", ["start"])["start"].dtype == np.int64
+
+
+def test_nvtx_named_filters(recordings: dict[str, Path]) -> None:
+    with open_report(recordings["multistream.sqlite.xz"]) as trace:
+        df = trace.table("nvtx")
+        for where, types, need_start in (("ranges", (59, 60), True), ("ended_ranges", (59, 60), False),
+                                         ("domain_create", (75,), False)):
+            got = trace.columns("nvtx", ["start", "end", "eventType", "rowid"], where=where)
+            keep = df["eventType"].isin(types) & (df["start"].notna() | (not need_start))
+            if where != "domain_create":
+                keep &= df["end"].notna()
+            want = df[keep]
+            assert len(got["start"]) == len(want) > 0, where
+            np.testing.assert_array_equal(got["start"], as_int64(want["start"]))
+            np.testing.assert_array_equal(got["end"], as_int64(want["end"]))
+            assert np.all(np.diff(got["rowid"]) > 0)  # in table order
+            default = Trace.columns_async(trace, "nvtx", ["start", "end"], where=where).result()
+            np.testing.assert_array_equal(default["start"], got["start"])
+            np.testing.assert_array_equal(default["end"], got["end"])
+        with pytest.raises(KeyError, match="no filter"):
+            trace.columns("nvtx", ["start"], where="nope")
+
+
+def test_name_and_window_filters(recordings: dict[str, Path]) -> None:
+    with open_report(recordings["train_bad.sqlite.xz"]) as trace:
+        api = trace.columns("api", ["start", "end", "nameId"])
+        uniq, counts = np.unique(api["nameId"], return_counts=True)
+        ids = uniq[np.argsort(-counts)[:3]].tolist()  # the three commonest calls
+        lo = int(np.median(api["start"]))
+        hi = int(np.percentile(api["end"], 90))
+        where = name_in(ids) & starts_from(lo) & ends_by(hi)
+        got = trace.columns("api", ["start", "nameId"], where=where)
+        keep = np.isin(api["nameId"], ids) & (api["start"] >= lo) & (api["end"] <= hi)
+        assert 0 < keep.sum() < len(keep)
+        np.testing.assert_array_equal(got["start"], api["start"][keep])
+        np.testing.assert_array_equal(got["nameId"], api["nameId"][keep])
+        default = Trace.columns_async(trace, "api", ["start"], where=starts_from(lo) & ends_by(hi)).result()
+        window = (api["start"] >= lo) & (api["end"] <= hi)
+        np.testing.assert_array_equal(default["start"], api["start"][window])
+
+
+def test_async_and_prefetch_give_the_same_columns(recordings: dict[str, Path]) -> None:
+    with open_report(recordings["ddp_rank1.sqlite.xz"]) as trace:
+        names = ["start", "end", "nameId", "pid", "tid", "correlationId"]
+        trace.prefetch_columns("api", names)
+        pending = trace.columns_async("api", names)
+        got = pending.result()
+        again = trace.columns("api", names)
+        for n in names:
+            np.testing.assert_array_equal(got[n], again[n])
+        assert got["nameId"].dtype == np.int32  # ids are narrow
+        assert got["start"].dtype == np.int64
+
+
+def test_text_columns_and_unknown_tables_are_refused() -> None:
+    with open_report(NSYS_SQLITE[0]) as trace:
+        with pytest.raises(KeyError, match="nameId"):
+            trace.columns("kernels", ["name"])
+        with pytest.raises(KeyError, match="unknown table"):
+            trace.columns("CUPTI_ACTIVITY_KIND_KERNEL", ["start"])
+        with pytest.raises(KeyError, match="nameId"):
+            Trace.columns(trace, "api", ["baseName"])
+
+
+def test_schema_sql_of_columns_and_filters() -> None:
+    have = {"start", "end", "shortName", "globalPid"}
+    assert schema.column_sql("kernels", "nameId", have) == '"shortName"'
+    assert schema.column_sql("kernels", "nameId", have | {"demangledName"}) == schema.KERNEL_NAME_ID
+    assert schema.column_sql("kernels", "duration", {"start"}) == "NULL"
+    assert schema.column_sql("kernels", "pid", have) == '"globalPid" / 16777216 % 16777216'
+    assert schema.decode_global_tid is __import__("engine.reports.base").reports.base.decode_global_tid
+    sql = schema.where_sql("nvtx", Where(()) & name_in([3, 1]) & ends_by(9), {"nameId", "end"})
+    assert sql == '"nameId" IN (1, 3) AND "end" <= 9'
