@@ -1,21 +1,29 @@
 """Read PyTorch profiler (Kineto) Chrome traces (``.json`` / ``.json.gz``) into the common tables.
 
+The trace is streamed into columns once (:mod:`engine.reports.kineto_stream`, never one dict per
+event) and kept in the column cache (:mod:`engine.reports.kineto_store`), so a second open maps
+the arrays. Each table is built from those columns with numpy, per distinct name or value where a
+name has to be parsed (copy kinds, API base names), never per event in Python.
+
 Kineto writes complete events (``ph: "X"``) with ``ts``/``dur`` in microseconds (fractional, ns
 resolution). We convert to integer ns relative to the earliest time any event records
-(:func:`time_origin_us`), like nsys's session-relative times, so no time is negative, and keep the
-absolute base in ``base_ts_us``/``base_time_ns``.
+(:func:`engine.reports.kineto_stream.time_origin`), like nsys's session-relative times, so no time
+is negative, and keep the absolute base in ``base_ts_us``/``base_time_ns``.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
-import math
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from engine.reports.base import TABLES, ReportInfo, Trace
+from engine.reports.kineto_stream import NULL, KinetoColumns, TraceFormatError, time_origin
 from engine.system.errors import ReportError
 
 if TYPE_CHECKING:
@@ -29,15 +37,16 @@ _COPY_LABELS = {1: "Host-to-Device", 2: "Device-to-Host", 3: "Host-to-Array", 4:
 _MEM_KINDS = {"Pageable": 0, "Pinned": 1, "Device": 2, "Array": 3, "Managed": 4}
 _MEMCPY_RE = re.compile(r"Memcpy (\w+) \((\w+) -> (\w+)\)")
 _MEMSET_RE = re.compile(r"Memset \((\w+)\)")
+API_CATS = ("cuda_runtime", "cuda_driver", "Runtime", "Driver")
+CPU_CATS = ("cpu_op", "user_annotation", "python_function", "Operator")
 
 
-def load_json_trace(path: Path) -> dict[str, Any]:
-    """Parse a (possibly gzipped) Chrome trace file; raise ReportError with a clear sentence."""
+def read_trace_columns(path: Path, workers: int | None = None) -> KinetoColumns:
+    """The trace's columns (cached); raise ReportError with a clear sentence for a bad file."""
+    from engine.reports.kineto_store import columns_of
+
     try:
-        raw = path.read_bytes()
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        doc = json.loads(raw)
+        cols = columns_of(path, workers=workers)
     except FileNotFoundError as exc:
         raise ReportError(
             f"{path} no longer exists (it was moved or deleted while being opened); check the "
@@ -45,98 +54,111 @@ def load_json_trace(path: Path) -> dict[str, Any]:
         ) from exc
     except PermissionError as exc:
         raise ReportError(f"{path} cannot be read: permission denied; check its permissions.") from exc
+    except TraceFormatError as exc:
+        if "no traceEvents" not in str(exc):
+            raise ReportError(
+                f"{path} is not valid JSON ({exc}); the trace may be truncated: save it again with "
+                "torch.profiler's export_chrome_trace."
+            ) from exc
+        cols = None
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         raise ReportError(
             f"{path} could not be read or decompressed ({exc}); the file may be truncated: copy "
             "it again or save the trace again with torch.profiler's export_chrome_trace."
         ) from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ReportError(
-            f"{path} is not valid JSON ({exc}); the trace may be truncated: save it again with "
-            "torch.profiler's export_chrome_trace."
-        ) from exc
-    events = doc.get("traceEvents") if isinstance(doc, dict) else doc
-    if not isinstance(events, list) or not any(
-        isinstance(e, dict) and e.get("ph") == "X" for e in events
-    ):
+    if cols is None or not cols.n:
         raise ReportError(
             f"{path} is JSON but not a Chrome/PyTorch profiler trace (no traceEvents with complete "
             "events); export one with torch.profiler's export_chrome_trace."
         )
-    return doc if isinstance(doc, dict) else {"traceEvents": events}
+    return cols
 
 
-def _float(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
+def _ints(a: Any) -> Any:
+    """An int column as a table built from Python rows would hold it (NaN / None where absent)."""
+    null = a == NULL
+    if not null.any():
+        return np.asarray(a, dtype=np.int64)
+    if null.all():
+        return np.full(len(a), None, dtype=object)
+    out = a.astype(np.float64)
+    out[null] = np.nan
+    return out
 
 
-def time_origin_us(events: list[Any]) -> float:
-    """The earliest time (µs) an event records: the origin of every relative time (all ≥ 0).
+def _pick(values: Sequence[Any], codes: Any) -> Any:
+    """``values[codes]`` with the dtype pandas infers for those values (str, int, object...)."""
+    import pandas as pd
 
-    Complete events count from the earlier of their start and end (a negative duration ends before
-    it starts), instants, counters and flows from their ``ts``; metadata events (``ph: "M"``) are
-    left out, as their ``ts`` is arbitrary (0 in some writers). 0 when no event has a time.
-    """
-    lo = math.inf
-    for e in events:
-        if not isinstance(e, dict) or e.get("ph") == "M":
-            continue
-        t = _float(e.get("ts"))
-        if t is None:
-            continue
-        if e.get("ph") == "X":
-            t = min(t, t + (_float(e.get("dur")) or 0.0))
-        lo = min(lo, t)
-    return lo if math.isfinite(lo) else 0.0
+    u, inv = np.unique(np.asarray(codes), return_inverse=True)
+    lut = pd.Series([values[i] for i in u.tolist()])
+    return lut.array.take(inv.reshape(-1))
+
+
+def _const(value: Any, n: int) -> Any:
+    return np.full(n, None, dtype=object) if value is None else _pick([value], np.zeros(n, dtype=np.int64))
 
 
 class KinetoTrace(Trace):
     """A PyTorch profiler trace mapped onto the nsys-like tables."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, workers: int | None = None) -> None:
         super().__init__(ReportInfo(path=Path(path), kind="kineto"))
-        self.doc = load_json_trace(Path(path))
-        schema = self.doc.get("schemaVersion")
+        self.events = read_trace_columns(Path(path), workers)
+        #: the document's top-level keys other than its events (deviceProperties, distributedInfo...)
+        self.meta: dict[str, Any] = self.events.meta
+        schema = self.meta.get("schemaVersion")
         # Traces from other Chrome-trace writers (or hand-trimmed ones) carry no schema version.
         self.info.product_version = (f"Kineto schema {schema}" if schema is not None
                                      else "a Chrome/PyTorch profiler trace with no Kineto schema version")
-        events = [e for e in self.doc["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X"]
-        self._events = events
-        self.base_ts_us = time_origin_us(self.doc["traceEvents"])
-        self.base_time_ns = self.doc.get("baseTimeNanoseconds")
+        self.base_ts_us = time_origin(self.events)
+        self.base_time_ns = self.meta.get("baseTimeNanoseconds")
 
-    def _ns(self, e: dict[str, Any]) -> tuple[int, int]:
-        start = round((float(e["ts"]) - self.base_ts_us) * 1000.0)
-        return start, start + round(float(e.get("dur", 0.0)) * 1000.0)
+    # -- public columns --------------------------------------------------------------------------
+    def args_of(self, table: str, names: Sequence[str]) -> dict[str, Any]:
+        """The Kineto ``args`` ``names`` of each row of ``table`` (kernels, memcpy, memset, api, cpu_ops).
 
-    def _launch_pids(self) -> dict[Any, Any]:
-        """Correlation id -> pid of the CPU thread that made the runtime/driver call."""
-        if not hasattr(self, "_corr_pid"):
-            self._corr_pid = {
-                e.get("args", {}).get("correlation"): e.get("pid")
-                for e in self._rows(("cuda_runtime", "cuda_driver", "Runtime", "Driver"))
-            }
-        return self._corr_pid
+        Int args are int64 arrays (:data:`engine.reports.kineto_stream.NULL` where absent), text args
+        object arrays of their text ("" where absent); only the args the stream keeps are known.
+        """
+        c = self.events
+        i = self.rows(_TABLE_CATS[table])
+        out: dict[str, Any] = {}
+        for n in names:
+            if n in c.ints:
+                out[n] = np.asarray(c.ints[n][i])
+            else:
+                out[n] = np.asarray(c.text_values, dtype=object)[np.asarray(c.texts[n][i])]
+        return out
 
-    def _gpu_pid(self, e: dict[str, Any]) -> Any:
-        # Kineto puts the device index in a GPU event's "pid"; the process is the launcher's.
-        return self._launch_pids().get(e.get("args", {}).get("correlation"))
+    def rows(self, cats: Sequence[str]) -> Any:
+        """Indices (into the complete events) of the events of the categories ``cats``, in file order."""
+        c = self.events
+        codes = [k for k, v in enumerate(c.cats) if v in cats]
+        if not codes:
+            return np.zeros(0, dtype=np.int64)
+        if len(codes) == 1:
+            return np.flatnonzero(np.asarray(c.cat) == codes[0])
+        return np.flatnonzero(np.isin(c.cat, codes))
 
-    def _rows(self, cats: tuple[str, ...]) -> list[dict[str, Any]]:
-        return [e for e in self._events if e.get("cat") in cats and "ts" in e]
+    def times_ns(self, i: Any) -> tuple[Any, Any]:
+        """Start and end (ns from the trace's origin) of the complete events ``i``."""
+        c = self.events
+        start = np.round((np.asarray(c.ts[i]) - self.base_ts_us) * 1000.0).astype(np.int64)
+        return start, start + np.round(np.asarray(c.dur[i]) * 1000.0).astype(np.int64)
 
-    def _frame(self, name: str, rows: list[dict[str, Any]]) -> pd.DataFrame:
+    # -- tables ------------------------------------------------------------------------------------
+    def _frame(self, name: str, cols: dict[str, Any]) -> pd.DataFrame:
         import pandas as pd
 
-        df = pd.DataFrame.from_records(rows, columns=list(TABLES[name][0]))
-        return df
+        return pd.DataFrame(cols, columns=list(TABLES[name][0]))
+
+    def _empty(self, name: str) -> pd.DataFrame:
+        import pandas as pd
+
+        return pd.DataFrame.from_records([], columns=list(TABLES[name][0]))
 
     def _load(self, name: str, columns: list[str]) -> pd.DataFrame | None:
-        # Kineto traces are small and already parsed: build whole tables.
         loader = getattr(self, f"_load_{name}", None)
         if loader is None:
             self._mark_missing(name, f"{TABLES[name][1]} are not part of PyTorch profiler traces")
@@ -144,106 +166,151 @@ class KinetoTrace(Trace):
         result: pd.DataFrame | None = loader()
         return result
 
-    def _load_kernels(self) -> pd.DataFrame | None:
-        rows = []
-        for e in self._rows(("kernel",)):
-            a = e.get("args", {})
-            s, t = self._ns(e)
-            grid = a.get("grid", [None] * 3)
-            block = a.get("block", [None] * 3)
-            rows.append({
-                "start": s, "end": t, "deviceId": a.get("device"), "contextId": a.get("context"),
-                "streamId": a.get("stream"), "correlationId": a.get("correlation"),
-                "pid": self._gpu_pid(e), "globalPid": None, "name": e.get("name"),
-                "shortName": e.get("name"), "mangledName": None,
-                "gridX": grid[0], "gridY": grid[1], "gridZ": grid[2],
-                "blockX": block[0], "blockY": block[1], "blockZ": block[2],
-                "registersPerThread": a.get("registers per thread"),
-                "staticSharedMemory": None, "dynamicSharedMemory": a.get("shared memory"),
-                "localMemoryTotal": None, "graphNodeId": None, "greenContextId": None,
-            })
-        return self._frame("kernels", rows)
+    def _gpu_common(self, i: Any) -> dict[str, Any]:
+        """The columns kernels, copies and memsets share (times, device, stream, ids, process)."""
+        c, n = self.events, len(i)
+        s, t = self.times_ns(i)
+        return {"start": s, "end": t, "deviceId": _ints(c.ints["device"][i]),
+                "contextId": _ints(c.ints["context"][i]), "streamId": _ints(c.ints["stream"][i]),
+                "correlationId": _ints(c.ints["correlation"][i]), "pid": self._gpu_pid(i),
+                "globalPid": _const(None, n), "greenContextId": _const(None, n)}
+
+    def _gpu_pid(self, i: Any) -> Any:
+        """Kineto puts the device index in a GPU event's "pid"; the process is the launcher's.
+
+        The launcher is the runtime/driver call with the GPU event's correlation id (the last one
+        with that id, as a dict keeps it), None when there is none.
+        """
+        c = self.events
+        r = self.rows(API_CATS)
+        corr = np.asarray(c.ints["correlation"][r])[::-1]  # reversed: np.unique keeps the first = last
+        keys, first = np.unique(corr, return_index=True)
+        pid_of = np.asarray(c.pid[r])[::-1][first]
+        want = np.asarray(c.ints["correlation"][i])
+        pos = np.clip(np.searchsorted(keys, want), 0, max(len(keys) - 1, 0))
+        hit = (keys[pos] == want) if len(keys) else np.zeros(len(want), dtype=bool)
+        codes = np.where(hit, pid_of[pos] if len(keys) else 0, len(c.pids))
+        return _pick([*c.pids, None], codes)
+
+    def _texts(self, arg: str, i: Any) -> tuple[list[str], Any]:
+        c = self.events
+        return c.text_values, np.asarray(c.texts[arg][i])
+
+    def _dims(self, arg: str, i: Any) -> list[Any]:
+        """The three components of a ``grid`` / ``block`` arg (None where it is absent)."""
+        values, codes = self._texts(arg, i)
+        parsed = {k: _parse_list(values[k]) for k in np.unique(codes).tolist()}
+        return [_pick([parsed[k][d] if k in parsed else None for k in range(max(parsed, default=0) + 1)],
+                      codes) for d in range(3)]
+
+    def _names(self, i: Any) -> tuple[list[str], Any]:
+        c = self.events
+        return c.names, np.asarray(c.name[i])
+
+    def _load_kernels(self) -> pd.DataFrame:
+        c = self.events
+        i = self.rows(("kernel",))
+        if not len(i):
+            return self._empty("kernels")
+        n = len(i)
+        names = _pick(*self._names(i))
+        gx, gy, gz = self._dims("grid", i)
+        bx, by, bz = self._dims("block", i)
+        none = _const(None, n)
+        return self._frame("kernels", {
+            **self._gpu_common(i), "name": names, "shortName": names, "mangledName": none,
+            "gridX": gx, "gridY": gy, "gridZ": gz, "blockX": bx, "blockY": by, "blockZ": bz,
+            "registersPerThread": _ints(c.ints["registers per thread"][i]), "staticSharedMemory": none,
+            "dynamicSharedMemory": _ints(c.ints["shared memory"][i]), "localMemoryTotal": none,
+            "graphNodeId": none})
 
     def _load_memcpy(self) -> pd.DataFrame:
-        rows = []
-        for e in self._rows(("gpu_memcpy", "Memcpy")):
-            a = e.get("args", {})
-            s, t = self._ns(e)
-            m = _MEMCPY_RE.match(str(e.get("name", "")))
-            kind = _COPY_KINDS.get(m.group(1), 0) if m else 0
-            src = m.group(2) if m else "Unknown"
-            dst = m.group(3) if m else "Unknown"
-            rows.append({
-                "start": s, "end": t, "deviceId": a.get("device"), "contextId": a.get("context"),
-                "streamId": a.get("stream"), "correlationId": a.get("correlation"),
-                "pid": self._gpu_pid(e), "globalPid": None, "bytes": a.get("bytes"),
-                "copyKind": kind, "operation": _COPY_LABELS.get(kind, "Unknown"),
-                "srcKind": _MEM_KINDS.get(src, 7), "dstKind": _MEM_KINDS.get(dst, 7),
-                "srcKindName": src, "dstKindName": dst, "greenContextId": None,
-                "srcDeviceId": None, "dstDeviceId": None,
-            })
-        return self._frame("memcpy", rows)
+        c = self.events
+        i = self.rows(("gpu_memcpy", "Memcpy"))
+        if not len(i):
+            return self._empty("memcpy")
+        names, codes = self._names(i)
+        kinds = {}
+        for k in np.unique(codes).tolist():
+            m = _MEMCPY_RE.match(names[k])
+            kinds[k] = ((_COPY_KINDS.get(m.group(1), 0), m.group(2), m.group(3)) if m
+                        else (0, "Unknown", "Unknown"))
+        top = max(kinds) + 1
+
+        def per(f: Any) -> Any:
+            return _pick([f(kinds[k]) if k in kinds else None for k in range(top)], codes)
+
+        none = _const(None, len(i))
+        return self._frame("memcpy", {
+            **self._gpu_common(i), "bytes": _ints(c.ints["bytes"][i]), "copyKind": per(lambda x: x[0]),
+            "operation": per(lambda x: _COPY_LABELS.get(x[0], "Unknown")),
+            "srcKind": per(lambda x: _MEM_KINDS.get(x[1], 7)),
+            "dstKind": per(lambda x: _MEM_KINDS.get(x[2], 7)),
+            "srcKindName": per(lambda x: x[1]), "dstKindName": per(lambda x: x[2]),
+            "srcDeviceId": none, "dstDeviceId": none})
 
     def _load_memset(self) -> pd.DataFrame:
-        rows = []
-        for e in self._rows(("gpu_memset", "Memset")):
-            a = e.get("args", {})
-            s, t = self._ns(e)
-            m = _MEMSET_RE.match(str(e.get("name", "")))
-            kind_name = m.group(1) if m else "Unknown"
-            rows.append({
-                "start": s, "end": t, "deviceId": a.get("device"), "contextId": a.get("context"),
-                "streamId": a.get("stream"), "correlationId": a.get("correlation"),
-                "pid": self._gpu_pid(e), "globalPid": None, "bytes": a.get("bytes"),
-                "memKind": _MEM_KINDS.get(kind_name, 7), "memKindName": kind_name, "value": None,
-                "greenContextId": None,
-            })
-        return self._frame("memset", rows)
+        c = self.events
+        i = self.rows(("gpu_memset", "Memset"))
+        if not len(i):
+            return self._empty("memset")
+        names, codes = self._names(i)
+        kind_name = {}
+        for k in np.unique(codes).tolist():
+            m = _MEMSET_RE.match(names[k])
+            kind_name[k] = m.group(1) if m else "Unknown"
+        top = max(kind_name) + 1
+        label = [kind_name.get(k) for k in range(top)]
+        return self._frame("memset", {
+            **self._gpu_common(i), "bytes": _ints(c.ints["bytes"][i]),
+            "memKind": _pick([None if v is None else _MEM_KINDS.get(v, 7) for v in label], codes),
+            "memKindName": _pick(label, codes), "value": _const(None, len(i))})
 
     def _load_api(self) -> pd.DataFrame:
-        rows = []
-        for e in self._rows(("cuda_runtime", "cuda_driver", "Runtime", "Driver")):
-            a = e.get("args", {})
-            s, t = self._ns(e)
-            name = str(e.get("name", ""))
-            rows.append({
-                "start": s, "end": t, "globalTid": None, "pid": e.get("pid"), "tid": e.get("tid"),
-                "correlationId": a.get("correlation"), "name": name,
-                "baseName": re.sub(r"_v\d{4}$", "", name),
-                "eventClass": 1 if e.get("cat") in ("cuda_driver", "Driver") else 0,
-                "returnValue": None,
-            })
-        return self._frame("api", rows)
+        c = self.events
+        i = self.rows(API_CATS)
+        if not len(i):
+            return self._empty("api")
+        s, t = self.times_ns(i)
+        names, codes = self._names(i)
+        base = [re.sub(r"_v\d{4}$", "", x) for x in names]
+        driver = np.array([x in ("cuda_driver", "Driver") for x in c.cats], dtype=np.int64)
+        none = _const(None, len(i))
+        return self._frame("api", {
+            "start": s, "end": t, "globalTid": none, "pid": _pick(c.pids, c.pid[i]),
+            "tid": _pick(c.tids, c.tid[i]), "correlationId": _ints(c.ints["correlation"][i]),
+            "name": _pick(names, codes), "baseName": _pick(base, codes),
+            "eventClass": driver[np.asarray(c.cat[i])], "returnValue": none})
 
     def _load_cpu_ops(self) -> pd.DataFrame:
-        rows = []
-        for e in self._rows(("cpu_op", "user_annotation", "python_function", "Operator")):
-            s, t = self._ns(e)
-            rows.append({
-                "start": s, "end": t, "pid": e.get("pid"), "tid": e.get("tid"),
-                "name": e.get("name"), "correlationId": e.get("args", {}).get("External id"),
-            })
-        return self._frame("cpu_ops", rows)
+        c = self.events
+        i = self.rows(CPU_CATS)
+        if not len(i):
+            return self._empty("cpu_ops")
+        s, t = self.times_ns(i)
+        return self._frame("cpu_ops", {
+            "start": s, "end": t, "pid": _pick(c.pids, c.pid[i]), "tid": _pick(c.tids, c.tid[i]),
+            "name": _pick(*self._names(i)), "correlationId": _ints(c.ints["External id"][i])})
 
     def _load_nvtx(self) -> pd.DataFrame | None:
         # torch.profiler records record_function / NVTX-like user annotations as user_annotation.
-        rows = []
-        for e in self._rows(("user_annotation",)):
-            s, t = self._ns(e)
-            rows.append({
-                "start": s, "end": t, "eventType": 59, "text": e.get("name"), "domainId": 0,
-                "domain": "", "globalTid": None, "pid": e.get("pid"), "tid": e.get("tid"),
-                "category": None,
-            })
-        if not rows:
+        c = self.events
+        i = self.rows(("user_annotation",))
+        if not len(i):
             self._mark_missing("nvtx", "the trace has no user annotations (record_function ranges)")
             return None
-        return self._frame("nvtx", rows)
+        s, t = self.times_ns(i)
+        n = len(i)
+        none = _const(None, n)
+        return self._frame("nvtx", {
+            "start": s, "end": t, "eventType": np.full(n, 59, dtype=np.int64), "text": _pick(*self._names(i)),
+            "domainId": np.zeros(n, dtype=np.int64), "domain": _const("", n), "globalTid": none,
+            "pid": _pick(c.pids, c.pid[i]), "tid": _pick(c.tids, c.tid[i]), "category": none})
 
     def _load_gpus(self) -> pd.DataFrame | None:
         import pandas as pd
 
-        props = self.doc.get("deviceProperties") or []
+        props = self.meta.get("deviceProperties") or []
         if not props:
             self._mark_missing("gpus", "the trace has no deviceProperties")
             return None
@@ -256,18 +323,34 @@ class KinetoTrace(Trace):
         return pd.DataFrame.from_records(rows, columns=list(TABLES["gpus"][0]))
 
     def _load_processes(self) -> pd.DataFrame:
-        rows = [
-            {"globalPid": None, "pid": e.get("pid"), "name": e.get("args", {}).get("name")}
-            for e in self.doc["traceEvents"]
-            if isinstance(e, dict) and e.get("ph") == "M" and e.get("name") == "process_name"
-        ]
-        return self._frame("processes", rows)
+        import pandas as pd
+
+        rows = [{"globalPid": None, "pid": pid, "name": name} for pid, name in self.events.processes]
+        return pd.DataFrame.from_records(rows, columns=list(TABLES["processes"][0]))
 
     def _load_threads(self) -> pd.DataFrame:
-        rows = [
-            {"globalTid": None, "pid": e.get("pid"), "tid": e.get("tid"),
-             "name": e.get("args", {}).get("name")}
-            for e in self.doc["traceEvents"]
-            if isinstance(e, dict) and e.get("ph") == "M" and e.get("name") == "thread_name"
-        ]
-        return self._frame("threads", rows)
+        import pandas as pd
+
+        rows = [{"globalTid": None, "pid": pid, "tid": tid, "name": name}
+                for pid, tid, name in self.events.threads]
+        return pd.DataFrame.from_records(rows, columns=list(TABLES["threads"][0]))
+
+
+_TABLE_CATS = {"kernels": ("kernel",), "memcpy": ("gpu_memcpy", "Memcpy"), "memset": ("gpu_memset", "Memset"),
+               "api": API_CATS, "cpu_ops": CPU_CATS, "nvtx": ("user_annotation",)}
+
+
+def _parse_list(text: str) -> list[Any]:
+    """A ``grid`` / ``block`` arg's three values from its text ("" or unreadable: three None)."""
+    if not text:
+        return [None, None, None]
+    try:
+        v = json.loads(text)
+    except ValueError:
+        import ast
+
+        try:
+            v = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            return [None, None, None]
+    return list(v) + [None] * (3 - len(v)) if isinstance(v, list) else [None, None, None]

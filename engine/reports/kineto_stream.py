@@ -17,6 +17,7 @@ from __future__ import annotations
 import codecs
 import gzip
 import json
+import math
 import re
 from array import array
 from collections.abc import Callable
@@ -29,9 +30,10 @@ import numpy as np
 BLOCK = 32 * 2**20
 #: int args kept as columns (NULL: -1 << 62)
 INT_ARGS = ("External id", "correlation", "device", "stream", "bytes", "context", "Sequence number",
-            "Fwd thread id", "registers per thread", "shared memory")
-#: text args kept as codes into a table of distinct texts ("" when absent)
-TEXT_ARGS = ("grid", "block", "Input Dims", "Input type")
+            "Fwd thread id", "registers per thread", "shared memory", "In msg nelems")
+#: text args kept as codes into a table of distinct texts: the value's text with no spaces ("" when
+#: absent or empty)
+TEXT_ARGS = ("grid", "block", "Input Dims", "Input type", "dtype")
 NULL = -(1 << 62)
 MEMORY_FIELDS = ("ts", "allocated", "reserved", "bytes", "device", "device_type")
 _INT_INDEX = {k: i for i, k in enumerate(INT_ARGS)}
@@ -45,7 +47,8 @@ def _to_int(v: Any) -> int:
         return NULL
     return x if -(2**63) <= x < 2**63 else NULL
 _WS = re.compile(r"[\s,]*")
-_KEY = re.compile(r'"traceEvents"\s*:\s*\[')
+#: where the events start: the "traceEvents" key's array, or a bare array of events (some writers)
+_KEY = re.compile(r'"traceEvents"\s*:\s*\[|^\s*\[(?=\s*[{\]])')
 
 
 class _Codes:
@@ -76,6 +79,7 @@ class KinetoColumns:
         memory: the ``[memory]`` events: ts, allocated, reserved, bytes, device, device_type.
         processes, threads: (pid, name) and (pid, tid, name) from the metadata events.
         meta: the document's other top-level keys.
+        origin_us: the earliest time any event records (inf: none); see :func:`time_origin`.
 
     """
 
@@ -96,11 +100,30 @@ class KinetoColumns:
     processes: list[tuple[Any, str]] = field(default_factory=list)
     threads: list[tuple[Any, Any, str]] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    origin_us: float = math.inf
 
     @property
     def n(self) -> int:
         """Complete events."""
         return len(self.ts)
+
+
+def complete_origin(ts: Any, dur: Any) -> float:
+    """The earliest start or end of complete events (a negative duration ends before it starts)."""
+    if not len(ts):
+        return math.inf
+    lo = np.minimum(ts, ts + dur)
+    lo = lo[np.isfinite(lo)]
+    return float(lo.min()) if len(lo) else math.inf
+
+
+def time_origin(cols: KinetoColumns) -> float:
+    """The origin of every relative time (µs): the earliest time an event records, 0 when none does.
+
+    Complete events count from the earlier of their start and end, instants, counters and flows
+    from their ``ts``; metadata events (``ph: "M"``) are left out, as their ``ts`` is arbitrary.
+    """
+    return cols.origin_us if math.isfinite(cols.origin_us) else 0.0
 
 
 class _Builder:
@@ -114,6 +137,7 @@ class _Builder:
         self.memory = {k: array("d") for k in MEMORY_FIELDS}
         self.processes: list[tuple[Any, str]] = []
         self.threads: list[tuple[Any, Any, str]] = []
+        self.lo = math.inf  # the earliest time of the events that are neither "X" nor "M"
 
     def add(self, e: Any) -> None:
         if not isinstance(e, dict):
@@ -121,7 +145,16 @@ class _Builder:
         ph = e.get("ph")
         if ph == "X" and "ts" in e:
             self._complete(e)
-        elif ph == "i" and e.get("name") == "[memory]":
+            return
+        if ph == "M":
+            a = e.get("args") or {}
+            if e.get("name") == "process_name":
+                self.processes.append((e.get("pid"), str(a.get("name", ""))))
+            elif e.get("name") == "thread_name":
+                self.threads.append((e.get("pid"), e.get("tid"), str(a.get("name", ""))))
+            return
+        self.other_ts(e.get("ts"))
+        if ph == "i" and e.get("name") == "[memory]":
             a = e.get("args") or {}
             m = self.memory
             try:
@@ -132,12 +165,17 @@ class _Builder:
                 return
             for k, v in zip(m, row, strict=True):
                 m[k].append(v)
-        elif ph == "M":
-            a = e.get("args") or {}
-            if e.get("name") == "process_name":
-                self.processes.append((e.get("pid"), str(a.get("name", ""))))
-            elif e.get("name") == "thread_name":
-                self.threads.append((e.get("pid"), e.get("tid"), str(a.get("name", ""))))
+
+    def other_ts(self, value: Any) -> None:
+        """Count the time of an event that is neither complete nor metadata in the time origin."""
+        if value is None:
+            return
+        try:
+            t = float(value)
+        except (TypeError, ValueError):
+            return
+        if t < self.lo:  # NaN compares false: left out, as time_origin_us leaves it out
+            self.lo = t
 
     def _complete(self, e: dict[str, Any]) -> None:
         try:
@@ -164,8 +202,8 @@ class _Builder:
                         ints[i] = _to_int(v)
                     continue
                 t = _TEXT_INDEX.get(k)
-                if t is not None and v is not None:
-                    texts[t] = self.text_values.code(v if isinstance(v, str) else str(v).replace(" ", ""))
+                if t is not None and v:  # as the views show it: "" for an empty list
+                    texts[t] = self.text_values.code(str(v).replace(" ", ""))
         self.int_flat.extend(ints)
         self.text_flat.extend(texts)
 
@@ -184,7 +222,8 @@ class _Builder:
                    for i, k in enumerate(TEXT_ARGS)},
             text_values=self.text_values.values,
             memory={k: arr(v, np.float64) for k, v in self.memory.items()}, processes=self.processes,
-            threads=self.threads, meta=meta)
+            threads=self.threads, meta=meta,
+            origin_us=min(self.lo, complete_origin(arr(self.ts, np.float64), arr(self.dur, np.float64))))
 
 
 def _open(path: Path) -> IO[bytes]:
@@ -343,7 +382,7 @@ def merge(parts: list[KinetoColumns]) -> KinetoColumns:
         texts={k: np.concatenate(v) for k, v in texts.items()}, text_values=tables["text_values"].values,
         memory={k: np.concatenate([p.memory[k] for p in parts]) for k in MEMORY_FIELDS},
         processes=[x for p in parts for x in p.processes], threads=[x for p in parts for x in p.threads],
-        meta={**first.meta, **last.meta})
+        meta={**first.meta, **last.meta}, origin_us=min(p.origin_us for p in parts))
 
 
 def _until_events(f: Any, block: int, utf8: Any) -> tuple[str, bool]:
@@ -354,12 +393,18 @@ def _until_events(f: Any, block: int, utf8: Any) -> tuple[str, bool]:
         text += utf8.decode(more, final=not more)
         if _KEY.search(text) or not more:
             if not _KEY.search(text):
+                try:  # the whole file is read by now
+                    json.loads(text)
+                except json.JSONDecodeError as exc:
+                    raise TraceFormatError(f"the trace's JSON is broken or truncated ({exc.msg})") from exc
                 raise TraceFormatError("no traceEvents array")
             return text, not more
 
 
 def _meta(head: str, tail: str) -> dict[str, Any]:
     """The top-level keys around the events: the head up to the array, the tail after it."""
+    if '"traceEvents"' not in head:
+        return {}  # a bare array of events
     start = head.find("{")
     body = head[start + 1:head.rfind('"traceEvents"')].rstrip().rstrip(",")
     tail = tail.strip().lstrip(",").rstrip().rstrip("}")

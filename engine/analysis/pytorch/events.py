@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.analysis.tables import trace_cache
+from engine.reports.kineto_stream import NULL
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -210,35 +211,60 @@ def thread_label(pid: Any, tid: Any) -> str:
     return f"{text(pid)}/{text(tid)}"
 
 
-def _dims_text(value: Any) -> str:
-    if not value:
-        return ""
-    return str(value).replace(" ", "")
-
-
 # -- Kineto ----------------------------------------------------------------------------------------
+_GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset")
+
+
 def _from_kineto(trace: Any) -> TorchEvents:
-    events = [e for e in trace.doc["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e]
-    base = trace.base_ts_us
-    rows = _Rows()
-    gpu: list[dict[str, Any]] = []
-    for e in events:
-        cat = e.get("cat")
-        if cat in ("kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"):
-            gpu.append(e)
-            continue
-        kind = _kineto_category(cat, str(e.get("name", "")))
-        if kind is None:
-            continue
-        a = e.get("args") or {}
-        s = round((float(e["ts"]) - base) * 1000.0)
-        rows.add(str(e.get("name", "")), kind, s, s + round(float(e.get("dur", 0.0)) * 1000.0),
-                 thread_label(e.get("pid"), e.get("tid")), seq=_int(a.get("Sequence number"), -1),
-                 shapes=_dims_text(a.get("Input Dims")), dtypes=_dims_text(a.get("Input type")),
-                 ext=_int(a.get("External id"), -1) if kind in (OP, ANNOTATION) else -1)
-    ev, ext = rows.columns("kineto")
-    _kineto_gpu(ev, gpu, base, ext)
+    """The host ranges and GPU operations from the trace's columns (numpy; per distinct name in Python)."""
+    c = trace.events
+    kind_of = np.array([-1] * len(c.cats), dtype=np.int64)
+    for code, cat in enumerate(c.cats):
+        k = _kineto_category(cat, "")
+        kind_of[code] = -2 if cat in _GPU_CATS else (-1 if k is None else k)
+    names = c.names
+    step_name = np.array([bool(_STEP_RE.match(x)) for x in names] or [False], dtype=bool)
+    module_name = np.array([x.startswith(_MODULE_PREFIX) for x in names] or [False], dtype=bool)
+    cat = kind_of[np.asarray(c.cat)]
+    name = np.asarray(c.name)
+    cat = np.where((cat == ANNOTATION) & step_name[name], STEP, cat)
+    cat = np.where((cat == PYTHON) & module_name[name], MODULE, cat)
+    host = np.flatnonzero(cat >= 0)
+    ev, ext = _kineto_host(trace, host, cat[host])
+    _kineto_gpu(trace, ev, np.flatnonzero(cat == -2), ext)
     return ev
+
+
+def _kineto_host(trace: Any, i: npt.NDArray[np.int64],
+                 cat: npt.NDArray[np.int64]) -> tuple[TorchEvents, npt.NDArray[np.int64]]:
+    """The host ranges ``i`` sorted by thread, start and longest first, with each one's ``External id``."""
+    c = trace.events
+    start, end = trace.times_ns(i)
+    pid, tid = np.asarray(c.pid[i], dtype=np.int64), np.asarray(c.tid[i], dtype=np.int64)
+    pairs, pair_code = np.unique(pid * max(len(c.tids), 1) + tid, return_inverse=True)
+    labels = [thread_label(c.pids[p // max(len(c.tids), 1)], c.tids[p % max(len(c.tids), 1)])
+              for p in pairs.tolist()]
+    threads = sorted(set(labels))
+    tcode = {t: k for k, t in enumerate(threads)}
+    thread = np.array([tcode[t] for t in labels] or [0], dtype=np.int32)[pair_code.reshape(-1)]
+    order = np.lexsort((-end, start, thread))
+    used, name_code = np.unique(np.asarray(c.name[i]), return_inverse=True)
+    names = sorted({c.names[k] for k in used.tolist()})
+    ncode = {t: k for k, t in enumerate(names)}
+    name = np.array([ncode[c.names[k]] for k in used.tolist()] or [0], dtype=np.int32)[name_code.reshape(-1)]
+    ints = c.ints
+    seq = np.asarray(ints["Sequence number"][i])
+    ext = np.asarray(ints["External id"][i])
+    ext = np.where(((cat == OP) | (cat == ANNOTATION)) & (ext != NULL), ext, -1)
+    texts = np.asarray(c.text_values, dtype=object)
+    ordered = i[order]
+    ev = TorchEvents(
+        names=names, name=name[order], cat=cat[order].astype(np.int8), start=start[order], end=end[order],
+        thread=thread[order], threads=threads, seq=np.where(seq == NULL, -1, seq)[order],
+        backward=np.zeros(len(i), dtype=np.bool_),
+        shapes=texts[np.asarray(c.texts["Input Dims"][ordered])].tolist(),
+        dtypes=texts[np.asarray(c.texts["Input type"][ordered])].tolist(), source="kineto")
+    return ev, ext[order]
 
 
 def _int(value: Any, default: int) -> int:
@@ -260,39 +286,39 @@ def _kineto_category(cat: Any, name: str) -> int | None:
     return None
 
 
-def _kineto_gpu(ev: TorchEvents, gpu: list[dict[str, Any]], base: float, ext: npt.NDArray[np.int64]) -> None:
+def _kineto_gpu(trace: Any, ev: TorchEvents, i: npt.NDArray[np.int64], ext: npt.NDArray[np.int64]) -> None:
     """Fill the GPU columns; each operation's launcher is the operator with its ``External id``."""
-    by_ext: dict[int, int] = {}
-    for i in np.flatnonzero(ext >= 0):
-        by_ext.setdefault(int(ext[i]), int(i))  # the operator, not a later annotation with the id
-    gpu.sort(key=lambda e: float(e["ts"]))
-    names: dict[str, int] = {}
-    code, kind, start, end, dev, stream, nbytes, op = [], [], [], [], [], [], [], []
-    for e in gpu:
-        a = e.get("args") or {}
-        name = str(e.get("name", ""))
-        code.append(names.setdefault(name, len(names)))
-        cat = e.get("cat")
-        kind.append(KERNEL if cat in ("kernel", "Kernel")
-                    else MEMCPY if cat in ("gpu_memcpy", "Memcpy") else MEMSET)
-        s = round((float(e["ts"]) - base) * 1000.0)
-        start.append(s)
-        end.append(s + round(float(e.get("dur", 0.0)) * 1000.0))
-        dev.append(_int(a.get("device"), 0))
-        stream.append(_int(a.get("stream"), 0))
-        nbytes.append(_int(a.get("bytes"), 0))
-        ev.gpu_grid.append(_dims_text(a.get("grid")))
-        ev.gpu_block.append(_dims_text(a.get("block")))
-        op.append(by_ext.get(_int(a.get("External id"), -1), -1))
-    ev.gpu_names = list(names)
-    ev.gpu_name = np.asarray(code, dtype=np.int32)
-    ev.gpu_kind = np.asarray(kind, dtype=np.int8)
-    ev.gpu_start = np.asarray(start, dtype=np.int64)
-    ev.gpu_end = np.asarray(end, dtype=np.int64)
-    ev.gpu_device = np.asarray(dev, dtype=np.int32)
-    ev.gpu_stream = np.asarray(stream, dtype=np.int64)
-    ev.gpu_bytes = np.asarray(nbytes, dtype=np.int64)
-    ev.gpu_op = np.asarray(op, dtype=np.int64)
+    c = trace.events
+    i = i[np.argsort(np.asarray(c.ts[i]), kind="stable")]
+    # the launcher: the first host range (in the sorted order) with that id, not a later annotation
+    linked = np.flatnonzero(ext >= 0)
+    ids, first = np.unique(ext[linked], return_index=True)
+    want = np.asarray(c.ints["External id"][i])
+    pos = np.clip(np.searchsorted(ids, want), 0, max(len(ids) - 1, 0))
+    hit = (ids[pos] == want) & (want >= 0) if len(ids) else np.zeros(len(i), dtype=bool)
+    ev.gpu_op = np.where(hit, linked[first[pos]] if len(ids) else -1, -1).astype(np.int64)
+    # names coded in order of first appearance
+    raw = np.asarray(c.name[i])
+    used, at, inv = np.unique(raw, return_index=True, return_inverse=True)
+    rank = np.empty(len(used), dtype=np.int32)
+    rank[np.argsort(at, kind="stable")] = np.arange(len(used), dtype=np.int32)
+    ev.gpu_names = [c.names[k] for k in used[np.argsort(at, kind="stable")].tolist()]
+    ev.gpu_name = rank[inv.reshape(-1)] if len(i) else np.zeros(0, dtype=np.int32)
+    kind_of = np.array([KERNEL if x in ("kernel", "Kernel") else MEMCPY if x in ("gpu_memcpy", "Memcpy")
+                        else MEMSET for x in c.cats] or [0], dtype=np.int8)
+    ev.gpu_kind = kind_of[np.asarray(c.cat[i])]
+    ev.gpu_start, ev.gpu_end = trace.times_ns(i)
+
+    def arg(key: str) -> npt.NDArray[np.int64]:
+        v = np.asarray(c.ints[key][i])
+        return np.where(v == NULL, 0, v)
+
+    ev.gpu_device = arg("device").astype(np.int32)
+    ev.gpu_stream = arg("stream")
+    ev.gpu_bytes = arg("bytes")
+    texts = np.asarray(c.text_values, dtype=object)
+    ev.gpu_grid = texts[np.asarray(c.texts["grid"][i])].tolist()
+    ev.gpu_block = texts[np.asarray(c.texts["block"][i])].tolist()
 
 
 # -- nsys ------------------------------------------------------------------------------------------

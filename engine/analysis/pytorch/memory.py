@@ -123,30 +123,22 @@ def _build(trace: Trace) -> MemoryTimeline:
 
 
 def _from_kineto(trace: Any) -> MemoryTimeline:
-    base = trace.base_ts_us
-    per_dev: dict[int, list[tuple[float, int, int, int]]] = {}
-    for e in trace.doc["traceEvents"]:
-        if not isinstance(e, dict) or e.get("name") != "[memory]":
-            continue
-        a = e.get("args") or {}
-        if a.get("Device Type") != _CUDA_DEVICE_TYPE:
-            continue
-        try:
-            row = (float(e["ts"]), int(a["Total Allocated"]), int(a["Total Reserved"]),
-                   int(a.get("Bytes", 0)))
-        except (KeyError, TypeError, ValueError):
-            continue
-        per_dev.setdefault(int(a.get("Device Id", 0)), []).append(row)
+    """The ``[memory]`` events of the CUDA devices, per device in time order (from the trace's columns)."""
+    m = trace.events.memory
+    cuda = np.flatnonzero(np.asarray(m["device_type"]) == _CUDA_DEVICE_TYPE)
+    dev_of = np.asarray(m["device"])[cuda].astype(np.int64)
     tl = MemoryTimeline("kineto", "PyTorch's caching allocator: allocated = bytes in live tensors, "
                         "reserved = bytes the allocator holds from the driver.")
-    for dev, rows in sorted(per_dev.items()):
-        rows.sort(key=lambda r: r[0])
-        arr = np.asarray(rows, dtype=np.float64)
+    for dev in np.unique(dev_of).tolist():
+        mine = cuda[dev_of == dev]
+        mine = mine[np.argsort(np.asarray(m["ts"])[mine], kind="stable")]
+        ts = np.asarray(m["ts"])[mine]
         tl.curves.append(MemoryCurve(
-            device=dev, time_ns=np.round((arr[:, 0] - base) * 1000.0).astype(np.int64),
-            allocated=arr[:, 1].astype(np.int64), reserved=arr[:, 2].astype(np.int64),
-            events=np.sign(arr[:, 3]).astype(np.int8)))
-    if not per_dev:
+            device=int(dev), time_ns=np.round((ts - trace.base_ts_us) * 1000.0).astype(np.int64),
+            allocated=np.asarray(m["allocated"])[mine].astype(np.int64),
+            reserved=np.asarray(m["reserved"])[mine].astype(np.int64),
+            events=np.sign(np.asarray(m["bytes"])[mine]).astype(np.int8)))
+    if not len(cuda):
         tl.notes.append("The trace has no GPU memory events: record it with "
                         "torch.profiler.profile(profile_memory=True).")
     return tl

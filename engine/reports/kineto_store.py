@@ -1,0 +1,123 @@
+"""A Kineto trace's columns kept on disk: read once, memory-mapped by every later open.
+
+Streaming a multi-GB trace into columns (:mod:`engine.reports.kineto_stream`) takes seconds per
+GB; the columns it gives are a few hundred bytes per event. They are kept as ``.npy`` files (one
+per column) and one ``tables.json`` (the distinct names, categories, processes, threads and the
+document's other keys) under ``<cache root>/columns/<file key>/``, beside the nsys reports' column
+caches. The key covers the trace's real path, size, mtime and inode and this format's version,
+so an edited or replaced trace is read again. Writes go to a temporary folder renamed into place;
+a cache that cannot be written only costs the speed-up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.reports.kineto_stream import INT_ARGS, MEMORY_FIELDS, TEXT_ARGS, KinetoColumns, read_columns
+from engine.reports.npy import load_npy
+
+FORMAT = "kineto-1"  # bump when the files' meaning changes
+#: column files smaller than this are read, not mapped (a map of an empty file fails)
+_MAP_BYTES = 1 << 16
+
+
+def cache_dir(path: Path) -> Path | None:
+    """Where the columns of the trace at ``path`` are kept; None when the file cannot be identified."""
+    from engine.system.cache import cache_root
+
+    try:
+        st = path.stat()
+        raw = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}|{FORMAT}"
+        return cache_root() / "columns" / hashlib.sha256(raw.encode()).hexdigest()[:32]
+    except OSError:
+        return None
+
+
+def _arrays(cols: KinetoColumns) -> dict[str, Any]:
+    out: dict[str, Any] = {k: getattr(cols, k) for k in ("cat", "name", "pid", "tid", "ts", "dur")}
+    out.update({f"int.{i}": cols.ints[k] for i, k in enumerate(INT_ARGS)})
+    out.update({f"text.{i}": cols.texts[k] for i, k in enumerate(TEXT_ARGS)})
+    out.update({f"memory.{k}": cols.memory[k] for k in MEMORY_FIELDS})
+    return out
+
+
+def _tables(cols: KinetoColumns) -> dict[str, Any]:
+    return {"format": FORMAT, "int_args": list(INT_ARGS), "text_args": list(TEXT_ARGS), "n": cols.n,
+            "cats": cols.cats, "names": cols.names, "pids": cols.pids, "tids": cols.tids,
+            "text_values": cols.text_values, "processes": cols.processes, "threads": cols.threads,
+            "meta": cols.meta, "origin_us": cols.origin_us if math.isfinite(cols.origin_us) else None}
+
+
+def save(cols: KinetoColumns, folder: Path) -> bool:
+    """Keep ``cols`` in ``folder`` (atomically: all files or none); False when it cannot be written."""
+    tmp = folder.with_name(f"{folder.name}.{os.getpid()}.tmp")
+    try:
+        tmp.mkdir(parents=True, exist_ok=True)
+        for name, arr in _arrays(cols).items():
+            with open(tmp / f"{name}.npy", "wb") as fh:
+                np.save(fh, np.ascontiguousarray(arr), allow_pickle=False)
+        (tmp / "tables.json").write_text(json.dumps(_tables(cols)), encoding="utf-8")
+        os.replace(tmp, folder)
+        return True
+    except OSError:
+        return False  # a read-only or full cache, or another process put it there first
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def load(folder: Path) -> KinetoColumns | None:
+    """The columns kept in ``folder`` (arrays memory-mapped), or None when there are none (or stale)."""
+    try:
+        t = json.loads((folder / "tables.json").read_text(encoding="utf-8"))
+        if t.get("format") != FORMAT or t["int_args"] != list(INT_ARGS) or t["text_args"] != list(TEXT_ARGS):
+            return None
+
+        def arr(name: str) -> Any:
+            f = folder / f"{name}.npy"
+            return load_npy(f, mmap_mode="r") if f.stat().st_size > _MAP_BYTES else load_npy(f)
+
+        cols = KinetoColumns(
+            cat=arr("cat"), name=arr("name"), pid=arr("pid"), tid=arr("tid"), ts=arr("ts"), dur=arr("dur"),
+            cats=t["cats"], names=t["names"], pids=t["pids"], tids=t["tids"],
+            ints={k: arr(f"int.{i}") for i, k in enumerate(INT_ARGS)},
+            texts={k: arr(f"text.{i}") for i, k in enumerate(TEXT_ARGS)}, text_values=t["text_values"],
+            memory={k: arr(f"memory.{k}") for k in MEMORY_FIELDS},
+            processes=[(p, n) for p, n in t["processes"]], threads=[(p, i, n) for p, i, n in t["threads"]],
+            meta=t["meta"], origin_us=math.inf if t["origin_us"] is None else float(t["origin_us"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return cols if cols.n == t["n"] else None
+
+
+def columns_of(path: Path, *, workers: int | None = None) -> KinetoColumns:
+    """The columns of the trace at ``path``: from the cache, else streamed (and then kept there).
+
+    Args:
+        path: the trace (``.json`` or gzipped).
+        workers: processes that read a big uncompressed trace (default: up to 2, one per core).
+
+    Raises:
+        TraceFormatError: not a trace, or broken JSON; OSError: the file cannot be read.
+
+    """
+    folder = cache_dir(path)
+    if folder is not None:
+        got = load(folder)
+        if got is not None:
+            return got
+    if workers is None:
+        workers = max(1, min(2, os.cpu_count() or 1))
+    cols = read_columns(path, workers=workers)
+    if folder is not None and cols.n and save(cols, folder):
+        mapped = load(folder)  # the mapped files instead of the arrays in memory
+        if mapped is not None:
+            return mapped
+    return cols
