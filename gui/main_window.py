@@ -33,8 +33,8 @@ from PySide6.QtWidgets import (
 from gui import settings as gsettings
 from gui.documents import OpenReports
 from gui.log_panel import LogPanel
-from gui.views.base import ReportView, ViewSpec
-from gui.views.registry import VIEW_SPECS
+from gui.views.base import ReportView
+from gui.views.registry import VIEW_SPECS, ViewSpec
 from gui.views.registry import spec as view_spec
 from gui.views.welcome_view import WelcomeView
 from gui.workers import Job, LoadedReport, LoadWorker, Opener

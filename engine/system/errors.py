@@ -13,3 +13,7 @@ class ReportError(KernelscopeError):
 
 class ToolMissingError(KernelscopeError):
     """An external tool (nsys, ncu, ...) is needed but was not found or cannot do the job."""
+
+
+class Cancelled(Exception):
+    """The work was stopped because its cancel flag was set (not an error: nothing to tell the user)."""

@@ -27,46 +27,16 @@ from typing import Any
 
 import numpy as np
 
-from engine.reports.nsys.columns import NULL
+from engine.reports.nsys.timeline_reads import NULL, TimelineReads, cuda_events_over, pid_tid
 from gui.timeline import model as tm
 from gui.timeline import sparse
 from gui.timeline.style import color_index
 
-#: timeline kind -> (engine table name, the export's table)
-_TABLES = {
-    tm.KIND_KERNEL: ("kernels", "CUPTI_ACTIVITY_KIND_KERNEL"),
-    tm.KIND_MEMCPY: ("memcpy", "CUPTI_ACTIVITY_KIND_MEMCPY"),
-    tm.KIND_MEMSET: ("memset", "CUPTI_ACTIVITY_KIND_MEMSET"),
-    tm.KIND_API: ("api", "CUPTI_ACTIVITY_KIND_RUNTIME"),
-}
 #: NVTX events above which the NVTX lanes are left out (they are read through pandas)
 NVTX_MAX = 2_000_000
-#: columns kept as int32 in memory (ids and kinds)
-_NARROW = frozenset({"nameId", "copyKind", "deviceId", "streamId"})
-
-
-def _exprs(kind: int, have: set[str]) -> dict[str, str]:
-    """Cache column name -> SQL expression; the names and expressions the engine uses (shared files)."""
-    def col(c: str) -> str:
-        return f'"{c}"' if c in have else "NULL"
-
-    out = {"start": '"start"', "end": col("end")}
-    if kind == tm.KIND_API:
-        out.update(globalTid=col("globalTid"), nameId=col("nameId"))
-        return out
-    out.update(deviceId=col("deviceId"), streamId=col("streamId"))
-    if kind == tm.KIND_KERNEL:
-        names = [c for c in ("demangledName", "shortName") if c in have]
-        out["nameId"] = f"coalesce({', '.join(col(c) for c in names)})" if len(names) > 1 else (
-            col(names[0]) if names else "NULL")
-    elif kind == tm.KIND_MEMCPY:
-        out["copyKind"] = col("copyKind")
-    return out
-
-
 def _check(cancel: threading.Event | None) -> None:
     if cancel is not None and cancel.is_set():
-        from gui.workers import Cancelled
+        from engine.system.errors import Cancelled
 
         raise Cancelled
 
@@ -305,25 +275,6 @@ def _union(starts: np.ndarray, ends: np.ndarray) -> tm.Union:
     return tm.union_intervals(starts, ends)
 
 
-class _Mapped:
-    """A column read whose result is the cache files, memory-mapped, once they are written.
-
-    A first open reads the columns into memory (and writes the cache); mapping the files instead
-    lets the lanes hand their pages back to the OS (gui.timeline.sparse) rather than keep them.
-    """
-
-    def __init__(self, store: Any, table: str, exprs: dict[str, str], pending: Any) -> None:
-        self.store, self.table, self.exprs, self.pending = store, table, exprs, pending
-
-    def result(self) -> dict[str, np.ndarray]:
-        cols: dict[str, np.ndarray] = self.pending.result()
-        for name, expr in self.exprs.items():
-            mapped = self.store.cached(self.table, name, expr)
-            if mapped is not None and len(mapped) == len(cols[name]):
-                cols[name] = mapped
-        return cols
-
-
 class ColumnarTimeline:
     """The lanes of one big nsys SQLite trace, loaded stage by stage (see the module docstring).
 
@@ -335,31 +286,21 @@ class ColumnarTimeline:
 
     def __init__(self, trace: Any) -> None:
         self.trace = trace
-        self.store = trace.column_store()
+        #: the engine's column reads of this trace (tables, SQL, cache, rows by position)
+        self.reads = TimelineReads(trace)
         self.lanes: dict[str, list[tm.Lane]] = {"api": [], "gpu": [], "nvtx": [], "metric": []}
         self.names: list[np.ndarray] = []
         self.colors: list[np.ndarray] = []
         self.n_names = 0
         self.missing: dict[str, str] = {}
         self.tables: dict[str, Any] = {}
-        #: engine table -> first rowid (contiguous rowids) or each row's rowid (found on first use)
-        self._rowids: dict[str, int | np.ndarray] = {}
-        self._span: dict[str, tuple[int, int]] = {}
         self.loaded: list[str] = []
         self._lock = threading.Lock()
 
     # -- stages ------------------------------------------------------------------------------------
     def cached(self, stage: str) -> bool:
         """True when every column stage ``stage`` ("gpu" or "api") reads is in the cache already."""
-        kinds = (tm.KIND_API,) if stage == "api" else (tm.KIND_KERNEL, tm.KIND_MEMCPY, tm.KIND_MEMSET)
-        for k in kinds:
-            name, table = _TABLES[k]
-            if not self.trace.has_sqlite_table(table):
-                continue
-            exprs = _exprs(k, set(self.trace.column_names(table)))
-            if any(self.store.cached(table, n, e) is None for n, e in exprs.items()):
-                return False
-        return True
+        return self.reads.cached(stage)
 
     def load_gpu(self, cancel: threading.Event | None = None) -> None:
         """Kernels, memcpy and memset: one lane per (device, stream)."""
@@ -430,7 +371,7 @@ class ColumnarTimeline:
                     bounds = np.searchsorted(cg[order], np.arange(len(ug) + 1))
                     groups = [(int(v), order[bounds[i]:bounds[i + 1]]) for i, v in enumerate(ug.tolist())]
                 # lanes in (pid, tid) order, as the pandas path gives them
-                keyed = sorted(((_pid_tid(v), rows) for v, rows in groups), key=lambda kv: kv[0])
+                keyed = sorted(((pid_tid(v), rows) for v, rows in groups), key=lambda kv: kv[0])
                 for (pid, tid), rows in keyed:
                     part = (_Part(tm.KIND_API, None, st, en, codes) if rows is None
                             else _Part(tm.KIND_API, rows, st[rows], en[rows], codes[rows]))
@@ -473,21 +414,15 @@ class ColumnarTimeline:
         lanes = [*self.lanes["api"], *self.lanes["gpu"], *self.lanes["nvtx"], *self.lanes["metric"]]
         names = np.concatenate(self.names) if self.names else np.zeros(0, dtype=object)
         colors = np.concatenate(self.colors) if self.colors else np.zeros(0, dtype=np.int8)
-        lo = [int(ln.starts[0]) for ln in lanes if len(ln)]
-        hi = [int(ln.run_max_end[-1]) for ln in lanes if len(ln)]
-        t_min, t_max = (min(lo), max(hi)) if lo else (0, 1)
-        t_max = max(t_max, t_min + 1)
-        act = [ln for ln in lanes if len(ln) and not ln.is_metric]
-        a_min = min(int(ln.starts[0]) for ln in act) if act else t_min
-        a_max = max(int(ln.run_max_end[-1]) for ln in act) if act else t_max
+        t_min, t_max, a_min, a_max = tm.spans(lanes)
         missing = [self.missing[n] for n in tm.COLUMNS if n in self.missing]
         return tm.TimelineModel(lanes, names, colors, dict(self.tables), t_min, t_max, missing,
-                                activity_min=a_min, activity_max=max(a_max, a_min + 1),
+                                activity_min=a_min, activity_max=a_max,
                                 row_source=self.row, launch_of=self.launch_index, pending=pending)
 
     def row(self, table: str, row: int) -> dict[str, Any]:
         """Row ``row`` (position in rowid order) of big table ``table``, resolved as trace.table gives it."""
-        rowid = self._rowid(table, row)
+        rowid = self.reads.rowid(table, row)
         df = self.trace.rows_by_id(table, [rowid], tm.COLUMNS[table])
         return {k: tm._py(v) for k, v in df.iloc[0].items()}
 
@@ -497,18 +432,7 @@ class ColumnarTimeline:
         What ``ncu_order`` holds in the pandas model, counted by SQLite for the one row asked (a
         scan of the kernel table: only done for the ncu link, when an ncu report is open).
         """
-        rowid = self._rowid("kernels", row)
-        t = _TABLES[tm.KIND_KERNEL][1]
-        have = set(self.trace.column_names(t))
-        cols = [f'"{c}"' for c in ("shortName", "demangledName") if c in have]
-        name = f"coalesce({', '.join(cols)}, NULL)"
-        got = self.trace.rows(f'SELECT {name}, "start" FROM {t} WHERE rowid = ?', (rowid,))
-        if not got:
-            return 0
-        key, start = got[0]
-        n = self.trace.rows(f'SELECT count(*) FROM {t} WHERE {name} IS ? AND ("start" < ? OR '
-                            '("start" = ? AND rowid < ?))', (key, start, start, rowid))
-        return int(n[0][0]) if n else 0
+        return self.reads.launch_index(row)
 
     # -- helpers ---------------------------------------------------------------------------------------
     def _spill(self, lane: tm.Lane) -> tm.Lane:
@@ -516,7 +440,7 @@ class ColumnarTimeline:
         next to the report's cached columns): resident then only where drawn, like the columns."""
         if len(lane) < sparse.MIN_EVENTS:
             return lane
-        where = getattr(self.store, "cache_dir", None)
+        where = self.reads.cache_dir
         moved: dict[int, np.ndarray] = {}
 
         def move(a: np.ndarray | None) -> Any:
@@ -537,29 +461,11 @@ class ColumnarTimeline:
 
     def _read(self, kind: int) -> Any:
         """Start reading a table's columns (None when the table was not captured)."""
-        name, table = _TABLES[kind]
-        if not self.trace.has(name):
+        name = tm.KIND_TABLES[kind]
+        pending = self.reads.read(name)
+        if pending is None:
             self.missing[name] = tm._missing_sentence(name, self.trace.missing[name])
-            return None
-        have = set(self.trace.column_names(table))
-        exprs = _exprs(kind, have)
-        # two queries: SQLite answers each from the b-tree's end, but scans for both in one
-        ends = [self.trace.rows(f"SELECT rowid FROM {table} ORDER BY rowid {o} LIMIT 1")
-                for o in ("", "DESC")]
-        self._span[name] = (int(ends[0][0][0]), int(ends[1][0][0])) if ends[0] else (1, 0)
-        return _Mapped(self.store, table, exprs, self.store.read_async(table, exprs, _NARROW))
-
-    def _rowid(self, name: str, row: int) -> int:
-        """SQLite rowid of row ``row`` (position in rowid order) of big table ``name``."""
-        base = self._rowids.get(name)
-        if base is None:
-            first, last = self._span[name]
-            table = next(t for n, t in _TABLES.values() if n == name)
-            n = len(self.store.read(table, {"start": '"start"'})["start"])  # mapped: the cached column
-            base = first if n == last - first + 1 else np.asarray(  # gaps: each row's rowid
-                self.store.read(table, {"rowid": "rowid"})["rowid"])
-            self._rowids[name] = base
-        return base + row if isinstance(base, int) else int(base[row])
+        return pending
 
     @staticmethod
     def _times(c: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -587,14 +493,12 @@ class ColumnarTimeline:
     def _codes(self, kind: int, c: dict[str, np.ndarray]) -> np.ndarray:
         """Each row's code into the model's names."""
         n = len(c["start"])
-        strings = self.trace.strings()
+        strings = self.reads.strings()
         if kind == tm.KIND_MEMSET:
             off = self._add_names(np.array(["[CUDA memset]"], dtype=object), kind)
             return np.full(n, off, dtype=_code_type(off + 1))
         if kind == tm.KIND_MEMCPY:
-            from engine.reports.nsys.sqlite_trace import COPY_KIND_LABELS
-
-            labels = self.trace.enum_labels("ENUM_CUDA_MEMCPY_OPER", COPY_KIND_LABELS)
+            labels = self.reads.copy_labels()
             uniq, codes = _factor_released(c["copyKind"])
             names = [f"[CUDA memcpy {labels.get(v, 'nan') if v != NULL else 'nan'}]" for v in uniq.tolist()]
         else:
@@ -618,11 +522,7 @@ BIG_EVENTS = 200_000
 def is_big(trace: Any, rows: dict[str, int | None], min_events: int | None = None) -> bool:
     """True when ``trace`` is an nsys SQLite report with more than ``min_events`` (default
     :data:`BIG_EVENTS`) CUDA events."""
-    min_events = BIG_EVENTS if min_events is None else min_events
-    info = getattr(trace, "info", None)
-    if getattr(info, "sqlite_path", None) is None or not str(getattr(info, "kind", "")).startswith("nsys"):
-        return False
-    return sum(int(rows.get(t) or 0) for t in ("kernels", "memcpy", "memset", "api")) > min_events
+    return cuda_events_over(trace, rows, BIG_EVENTS if min_events is None else min_events)
 
 
 def prefetch_gpu(trace: Any) -> tuple[ColumnarTimeline, Future[None]] | None:
@@ -647,24 +547,6 @@ def prefetch_gpu(trace: Any) -> tuple[ColumnarTimeline, Future[None]] | None:
 
     threading.Thread(target=run, name="ks-timeline-prefetch", daemon=True).start()
     return timeline, done
-
-
-def cached_row_count(trace: Any, name: str) -> int | None:
-    """Rows of big table ``name`` (kernels, memcpy, memset, api) from the length of its cached
-    ``start`` column, without a count in SQLite (a scan of 21M rows costs a second); None when
-    that column is not cached (or ``trace`` has no column store)."""
-    table = next((t for n, t in _TABLES.values() if n == name), None)
-    store = getattr(trace, "column_store", None)
-    if table is None or store is None or not trace.has_sqlite_table(table):
-        return None
-    col = store().cached(table, "start", '"start"')
-    return None if col is None else len(col)
-
-
-def _pid_tid(global_tid: int) -> tuple[int, int]:
-    if global_tid == NULL:
-        return NULL, NULL
-    return (global_tid // (1 << 24)) % (1 << 24), global_tid % (1 << 24)
 
 
 def _text(v: int) -> str:

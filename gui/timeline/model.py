@@ -359,22 +359,19 @@ def _groups(*keys: np.ndarray) -> list[tuple[tuple[int, ...], np.ndarray]]:
     return [(tuple(int(v) for v in uniq[i]), order[bounds[i]:bounds[i + 1]]) for i in range(len(uniq))]
 
 
-def build_model(trace: Any, cancel: Any = None) -> TimelineModel:
-    """Read the trace's tables once and build every lane (runs in a worker thread).
-
-    Args:
-        trace: an engine ``Trace``.
-        cancel: optional ``threading.Event``; building stops early (raising) when it is set.
-
-    """
-    import pandas as pd
-
+def _checker(cancel: Any) -> Callable[[], None]:
+    """A function that raises the engine's ``Cancelled`` once ``cancel`` (an Event or None) is set."""
     def check() -> None:
         if cancel is not None and cancel.is_set():
-            from gui.workers import Cancelled
+            from engine.system.errors import Cancelled
 
             raise Cancelled
 
+    return check
+
+
+def _read_tables(trace: Any, check: Callable[[], None]) -> tuple[dict[str, Any], list[str]]:
+    """The timeline's tables of ``trace`` (only the columns it draws and shows) and what is missing."""
     tables: dict[str, Any] = {}
     missing: list[str] = []
     prefetch = getattr(trace, "prefetch", None)
@@ -388,15 +385,20 @@ def build_model(trace: Any, cancel: Any = None) -> TimelineModel:
             missing.append(_missing_sentence(name, trace.missing[name]))
         tables[name] = df
         check()
+    return tables, missing
 
-    # One name table for every event: factorize each table's names, then offset the codes.
+
+def _name_codes(tables: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """One name table for every event: (names, their colours, each table's codes into them)."""
+    import pandas as pd
+
     from gui.timeline.style import color_index
 
     name_parts: list[np.ndarray] = []
     color_parts: list[np.ndarray] = []
     codes: dict[str, np.ndarray] = {}
     offset = 0
-    for kind, table in enumerate(KIND_TABLES):
+    for kind, table in enumerate(KIND_TABLES):  # factorize each table's names, then offset the codes
         df = tables[table]
         if table == "kernels":
             src = df["name"]
@@ -413,12 +415,11 @@ def build_model(trace: Any, cancel: Any = None) -> TimelineModel:
         name_parts.append(np.asarray(uniq, dtype=object))
         color_parts.append(np.array([color_index(kind, str(u)) for u in uniq], dtype=np.int8))
         offset += len(uniq)
-    names = np.concatenate(name_parts)
-    name_colors = np.concatenate(color_parts)
-    check()
+    return np.concatenate(name_parts), np.concatenate(color_parts), codes
 
-    lanes: list[Lane] = []
-    # start/end of every event as int64 (a missing end: an instant)
+
+def _event_times(tables: dict[str, Any]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Start and end of every event as int64 (a missing end: an instant)."""
     times: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for table in KIND_TABLES:
         df = tables[table]
@@ -426,9 +427,13 @@ def build_model(trace: Any, cancel: Any = None) -> TimelineModel:
         en = np.asarray(df["end"], dtype=np.float64) if len(df) else np.zeros(0)
         en = np.where(np.isnan(en), st, en).astype(np.int64)
         times[table] = (st, np.maximum(en, st))
-    check()
+    return times
 
-    # CPU threads: CUDA API calls
+
+def _cuda_lanes(tables: dict[str, Any], times: dict[str, tuple[np.ndarray, np.ndarray]],
+                codes: dict[str, np.ndarray], check: Callable[[], None]) -> list[Lane]:
+    """CUDA API calls per CPU thread, then kernels, memcpy and memset per (device, stream)."""
+    lanes: list[Lane] = []
     api = tables["api"]
     api_groups = _groups(_int_key(api["pid"]), _int_key(api["tid"])) if len(api) else []
     for (pid, tid), rows in api_groups:
@@ -436,7 +441,6 @@ def build_model(trace: Any, cancel: Any = None) -> TimelineModel:
         lanes.append(_lane_from(f"api:{_key_text(pid)}:{_key_text(tid)}", label, "api",
                                 [(KIND_API, rows)], times, codes))
         check()
-    # GPU streams: kernels, memcpy and memset of one (device, stream)
     frames = [(KIND_KERNEL, tables["kernels"]), (KIND_MEMCPY, tables["memcpy"]),
               (KIND_MEMSET, tables["memset"])]
     keyed = {k: (_int_key(df["deviceId"]), _int_key(df["streamId"])) for k, df in frames if len(df)}
@@ -451,31 +455,50 @@ def build_model(trace: Any, cancel: Any = None) -> TimelineModel:
                                 f"GPU {_key_text(dev)} · stream {_key_text(stream)}", "gpu", parts,
                                 times, codes))
         check()
+    return lanes
+
+
+def spans(lanes: list[Lane]) -> tuple[int, int, int, int]:
+    """(t_min, t_max) of every lane and (activity_min, activity_max) of the CUDA and NVTX events.
+
+    The activity span is what "show all" fits (GPU metrics are sampled over the whole capture).
+    """
+    lo = [int(ln.starts[0]) for ln in lanes if len(ln)]
+    hi = [int(ln.run_max_end[-1]) for ln in lanes if len(ln)]
+    t_min, t_max = (min(lo), max(hi)) if lo else (0, 1)
+    t_max = max(t_max, t_min + 1)
+    act = [ln for ln in lanes if len(ln) and not ln.is_metric]
+    a_min = min(int(ln.starts[0]) for ln in act) if act else t_min
+    a_max = max(int(ln.run_max_end[-1]) for ln in act) if act else t_max
+    return t_min, t_max, a_min, max(a_max, a_min + 1)
+
+
+def build_model(trace: Any, cancel: Any = None) -> TimelineModel:
+    """Read the trace's tables once and build every lane (runs in a worker thread).
+
+    Args:
+        trace: an engine ``Trace``.
+        cancel: optional ``threading.Event``; building stops early (raising the engine's
+            ``Cancelled``) when it is set.
+
+    """
+    from engine.analysis.ncu_match import launch_order
+
+    check = _checker(cancel)
+    tables, missing = _read_tables(trace, check)
+    names, name_colors, codes = _name_codes(tables)
+    check()
+    times = _event_times(tables)
+    check()
+    lanes = _cuda_lanes(tables, times, codes, check)
     lanes += nvtx_lanes(tables["nvtx"], times["nvtx"], codes["nvtx"], check)
     lanes += metric_lanes(tables["gpu_metrics"])
     lanes += memory_lanes(trace)
     check()
-
-    lo = [int(ln.starts[0]) for ln in lanes if len(ln)]
-    hi = [int(ln.run_max_end[-1]) for ln in lanes if len(ln)]
-    t_min = min(lo) if lo else 0
-    t_max = max(hi) if hi else 1
-    if t_max <= t_min:
-        t_max = t_min + 1
-    # the span of CUDA and NVTX activity: what "show all" fits (metrics are sampled all along)
-    act = [ln for ln in lanes if len(ln) and not ln.is_metric]
-    a_min = min(int(ln.starts[0]) for ln in act) if act else t_min
-    a_max = max(int(ln.run_max_end[-1]) for ln in act) if act else t_max
-
+    t_min, t_max, a_min, a_max = spans(lanes)
     # launch order of each kernel among kernels of the same short name (for the ncu link)
-    k = tables["kernels"]
-    ncu_order = np.zeros(len(k), dtype=np.int64)
-    if len(k):
-        base = k["shortName"].where(k["shortName"].notna(), k["name"]).astype(str)
-        order = k.assign(_b=base).sort_values("start", kind="stable").groupby("_b").cumcount()
-        ncu_order[order.index.to_numpy()] = order.to_numpy()
-    return TimelineModel(lanes, names, name_colors, tables, t_min, t_max, missing, ncu_order,
-                         a_min, max(a_max, a_min + 1))
+    return TimelineModel(lanes, names, name_colors, tables, t_min, t_max, missing,
+                         launch_order(tables["kernels"]), a_min, a_max)
 
 
 def nvtx_lanes(nvtx: Any, times: tuple[np.ndarray, np.ndarray], codes: np.ndarray,
@@ -611,55 +634,3 @@ def _missing_sentence(table: str, why: str) -> str:
     what = {"kernels": "kernels", "memcpy": "memory copies", "memset": "memsets",
             "api": "CUDA API calls", "nvtx": "NVTX ranges", "gpu_metrics": "GPU metrics"}[table]
     return f"No {what}: {why}."
-
-
-# -- ncu link -------------------------------------------------------------------------------------
-
-
-def base_name(name: str) -> str:
-    """A kernel's base name: 'void sgemm_tiled<(int)16>(int, …)' -> 'sgemm_tiled'."""
-    s = name.split("(")[0] if not name.startswith("void ") else name[5:].split("(")[0]
-    s = s.split("<")[0].strip()
-    return s.split(" ")[-1].split("::")[-1] if s else name
-
-
-def ncu_kernels(report: Any) -> Any:
-    """The kernel table of an open Nsight Compute report (None when ``report`` is not one).
-
-    Accepts the shapes an ncu trace may have: an object with ``.kernels`` (engine.reports.ncu's
-    NcuReport) held as ``trace.ncu`` / ``trace.report``, or a trace whose ``table('kernels')``
-    has ncu's 'Kernel Name' column.
-    """
-    trace = getattr(report, "trace", report)
-    kind = str(getattr(getattr(trace, "info", None), "kind", "") or getattr(trace, "source", ""))
-    if not kind.startswith("ncu"):
-        return None
-    for attr in ("ncu", "report", "ncu_report"):
-        obj = getattr(trace, attr, None)
-        if obj is not None and hasattr(obj, "kernels"):
-            return obj.kernels
-    if hasattr(trace, "kernels") and hasattr(trace.kernels, "columns"):
-        return trace.kernels
-    try:
-        return trace.table("kernels")
-    except Exception:  # noqa: BLE001 - any other shape: no link
-        return None
-
-
-def match_ncu(name: str, short_name: str | None, launch_index: int, kernels: Any) -> dict[str, Any] | None:
-    """The ncu result of the ``launch_index``-th launch of this kernel (by base name), or None."""
-    if kernels is None or not len(kernels):
-        return None
-    cols = set(kernels.columns)
-    name_col = next((c for c in ("Kernel Name", "name", "Function Name") if c in cols), None)
-    if name_col is None:
-        return None
-    want = base_name(short_name or name)
-    bases = kernels["Base Name"] if "Base Name" in cols else kernels[name_col].astype(str).map(base_name)
-    same = kernels[bases.astype(str).map(lambda b: base_name(b) == want).to_numpy()]
-    if "ID" in cols:
-        same = same.sort_values("ID", kind="stable")
-    if launch_index >= len(same):
-        return None
-    row = same.iloc[launch_index]
-    return {k: _py(v) for k, v in row.items()}

@@ -1,5 +1,6 @@
-"""What every view is: the lifecycle hooks the window calls (a typed Protocol), the declaration of
-what a view needs (:class:`ViewSpec`), and :class:`ReportView`, the base the report views build on.
+"""What every view is: the lifecycle hooks the window calls (a typed Protocol) and :class:`ReportView`,
+the base the report views build on (what each view needs, its :class:`~gui.views.registry.ViewSpec`,
+is declared in :mod:`gui.views.registry`).
 
 The window builds each view as ``cls(reports)`` with its :class:`~gui.documents.OpenReports` and
 then only talks to it through :class:`ViewHooks`:
@@ -10,17 +11,18 @@ then only talks to it through :class:`ViewHooks`:
   shows ``payload`` through its ``show_link``;
 - ``is_busy()``, ``shutdown()`` (stop background work before the window closes), ``show_link()``.
 
-This module imports only PySide6 (the entry point reads the registry for ``--view`` choices).
+This module imports PySide6 and the registry (which imports nothing: the entry point reads it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QStackedWidget, QVBoxLayout, QWidget
+
+from gui.views.registry import ViewSpec, spec
 
 if TYPE_CHECKING:
     from PySide6.QtCore import SignalInstance
@@ -29,32 +31,6 @@ if TYPE_CHECKING:
     from gui.widgets.placeholder import PlaceholderStack
     from gui.workers.latest import LatestCall
     from gui.workers.load import LoadedReport
-
-
-@dataclass(frozen=True)
-class ViewSpec:
-    """One tab of the main window and what its view needs.
-
-    Attributes:
-        key: The name used by ``--view`` and the View menu.
-        title: The tab's title.
-        module: Where the class lives (imported when the views are first built).
-        cls: The class name in ``module``.
-        needs_report: Shown only with a report open (Telemetry and Run work without one).
-        needs_summary: Shows the report's summary, so the window computes it at once while this view
-            is on screen (other views get their own work done first).
-        needs_ncu: Shows Nsight Compute results; another kind of report gets a sentence saying so.
-        links: The views this one can send the user to (``sig_link``).
-    """
-
-    key: str
-    title: str
-    module: str
-    cls: str
-    needs_report: bool = True
-    needs_summary: bool = False
-    needs_ncu: bool = False
-    links: tuple[str, ...] = ()
 
 
 class ViewHooks(Protocol):
@@ -140,7 +116,6 @@ class ReportView(QWidget):
         super().__init__(parent)
         from gui import gc_guard
         from gui.documents import OpenReports
-        from gui.views.registry import spec
         from gui.widgets.labels import heading
         from gui.widgets.placeholder import PlaceholderStack
 

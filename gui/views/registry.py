@@ -1,4 +1,4 @@
-"""The list of views: one :class:`~gui.views.base.ViewSpec` per tab, in tab order.
+"""The list of views: one :class:`ViewSpec` per tab, in tab order, and what each view needs.
 
 The window imports a view's module only when the views are first built, so this file stays cheap to
 import (the entry point reads it for ``--view`` choices). See :mod:`gui.views.base` for the hooks.
@@ -6,7 +6,34 @@ import (the entry point reads it for ``--view`` choices). See :mod:`gui.views.ba
 
 from __future__ import annotations
 
-from gui.views.base import ViewSpec
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ViewSpec:
+    """One tab of the main window and what its view needs.
+
+    Attributes:
+        key: The name used by ``--view`` and the View menu.
+        title: The tab's title.
+        module: Where the class lives (imported when the views are first built).
+        cls: The class name in ``module``.
+        needs_report: Shown only with a report open (Telemetry and Run work without one).
+        needs_summary: Shows the report's summary, so the window computes it at once while this view
+            is on screen (other views get their own work done first).
+        needs_ncu: Shows Nsight Compute results; another kind of report gets a sentence saying so.
+        links: The views this one can send the user to (``sig_link``).
+    """
+
+    key: str
+    title: str
+    module: str
+    cls: str
+    needs_report: bool = True
+    needs_summary: bool = False
+    needs_ncu: bool = False
+    links: tuple[str, ...] = ()
+
 
 #: tab order; the first nine get Ctrl+1 ... Ctrl+9 (Info, the last, is in the View menu)
 VIEW_SPECS: tuple[ViewSpec, ...] = (

@@ -32,10 +32,10 @@ from PySide6.QtWidgets import (
 from gui.documents import OpenReports
 from gui.timeline import columnar as tcol
 from gui.timeline import model as tm
-from gui.timeline.canvas import TimelineCanvas
 from gui.timeline.style import facts
 from gui.views.base import ReportView
 from gui.widgets.labels import MUTED, WrapLabel, heading
+from gui.widgets.timeline_canvas import TimelineCanvas
 from gui.workers import Job, LoadedReport, Worker
 
 HINT = "Wheel: zoom · drag: pan · right-drag: zoom to range · click: details · Home: all"
@@ -256,7 +256,7 @@ class TimelineView(ReportView):
             self.status.setText("Open a report to see its timeline.")
             return
         self.title.setText(f"Timeline — {report.name}")
-        if tm.ncu_kernels(report) is not None:
+        if report.is_ncu:
             self.canvas.set_model(None)
             self.status.setText("")
             self.legend.hide()
@@ -465,12 +465,12 @@ class TimelineView(ReportView):
         m = self.canvas.model
         if rec.get("kind") != "kernel" or m is None:
             return None
-        open_ncu = [(rep, k) for rep in self.reports.reports if (k := tm.ncu_kernels(rep)) is not None]
+        open_ncu = [rep for rep in self.reports.reports if rep.is_ncu]
         if not open_ncu:
             return None
         launch = m.launch_index(int(rec["row"]))  # a big report's: counted in SQLite, so only here
-        for rep, kernels in open_ncu:
-            hit = tm.match_ncu(str(rec["name"]), rec.get("shortName"), launch, kernels)
+        for rep in open_ncu:
+            hit = rep.ncu_result(str(rec["name"]), rec.get("shortName"), launch)
             if hit is not None:
                 hit["ncu_report"] = rep.name
                 hit["ncu_path"] = str(rep.path)

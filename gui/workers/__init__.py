@@ -3,7 +3,8 @@
 calls where the latest request wins (:mod:`gui.workers.latest`) and the Run view's session worker
 (:mod:`gui.workers.run`)."""
 
-from gui.workers.jobs import CallWorker, Cancelled, Job, Worker, running_threads
+from engine.system.errors import Cancelled
+from gui.workers.jobs import CallWorker, Job, Worker, running_threads
 from gui.workers.load import LoadedReport, LoadWorker, Opener
 
 __all__ = ["CallWorker", "Cancelled", "Job", "LoadWorker", "LoadedReport", "Opener", "Worker",

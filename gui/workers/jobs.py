@@ -17,6 +17,8 @@ from typing import Any
 
 from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
 
+from engine.system.errors import Cancelled  # raised inside a worker when its cancel flag is set
+
 #: Every QThread started here, so tests can check none is left running.
 _THREADS: weakref.WeakSet[QThread] = weakref.WeakSet()
 
@@ -31,10 +33,6 @@ def running_threads() -> list[QThread]:
         except RuntimeError:  # C++ object already deleted
             pass
     return out
-
-
-class Cancelled(Exception):
-    """Raised inside a worker when its cancel flag is set."""
 
 
 class Worker(QObject):

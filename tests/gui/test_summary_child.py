@@ -1,6 +1,7 @@
-"""The summary of a big report in a child process (gui.workers.summary) and kept on disk
-(engine.analysis.findings.overview_store): same result as in the window's process, one sentence
-when the child fails or is killed, cancel stops it, the next open loads it from the cache."""
+"""The summary of a big report in a child process (engine.analysis.opened chooses it,
+engine.analysis.findings.overview_store runs it on the engine's child runner) and kept on disk: same
+result as in the window's process, one sentence when the child fails or is killed, cancel stops it,
+the next open loads it from the cache."""
 
 from __future__ import annotations
 
@@ -31,13 +32,21 @@ def _in_process(path: Path, range_name: str | None = None):
         trace.close()
 
 
+def run_child(path: Path, range_name: str | None = None, **kwargs):
+    """The window's child: the overview computed by the engine's child runner."""
+    from engine.analysis.findings.overview_store import compute_in_child
+    from engine.analysis.opened import CHILD_HINT
+
+    return compute_in_child(path, range_name, hint=CHILD_HINT, **kwargs)
+
+
 def _json(overview) -> str:
     summary, found = overview
     return json.dumps([summary.to_json(), [f.to_json() for f in found]], sort_keys=True)
 
 
 def _overview_children() -> list[int]:
-    """Our running overview_store children (from /proc: no process list is kept by run_child)."""
+    """Our running overview_store children (from /proc: the child runner keeps no process list)."""
     out = []
     for task in os.listdir(f"/proc/{os.getpid()}/task"):
         try:
@@ -66,8 +75,6 @@ def _kill_first_child(sig: int, seen: list[int], stop: threading.Event) -> None:
 
 @pytest.mark.parametrize("report", [REPORT, NSYS_DIR / "torch_sdpa_gemm.sqlite"])
 def test_child_gives_the_summary_and_findings_of_the_engine(report):
-    from gui.workers.summary import run_child
-
     steps: list[str] = []
     got = run_child(report, progress=steps.append)
     assert _json(got) == _json(_in_process(report))
@@ -76,8 +83,6 @@ def test_child_gives_the_summary_and_findings_of_the_engine(report):
 
 
 def test_child_with_a_step_range_uses_it():
-    from gui.workers.summary import run_child
-
     summary, _found = _in_process(REPORT)
     assert summary.iterations is not None
     name = summary.iterations.candidates[1]  # another NVTX range than the one found by structure
@@ -89,8 +94,6 @@ def test_child_with_a_step_range_uses_it():
 
 def test_a_file_that_is_not_a_report_gives_the_engines_sentence(tmp_path):
     from engine.reports import open_report
-    from gui.workers.summary import run_child
-
     bad = tmp_path / "notes.sqlite"
     bad.write_text("this is not a report\n")
     with pytest.raises(KernelscopeError) as engine:
@@ -102,8 +105,6 @@ def test_a_file_that_is_not_a_report_gives_the_engines_sentence(tmp_path):
 
 
 def test_a_killed_child_gives_one_sentence():
-    from gui.workers.summary import run_child
-
     seen: list[int] = []
     stop = threading.Event()
     killer = threading.Thread(target=_kill_first_child, args=(signal.SIGKILL, seen, stop))
@@ -122,8 +123,6 @@ def test_a_killed_child_gives_one_sentence():
 
 def test_cancel_kills_the_child():
     from gui.workers import Cancelled
-    from gui.workers.summary import run_child
-
     cancel = threading.Event()
     seen: list[int] = []
 
@@ -159,10 +158,10 @@ def test_store_and_load_follow_the_report_and_the_range(tmp_path):
 
 def test_window_summarizes_a_big_report_in_a_child_with_progress(qtbot, window, monkeypatch):
     """Every report counts as big here: the window's Summary and Findings show the child's result."""
+    from engine.analysis import opened
     from engine.analysis.findings import overview_store
-    from gui.workers import summary as wsummary
 
-    monkeypatch.setattr(wsummary, "CHILD_EVENTS", 0)
+    monkeypatch.setattr(opened, "CHILD_EVENTS", 0)
     progress: list[str] = []
     window.reports.sig_summary_progress.connect(lambda r: progress.append(r.summary_progress))
     window.set_view("summary")
@@ -179,9 +178,9 @@ def test_window_summarizes_a_big_report_in_a_child_with_progress(qtbot, window, 
 
 
 def test_window_shows_the_sentence_of_a_killed_child(qtbot, window, monkeypatch):
-    from gui.workers import summary as wsummary
+    from engine.analysis import opened
 
-    monkeypatch.setattr(wsummary, "CHILD_EVENTS", 0)
+    monkeypatch.setattr(opened, "CHILD_EVENTS", 0)
     seen: list[int] = []
     stop = threading.Event()
     killer = threading.Thread(target=_kill_first_child, args=(signal.SIGKILL, seen, stop))

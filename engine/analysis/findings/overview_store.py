@@ -6,25 +6,26 @@ memory goes back to the OS when the child exits, and keeps the small result (~10
 the cache under the report's identity (:func:`engine.system.cache.file_identity`: the file and the
 engine's code), so the next open of the same report loads it instead of computing it again.
 
-The child is ``python -m engine.analysis.findings.overview_store REPORT --out FILE [--range NAME]``
-(:func:`child_argv`): it prints one ``progress: <text>`` line per stage on stdout, writes the pickled
-``(Summary, list[Finding])`` to ``FILE`` atomically and exits 0, or prints ``error: <sentence>`` and
-exits 1 (a report it cannot read, say). The pickles are read only from this user's cache directory
-and from the file the parent named, never from elsewhere.
+The child is ``python -m engine.analysis.findings.overview_store`` run by the engine's one child
+runner (:func:`compute_in_child`, :mod:`engine.system.child`: a JSON request on stdin, progress lines,
+cancel, the pickled ``(Summary, list[Finding])`` as its result). Which program uses the child and when
+is decided by :class:`engine.analysis.opened.OpenedReport`. The pickles are read only from this user's
+cache directory and from the child's result file, never from elsewhere.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import pickle
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from engine.analysis.findings.model import Finding
     from engine.analysis.summary_model import Summary
+    from engine.system.child import CancelFlag
 
 #: bump when the pickled types change shape (the identity covers the engine's code anyway)
 SCHEMA = 1
@@ -62,9 +63,9 @@ def read_result(file: Path) -> Overview | None:
     """The overview pickled in ``file`` (written by this module), or None if absent or unusable."""
     try:
         data = Path(file).read_bytes()
-        return _check(pickle.loads(data))  # noqa: S301 - our own cache / our child's output only
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
+    except OSError:
         return None
+    return loads(data)
 
 
 def load_cached(path: Path, range_name: str | None = None) -> Overview | None:
@@ -96,20 +97,38 @@ def store(path: Path, range_name: str | None, overview: Overview) -> None:
         pass
 
 
-def child_argv(path: Path, out: Path, range_name: str | None = None) -> list[str]:
-    """The command that computes ``path``'s overview in a fresh Python and writes it to ``out``."""
-    argv = [sys.executable, "-m", "engine.analysis.findings.overview_store", str(path), "--out", str(out)]
-    if range_name is not None:
-        argv += ["--range", range_name]
-    return argv
+def loads(data: bytes) -> Overview | None:
+    """The overview in ``data`` (from :func:`dumps`), or None if it is not one."""
+    try:
+        return _check(pickle.loads(data))  # noqa: S301 - our own cache / our child's output only
+    except (pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
+        return None
 
 
-def child_env() -> dict[str, str]:
-    """The environment for :func:`child_argv`: this one, with this engine first on the path."""
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[3])
-    env["PYTHONPATH"] = os.pathsep.join([root, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
-    return env
+#: the module the child runs (``python -m``): this one
+CHILD_MODULE = "engine.analysis.findings.overview_store"
+
+
+def compute_in_child(path: Path, range_name: str | None = None, *, hint: str,
+                     progress: Callable[[str], None] | None = None,
+                     cancel: CancelFlag | None = None) -> Overview:
+    """The overview of ``path`` computed in a child process (:func:`engine.system.child.run_child`).
+
+    Raises:
+        Cancelled: ``cancel`` was set (the child is killed).
+        KernelscopeError: one sentence when the child fails, is killed or gives no overview.
+
+    """
+    from engine.system.child import run_child
+    from engine.system.errors import KernelscopeError
+
+    what = "The summary's process"
+    data = run_child(CHILD_MODULE, {"report": str(path), "range": range_name}, what=what, hint=hint,
+                     progress=progress, cancel=cancel)
+    got = loads(data)
+    if got is None:
+        raise KernelscopeError(f"{what} finished without a readable result; {hint}")
+    return got
 
 
 def release_shared_pages() -> int:
@@ -168,45 +187,24 @@ class _Releaser:
 RELEASE_PERIOD_S = 0.5
 
 
-def _say(kind: str, text: str) -> None:
-    print(f"{kind}: {text}", flush=True)
+def handle(request: dict[str, Any], progress: Callable[[str], None]) -> bytes:
+    """The child's work: open the report, compute its overview, return it pickled."""
+    from engine.analysis.findings.overview import overview
+    from engine.reports import open_report
 
-
-def main(argv: list[str] | None = None) -> int:
-    """The child: open the report, compute its overview, write it to ``--out``."""
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m engine.analysis.findings.overview_store",
-                                 description="Compute a report's summary and findings into a file.")
-    ap.add_argument("report")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--range", dest="range_name")
-    args = ap.parse_args(argv)
-    from engine.system.errors import KernelscopeError
-
+    progress("reading the report")
+    trace = open_report(Path(request["report"]))
     try:
-        from engine.analysis.findings.overview import overview
-        from engine.reports import open_report
-        from engine.system.atomic import atomic_write_bytes
-
-        _say("progress", "reading the report")
-        trace = open_report(Path(args.report))
-        try:
-            _say("progress", "computing the summary and the findings")
-            # the columns it maps would count in this process's RSS once read: handed back as it goes
-            with _Releaser(RELEASE_PERIOD_S):
-                result = overview(trace, range_name=args.range_name)
-        finally:
-            trace.close()
-        atomic_write_bytes(args.out, dumps(result), fsync=False)
-    except KernelscopeError as exc:
-        _say("error", " ".join(str(exc).split()))
-        return 1
-    except MemoryError:
-        _say("error", "The summary ran out of memory.")
-        return 1
-    return 0
+        progress("computing the summary and the findings")
+        # the columns it maps would count in this process's RSS once read: handed back as it goes
+        with _Releaser(RELEASE_PERIOD_S):
+            result = overview(trace, range_name=request.get("range"))
+    finally:
+        trace.close()
+    return dumps(result)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from engine.system.child import serve
+
+    sys.exit(serve(handle, out_of_memory="The summary ran out of memory."))

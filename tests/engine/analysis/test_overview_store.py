@@ -30,17 +30,24 @@ def test_release_shared_pages_drops_read_only_mappings_and_keeps_their_values(tm
     assert private[:10].tolist() == [-1] * 10 and int(private[10:].sum()) == int(data[10:].sum())
 
 
+def _child(report, out, cwd):
+    """The overview child run by hand: the engine's child protocol (a JSON request on stdin)."""
+    from engine.system.child import child_env
+
+    request = json.dumps({"report": str(report), "range": None, "result": str(out)})
+    return subprocess.run([sys.executable, "-m", overview_store.CHILD_MODULE], input=request,
+                          env=child_env(), capture_output=True, text=True, timeout=300, cwd=cwd)
+
+
 def test_child_entry_writes_the_overview_and_says_one_sentence_on_bad_input(tmp_path):
     from engine.analysis.findings.overview import overview
     from engine.reports import open_report
 
     out = tmp_path / "o.pickle"
-    argv = overview_store.child_argv(REPORT, out)
-    p = subprocess.run(argv, env=overview_store.child_env(), capture_output=True, text=True, timeout=300,
-                       cwd=tmp_path)
+    p = _child(REPORT, out, tmp_path)
     assert p.returncode == 0, p.stderr
-    assert p.stdout.splitlines() == ["progress: reading the report",
-                                     "progress: computing the summary and the findings"]
+    assert [json.loads(line) for line in p.stdout.splitlines()] == [
+        {"progress": "reading the report"}, {"progress": "computing the summary and the findings"}]
     got = overview_store.read_result(out)
     trace = open_report(REPORT)
     try:
@@ -52,11 +59,10 @@ def test_child_entry_writes_the_overview_and_says_one_sentence_on_bad_input(tmp_
     assert [f.to_json() for f in got[1]] == [f.to_json() for f in want[1]]
     bad = tmp_path / "bad.sqlite"
     bad.write_text("not a report")
-    p = subprocess.run([sys.executable, "-m", "engine.analysis.findings.overview_store", str(bad), "--out",
-                        str(out)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    p = _child(bad, out, REPO)
     assert p.returncode == 1 and p.stderr == ""
-    last = p.stdout.splitlines()[-1]
-    assert last.startswith("error: ") and "\n" not in last and last.endswith(".")
+    last = json.loads(p.stdout.splitlines()[-1])
+    assert list(last) == ["error"] and "\n" not in last["error"] and last["error"].endswith(".")
 
 
 def test_read_result_refuses_what_is_not_an_overview(tmp_path):

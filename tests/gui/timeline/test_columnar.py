@@ -255,13 +255,15 @@ def test_small_report_keeps_the_direct_path(qtbot, window):
 def test_row_counts_from_the_cached_columns_are_sqlites(path):
     """Opening a report again counts its big tables from the cached columns (no SQL scan): the
     same numbers as count(*); before the columns are cached there is no such count."""
+    from engine.reports.nsys.timeline_reads import cached_row_count
+
     trace = open_report(path)
     try:
         names = [n for n in ("kernels", "memcpy", "memset", "api") if trace.has(n)]
         assert names
-        assert all(tcol.cached_row_count(trace, n) is None for n in names)
+        assert all(cached_row_count(trace, n) is None for n in names)
         tcol.build_columnar(trace)
-        assert {n: tcol.cached_row_count(trace, n) for n in names} == {n: trace.row_count(n) for n in names}
+        assert {n: cached_row_count(trace, n) for n in names} == {n: trace.row_count(n) for n in names}
     finally:
         trace.close()
 

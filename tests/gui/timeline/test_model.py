@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gui.timeline import model as tm
-from gui.timeline.canvas import nice_step, pixel_runs, tick_label
+from gui.widgets.timeline_paint import nice_step, pixel_runs, tick_label
 from tests.conftest import NSYS_DIR
 
 FIXED = NSYS_DIR / "host_overhead_fixed.sqlite"
@@ -55,7 +55,7 @@ def test_api_lane_names_and_launch_order(fixed):
 
 
 def test_build_stops_when_cancelled(fixed):
-    from gui.workers import Cancelled
+    from engine.system.errors import Cancelled  # the one Cancelled (gui.workers re-exports it)
 
     trace, _model = fixed
     ev = threading.Event()
@@ -118,9 +118,11 @@ def test_axis_ticks():
 
 
 def test_kernel_base_names_match_ncu_names():
+    from engine.analysis.ncu_match import base_name
+
     nsys = "void sgemm_tiled<(int)16>(int, const float *, const float *, float *)"
     ncu = "void sgemm_tiled<16>(int, const float *, const float *, float *)"
-    assert tm.base_name(nsys) == tm.base_name(ncu) == "sgemm_tiled"
-    assert tm.base_name("saxpy(int, float, const float *, float *)") == "saxpy"
-    assert tm.base_name("void at::native::vectorized_elementwise_kernel<4, float>(int)") == (
+    assert base_name(nsys) == base_name(ncu) == "sgemm_tiled"
+    assert base_name("saxpy(int, float, const float *, float *)") == "saxpy"
+    assert base_name("void at::native::vectorized_elementwise_kernel<4, float>(int)") == (
         "vectorized_elementwise_kernel")

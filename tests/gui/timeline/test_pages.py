@@ -83,7 +83,7 @@ def test_spill_keeps_values_and_maps_a_file(tmp_path):
 
 
 def test_canvas_hands_back_the_pages_a_frame_read(qtbot, tmp_path, monkeypatch):
-    from gui.timeline.canvas import TimelineCanvas
+    from gui.widgets.timeline_canvas import TimelineCanvas
 
     monkeypatch.setattr(sparse, "MIN_EVENTS", 100_000)
     starts, ends = _disjoint(600_000)

@@ -1,4 +1,5 @@
-"""The timeline canvas: one widget that paints every lane for the visible time range.
+"""The timeline canvas: one widget that paints every lane for the visible time range (its range,
+lane geometry, mouse and keys here; the painting itself in :mod:`gui.widgets.timeline_paint`).
 
 There is no item per event. Each paint asks the model which events of each lane fall in view:
 when a lane has few, they are drawn as rectangles (labelled where wide enough); when it has many,
@@ -12,12 +13,11 @@ double-click shows everything. Keys: Home / 0 fit, + / - zoom, arrows pan.
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import QEvent, QPointF, QRect, QRectF, Qt, Signal
+from PySide6.QtCore import QEvent, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import (
     QBrush,
     QColor,
@@ -37,71 +37,23 @@ from PySide6.QtWidgets import QScrollBar, QSizePolicy, QToolTip, QWidget
 from gui.timeline import model as tm
 from gui.timeline import sparse
 from gui.timeline.style import GROUP_TINT, KIND_COLORS, PALETTE, tooltip_text
+from gui.widgets.timeline_paint import (
+    AXIS_H,
+    GUTTER,
+    paint_axis,
+    paint_intervals,
+    paint_labels,
+    paint_marks,
+    paint_metric,
+    paint_steps,
+)
 
-GUTTER = 260  # px for lane labels
-AXIS_H = 28
 LANE_H = 24
 METRIC_H = 34
 LANE_GAP = 4
 #: a lane with at most this many events in view is drawn event by event
 DETAIL_MAX = 2000
-#: coverage of a big lane may interpolate inside blocks of events narrower than this fraction of
-#: a pixel column (gui.timeline.sparse): under a pixel of a bar, no mapped pages read at overview
-COVERAGE_TOL = 1 / 64
-LABEL_MIN_PX = 46
 MIN_SPAN_NS = 50.0
-
-
-def nice_step(span: float, target_ticks: int) -> float:
-    """A 1/2/5 x 10^k step that cuts ``span`` into about ``target_ticks`` pieces."""
-    if span <= 0:
-        return 1.0
-    raw = span / max(target_ticks, 1)
-    mag = 10 ** math.floor(math.log10(raw))
-    for m in (1, 2, 5, 10):
-        if raw <= m * mag:
-            return float(m * mag)
-    return float(10 * mag)
-
-
-_TICK_UNITS = (("s", 1e9, 1e8), ("ms", 1e6, 1e5), ("µs", 1e3, 100.0))
-
-
-def tick_label(t_ns: float, step: float) -> str:
-    """A tick's time in the unit that suits the tick step, with the decimals the step needs."""
-    chosen = next(((u, sc) for u, sc, min_step in _TICK_UNITS if step >= min_step), None)
-    if chosen is None:
-        return f"{t_ns:,.0f} ns"
-    unit, scale = chosen
-    decimals = 0  # as many as the step needs: 0.2 ms steps -> 1, 0.25 ms -> 2
-    while decimals < 6 and abs(round(step / scale, decimals) - step / scale) > 1e-9 * step / scale:
-        decimals += 1
-    return f"{t_ns / scale:,.{decimals}f} {unit}"
-
-
-def pixel_runs(x0: np.ndarray, x1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Snap spans (sorted by x0) to whole pixels, at least one wide, and merge the ones that touch.
-
-    Thousands of sub-pixel events become at most one rectangle per pixel column, which the raster
-    engine fills far faster than as many separate (or path) rectangles.
-    """
-    a = np.floor(x0).astype(np.int64)
-    b = np.maximum(np.ceil(x1).astype(np.int64), a + 1)
-    if not len(a):
-        return a, b
-    run = np.maximum.accumulate(b)
-    new = np.ones(len(a), dtype=bool)
-    new[1:] = a[1:] > run[:-1]
-    idx = np.flatnonzero(new)
-    return a[idx], np.maximum.reduceat(b, idx)
-
-
-def rect_list(x0: np.ndarray, x1: np.ndarray, y0: np.ndarray | int, h: np.ndarray | int) -> list[QRect]:
-    """QRects from integer arrays (y0 and h may be scalars)."""
-    n = len(x0)
-    ys = np.broadcast_to(np.asarray(y0, dtype=np.int64), (n,)).tolist()
-    hs = np.broadcast_to(np.asarray(h, dtype=np.int64), (n,)).tolist()
-    return [QRect(a, y, b - a, hh) for a, b, y, hh in zip(x0.tolist(), x1.tolist(), ys, hs, strict=True)]
 
 
 class TimelineCanvas(QWidget):
@@ -142,15 +94,15 @@ class TimelineCanvas(QWidget):
         self.steps: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self.detail_max = DETAIL_MAX
         #: lane key -> the events [lo, hi) drawn one by one in the last frame
-        self._detail: dict[str, tuple[int, int]] = {}
+        self.detail_slices: dict[str, tuple[int, int]] = {}
         self.paint_count = 0
-        self._brushes = {i: QBrush(QColor(c)) for i, c in enumerate(PALETTE)}
-        self._kind_brushes = {k: QBrush(QColor(c)) for k, c in KIND_COLORS.items()}
-        self._pale_brushes = {k: QBrush(_alpha(c, 70)) for k, c in KIND_COLORS.items()}
-        self._metric_brush = QBrush(QColor("#3b8ea5"))
-        self._font = QFont(self.font())
-        self._small = QFont(self.font())
-        self._small.setPointSizeF(max(self.font().pointSizeF() - 1.5, 7.5))
+        self.brushes = {i: QBrush(QColor(c)) for i, c in enumerate(PALETTE)}
+        self.kind_brushes = {k: QBrush(QColor(c)) for k, c in KIND_COLORS.items()}
+        self.pale_brushes = {k: QBrush(_alpha(c, 70)) for k, c in KIND_COLORS.items()}
+        self.metric_brush = QBrush(QColor("#3b8ea5"))
+        self.label_font = QFont(self.font())
+        self.small_font = QFont(self.font())
+        self.small_font.setPointSizeF(max(self.font().pointSizeF() - 1.5, 7.5))
         self.vbar = QScrollBar(Qt.Orientation.Vertical, self)
         self.vbar.valueChanged.connect(self._on_vscroll)
         self.vbar.hide()
@@ -200,37 +152,6 @@ class TimelineCanvas(QWidget):
         pad = (b - a) * 0.02
         self.set_range(a - pad, b + pad)
         return True
-
-    def _paint_steps(self, p: QPainter, w: int) -> None:
-        """The step ruler: a band under the axis per step (steady in two blues, warm-up grey, outliers
-        red), "step k" where it fits, and a faint line across the lanes at each step's start."""
-        if self.steps is None:
-            return
-        s, e, state = self.steps
-        lo = int(np.searchsorted(e, self.t0, side="left"))
-        hi = int(np.searchsorted(s, self.t1, side="right"))
-        if hi - lo > 2000:  # too many to draw one by one: the band only
-            p.fillRect(QRectF(GUTTER, AXIS_H - 14, w, 13), QColor("#9db8d9"))
-            return
-        fm = QFontMetrics(self._small)
-        p.setFont(self._small)
-        colors = {0: (QColor("#7fa3cf"), QColor("#b5cbe6")), 1: (QColor("#b8bec6"),) * 2,
-                  2: (QColor("#d9534f"),) * 2}
-        line = QPen(QColor(47, 111, 186, 60), 1, Qt.PenStyle.DashLine)
-        for i in range(lo, hi):
-            x0 = max(self.x_at(float(s[i])), GUTTER)
-            x1 = min(self.x_at(float(e[i])), GUTTER + w)
-            if x1 <= x0:
-                continue
-            p.fillRect(QRectF(x0, AXIS_H - 14, max(x1 - x0 - 1, 1), 13), colors[int(state[i])][i % 2])
-            if hi - lo <= 200:
-                p.setPen(line)
-                p.drawLine(QPointF(x0, AXIS_H), QPointF(x0, self.height()))
-            label = {1: f"warm-up {i}", 2: f"step {i} (outlier)"}.get(int(state[i]), f"step {i}")
-            if x1 - x0 > fm.horizontalAdvance(label) + 8 and hi - lo <= 200:
-                p.setPen(QColor("#ffffff") if int(state[i]) == 2 else QColor("#1d2b3a"))
-                p.drawText(QRectF(x0 + 3, AXIS_H - 14, x1 - x0 - 4, 13), Qt.AlignmentFlag.AlignVCenter, label)
-        p.setFont(self._font)
 
     def set_message(self, text: str) -> None:
         """A sentence drawn in the middle of the empty canvas (what is being read) until a model."""
@@ -374,13 +295,13 @@ class TimelineCanvas(QWidget):
                            Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap, self.message)
             p.end()
             return
-        p.setFont(self._font)
+        p.setFont(self.label_font)
         w = self.plot_width()
         tops = self.lane_tops()
         stats: dict[str, tuple[str, int]] = {}
         self.last_coverage.clear()
-        self._detail.clear()
-        fm = QFontMetrics(self._small)
+        self.detail_slices.clear()
+        fm = QFontMetrics(self.small_font)
         # lanes
         for i, ln in enumerate(lanes):
             top = tops[i] - self.v_offset
@@ -392,38 +313,15 @@ class TimelineCanvas(QWidget):
             p.save()
             p.setClipRect(QRectF(GUTTER, max(top, AXIS_H), w, h))
             if ln.is_metric:
-                self._paint_metric(p, ln, top, h, w)
+                paint_metric(self, p, ln, top, h, w)
                 stats[ln.key] = ("coverage", 0)
             else:
-                stats[ln.key] = self._paint_intervals(p, ln, top, h, w, fm)
-            self._paint_marks(p, i, ln, top, h)
+                stats[ln.key] = paint_intervals(self, p, ln, top, h, w, fm)
+            paint_marks(self, p, i, ln, top, h)
             p.restore()
-        # gutter labels (drawn over anything that spilled left)
-        p.fillRect(QRectF(0, AXIS_H, GUTTER - 1, self.height() - AXIS_H), QColor("#fafbfc"))
-        p.setPen(QColor("#dde3ea"))
-        p.drawLine(GUTTER - 1, AXIS_H, GUTTER - 1, self.height())
-        fm_big = QFontMetrics(self._font)
-        for i, ln in enumerate(lanes):
-            top = tops[i] - self.v_offset
-            h = self.lane_height(ln)
-            if top + h < AXIS_H or top > self.height():
-                continue
-            p.fillRect(QRectF(6, top + 4, 4, h - 8), QColor(_GROUP_SWATCH.get(ln.group, "#888")))
-            p.setPen(QColor("#2c3e50"))
-            if ln.sublabel:
-                p.setFont(self._small)
-                text = fm.elidedText(ln.label, Qt.TextElideMode.ElideRight, GUTTER - 22)
-                p.drawText(QRectF(16, top + 1, GUTTER - 20, h / 2), Qt.AlignmentFlag.AlignVCenter, text)
-                p.setPen(QColor("#5f6b7a"))
-                text = fm.elidedText(ln.sublabel, Qt.TextElideMode.ElideRight, GUTTER - 22)
-                p.drawText(QRectF(16, top + h / 2 - 1, GUTTER - 20, h / 2), Qt.AlignmentFlag.AlignVCenter,
-                           text)
-                p.setFont(self._font)
-            else:
-                text = fm_big.elidedText(ln.label, Qt.TextElideMode.ElideMiddle, GUTTER - 22)
-                p.drawText(QRectF(16, top, GUTTER - 20, h), Qt.AlignmentFlag.AlignVCenter, text)
-        self._paint_axis(p, w)
-        self._paint_steps(p, w)
+        paint_labels(self, p, lanes, tops, fm)
+        paint_axis(self, p, w)
+        paint_steps(self, p, w)
         if self._band is not None:
             a, b = sorted(self._band)
             p.fillRect(QRectF(a, AXIS_H, b - a, self.height() - AXIS_H), QColor(47, 111, 186, 50))
@@ -443,137 +341,7 @@ class TimelineCanvas(QWidget):
         for ln in lanes:
             if len(ln) < sparse.MIN_EVENTS or ln.is_metric:
                 continue
-            ln.release_pages(*self._detail.get(ln.key, (0, 0)))
-
-    def _paint_axis(self, p: QPainter, w: int) -> None:
-        p.fillRect(QRectF(0, 0, self.width(), AXIS_H), QColor("#f5f7fa"))
-        p.setPen(QColor("#dde3ea"))
-        p.drawLine(0, AXIS_H - 1, self.width(), AXIS_H - 1)
-        base = 0.0  # times are since the start of the capture, as in the tables and the details
-        span = self.t1 - self.t0
-        step = nice_step(span, max(w // 120, 2))
-        first = math.ceil((self.t0 - base) / step) * step
-        p.setFont(self._small)
-        fm = QFontMetrics(self._small)
-        grid = QPen(QColor(0, 0, 0, 22), 1)
-        text_pen = QPen(QColor("#2c3e50"))
-        n = 0
-        t = first
-        while t <= self.t1 - base and n < 200:
-            x = self.x_at(base + t)
-            if x >= GUTTER:
-                p.setPen(grid)
-                p.drawLine(QPointF(x, AXIS_H), QPointF(x, self.height()))
-                p.setPen(text_pen)
-                p.drawLine(QPointF(x, AXIS_H - 6), QPointF(x, AXIS_H - 1))
-                label = tick_label(t, step)
-                if x + 3 + fm.horizontalAdvance(label) <= GUTTER + w:
-                    # with a step ruler the ticks' labels keep to the top half of the axis
-                    rect = (QRectF(x + 3, 1, 160, 13) if self.steps is not None
-                            else QRectF(x + 3, 2, 160, AXIS_H - 6))
-                    p.drawText(rect, Qt.AlignmentFlag.AlignVCenter, label)
-            t += step
-            n += 1
-        p.setPen(QColor("#5f6b7a"))
-        p.drawText(QRectF(8, 2, GUTTER - 12, AXIS_H - 4), Qt.AlignmentFlag.AlignVCenter,
-                   "Time since capture start")  # the shown span is in the view's header
-        p.setFont(self._font)
-
-    def _paint_intervals(self, p: QPainter, ln: tm.Lane, top: float, h: float, w: int,
-                         fm: QFontMetrics) -> tuple[str, int]:
-        assert self.model is not None
-        lo, hi = ln.visible_slice(self.t0, self.t1)
-        n = hi - lo
-        if n == 0:
-            return ("detail", 0)
-        scale = w / (self.t1 - self.t0)
-        if n <= self.detail_max:
-            self._detail[ln.key] = (lo, hi)
-            s = ln.starts[lo:hi]
-            e = ln.ends[lo:hi]
-            x0 = GUTTER + (s - self.t0) * scale
-            x1 = GUTTER + (e - self.t0) * scale
-            x0 = np.maximum(x0, GUTTER - 2.0)
-            x1 = np.minimum(x1, GUTTER + w + 2.0)
-            widths = np.maximum(x1 - x0, 1.0)
-            inside = (x1 >= GUTTER - 1) & (x0 <= GUTTER + w + 1)
-            colors = self.model.name_colors[ln.names[lo:hi]]
-            y0, hh = top + 2, h - 4
-            p.setPen(Qt.PenStyle.NoPen)
-            for c in np.unique(colors[inside]).tolist():
-                sel = np.flatnonzero(inside & (colors == c))
-                ra, rb = pixel_runs(x0[sel], x0[sel] + widths[sel])
-                p.setBrush(self._brushes[c])
-                p.drawRects(rect_list(ra, rb, int(y0), int(hh)))
-            wide = np.flatnonzero(inside & (widths >= LABEL_MIN_PX))
-            if len(wide):
-                p.setFont(self._small)
-                p.setPen(QColor("#ffffff"))
-                for k in wide[:400].tolist():
-                    name = str(self.model.names[ln.names[lo + k]])
-                    vis0 = max(float(x0[k]), GUTTER)
-                    vis1 = min(float(x0[k] + widths[k]), GUTTER + w)
-                    if vis1 - vis0 < LABEL_MIN_PX:
-                        continue
-                    text = fm.elidedText(name, Qt.TextElideMode.ElideRight, int(vis1 - vis0 - 6))
-                    p.drawText(QRectF(vis0 + 3, y0, vis1 - vis0 - 6, hh), Qt.AlignmentFlag.AlignVCenter, text)
-                p.setFont(self._font)
-            return ("detail", n)
-        # aggregated: the busy fraction of each pixel column as a bar, per kind
-        n_bins = int(w)
-        kinds = [k for k in ln.union if k >= 0]
-        base_y = int(top + h - 1)
-        p.setPen(Qt.PenStyle.NoPen)
-        for k in kinds:
-            self.last_coverage[(ln.key, k)] = tm.coverage(ln.union[k], self.t0, self.t1, n_bins,
-                                                          COVERAGE_TOL)
-        # a pale full-height band where a kind has any event, then every kind's busy fraction solid
-        # on the bands (a band drawn after another kind's bar would veil it: 21k copies hid the
-        # bars of 10M kernels)
-        for k in kinds:
-            cov = self.last_coverage[(ln.key, k)]
-            p.setBrush(self._pale_brushes[k])
-            p.drawRects(self._bars(np.where(cov > 0, h - 3, 0).astype(np.int64), base_y))
-        for k in sorted(kinds, key=lambda k: -float(self.last_coverage[(ln.key, k)].sum())):
-            cov = self.last_coverage[(ln.key, k)]  # the busiest kind first, the rarer ones on top
-            height = np.where(cov > 0, np.maximum(np.rint(cov * (h - 3)), 2), 0).astype(np.int64)
-            p.setBrush(self._kind_brushes[k])
-            p.drawRects(self._bars(height, base_y))
-        return ("coverage", n)
-
-    @staticmethod
-    def _bars(height: np.ndarray, base_y: int) -> list[QRect]:
-        """One rectangle per run of pixel columns with the same non-zero bar height."""
-        if not len(height):
-            return []
-        change = np.flatnonzero(np.diff(height)) + 1
-        starts = np.concatenate(([0], change))
-        ends = np.concatenate((change, [len(height)]))
-        hs = height[starts]
-        keep = hs > 0
-        starts, ends, hs = starts[keep] + GUTTER, ends[keep] + GUTTER, hs[keep]
-        return rect_list(starts, ends, base_y - hs, hs)
-
-    def _paint_metric(self, p: QPainter, ln: tm.Lane, top: float, h: float, w: int) -> None:
-        n_bins = int(w)
-        mx = tm.metric_envelope(ln, self.t0, self.t1, n_bins)
-        self.last_coverage[(ln.key, -2)] = mx
-        frac = np.nan_to_num(np.clip(mx / ln.value_max, 0.0, 1.0))
-        height = np.rint(frac * (h - 3)).astype(np.int64)
-        p.setPen(Qt.PenStyle.NoPen)
-        p.setBrush(self._metric_brush)
-        p.drawRects(self._bars(height, int(top + h - 1)))
-
-    def _paint_marks(self, p: QPainter, i: int, ln: tm.Lane, top: float, h: float) -> None:
-        for sel, color in ((self.selected, "#111111"), (self.hover, "#f39c12")):
-            if sel is None or sel[0] != i or ln.is_metric:
-                continue
-            j = sel[1]
-            x0 = self.x_at(float(ln.starts[j]))
-            x1 = max(self.x_at(float(ln.ends[j])), x0 + 1)
-            p.setBrush(Qt.BrushStyle.NoBrush)
-            p.setPen(QPen(QColor(color), 2))
-            p.drawRect(QRectF(x0 - 1, top + 1, x1 - x0 + 2, h - 2))
+            ln.release_pages(*self.detail_slices.get(ln.key, (0, 0)))
 
     # -- events ------------------------------------------------------------------------------------------
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
@@ -709,5 +477,3 @@ def _alpha(color: str, a: int) -> QColor:
     c.setAlpha(a)
     return c
 
-
-_GROUP_SWATCH = {"api": "#8e5cb5", "gpu": "#3a7bd5", "nvtx": "#e8871e", "metric": "#3b8ea5"}
