@@ -19,6 +19,7 @@ from engine.analysis.steps import Steps, pid_key, steps_per_process
 
 if TYPE_CHECKING:
     import numpy.typing as npt
+    import pandas as pd
 
     from engine.reports.base import Trace
 
@@ -60,14 +61,6 @@ class RankInput:
     rank: int = -1
     #: one typical steady step: its operations' names in order and their median GPU durations
     unit: Any = None
-    #: how the report's clock is put on UTC (``report_utc_offset_ns``)
-    clock_method: str = "none"
-    #: its steps' partition, measured where the rank was read (engine.analysis.ranks.costs)
-    local: Any = None
-
-
-#: a missing value in ``trace.columns``
-NULL_ID = -(2**62)
 
 
 def _int(v: Any) -> int | None:
@@ -174,30 +167,26 @@ def nccl_calls(trace: Trace, pidk: str) -> Counter[str]:
     return out
 
 
-def _pid_keys(values: Any) -> npt.NDArray[Any]:
+def _pid_keys(values: pd.Series) -> npt.NDArray[Any]:
     """Process ids as text (:func:`pid_key`), computed once per distinct value (millions of rows)."""
-    from engine.analysis.tables import pid_keys
+    import pandas as pd
 
-    return pid_keys(values)
+    series = pd.Series(values).reset_index(drop=True)
+    keys = {v: pid_key(v) for v in pd.unique(series)}
+    return series.map(keys).fillna("").to_numpy(dtype=object)
 
 
-def _main_tid_api(api: dict[str, npt.NDArray[Any]], sel: npt.NDArray[np.bool_],
-                  names: dict[int, str]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """API calls (of the rows ``sel``) of the thread that launches the most kernels (the training loop's)."""
-    if not sel.any():
+def _main_tid_api(api: pd.DataFrame) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """API calls of the thread that launches the most kernels (the training loop's thread)."""
+    if not len(api):
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty
-    ids = api["nameId"][sel]
-    uniq, codes = np.unique(ids, return_inverse=True)
-    is_launch = np.array([bool(_LAUNCH.match(names.get(int(u), ""))) for u in uniq], dtype=bool)[codes]
-    tids = api["tid"][sel]
-    pool = tids[is_launch] if is_launch.any() else tids
-    values, counts = np.unique(pool, return_counts=True)
-    # value_counts' order: the most calls, ties in order of first appearance
-    first = np.array([np.argmax(pool == v) for v in values[counts == counts.max()]])
-    tid = values[counts == counts.max()][int(np.argmin(first))]
-    mine = tids == tid
-    return api["start"][sel][mine].astype(np.int64), api["end"][sel][mine].astype(np.int64)
+    names = api["name"].fillna("").astype(str)
+    launches = api[names.str.match(_LAUNCH.pattern)]
+    pool = launches if len(launches) else api
+    tid = pool["tid"].value_counts().index[0]
+    mine = api[api["tid"] == tid]
+    return mine["start"].to_numpy(np.int64), mine["end"].to_numpy(np.int64)
 
 
 def _unit(trace: Trace, st: Steps | None) -> Any:
@@ -206,70 +195,62 @@ def _unit(trace: Trace, st: Steps | None) -> Any:
     return typical_unit(trace, st) if st is not None else None
 
 
-def _gpu_ops(trace: Trace, kernels: dict[str, npt.NDArray[Any]]
-             ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[Any]]:
-    """Kernels, then copies, then memsets: (start, end, pid key) of every GPU operation."""
-    starts, ends, pids = [kernels["start"]], [kernels["end"]], [kernels["pid"]]
-    for kind in ("memcpy", "memset"):
-        if trace.has(kind):
-            t = trace.columns(kind, ["start", "end", "pid"])
-            starts.append(t["start"])
-            ends.append(t["end"])
-            pids.append(t["pid"])
-    return (np.concatenate(starts).astype(np.int64), np.concatenate(ends).astype(np.int64),
-            _pid_keys(np.concatenate(pids)))
-
-
 def ranks_of(trace: Trace, *, range_name: str | None = None) -> list[RankInput]:
-    """The ranks in one report (processes with GPU work), each with its tables and steps.
+    """The ranks in one report (processes with GPU work), each with its tables and steps."""
+    import pandas as pd
 
-    Reads only the columns it needs, as arrays (``trace.columns``): names are ids until a few distinct
-    ones are looked up.
-    """
     path = str(trace.info.path)
-    offset, how = report_utc_offset_ns(trace)
+    offset, _how = report_utc_offset_ns(trace)
     host = report_host(trace)
-    if not trace.has("kernels"):
+    k = trace.table("kernels", ["start", "end", "deviceId", "correlationId", "pid", "name"])
+    if not len(k):
         return []
-    k = trace.columns("kernels", ["start", "end", "deviceId", "correlationId", "pid", "nameId"])
-    if not len(k["start"]):
-        return []
-    strings = trace.strings()
-    ops_start, ops_end, ops_pk = _gpu_ops(trace, k)
-    k_pk = ops_pk[:len(k["start"])]
-    api = (trace.columns("api", ["start", "end", "pid", "tid", "nameId"]) if trace.has("api")
-           else {c: np.zeros(0, dtype=np.int64) for c in ("start", "end", "pid", "tid", "nameId")})
+    frames = [pd.DataFrame({"start": k["start"], "end": k["end"], "pid": k["pid"]})]
+    for kind in ("memcpy", "memset"):
+        t = trace.table(kind, ["start", "end", "pid"])
+        if len(t):
+            frames.append(t[["start", "end", "pid"]])
+    ops = pd.concat(frames, ignore_index=True)
+    ops_pk = _pid_keys(ops["pid"])
+    k_pk = _pid_keys(k["pid"])
+    api = trace.table("api", ["start", "end", "pid", "tid", "correlationId", "name"])
     api_pk = _pid_keys(api["pid"])
-    api_names = {int(u): strings.get(int(u), "") for u in np.unique(api["nameId"])} if len(api["nameId"]) else {}
     steps = {s.pid: s for s in steps_per_process(trace, range_name=range_name)}
-    uniq, codes = np.unique(k["nameId"], return_inverse=True)  # a few distinct kernel names
-    uniq_names = [strings.get(int(u), "") for u in uniq]
-    is_nccl = np.array([bool(NCCL_KERNEL.match(n)) for n in uniq_names], dtype=bool)[codes]
-    ops_nccl = np.concatenate([is_nccl, np.zeros(len(ops_start) - len(is_nccl), dtype=bool)])
+    names = k["name"].fillna("").astype(str).to_numpy()
+    codes, uniq = pd.factorize(names)  # a few distinct kernel names among many launches
+    is_nccl = np.array([bool(NCCL_KERNEL.match(str(n))) for n in uniq] + [False], dtype=bool)[codes]
+    ops_nccl = np.concatenate([is_nccl, np.zeros(len(ops) - len(k), dtype=bool)])  # kernels come first
     named = RANK_IN_NAME.search(Path(path).name)
     kineto_rank = _kineto_rank(trace)
     sizes = _kineto_nccl_bytes(trace)
     out: list[RankInput] = []
-    for pk in dict.fromkeys(k_pk.tolist()):
+    for pk in dict.fromkeys(k_pk):
         sel = k_pk == pk
-        devs = k["deviceId"][sel]
-        devs = devs[devs != NULL_ID]
-        dev = Counter(devs.tolist()).most_common(1)
+        dev = Counter(int(d) for d in k["deviceId"][sel] if _int(d) is not None).most_common(1)
         osel = (ops_pk == pk) & ~ops_nccl
         nsel = sel & is_nccl
-        nstart = k["start"][nsel].astype(np.int64)
-        a_s, a_e = _main_tid_api(api, api_pk == pk, api_names)
-        corr = k["correlationId"][nsel]
+        nk = k[nsel]
+        launch = nk["start"].to_numpy(np.int64).copy()
+        my_api = api[api_pk == pk] if len(api) else api
+        if len(my_api) and len(nk):
+            a = pd.DataFrame({"corr": my_api["correlationId"].to_numpy(), "launch": my_api["start"]
+                              .to_numpy(np.int64)}).drop_duplicates("corr")
+            j = pd.DataFrame({"corr": nk["correlationId"].to_numpy()}).merge(a, how="left", on="corr")
+            got = j["launch"].notna().to_numpy()
+            launch[got] = j["launch"].to_numpy()[got].astype(np.int64)
+        a_s, a_e = _main_tid_api(my_api)
+        nstart = nk["start"].to_numpy(np.int64)
         out.append(RankInput(
-            report=path, pid=_int(pk), device=int(dev[0][0]) if dev else None, host=host,
+            report=path, pid=_int(pk), device=dev[0][0] if dev else None, host=host,
             offset_ns=offset or 0,
-            compute_start=ops_start[osel], compute_end=ops_end[osel],
-            nccl_start=nstart, nccl_end=k["end"][nsel].astype(np.int64), nccl_launch=nstart.copy(),
-            nccl_name=[uniq_names[c] for c in codes[nsel].tolist()], api_start=a_s, api_end=a_e,
+            compute_start=ops["start"].to_numpy(np.int64)[osel],
+            compute_end=ops["end"].to_numpy(np.int64)[osel],
+            nccl_start=nstart, nccl_end=nk["end"].to_numpy(np.int64), nccl_launch=launch,
+            nccl_name=[str(n) for n in names[nsel]], api_start=a_s, api_end=a_e,
             steps=steps.get(str(pk)),
-            nccl_bytes=[sizes.get(c) for c in corr.tolist()] if sizes else [None] * len(nstart),
+            nccl_bytes=[sizes.get(c) for c in nk["correlationId"]] if sizes else [None] * len(nstart),
             calls=nccl_calls(trace, str(pk)),
-            unit=_unit(trace, steps.get(str(pk))), clock_method=how,
+            unit=_unit(trace, steps.get(str(pk))),
         ))
     if len(out) == 1:
         out[0].named_rank = kineto_rank if kineto_rank is not None else (
