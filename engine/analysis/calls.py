@@ -2,12 +2,11 @@
 
 ``api_calls(trace)`` (built once per trace) holds, row for row with ``trace.table("api")``, each
 call's start and end, its process, thread and base name (``_vNNNN`` dropped) as small integer
-codes with their labels, and its correlation id. For an nsys export the columns come from the
-export's columnar cache (:class:`~engine.reports.nsys.columns.ColumnStore`: read once, then
-memory-mapped, only the columns asked for), with the process and thread split from ``globalTid``
-in SQLite and names as StringIds ids; other traces (Kineto) fill the same columns from their
-table. Labels are the texts :func:`engine.analysis.steps.pid_keys` gives, so keys compare equal
-with every other table's.
+codes with their labels, and its correlation id. For an nsys export the columns come from
+``trace.columns("api", ...)`` (the export's columnar cache: read once, then memory-mapped, only
+the columns asked for), with the process and thread split from ``globalTid`` and names as ids of
+``trace.strings()``; other traces (Kineto) fill the same columns from their table. Labels are the
+texts :func:`engine.analysis.steps.pid_keys` gives, so keys compare equal with every other table's.
 
 Every column is loaded on first use, so a caller that needs only starts and names never maps
 the rest.
@@ -16,7 +15,6 @@ the rest.
 from __future__ import annotations
 
 import re
-import sqlite3
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -24,23 +22,17 @@ import numpy as np
 
 from engine.analysis.tables import small_codes as small_codes  # re-exported: its users import it from here
 from engine.analysis.tables import trace_cache
+from engine.reports.base import NULL
+from engine.system.errors import ReportError
 
 if TYPE_CHECKING:
     import numpy.typing as npt
 
     from engine.reports.base import Trace
-    from engine.reports.nsys.columns import ColumnStore
 
 I64 = np.int64
-#: stands for SQL NULL in a column of the columnar cache (engine.reports.nsys.columns.NULL)
-_NULL = -(2**62)
-_RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
-#: ColumnStore expressions (the ones the trace's own loader caches, so the files are shared)
-_EXPRS = {
-    "start": '"start"', "end": '"end"', "correlationId": '"correlationId"', "nameId": '"nameId"',
-    "pid": '"globalTid" / 16777216 % 16777216', "tid": '"globalTid" % 16777216',
-}
-_NARROW = frozenset({"nameId", "pid", "tid"})
+#: the columns of ``trace.columns("api", ...)`` read (process and thread from globalTid)
+_COLS = ("start", "end", "correlationId", "nameId", "pid", "tid")
 #: values read per scan of the API table (all 6 columns of up to 21M calls; 1 at a time of 69M)
 _PASS_VALUES = 130_000_000
 #: calls up to which they are read in the background while the kernels are (a big table is read by a
@@ -60,22 +52,20 @@ class ApiCalls:
 
     def __init__(self, trace: Trace) -> None:
         self._trace = trace
-        self._store: ColumnStore | None = None
+        self._native = False
         self._frame: Any = None
         self._corr: npt.NDArray[np.int64] | None = None
         self._built: dict[str, npt.NDArray[np.int64]] = {}
         self._kept: dict[str, npt.NDArray[Any]] = {}  # columns read where the cache is read-only
         from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
-        if isinstance(trace, NsysSqliteTrace) and trace.has_sqlite_table(_RUNTIME):
-            have = set(trace.column_names(_RUNTIME))
-            if {"start", "end", "nameId", "globalTid", "correlationId"} <= have:
-                self._store = trace.column_store()
+        if isinstance(trace, NsysSqliteTrace):
+            self._native = trace.has_columns("api", _COLS)
 
     @property
     def from_columns(self) -> bool:
         """True when the calls come from the export's columnar cache (not from a table)."""
-        return self._store is not None
+        return self._native
 
     # -- raw columns ---------------------------------------------------------------------------
     def _col(self, name: str) -> npt.NDArray[Any] | None:
@@ -84,25 +74,23 @@ class ApiCalls:
         Mapped from the cache file on each use; where the cache cannot be written, the columns
         read are kept in memory instead (read once either way).
         """
-        if self._store is None:
+        if not self._native:
             return None
-        mapped = self._store.cached(_RUNTIME, name, _EXPRS[name])
+        mapped = self._trace.columns_cached("api", [name])
         if mapped is not None:
-            return mapped
+            return mapped[name]
         if name in self._kept:
             return self._kept[name]
         try:
             got = self._read_missing(name)
-        except sqlite3.Error:
-            self._store = None
+        except ReportError:
+            self._native = False
             return None
-        # A cold read returns the arrays it parsed; the cached files are mapped instead (their
-        # pages are the OS's to drop, not this process's heap).
-        mapped = self._store.cached(_RUNTIME, name, _EXPRS[name])
-        if mapped is None:
+        # A cold read gives the cached files mapped (their pages are the OS's to drop, not this
+        # process's heap); where the cache could not take them, they are kept here.
+        if self._trace.columns_cached("api", [name]) is None:
             self._kept.update(got)
-            return got[name]
-        return mapped
+        return got[name]
 
     def _read_missing(self, name: str) -> dict[str, npt.NDArray[Any]]:
         """Read ``name`` and the other uncached columns with it, as many per table scan as fit.
@@ -110,13 +98,13 @@ class ApiCalls:
         Each pass over the table costs a full scan of it in SQLite, so the columns are read
         together, up to :data:`_PASS_VALUES` values per pass (a 69M-call table: one at a time).
         """
-        store = self._store
-        assert store is not None
-        todo = [c for c in _EXPRS if c != name and store.cached(_RUNTIME, c, _EXPRS[c]) is None]
+        todo = [c for c in self._uncached() if c != name]
         rows = self._trace.row_count("api") or 1
         per_pass = max(1, _PASS_VALUES // rows)
-        batch = [name, *todo[: per_pass - 1]]
-        return store.read(_RUNTIME, {c: _EXPRS[c] for c in batch}, _NARROW & set(batch))
+        return self._trace.columns("api", [name, *todo[: per_pass - 1]])
+
+    def _uncached(self) -> list[str]:
+        return [c for c in _COLS if self._trace.columns_cached("api", [c]) is None]
 
     def prefetch(self) -> None:
         """Start reading the columns not cached yet in the background, as the first use would.
@@ -124,18 +112,16 @@ class ApiCalls:
         A summary reads the kernels first and the calls later: started early, the two table
         scans run on two cores at once, and the first use only waits for this read.
         """
-        store = self._store
-        if store is None:
+        if not self._native:
             return
-        todo = [c for c in _EXPRS if store.cached(_RUNTIME, c, _EXPRS[c]) is None]
+        todo = self._uncached()
         if not todo:  # (all cached: the table is not even counted)
             return
         rows = self._trace.row_count("api") or 1
         if rows > _PREFETCH_ROWS:
             return
         per_pass = max(1, _PASS_VALUES // rows)
-        batch = todo[:per_pass]
-        store.prefetch(_RUNTIME, {c: _EXPRS[c] for c in batch}, _NARROW & set(batch))
+        self._trace.prefetch_columns("api", todo[:per_pass])
 
     def _table(self) -> Any:
         if self._frame is None:
@@ -168,14 +154,14 @@ class ApiCalls:
             return col
         if name not in self._built:
             s = self._table()[name]
-            self._built[name] = (np.asarray(s.fillna(_NULL).to_numpy(dtype=np.float64)).astype(I64)
-                                 if s.dtype.kind == "f" else s.to_numpy(dtype=I64, na_value=_NULL))
+            self._built[name] = (np.asarray(s.fillna(NULL).to_numpy(dtype=np.float64)).astype(I64)
+                                 if s.dtype.kind == "f" else s.to_numpy(dtype=I64, na_value=NULL))
         return self._built[name]
 
     @cached_property
     def valid(self) -> npt.NDArray[np.bool_] | None:
         """Rows with both a start and an end; None when every row has them."""
-        bad = (self.start == _NULL) | (self.end == _NULL)
+        bad = (self.start == NULL) | (self.end == NULL)
         return ~bad if bad.any() else None
 
     @property
@@ -187,7 +173,7 @@ class ApiCalls:
         """
         col = self._col("correlationId")
         if col is not None:
-            return np.where(col == _NULL, -1, col) if (col == _NULL).any() else col
+            return np.where(col == NULL, -1, col) if (col == NULL).any() else col
         if self._corr is None:
             from engine.analysis.tables import corr_keys
 
@@ -261,10 +247,10 @@ class ApiCalls:
     def _name(self) -> tuple[npt.NDArray[np.int32], tuple[str, ...]]:
         col = self._col("nameId")
         if col is not None:
-            null = col == _NULL
+            null = col == NULL
             ids = np.where(null, 0, col) if null.any() else col
             codes, uniq = small_codes(np.maximum(ids, 0))
-            s = self._trace.strings()  # type: ignore[attr-defined]
+            s = self._trace.strings()
             full = [s.get(int(i), f"<unknown {int(i)}>") for i in uniq]
             names = [re.sub(r"_v\d{4}$", "", str(n)) for n in full]
             if null.any():

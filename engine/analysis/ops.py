@@ -11,7 +11,6 @@ becomes a DataFrame; other traces (Kineto) fill the same columns from their tabl
 
 from __future__ import annotations
 
-import sqlite3
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +25,8 @@ from engine.analysis.tables import (
     pid_keys,
     trace_cache,
 )
+from engine.reports.base import NULL
+from engine.system.errors import ReportError
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -33,12 +34,8 @@ if TYPE_CHECKING:
     from engine.reports.base import Trace
 
 KINDS = ("kernels", "memcpy", "memset")
-_TABLES = {"kernels": "CUPTI_ACTIVITY_KIND_KERNEL", "memcpy": "CUPTI_ACTIVITY_KIND_MEMCPY",
-           "memset": "CUPTI_ACTIVITY_KIND_MEMSET"}
-_NULL = -(2**62)
-_EXPRS = {"start": '"start"', "end": '"end"', "deviceId": '"deviceId"', "streamId": '"streamId"',
-          "correlationId": '"correlationId"', "pid": '"globalPid" / 16777216 % 16777216'}
-_NARROW = frozenset({"deviceId", "streamId", "pid"})
+#: each operation's columns (``pid``: its process, from globalPid)
+_COLS = ("start", "end", "deviceId", "streamId", "correlationId", "pid")
 _SUMMARY_COLS = {"kernels": (), "memcpy": ("copyKind", "srcKind", "dstKind", "bytes"), "memset": ("bytes",)}
 
 
@@ -90,37 +87,21 @@ class GpuOps:
         trace = self._trace
         from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
-        t = _TABLES[kind]
         if isinstance(trace, NsysSqliteTrace):
-            if not trace.has_sqlite_table(t):
+            if not trace.has(kind):
                 return None
-            have = set(trace.column_names(t))
-            if {"start", "end", "deviceId", "streamId", "correlationId", "globalPid"} <= have:
-                store = trace.column_store()
-                # the nsys analyze rules' columns of this table in the same scan (cached for them)
-                # and the summary's (copy kinds, bytes), read later through the trace's tables
-                extra: dict[str, str] = {c: f'"{c}"' for c in ("globalPid", "contextId", *_SUMMARY_COLS[kind])
-                                         if c in have}
-                cols = _all_cached(store, t, _EXPRS, extra)  # all cached: no count of its rows, no read
-                if cols is None:
-                    try:
-                        cols = _read_passes(store, t, _EXPRS, extra, trace.row_count(kind) or 0)
-                    except sqlite3.Error:
-                        cols = None
-                if cols is not None and len(cols["start"]) and not any(
-                        (np.asarray(cols[c]) == _NULL).any() for c in ("start", "end")):
-                    out: dict[str, Any] = {}
-                    for c, expr in _EXPRS.items():
-                        mapped = store.cached(t, c, expr)
-                        arr = cols[c] if mapped is None else mapped
-                        out[c] = (arr, None) if c in ("pid", "deviceId", "streamId") else arr
-                    if store.cached(t, "correlationId", _EXPRS["correlationId"]) is not None:
-                        # mapped again on each use (not held: its pages leave with the join)
-                        out["correlationId"] = _Mapped(store, t, "correlationId", _EXPRS["correlationId"])
-                    return kind, out
+            if trace.has_columns(kind, [*_COLS, "globalPid"]):
+                cols = _columns_of(trace, kind)
                 if cols is not None and not len(cols["start"]):
                     return None
-        df = trace.table(kind, ["start", "end", "deviceId", "streamId", "correlationId", "pid"])
+                if cols is not None and not (_has_null(cols["start"]) or _has_null(cols["end"])):
+                    out: dict[str, Any] = {c: (cols[c], None) if c in ("pid", "deviceId", "streamId")
+                                           else cols[c] for c in _COLS}
+                    if trace.columns_cached(kind, ["correlationId"]) is not None:
+                        # mapped again on each use (not held: its pages leave with the join)
+                        out["correlationId"] = _Mapped(trace, kind, "correlationId")
+                    return kind, out
+        df = trace.table(kind, list(_COLS))
         if not len(df):
             return None
         return kind, {
@@ -136,7 +117,7 @@ class GpuOps:
         if not arrs:
             return np.zeros(0, dtype=np.int64)
         out = np.concatenate(arrs) if len(arrs) > 1 else arrs[0]
-        return np.where(out == _NULL, -1, out) if len(out) and int(out.min()) == _NULL else out
+        return np.where(out == NULL, -1, out) if len(out) and int(out.min()) == NULL else out
 
     @property
     def n(self) -> int:
@@ -275,49 +256,56 @@ class GpuOps:
 _PASS_VALUES = 130_000_000
 
 
-def _read_passes(store: Any, t: str, mine: dict[str, str], extra: dict[str, str], rows: int
-                 ) -> dict[str, npt.NDArray[Any]]:
-    """``mine`` (and ``extra``, while they fit) of a table, as few scans as :data:`_PASS_VALUES` allows.
+def _columns_of(trace: Trace, kind: str) -> dict[str, npt.NDArray[Any]] | None:
+    """:data:`_COLS` of a table from the columnar cache (None where it cannot be read).
 
-    After each scan the columns read are swapped for their cache files' mappings, so one scan's
-    arrays are all this process holds of them.
+    The nsys analyze rules' columns of this table are read in the same scan (cached for them), and
+    the summary's (copy kinds, bytes), read later through the trace's tables.
     """
-    narrow = _NARROW | {"contextId"}
-    every = {**mine, **extra} if rows * (len(mine) + len(extra)) <= _PASS_VALUES else dict(mine)
+    extra = [c for c in ("globalPid", "contextId", *_SUMMARY_COLS[kind]) if trace.has_columns(kind, [c])]
+    cols = _all_cached(trace, kind, extra)  # all cached: no count of its rows, no read
+    if cols is not None:
+        return cols
+    try:
+        return _read_passes(trace, kind, extra, trace.row_count(kind) or 0)
+    except ReportError:
+        return None
+
+
+def _has_null(v: npt.NDArray[Any]) -> bool:
+    return bool((np.asarray(v) == NULL).any())
+
+
+def _read_passes(trace: Trace, kind: str, extra: list[str], rows: int) -> dict[str, npt.NDArray[Any]]:
+    """:data:`_COLS` (and ``extra``, while they fit) of a table, as few scans as :data:`_PASS_VALUES` allows.
+
+    Each scan's columns come back mapped from their cache files, so one scan's arrays are all this
+    process holds of them.
+    """
+    every = [*_COLS, *extra] if rows * (len(_COLS) + len(extra)) <= _PASS_VALUES else list(_COLS)
     per_pass = max(1, _PASS_VALUES // max(rows, 1))
-    names = list(every)
     out: dict[str, npt.NDArray[Any]] = {}
-    for lo in range(0, len(names), per_pass):
-        batch = {c: every[c] for c in names[lo:lo + per_pass]}
-        got = store.read(t, batch, narrow & set(batch))
-        for c, arr in got.items():
-            mapped = store.cached(t, c, batch[c])
-            out[c] = arr if mapped is None else mapped
+    for lo in range(0, len(every), per_pass):
+        out.update(trace.columns(kind, every[lo:lo + per_pass]))
     return out
 
 
-def _all_cached(store: Any, t: str, mine: dict[str, str], extra: dict[str, str]
-                ) -> dict[str, npt.NDArray[Any]] | None:
-    """``mine`` mapped from the cache when they and ``extra`` are all cached already, else None."""
-    out: dict[str, npt.NDArray[Any]] = {}
-    for c, expr in {**mine, **extra}.items():
-        mapped = store.cached(t, c, expr)
-        if mapped is None:
-            return None
-        if c in mine:
-            out[c] = mapped
-    return out
+def _all_cached(trace: Trace, kind: str, extra: list[str]) -> dict[str, npt.NDArray[Any]] | None:
+    """:data:`_COLS` mapped from the cache when they and ``extra`` are all cached already, else None."""
+    if trace.columns_cached(kind, extra) is None:
+        return None
+    return trace.columns_cached(kind, list(_COLS))
 
 
 class _Mapped:
     """A cached column opened (memory-mapped) each time it is used."""
 
-    def __init__(self, store: Any, table: str, name: str, expr: str) -> None:
-        self._args = (store, table, name, expr)
+    def __init__(self, trace: Trace, kind: str, name: str) -> None:
+        self._args = (trace, kind, name)
 
     def load(self) -> npt.NDArray[np.int64]:
-        store, table, name, expr = self._args
-        arr: npt.NDArray[np.int64] = store.column(table, name, expr)  # read again if the file went away
+        trace, kind, name = self._args
+        arr: npt.NDArray[np.int64] = trace.columns(kind, [name])[name]  # read again if the file went away
         return arr
 
 
@@ -326,7 +314,7 @@ def _labelled(cols: list[tuple[Any, Any]]) -> tuple[npt.NDArray[np.int32], tuple
     if all(raw is not None for raw, _ in cols):
         vals = [np.asarray(raw) for raw, _ in cols]
         v = np.concatenate(vals) if len(vals) > 1 else vals[0]
-        null = v == _NULL
+        null = v == NULL
         if not null.any() and len(v) and int(v.min()) >= 0:
             codes, uniq = small_codes(v)
             return codes, tuple(str(int(u)) for u in uniq)
@@ -339,7 +327,7 @@ def _labelled(cols: list[tuple[Any, Any]]) -> tuple[npt.NDArray[np.int32], tuple
 
 def _with_nan(v: npt.NDArray[Any]) -> npt.NDArray[Any]:
     """Raw column values with NULL as NaN (as the table gives them)."""
-    null = v == _NULL
+    null = v == NULL
     return np.where(null, np.nan, v) if null.any() else v
 
 
@@ -353,12 +341,11 @@ def memset_bytes(trace: Trace) -> npt.NDArray[np.float64]:
     """Bytes of each memset (NULL: 0) as floats, in table order: from the columnar cache when cached."""
     from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
-    t = _TABLES["memset"]
-    if isinstance(trace, NsysSqliteTrace) and "bytes" in trace.column_names(t):
-        mapped = trace.column_store().cached(t, "bytes", '"bytes"')
+    if isinstance(trace, NsysSqliteTrace) and trace.has_columns("memset", ["bytes"]):
+        mapped = trace.columns_cached("memset", ["bytes"])
         if mapped is not None:
-            v = np.asarray(mapped)
-            out: npt.NDArray[np.float64] = np.where(v == _NULL, 0.0, v.astype(np.float64))
+            v = np.asarray(mapped["bytes"])
+            out: npt.NDArray[np.float64] = np.where(v == NULL, 0.0, v.astype(np.float64))
             return out
     col = trace.table("memset", ["bytes"])["bytes"]
     return np.asarray(col.astype(float).fillna(0).to_numpy(), dtype=np.float64)
@@ -402,23 +389,15 @@ def copy_columns(trace: Trace) -> CopyColumns | None:
 
 
 def _copy_columns(trace: Trace) -> CopyColumns | None:
-    from engine.reports.nsys.sqlite_trace import _MEM_KIND_LABELS, COPY_KIND_LABELS, NsysSqliteTrace
+    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
-    t = _TABLES["memcpy"]
-    if not isinstance(trace, NsysSqliteTrace) or not trace.has_sqlite_table(t):
+    if not isinstance(trace, NsysSqliteTrace) or not trace.has_columns("memcpy", _COPY_RAW):
         return None
-    if not set(_COPY_RAW) <= set(trace.column_names(t)):
-        return None
-    store = trace.column_store()
     cols: dict[str, npt.NDArray[Any]] = {}
     try:
         for batch in (("start", "end"), ("bytes",), ("copyKind", "srcKind", "dstKind")):
-            exprs = {c: f'"{c}"' for c in batch}
-            got = store.read(t, exprs, frozenset(batch) - {"start", "end", "bytes"})
-            for c, arr in got.items():  # swapped for the cache's mapping: not held twice
-                mapped = store.cached(t, c, exprs[c])
-                cols[c] = arr if mapped is None else mapped
-    except sqlite3.Error:
+            cols.update(trace.columns("memcpy", batch))  # mapped from the cache: not held twice
+    except ReportError:
         return None
     kinds_raw = [np.asarray(cols[c]) for c in ("copyKind", "srcKind", "dstKind")]
     if any(len(cols[c]) and int(np.asarray(cols[c]).min()) < 0 for c in _COPY_RAW if c != "bytes"):
@@ -429,8 +408,7 @@ def _copy_columns(trace: Trace) -> CopyColumns | None:
     key = (kinds_raw[0].astype(np.int64) * his[1] + kinds_raw[1]) * his[2] + kinds_raw[2]
     codes, uniq = small_codes(key)
     del key
-    opers = trace.enum_labels("ENUM_CUDA_MEMCPY_OPER", COPY_KIND_LABELS)
-    mems = trace.enum_labels("ENUM_CUDA_MEM_KIND", _MEM_KIND_LABELS)
+    opers, mems = trace.copy_kind_labels(), trace.memory_kind_labels()
     kinds: list[tuple[str, str, str]] = []
     known: list[bool] = []
     for u in uniq.tolist():
@@ -439,6 +417,6 @@ def _copy_columns(trace: Trace) -> CopyColumns | None:
         kinds.append((str(opers.get(ck, np.nan)), str(mems.get(sk, np.nan)), str(mems.get(dk, np.nan))))
         known.append(ck in opers)
     nbytes = np.asarray(cols["bytes"])
-    if len(nbytes) and int(nbytes.min()) == _NULL:
-        nbytes = np.where(nbytes == _NULL, 0, nbytes)
+    if len(nbytes) and int(nbytes.min()) == NULL:
+        nbytes = np.where(nbytes == NULL, 0, nbytes)
     return CopyColumns(np.asarray(cols["start"]), np.asarray(cols["end"]), nbytes, codes, kinds, known)

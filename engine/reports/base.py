@@ -220,6 +220,26 @@ class Trace:
         check_names(table, names, TABLES)
         return ReadyColumns(from_tables(self, table, names, where, TABLES[table][0], self._ids()))
 
+    def columns_cached(self, table: str, names: Sequence[str]) -> dict[str, npt.NDArray[Any]] | None:
+        """:meth:`columns` when every one is at hand without a read (mapped from a cache), else None.
+
+        The default has no such cache: None.
+        """
+        return None
+
+    def has_columns(self, table: str, names: Sequence[str]) -> bool:
+        """True when the trace holds table ``table`` with every one of these columns (derived: their sources).
+
+        A column it lacks still reads (as NULL); callers that need real values ask first.
+        """
+        from engine.reports.trace_columns import DERIVED
+
+        if not self.has(table):
+            return False
+        have = set(TABLES[table][0])
+        derived = DERIVED.get(table, {})
+        return all(set(derived[n].source if n in derived else (n,)) <= have for n in names)
+
     def prefetch_columns(self, table: str, names: Sequence[str]) -> None:
         """Start reading columns that :meth:`columns` will be asked for (a no-op where nothing is gained)."""
 

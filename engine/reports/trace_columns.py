@@ -105,8 +105,8 @@ TEXT: dict[str, frozenset[str]] = {
 }
 
 #: Columns kept as int32 where every value fits (ids and kinds: half the memory of 69M-row tables).
-NARROW = frozenset({"nameId", "copyKind", "pid", "tid", "deviceId", "streamId", "shortNameId",
-                    "mangledNameId"})
+NARROW = frozenset({"nameId", "copyKind", "srcKind", "dstKind", "memKind", "pid", "tid", "deviceId",
+                    "streamId", "contextId", "shortNameId", "mangledNameId"})
 
 
 @dataclass(frozen=True)

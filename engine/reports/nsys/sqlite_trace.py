@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import sqlite3
-import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -336,6 +335,14 @@ class NsysSqliteTrace(Trace):
             return {int(i): str(lbl) for i, lbl in self._con.execute(f"SELECT id, label FROM {table}")}
         return dict(fallback)
 
+    def copy_kind_labels(self) -> dict[int, str]:
+        """``copyKind`` -> the copy's label ("Host-to-Device", ...): the ``memcpy`` table's ``operation``."""
+        return self.enum_labels("ENUM_CUDA_MEMCPY_OPER", COPY_KIND_LABELS)
+
+    def memory_kind_labels(self) -> dict[int, str]:
+        """``srcKind``/``dstKind``/``memKind`` -> the memory's label ("Pageable", "Device", ...)."""
+        return self.enum_labels("ENUM_CUDA_MEM_KIND", _MEM_KIND_LABELS)
+
     def _int_columns(self, table: str) -> set[str]:
         """Columns declared INTEGER (nsys declares every id, time and count column so)."""
         return {
@@ -456,6 +463,18 @@ class NsysSqliteTrace(Trace):
 
         return read_columns_async(self, table, names, where)
 
+    def columns_cached(self, table: str, names: Sequence[str]) -> dict[str, npt.NDArray[Any]] | None:
+        """The columns mapped from the columnar cache when every one is cached, else None (no read)."""
+        from engine.reports.nsys.column_reads import cached_columns
+
+        return cached_columns(self, table, names)
+
+    def has_columns(self, table: str, names: Sequence[str]) -> bool:
+        """True when the export has table ``table`` and stores every one of these columns (their sources)."""
+        from engine.reports.nsys.column_reads import stores_columns
+
+        return stores_columns(self, table, names)
+
     def prefetch_columns(self, table: str, names: Sequence[str]) -> None:
         """Start reading these columns in the background; a later :meth:`columns` of them waits for this."""
         from engine.reports.nsys.column_reads import prefetch_columns
@@ -497,69 +516,20 @@ class NsysSqliteTrace(Trace):
         return SummaryColumns(self.column_store().read_async(t, exprs, narrow), list(exprs))
 
     def nvtx_range_groups(self) -> list[tuple[int, str, npt.NDArray[np.int64]]] | None:
-        """NVTX push/pop and start/end ranges that ended, grouped: (eventType, "domain:text", durations).
+        """NVTX ranges that ended, grouped: (eventType, "domain:text", durations); see :mod:`.nvtx_ranges`."""
+        from engine.reports.nsys.nvtx_ranges import range_groups
 
-        The same names as the ``nvtx`` table gives (text from StringIds when ``textId`` resolves,
-        domain names from the domain-create events), without pandas: SQLite groups the rows and
-        joins each group's durations into one text that numpy parses. Empty when NVTX was not
-        captured; None when a range lacks a start or a domain id (the general path handles those).
+        return range_groups(self)
+
+    def nvtx_range_columns(self, names: Sequence[str]) -> tuple[
+            dict[str, npt.NDArray[Any]], npt.NDArray[np.int64], list[tuple[Any, Any]]] | None:
+        """The closed NVTX ranges' columns, each one's name code and the codes' (domain, text) pairs.
+
+        See :func:`engine.reports.nsys.nvtx_ranges.range_columns`; None where the export does not fit.
         """
-        import numpy as np
+        from engine.reports.nsys.nvtx_ranges import range_columns
 
-        t = _NSYS_TABLES["nvtx"]
-        if t not in self._tables:
-            return []
-        have = set(self.column_names(t))
-        text_id = '"textId"' if "textId" in have else "NULL"
-        text = '"text"' if "text" in have else "NULL"
-        dom = '"domainId"' if "domainId" in have else "NULL"
-        sql = (f'SELECT eventType, {dom}, {text_id}, {text}, count(*), count("start"), '
-               f"group_concat(\"end\" - \"start\", ',') FROM {t} "
-               'WHERE eventType IN (59, 60) AND "end" IS NOT NULL AND rowid > ? AND rowid <= ? '
-               "GROUP BY 1, 2, 3, 4")
-        first, last = self._con.execute(f"SELECT min(rowid), max(rowid) FROM {t}").fetchone()
-        if first is None:
-            return []
-        # Two halves of the table grouped on two connections in two threads (SQLite runs
-        # without Python's lock); the groups of both halves are merged below, in table order.
-        mid = (first - 1 + last) // 2
-        halves: list[list[tuple[object, ...]]] = [[], []]
-        path = Path(self.info.sqlite_path or self.info.path)
-
-        def half(k: int, lo: int, hi: int) -> None:
-            con = connect_readonly(path)
-            try:
-                halves[k] = con.execute(sql, (lo, hi)).fetchall()
-            finally:
-                con.close()
-
-        if last - first > 100_000:
-            worker = threading.Thread(target=half, args=(1, mid, last), daemon=True)
-            worker.start()
-            half(0, first - 1, mid)
-            worker.join()
-        else:
-            half(0, first - 1, last)
-        rows = halves[0] + halves[1]
-        s = self.strings()
-
-        def label(tid: object, txt: object) -> object:
-            if tid is not None and tid in s:
-                return s[tid]  # type: ignore[index]
-            return txt
-
-        created = self._con.execute(
-            f"SELECT {dom}, {text_id}, {text} FROM {t} WHERE eventType = 75").fetchall()
-        domains = {d: label(tid, txt) for d, tid, txt in created}
-        merged: dict[tuple[int, str], list[npt.NDArray[np.int64]]] = {}
-        for etype, dom_id, tid, txt, n, n_start, durs in rows:
-            if n_start != n or dom_id is None:
-                return None
-            d, x = domains.get(dom_id, ""), label(tid, txt)
-            name = f"{'' if d is None else d}:{'' if x is None else x}"
-            merged.setdefault((int(str(etype)), name), []).append(
-                np.fromstring(str(durs), dtype=np.int64, sep=","))
-        return [(e, name, np.concatenate(parts)) for (e, name), parts in merged.items()]
+        return range_columns(self, names)
 
     def _probe(self, name: str) -> None:
         # The export creates a table only when it has rows: the schema alone answers.

@@ -237,6 +237,7 @@ def test_ranges_coded_in_sql_equal_the_grouped_rows(reports: list[Path], tmp_pat
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """The CASE-coded groups (few texts) give the ranges SQLite's GROUP BY gives, quotes and NULLs too."""
     from engine.analysis import ranges
+    from engine.reports.nsys import nvtx_ranges
 
     odd = tmp_path / "odd.sqlite"
     odd.write_bytes(next(p for p in NSYS_SQLITE if p.stem == "host_overhead_naive").read_bytes())
@@ -248,7 +249,7 @@ def test_ranges_coded_in_sql_equal_the_grouped_rows(reports: list[Path], tmp_pat
     label = lambda d, t: range_label(d, normalise_range(t))  # noqa: E731
     for path in [*reports, odd]:
         coded = ranges.ranges_columns(open_report(path), label)
-        monkeypatch.setattr(ranges, "_FEW_GROUPS", -1)  # every report through GROUP BY
+        monkeypatch.setattr(nvtx_ranges, "_FEW_GROUPS", -1)  # every report through GROUP BY
         grouped = ranges.ranges_columns(open_report(path), label)
         monkeypatch.undo()
         assert coded is not None and grouped is not None
