@@ -90,9 +90,12 @@ def _pick(values: Sequence[Any], codes: Any) -> Any:
     """``values[codes]`` with the dtype pandas infers for those values (str, int, object...)."""
     import pandas as pd
 
-    u, inv = np.unique(np.asarray(codes), return_inverse=True)
-    lut = pd.Series([values[i] for i in u.tolist()])
-    return lut.array.take(inv.reshape(-1))
+    codes = np.asarray(codes, dtype=np.int64)
+    used = np.flatnonzero(np.bincount(codes, minlength=len(values))) if len(codes) else codes
+    remap = np.zeros(max(len(values), 1), dtype=np.int64)
+    remap[used] = np.arange(len(used))
+    lut = pd.Series([values[i] for i in used.tolist()])
+    return lut.array.take(remap[codes])
 
 
 def _const(value: Any, n: int) -> Any:
@@ -146,6 +149,19 @@ class KinetoTrace(Trace):
         c = self.events
         start = np.round((np.asarray(c.ts[i]) - self.base_ts_us) * 1000.0).astype(np.int64)
         return start, start + np.round(np.asarray(c.dur[i]) * 1000.0).astype(np.int64)
+
+    def _probe(self, name: str) -> None:
+        """Whether ``name`` was captured, told from the categories and keys (no table is built)."""
+        if name in self.missing or name in self._cache:
+            return
+        if name in ("nvtx", "gpus") or getattr(self, f"_load_{name}", None) is None:
+            self.table(name)  # cheap: missing, small, or marks the reason
+
+    def row_count(self, name: str) -> int | None:
+        """Rows of ``name`` counted from the categories (tables of events), else by reading it."""
+        if name in _TABLE_CATS and name != "nvtx":
+            return len(self.rows(_TABLE_CATS[name]))
+        return super().row_count(name)
 
     # -- tables ------------------------------------------------------------------------------------
     def _frame(self, name: str, cols: dict[str, Any]) -> pd.DataFrame:

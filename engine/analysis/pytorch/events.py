@@ -241,14 +241,14 @@ def _kineto_host(trace: Any, i: npt.NDArray[np.int64],
     c = trace.events
     start, end = trace.times_ns(i)
     pid, tid = np.asarray(c.pid[i], dtype=np.int64), np.asarray(c.tid[i], dtype=np.int64)
-    pairs, pair_code = np.unique(pid * max(len(c.tids), 1) + tid, return_inverse=True)
+    pairs, pair_code = _dense_unique(pid * max(len(c.tids), 1) + tid)
     labels = [thread_label(c.pids[p // max(len(c.tids), 1)], c.tids[p % max(len(c.tids), 1)])
               for p in pairs.tolist()]
     threads = sorted(set(labels))
     tcode = {t: k for k, t in enumerate(threads)}
     thread = np.array([tcode[t] for t in labels] or [0], dtype=np.int32)[pair_code.reshape(-1)]
     order = np.lexsort((-end, start, thread))
-    used, name_code = np.unique(np.asarray(c.name[i]), return_inverse=True)
+    used, name_code = _dense_unique(np.asarray(c.name[i], dtype=np.int64))
     names = sorted({c.names[k] for k in used.tolist()})
     ncode = {t: k for k, t in enumerate(names)}
     name = np.array([ncode[c.names[k]] for k in used.tolist()] or [0], dtype=np.int32)[name_code.reshape(-1)]
@@ -265,6 +265,16 @@ def _kineto_host(trace: Any, i: npt.NDArray[np.int64],
         shapes=texts[np.asarray(c.texts["Input Dims"][ordered])].tolist(),
         dtypes=texts[np.asarray(c.texts["Input type"][ordered])].tolist(), source="kineto")
     return ev, ext[order]
+
+
+def _dense_unique(codes: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """``np.unique(codes, return_inverse=True)`` for small non-negative codes, in linear time."""
+    if not len(codes):
+        return codes, codes
+    used = np.flatnonzero(np.bincount(codes))
+    remap = np.zeros(int(used[-1]) + 1, dtype=np.int64)
+    remap[used] = np.arange(len(used))
+    return used, remap[codes]
 
 
 def _int(value: Any, default: int) -> int:
