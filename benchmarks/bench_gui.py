@@ -40,6 +40,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 TARGETS = {  # metric -> (target, unit); the first paint's is 3 s from 5M GPU operations (issue 16)
@@ -149,120 +150,141 @@ class MemorySampler:
 
 
 # -- child: runs inside the app's process ------------------------------------------------------------
-def child(report: str, spawn_wall: float, out_path: str, settle_max: float) -> int:
-    import resource
+class _Probe:
+    """What the app does, timed from the parent's spawn: the marks, the frames and the memory.
 
+    The event filter installed in the app (see :func:`child`) hands each paint to :meth:`on_paint`;
+    the rest follows from the window's signals and the canvas' paints.
+    """
+
+    def __init__(self, app: Any, spawn_wall: float, out_path: str, settle_max: float) -> None:
+        self.app, self.spawn_wall, self.out_path, self.settle_max = app, spawn_wall, out_path, settle_max
+        self.marks: dict[str, float] = {}
+        self.frames: list[dict[str, float]] = []
+        self.busy_frames: list[dict[str, float]] = []
+        self.sampler = MemorySampler()
+        self.sampler.start()
+        self.window: Any = None
+        self.canvas: Any = None
+
+    def mark(self, name: str) -> None:
+        self.marks.setdefault(name, time.time() - self.spawn_wall)
+
+    def on_paint(self, obj: Any) -> None:
+        """A widget paints: the window's first paint, and the timeline canvas once it exists."""
+        from gui.main_window import MainWindow
+
+        win = obj.window() if callable(obj.window) else None
+        if isinstance(win, MainWindow) and "window_shown_s" not in self.marks:
+            self.mark("window_shown_s")
+            self.window = win
+            win.sig_report_opened.connect(self._on_loaded)
+            win.reports.sig_summary_ready.connect(lambda _r: self.mark("summary_ready_s"))
+        if type(obj).__name__ == "TimelineCanvas" and self.canvas is None:
+            self.canvas = obj
+            obj.sig_painted.connect(self._on_canvas_painted)
+
+    def _on_loaded(self, _report: object) -> None:
+        self.mark("report_loaded_s")
+        # `kernelscope-gui REPORT --view timeline` should already show it, but the window
+        # re-selects the first tab when it builds its views; click the tab like a user would.
+        if self.window.current_view() != "timeline":
+            self.marks["view_reselected"] = 1.0
+            self.window.set_view("timeline")
+
+    def _on_canvas_painted(self, _ms: float) -> None:
+        import resource
+
+        from PySide6.QtCore import QTimer
+
+        c = self.canvas
+        if c is None or c.model is None:
+            return
+        if "timeline_first_paint_s" not in self.marks:
+            self.mark("timeline_first_paint_s")
+            QTimer.singleShot(0, self.drive_busy)
+        if not c.model.pending and "all_lanes_paint_s" not in self.marks:
+            self.mark("all_lanes_paint_s")
+            self.marks["rss_at_all_lanes_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            now = _status_mb("self")
+            self.marks["anon_at_all_lanes_mb"] = now.get("RssAnon", float("nan"))
+            self.marks["file_at_all_lanes_mb"] = now.get("RssFile", float("nan"))
+
+    def drive_busy(self) -> None:
+        """The same sequence at once, while the other views may still work in the background."""
+        from gui.workers import running_threads
+
+        self.marks["busy_threads_at_start"] = float(len(running_threads()))
+        self.busy_frames.extend(zoom_pan_sequence(self.canvas))
+        self.settle()
+
+    def settle(self) -> None:
+        """Wait until the background work is done (it holds the GIL): the shown view's and the
+        summary's (the window builds the other views only when their tab is clicked)."""
+        from PySide6.QtCore import QTimer
+
+        from gui.workers import running_threads
+
+        busy = [k for k, v in self.window.views.items() if getattr(v, "is_busy", lambda: False)()]
+        if self.window.is_summarizing():  # (its job may not have started yet: it waits its turn)
+            busy.append("summary job")
+        timeline_busy = "timeline" in busy or self.canvas.model is None or bool(self.canvas.model.pending)
+        waited = time.time() - self.spawn_wall
+        if timeline_busy or ((busy or running_threads()) and waited < self.settle_max):
+            QTimer.singleShot(50, self.settle)  # every lane first; the other views' work up to a limit
+            return
+        if busy or running_threads():
+            self.marks["frames_while_background_work"] = 1.0
+        else:
+            self.mark("views_idle_s")
+        self.drive()
+
+    def drive(self) -> None:
+        """The scripted zooms and pans with nothing else running; then the result, and quit."""
+        try:
+            self.frames.extend(zoom_pan_sequence(self.canvas))
+        finally:
+            Path(self.out_path).write_text(json.dumps(self.result()))
+            if self.marks.get("frames_while_background_work"):
+                os._exit(0)  # closing would wait for a summary that cannot be cancelled midway
+            self.window.close()
+            self.app.quit()
+
+    def result(self) -> dict[str, Any]:
+        """The run's marks, frames and peak memory (what the parent reads back)."""
+        import resource
+
+        rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        kids_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        mem = self.sampler.stop()
+        return {
+            "marks": self.marks, "frames": self.frames, "busy_frames": self.busy_frames,
+            "peak_rss_mb": rss_kb / 1024.0,
+            # a child's own high-water mark (ru_maxrss of the waited-for children) and the
+            # sampled peaks: the sum of the app's and its children's RSS (and PSS) at once
+            "peak_child_rss_mb": max(kids_kb / 1024.0, mem["children_rss_mb"]),
+            "peak_total_rss_mb": max(mem["total_rss_mb"], rss_kb / 1024.0),
+            "peak_total_pss_mb": mem["total_pss_mb"],
+            "children_seen": mem["children_seen"],
+            "lanes": {ln.key: len(ln) for ln in self.canvas.model.lanes},
+            "load_s_in_window": getattr(self.window.reports.current, "load_s", None),
+        }
+
+
+def child(report: str, spawn_wall: float, out_path: str, settle_max: float) -> int:
+    """The app, started as a user would, with a probe that times it (see :class:`_Probe`)."""
     from PySide6.QtCore import QEvent, QObject, QTimer
 
     import gui.app as gapp
 
-    marks: dict[str, float] = {}
-    frames: list[dict[str, float]] = []
-    busy_frames: list[dict[str, float]] = []
     app = gapp._make_app([])
-    sampler = MemorySampler()
-    sampler.start()
-
-    def mark(name: str) -> None:
-        marks.setdefault(name, time.time() - spawn_wall)
+    probe = _Probe(app, spawn_wall, out_path, settle_max)
 
     class Spy(QObject):
-        def __init__(self) -> None:
-            super().__init__()
-            self.window = None
-            self.canvas = None
-
         def eventFilter(self, obj, ev):  # noqa: N802 - Qt override
-            from gui.main_window import MainWindow
-
             if ev.type() == QEvent.Type.Paint and hasattr(obj, "window"):
-                win = obj.window() if callable(obj.window) else None
-                if isinstance(win, MainWindow) and "window_shown_s" not in marks:
-                    mark("window_shown_s")
-                    self.window = win
-                    win.sig_report_opened.connect(self._on_loaded)
-                    win.reports.sig_summary_ready.connect(lambda _r: mark("summary_ready_s"))
-                if type(obj).__name__ == "TimelineCanvas" and self.canvas is None:
-                    self.canvas = obj
-                    obj.sig_painted.connect(self._on_canvas_painted)
+                probe.on_paint(obj)
             return False
-
-        def _on_loaded(self, _report: object) -> None:
-            mark("report_loaded_s")
-            # `kernelscope-gui REPORT --view timeline` should already show it, but the window
-            # re-selects the first tab when it builds its views; click the tab like a user would.
-            if self.window.current_view() != "timeline":
-                marks["view_reselected"] = 1.0
-                self.window.set_view("timeline")
-
-        def _on_canvas_painted(self, _ms: float) -> None:
-            c = self.canvas
-            if c is None:
-                return
-            if c.model is None:
-                return
-            if "timeline_first_paint_s" not in marks:
-                mark("timeline_first_paint_s")
-                QTimer.singleShot(0, self.drive_busy)
-            if not c.model.pending and "all_lanes_paint_s" not in marks:
-                mark("all_lanes_paint_s")
-                marks["rss_at_all_lanes_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-                now = _status_mb("self")
-                marks["anon_at_all_lanes_mb"] = now.get("RssAnon", float("nan"))
-                marks["file_at_all_lanes_mb"] = now.get("RssFile", float("nan"))
-
-        def drive_busy(self) -> None:
-            """The same sequence at once, while the other views may still work in the background."""
-            from gui.workers import running_threads
-
-            marks["busy_threads_at_start"] = float(len(running_threads()))
-            busy_frames.extend(zoom_pan_sequence(self.canvas))
-            self.settle()
-
-        def settle(self) -> None:
-            """Wait until the background work is done (it holds the GIL): the shown view's and the
-            summary's (the window builds the other views only when their tab is clicked)."""
-            from gui.workers import running_threads
-
-            busy = [k for k, v in self.window.views.items() if getattr(v, "is_busy", lambda: False)()]
-            if self.window.is_summarizing():  # (its job may not have started yet: it waits its turn)
-                busy.append("summary job")
-            timeline_busy = "timeline" in busy or self.canvas.model is None or bool(self.canvas.model.pending)
-            waited = time.time() - spawn_wall
-            if timeline_busy or ((busy or running_threads()) and waited < settle_max):
-                QTimer.singleShot(50, self.settle)  # every lane first; the other views' work up to a limit
-                return
-            if busy or running_threads():
-                marks["frames_while_background_work"] = 1.0
-            else:
-                mark("views_idle_s")
-            self.drive()
-
-        def drive(self) -> None:
-            try:
-                frames.extend(zoom_pan_sequence(self.canvas))
-            finally:
-                rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-                kids_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-                model = self.canvas.model
-                mem = sampler.stop()
-                result = {
-                    "marks": marks, "frames": frames, "busy_frames": busy_frames,
-                    "peak_rss_mb": rss_kb / 1024.0,
-                    # a child's own high-water mark (ru_maxrss of the waited-for children) and the
-                    # sampled peaks: the sum of the app's and its children's RSS (and PSS) at once
-                    "peak_child_rss_mb": max(kids_kb / 1024.0, mem["children_rss_mb"]),
-                    "peak_total_rss_mb": max(mem["total_rss_mb"], rss_kb / 1024.0),
-                    "peak_total_pss_mb": mem["total_pss_mb"],
-                    "children_seen": mem["children_seen"],
-                    "lanes": {ln.key: len(ln) for ln in model.lanes},
-                    "load_s_in_window": getattr(self.window.reports.current, "load_s", None),
-                }
-                Path(out_path).write_text(json.dumps(result))
-                if marks.get("frames_while_background_work"):
-                    os._exit(0)  # closing would wait for a summary that cannot be cancelled midway
-                self.window.close()
-                app.quit()
 
     spy = Spy()
     app.installEventFilter(spy)
@@ -327,10 +349,10 @@ def forget_summary(report: Path, cache: Path | None) -> bool:
         return False
 
     f = cached_file(report)
-    if f is None or not f.exists():
-        return False
-    f.unlink()
-    return True
+    kept = [] if f is None else list(f.parent.glob("overview-*.pickle"))  # every range and variant
+    for k in kept:
+        k.unlink()
+    return bool(kept)
 
 
 def run_once(report: Path, screen: bool, tmp: Path, cache: Path | None, settle_max: float,
@@ -419,7 +441,7 @@ ROWS = [  # label, key, unit, goal key
 ]
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("report", nargs="?", help="a big report (e.g. bench-data/big.sqlite)")
     ap.add_argument("--runs", type=int, default=3, help="fresh app launches (median is reported)")
@@ -436,6 +458,50 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--spawn", type=float, help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
+    return ap
+
+
+def _print_run(i: int, r: dict, cold: bool, settle_max: float) -> None:
+    """One launch's line on stderr."""
+    m = r["marks"]
+    fr = [f["frame_ms"] for f in r["frames"]]
+    if m.get("frames_while_background_work"):
+        print(f"run {i + 1}: the frames were measured after {settle_max:g} s while other views "
+              "(the summary) still worked; the app was stopped after them", file=sys.stderr)
+    print(f"run {i + 1}{' (cold cache)' if cold else ''}: window "
+          f"{m.get('window_shown_s', float('nan')):.2f} s, opened "
+          f"{m.get('report_loaded_s', float('nan')):.2f} s, "
+          f"timeline painted {m.get('timeline_first_paint_s', float('nan')):.2f} s, all lanes "
+          f"{m.get('all_lanes_paint_s', float('nan')):.2f} s, summary "
+          f"{m.get('summary_ready_s', float('nan')):.2f} s, frames p50 {pct(fr, .5):.1f} "
+          f"p95 {pct(fr, .95):.1f} ms, peak RSS {r['peak_rss_mb']:.0f} MB (app) "
+          f"{r.get('peak_child_rss_mb', 0.0):.0f} MB (children) "
+          f"{r.get('peak_total_rss_mb', r['peak_rss_mb']):.0f} MB (together)", file=sys.stderr)
+
+
+def _print_table(report: Path, runs: list[dict], cols: dict[str, dict], goals: dict[str, float],
+                 cold: bool) -> None:
+    """The table of medians against the goals."""
+    n_api = sum(v for k, v in runs[0]["lanes"].items() if k.startswith("api:"))
+    n_gpu = sum(v for k, v in runs[0]["lanes"].items() if k.startswith("gpu:"))
+    print(f"\nKernelscope GUI benchmark: {report.name} ({n_gpu:,} GPU operations, {n_api:,} CUDA API calls), "
+          f"{len(runs)} launches" + (" (the first with an empty cache, median of the others)" if cold
+                                     else " (median)"))
+    head = "".join(f"{name:>14}" for name in cols)
+    print(f"{'measure':44}{head}  {'goal':>10}  result")
+    for label, key, unit, gk in ROWS:
+        vals = "".join(f"{c[key]:>11.2f} {unit:<2}" for c in cols.values())
+        if gk is None:
+            print(f"{label:44}{vals}")
+            continue
+        goal = goals[gk]
+        verdict = "  ".join(("PASS" if c[key] <= goal else "FAIL") + (f" ({n})" if len(cols) > 1 else "")
+                            for n, c in cols.items())
+        print(f"{label:44}{vals}  {'<= ' + format(goal, 'g') + ' ' + unit:>10}  {verdict}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = _parser()
     args = ap.parse_args(argv)
     if args.child:
         sys.path.insert(0, str(REPO))
@@ -457,42 +523,14 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(args.runs):
             r = run_once(report, args.screen, Path(tmp), cache, args.settle_max, args.keep_summary)
             runs.append(r)
-            m = r["marks"]
-            fr = [f["frame_ms"] for f in r["frames"]]
-            if m.get("frames_while_background_work"):
-                print(f"run {i + 1}: the frames were measured after {args.settle_max:g} s while other views "
-                      "(the summary) still worked; the app was stopped after them", file=sys.stderr)
-            print(f"run {i + 1}{' (cold cache)' if cache is not None and i == 0 else ''}: window "
-                  f"{m.get('window_shown_s', float('nan')):.2f} s, opened "
-                  f"{m.get('report_loaded_s', float('nan')):.2f} s, "
-                  f"timeline painted {m.get('timeline_first_paint_s', float('nan')):.2f} s, all lanes "
-                  f"{m.get('all_lanes_paint_s', float('nan')):.2f} s, summary "
-                  f"{m.get('summary_ready_s', float('nan')):.2f} s, frames p50 {pct(fr, .5):.1f} "
-                  f"p95 {pct(fr, .95):.1f} ms, peak RSS {r['peak_rss_mb']:.0f} MB (app) "
-                  f"{r.get('peak_child_rss_mb', 0.0):.0f} MB (children) "
-                  f"{r.get('peak_total_rss_mb', r['peak_rss_mb']):.0f} MB (together)", file=sys.stderr)
+            _print_run(i, r, cache is not None and i == 0, args.settle_max)
     cols = {"cold cache": summarize(runs[:1]), "warm cache": summarize(runs[1:])} if args.cold else {
         "value": summarize(runs)}
-    n_api = sum(v for k, v in runs[0]["lanes"].items() if k.startswith("api:"))
-    n_gpu = sum(v for k, v in runs[0]["lanes"].items() if k.startswith("gpu:"))
     goals = {k: v[0] for k, v in TARGETS.items()}
-    if n_gpu >= BIG_EVENTS:
+    if sum(v for k, v in runs[0]["lanes"].items() if k.startswith("gpu:")) >= BIG_EVENTS:
         goals["timeline_first_paint_s"] = 3.0
+    _print_table(report, runs, cols, goals, args.cold)
     load = os.getloadavg()[0]
-    print(f"\nKernelscope GUI benchmark: {report.name} ({n_gpu:,} GPU operations, {n_api:,} CUDA API calls), "
-          f"{args.runs} launches" + (" (the first with an empty cache, median of the others)" if args.cold
-                                     else " (median)"))
-    head = "".join(f"{name:>14}" for name in cols)
-    print(f"{'measure':44}{head}  {'goal':>10}  result")
-    for label, key, unit, gk in ROWS:
-        vals = "".join(f"{c[key]:>11.2f} {unit:<2}" for c in cols.values())
-        if gk is None:
-            print(f"{label:44}{vals}")
-            continue
-        goal = goals[gk]
-        verdict = "  ".join(("PASS" if c[key] <= goal else "FAIL") + (f" ({n})" if len(cols) > 1 else "")
-                            for n, c in cols.items())
-        print(f"{label:44}{vals}  {'<= ' + format(goal, 'g') + ' ' + unit:>10}  {verdict}")
     print(f"(machine: {os.cpu_count()} cores, load average {load:.1f} at the end; wall-clock numbers "
           "include waiting for a CPU)")
     if args.json:

@@ -19,7 +19,7 @@ from engine.system.errors import KernelscopeError
 
 if TYPE_CHECKING:
     from engine.sessions.doctor import Check
-    from engine.sessions.spec import SessionSpec
+    from engine.sessions.spec import SessionSpec, TargetSpec
 
 NSYS_TRACE_CHOICES = ("cuda", "nvtx", "osrt", "cublas", "cudnn", "cusparse")
 NCU_SETS = ("full", "detailed", "basic", "roofline", "(ncu default)")
@@ -64,39 +64,32 @@ class FormValues:
     telemetry: bool = True  # record GPU telemetry beside the reports (said in the log when unavailable)
 
 
-def spec_from_form(v: FormValues) -> SessionSpec:
-    """The :class:`~engine.sessions.spec.SessionSpec` for the form's values (pure).
+def _target_of(v: FormValues) -> TargetSpec:
+    """Where to run: this machine, or the SSH host of the form (its fields checked)."""
+    from engine.sessions.spec import TargetSpec
 
-    The command line is split like a POSIX shell would split it (``shlex``) but never run by a
-    shell. Workload parameters equal to their defaults are left out of the spec.
+    if v.target != "ssh":
+        return TargetSpec()
+    host = v.host.strip()
+    if not host:
+        raise RunFormError("Enter the SSH host name (or choose This machine).")
+    if any(c.isspace() for c in host) or host.startswith("-"):
+        raise RunFormError(f"The SSH host {host!r} is not a valid host name.")
+    ident = v.identity_file.strip()
+    if ident and not Path(ident).expanduser().is_file():
+        raise RunFormError(f"The identity file {ident} does not exist; choose an existing key file or "
+                           "leave it empty.")
+    known = v.known_hosts.strip()
+    if known and not Path(known).expanduser().is_file():
+        raise RunFormError(f"The known-hosts file {known} does not exist; choose an existing file or "
+                           "leave it empty.")
+    return TargetSpec(host=host, user=v.user.strip() or None, port=v.port or None,
+                      identity_file=ident or None, known_hosts=known or None,
+                      remote_dir=v.remote_dir.strip() or TargetSpec.remote_dir)
 
-    Raises:
-        KernelscopeError: one sentence naming the field to fix.
-    """
-    from engine.sessions.spec import NcuOptions, NsysOptions, SessionSpec, TargetSpec
 
-    if v.target == "ssh":
-        host = v.host.strip()
-        if not host:
-            raise RunFormError("Enter the SSH host name (or choose This machine).")
-        if any(c.isspace() for c in host) or host.startswith("-"):
-            raise RunFormError(f"The SSH host {host!r} is not a valid host name.")
-        ident = v.identity_file.strip()
-        if ident and not Path(ident).expanduser().is_file():
-            raise RunFormError(f"The identity file {ident} does not exist; choose an existing key file or "
-                               "leave it empty.")
-        known = v.known_hosts.strip()
-        if known and not Path(known).expanduser().is_file():
-            raise RunFormError(f"The known-hosts file {known} does not exist; choose an existing file or "
-                               "leave it empty.")
-        target = TargetSpec(host=host, user=v.user.strip() or None, port=v.port or None,
-                            identity_file=ident or None, known_hosts=known or None,
-                            remote_dir=v.remote_dir.strip() or TargetSpec.remote_dir)
-    else:
-        target = TargetSpec()
-    command: tuple[str, ...] = ()
-    workload: str | None = None
-    params: dict[str, str] = {}
+def _what_of(v: FormValues) -> tuple[tuple[str, ...], str | None, dict[str, str]]:
+    """(command, workload, the workload's parameters that differ from their defaults)."""
     if v.what == "command":
         try:
             command = tuple(shlex.split(v.command))
@@ -105,21 +98,26 @@ def spec_from_form(v: FormValues) -> SessionSpec:
                 from exc
         if not command:
             raise RunFormError("Enter a command line to run (for example: python3 train.py --steps 10).")
-    else:
-        from kernels.registry import get_workload
+        return command, None, {}
+    from kernels.registry import get_workload
 
-        if not v.workload:
-            raise RunFormError("Choose a workload to run.")
-        w = get_workload(v.workload)
-        for k, val in v.params.items():
-            val = val.strip()
-            if not val:
-                raise RunFormError(f"Parameter {k} of {w.name} is empty; enter a value (default "
-                                   f"{w.params.get(k, '?')}).")
-            if val != w.params.get(k):
-                params[k] = val
-        w.resolve(params)  # unknown names, values outside their choices: one sentence
-        workload = w.name
+    if not v.workload:
+        raise RunFormError("Choose a workload to run.")
+    w = get_workload(v.workload)
+    params: dict[str, str] = {}
+    for k, val in v.params.items():
+        val = val.strip()
+        if not val:
+            raise RunFormError(f"Parameter {k} of {w.name} is empty; enter a value (default "
+                               f"{w.params.get(k, '?')}).")
+        if val != w.params.get(k):
+            params[k] = val
+    w.resolve(params)  # unknown names, values outside their choices: one sentence
+    return (), w.name, params
+
+
+def _folders_of(v: FormValues, target: TargetSpec) -> tuple[Path, str | None]:
+    """(the output folder, the working directory: None for the default)."""
     out_dir = v.out_dir.strip()
     if not out_dir:
         raise RunFormError("Choose an output folder for the session's log and reports.")
@@ -135,6 +133,23 @@ def spec_from_form(v: FormValues) -> SessionSpec:
             raise RunFormError(f"The working directory {wd} is not a folder; choose an existing folder "
                                "(the program runs there, as it would in a shell).")
         cwd = str(wd)
+    return out, cwd
+
+
+def spec_from_form(v: FormValues) -> SessionSpec:
+    """The :class:`~engine.sessions.spec.SessionSpec` for the form's values (pure).
+
+    The command line is split like a POSIX shell would split it (``shlex``) but never run by a
+    shell. Workload parameters equal to their defaults are left out of the spec.
+
+    Raises:
+        KernelscopeError: one sentence naming the field to fix.
+    """
+    from engine.sessions.spec import NcuOptions, NsysOptions, SessionSpec
+
+    target = _target_of(v)
+    command, workload, params = _what_of(v)
+    out, cwd = _folders_of(v, target)
     if v.timeout_s < 0:
         raise RunFormError("The timeout must be zero (none) or a positive number of seconds.")
     metrics = v.nsys_gpu_metrics_devices.strip() if v.nsys_gpu_metrics else None

@@ -60,7 +60,28 @@ class RunFormPanel(QWidget):
         v.setContentsMargins(0, 0, 8, 0)
         v.addWidget(heading("New session"))
 
-        # where
+        v.addWidget(self._target_box())
+        v.addWidget(self._what_box())
+        v.addWidget(self._tool_box())
+        v.addWidget(self._output_box())
+        self.defaults_note = WrapLabel("", muted=True)
+        self.defaults_note.setObjectName("runDefaultsNote")
+        v.addWidget(self.defaults_note)
+
+        self.error_label = WrapLabel("")
+        self.error_label.setObjectName("runFormError")
+        self.error_label.setStyleSheet("color: #b03a2e; font-weight: 600;")
+        self.error_label.hide()
+        v.addWidget(self.error_label)
+
+        self.button_bar = self._button_bar()
+        v.addStretch(1)
+
+        self._on_target_changed()
+        self._on_workload_changed()
+
+    def _target_box(self) -> QGroupBox:
+        """Where to run: this machine or an SSH host (its address, keys and folders)."""
         g = QGroupBox("Target")
         f = QFormLayout(g)
         self.target_combo = _combo()
@@ -97,9 +118,10 @@ class RunFormPanel(QWidget):
         sf.addRow("Working dir", self.remote_cwd_edit)
         f.addRow(self.ssh_box)
         self.target_combo.currentIndexChanged.connect(self._on_target_changed)
-        v.addWidget(g)
+        return g
 
-        # what
+    def _what_box(self) -> QGroupBox:
+        """What to run: a workload of kernels/ with its parameters, or a command line; its folder."""
         g = QGroupBox("What to run")
         wv = QVBoxLayout(g)
         row = QHBoxLayout()
@@ -161,9 +183,11 @@ class RunFormPanel(QWidget):
         self.radio_workload.toggled.connect(lambda on: _show_page(self.what_stack, 0 if on else 1))
         self._fill_workloads()
         self.workload_combo.currentIndexChanged.connect(self._on_workload_changed)
-        v.addWidget(g)
+        _show_page(self.what_stack, 0)
+        return g
 
-        # tool
+    def _tool_box(self) -> QGroupBox:
+        """The tool (none, nsys, ncu) and its options, one page per tool."""
         g = QGroupBox("Tool")
         tv = QVBoxLayout(g)
         self.tool_combo = _combo()
@@ -173,6 +197,15 @@ class RunFormPanel(QWidget):
         self.tool_stack = _Pages()
         self.tool_stack.addWidget(WrapLabel("Runs the program as is, timed, with its output kept.",
                                             muted=True))
+        self.tool_stack.addWidget(self._nsys_options())
+        self.tool_stack.addWidget(self._ncu_options())
+        tv.addWidget(self.tool_stack)
+        self.tool_combo.currentIndexChanged.connect(lambda i: _show_page(self.tool_stack, i))
+        _show_page(self.tool_stack, 0)
+        return g
+
+    def _nsys_options(self) -> QWidget:
+        """nsys' options: what to trace, CUDA memory usage, GPU metrics."""
         nw = QWidget()
         nf = QFormLayout(nw)
         nf.setContentsMargins(0, 0, 0, 0)
@@ -199,7 +232,10 @@ class RunFormPanel(QWidget):
         gml.addWidget(self.gpu_metrics_edit)
         gml.addStretch(1)
         nf.addRow("", gm)
-        self.tool_stack.addWidget(nw)
+        return nw
+
+    def _ncu_options(self) -> QWidget:
+        """ncu's options: section set, kernel filter, launch count, clock control."""
         cw = QWidget()
         cf = QFormLayout(cw)
         cf.setContentsMargins(0, 0, 0, 0)
@@ -219,14 +255,10 @@ class RunFormPanel(QWidget):
         self.ncu_clock_combo.setToolTip("none: the GPU clocks as in real runs; base: lock them to base "
                                         "clocks (ncu --clock-control)")
         cf.addRow("Clock control", self.ncu_clock_combo)
-        self.tool_stack.addWidget(cw)
-        tv.addWidget(self.tool_stack)
-        self.tool_combo.currentIndexChanged.connect(lambda i: _show_page(self.tool_stack, i))
-        _show_page(self.tool_stack, 0)
-        _show_page(self.what_stack, 0)
-        v.addWidget(g)
+        return cw
 
-        # output
+    def _output_box(self) -> QGroupBox:
+        """Where the session's files go, its timeout, and GPU telemetry."""
         g = QGroupBox("Output")
         of = QFormLayout(g)
         self.out_edit = QLineEdit(str(default_out_dir()))
@@ -243,17 +275,11 @@ class RunFormPanel(QWidget):
                                         "on the same clock as the report")
         self.telemetry_check.setChecked(False)  # until the doctor has found a GPU
         of.addRow("", self.telemetry_check)
-        v.addWidget(g)
-        self.defaults_note = WrapLabel("", muted=True)
-        self.defaults_note.setObjectName("runDefaultsNote")
-        v.addWidget(self.defaults_note)
+        return g
 
-        self.error_label = WrapLabel("")
-        self.error_label.setObjectName("runFormError")
-        self.error_label.setStyleSheet("color: #b03a2e; font-weight: 600;")
-        self.error_label.hide()
-        v.addWidget(self.error_label)
-
+    def _button_bar(self) -> QWidget:
+        """Start, Cancel and Doctor in a bar of their own (the Run view keeps it below the
+        scrolling form: visible on small screens however long the form gets)."""
         buttons = QHBoxLayout()
         self.start_button = QPushButton("Start")
         self.start_button.setToolTip("Start the session (Ctrl+Enter)")
@@ -269,14 +295,10 @@ class RunFormPanel(QWidget):
         buttons.addWidget(self.cancel_button)
         buttons.addStretch(1)
         buttons.addWidget(self.doctor_button)
-        # Start/Cancel/Doctor live in a bar of their own, which the Run view keeps below the
-        # scrolling form: they stay visible on small screens however long the form gets.
-        self.button_bar = QWidget()
-        self.button_bar.setLayout(buttons)
-        v.addStretch(1)
+        bar = QWidget()
+        bar.setLayout(buttons)
+        return bar
 
-        self._on_target_changed()
-        self._on_workload_changed()
 
     def _fill_workloads(self) -> None:
         from kernels.registry import list_workloads

@@ -272,6 +272,27 @@ class SummaryView(ReportView):
         lay.addWidget(self.title)
         lay.addWidget(self.subtitle)
 
+        lay.addLayout(self._cards())
+
+        # The answer first (findings), then the picture (chart), then the details.
+        lay.addWidget(heading("Findings", 2))
+        self.findings_box = QVBoxLayout()
+        self.findings_box.setSpacing(4)
+        lay.addLayout(self.findings_box)
+
+        self._add_breakdown(lay)
+
+        lay.addLayout(self._details_row())
+        lay.addStretch(1)
+
+        self.finding_labels: list[QLabel] = []
+        reports.sig_current_changed.connect(self._on_current_changed)
+        reports.sig_summary_ready.connect(self._on_summary_ready)
+        reports.sig_summary_progress.connect(self._on_summary_progress)
+        self._on_current_changed(reports.current)
+
+    def _cards(self) -> QHBoxLayout:
+        """The headline numbers: capture span, CUDA API time, GPU busy and idle, kernels."""
         cards = QHBoxLayout()
         cards.setSpacing(10)
         self.card_span = StatCard("Capture span")
@@ -282,14 +303,10 @@ class SummaryView(ReportView):
         for c in (self.card_span, self.card_api, self.card_busy, self.card_idle, self.card_kernels):
             c.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
             cards.addWidget(c)
-        lay.addLayout(cards)
+        return cards
 
-        # The answer first (findings), then the picture (chart), then the details.
-        lay.addWidget(heading("Findings", 2))
-        self.findings_box = QVBoxLayout()
-        self.findings_box.setSpacing(4)
-        lay.addLayout(self.findings_box)
-
+    def _add_breakdown(self, lay: QVBoxLayout) -> None:
+        """Where the time went: the chart, its two legends and the per-GPU/process rows."""
         lay.addWidget(heading("Where the time went", 2))
         self.chart = BreakdownChart()
         lay.addWidget(self.chart)
@@ -305,6 +322,8 @@ class SummaryView(ReportView):
         lay.addWidget(self.devices_label)
         lay.addSpacing(6)
 
+    def _details_row(self) -> QHBoxLayout:
+        """Three columns: achieved copy bandwidth, iterations (with the step range), what is missing."""
         columns = QHBoxLayout()
         columns.setSpacing(30)
         col_iter, col_bw, col_missing = QVBoxLayout(), QVBoxLayout(), QVBoxLayout()
@@ -314,7 +333,6 @@ class SummaryView(ReportView):
         columns.addLayout(col_iter, 3)
         self._columns, self._col_iter = columns, col_iter
         columns.addLayout(col_missing, 3)
-        lay.addLayout(columns)
 
         self.iter_heading = heading("Iterations", 2)
         self.iter_text = WrapLabel()
@@ -357,13 +375,7 @@ class SummaryView(ReportView):
         self.missing_label = WrapLabel(muted=True)
         col_missing.addWidget(self.missing_label)
         col_missing.addStretch(1)
-        lay.addStretch(1)
-
-        self.finding_labels: list[QLabel] = []
-        reports.sig_current_changed.connect(self._on_current_changed)
-        reports.sig_summary_ready.connect(self._on_summary_ready)
-        reports.sig_summary_progress.connect(self._on_summary_progress)
-        self._on_current_changed(reports.current)
+        return columns
 
     def is_busy(self) -> bool:
         """True while the current report is still being summarized."""

@@ -153,40 +153,12 @@ class TimelineView(ReportView):
         self._tick.timeout.connect(self._on_tick)
 
         lay = self.vbox
-        bar = QHBoxLayout()
-        self.title = heading("Timeline", 3)
-        bar.addWidget(self.title)
-        bar.addStretch(1)
-        self.range_label = QLabel("")
-        self.range_label.setStyleSheet(f"color: {MUTED};")
-        bar.addWidget(self.range_label)
-        self.btn_out = QPushButton("−")
-        self.btn_out.setToolTip("Zoom out (-)")
-        self.btn_in = QPushButton("+")
-        self.btn_in.setToolTip("Zoom in (+)")
-        self.btn_fit = QPushButton("Show all")
-        self.btn_fit.setToolTip("Show the whole capture (Home)")
-        for b in (self.btn_out, self.btn_in):
-            b.setFixedWidth(34)
-        for b in (self.btn_out, self.btn_in, self.btn_fit):
-            bar.addWidget(b)
-        lay.addLayout(bar)
+        lay.addLayout(self._header_bar())
         self.status = WrapLabel("", muted=True)
         lay.addWidget(self.status)
 
         self.canvas = TimelineCanvas()
-        self.details = QTextBrowser()
-        self.details.setOpenLinks(False)
-        self.details.setMinimumWidth(260)
-        self.ncu_button = QPushButton("Show in Kernels view")
-        self.ncu_button.setEnabled(False)
-        self.ncu_button.setToolTip("Open an Nsight Compute report of this run to link its kernels")
-        side = QWidget()
-        side_lay = QVBoxLayout(side)
-        side_lay.setContentsMargins(0, 0, 0, 0)
-        side_lay.addWidget(heading("Details", 1))
-        side_lay.addWidget(self.details, 1)
-        side_lay.addWidget(self.ncu_button)
+        side = self._details_side()
         self.split = QSplitter(Qt.Orientation.Horizontal)
         self.split.addWidget(self.canvas)
         self.split.addWidget(side)
@@ -220,6 +192,43 @@ class TimelineView(ReportView):
         reports.sig_summary_ready.connect(self._on_summary_ready)
         self._zoomed: set[int] = set()  # reports whose timeline was opened on their steady steps
         self.start_following()
+
+    def _header_bar(self) -> QHBoxLayout:
+        """The title, the shown range and the zoom buttons."""
+        bar = QHBoxLayout()
+        self.title = heading("Timeline", 3)
+        bar.addWidget(self.title)
+        bar.addStretch(1)
+        self.range_label = QLabel("")
+        self.range_label.setStyleSheet(f"color: {MUTED};")
+        bar.addWidget(self.range_label)
+        self.btn_out = QPushButton("−")
+        self.btn_out.setToolTip("Zoom out (-)")
+        self.btn_in = QPushButton("+")
+        self.btn_in.setToolTip("Zoom in (+)")
+        self.btn_fit = QPushButton("Show all")
+        self.btn_fit.setToolTip("Show the whole capture (Home)")
+        for b in (self.btn_out, self.btn_in):
+            b.setFixedWidth(34)
+        for b in (self.btn_out, self.btn_in, self.btn_fit):
+            bar.addWidget(b)
+        return bar
+
+    def _details_side(self) -> QWidget:
+        """The details panel of the clicked event, with the link to its Nsight Compute result."""
+        self.details = QTextBrowser()
+        self.details.setOpenLinks(False)
+        self.details.setMinimumWidth(260)
+        self.ncu_button = QPushButton("Show in Kernels view")
+        self.ncu_button.setEnabled(False)
+        self.ncu_button.setToolTip("Open an Nsight Compute report of this run to link its kernels")
+        side = QWidget()
+        side_lay = QVBoxLayout(side)
+        side_lay.setContentsMargins(0, 0, 0, 0)
+        side_lay.addWidget(heading("Details", 1))
+        side_lay.addWidget(self.details, 1)
+        side_lay.addWidget(self.ncu_button)
+        return side
 
     # -- hooks used by the window and --screenshot ------------------------------------------------
     def is_busy(self) -> bool:
