@@ -356,31 +356,45 @@ def _parallel(path: Path, cuts: list[int], block: int) -> KinetoColumns:
     with ProcessPoolExecutor(max_workers=len(parts)) as pool:
         futures = [pool.submit(_read_range, path, a, None if b == cuts[-1] else b, block) for a, b in parts]
         results = [fu.result() for fu in futures]
+        del futures
     return merge(results)
 
 
 def merge(parts: list[KinetoColumns]) -> KinetoColumns:
-    """Columns of consecutive parts of one trace as one (codes remapped to the first part's tables)."""
-    first = parts[0]
+    """Columns of consecutive parts of one trace as one (codes remapped to the first part's tables).
+
+    The parts' arrays are let go column by column as they are joined (the parts are used up): the
+    memory peak is the parts and one joined column, not twice the columns.
+    """
     tables = {k: _Codes() for k in ("cats", "names", "pids", "tids", "text_values")}
-    cols: dict[str, list[Any]] = {k: [] for k in ("cat", "name", "pid", "tid")}
-    texts: dict[str, list[Any]] = {k: [] for k in TEXT_ARGS}
-    for p in parts:
-        for col, table in (("cat", "cats"), ("name", "names"), ("pid", "pids"), ("tid", "tids")):
-            lut = np.array([tables[table].code(v) for v in getattr(p, table)] or [0], dtype=np.int32)
-            cols[col].append(lut[getattr(p, col)])
-        lut = np.array([tables["text_values"].code(v) for v in p.text_values] or [0], dtype=np.int32)
-        for k in TEXT_ARGS:
-            texts[k].append(lut[p.texts[k]])
-    last = parts[-1]
+    luts = [{t: np.array([tables[t].code(v) for v in getattr(p, t)] or [0], dtype=np.int32) for t in tables}
+            for p in parts]
+
+    def join(get: Callable[[KinetoColumns], Any], drop: Callable[[KinetoColumns], None],
+             table: str | None = None) -> Any:
+        pieces = []
+        for p, lut in zip(parts, luts, strict=True):
+            a = get(p)
+            pieces.append(a if table is None else lut[table][a])
+            drop(p)
+        return np.concatenate(pieces)
+
+    def attr(name: str, table: str | None = None) -> Any:
+        return join(lambda p: getattr(p, name), lambda p: setattr(p, name, None), table)
+
+    def item(field: str, key: str, table: str | None = None) -> Any:
+        return join(lambda p: getattr(p, field)[key],
+                    lambda p: getattr(p, field).__setitem__(key, None), table)
+
+    first, last = parts[0], parts[-1]
     return KinetoColumns(
-        cat=np.concatenate(cols["cat"]), name=np.concatenate(cols["name"]), pid=np.concatenate(cols["pid"]),
-        tid=np.concatenate(cols["tid"]), ts=np.concatenate([p.ts for p in parts]),
-        dur=np.concatenate([p.dur for p in parts]), cats=[str(c) for c in tables["cats"].values],
+        cat=attr("cat", "cats"), name=attr("name", "names"), pid=attr("pid", "pids"), tid=attr("tid", "tids"),
+        ts=attr("ts"), dur=attr("dur"), cats=[str(c) for c in tables["cats"].values],
         names=tables["names"].values, pids=tables["pids"].values, tids=tables["tids"].values,
-        ints={k: np.concatenate([p.ints[k] for p in parts]) for k in INT_ARGS},
-        texts={k: np.concatenate(v) for k, v in texts.items()}, text_values=tables["text_values"].values,
-        memory={k: np.concatenate([p.memory[k] for p in parts]) for k in MEMORY_FIELDS},
+        ints={k: item("ints", k) for k in INT_ARGS},
+        texts={k: item("texts", k, "text_values") for k in TEXT_ARGS},
+        text_values=tables["text_values"].values,
+        memory={k: item("memory", k) for k in MEMORY_FIELDS},
         processes=[x for p in parts for x in p.processes], threads=[x for p in parts for x in p.threads],
         meta={**first.meta, **last.meta}, origin_us=min(p.origin_us for p in parts))
 
@@ -403,8 +417,8 @@ def _until_events(f: Any, block: int, utf8: Any) -> tuple[str, bool]:
 
 def _meta(head: str, tail: str) -> dict[str, Any]:
     """The top-level keys around the events: the head up to the array, the tail after it."""
-    if '"traceEvents"' not in head:
-        return {}  # a bare array of events
+    if head and '"traceEvents"' not in head:
+        return {}  # a bare array of events (a worker's later part has no head: its tail counts)
     start = head.find("{")
     body = head[start + 1:head.rfind('"traceEvents"')].rstrip().rstrip(",")
     tail = tail.strip().lstrip(",").rstrip().rstrip("}")

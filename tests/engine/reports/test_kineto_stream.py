@@ -59,3 +59,34 @@ def test_bad_traces(tmp_path: Path) -> None:
     bare.write_text(json.dumps([{"ph": "X", "ts": 1, "dur": 2, "name": "k"}, {"ph": "i", "ts": 0.5}]))
     c = read_columns(bare)
     assert c.n == 1 and c.names == ["k"] and c.meta == {} and c.origin_us == 0.5
+
+
+def test_parts_cut_at_event_boundaries_merge_to_the_whole(tmp_path: Path) -> None:
+    """What the worker processes read (a part each, cut where Kineto starts an event) joins to the whole."""
+    import re
+
+    from engine.reports.kineto_stream import _read_range, merge
+
+    f = tmp_path / "t.json"
+    f.write_text(_text(REPO / "tests/data/recordings/torch/torch_conv.json.xz"))
+    raw = f.read_bytes()
+    boundary = re.compile(rb'\n  \{\n    "ph"')
+    cuts = [0] + [m.start() for k in (1, 2) if (m := boundary.search(raw, len(raw) * k // 3))]
+    whole = read_columns(f)
+    parts = [_read_range(f, a, b, 4096) for a, b in zip(cuts, [*cuts[1:], None], strict=True)]
+    assert len(parts) == 3 and all(p.n for p in parts)
+    joined = merge(parts)
+    assert joined.n == whole.n and joined.origin_us == whole.origin_us and joined.meta == whole.meta
+    for name in ("ts", "dur"):
+        assert np.array_equal(getattr(joined, name), getattr(whole, name))
+    for col, table in (("cat", "cats"), ("name", "names"), ("pid", "pids"), ("tid", "tids")):
+        assert [getattr(joined, table)[i] for i in getattr(joined, col)] == \
+            [getattr(whole, table)[i] for i in getattr(whole, col)]
+    for k in whole.ints:
+        assert np.array_equal(joined.ints[k], whole.ints[k])
+    for k in whole.texts:
+        texts = [joined.text_values[i] for i in joined.texts[k]]
+        assert texts == [whole.text_values[i] for i in whole.texts[k]]
+    for k in whole.memory:
+        assert np.array_equal(joined.memory[k], whole.memory[k])
+    assert joined.processes == whole.processes and joined.threads == whole.threads
