@@ -20,28 +20,28 @@ How it works:
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from engine.analysis.ranks.costs import local_costs, step_costs
 from engine.analysis.ranks.load import (
     NCCL_KERNEL,
     RankInput,
     align_step_ranges,
     number_ranks,
     ranks_of,
-    report_utc_offset_ns,
 )
 from engine.analysis.ranks.model import (
     ClockInfo,
-    Collective,
+    CollectiveTable,
     RankLanes,
     RankRow,
     RanksResult,
-    StepCost,
+    StepCosts,
 )
 from engine.analysis.ranks.straggler import duration_text as _ms
 from engine.analysis.ranks.straggler import find_straggler, pace_row
@@ -58,34 +58,8 @@ I64 = np.int64
 SYMMETRIC = frozenset({"AllReduce", "AllGather", "ReduceScatter", "AllToAll"})
 #: NCCL calls that run as SendRecv kernels (grouped: many calls, one kernel)
 P2P = frozenset({"AllToAll", "AllToAllv", "Send", "Recv", "Gather", "Scatter", "SendRecv"})
-
-
-class _Blocks:
-    """Sorted disjoint intervals with prefix sums: covered length inside any window in O(log n)."""
-
-    def __init__(self, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]) -> None:
-        self.s, self.e = merged(np.asarray(starts, dtype=I64), np.asarray(ends, dtype=I64))
-        self.cum = np.concatenate([[0], np.cumsum(self.e - self.s)]).astype(I64)
-
-    def covered(self, lo: npt.NDArray[np.int64], hi: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        """Covered length inside each window [lo[k], hi[k]) (vectorised)."""
-        lo, hi = np.asarray(lo, dtype=I64), np.asarray(hi, dtype=I64)
-        out = np.zeros(len(lo), dtype=I64)
-        if not len(self.s) or not len(lo):
-            return out
-        i = np.searchsorted(self.e, lo, side="right")  # first block ending after lo
-        j = np.searchsorted(self.s, hi, side="left")  # blocks starting before hi
-        ok = (j > i) & (hi > lo)
-        i, j, lo_ok, hi_ok = i[ok], j[ok], lo[ok], hi[ok]
-        total = self.cum[j] - self.cum[i]
-        total -= np.maximum(0, lo_ok - self.s[i])
-        total -= np.maximum(0, self.e[j - 1] - hi_ok)
-        out[ok] = total
-        return out
-
-
-def _cat(*pairs: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]) -> _Blocks:
-    return _Blocks(np.concatenate([p[0] for p in pairs]), np.concatenate([p[1] for p in pairs]))
+#: a collective's key: its operation's code times this, plus k (its k-th kernel of that operation)
+_KEY = 1 << 32
 
 
 def _op(name: str) -> str:
@@ -93,109 +67,124 @@ def _op(name: str) -> str:
     return m.group(1) if m else name
 
 
-#: per rank: (launch, wait, kernel start on the rank's own clock) of each of its NCCL kernels
-_Waits = dict[int, list[tuple[int, int, int]]]
+class _Ops:
+    """The NCCL operations of a job, numbered in order of first sight (kernel names looked up once each)."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self._code: dict[str, int] = {}
+        self._of_kernel: dict[str, int] = {}
+
+    def codes(self, kernel_names: list[str]) -> npt.NDArray[np.int64]:
+        """Each kernel's operation code."""
+        out = np.empty(len(kernel_names), dtype=I64)
+        for i, n in enumerate(kernel_names):
+            c = self._of_kernel.get(n)
+            if c is None:
+                op = _op(n)
+                c = self._of_kernel[n] = self._code.setdefault(op, len(self._code))
+                if c == len(self.names):
+                    self.names.append(op)
+            out[i] = c
+        return out
 
 
-def _collectives(inputs: list[RankInput], zero: int) -> tuple[list[Collective], _Waits, int | None, int]:
-    """Match NCCL kernels across ranks; (collectives, per rank waits, end spread, clipped)."""
-    per_rank = {r.rank: _keyed(r) for r in inputs}
-    all_keys: dict[tuple[str, int], int] = defaultdict(int)
-    for keys in per_rank.values():
-        for key in keys:
-            all_keys[key] += 1
-    waits: _Waits = {r.rank: [] for r in inputs}
-    rows = []
-    spreads = []
-    clipped = 0
-    for key, n in all_keys.items():
-        if n < 2:
-            continue
-        members = [(r, per_rank[r.rank][key]) for r in inputs if key in per_rank[r.rank]]
-        starts = {r.rank: int(r.nccl_start[i]) + r.offset_ns - zero for r, i in members}
-        ends = {r.rank: int(r.nccl_end[i]) + r.offset_ns - zero for r, i in members}
-        last = max(starts, key=lambda k: (starts[k], k))
-        latest = starts[last]
-        w: dict[str, int] = {}
-        for r, i in members:
-            own = starts[r.rank]
-            wait = latest - own
-            dur = ends[r.rank] - own
-            if wait > dur:
-                clipped += key[0] in SYMMETRIC  # a broadcast root may finish before the others start
-                wait = dur
-            w[str(r.rank)] = max(0, wait)
-            waits[r.rank].append((int(r.nccl_launch[i]), w[str(r.rank)], int(r.nccl_start[i])))
-        if key[0] in SYMMETRIC:  # every rank must join before any can finish: ends line up
-            spreads.append(max(ends.values()) - min(ends.values()))
-        first_r, first_i = members[0]
-        rows.append((min(starts.values()), key[0], first_r.nccl_name[first_i], first_r.nccl_bytes[first_i],
-                     max(ends.values()), latest - min(starts.values()), last, w))
-    rows.sort(key=lambda x: (x[0], x[1]))
-    out = [Collective(i, op, name, nbytes, start, end, skew, last, w)
-           for i, (start, op, name, nbytes, end, skew, last, w) in enumerate(rows)]
-    return out, waits, (int(np.median(spreads)) if spreads else None), clipped
+def _keyed(r: RankInput, ops: _Ops) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """A rank's NCCL kernels in start order (their indices) and the key of each.
+
+    The key is (operation, k): the kernel is the rank's k-th of that operation in start order.
+    """
+    order = np.argsort(r.nccl_start, kind="stable")
+    code = ops.codes(r.nccl_name)[order] if len(order) else np.zeros(0, dtype=I64)
+    k = np.empty(len(order), dtype=I64)
+    for c in np.unique(code).tolist():
+        at = np.flatnonzero(code == c)
+        k[at] = np.arange(len(at), dtype=I64)
+    return order, code * _KEY + k
 
 
-def _keyed(r: RankInput) -> dict[tuple[str, int], int]:
-    """A rank's NCCL kernels by (operation, k): its k-th kernel of that operation in start order."""
-    seen: dict[str, int] = defaultdict(int)
-    keys: dict[tuple[str, int], int] = {}
-    for i in np.argsort(r.nccl_start, kind="stable").tolist():
-        op = _op(r.nccl_name[i])
-        keys[(op, seen[op])] = int(i)
-        seen[op] += 1
-    return keys
+def _symmetric_codes(ops: _Ops) -> npt.NDArray[np.int64]:
+    return np.array([i for i, n in enumerate(ops.names) if n in SYMMETRIC], dtype=I64)
 
 
-def _step_costs(r: RankInput, waits: list[tuple[int, int, int]], shift: int) -> list[StepCost]:
-    """Per step of one rank: the NCCL / compute / idle partition, waits and host time."""
-    comp = (r.compute_start, r.compute_end)
-    nccl = (r.nccl_start, r.nccl_end)
-    n_b, g_b = _Blocks(*nccl), _cat(comp, nccl)
-    c_b = _Blocks(*comp)
-    ag_b = _cat(comp, nccl, (r.api_start, r.api_end))
-    if r.steps is not None and r.steps.count:
-        windows = [(s.index, s.start_ns, s.end_ns, s.warmup) for s in r.steps.steps]
-    else:
-        every = np.concatenate([r.compute_start, r.nccl_start])
-        ends = np.concatenate([r.compute_end, r.nccl_end])
-        windows = [(0, int(every.min()), int(ends.max()), False)] if len(every) else []
-    lo = np.array([w[1] for w in windows], dtype=I64)
-    hi = np.array([w[2] for w in windows], dtype=I64)
-    span = hi - lo
-    busy = g_b.covered(lo, hi)
-    nccl_ns = n_b.covered(lo, hi)
-    overlap = nccl_ns + c_b.covered(lo, hi) - busy
-    host = span - ag_b.covered(lo, hi)
-    compute_all = c_b.covered(lo, hi)
-    # each wait as an interval on the rank's own clock (from its kernel's start), their union minus
-    # the rank's compute: the time it waited with nothing else to run
-    ws = np.array([s for _, w, s in waits if w > 0], dtype=I64)
-    we = ws + np.array([w for _, w, _s in waits if w > 0], dtype=I64)
-    exposed = _cat(comp, (ws, we)).covered(lo, hi) - compute_all
-    # the step's wait: the union of the waits inside its window (collectives that wait at the same
-    # time count once), so it is within the step's NCCL time and the step
-    wait = _Blocks(ws, we).covered(lo, hi)
-    return [StepCost(index, int(a) + shift, int(b) + shift, int(bu - nc), int(nc), int(wt), int(sp - bu),
-                     int(ho), int(ov), warm, int(ca), int(ex))
-            for (index, _, _, warm), a, b, bu, nc, wt, sp, ho, ov, ca, ex
-            in zip(windows, lo, hi, busy, nccl_ns, wait, span, host, overlap, compute_all, exposed,
-                   strict=True)]
+def _collectives(inputs: list[RankInput], zero: int, ops: _Ops
+                 ) -> tuple[CollectiveTable, list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]],
+                            int | None, int]:
+    """Match NCCL kernels across ranks; (collectives, per rank (kernel start, wait), end spread, clipped).
+
+    One matrix of collective × rank (the job's keys seen on two ranks or more): the last rank to
+    start (ties: the highest rank), each rank's wait (its kernel's start to the last start, never
+    past its own end), the spread of the ends.
+    """
+    keyed = [_keyed(r, ops) for r in inputs]
+    uniq, first, count = np.unique(np.concatenate([k for _, k in keyed]), return_index=True,
+                                   return_counts=True)
+    keys, first = uniq[count >= 2], first[count >= 2]
+    n, m = len(keys), len(inputs)
+    idx = np.full((n, m), -1, dtype=I64)
+    for j, (order, k) in enumerate(keyed):
+        pos = np.minimum(np.searchsorted(keys, k), max(n - 1, 0))
+        hit = keys[pos] == k if n else np.zeros(len(k), dtype=bool)
+        idx[pos[hit], j] = order[hit]
+    present = idx >= 0
+    starts = np.zeros((n, m), dtype=I64)
+    ends = np.zeros((n, m), dtype=I64)
+    for j, r in enumerate(inputs):
+        at = present[:, j]
+        starts[at, j] = r.nccl_start[idx[at, j]] + r.offset_ns - zero
+        ends[at, j] = r.nccl_end[idx[at, j]] + r.offset_ns - zero
+    lowest, highest = np.iinfo(I64).min, np.iinfo(I64).max
+    latest = np.where(present, starts, lowest).max(axis=1, initial=lowest)
+    last_j = m - 1 - np.argmax((present & (starts == latest[:, None]))[:, ::-1], axis=1)
+    wait = latest[:, None] - starts
+    dur = ends - starts
+    sym = np.isin(keys // _KEY, _symmetric_codes(ops))
+    clipped = int((present & (wait > dur))[sym].sum())  # a broadcast root may finish before the others start
+    w = np.where(present, np.maximum(0, np.minimum(wait, dur)), -1)
+    latest_end = np.where(present, ends, lowest).max(axis=1, initial=lowest)
+    spreads = (latest_end - np.where(present, ends, highest).min(axis=1, initial=highest))[sym]
+    earliest = np.where(present, starts, highest).min(axis=1, initial=highest)
+    op_code = keys // _KEY
+    alpha = np.argsort(np.argsort(np.array(ops.names + [""], dtype=object)))  # op names' sort order
+    rows = np.lexsort((first, alpha[op_code], earliest))  # by (start, op), then in order first seen
+    first_j = np.argmax(present, axis=1)
+    names: dict[str, int] = {}
+    name_code = np.empty(n, dtype=I64)
+    nbytes = np.full(n, -1, dtype=I64)
+    for u in range(n):
+        r, i = inputs[int(first_j[u])], int(idx[u, first_j[u]])
+        name_code[u] = names.setdefault(r.nccl_name[i], len(names))
+        b = r.nccl_bytes[i] if i < len(r.nccl_bytes) else None
+        nbytes[u] = -1 if b is None else int(b)
+    ranks = [r.rank for r in inputs]
+    table = CollectiveTable(ops=ops.names, op_code=op_code[rows], names=list(names),
+                            name_code=name_code[rows], nbytes=nbytes[rows], start=earliest[rows],
+                            end=latest_end[rows], skew=(latest - earliest)[rows],
+                            last_rank=np.array(ranks, dtype=I64)[last_j][rows], ranks=ranks, waits=w[rows])
+    waits = []
+    for j, r in enumerate(inputs):
+        at = present[:, j]
+        waits.append((r.nccl_start[idx[at, j]].astype(I64), w[at, j]))
+    return table, waits, (int(np.median(spreads)) if len(spreads) else None), clipped
 
 
-def _row(r: RankInput, costs: list[StepCost]) -> RankRow:
-    steady = [c for c in costs if not c.warmup] or costs
+def _row(r: RankInput, costs: StepCosts) -> RankRow:
+    warm = costs.column("warmup")
+    steady = ~warm if not warm.all() else np.ones(len(warm), dtype=bool)
     has_steps = r.steps is not None and r.steps.count > 0
+
+    def total(name: str) -> int:
+        return int(costs.column(name)[steady].sum())
+
+    durations = costs.column("duration_ns")[steady]
     return RankRow(
         rank=r.rank, report=r.report, pid=r.pid, device=r.device, host=r.host,
         steps=r.steps.count if r.steps is not None else 0,
         step_range=r.steps.range_name if r.steps is not None else None,
-        step_median_ns=int(np.median([c.duration_ns for c in steady])) if has_steps and steady else None,
-        compute_ns=sum(c.compute_ns for c in steady), nccl_ns=sum(c.nccl_ns for c in steady),
-        nccl_wait_ns=sum(c.nccl_wait_ns for c in steady), idle_ns=sum(c.idle_ns for c in steady),
-        host_ns=sum(c.host_ns for c in steady), nccl_kernels=len(r.nccl_start), per_step=tuple(costs),
-        exposed_wait_ns=sum(c.exposed_wait_ns for c in steady),
+        step_median_ns=int(np.median(durations)) if has_steps and len(durations) else None,
+        compute_ns=total("compute_ns"), nccl_ns=total("nccl_ns"), nccl_wait_ns=total("nccl_wait_ns"),
+        idle_ns=total("idle_ns"), host_ns=total("host_ns"), nccl_kernels=len(r.nccl_start), per_step=costs,
+        exposed_wait_ns=total("exposed_wait_ns"),
     )
 
 
@@ -213,20 +202,31 @@ def _fit_clocks(inputs: list[RankInput]) -> list[str]:
     ends disagree by more than CLOCK_FIT_NS (median), and the rank's times are moved. Returns one
     sentence per rank moved.
     """
-    def ends(r: RankInput) -> dict[tuple[str, int], int]:
-        return {k: int(r.nccl_end[i]) + r.offset_ns for k, i in _keyed(r).items() if k[0] in SYMMETRIC}
+    ops = _Ops()
+    sym_codes: list[npt.NDArray[np.int64]] = []
+
+    def ends(r: RankInput) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Keys and ends (UTC) of the rank's symmetric collectives, in start order."""
+        order, keys = _keyed(r, ops)
+        sym_codes[:] = [_symmetric_codes(ops)]
+        is_sym = np.isin(keys // _KEY, sym_codes[0])
+        return keys[is_sym], r.nccl_end[order[is_sym]].astype(I64) + r.offset_ns
 
     if len(inputs) < 2:
         return []
-    ref = ends(inputs[0])
+    ref_keys, ref_ends = ends(inputs[0])
+    ref_sorted = np.argsort(ref_keys)
     notes = []
     for r in inputs[1:]:
-        mine = ends(r)
-        keys = [k for k in mine if k in ref]
+        mine_keys, mine_ends = ends(r)
+        pos = np.searchsorted(ref_keys[ref_sorted], mine_keys)
+        pos = np.minimum(pos, max(len(ref_keys) - 1, 0))
+        shared = (ref_keys[ref_sorted][pos] == mine_keys) if len(ref_keys) else np.zeros(len(mine_keys), bool)
+        keys = mine_keys[shared]
         if len(keys) < 3:
             continue
-        x = np.array([mine[k] for k in keys], dtype=np.float64)
-        y = np.array([ref[k] for k in keys], dtype=np.float64) - x
+        x = mine_ends[shared].astype(np.float64)
+        y = ref_ends[ref_sorted][pos[shared]].astype(np.float64) - x
         x0 = float(x[0])
         b, a = np.polyfit(x - x0, y, 1) if len(keys) >= 5 else (0.0, float(np.median(y)))
         res = y - (a + b * (x - x0))
@@ -276,6 +276,13 @@ def _clock(inputs: list[RankInput], methods: set[str], zero: int, spread: int | 
     return ClockInfo(method, hosts, zero if "none" not in methods else None, spread, text)
 
 
+#: at most this many clock moves are told one by one in the clock sentence (the rest: in the details)
+MAX_CLOCK_SENTENCES = 4
+
+#: (report, step range) -> that report's ranks measured in that range (only steps and local are read)
+Restep = Callable[[str, str], list[RankInput]]
+
+
 def analyze_ranks(traces: Sequence[Trace], *, range_name: str | None = None) -> RanksResult:
     """The rank analysis of one job.
 
@@ -288,32 +295,50 @@ def analyze_ranks(traces: Sequence[Trace], *, range_name: str | None = None) -> 
         ReportError: no report has GPU work.
     """
     inputs: list[RankInput] = []
-    methods: set[str] = set()
     for t in traces:
-        got = ranks_of(t, range_name=range_name)
-        inputs += got
-        if got:
-            methods.add(report_utc_offset_ns(t)[1])
+        inputs += ranks_of(t, range_name=range_name)
     if not inputs:
         names = ", ".join(Path(str(t.info.path)).name for t in traces)
         raise ReportError(f"No GPU work was found in {names}; record the job with CUDA tracing "
                           "(nsys --trace=cuda or torch.profiler with CUDA activities).")
+    by_report = {str(t.info.path): t for t in traces}
+
+    def restep(report: str, name: str) -> list[RankInput]:
+        return ranks_of(by_report[report], range_name=name) if report in by_report else []
+
+    return analyze_inputs(inputs, range_name=range_name, restep=restep)
+
+
+def analyze_inputs(inputs: list[RankInput], *, range_name: str | None = None,
+                   restep: Restep | None = None) -> RanksResult:
+    """The rank analysis of one job from its ranks as read (:func:`ranks_of`, or the cache's).
+
+    ``restep`` measures a report's ranks in another step range (when the ranks chose different ones).
+    """
+    if not inputs:
+        raise ReportError("No GPU work was found in the job's reports; record the job with CUDA tracing "
+                          "(nsys --trace=cuda or torch.profiler with CUDA activities).")
+    methods = {r.clock_method for r in inputs}
     notes = number_ranks(inputs)
-    if range_name is None:
-        align_step_ranges(list(traces), inputs)
+    if range_name is None and restep is not None:
+        align_step_ranges(inputs, restep)
     fitted = _fit_clocks(inputs)
+    for r in inputs:  # read here (not cached): the partition on the clock the ranks are lined up on
+        if r.local is None:
+            r.local = local_costs(r)
     # one time origin with the other views: the capture start (a report's own times count from its
     # capture's start), the earliest of the ranks' on the job's clock
     zero = min(r.offset_ns for r in inputs)
-    colls, waits, spread, clipped = _collectives(inputs, zero)
-    rows = [_row(r, _step_costs(r, waits[r.rank], r.offset_ns - zero)) for r in inputs]
+    colls, waits, spread, clipped = _collectives(inputs, zero, _Ops())
+    rows = [_row(r, step_costs(r, r.local, ws, wn, r.offset_ns - zero))
+            for r, (ws, wn) in zip(inputs, waits, strict=True)]
     missing = [r.rank for r in rows if not r.steps]
     if missing:
         notes.append(f"No repeating step range on rank(s) {', '.join(map(str, missing))}: their numbers "
                      "cover the whole capture as one step.")
     call_note, details = _call_notes(inputs)
     notes += call_note
-    if not colls:
+    if not len(colls):
         notes.append("No NCCL kernels (ncclDevKernel_*) matched across ranks, so there are no waits to "
                      "measure; trace CUDA on every rank.")
     strag, why = find_straggler(rows, colls, {r.rank: r.unit for r in inputs})
@@ -323,10 +348,15 @@ def analyze_ranks(traces: Sequence[Trace], *, range_name: str | None = None) -> 
     if fitted:
         from dataclasses import replace
 
+        told = fitted if len(fitted) <= MAX_CLOCK_SENTENCES else [
+            f"{len(fitted)} ranks' clocks moved to line up their collectives' ends with rank "
+            f"{inputs[0].rank}'s (each rank's move: --json note_details)"]
+        if len(fitted) > MAX_CLOCK_SENTENCES:
+            details = [*details, *(f[0].upper() + f[1:] for f in fitted)]
         clock = replace(clock, sentence=clock.sentence + " Clocks lined up on collective ends: "
-                        + "; ".join(fitted) + ".")
+                        + "; ".join(told) + ".")
     pace = pace_row(rows, strag.rank if strag is not None else None)
-    return RanksResult(tuple(rows), tuple(colls), strag, clock,
+    return RanksResult(tuple(rows), colls, strag, clock,
                        tuple(notes), tuple(_lanes(r, r.offset_ns - zero) for r in inputs),
                        pace_rank=pace.rank if pace is not None else None, details=tuple(details))
 
@@ -341,7 +371,9 @@ def _call_notes(inputs: list[RankInput]) -> tuple[list[str], list[str]]:
     for r in inputs:
         if not r.calls:
             continue
-        kernels: Counter[str] = Counter("SendRecv" if _op(n) in P2P else _op(n) for n in r.nccl_name)
+        kernels: Counter[str] = Counter()
+        for name, n in Counter(r.nccl_name).items():  # a few distinct names among many kernels
+            kernels["SendRecv" if _op(name) in P2P else _op(name)] += n
         calls: Counter[str] = Counter()
         for op, n in r.calls.items():
             calls["SendRecv" if op in P2P else op] += n
@@ -365,15 +397,22 @@ def _lanes(r: RankInput, shift: int) -> RankLanes:
     return RankLanes(r.rank, cs + shift, ce + shift, ns + shift, ne + shift)
 
 
-def analyze_paths(paths: Sequence[str | Path], *, range_name: str | None = None) -> RanksResult:
-    """Open every report (by content), analyse them as one job, close them."""
-    from engine.reports.open import open_report
+def analyze_paths(paths: Sequence[str | Path], *, range_name: str | None = None, workers: int | None = None,
+                  inputs: Sequence[list[RankInput]] | None = None) -> RanksResult:
+    """Analyse the reports as one job, each report read once (kept in the cache, ``store``).
 
-    traces: list[Trace] = []
-    try:
-        for p in paths:
-            traces.append(open_report(p))
-        return analyze_ranks(traces, range_name=range_name)
-    finally:
-        for t in traces:
-            t.close()
+    Args:
+        paths: The reports.
+        range_name: The step range (None: found by structure).
+        workers: Reader processes for the reports not cached yet (default 2; 0: in this process).
+        inputs: Each report's ranks, already read (``store.read_ranks`` on a Dask worker, say).
+    """
+    from engine.analysis.ranks.store import read_all, read_ranks
+
+    per_report = list(inputs) if inputs is not None else read_all(paths, range_name, workers=workers)
+    ranks = [r for got in per_report for r in got]
+    if not ranks:
+        names = ", ".join(Path(str(p)).name for p in paths)
+        raise ReportError(f"No GPU work was found in {names}; record the job with CUDA tracing "
+                          "(nsys --trace=cuda or torch.profiler with CUDA activities).")
+    return analyze_inputs(ranks, range_name=range_name, restep=lambda report, name: read_ranks(report, name))

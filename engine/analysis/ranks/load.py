@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,7 +20,6 @@ from engine.analysis.steps import Steps, pid_key, steps_per_process
 
 if TYPE_CHECKING:
     import numpy.typing as npt
-    import pandas as pd
 
     from engine.reports.base import Trace
 
@@ -37,7 +37,7 @@ _TORCH_VARIANT = frozenset({"", "base", "coalesced", "into", "tensor", "single"}
 _LAUNCH = re.compile(r"^(cuda|cu)(LaunchKernel|LaunchCooperativeKernel|GraphLaunch|LaunchKernelEx)")
 
 
-@dataclass
+@dataclass(eq=False)  # a rank is itself: its arrays are not compared
 class RankInput:
     """One rank's tables, in its report's own clock (``offset_ns`` adds the report's UTC zero)."""
 
@@ -61,6 +61,14 @@ class RankInput:
     rank: int = -1
     #: one typical steady step: its operations' names in order and their median GPU durations
     unit: Any = None
+    #: how the report's clock is put on UTC (``report_utc_offset_ns``)
+    clock_method: str = "none"
+    #: its steps' partition, measured where the rank was read (engine.analysis.ranks.costs)
+    local: Any = None
+
+
+#: a missing value in ``trace.columns``
+NULL_ID = -(2**62)
 
 
 def _int(v: Any) -> int | None:
@@ -167,26 +175,30 @@ def nccl_calls(trace: Trace, pidk: str) -> Counter[str]:
     return out
 
 
-def _pid_keys(values: pd.Series) -> npt.NDArray[Any]:
+def _pid_keys(values: Any) -> npt.NDArray[Any]:
     """Process ids as text (:func:`pid_key`), computed once per distinct value (millions of rows)."""
-    import pandas as pd
+    from engine.analysis.tables import pid_keys
 
-    series = pd.Series(values).reset_index(drop=True)
-    keys = {v: pid_key(v) for v in pd.unique(series)}
-    return series.map(keys).fillna("").to_numpy(dtype=object)
+    return pid_keys(values)
 
 
-def _main_tid_api(api: pd.DataFrame) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """API calls of the thread that launches the most kernels (the training loop's thread)."""
-    if not len(api):
+def _main_tid_api(api: dict[str, npt.NDArray[Any]], sel: npt.NDArray[np.bool_],
+                  names: dict[int, str]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """API calls (of the rows ``sel``) of the thread that launches the most kernels (the training loop's)."""
+    if not sel.any():
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty
-    names = api["name"].fillna("").astype(str)
-    launches = api[names.str.match(_LAUNCH.pattern)]
-    pool = launches if len(launches) else api
-    tid = pool["tid"].value_counts().index[0]
-    mine = api[api["tid"] == tid]
-    return mine["start"].to_numpy(np.int64), mine["end"].to_numpy(np.int64)
+    ids = api["nameId"][sel]
+    uniq, codes = np.unique(ids, return_inverse=True)
+    is_launch = np.array([bool(_LAUNCH.match(names.get(int(u), ""))) for u in uniq], dtype=bool)[codes]
+    tids = api["tid"][sel]
+    pool = tids[is_launch] if is_launch.any() else tids
+    values, counts = np.unique(pool, return_counts=True)
+    # value_counts' order: the most calls, ties in order of first appearance
+    first = np.array([np.argmax(pool == v) for v in values[counts == counts.max()]])
+    tid = values[counts == counts.max()][int(np.argmin(first))]
+    mine = tids == tid
+    return api["start"][sel][mine].astype(np.int64), api["end"][sel][mine].astype(np.int64)
 
 
 def _unit(trace: Trace, st: Steps | None) -> Any:
@@ -195,62 +207,70 @@ def _unit(trace: Trace, st: Steps | None) -> Any:
     return typical_unit(trace, st) if st is not None else None
 
 
-def ranks_of(trace: Trace, *, range_name: str | None = None) -> list[RankInput]:
-    """The ranks in one report (processes with GPU work), each with its tables and steps."""
-    import pandas as pd
-
-    path = str(trace.info.path)
-    offset, _how = report_utc_offset_ns(trace)
-    host = report_host(trace)
-    k = trace.table("kernels", ["start", "end", "deviceId", "correlationId", "pid", "name"])
-    if not len(k):
-        return []
-    frames = [pd.DataFrame({"start": k["start"], "end": k["end"], "pid": k["pid"]})]
+def _gpu_ops(trace: Trace, kernels: dict[str, npt.NDArray[Any]]
+             ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[Any]]:
+    """Kernels, then copies, then memsets: (start, end, pid key) of every GPU operation."""
+    starts, ends, pids = [kernels["start"]], [kernels["end"]], [kernels["pid"]]
     for kind in ("memcpy", "memset"):
-        t = trace.table(kind, ["start", "end", "pid"])
-        if len(t):
-            frames.append(t[["start", "end", "pid"]])
-    ops = pd.concat(frames, ignore_index=True)
-    ops_pk = _pid_keys(ops["pid"])
-    k_pk = _pid_keys(k["pid"])
-    api = trace.table("api", ["start", "end", "pid", "tid", "correlationId", "name"])
+        if trace.has(kind):
+            t = trace.columns(kind, ["start", "end", "pid"])
+            starts.append(t["start"])
+            ends.append(t["end"])
+            pids.append(t["pid"])
+    return (np.concatenate(starts).astype(np.int64), np.concatenate(ends).astype(np.int64),
+            _pid_keys(np.concatenate(pids)))
+
+
+def ranks_of(trace: Trace, *, range_name: str | None = None) -> list[RankInput]:
+    """The ranks in one report (processes with GPU work), each with its tables and steps.
+
+    Reads only the columns it needs, as arrays (``trace.columns``): names are ids until a few distinct
+    ones are looked up.
+    """
+    path = str(trace.info.path)
+    offset, how = report_utc_offset_ns(trace)
+    host = report_host(trace)
+    if not trace.has("kernels"):
+        return []
+    k = trace.columns("kernels", ["start", "end", "deviceId", "correlationId", "pid", "nameId"])
+    if not len(k["start"]):
+        return []
+    strings = trace.strings()
+    ops_start, ops_end, ops_pk = _gpu_ops(trace, k)
+    k_pk = ops_pk[:len(k["start"])]
+    api = (trace.columns("api", ["start", "end", "pid", "tid", "nameId"]) if trace.has("api")
+           else {c: np.zeros(0, dtype=np.int64) for c in ("start", "end", "pid", "tid", "nameId")})
     api_pk = _pid_keys(api["pid"])
+    api_names = {int(u): strings.get(int(u), "") for u in np.unique(api["nameId"])}
     steps = {s.pid: s for s in steps_per_process(trace, range_name=range_name)}
-    names = k["name"].fillna("").astype(str).to_numpy()
-    codes, uniq = pd.factorize(names)  # a few distinct kernel names among many launches
-    is_nccl = np.array([bool(NCCL_KERNEL.match(str(n))) for n in uniq] + [False], dtype=bool)[codes]
-    ops_nccl = np.concatenate([is_nccl, np.zeros(len(ops) - len(k), dtype=bool)])  # kernels come first
+    uniq, codes = np.unique(k["nameId"], return_inverse=True)  # a few distinct kernel names
+    uniq_names = [strings.get(int(u), "") for u in uniq]
+    is_nccl = np.array([bool(NCCL_KERNEL.match(n)) for n in uniq_names], dtype=bool)[codes]
+    ops_nccl = np.concatenate([is_nccl, np.zeros(len(ops_start) - len(is_nccl), dtype=bool)])
     named = RANK_IN_NAME.search(Path(path).name)
     kineto_rank = _kineto_rank(trace)
     sizes = _kineto_nccl_bytes(trace)
     out: list[RankInput] = []
-    for pk in dict.fromkeys(k_pk):
+    for pk in dict.fromkeys(k_pk.tolist()):
         sel = k_pk == pk
-        dev = Counter(int(d) for d in k["deviceId"][sel] if _int(d) is not None).most_common(1)
+        devs = k["deviceId"][sel]
+        devs = devs[devs != NULL_ID]
+        dev = Counter(devs.tolist()).most_common(1)
         osel = (ops_pk == pk) & ~ops_nccl
         nsel = sel & is_nccl
-        nk = k[nsel]
-        launch = nk["start"].to_numpy(np.int64).copy()
-        my_api = api[api_pk == pk] if len(api) else api
-        if len(my_api) and len(nk):
-            a = pd.DataFrame({"corr": my_api["correlationId"].to_numpy(), "launch": my_api["start"]
-                              .to_numpy(np.int64)}).drop_duplicates("corr")
-            j = pd.DataFrame({"corr": nk["correlationId"].to_numpy()}).merge(a, how="left", on="corr")
-            got = j["launch"].notna().to_numpy()
-            launch[got] = j["launch"].to_numpy()[got].astype(np.int64)
-        a_s, a_e = _main_tid_api(my_api)
-        nstart = nk["start"].to_numpy(np.int64)
+        nstart = k["start"][nsel].astype(np.int64)
+        a_s, a_e = _main_tid_api(api, api_pk == pk, api_names)
+        corr = k["correlationId"][nsel]
         out.append(RankInput(
-            report=path, pid=_int(pk), device=dev[0][0] if dev else None, host=host,
+            report=path, pid=_int(pk), device=int(dev[0][0]) if dev else None, host=host,
             offset_ns=offset or 0,
-            compute_start=ops["start"].to_numpy(np.int64)[osel],
-            compute_end=ops["end"].to_numpy(np.int64)[osel],
-            nccl_start=nstart, nccl_end=nk["end"].to_numpy(np.int64), nccl_launch=launch,
-            nccl_name=[str(n) for n in names[nsel]], api_start=a_s, api_end=a_e,
+            compute_start=ops_start[osel], compute_end=ops_end[osel],
+            nccl_start=nstart, nccl_end=k["end"][nsel].astype(np.int64), nccl_launch=nstart.copy(),
+            nccl_name=[uniq_names[c] for c in codes[nsel].tolist()], api_start=a_s, api_end=a_e,
             steps=steps.get(str(pk)),
-            nccl_bytes=[sizes.get(c) for c in nk["correlationId"]] if sizes else [None] * len(nstart),
+            nccl_bytes=[sizes.get(c) for c in corr.tolist()] if sizes else [None] * len(nstart),
             calls=nccl_calls(trace, str(pk)),
-            unit=_unit(trace, steps.get(str(pk))),
+            unit=_unit(trace, steps.get(str(pk))), clock_method=how,
         ))
     if len(out) == 1:
         out[0].named_rank = kineto_rank if kineto_rank is not None else (
@@ -292,14 +312,21 @@ def number_ranks(inputs: list[RankInput]) -> list[str]:
     return notes
 
 
-def align_step_ranges(traces: list[Trace], inputs: list[RankInput]) -> None:
-    """Make every rank use the same step range (the one most ranks chose)."""
+def align_step_ranges(inputs: list[RankInput], restep: Callable[[str, str], list[RankInput]]) -> None:
+    """Make every rank use the same step range (the one most ranks chose).
+
+    ``restep(report, name)`` gives the report's ranks measured in range ``name``: their steps (and
+    partition, when measured) replace those of the ranks that chose another range.
+    """
     chosen = Counter(r.steps.range_name for r in inputs if r.steps is not None)
     if len(chosen) <= 1 or any(r.steps is not None and r.steps.method.startswith("gpu") for r in inputs):
         return  # steps found from the GPU's work are each rank's own (their unit lengths may differ)
     name = chosen.most_common(1)[0][0]
-    by_report = {str(t.info.path): t for t in traces}
+    again: dict[str, dict[str, RankInput]] = {}
     for r in inputs:
-        if r.steps is not None and r.steps.range_name != name and r.report in by_report:
-            again = {s.pid: s for s in steps_per_process(by_report[r.report], range_name=name)}
-            r.steps = again.get(pid_key(r.pid), r.steps)
+        if r.steps is not None and r.steps.range_name != name:
+            if r.report not in again:
+                again[r.report] = {pid_key(x.pid): x for x in restep(r.report, name)}
+            other = again[r.report].get(pid_key(r.pid))
+            if other is not None and other.steps is not None:
+                r.steps, r.local = other.steps, other.local

@@ -6,11 +6,13 @@ Times are integer nanoseconds. Times on the job's clock (``*_start_ns``, ``*_end
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
+
+import numpy as np
 
 if TYPE_CHECKING:
-    import numpy as np
     import numpy.typing as npt
 
 SCHEMA = "kernelscope.ranks/1"
@@ -66,6 +68,86 @@ class StepCost:
                 "gpu_compute_ns": self.gpu_compute_ns, "exposed_wait_ns": self.exposed_wait_ns}
 
 
+#: StepCost's fields, in order (the columns of :class:`StepCosts`)
+STEP_FIELDS = ("index", "start_ns", "end_ns", "compute_ns", "nccl_ns", "nccl_wait_ns", "idle_ns", "host_ns",
+               "overlap_ns", "warmup", "gpu_compute_ns", "exposed_wait_ns")
+
+
+class StepCosts(Sequence[StepCost]):
+    """The steps of one rank as columns (one int64 array per :class:`StepCost` field, warm-up as bool).
+
+    A 64-rank job of 8,520 steps each is 545k steps: as objects they took hundreds of MB; a
+    :class:`StepCost` is made only when one is read. Indexing, iterating, ``len`` and equality behave
+    as the tuple of StepCost values they stand for; :meth:`column` gives a field as an array.
+    """
+
+    __slots__ = ("_cols",)
+
+    def __init__(self, columns: dict[str, Any] | None = None) -> None:
+        cols = columns or {}
+        self._cols: dict[str, npt.NDArray[Any]] = {
+            f: np.asarray(cols.get(f, ()), dtype=bool if f == "warmup" else np.int64) for f in STEP_FIELDS}
+
+    @classmethod
+    def of(cls, steps: Any) -> StepCosts:
+        """``steps`` as StepCosts (StepCosts as they are; any iterable of :class:`StepCost` converted)."""
+        if isinstance(steps, StepCosts):
+            return steps
+        items = list(steps)
+        return cls({f: [getattr(x, f) for x in items] for f in STEP_FIELDS})
+
+    def column(self, name: str) -> npt.NDArray[Any]:
+        """One field of every step (``duration_ns`` too), as an array (do not modify it)."""
+        if name == "duration_ns":
+            dur: npt.NDArray[Any] = self._cols["end_ns"] - self._cols["start_ns"]
+            return dur
+        out: npt.NDArray[Any] = self._cols[name]
+        return out
+
+    def select(self, mask: npt.NDArray[np.bool_]) -> StepCosts:
+        """The steps where ``mask`` is true."""
+        return StepCosts({f: a[mask] for f, a in self._cols.items()})
+
+    def __len__(self) -> int:
+        return len(self._cols["index"])
+
+    @overload
+    def __getitem__(self, i: int) -> StepCost: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> tuple[StepCost, ...]: ...
+
+    def __getitem__(self, i: int | slice) -> StepCost | tuple[StepCost, ...]:
+        if isinstance(i, slice):
+            return tuple(self[k] for k in range(*i.indices(len(self))))
+        k = range(len(self))[i]
+        values: list[Any] = [bool(a[k]) if f == "warmup" else int(a[k]) for f, a in self._cols.items()]
+        return StepCost(*values)
+
+    def __iter__(self) -> Iterator[StepCost]:
+        cols = [self._cols[f].tolist() for f in STEP_FIELDS]
+        return map(StepCost, *cols)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (tuple, list)):
+            other = StepCosts.of(other)
+        if not isinstance(other, StepCosts):
+            return NotImplemented
+        return all(np.array_equal(a, other._cols[f]) for f, a in self._cols.items())
+
+    def __hash__(self) -> int:
+        return hash((len(self), self._cols["start_ns"][:4].tobytes(), self._cols["end_ns"][-4:].tobytes()))
+
+    def __repr__(self) -> str:
+        return f"StepCosts({len(self)} steps)"
+
+    def __getstate__(self) -> dict[str, Any]:
+        return self._cols
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._cols = state
+
+
 @dataclass(frozen=True)
 class RankRow:
     """One rank: a process with GPU work, from one report.
@@ -93,19 +175,31 @@ class RankRow:
     idle_ns: int
     host_ns: int
     nccl_kernels: int
-    per_step: tuple[StepCost, ...] = ()
+    per_step: Sequence[StepCost] = ()
     #: total over the counted steps of the wait with nothing else to run (``StepCost.exposed_wait_ns``)
     exposed_wait_ns: int = 0
 
     @property
-    def counted_steps(self) -> tuple[StepCost, ...]:
+    def counted_steps(self) -> Sequence[StepCost]:
         """The steps the totals are over."""
+        if isinstance(self.per_step, StepCosts):
+            warm = self.per_step.column("warmup")
+            return self.per_step.select(~warm) if not warm.all() else self.per_step
         steady = tuple(s for s in self.per_step if not s.warmup)
         return steady or self.per_step
 
+    @property
+    def counted_count(self) -> int:
+        """How many steps the totals are over."""
+        if isinstance(self.per_step, StepCosts):
+            warm = self.per_step.column("warmup")
+            steady = int((~warm).sum())
+            return steady or len(warm)
+        return len(self.counted_steps)
+
     def per_step_mean(self, total_ns: int) -> int:
         """A total over the counted steps as a mean per step (ns, rounded)."""
-        return round(total_ns / max(1, len(self.counted_steps)))
+        return round(total_ns / max(1, self.counted_count))
 
     @property
     def step_ns(self) -> int:
@@ -126,7 +220,7 @@ class RankRow:
         them, with the other means in ``mean_per_step``); ``compute_ns`` ... ``host_ns`` are totals.
         """
         return {"rank": self.rank, "report": self.report, "pid": self.pid, "device": self.device,
-                "host": self.host, "steps": self.steps, "steady_steps": len(self.counted_steps),
+                "host": self.host, "steps": self.steps, "steady_steps": self.counted_count,
                 "step_ns": self.step_ns, "step_median_ns": self.step_median_ns,
                 "wait_ns": self.per_step_mean(self.nccl_wait_ns), "mean_per_step": self.means(),
                 "compute_ns": self.compute_ns, "nccl_ns": self.nccl_ns,
@@ -167,6 +261,56 @@ class Collective:
         return {"index": self.index, "op": self.op, "name": self.name, "bytes": self.bytes,
                 "start_ns": self.start_ns, "end_ns": self.end_ns, "start_skew_ns": self.start_skew_ns,
                 "last_rank": self.last_rank, "waits_ns": dict(self.waits_ns)}
+
+
+class CollectiveTable(Sequence[Collective]):
+    """The job's collectives as columns: a :class:`Collective` is made only when one is read.
+
+    A 64-rank job of 34k collectives holds 2.2M waits: a matrix here (collective × rank, -1 where the
+    rank has no kernel of that collective), a dict per collective as objects. Indexing, iterating and
+    ``len`` behave as the tuple of Collective values they stand for.
+    """
+
+    def __init__(self, *, ops: Sequence[str], op_code: Any, names: Sequence[str], name_code: Any, nbytes: Any,
+                 start: Any, end: Any, skew: Any, last_rank: Any, ranks: Sequence[int], waits: Any) -> None:
+        self.ops, self.names, self.ranks = list(ops), list(names), [int(r) for r in ranks]
+        self.op_code = np.asarray(op_code, dtype=np.int64)
+        self.name_code = np.asarray(name_code, dtype=np.int64)
+        #: message bytes (-1: not recorded)
+        self.nbytes = np.asarray(nbytes, dtype=np.int64)
+        self.start_ns = np.asarray(start, dtype=np.int64)
+        self.end_ns = np.asarray(end, dtype=np.int64)
+        self.skew_ns = np.asarray(skew, dtype=np.int64)
+        #: the rank that started last, per collective
+        self.last_rank = np.asarray(last_rank, dtype=np.int64)
+        #: collective × rank (in ``ranks`` order): the rank's wait, -1 where it has no kernel in it
+        self.waits = np.asarray(waits, dtype=np.int64).reshape(len(self.start_ns), len(self.ranks))
+
+    def __len__(self) -> int:
+        return len(self.start_ns)
+
+    @overload
+    def __getitem__(self, i: int) -> Collective: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> tuple[Collective, ...]: ...
+
+    def __getitem__(self, i: int | slice) -> Collective | tuple[Collective, ...]:
+        if isinstance(i, slice):
+            return tuple(self[k] for k in range(*i.indices(len(self))))
+        k = range(len(self))[i]
+        row = self.waits[k]
+        waits = {str(r): int(w) for r, w in zip(self.ranks, row.tolist(), strict=True) if w >= 0}
+        nb = int(self.nbytes[k])
+        return Collective(k, self.ops[int(self.op_code[k])], self.names[int(self.name_code[k])],
+                          None if nb < 0 else nb, int(self.start_ns[k]), int(self.end_ns[k]),
+                          int(self.skew_ns[k]), int(self.last_rank[k]), waits)
+
+    def __iter__(self) -> Iterator[Collective]:
+        return (self[k] for k in range(len(self)))
+
+    def __repr__(self) -> str:
+        return f"CollectiveTable({len(self)} collectives over {len(self.ranks)} ranks)"
 
 
 @dataclass(frozen=True)
@@ -274,7 +418,7 @@ class RanksResult:
     """
 
     ranks: tuple[RankRow, ...]
-    collectives: tuple[Collective, ...]
+    collectives: Sequence[Collective]
     straggler: Straggler | None
     clock: ClockInfo
     notes: tuple[str, ...] = ()

@@ -10,12 +10,16 @@ where it is slow, and is always labelled as such.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from engine.analysis.ranks.load import NCCL_KERNEL
-from engine.analysis.ranks.model import Collective, RankRow, StepCost, Straggler
+from engine.analysis.ranks.model import Collective, RankRow, StepCosts, Straggler
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 I64 = np.int64
 #: a straggler is named only when the others wait at least this share of a step for it ...
@@ -54,25 +58,74 @@ def step_sentence(row: RankRow) -> str:
             f"steps, as in its row{median})")
 
 
-def aligned_steps(rows: list[RankRow]) -> list[dict[int, StepCost]]:
-    """The steady steps of the first rank with every rank's step that overlaps it most (shared clock)."""
-    ref = rows[0]
-    out = []
-    others = {r.rank: (np.array([c.start_ns for c in r.per_step], dtype=I64),
-                       np.array([c.end_ns for c in r.per_step], dtype=I64), r.per_step) for r in rows[1:]}
-    for c in ref.per_step:
-        if c.warmup:
-            continue
-        got = {ref.rank: c}
-        for k, (st, en, per) in others.items():
-            if not len(st):
-                continue
-            ov = np.minimum(en, c.end_ns) - np.maximum(st, c.start_ns)
-            j = int(np.argmax(ov))
-            if ov[j] > 0 and not per[j].warmup:
-                got[k] = per[j]
-        if len(got) == len(rows):
-            out.append(got)
+class Aligned:
+    """The steady steps of the first rank, each with every rank's step that overlaps it most (shared clock).
+
+    ``index[k, j]``: the position in ``rows[j].per_step`` of rank j's step lined up with the k-th;
+    only steps every rank has (steady) are kept.
+    """
+
+    def __init__(self, rows: list[RankRow]) -> None:
+        self.rows = rows
+        self.ranks = [r.rank for r in rows]
+        ref = StepCosts.of(rows[0].per_step)
+        steady = np.flatnonzero(~ref.column("warmup"))
+        lo, hi = ref.column("start_ns")[steady], ref.column("end_ns")[steady]
+        cols = [steady]
+        keep = np.ones(len(steady), dtype=bool)
+        for r in rows[1:]:
+            j = _best_overlap(StepCosts.of(r.per_step), lo, hi)
+            keep &= j >= 0
+            cols.append(j)
+        self.index = np.stack(cols, axis=1)[keep] if len(rows) else np.zeros((0, 0), dtype=I64)
+        self._costs = [StepCosts.of(r.per_step) for r in rows]
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def values(self, name: str, where: npt.NDArray[np.bool_] | None = None) -> npt.NDArray[np.int64]:
+        """A StepCost field of each lined-up step (row) of each rank (column)."""
+        idx = self.index if where is None else self.index[where]
+        out = np.empty(idx.shape, dtype=I64)
+        for j, c in enumerate(self._costs):
+            out[:, j] = c.column(name)[idx[:, j]]
+        return out
+
+    def step_numbers(self) -> npt.NDArray[np.int64]:
+        """The first rank's step index of each lined-up step."""
+        return self._costs[0].column("index")[self.index[:, 0]]
+
+
+def _best_overlap(steps: StepCosts, lo: npt.NDArray[np.int64],
+                  hi: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Per window [lo, hi): the step overlapping it most (the first such).
+
+    -1 where none overlaps, or the one that does most is warm-up.
+    """
+    st, en, warm = steps.column("start_ns"), steps.column("end_ns"), steps.column("warmup")
+    out = np.full(len(lo), -1, dtype=I64)
+    if not len(st) or not len(lo):
+        return out
+    a = np.searchsorted(en, lo, side="right")  # steps ending after lo ...
+    b = np.searchsorted(st, hi, side="left")  # ... and starting before hi overlap the window
+    span = int((b - a).max(initial=0))
+    if np.all(np.diff(st) >= 0) and np.all(np.diff(en) >= 0) and span <= 64:
+        best = np.zeros(len(lo), dtype=I64)
+        for d in range(span):
+            j = a + d
+            inside = j < b
+            jj = np.minimum(j, len(st) - 1)
+            ov = np.where(inside, np.minimum(en[jj], hi) - np.maximum(st[jj], lo), 0)
+            better = inside & (ov > best)
+            best = np.where(better, ov, best)
+            out = np.where(better, jj, out)
+    else:  # steps out of order, or many in one window: every step, as the rule says
+        for k in range(len(lo)):
+            ov = np.minimum(en, hi[k]) - np.maximum(st, lo[k])
+            best_j = int(np.argmax(ov))
+            out[k] = best_j if ov[best_j] > 0 else -1
+    ok = out >= 0
+    out[ok & warm[np.maximum(out, 0)]] = -1
     return out
 
 
@@ -123,28 +176,31 @@ def _extra_work(units: dict[int, Any], s: int, others: list[int]) -> tuple[int, 
     return best if best is not None else (0, "")
 
 
-def _slow_per_step(rows: list[RankRow], steps: list[dict[int, StepCost]],
-                   floor: float) -> tuple[list[tuple[int, int, int]], dict[int, list[int]]]:
-    """Per aligned step: (step, the rank the others waited for or -1, the cost); costs per slow rank.
+def _slow_per_step(rows: list[RankRow], steps: Aligned, floor: float
+                   ) -> tuple[list[tuple[int, int, int]], dict[int, list[int]], npt.NDArray[np.int64]]:
+    """Per aligned step: (step, the rank the others waited for or -1, the cost), and more.
 
-    The rank that waited least is the one the others waited for, at the cost of the smallest exposed
-    wait among the others.
+    Also the costs per slow rank, and the slow rank's column per step (-1: nobody). The rank that
+    waited least is the one the others waited for (ties: the lowest rank), at the cost of the
+    smallest exposed wait among the others.
     """
-    per: list[tuple[int, int, int]] = []
+    e = steps.values("exposed_wait_ns")
+    order = np.argsort(np.array(steps.ranks), kind="stable")  # ties go to the lowest rank
+    slow_j = order[np.argmin(e[:, order], axis=1)]
+    others = e.copy()
+    others[np.arange(len(e)), slow_j] = np.iinfo(I64).max
+    cost = others.min(axis=1)
+    slow = np.array(steps.ranks, dtype=I64)[slow_j]
+    slow = np.where(cost < floor, -1, slow)
+    per = list(zip(steps.step_numbers().tolist(), slow.tolist(), cost.tolist(), strict=True))
     cost_by: dict[int, list[int]] = defaultdict(list)
-    for got in steps:
-        e = {k: c.exposed_wait_ns for k, c in got.items()}
-        slow = min(e, key=lambda k: (e[k], k))
-        cost = min(v for k, v in e.items() if k != slow)
-        if cost < floor:
-            per.append((got[rows[0].rank].index, -1, int(cost)))
-            continue
-        per.append((got[rows[0].rank].index, slow, int(cost)))
-        cost_by[slow].append(int(cost))
-    return per, cost_by
+    for r, c in zip(slow.tolist(), cost.tolist(), strict=True):
+        if r >= 0:
+            cost_by[r].append(c)
+    return per, cost_by, np.where(cost < floor, -1, slow_j)
 
 
-def find_straggler(rows: list[RankRow], colls: list[Collective],
+def find_straggler(rows: list[RankRow], colls: Sequence[Collective],
                    units: dict[int, Any] | None = None) -> tuple[Straggler | None, str | None]:
     """The rank the others wait for, and what it costs as a what-if (see ``Straggler``); or a note.
 
@@ -156,14 +212,14 @@ def find_straggler(rows: list[RankRow], colls: list[Collective],
     it runs (:func:`_extra_work`) or the host time its GPU idles, at least the others' exposed wait
     and at most a step.
     """
-    if len(rows) < 2 or not colls:
+    if len(rows) < 2 or not len(colls):
         return None, None
-    steps = aligned_steps(rows)
-    if not steps:
+    steps = Aligned(rows)
+    if not len(steps):
         return None, "No steps line up across the ranks, so no straggler can be named."
     step_med = _median([r.step_median_ns or 0 for r in rows])  # thresholds only, never printed
     floor = max(MIN_WAIT_NS, MIN_WAIT_SHARE * step_med)
-    per, cost_by = _slow_per_step(rows, steps, floor)
+    per, cost_by, slow_j = _slow_per_step(rows, steps, floor)
     pace = pace_row(rows, None)
     against = f", against the job's step: {step_sentence(pace)}" if pace is not None and pace.steps else ""
     if not cost_by:
@@ -175,22 +231,24 @@ def find_straggler(rows: list[RankRow], colls: list[Collective],
     if cost_mean < floor:  # a rank late in a step or two now and then: jitter, not a straggler
         return None, (f"No rank makes the others wait: rank {s} was late in {len(cost_by[s])} of {len(per)} "
                       f"steady steps, {_ms(cost_mean)} per step over all of them{against}.")
-    return _verdict(rows, colls, steps, per, s, _median(cost_by[s]), units or {}), None
+    slow_in = slow_j == steps.ranks.index(s)
+    return _verdict(rows, colls, steps, per, s, _median(cost_by[s]), units or {}, slow_in), None
 
 
-def _cause(rows: list[RankRow], s: int, steps: list[dict[int, StepCost]], slow_in: list[dict[int, StepCost]],
+def _cause(rows: list[RankRow], s: int, steps: Aligned, slow_in: npt.NDArray[np.bool_],
            units: dict[int, Any]) -> tuple[str, int, int, str, int, int]:
     """Where the straggler's extra time is: (cause, its, the others', sentence, what-if, extra host)."""
     others = [r.rank for r in rows if r.rank != s]
-
-    def med(rank: int, attr: str) -> int:  # the median over the steps where it is slow
-        return _median([getattr(g[rank], attr) for g in slow_in] or [getattr(g[rank], attr) for g in steps])
+    col = {rank: j for j, rank in enumerate(steps.ranks)}
 
     deltas = {}
     for attr, label in (("gpu_compute_ns", "GPU compute"),
                         ("host_ns", "host time (its GPU idle while the host works)")):
-        mine = med(s, attr)
-        theirs = _median([med(r, attr) for r in others])
+        # medians over the steps where it is slow (every lined-up step when it is slow in none)
+        v = steps.values(attr, slow_in if slow_in.any() else None)
+        med = {rank: int(np.median(v[:, j])) if len(v) else 0 for rank, j in col.items()}
+        mine = med[s]
+        theirs = _median([med[r] for r in others])
         deltas[label] = (mine - theirs, mine, theirs)
     cause, (delta, mine, theirs) = max(deltas.items(), key=lambda kv: kv[1][0])
     extra_host = deltas["host time (its GPU idle while the host works)"][0]
@@ -208,12 +266,27 @@ def _cause(rows: list[RankRow], s: int, steps: list[dict[int, StepCost]], slow_i
     return cause, mine, theirs, text, what_if, max(0, extra_host)
 
 
-def _verdict(rows: list[RankRow], colls: list[Collective], steps: list[dict[int, StepCost]],
-             per: list[tuple[int, int, int]], s: int, wait_cost: int, units: dict[int, Any]) -> Straggler:
+#: at most this many other ranks are named one by one in a sentence (more: their median and extremes)
+MAX_NAMED = 8
+
+
+def others_wait_text(others_wait: Sequence[tuple[int, int]]) -> str:
+    """The others' exposed waits per step: one by one for a few ranks, else their median and extremes."""
+    if len(others_wait) <= MAX_NAMED:
+        return ", ".join(f"rank {r}: {_ms(ns)}" for r, ns in others_wait)
+    least = min(others_wait, key=lambda x: (x[1], x[0]))
+    most = max(others_wait, key=lambda x: (x[1], -x[0]))
+    med = _median([ns for _, ns in others_wait])
+    return (f"median {_ms(med)} over the {len(others_wait)} others (least: rank {least[0]}, {_ms(least[1])}; "
+            f"most: rank {most[0]}, {_ms(most[1])})")
+
+
+def _verdict(rows: list[RankRow], colls: Sequence[Collective], steps: Aligned,
+             per: list[tuple[int, int, int]], s: int, wait_cost: int, units: dict[int, Any],
+             slow_in: npt.NDArray[np.bool_]) -> Straggler:
     """The straggler ``s`` with its evidence; every number labelled for what it is."""
     row = next(r for r in rows if r.rank == s)
     others = [r for r in rows if r.rank != s]
-    slow_in = [g for g, p in zip(steps, per, strict=True) if p[1] == s]
     cause, mine, theirs, cause_text, what_if, extra_host = _cause(rows, s, steps, slow_in, units)
     cap = MAX_COST_SHARE * min(row.step_ns, row.step_median_ns or row.step_ns)
     cost = int(min(max(what_if, wait_cost), cap)) if cap > 0 else max(what_if, wait_cost)
@@ -227,12 +300,19 @@ def _verdict(rows: list[RankRow], colls: list[Collective], steps: list[dict[int,
         when = (f"in {len(slow_steps)} of {n_steps} steady steps (intermittent: steps "
                 f"{', '.join(map(str, slow_steps[:8]))}{' …' if len(slow_steps) > 8 else ''})")
     others_wait = tuple((o.rank, o.means()["exposed_wait_ns"]) for o in others)
-    table = ", ".join(f"rank {r}: {_ms(ns)}" for r, ns in others_wait)
+    table = others_wait_text(others_wait)
     k = len(slow_steps)
+    movers = sorted(moving.items())
+    if len(movers) > MAX_NAMED:  # the most often slow ones, then how many more
+        top = sorted(sorted(moving.items(), key=lambda x: (-x[1], x[0]))[:MAX_NAMED])
+        rest = len(movers) - MAX_NAMED
+        moves = ", ".join(f"rank {r} in {n} step{'s' if n != 1 else ''}" for r, n in top) + \
+            f" and {rest} more rank{'s' if rest != 1 else ''}"
+    else:
+        moves = ", ".join(f"rank {r} in {n} step{'s' if n != 1 else ''}" for r, n in movers)
     evidence = [
         f"Rank {s} is the rank the others wait for {when}"
-        + ("" if len(moving) < 2 else "; the slow rank moves: " + ", ".join(
-            f"rank {r} in {n} step{'s' if n != 1 else ''}" for r, n in sorted(moving.items()))) + ".",
+        + ("" if len(moving) < 2 else "; the slow rank moves: " + moves) + ".",
         f"What it costs: in the {k} step{'s' if k != 1 else ''} where it is slow, the others wait "
         f"{_ms(wait_cost)} per step with nothing else to run (median over those steps, the rank that waited "
         f"least), and a step would be about {_ms(cost)} shorter without its extra time (what-if, median over "
@@ -243,7 +323,9 @@ def _verdict(rows: list[RankRow], colls: list[Collective], steps: list[dict[int,
         f"The job runs at rank {s}'s pace: {step_sentence(row)}; the what-if is "
         f"{cost / max(1, row.step_ns):.0%} of that step.",
     ]
-    last_count = sum(1 for c in colls if c.last_rank == s)
+    last = getattr(colls, "last_rank", None)
+    last_count = int((last == s).sum()) if isinstance(last, np.ndarray) else sum(1 for c in colls
+                                                                                 if c.last_rank == s)
     evidence.append(f"Rank {s} started last in {last_count} of {len(colls)} NCCL collectives.")
     return Straggler(s, row.device, tuple(evidence), cost, last_count / len(colls), extra_host, cost,
                      cause_text, share, tuple(per), slow_wait_ns=wait_cost, others_wait_ns=others_wait)

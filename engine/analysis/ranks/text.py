@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.analysis.ranks.model import RanksResult
-from engine.analysis.ranks.straggler import duration_text
+from engine.analysis.ranks.straggler import duration_text, others_wait_text
 
 #: the per-step columns: (heading, key of RankRow.means() or "median")
 COLUMNS = (("step ms", "step_ns"), ("median ms", "median"), ("compute ms", "compute_ns"),
@@ -81,7 +81,7 @@ def straggler_parts(res: RanksResult) -> tuple[str, str]:
     moves = moving_sentence(s)
     if moves:
         return f"Straggler: {moves}", f"the most often slow is rank {s.rank}: {what_if}."
-    waits = ", ".join(f"rank {r}: {duration_text(ns)}" for r, ns in s.others_wait_ns)
+    waits = others_wait_text(s.others_wait_ns)
     gpu = f" (GPU {s.device})" if s.device is not None else ""
     return (f"Straggler: rank {s.rank}{gpu}",
             f"the others wait for it with nothing else to run ({waits} per step, mean over their steady "
