@@ -3,8 +3,8 @@
 :class:`SqliteEvents` gives the same events, in the same order and bytes, as the trace-event
 document of :func:`engine.analysis.export.perfetto_trace`, without holding a table in memory:
 
-- every integer column comes from the columnar cache (:class:`~engine.reports.nsys.columns.ColumnStore`)
-  and is read a row range at a time from its ``.npy`` file (``pread``, no mapping held, so the
+- every integer column comes from ``trace.columns`` (the export's columnar cache) and is read a
+  row range at a time from its ``.npy`` file (``pread``, no mapping held, so the
   resident set does not grow with the report);
 - one scan per table first checks the columns (NULLs send the export down the general path), finds
   the time origin and the processes / threads / streams the metadata names;
@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sqlite3
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +31,8 @@ import numpy as np
 
 from engine.analysis.export import FLOW_CAT, FLOW_NAME, GPU_PID_BASE, NVTX_STARTEND_TID
 from engine.analysis.export_perfetto_rows import Vocab, distinct_texts, format_rows
-from engine.reports.nsys.columns import NULL
+from engine.reports.base import NULL
+from engine.system.errors import ReportError
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -45,15 +45,9 @@ if TYPE_CHECKING:
 CHUNK = 100_000
 #: Rows per chunk of the checking scans (integers only: a few MB per column).
 SCAN = 1_000_000
-#: Ids, kinds and small counts: kept as int32 in the cache (half the pages; int64 where one is wider)
-_NARROW = frozenset({"nameId", "corr", "deviceId", "streamId", "copyKind", "eventType", "textId"})
 #: Columns of a table not yet cached are read a few at a time, this many bytes of values per pass
 #: (each pass scans the table once; 400k rows: all columns in one pass, 21M rows: one per pass).
 _READ_BYTES = 1 << 28
-#: Launch shapes packed into one integer: x (31 bits) << 32 | y (16 bits) << 16 | z (16 bits);
-#: NULL (and so the general path) where a value does not fit, which CUDA's limits rule out.
-_SHAPE = ('CASE WHEN "{w}X" BETWEEN 0 AND 2147483647 AND "{w}Y" BETWEEN 0 AND 65535 '
-          'AND "{w}Z" BETWEEN 0 AND 65535 THEN ("{w}X" << 32) | ("{w}Y" << 16) | "{w}Z" END')
 
 
 def _js(s: object) -> str:
@@ -180,7 +174,6 @@ class SqliteEvents:
 
     def __init__(self, trace: NsysSqliteTrace) -> None:
         self.trace = trace
-        self.store = trace.column_store()
         self.count = 0
         self.tables: list[Table] = []
         self.seen: list[Ints] = []  # pids named in the metadata
@@ -193,7 +186,7 @@ class SqliteEvents:
         try:
             if ev._read():
                 return ev
-        except (sqlite3.Error, Fallback):
+        except (ReportError, Fallback):
             pass
         ev.close()
         return None
@@ -205,49 +198,45 @@ class SqliteEvents:
         self.tables = []
 
     # -- reading ---------------------------------------------------------------------------------
-    def _table(self, table: str, exprs: dict[str, str]) -> Table | None:
-        """A table's integer columns, cached first (None when the table is absent or empty).
+    def _table(self, kind: str, cols: dict[str, str]) -> Table | None:
+        """A table's integer columns (this module's name -> the engine's), cached first.
 
-        Columns not cached yet are read a few per pass (<= ``_READ_BYTES`` of values), one table at
-        a time, and their values are dropped as soon as the cache file is written (two tables read
-        at once in two threads were no faster on two busy cores and peaked ~80 MB higher).
+        None when the table is absent or empty. Columns not cached yet are read a few per pass
+        (<= ``_READ_BYTES`` of values), one table at a time, and their values are dropped as soon
+        as the cache file is written (two tables read at once in two threads were no faster on two
+        busy cores and peaked ~80 MB higher).
         """
-        if not self.trace.has_sqlite_table(table):
+        if not self.trace.has(kind):
             return None
-        have = set(self.trace.column_names(table))
-        if not all(c in have for e in exprs.values() for c in re.findall(r'"(\w+)"', e)):
+        if not self.trace.has_columns(kind, list(cols.values())):
             raise Fallback
-        (n,), = self.trace.rows(f"SELECT count(*) FROM {table}")
-        per = max(1, _READ_BYTES // (8 * max(1, int(str(n)))))  # columns per pass over the table
-        items = list(exprs.items())
-        return self._load(table, [dict(items[i:i + per]) for i in range(0, len(items), per)])
+        n = self.trace.row_count(kind) or 0
+        per = max(1, _READ_BYTES // (8 * max(1, n)))  # columns per pass over the table
+        items = list(cols.items())
+        return self._load(kind, [dict(items[i:i + per]) for i in range(0, len(items), per)])
 
-    def _load(self, table: str, groups: list[dict[str, str]]) -> Table | None:
+    def _load(self, kind: str, groups: list[dict[str, str]]) -> Table | None:
         cols: dict[str, Column] = {}
         for group in groups:
-            got = self.store.read(table, group, _NARROW)
-            for name, expr in group.items():
-                mapped = self.store.cached(table, name, expr)  # the file just written: read by ranges
-                cols[name] = Column(mapped if mapped is not None else got[name])
+            got = self.trace.columns(kind, list(group.values()))  # mapped from the file just written
+            for name, col in group.items():
+                cols[name] = Column(got[col])
             del got
         t = Table(cols)
         self.tables.append(t)
         return t if t.n else None
 
     def _read(self) -> bool:
-        se = {"start": '"start"', "end": '"end"'}
-        gpu = {**se, "deviceId": '"deviceId"', "streamId": '"streamId"', "gpid": '"globalPid"'}
-        self.api = self._table("CUPTI_ACTIVITY_KIND_RUNTIME", {
-            **se, "nameId": '"nameId"', "gtid": '"globalTid"', "corr": '"correlationId"'})
-        self.kern = self._table("CUPTI_ACTIVITY_KIND_KERNEL", {
-            **gpu, "nameId": 'coalesce("demangledName", "shortName")', "corr": '"correlationId"',
-            "grid": _SHAPE.format(w="grid"), "block": _SHAPE.format(w="block")})
-        self.mc = self._table("CUPTI_ACTIVITY_KIND_MEMCPY", {
-            **gpu, "corr": '"correlationId"', "bytes": '"bytes"', "copyKind": '"copyKind"'})
-        self.ms = self._table("CUPTI_ACTIVITY_KIND_MEMSET", {**gpu, "bytes": '"bytes"'})
-        self.nv = self._table("NVTX_EVENTS", {
-            **se, "eventType": '"eventType"', "textId": '"textId"', "gtid": '"globalTid"',
-            "rowid": "rowid"}) if self._nvtx_ok() else None
+        se = {"start": "start", "end": "end"}
+        gpu = {**se, "deviceId": "deviceId", "streamId": "streamId", "gpid": "globalPid"}
+        corr = {"corr": "correlationId"}
+        self.api = self._table("api", {**se, "nameId": "nameId", "gtid": "globalTid", **corr})
+        self.kern = self._table("kernels", {**gpu, "nameId": "nameId", **corr, "grid": "gridShape",
+                                            "block": "blockShape"})
+        self.mc = self._table("memcpy", {**gpu, **corr, "bytes": "bytes", "copyKind": "copyKind"})
+        self.ms = self._table("memset", {**gpu, "bytes": "bytes"})
+        nvtx = {**se, "eventType": "eventType", "textId": "textId", "gtid": "globalTid", "rowid": "rowid"}
+        self.nv = self._table("nvtx", nvtx) if self._nvtx_ok() else None
         release_free_memory()  # the parsed columns are in their files now: give the heap back
         starts: list[int] = []
         for t in (self.api, self.kern, self.mc, self.ms, self.nv):
@@ -258,8 +247,7 @@ class SqliteEvents:
         return True
 
     def _nvtx_ok(self) -> bool:
-        have = set(self.trace.column_names("NVTX_EVENTS"))
-        return not self.trace.has_sqlite_table("NVTX_EVENTS") or {"textId", "text", "globalTid"} <= have
+        return not self.trace.has("nvtx") or self.trace.has_columns("nvtx", ["textId", "text", "globalTid"])
 
     def _check(self, t: Table, starts: list[int]) -> bool:
         """No NULL (but in end / textId), correlation ids in [0, 2**32); notes the first start."""
@@ -363,8 +351,6 @@ class SqliteEvents:
             self.close()
 
     def _events(self) -> Iterator[bytes | memoryview]:
-        from engine.reports.nsys.sqlite_trace import COPY_KIND_LABELS
-
         strings = self.trace.strings()
         if self.api is not None:
             head = self._head("cuda_api", lambda i: re.sub(r"_v\d{4}$", "", strings.get(i, f"<unknown {i}>")))
@@ -383,7 +369,7 @@ class SqliteEvents:
                     ',"args":{"correlationId":', ("d", c["corr"]), ("v", grid, grid.codes(c["grid"])),
                     ("v", block, block.codes(c["block"]))])
         if self.mc is not None:
-            ops = self.trace.enum_labels("ENUM_CUDA_MEMCPY_OPER", COPY_KIND_LABELS)
+            ops = self.trace.copy_kind_labels()
             head = self._head("memcpy", lambda i: f"[CUDA memcpy {ops.get(i, 'nan')}]")
             for _, c in self.mc.chunks(["start", "end", "copyKind", "deviceId", "streamId", "bytes", "corr"]):
                 yield self._x(head, head.codes(c["copyKind"]), c, _gpu_pid(c), c["streamId"], [
@@ -435,14 +421,12 @@ class SqliteEvents:
     def _inline(self, texts: Vocab, codes: Any, rowids: Ints, need: Any) -> tuple[str, Vocab, Any]:
         """The names with the rows ``need`` set to their inline text where they have one (by rowid range)."""
         want = rowids[need]
-        (ids_text, text), = self.trace.rows(
-            "SELECT group_concat(rowid, ','), group_concat(text, char(0)) FROM NVTX_EVENTS "
-            "WHERE rowid BETWEEN ? AND ? AND text IS NOT NULL", (int(want.min()), int(want.max())))
+        got = self.trace.nvtx_inline_texts(int(want.min()), int(want.max()))
         codes = np.array(codes, dtype=np.int64)
-        if ids_text is None:
+        if got is None:
             return ("v", texts, codes)
-        ids = np.fromstring(str(ids_text), dtype=np.int64, sep=",")  # noqa: NPY201 - C parser
-        inline, distinct = distinct_texts(str(text), "\0")
+        ids, text = got
+        inline, distinct = distinct_texts(text, "\0")
         at = np.minimum(np.searchsorted(ids, want), len(ids) - 1)
         hit = ids[at] == want
         codes[need[hit]] = len(texts.strings) + inline[at[hit]]
@@ -482,8 +466,8 @@ class SqliteEvents:
     def _meta(self) -> list[str]:
         base = GPU_PID_BASE
         # The small tables straight from SQLite (no pandas: its import alone is ~80 MB).
-        pnames = {int(str(p)): str(n) for p, n in self._small("PROCESSES", "pid", "name") if p is not None}
-        gpus = self._small("TARGET_INFO_GPU", "id", "name")
+        pnames = {int(str(p)): str(n) for p, n in self._small("processes", "pid", "name") if p is not None}
+        gpus = self._small("gpus", "id", "name")
         gnames = {int(str(i)): str(n) for i, n in gpus if i is not None}
         out: list[str] = []
         pids = np.unique(np.concatenate(self.seen)).tolist() if self.seen else []
@@ -501,7 +485,7 @@ class SqliteEvents:
                        f'"args":{{"name":"stream {tid}"}}}}')
         strings = self.trace.strings()
         have = set(pairs.tolist())
-        for g, nid in self._small("ThreadNames", "globalTid", "nameId"):
+        for g, nid in self._small("threads", "globalTid", "nameId"):
             if g is None:
                 continue
             p, t = (int(str(g)) >> 24) & 0xFFFFFF, int(str(g)) & 0xFFFFFF
@@ -512,7 +496,7 @@ class SqliteEvents:
         return out
 
     def _small(self, table: str, *cols: str) -> list[tuple[object, ...]]:
-        """Rows of a small table (none when it or a column is absent)."""
-        if not self.trace.has_sqlite_table(table) or not set(cols) <= set(self.trace.column_names(table)):
+        """Rows of a small table as the export stores them (none when it or a column is absent)."""
+        if not self.trace.has_columns(table, cols):
             return []
-        return self.trace.rows(f"SELECT {', '.join(cols)} FROM {table}")
+        return self.trace.stored_rows(table, cols)

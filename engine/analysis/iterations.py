@@ -164,12 +164,11 @@ def _kernel_names(trace: Trace, n: int) -> tuple[npt.NDArray[np.int64], list[str
     """Kernel name codes (short names where the report has them) and the name of each code."""
     from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
-    t = "CUPTI_ACTIVITY_KIND_KERNEL"
-    if isinstance(trace, NsysSqliteTrace) and trace.has_sqlite_table(t):
-        have = set(trace.column_names(t))
-        col = "shortName" if "shortName" in have else "demangledName" if "demangledName" in have else None
+    if isinstance(trace, NsysSqliteTrace):
+        # short names where the export has them, else the demangled names (nameId then is those)
+        col = next((c for c in ("shortNameId", "nameId") if trace.has_columns("kernels", [c])), None)
         if col is not None:
-            ids = np.asarray(trace.column_store().column(t, col, f'"{col}"'), dtype=np.int64)
+            ids = np.asarray(trace.columns("kernels", [col])[col], dtype=np.int64)
             if len(ids) == n and (not n or int(ids.min()) >= 0):
                 from engine.analysis.tables import small_codes
 
@@ -190,10 +189,8 @@ def _copy_kinds(trace: Trace, n: int) -> npt.NDArray[np.int64]:
     """Each copy's kind (1 HtoD, 2 DtoH, 8 DtoD, 10 PtoP ...), 0 unknown."""
     from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
-    t = "CUPTI_ACTIVITY_KIND_MEMCPY"
-    if (isinstance(trace, NsysSqliteTrace) and trace.has_sqlite_table(t)
-            and "copyKind" in trace.column_names(t)):
-        k = np.asarray(trace.column_store().column(t, "copyKind", '"copyKind"'), dtype=np.int64)
+    if isinstance(trace, NsysSqliteTrace) and trace.has_columns("memcpy", ["copyKind"]):
+        k = np.asarray(trace.columns("memcpy", ["copyKind"])["copyKind"], dtype=np.int64)
         if len(k) == n:
             return np.where(k < 0, 0, k)
     df = trace.table("memcpy", ["copyKind"])

@@ -7,7 +7,9 @@ One way to read a table's integer columns as numpy arrays, row for row with ``tr
 * ``names`` are the engine's integer columns of that table (its text columns, :data:`TEXT`, are not
   columns here: ask for their ids), plus the derived columns of :data:`DERIVED`: ``duration``
   (end - start), ``nameId``/``shortNameId``/``mangledNameId``/``textId`` (the text's id in
-  ``trace.strings()``), ``pid``/``tid`` (from ``globalPid``/``globalTid``), ``gpu`` and ``rowid``.
+  ``trace.strings()``; an nsys export's ``textId`` is NULL where it keeps the text inline),
+  ``pid``/``tid`` (from ``globalPid``/``globalTid``), ``gridShape``/``blockShape`` (packed launch
+  shapes), ``gpu`` and ``rowid``.
   A column the trace lacks (an older nsys, a Kineto trace) reads as all :data:`NULL`.
 * ``where`` keeps only the rows a filter passes: the name of one of :data:`FILTERS` for that table
   (``"ranges"`` of ``nvtx``, say), or a :class:`Where` made by :func:`name_in`, :func:`starts_from`
@@ -58,7 +60,9 @@ class Derived:
 
     ``how``: ``"duration"`` (``source[1] - source[0]``, NULL where either is), ``"id"`` (the id of
     the text ``source[0]`` in ``trace.strings()``), ``"copy"`` (the column ``source[0]`` itself),
-    ``"pid"``/``"tid"`` (decoded from the global id ``source[0]``) or ``"rowid"``.
+    ``"pid"``/``"tid"`` (decoded from the global id ``source[0]``), ``"shape"`` (a launch shape
+    packed as x << 32 | y << 16 | z; NULL where x is not in [0, 2**31) or y or z not in
+    [0, 2**16)) or ``"rowid"``.
     """
 
     source: tuple[str, ...]
@@ -74,7 +78,9 @@ _TID = Derived(("tid",), "copy")
 DERIVED: dict[str, dict[str, Derived]] = {
     "kernels": {"duration": _DURATION, "nameId": Derived(("name",), "id"),
                 "shortNameId": Derived(("shortName",), "id"),
-                "mangledNameId": Derived(("mangledName",), "id"), "pid": _PID, "rowid": _ROWID},
+                "mangledNameId": Derived(("mangledName",), "id"), "pid": _PID, "rowid": _ROWID,
+                "gridShape": Derived(("gridX", "gridY", "gridZ"), "shape"),
+                "blockShape": Derived(("blockX", "blockY", "blockZ"), "shape")},
     "memcpy": {"duration": _DURATION, "pid": _PID, "rowid": _ROWID},
     "memset": {"duration": _DURATION, "pid": _PID, "rowid": _ROWID},
     "api": {"duration": _DURATION, "nameId": Derived(("name",), "id"), "pid": _PID, "tid": _TID,
@@ -321,6 +327,8 @@ def from_tables(trace: Any, table: str, names: Sequence[str], where: str | Where
             out[name] = np.where((s == NULL) | (e == NULL), NULL, e - s)
         elif d.how == "id":
             out[name] = text_ids.ids(df[d.source[0]])
+        elif d.how == "shape":
+            out[name] = _packed_shape(*(as_int64(df[c]) for c in d.source))
         elif d.how in ("pid", "tid"):
             g = as_int64(df[d.source[0]])
             pid, tid = decode_global_tid(g)
@@ -331,3 +339,12 @@ def from_tables(trace: Any, table: str, names: Sequence[str], where: str | Where
         keep = w.mask(out)
         return {n: out[n][keep] for n in names}
     return {n: out[n] for n in names}
+
+
+def _packed_shape(x: npt.NDArray[np.int64], y: npt.NDArray[np.int64],
+                  z: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The packed shape ``x << 32 | y << 16 | z``; NULL where a value is out of range (or NULL)."""
+    import numpy as np
+
+    ok = (x >= 0) & (x < 2**31) & (y >= 0) & (y < 2**16) & (z >= 0) & (z < 2**16)
+    return np.where(ok, (x << 32) | (y << 16) | z, NULL)

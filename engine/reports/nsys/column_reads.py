@@ -32,14 +32,15 @@ _TABLES: dict[str, Any] = {**TABLES, **{k: () for k in schema.TABLES if k not in
 class _Read:
     """A read in progress whose SQLite errors become one sentence (:class:`ReportError`).
 
-    With ``mapped`` (store, table, name -> expression), columns read into memory are swapped for
-    their cache files' mappings once written: what the caller holds are the OS's pages, not this
-    process's heap (a 69M-row column is 550 MB).
+    ``keys`` maps each engine name to its cache name. With ``mapped`` (the store and table),
+    columns read into memory are swapped for their cache files' mappings once written: what the
+    caller holds are the OS's pages, not this process's heap (a 69M-row column is 550 MB).
     """
 
-    def __init__(self, pending: PendingColumns, what: str,
-                 mapped: tuple[ColumnStore, str, dict[str, str]] | None = None) -> None:
-        self._pending, self._what, self._mapped = pending, what, mapped
+    def __init__(self, pending: PendingColumns, what: str, keys: dict[str, str], exprs: dict[str, str],
+                 mapped: tuple[ColumnStore, str] | None = None) -> None:
+        self._pending, self._what, self._keys, self._exprs = pending, what, keys, exprs
+        self._mapped = mapped
 
     def result(self) -> dict[str, npt.NDArray[Any]]:
         """The columns (see :meth:`engine.reports.base.Trace.columns`)."""
@@ -50,28 +51,49 @@ class _Read:
         except sqlite3.Error as exc:
             raise ReportError(f"{self._what} could not be read from the export ({exc}); "
                               "export the report again.") from exc
-        if self._mapped is None:
-            return got
-        store, t, exprs = self._mapped
-        out = dict(got)
-        for n, arr in got.items():
-            if not isinstance(arr, np.memmap) and len(arr):
-                cached = store.cached(t, n, exprs[n])
-                if cached is not None and len(cached) == len(arr):
-                    out[n] = cached
-        return out
+        if self._mapped is not None:
+            store, t = self._mapped
+            got = dict(got)
+            for key, arr in list(got.items()):
+                if not isinstance(arr, np.memmap) and len(arr):
+                    cached = store.cached(t, key, self._exprs[key])
+                    if cached is not None and len(cached) == len(arr):
+                        got[key] = cached
+        return {n: got[key] for n, key in self._keys.items()}
 
 
-def _exprs(trace: NsysSqliteTrace, table: str, names: Sequence[str],
-           check: bool = True) -> tuple[str, dict[str, str], set[str]]:
-    """(the export's table, name -> SQL, the table's columns); table "" when the export lacks it."""
+def _cache_key(name: str, sql: str) -> str:
+    """The cache's name of a column: the stored column's own where its SQL is just that column.
+
+    So an id column (``shortNameId`` is ``"shortName"``) shares its file with every reader of the
+    stored column.
+    """
+    return sql[1:-1] if sql.startswith('"') and sql.endswith('"') and sql.count('"') == 2 else name
+
+
+def _exprs(trace: NsysSqliteTrace, table: str, names: Sequence[str], check: bool = True
+           ) -> tuple[str, dict[str, str], dict[str, str], set[str]]:
+    """(the export's table, engine name -> cache name, cache name -> SQL, the table's columns).
+
+    The table is "" when the export lacks it.
+    """
     if check:
         check_names(table, names, _TABLES)
     t = schema.TABLES.get(table, "")
     if not t or not trace.has_sqlite_table(t):
-        return "", {}, set()
+        return "", {}, {}, set()
     have = set(trace.column_names(t))
-    return t, {n: schema.column_sql(table, n, have) for n in dict.fromkeys(names)}, have
+    keys: dict[str, str] = {}
+    exprs: dict[str, str] = {}
+    for n in names:
+        sql = schema.column_sql(table, n, have)
+        keys[n] = _cache_key(n, sql)
+        exprs[keys[n]] = sql
+    return t, keys, exprs, have
+
+
+def _narrow(keys: dict[str, str]) -> frozenset[str]:
+    return frozenset(k for n, k in keys.items() if n in schema.NARROW)
 
 
 def read_columns_async(trace: NsysSqliteTrace, table: str, names: Sequence[str],
@@ -80,21 +102,21 @@ def read_columns_async(trace: NsysSqliteTrace, table: str, names: Sequence[str],
     import numpy as np
 
     w = resolve_where(table, where)
-    t, exprs, have = _exprs(trace, table, names)
+    t, keys, exprs, have = _exprs(trace, table, names)
     if not t:  # not captured: no rows
         return ReadyColumns({n: np.zeros(0, dtype=np.int64) for n in names})
     store = trace.column_store()
-    what = f"{', '.join(exprs)} of {table}"
+    what = f"{', '.join(keys)} of {table}"
     if w is None:
-        return _Read(store.read_async(t, exprs, schema.NARROW & set(exprs)), what, (store, t, exprs))
-    return _Read(store.read_where_async(t, exprs, schema.where_sql(table, w, have)), what)
+        return _Read(store.read_async(t, exprs, _narrow(keys)), what, keys, exprs, (store, t))
+    return _Read(store.read_where_async(t, exprs, schema.where_sql(table, w, have)), what, keys, exprs)
 
 
 def prefetch_columns(trace: NsysSqliteTrace, table: str, names: Sequence[str]) -> None:
     """Start reading ``names`` of ``table`` in the background; a later read of them waits for this one."""
-    t, exprs, _have = _exprs(trace, table, names)
+    t, keys, exprs, _have = _exprs(trace, table, names)
     if t:
-        trace.column_store().prefetch(t, exprs, schema.NARROW & set(exprs))
+        trace.column_store().prefetch(t, exprs, _narrow(keys))
 
 
 def cached_columns(trace: NsysSqliteTrace, table: str,
@@ -102,13 +124,13 @@ def cached_columns(trace: NsysSqliteTrace, table: str,
     """``names`` mapped from the columnar cache when all are cached; None otherwise (nothing is read)."""
     import numpy as np
 
-    t, exprs, _have = _exprs(trace, table, names)
+    t, keys, exprs, _have = _exprs(trace, table, names)
     if not t:
         return {n: np.zeros(0, dtype=np.int64) for n in names}
     store = trace.column_store()
     out = {}
-    for n, e in exprs.items():
-        arr = store.cached(t, n, e)
+    for n, key in keys.items():
+        arr = store.cached(t, key, exprs[key])
         if arr is None:
             return None
         out[n] = arr
@@ -117,5 +139,20 @@ def cached_columns(trace: NsysSqliteTrace, table: str,
 
 def stores_columns(trace: NsysSqliteTrace, table: str, names: Sequence[str]) -> bool:
     """True when the export has ``table`` and every column of ``names`` (each operand of a coalesce: one)."""
-    t, exprs, _have = _exprs(trace, table, names, check=False)
+    t, _keys, exprs, _have = _exprs(trace, table, names, check=False)
     return bool(t) and "NULL" not in exprs.values()
+
+
+def stored_rows(trace: NsysSqliteTrace, table: str, names: Sequence[str],
+                limit: int | None = None) -> list[tuple[object, ...]]:
+    """The rows of a small table as the export stores them (ids as ids, texts as text), no pandas.
+
+    ``names`` are the engine's columns (text ones too); one the export lacks is None. Empty when
+    the export lacks the table.
+    """
+    t = schema.TABLES.get(table, "")
+    if not t or not trace.has_sqlite_table(t):
+        return []
+    have = set(trace.column_names(t))
+    parts = [schema.column_sql(table, n, have) + f' AS "{n}"' for n in names]
+    return trace.rows(f"SELECT {', '.join(parts)} FROM {t}" + (f" LIMIT {int(limit)}" if limit else ""))

@@ -205,3 +205,18 @@ def _grouped_halves(path: Path, sql: str, first: int, last: int) -> list[tuple[A
     else:
         half(0, first - 1, last)
     return halves[0] + halves[1]
+
+
+def inline_texts(trace: NsysSqliteTrace, first: int, last: int) -> tuple[npt.NDArray[np.int64], str] | None:
+    """The NVTX events with an inline ``text`` among rowids ``first``..``last``.
+
+    (their rowids, their texts joined by NUL); None when none has one.
+    """
+    import numpy as np
+
+    (ids_text, text), = trace.rows(
+        f"SELECT group_concat(rowid, ','), group_concat(text, char(0)) FROM {schema.NVTX} "
+        "WHERE rowid BETWEEN ? AND ? AND text IS NOT NULL", (int(first), int(last)))
+    if ids_text is None:
+        return None
+    return np.fromstring(str(ids_text), dtype=np.int64, sep=","), str(text)  # noqa: NPY201 - C parser

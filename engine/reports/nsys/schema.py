@@ -74,10 +74,16 @@ def table(name: str) -> str:
 _GLOBAL_PID = '"globalPid" / 16777216 % 16777216'
 _GLOBAL_TID = {"pid": '"globalTid" / 16777216 % 16777216', "tid": '"globalTid" % 16777216'}
 
+#: A launch shape packed into one integer: x (31 bits) << 32 | y (16 bits) << 16 | z (16 bits); NULL
+#: where a value does not fit, which CUDA's limits rule out.
+_SHAPE = ('CASE WHEN "{w}X" BETWEEN 0 AND 2147483647 AND "{w}Y" BETWEEN 0 AND 65535 '
+          'AND "{w}Z" BETWEEN 0 AND 65535 THEN ("{w}X" << 32) | ("{w}Y" << 16) | "{w}Z" END')
+
 #: table -> derived column -> its SQL over the export's table (a stored column is ``"name"``)
 COLUMN_SQL: dict[str, dict[str, str]] = {
     "kernels": {"duration": DURATION, "nameId": KERNEL_NAME_ID, "shortNameId": '"shortName"',
-                "mangledNameId": '"mangledName"', "pid": _GLOBAL_PID},
+                "mangledNameId": '"mangledName"', "pid": _GLOBAL_PID,
+                "gridShape": _SHAPE.format(w="grid"), "blockShape": _SHAPE.format(w="block")},
     "memcpy": {"duration": DURATION, "pid": _GLOBAL_PID},
     "memset": {"duration": DURATION, "pid": _GLOBAL_PID},
     "api": {"duration": DURATION, **_GLOBAL_TID},

@@ -521,6 +521,19 @@ class NsysSqliteTrace(Trace):
 
         return range_groups(self)
 
+    def nvtx_inline_texts(self, first: int, last: int) -> tuple[npt.NDArray[np.int64], str] | None:
+        """NVTX events with inline text among rowids ``first``..``last`` (see :mod:`.nvtx_ranges`)."""
+        from engine.reports.nsys.nvtx_ranges import inline_texts
+
+        return inline_texts(self, first, last)
+
+    def stored_rows(self, table: str, names: Sequence[str],
+                    limit: int | None = None) -> list[tuple[object, ...]]:
+        """A small table's rows as the export stores them, no pandas (see :mod:`.column_reads`)."""
+        from engine.reports.nsys.column_reads import stored_rows
+
+        return stored_rows(self, table, names, limit)
+
     def nvtx_range_columns(self, names: Sequence[str]) -> tuple[
             dict[str, npt.NDArray[Any]], npt.NDArray[np.int64], list[tuple[Any, Any]]] | None:
         """The closed NVTX ranges' columns, each one's name code and the codes' (domain, text) pairs.

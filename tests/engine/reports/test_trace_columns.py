@@ -54,6 +54,11 @@ def _expected(df: pd.DataFrame, table: str, name: str) -> np.ndarray:
     if name == "pid" and table == "sync":
         g = as_int64(df["globalPid"])
         return np.where(g == NULL, NULL, (g // 2**24) % 2**24)
+    if name in ("gridShape", "blockShape"):
+        w = name[: -len("Shape")]
+        x, y, z = (as_int64(df[f"{w}{a}"]) for a in "XYZ")
+        fits = (x >= 0) & (x < 2**31) & (y >= 0) & (y < 2**16) & (z >= 0) & (z < 2**16)
+        return np.where(fits, x * 2**32 + y * 2**16 + z, NULL)
     if name == "gpu":
         return as_int64(df["gpu"])
     return as_int64(df[name])
