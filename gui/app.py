@@ -57,7 +57,9 @@ def _make_app(argv: list[str]) -> object:
 
 def take_screenshot(window: object, view: str, out: Path, timeout_ms: int = 120_000,
                     scroll: float | None = None) -> str | None:
-    """Wait for the window's loads (and the stats table), then save it at 1600x1000.
+    """Wait for the window's loads and the view's work (and a summary it shows once it comes); save it.
+
+    The picture is 1600x1000.
 
     Returns None on success, or the sentence to print when the report could not be opened.
     """
@@ -87,6 +89,11 @@ def take_screenshot(window: object, view: str, out: Path, timeout_ms: int = 120_
     shown = window.views.get(view)
     if shown is not None and shown.is_busy():
         shown.sig_ready.connect(loop.quit)
+        loop.exec()
+    report = window.reports.current
+    if (getattr(shown, "shows_summary_later", False) and not report.is_ncu and not report.summary_ready
+            and not report.summary_error and timer.isActive()):
+        window.reports.sig_summary_ready.connect(loop.quit)  # then the view adds what it shows of it
         loop.exec()
     timer.stop()
     for _ in range(3):

@@ -106,6 +106,9 @@ class ReportView(QWidget):
     """
 
     key: ClassVar[str] = ""
+    #: the view draws what the report's summary adds once it comes (the Timeline's step ruler and
+    #: first zoom): ``--screenshot`` then waits for the summary too
+    shows_summary_later: ClassVar[bool] = False
     sig_ready = Signal()
     sig_message = Signal(str)
     sig_link = Signal(str, object)  # view key, what to show there

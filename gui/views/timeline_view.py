@@ -108,10 +108,11 @@ OVERVIEW_MIN_EVENTS = tcol.BIG_EVENTS
 
 
 def steps_of(report: LoadedReport) -> Any:
-    """The steps the report's summary chose (the engine's, cached per trace), or None."""
-    summary = getattr(report, "summary", None)
-    it = getattr(summary, "iterations", None)
-    if it is None or getattr(report, "trace", None) is None:
+    """The steps the report's summary chose (the engine's, cached per trace), or None (no summary yet)."""
+    if not report.summary_ready:
+        return None
+    it = report.summary.iterations
+    if it is None:
         return None
     from engine.analysis.steps import summary_steps
 
@@ -133,6 +134,7 @@ class TimelineView(ReportView):
     """
 
     key = "timeline"
+    shows_summary_later = True  # the steps' ruler and the first zoom to the steady steps
 
     def __init__(self, reports: OpenReports, parent: QWidget | None = None) -> None:
         super().__init__(reports, parent, title_size=None, margins=(10, 8, 10, 8))
@@ -386,7 +388,7 @@ class TimelineView(ReportView):
     def _show_model(self, model: tm.TimelineModel, pending: str = "") -> None:
         if self.canvas.model is not model:
             self.canvas.set_model(model)
-        if self._shown is not None and getattr(self._shown, "summary", None) is not None:
+        if self._shown is not None and self._shown.summary_ready:  # (never computed here: a GUI-thread wait)
             self._apply_steps(self._shown)
         c = model.counts()
         n_lanes = {g: sum(1 for ln in model.lanes if ln.group == g) for g in c}
