@@ -203,9 +203,10 @@ class OpenedReport:
     @property
     def ncu(self) -> NcuReport | None:
         """The :class:`engine.reports.ncu.NcuReport` of an Nsight Compute report, else None."""
-        from engine.reports.ncu import NcuTrace
+        from engine.reports.ncu import NcuReport
 
-        return self.trace.ncu if isinstance(self.trace, NcuTrace) else None
+        held = getattr(self.trace, "ncu", None)  # an ncu report's Trace holds its NcuReport there
+        return held if isinstance(held, NcuReport) else None
 
     @property
     def is_ncu(self) -> bool:
