@@ -128,49 +128,28 @@ def cmd_stats(args: argparse.Namespace) -> int:
     """Run nsys-style statistics reports (results are cached per file and engine version)."""
     from engine.analysis.nsys import stats
     from engine.reports.open import sniff_kind
-    from engine.system.cache import file_identity, result_get, result_put
+    from engine.system.cache import file_identity, result_get
 
     names = [stats.resolve_report_name(n) for n in _split_names(args.report, DEFAULT_STATS)]
     path = Path(args.input).expanduser()
     sniff_kind(path)  # a clear sentence for missing paths, directories, empty files
     identity = file_identity(path)
     fmt = args.format
-    trace: Trace | None = None
-    fast: dict[str, stats.SummaryTable] = {}
     texts: dict[str, str] = {}  # report -> output text, or "\0SKIP" + reason
-    streams: dict[str, Any] = {}  # report -> a CsvTable too big to hold as text
+    streams: dict[str, Any] = {}  # report -> a rendered CSV too big to hold as text
+    todo = []
     for name in names:
-        key = f"stats-{name}.{_ext(fmt)}"
-        text = result_get(identity, key)
+        text = result_get(identity, f"stats-{name}.{_ext(fmt)}")
         if text is None:
-            if trace is None:
-                trace = _open(args.input)
-                todo = [n for n in names if result_get(identity, f"stats-{n}.{_ext(fmt)}") is None]
-                if fmt != "json":  # the core reports straight from SQLite, without pandas
-                    fast = stats.fast_reports(trace, todo, csv=fmt == "csv")
-                prefetch = getattr(trace, "prefetch", None)
-                rest = [n for n in todo if n not in fast]
-                if prefetch is not None and rest:  # overlap the big reads with pandas' import
-                    prefetch(stats.columns_needed(rest))
-            df: pd.DataFrame | stats.SummaryTable = (
-                fast[name] if name in fast else stats.run_report(trace, name)
-            )
-            if fmt == "csv" and hasattr(df, "write_to") and len(df) > _STREAM_ROWS:
-                streams[name] = df  # written chunk by chunk below, never held whole
-                texts[name] = ""
+            todo.append(name)
+        texts[name] = text or ""
+    if todo:
+        trace = _open(args.input)
+        for name, out in stats.run_many(trace, todo, fmt):
+            if fmt == "csv" and len(out) > _STREAM_ROWS:
+                streams[name] = out  # written chunk by chunk below, never held whole
                 continue
-            if df.empty:
-                text = _SKIP + _why_empty(trace, name)
-            elif fmt == "csv":
-                text = stats.to_csv(df)
-            elif fmt == "json":
-                frame = df.to_frame() if isinstance(df, stats.SummaryTable) else df
-                text = json.dumps(_records(frame), indent=1)
-            else:
-                text = stats.format_table(df)
-            if len(text) < _RESULT_CACHE_MAX:  # a 170 MB trace costs more to cache than to redo
-                result_put(identity, key, text)
-        texts[name] = text
+            texts[name] = _stats_text(identity, name, fmt, out, trace)
     json_out: dict[str, Any] = {}
     for name, text in texts.items():
         if name in streams:
@@ -187,6 +166,17 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if fmt == "json" and not args.output:
         print(json.dumps(json_out, indent=1))
     return EXIT_OK
+
+
+def _stats_text(identity: Any, name: str, fmt: str, out: Any, trace: Trace) -> str:
+    """A report's text (or why it is empty), kept in the result cache unless it is huge."""
+    from engine.analysis.nsys import stats
+    from engine.system.cache import result_put
+
+    text: str = _SKIP + stats.why_empty(trace, name) if out.empty else out.text
+    if len(text) < _RESULT_CACHE_MAX:  # a 170 MB trace costs more to cache than to redo
+        result_put(identity, f"stats-{name}.{_ext(fmt)}", text)
+    return text
 
 
 _SKIP = "\0SKIP"
@@ -211,19 +201,6 @@ def _emit_stream(args: argparse.Namespace, name: str, table: Any) -> None:
         ) from exc
     print(f"kernelscope: wrote {target}", file=sys.stderr)
 _RESULT_CACHE_MAX = 32 << 20  # characters; bigger texts are recomputed from the columnar cache
-
-
-def _why_empty(trace: Trace, report: str) -> str:
-    needs = {
-        "cuda_api_sum": ["api"], "cuda_gpu_kern_sum": ["kernels"], "cuda_kern_exec_sum": ["kernels"],
-        "cuda_gpu_mem_time_sum": ["memcpy", "memset"], "cuda_gpu_mem_size_sum": ["memcpy", "memset"],
-        "nvtx_sum": ["nvtx"], "cuda_api_gpu_sum": ["api", "kernels", "memcpy", "memset"],
-        "cuda_gpu_sum": ["kernels", "memcpy", "memset"], "cuda_gpu_trace": ["kernels", "memcpy", "memset"],
-        "cuda_api_trace": ["api"], "cuda_kern_exec_trace": ["kernels", "api"],
-        "cuda_gpu_kern_gb_sum": ["kernels"], "nvtx_pushpop_sum": ["nvtx"], "nvtx_startend_sum": ["nvtx"],
-    }.get(report, [])
-    reasons = [trace.missing[t] for t in needs if not trace.has(t)]
-    return "; ".join(reasons) if reasons else "the report has no matching rows"
 
 
 # -- analyze -----------------------------------------------------------------------------------

@@ -106,8 +106,7 @@ def _stats_rows(path: str, report: str) -> list[dict[str, Any]]:
     from engine.reports.open import open_report
 
     with open_report(path) as trace:
-        df: Any = stats.run_report(trace, stats.resolve_report_name(report))
-        frame = df.to_frame() if hasattr(df, "to_frame") else df
+        frame = stats.run(trace, report, "frame")
         if not len(frame):
             why = "; ".join(trace.missing.values()) or "the report has no matching rows"
             return [{"report": path, "note": f"{report}: no rows ({why})"}]

@@ -27,7 +27,7 @@ def load_stats_module() -> Any:
         from engine.analysis.nsys import stats
     except ImportError:
         return None
-    if not hasattr(stats, "REPORTS") or not hasattr(stats, "run_report"):
+    if not hasattr(stats, "REPORTS") or not hasattr(stats, "run"):
         return None
     return stats
 
@@ -206,7 +206,7 @@ class StatsView(ReportView):
         key = (id(report), name)
         if key not in self._calls.cache:
             self._show_placeholder(f"Computing {name}…")
-        self._calls.request(key, self.stats.run_report, report.trace, name)
+        self._calls.request(key, self.stats.run, report.trace, name, "frame")
 
     def _on_result(self, key: tuple[int, str], df: Any) -> None:
         rep_id, name = key
@@ -284,15 +284,7 @@ class StatsView(ReportView):
 
     def _why_empty(self, name: str) -> str:
         report = self.reports.current
-        if report is None:
+        if report is None or self.stats is None:
             return "no report"
-        needs = {
-            "cuda_api_sum": ["api"], "cuda_gpu_kern_sum": ["kernels"], "cuda_kern_exec_sum": ["kernels"],
-            "cuda_gpu_mem_time_sum": ["memcpy", "memset"], "cuda_gpu_mem_size_sum": ["memcpy", "memset"],
-            "nvtx_sum": ["nvtx"], "cuda_api_gpu_sum": ["api", "kernels"],
-            "cuda_gpu_sum": ["kernels", "memcpy", "memset"],
-            "cuda_gpu_trace": ["kernels", "memcpy", "memset"],
-        }.get(name, [])
-        missing = report.trace.missing
-        reasons = [missing[t] for t in needs if t in missing]
-        return "; ".join(reasons) if reasons else "the capture has no matching rows"
+        why: str = self.stats.why_empty(report.trace, name)
+        return why

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from engine.analysis.nsys.stats.csvfast import FixedColumn, IntColumn, TextColumn, to_csv_bytes
+from engine.analysis.nsys.stats.csv_columns import FixedColumn, IntColumn, TextColumn, to_csv_bytes
 from engine.analysis.nsys.stats.output import to_csv
 
 

@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from engine.analysis.nsys.stats import run_report, to_csv, traces
+from engine.analysis.nsys.stats import run_report, to_csv
+from engine.analysis.nsys.stats.reports import (
+    cuda_api_trace,
+    cuda_gpu_kern_gb_sum,
+    cuda_gpu_trace,
+    cuda_kern_exec_trace,
+)
 from engine.cli import app, main
 from engine.reports import open_report
 from tests.conftest import NSYS_SQLITE
@@ -18,10 +24,10 @@ from tests.conftest import NSYS_SQLITE
 def test_small_chunks_give_the_dataframe_paths_bytes(db: Path, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KERNELSCOPE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(traces, "_CHUNK", 7)  # many chunks, a short last one
+    monkeypatch.setattr(cuda_gpu_trace, "_CHUNK", 7)  # many chunks, a short last one
     trace = open_report(db)
     want = to_csv(run_report(trace, "cuda_gpu_trace"))
-    table = traces.gpu_trace_csv(trace)  # type: ignore[arg-type]
+    table = cuda_gpu_trace.gpu_trace_csv(trace)  # type: ignore[arg-type]
     assert table is not None
     pieces = list(table.chunks())
     assert len(pieces) == 1 + -(-table.rows // 7) if table.rows else pieces == []
@@ -33,10 +39,10 @@ def test_without_a_writable_cache_the_columns_stay_in_memory(tmp_path: Path,
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("x")
     monkeypatch.setenv("KERNELSCOPE_CACHE", str(blocker / "cache"))  # mkdir fails: no cache
-    monkeypatch.setattr(traces, "_CHUNK", 5)
+    monkeypatch.setattr(cuda_gpu_trace, "_CHUNK", 5)
     db = max(NSYS_SQLITE, key=lambda p: p.stat().st_size)
     trace = open_report(db)
-    table = traces.gpu_trace_csv(trace)  # type: ignore[arg-type]
+    table = cuda_gpu_trace.gpu_trace_csv(trace)  # type: ignore[arg-type]
     assert table is not None and table.rows > 10
     assert table.text == to_csv(run_report(trace, "cuda_gpu_trace"))
 
@@ -45,7 +51,7 @@ def test_command_line_streams_big_reports_to_the_file_and_stdout(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
     monkeypatch.setenv("KERNELSCOPE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(app, "_STREAM_ROWS", 0)  # every report counts as big
-    monkeypatch.setattr(traces, "_CHUNK", 3)
+    monkeypatch.setattr(cuda_gpu_trace, "_CHUNK", 3)
     db = max(NSYS_SQLITE, key=lambda p: p.stat().st_size)
     want = to_csv(run_report(open_report(db), "cuda_gpu_trace")).encode()
     assert main(["stats", str(db), "-r", "cuda_gpu_trace,cuda_gpu_kern_sum", "-f", "csv",
@@ -61,10 +67,10 @@ def test_command_line_streams_big_reports_to_the_file_and_stdout(
 def test_streamed_api_trace_gives_the_dataframe_paths_bytes(db: Path, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KERNELSCOPE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(traces, "_CHUNK", 11)
+    monkeypatch.setattr(cuda_api_trace, "_CHUNK", 11)
     trace = open_report(db)
     want = to_csv(run_report(trace, "cuda_api_trace"))
-    table = traces.api_trace_csv(trace)  # type: ignore[arg-type]
+    table = cuda_api_trace.api_trace_csv(trace)  # type: ignore[arg-type]
     assert table is not None
     assert table.rows == len(run_report(trace, "cuda_api_trace"))
     assert table.text == want
@@ -75,13 +81,12 @@ def test_streamed_kern_exec_trace_gives_the_dataframe_paths_bytes(db: Path, tmp_
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """cuda_kern_exec_trace joined by numpy and streamed (a chunk of 13 rows at a time) prints the
     bytes of the pandas merge; an export without kernels leaves it to the general path."""
-    from engine.analysis.nsys.stats import kexec
 
     monkeypatch.setenv("KERNELSCOPE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(kexec, "_CHUNK", 13)
+    monkeypatch.setattr(cuda_kern_exec_trace, "_CHUNK", 13)
     trace = open_report(db)
     want = to_csv(run_report(trace, "cuda_kern_exec_trace"))
-    table = kexec.kern_exec_trace_csv(trace)  # type: ignore[arg-type]
+    table = cuda_kern_exec_trace.kern_exec_trace_csv(trace)  # type: ignore[arg-type]
     if not trace.has_sqlite_table("CUPTI_ACTIVITY_KIND_KERNEL"):  # type: ignore[attr-defined]
         assert table is None and want == ""
         return
@@ -94,12 +99,11 @@ def test_streamed_kern_exec_trace_gives_the_dataframe_paths_bytes(db: Path, tmp_
 @pytest.mark.parametrize("db", NSYS_SQLITE, ids=lambda p: p.stem)
 def test_grid_block_summary_without_pandas_gives_the_dataframe_paths_bytes(
         db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from engine.analysis.nsys.stats import kexec
 
     monkeypatch.setenv("KERNELSCOPE_CACHE", str(tmp_path / "cache"))
     trace = open_report(db)
-    want = to_csv(run_report(trace, "cuda_gpu_kern_gb_sum"))
-    table = kexec.kern_gb_sum_table(trace)  # type: ignore[arg-type]
+    want = to_csv(cuda_gpu_kern_gb_sum.kern_gb_frame(trace))
+    table = cuda_gpu_kern_gb_sum.kern_gb_sum_table(trace)  # type: ignore[arg-type]
     if not trace.has_sqlite_table("CUPTI_ACTIVITY_KIND_KERNEL"):  # type: ignore[attr-defined]
         assert table is None and want == ""
         return
@@ -108,14 +112,13 @@ def test_grid_block_summary_without_pandas_gives_the_dataframe_paths_bytes(
 
 def test_kern_exec_trace_without_a_writable_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The launch calls read by condition (read_where) stay in memory when nothing can be cached."""
-    from engine.analysis.nsys.stats import kexec
 
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("x")
     monkeypatch.setenv("KERNELSCOPE_CACHE", str(blocker / "cache"))
-    monkeypatch.setattr(kexec, "_CHUNK", 5)
+    monkeypatch.setattr(cuda_kern_exec_trace, "_CHUNK", 5)
     db = max(NSYS_SQLITE, key=lambda p: p.stat().st_size)
     trace = open_report(db)
-    table = kexec.kern_exec_trace_csv(trace)  # type: ignore[arg-type]
+    table = cuda_kern_exec_trace.kern_exec_trace_csv(trace)  # type: ignore[arg-type]
     assert table is not None and table.rows >= 10  # two chunks at least
     assert table.text == to_csv(run_report(trace, "cuda_kern_exec_trace"))

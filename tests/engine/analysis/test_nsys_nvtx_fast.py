@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.analysis.nsys.stats import nvtxfast, run_report, to_csv
+from engine.analysis.nsys.stats import nvtx_names, run_report, to_csv
+from engine.analysis.nsys.stats.reports import nvtx_kern_sum, nvtx_pushpop_trace, nvtx_style_sums
 from engine.reports import open_report
 from tests.conftest import NSYS_SQLITE, REPO
 
@@ -29,26 +30,27 @@ def _same(db: Path) -> int:
     trace = open_report(db)
     # nvtx_sum's groups from the columnar cache equal SQLite's GROUP BY (names, durations); with
     # many distinct texts (here: _FEW_TEXTS lowered) that GROUP BY answers instead
-    mine = nvtxfast.nvtx_sum_groups(trace)  # type: ignore[arg-type]
+    mine = nvtx_names.nvtx_sum_groups(trace)  # type: ignore[arg-type]
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:  # a capture of many distinct range texts ("train_step 0" .. "train_step 299") is grouped by SQLite
         texts = con.execute("SELECT count(DISTINCT coalesce(e.text, s.value)) FROM NVTX_EVENTS e "
                             "LEFT JOIN StringIds s ON s.id = e.textId").fetchone()[0]
     finally:
         con.close()
-    assert mine is not None or nvtxfast._FEW_TEXTS < 64 or texts > nvtxfast._FEW_TEXTS
+    assert mine is not None or nvtx_names._FEW_TEXTS < 64 or texts > nvtx_names._FEW_TEXTS
     if mine is not None:
         assert _groups(mine) == _groups(trace.nvtx_range_groups())  # type: ignore[attr-defined]
     want = to_csv(run_report(trace, "nvtx_pushpop_trace"))
-    table = nvtxfast.pushpop_trace_csv(trace)  # type: ignore[arg-type]
+    table = nvtx_pushpop_trace.pushpop_trace_csv(trace)  # type: ignore[arg-type]
     assert table is not None
     pieces = list(table.chunks())
     assert b"".join(pieces).decode() == want
     for report in ("nvtx_pushpop_sum", "nvtx_startend_sum"):
-        style = nvtxfast.style_sum_table(trace, report)  # type: ignore[arg-type]
-        assert (to_csv(style) if style is not None else "") == to_csv(run_report(trace, report))
-    kern_sum = nvtxfast.kern_sum_table(trace)  # type: ignore[arg-type]
-    want = to_csv(run_report(trace, "nvtx_kern_sum"))
+        style = nvtx_style_sums.style_sum_table(trace, report)  # type: ignore[arg-type]
+        general = nvtx_style_sums.general_style_sum(trace, report)
+        assert (to_csv(style) if style is not None else "") == to_csv(general)
+    kern_sum = nvtx_kern_sum.kern_sum_table(trace)  # type: ignore[arg-type]
+    want = to_csv(nvtx_kern_sum.kern_sum_frame(trace))
     if not trace.has_sqlite_table("CUPTI_ACTIVITY_KIND_KERNEL"):  # type: ignore[attr-defined]
         assert kern_sum is None and want == ""
     else:
@@ -59,7 +61,7 @@ def _same(db: Path) -> int:
 @pytest.mark.parametrize("db", NSYS_SQLITE, ids=lambda p: p.stem)
 def test_fixtures(db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KERNELSCOPE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(nvtxfast, "_CHUNK", 3)
+    monkeypatch.setattr(nvtx_pushpop_trace, "_CHUNK", 3)
     _same(db)
 
 
@@ -74,8 +76,8 @@ def test_recordings(xz: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 @pytest.mark.parametrize("few_texts", [64, 1], ids=["texts-coded-in-sql", "texts-fetched"])
 def test_every_case_by_hand(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, few_texts: int) -> None:
     monkeypatch.setenv("KERNELSCOPE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(nvtxfast, "_CHUNK", 4)
-    monkeypatch.setattr(nvtxfast, "_FEW_TEXTS", few_texts)
+    monkeypatch.setattr(nvtx_pushpop_trace, "_CHUNK", 4)
+    monkeypatch.setattr(nvtx_names, "_FEW_TEXTS", few_texts)
     db = tmp_path / "cases.sqlite"
     shutil.copy(next(p for p in NSYS_SQLITE if p.stem == "host_overhead_naive"), db)
     t1, t2 = 281508900243430, 281508900243431
@@ -106,7 +108,7 @@ def test_every_case_by_hand(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, few
     assert _same(db) > 10
     text = to_csv(run_report(open_report(db), "nvtx_pushpop_trace"))
     assert '":a,b"' in text and "mydomain:from string ids" in text and "--:leaf" in text
-    kern = to_csv(run_report(open_report(db), "nvtx_kern_sum")).splitlines()
+    kern = to_csv(nvtx_kern_sum.kern_sum_frame(open_report(db))).splitlines()
     assert any(line.startswith(":leaf,PushPop,") for line in kern)
     assert any(line.startswith(",,,,0,") for line in kern)  # the kernel without a call
 

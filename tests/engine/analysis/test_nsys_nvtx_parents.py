@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine.analysis.nsys.stats.nvtx import (
+from engine.analysis.nsys.stats.nvtx_ranges import (
     _gpu_op_calls_columns,
     _gpu_op_calls_sql,
     _nested_parents,

@@ -1,4 +1,4 @@
-"""The pandas-free core reports (stats.fast_reports) against NVIDIA's oracles and the DataFrame path."""
+"""The core reports (numpy over the columnar cache) against NVIDIA's oracles and the pandas reference."""
 
 from __future__ import annotations
 
@@ -14,18 +14,25 @@ import pandas as pd
 import pytest
 
 from engine.analysis.nsys import stats
-from engine.analysis.nsys.stats import (
-    FAST_REPORTS,
-    fast_reports,
-    format_table,
-    run_report,
-    to_csv,
-)
-from engine.analysis.nsys.stats import fast as stats_fast
-from engine.analysis.nsys.stats.fast import _segment_stats
+from engine.analysis.nsys.stats import format_table, named_durations, run_report, to_csv
+from engine.analysis.nsys.stats import group_stats as stats_fast
+from engine.analysis.nsys.stats.group_stats import segment_stats as _segment_stats
 from engine.reports import open_report
+from engine.reports.base import Trace
 from engine.reports.nsys import columns
 from tests.conftest import NSYS_DIR, NSYS_SQLITE, ORACLES, REPO
+from tests.oracles.nsys_stats_pandas import pandas_report
+
+FAST_REPORTS = ("cuda_api_sum", "cuda_gpu_kern_sum", "cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum",
+                "nvtx_sum", "cuda_api_gpu_sum", "cuda_gpu_sum")
+
+
+def fast_reports(trace: Trace, names: list[str]) -> dict[str, object]:
+    """The reports among ``names`` whose groups came from the export's columns (not its tables)."""
+    out = {n: stats.run(trace, n, "csv") for n in names}
+    took = named_durations.sources(trace)
+    return {n: t for n, t in out.items() if all(took.get(k, "columns") == "columns"
+                                                 for k in stats.registry()[n].needs)}
 
 ORACLE_CASES = [
     pytest.param(db, report, id=f"{db.stem}-{report}")
@@ -54,12 +61,13 @@ def test_fast_reports_equal_the_dataframe_path(db: Path) -> None:
     fast = fast_reports(open_report(db), list(FAST_REPORTS))
     trace = open_report(db)
     for report in FAST_REPORTS:
-        df = run_report(trace, report)
+        df = pandas_report(trace, report)
+        table = stats.registry()[report].compute(trace, False)
         assert to_csv(fast[report]) == to_csv(df), report
-        assert format_table(fast[report]) == format_table(df), report
-        assert format_table(fast[report], max_width=12) == format_table(df, max_width=12), report
+        assert format_table(table) == format_table(df), report
+        assert format_table(table, max_width=12) == format_table(df, max_width=12), report
         if not df.empty:  # the same numbers, not only the same text
-            frame = fast[report].to_frame()
+            frame = run_report(trace, report)
             assert list(frame.columns) == list(df.columns)
             for col in df.columns:
                 if pd.api.types.is_numeric_dtype(df[col].dtype):
@@ -122,8 +130,14 @@ def test_null_time_leaves_the_report_to_the_general_path(tmp_path: Path) -> None
         con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL AS SELECT * FROM k_old")
         con.execute("DROP TABLE k_old")
         con.execute('UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = NULL WHERE rowid = 3')
-    got = fast_reports(open_report(db), list(FAST_REPORTS))
-    assert "cuda_gpu_kern_sum" not in got
+    trace = open_report(db)
+    got = fast_reports(trace, ["cuda_api_sum"])
+    # a kernel without an end has no duration: the tables' path says so, as the pandas reference does
+    with pytest.raises(ValueError):
+        run_report(trace, "cuda_gpu_kern_sum")
+    assert named_durations.sources(trace)["kernels"] == "tables"
+    with pytest.raises(ValueError):
+        pandas_report(trace, "cuda_gpu_kern_sum")
     assert to_csv(got["cuda_api_sum"]) == (ORACLES / "host_overhead_naive_cuda_api_sum.csv").read_text()
 
 
@@ -148,7 +162,7 @@ def test_names_missing_from_stringids(tmp_path: Path) -> None:
     assert set(got) == {"cuda_api_sum"}
     text = to_csv(got["cuda_api_sum"])
     assert f"<unknown {api_id}>" in text
-    assert text == to_csv(run_report(open_report(db), "cuda_api_sum"))
+    assert text == to_csv(pandas_report(open_report(db), "cuda_api_sum"))
 
 
 def test_missing_tables_give_empty_reports() -> None:
@@ -160,10 +174,10 @@ def test_missing_tables_give_empty_reports() -> None:
 
 
 def test_other_reports_and_readers_are_left_out() -> None:
-    db = next(p for p in NSYS_SQLITE if p.stem == "host_overhead_naive")
-    assert fast_reports(open_report(db), ["cuda_gpu_trace", "cuda_kern_exec_sum"]) == {}
     kineto = open_report(REPO.parent / "shared" / "fixtures" / "torch" / "torch_sdpa_trace.json")
-    assert fast_reports(kineto, list(FAST_REPORTS)) == {}
+    assert fast_reports(kineto, list(FAST_REPORTS)) == {}  # Kineto: the same code over the trace's tables
+    for report in FAST_REPORTS:
+        assert to_csv(run_report(kineto, report)) == to_csv(pandas_report(kineto, report)), report
 
 
 def test_segment_stats_equal_pandas_groupby() -> None:
@@ -210,9 +224,6 @@ def test_module_has_no_pandas_at_import() -> None:
         capture_output=True, text=True, cwd=REPO, timeout=60,
     )
     assert r.stdout.split() == ["False", "False"], r.stderr
-    assert stats.FAST_REPORTS == ("cuda_api_sum", "cuda_gpu_kern_sum", "cuda_gpu_mem_time_sum",
-                                  "cuda_gpu_mem_size_sum", "nvtx_sum", "cuda_api_gpu_sum",
-                                  "cuda_gpu_sum")
 
 
 def test_cli_computes_only_what_the_cache_lacks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -238,7 +249,7 @@ def test_cli_computes_only_what_the_cache_lacks(tmp_path: Path, capsys: pytest.C
 def test_vectorised_gpu_trace_equals_the_dataframe_path(db: Path) -> None:
     """cuda_gpu_trace without pandas prints what the DataFrame path prints, on every fixture
     (nsys 2022.4's schema 3.0 without green contexts included)."""
-    from engine.analysis.nsys.stats.traces import gpu_trace_csv
+    from engine.analysis.nsys.stats.reports.cuda_gpu_trace import gpu_trace_csv
 
     trace = open_report(db)
     fast = gpu_trace_csv(trace)  # type: ignore[arg-type]

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from engine.analysis.nsys.stats.catalog import COLUMNS
-from engine.analysis.nsys.stats.fast import SummaryTable
+from engine.analysis.nsys.stats.table import SummaryTable
 
 if TYPE_CHECKING:
     from engine.reports.nsys.sqlite_trace import NsysSqliteTrace

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from decimal import ROUND_HALF_UP, Decimal
 from typing import TYPE_CHECKING, Any
 
-from engine.analysis.nsys.stats.fast import SummaryTable
+from engine.analysis.nsys.stats.table import SummaryTable
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -118,7 +118,7 @@ def to_csv(df: pd.DataFrame | SummaryTable) -> str:
     if df.empty:
         return ""
     text = getattr(df, "text", None)
-    if isinstance(text, str):  # a CsvTable: rendered already
+    if isinstance(text, str):  # a RenderedReport: rendered already
         return text
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")

@@ -1,0 +1,294 @@
+"""What the time and size summaries group, read once per trace: per row a name, a duration, a size.
+
+The summaries of CUDA API calls, kernels, memory operations and NVTX ranges (``cuda_api_sum``,
+``cuda_gpu_kern_sum``, ``cuda_gpu_mem_*_sum``, ``nvtx_sum`` and the two combined ones) all group
+durations (or sizes) by a name. This module answers, for any trace, the groups' statistics:
+
+* on an nsys export, from integer columns (durations, ``nameId``, copy kinds) read column-wise
+  from the columnar cache (:meth:`NsysSqliteTrace.read_summary_columns`), names resolved once per
+  distinct id; no pandas;
+* on any other trace (Kineto), or where an export's columns hold a NULL or an id without a name,
+  from the trace's tables (``trace.table``), labels formed as nsys forms them.
+
+Either way the numbers come from :mod:`.group_stats`, the one implementation. Each table's groups
+are kept per trace (small: one tuple per name), so the reports of one command share them; with
+:func:`plan`, the next table's read runs while the current one is grouped, and at most two tables'
+columns are held at a time.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from engine.analysis.nsys.stats.catalog import _API_SUFFIX
+from engine.analysis.nsys.stats.group_stats import Groups, grouped, id_groups
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+    import pandas as pd
+
+    from engine.reports.base import Trace
+    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
+
+#: The tables read column-wise, in the order :func:`plan` reads them.
+READ_ORDER = ("api", "kernels", "memset", "memcpy")
+#: Integer columns by name.
+Columns = dict[str, "npt.NDArray[np.int64]"]
+#: NVTX ranges as (eventType, "domain:text", durations).
+Ranges = list[tuple[int, str, "npt.NDArray[np.int64]"]]
+
+
+class _State:
+    """One trace's groups and pending column reads."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.groups: dict[str, Any] = {}
+        self.order: list[str] = []
+        self.pending: dict[str, Any] = {}
+        self.taken: set[str] = set()
+        self.sources: dict[str, str] = {}
+
+
+_STATES: weakref.WeakKeyDictionary[Trace, _State] = weakref.WeakKeyDictionary()
+_STATES_LOCK = threading.Lock()
+
+
+def _state(trace: Trace) -> _State:
+    with _STATES_LOCK:
+        st = _STATES.get(trace)
+        if st is None:
+            st = _STATES[trace] = _State()
+        return st
+
+
+def _export(trace: Trace) -> NsysSqliteTrace | None:
+    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
+
+    return trace if isinstance(trace, NsysSqliteTrace) else None
+
+
+def plan(trace: Trace, tables: Sequence[str]) -> None:
+    """Say which tables the next reports group: the first read starts now, in the background."""
+    if _export(trace) is None:
+        return
+    st = _state(trace)
+    with st.lock:
+        st.order = [t for t in READ_ORDER if t in tables and t not in st.taken]
+        _start_next(trace, st)
+
+
+def _start_next(trace: Trace, st: _State) -> None:
+    export = _export(trace)
+    for t in st.order:
+        if t not in st.pending and t not in st.taken and export is not None:
+            st.pending[t] = export.read_summary_columns(t)
+            return
+
+
+def _columns(trace: Trace, st: _State, table: str) -> Columns | None | Literal[False]:
+    """An export's columns of ``table``: the arrays, False (no rows) or None (NULLs: use the tables)."""
+    export = _export(trace)
+    assert export is not None
+    read = st.pending.pop(table) if table in st.pending else export.read_summary_columns(table)
+    st.taken.add(table)
+    got: Columns | None = read.result() if read is not None else None
+    _start_next(trace, st)  # the next read runs while this table is grouped
+    return False if read is None else got
+
+
+def sources(trace: Trace) -> dict[str, str]:
+    """Where each table's groups came from so far: ``"columns"`` (an export's) or ``"tables"``."""
+    st = _state(trace)
+    with st.lock:
+        return dict(st.sources)
+
+
+def _took(st: _State, tables: Sequence[str], source: str) -> None:
+    for t in tables:
+        st.sources[t] = source
+
+
+def _cached(trace: Trace, key: str, compute: Any) -> Any:
+    st = _state(trace)
+    with st.lock:
+        if key not in st.groups:
+            st.groups[key] = compute(trace, st)
+        return st.groups[key]
+
+
+# -- the groups --------------------------------------------------------------------------------
+def api_groups(trace: Trace) -> Groups:
+    """CUDA API calls' durations by name, without the ``_vNNNN`` suffix (nsys's rule)."""
+    return _cached(trace, "api", _api_groups)  # type: ignore[no-any-return]
+
+
+def kernel_groups(trace: Trace) -> Groups:
+    """Kernel durations by kernel name."""
+    return _cached(trace, "kernels", _kernel_groups)  # type: ignore[no-any-return]
+
+
+def memop_groups(trace: Trace, value: str) -> Groups:
+    """Memory copies' and memsets' ``"duration"`` or ``"bytes"`` by nsys's operation label."""
+    return _cached(trace, f"memops-{value}", lambda t, st: _memop_groups(t, st)[value])  # type: ignore[no-any-return]
+
+
+def nvtx_ranges(trace: Trace) -> Ranges:
+    """Ended push/pop and start/end NVTX ranges: (eventType, ``domain:text``, durations)."""
+    return _cached(trace, "nvtx", _nvtx_ranges)  # type: ignore[no-any-return]
+
+
+def _api_groups(trace: Trace, st: _State) -> Groups:
+    if _export(trace) is not None:
+        cols = _columns(trace, st, "api")
+        if cols is False:
+            return []
+        if cols is not None:
+            strings = trace.strings()  # type: ignore[attr-defined]
+            found = id_groups(cols, lambda i: _API_SUFFIX.sub("", strings.get(i, f"<unknown {i}>")))
+            if found is not None:
+                _took(st, ["api"], "columns")
+                return found
+    _took(st, ["api"], "tables")
+    df = _rows(trace, "api", ["start", "end", "name"])
+    if df is None:
+        return []
+    names = df["name"].astype(str)
+    labels = names.map({n: _API_SUFFIX.sub("", n) for n in names.unique()})
+    return _label_groups(labels, _durations(df))
+
+
+def _kernel_groups(trace: Trace, st: _State) -> Groups:
+    if _export(trace) is not None:
+        cols = _columns(trace, st, "kernels")
+        if cols is False:
+            return []
+        if cols is not None:
+            found = id_groups(cols, trace.strings().get)  # type: ignore[attr-defined]
+            if found is not None:
+                _took(st, ["kernels"], "columns")
+                return found
+    _took(st, ["kernels"], "tables")
+    df = _rows(trace, "kernels", ["start", "end", "name"])
+    if df is None:
+        return []
+    return _label_groups(df["name"].fillna("").astype(str), _durations(df))
+
+
+def _memop_groups(trace: Trace, st: _State) -> dict[str, Groups]:
+    """Both values' groups of the copies and memsets (one read of the two tables)."""
+    if _export(trace) is not None:
+        memcpy, memset = _columns(trace, st, "memcpy"), _columns(trace, st, "memset")
+        if memcpy is not None and memset is not None:
+            _took(st, ["memcpy", "memset"], "columns")
+            return {v: _memop_column_groups(trace, memcpy or None, memset or None, v)
+                    for v in ("duration", "bytes")}
+    _took(st, ["memcpy", "memset"], "tables")
+    return _memop_frame_groups(trace)
+
+
+def _memop_column_groups(trace: Trace, memcpy: dict[str, npt.NDArray[np.int64]] | None,
+                         memset: dict[str, npt.NDArray[np.int64]] | None, value: str) -> Groups:
+    import numpy as np
+
+    from engine.reports.nsys.sqlite_trace import COPY_KIND_LABELS
+
+    labels: list[str] = []
+    codes, values = [], []
+    if memcpy is not None:
+        kinds = trace.enum_labels("ENUM_CUDA_MEMCPY_OPER", COPY_KIND_LABELS)  # type: ignore[attr-defined]
+        present = np.unique(memcpy["copyKind"])
+        labels += [f"[CUDA memcpy {kinds.get(k, 'Unknown')}]" for k in present.tolist()]
+        codes.append(np.searchsorted(present, memcpy["copyKind"]))
+        values.append(memcpy[value])
+    if memset is not None:
+        codes.append(np.full(len(memset[value]), len(labels), dtype=np.int64))
+        labels.append("[CUDA memset]")
+        values.append(memset[value])
+    if not codes:
+        return []
+    return grouped(labels, np.concatenate(codes), np.concatenate(values))
+
+
+def _memop_frame_groups(trace: Trace) -> dict[str, Groups]:
+    import pandas as pd
+
+    parts = []
+    memcpy = _rows(trace, "memcpy", None)
+    if memcpy is not None:
+        label = "[CUDA memcpy " + memcpy["operation"].fillna("Unknown").astype(str) + "]"
+        parts.append(pd.DataFrame({"start": memcpy["start"], "end": memcpy["end"],
+                                   "bytes": memcpy["bytes"], "label": label}))
+    memset = _rows(trace, "memset", None)
+    if memset is not None:
+        parts.append(pd.DataFrame({"start": memset["start"], "end": memset["end"],
+                                   "bytes": memset["bytes"], "label": "[CUDA memset]"}))
+    if not parts:
+        return {"duration": [], "bytes": []}
+    ops = pd.concat(parts, ignore_index=True)
+    nbytes = pd.to_numeric(ops["bytes"])
+    sized = nbytes.notna()  # a copy without a size counts in neither of the size statistics
+    return {"duration": _label_groups(ops["label"], _durations(ops)),
+            "bytes": _label_groups(ops["label"][sized], nbytes[sized].astype("int64"))}
+
+
+def _nvtx_ranges(trace: Trace, st: _State) -> Ranges:
+    export = _export(trace)
+    if export is not None:
+        from engine.analysis.nsys.stats.nvtx_names import nvtx_sum_groups
+
+        found = nvtx_sum_groups(export)
+        if found is None:
+            found = export.nvtx_range_groups()
+        if found is not None:
+            _took(st, ["nvtx"], "columns")
+            return found
+    _took(st, ["nvtx"], "tables")
+    return _nvtx_frame_ranges(trace)
+
+
+def _nvtx_frame_ranges(trace: Trace) -> Ranges:
+    import pandas as pd
+
+    from engine.analysis.nsys.stats.catalog import _NVTX_STYLES
+
+    nvtx = _rows(trace, "nvtx", None)
+    if nvtx is None:
+        return []
+    etype = pd.to_numeric(nvtx["eventType"])
+    ranges = nvtx[etype.isin(list(_NVTX_STYLES)) & nvtx["end"].notna()]
+    if ranges.empty:
+        return []
+    name = ranges["domain"].fillna("").astype(str) + ":" + ranges["text"].fillna("").astype(str)
+    dur = _durations(ranges).to_numpy()
+    kinds = pd.to_numeric(ranges["eventType"]).to_numpy()
+    frame = pd.DataFrame({"e": kinds, "n": name.to_numpy()})
+    groups: dict[Any, Any] = frame.groupby(["e", "n"], sort=False).indices
+    return [(int(key[0]), str(key[1]), dur[idx]) for key, idx in groups.items()]
+
+
+# -- the trace's tables (other traces, and exports with NULLs) --------------------------------------
+def _rows(trace: Trace, table: str, columns: list[str] | None) -> pd.DataFrame | None:
+    """The table (only ``columns`` if given) if it was captured and has rows, else None."""
+    df = trace.table(table, columns)
+    if table in trace.missing or df.empty:
+        return None
+    return df
+
+
+def _durations(df: pd.DataFrame) -> pd.Series:
+    import pandas as pd
+
+    dur: pd.Series = pd.to_numeric(df["end"]) - pd.to_numeric(df["start"])
+    return dur.astype("int64")
+
+
+def _label_groups(labels: pd.Series, values: pd.Series) -> Groups:
+    import pandas as pd
+
+    codes, uniq = pd.factorize(labels.to_numpy(), use_na_sentinel=False)
+    return grouped([str(u) for u in uniq], codes.astype("int64"), values.to_numpy().astype("int64"))

@@ -1,0 +1,1 @@
+"""Reference implementations kept to check the engine (never imported by engine/ or gui/)."""

@@ -1,0 +1,166 @@
+"""The core ``nsys stats`` summaries written with pandas: a reference to check the engine's numpy reports.
+
+These were the engine's DataFrame path before each report was written once (issue 24). They stay
+here, in tests only, as a second implementation of the same public formulas (docs/FORMATS.md) with
+pandas' groupby: the tests compare the engine's reports with them on every fixture, beside NVIDIA's
+own outputs. :data:`ORACLES` maps a report name to its function (trace -> DataFrame with nsys's
+columns).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import pandas as pd
+
+from engine.analysis.nsys.stats.catalog import _NVTX_STYLES
+from engine.analysis.nsys.stats.trace_tables import (
+    api_names,
+    durations,
+    empty_frame,
+    group_stats,
+    sort_desc,
+    time_summary,
+    usable,
+)
+from engine.reports.base import Trace
+
+
+def _memop_frame(trace: Trace) -> pd.DataFrame | None:
+    """Memcpy and memset rows as (start, end, bytes, label) with nsys's operation labels."""
+    parts = []
+    memcpy = usable(trace, "memcpy")
+    if memcpy is not None:
+        parts.append(pd.DataFrame({
+            "start": memcpy["start"], "end": memcpy["end"], "bytes": memcpy["bytes"],
+            "label": "[CUDA memcpy " + memcpy["operation"].fillna("Unknown").astype(str) + "]",
+        }))
+    memset = usable(trace, "memset")
+    if memset is not None:
+        parts.append(pd.DataFrame({
+            "start": memset["start"], "end": memset["end"], "bytes": memset["bytes"],
+            "label": "[CUDA memset]",
+        }))
+    if not parts:
+        return None
+    return pd.concat(parts, ignore_index=True)
+
+
+
+def _api_stats(trace: Trace) -> pd.DataFrame | None:
+    api = usable(trace, "api", ["start", "end", "name"])
+    if api is None:
+        return None
+    return group_stats(pd.DataFrame({"name": api_names(api)}), durations(api))
+
+
+def _kernel_stats(trace: Trace) -> pd.DataFrame | None:
+    k = usable(trace, "kernels", ["start", "end", "name"])
+    if k is None:
+        return None
+    return group_stats(pd.DataFrame({"name": k["name"].fillna("").astype(str)}), durations(k))
+
+
+def _memop_stats(trace: Trace) -> pd.DataFrame | None:
+    ops = _memop_frame(trace)
+    if ops is None:
+        return None
+    return group_stats(pd.DataFrame({"name": ops["label"]}), durations(ops))
+
+
+def _cuda_api_sum(trace: Trace) -> pd.DataFrame:
+    stats = _api_stats(trace)
+    if stats is None:
+        return empty_frame("cuda_api_sum")
+    return time_summary(stats, "Num Calls", {"Name": "name"})
+
+
+def _cuda_gpu_kern_sum(trace: Trace) -> pd.DataFrame:
+    stats = _kernel_stats(trace)
+    if stats is None:
+        return empty_frame("cuda_gpu_kern_sum")
+    return time_summary(stats, "Instances", {"Name": "name"})
+
+
+def _cuda_gpu_mem_time_sum(trace: Trace) -> pd.DataFrame:
+    stats = _memop_stats(trace)
+    if stats is None:
+        return empty_frame("cuda_gpu_mem_time_sum")
+    return time_summary(stats, "Count", {"Operation": "name"})
+
+
+def _cuda_gpu_mem_size_sum(trace: Trace) -> pd.DataFrame:
+    ops = _memop_frame(trace)
+    if ops is None:
+        return empty_frame("cuda_gpu_mem_size_sum")
+    nbytes = pd.to_numeric(ops["bytes"]).astype("float64")
+    stats = group_stats(pd.DataFrame({"name": ops["label"]}), nbytes / 1e6)
+    out = pd.DataFrame({
+        "Total (MB)": stats["sum"],
+        "Count": stats["count"],
+        "Avg (MB)": stats["mean"],
+        "Med (MB)": stats["median"],
+        "Min (MB)": stats["min"],
+        "Max (MB)": stats["max"],
+        "StdDev (MB)": stats["std"],
+        "Operation": stats["name"],
+    })
+    return sort_desc(out, "Total (MB)")
+
+
+def _nvtx_sum(trace: Trace) -> pd.DataFrame:
+    nvtx = usable(trace, "nvtx")
+    if nvtx is None:
+        return empty_frame("nvtx_sum")
+    etype = pd.to_numeric(nvtx["eventType"])
+    ranges = nvtx[etype.isin(list(_NVTX_STYLES)) & nvtx["end"].notna()]
+    if ranges.empty:
+        return empty_frame("nvtx_sum")
+    keys = pd.DataFrame({
+        "range": ranges["domain"].fillna("").astype(str) + ":" + ranges["text"].fillna("").astype(str),
+        "style": pd.to_numeric(ranges["eventType"]).map(_NVTX_STYLES),
+    })
+    stats = group_stats(keys, durations(ranges))
+    return time_summary(stats, "Instances", {"Style": "style", "Range": "range"})
+
+
+def _combined(parts: Sequence[tuple[str, pd.DataFrame | None]], report: str) -> pd.DataFrame:
+    frames = []
+    for category, stats in parts:
+        if stats is not None:
+            frames.append(stats.assign(category=category))
+    if not frames:
+        return empty_frame(report)
+    stats = pd.concat(frames, ignore_index=True)
+    return time_summary(stats, "Instances", {"Category": "category", "Operation": "name"})
+
+
+def _cuda_api_gpu_sum(trace: Trace) -> pd.DataFrame:
+    return _combined(
+        [("CUDA_API", _api_stats(trace)), ("CUDA_KERNEL", _kernel_stats(trace)),
+         ("MEMORY_OPER", _memop_stats(trace))],
+        "cuda_api_gpu_sum",
+    )
+
+
+def _cuda_gpu_sum(trace: Trace) -> pd.DataFrame:
+    return _combined(
+        [("CUDA_KERNEL", _kernel_stats(trace)), ("MEMORY_OPER", _memop_stats(trace))],
+        "cuda_gpu_sum",
+    )
+
+
+ORACLES: dict[str, Callable[[Trace], pd.DataFrame]] = {
+    "cuda_api_sum": _cuda_api_sum,
+    "cuda_gpu_kern_sum": _cuda_gpu_kern_sum,
+    "cuda_gpu_mem_time_sum": _cuda_gpu_mem_time_sum,
+    "cuda_gpu_mem_size_sum": _cuda_gpu_mem_size_sum,
+    "nvtx_sum": _nvtx_sum,
+    "cuda_api_gpu_sum": _cuda_api_gpu_sum,
+    "cuda_gpu_sum": _cuda_gpu_sum,
+}
+
+
+def pandas_report(trace: Trace, name: str) -> pd.DataFrame:
+    """The pandas reference of core report ``name`` (see :data:`ORACLES`)."""
+    return ORACLES[name](trace)
