@@ -159,8 +159,7 @@ def _read_ceilings(path: str | None) -> dict[str, float] | None:
 
 def cmd_ncu(args: argparse.Namespace) -> int:
     """Print an Nsight Compute report's per-kernel summary, one of its pages, or a comparison."""
-    from engine.reports.ncu import read_ncu
-    from engine.reports.ncu.decoders import NO_RESULTS_LINE, NoResultsError
+    from engine.reports.ncu import NO_RESULTS_LINE, NoResultsError, read_ncu
 
     if args.compare:
         args.before, args.after = args.input, args.compare

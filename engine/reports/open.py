@@ -53,7 +53,7 @@ def open_report(
         progress: called with (message, fraction or None) during long steps (nsys export).
         cancel: set it to abandon a running export.
         ncu: also open Nsight Compute reports (.ncu-rep, ncu CSV exports) as an
-            :class:`~engine.reports.ncu.trace.NcuTrace` (the window lists them beside timelines);
+            :class:`~engine.reports.ncu.NcuTrace` (the window lists them beside timelines);
             without it they are refused with a sentence pointing to ``kernelscope ncu``.
 
     Raises:
@@ -87,7 +87,7 @@ def open_report(
 
         return SnapshotTrace(path)
     if ncu and (kind == "ncu-rep" or (kind == "unknown" and path.suffix.lower() == ".csv")):
-        from engine.reports.ncu.trace import open_ncu
+        from engine.reports.ncu import open_ncu
 
         return open_ncu(path)
     if kind == "ncu-rep":

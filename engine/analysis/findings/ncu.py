@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.analysis.findings.model import Evidence, Finding, Gain, fmt_time, pct
-from engine.reports.ncu.metrics import SCALAR, SMSP_HZ, SMSP_INST
+from engine.reports.ncu import SCALAR, SMSP_HZ, SMSP_INST
 
 if TYPE_CHECKING:
 
@@ -183,7 +183,7 @@ def _verdict_and_stalls(report: NcuReport, kid: int) -> tuple[Any, list[tuple[st
     """The bottleneck verdict (engine.analysis.ncu.verdict) and top stalls of one launch."""
     try:
         from engine.analysis.ncu.verdict import kernel_metrics, verdict
-        from engine.reports.ncu.metrics import top_stalls
+        from engine.reports.ncu import top_stalls
 
         return verdict(kernel_metrics(report, kid)), top_stalls(report, kid, 3)
     except Exception:  # noqa: BLE001 - a verdict is extra evidence; rules still run without it

@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from engine.reports.ncu import DETAILS_COLUMNS, ID_COLUMNS, format_number
-from engine.reports.ncu.actions import NVTX_COLUMNS
+from engine.reports.ncu import DETAILS_COLUMNS, ID_COLUMNS, NVTX_COLUMNS, format_number
 
 if TYPE_CHECKING:
     from engine.reports.ncu import NcuReport

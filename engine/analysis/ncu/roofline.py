@@ -32,7 +32,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from engine.reports.ncu.metrics import (  # noqa: F401 - re-exported
+from engine.reports.ncu import (  # noqa: F401 - re-exported
     DENSE_TENSOR_PEAKS,
     LEVELS,
     PEAK_INST,

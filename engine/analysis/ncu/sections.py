@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from engine.reports.ncu.metrics import (  # noqa: F401 - the metric catalogue, re-exported
+from engine.reports.ncu import (  # noqa: F401 - the metric catalogue, re-exported
     ACHIEVED_OCC,
     DRAM_PCT,
     DURATION,
@@ -155,68 +155,77 @@ def section_rows(
     rd, wr = report.value(kid, "dram__bytes_read.sum"), report.value(kid, "dram__bytes_write.sum")
     if rd is not None and wr is not None:
         mem.insert(0, ["DRAM Bytes (read + write)", rd + wr, "byte", _fmt(rd + wr, "byte"), "", ""])
+    rows["Occupancy"].append(_occupancy_limiter_row(report, kid))
+    rows["Compute Workload Analysis"].append(_wgmma_row(report, kid))
+    rows["Scheduler and Warp State"].extend(_stall_rows(report, kid))
+    rows["Source Counters"].extend(_source_rows(report, kid, resolve_source))
+    return rows
 
-    occ = rows["Occupancy"]
+
+def _occupancy_limiter_row(report: NcuReport, kid: int) -> list[Any]:
+    """The Occupancy section's "Occupancy Limiter" row."""
     lim = occupancy_limiter(report, kid)
     if lim is None:
-        occ.append(["Occupancy Limiter", NOT_COLLECTED, "", NOT_COLLECTED, "",
-                    _missing_note(report, "Occupancy")])
-    else:
-        words, limits = lim
-        blocks = limits[words.split(" and ")[0]]
-        occ.append(["Occupancy Limiter", words, "", f"{words} ({_fmt(blocks, '')} blocks per SM)", "", ""])
+        return ["Occupancy Limiter", NOT_COLLECTED, "", NOT_COLLECTED, "", _missing_note(report, "Occupancy")]
+    words, limits = lim
+    blocks = limits[words.split(" and ")[0]]
+    return ["Occupancy Limiter", words, "", f"{words} ({_fmt(blocks, '')} blocks per SM)", "", ""]
 
-    cw = rows["Compute Workload Analysis"]
+
+def _wgmma_row(report: NcuReport, kid: int) -> list[Any]:
+    """The Compute Workload Analysis section's "Uses wgmma (Hopper)" row."""
     gmma = report.value(kid, "sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active")
     cc = str(next(k["CC"] for k in report.kernel_records() if int(k["ID"]) == kid))
     if gmma is None:
-        cw.append(["Uses wgmma (Hopper)", NOT_COLLECTED, "", NOT_COLLECTED, "",
-                   _missing_note(report, "ComputeWorkloadAnalysis")])
-    else:
-        used = "yes" if gmma > 0 else ("no" if cc.startswith("9.") else "no (needs compute capability 9.x)")
-        cw.append(["Uses wgmma (Hopper)", used, "", used, "", ""])
+        return ["Uses wgmma (Hopper)", NOT_COLLECTED, "", NOT_COLLECTED, "",
+                _missing_note(report, "ComputeWorkloadAnalysis")]
+    used = "yes" if gmma > 0 else ("no" if cc.startswith("9.") else "no (needs compute capability 9.x)")
+    return ["Uses wgmma (Hopper)", used, "", used, "", ""]
 
-    ws = rows["Scheduler and Warp State"]
+
+def _stall_rows(report: NcuReport, kid: int) -> list[list[Any]]:
+    """The Scheduler and Warp State section's top stall reasons (or a "not collected" row)."""
     stalls = top_stalls(report, kid)
     if not stalls:
-        ws.append(["Top Stall Reasons", NOT_COLLECTED, "", NOT_COLLECTED, "",
-                   _missing_note(report, "WarpStateStats")])
-    for rank, (reason, cycles) in enumerate(stalls, 1):
-        ws.append([f"Stall #{rank}: {reason.replace('_', ' ')}", cycles, "cycles/inst",
-                   f"{cycles:,.2f} cycles per issued instruction",
-                   f"{STALL_PREFIX}{reason}{STALL_SUFFIX}", ""])
+        return [["Top Stall Reasons", NOT_COLLECTED, "", NOT_COLLECTED, "",
+                 _missing_note(report, "WarpStateStats")]]
+    return [[f"Stall #{rank}: {reason.replace('_', ' ')}", cycles, "cycles/inst",
+             f"{cycles:,.2f} cycles per issued instruction", f"{STALL_PREFIX}{reason}{STALL_SUFFIX}", ""]
+            for rank, (reason, cycles) in enumerate(stalls, 1)]
 
-    src = rows["Source Counters"]
+
+def _source_rows(report: NcuReport, kid: int, resolve_source: bool) -> list[list[Any]]:
+    """The Source Counters section's hottest instructions and lines (SASS and file:line if resolved)."""
     if resolve_source:
         from engine.reports.ncu import resolve_sources
 
         resolve_sources(report, kid)
     mine = report.source_records(kid)
     if not mine:
-        src.append(["Hottest Instructions", NOT_COLLECTED, "", NOT_COLLECTED, "",
-                    _missing_note(report, "SourceCounters") + "; build with `-lineinfo` for file:line"])
-    else:
-        total = report.value(kid, "smsp__pcsamp_sample_count")
-        for r in mine:
-            where = f"{r['file']}:{r['line']}" if r["file"] else f"PC 0x{int(r['pc']):x}"
-            sass = r["sass"] if isinstance(r["sass"], str) else ""
-            note = f"{sass}  [top stall: {r['top_stall']} {r['top_stall_samples']}]".strip()
-            n = int(r["samples"])
-            src.append([where, float(n), "samples",
-                        f"{n:,} samples" + (f" of {int(total):,}" if total else ""), "", note])
-        lines = report.line_records(kid)
-        if lines is not None:
-            for rank, ln in enumerate(lines, 1):
-                src.append([f"Hottest line #{rank}: {ln['file']}:{ln['line']}", float(ln["samples"]),
-                            "samples", f"{int(ln['samples']):,} samples ({ln['pct']:.1f} %)", "",
-                            "samples of every instruction on that line"])
-        if not resolve_source and any(r["sass"] is None for r in mine):
-            src.append(["SASS and file:line", "not read", "", "not read", "",
-                        "`kernelscope ncu R --page sections --source` disassembles the hottest instructions"])
-        if resolve_source and not any(str(r["file"]) != "" for r in mine):
-            src.append(["file:line", NOT_COLLECTED, "", NOT_COLLECTED, "",
-                        "build the kernel with `nvcc -lineinfo` to map instructions to source lines"])
-    return rows
+        return [["Hottest Instructions", NOT_COLLECTED, "", NOT_COLLECTED, "",
+                 _missing_note(report, "SourceCounters") + "; build with `-lineinfo` for file:line"]]
+    src: list[list[Any]] = []
+    total = report.value(kid, "smsp__pcsamp_sample_count")
+    for r in mine:
+        where = f"{r['file']}:{r['line']}" if r["file"] else f"PC 0x{int(r['pc']):x}"
+        sass = r["sass"] if isinstance(r["sass"], str) else ""
+        note = f"{sass}  [top stall: {r['top_stall']} {r['top_stall_samples']}]".strip()
+        n = int(r["samples"])
+        src.append([where, float(n), "samples",
+                    f"{n:,} samples" + (f" of {int(total):,}" if total else ""), "", note])
+    lines = report.line_records(kid)
+    if lines is not None:
+        for rank, ln in enumerate(lines, 1):
+            src.append([f"Hottest line #{rank}: {ln['file']}:{ln['line']}", float(ln["samples"]),
+                        "samples", f"{int(ln['samples']):,} samples ({ln['pct']:.1f} %)", "",
+                        "samples of every instruction on that line"])
+    if not resolve_source and any(r["sass"] is None for r in mine):
+        src.append(["SASS and file:line", "not read", "", "not read", "",
+                    "`kernelscope ncu R --page sections --source` disassembles the hottest instructions"])
+    if resolve_source and not any(str(r["file"]) != "" for r in mine):
+        src.append(["file:line", NOT_COLLECTED, "", NOT_COLLECTED, "",
+                    "build the kernel with `nvcc -lineinfo` to map instructions to source lines"])
+    return src
 
 
 def rules_table(report: NcuReport) -> pd.DataFrame:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.reports.ncu.metrics import VERDICT_KEYS, top_stalls
+from engine.reports.ncu import VERDICT_KEYS, top_stalls
 
 if TYPE_CHECKING:
     from engine.reports.ncu import NcuReport

@@ -248,13 +248,6 @@ def nvtx_range(action: Any) -> str:
     return "/".join(names)
 
 
-#: The two columns ncu adds after "Host Name" for a report collected with ``--nvtx``.
-NVTX_COLUMNS = [
-    "thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg",
-    "Id:Domain:Start/Stop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg",
-]
-
-
 def nvtx_cells(action: Any, thread: str) -> tuple[str, str] | None:
     """The kernel's two NVTX cells as ncu prints them, or None when it ran in no NVTX range.
 

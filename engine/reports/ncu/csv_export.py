@@ -79,59 +79,76 @@ def read_ncu_csv(path: str | Path) -> NcuReport:
     Raises:
         ReportError: The file is missing, a folder, or not such an export.
     """
-    import pandas as pd
-
     p = Path(path)
     if not p.exists():
         raise ReportError(f"{p} does not exist; check the path.")
     if p.is_dir():
         raise ReportError(f"{p} is a folder, not a report; give the path of a .ncu-rep or .csv file.")
     rows = _read_csv_rows(p)
+    n_id = len(ID_COLUMNS)
+    if rows[0][n_id:n_id + 4] == ["Section Name", "Metric Name", "Metric Unit", "Metric Value"]:
+        return _details_export(p, rows)
+    return _raw_export(p, rows)
+
+
+def _section_labels() -> dict[tuple[str, str], str]:
+    """(section name, label) -> metric of every header metric of the sections ncu prints."""
+    return {(s[1], label): metric for s in SECTIONS for metric, label in s[3]}
+
+
+def _details_export(p: Path, rows: list[list[str]]) -> NcuReport:
+    """The tables of a ``--page details`` export (``rows``: its header, then one row a metric or rule)."""
+    import pandas as pd
+
     header = rows[0]
-    labels = {(s[1], label): metric for s in SECTIONS for metric, label in s[3]}
+    labels = _section_labels()
     idents: dict[str, list[str]] = {}
     values: dict[str, dict[str, float]] = {}
     n_id = len(ID_COLUMNS)
-    if header[n_id:n_id + 4] == ["Section Name", "Metric Name", "Metric Unit", "Metric Value"]:
-        details = []
-        for r in rows[1:]:
-            r = (r + [""] * len(DETAILS_COLUMNS))[:len(DETAILS_COLUMNS)]
-            ident = r[:n_id]
-            idents.setdefault(ident[0], ident)
-            section, label, unit, text = r[n_id:n_id + 4]
-            metric = labels.get((section, label), "")
-            if r[n_id + 4]:  # a rule row
-                details.append([*r, math.nan, ""])
-                continue
-            unit, text, value = base_cell(text, unit)
-            if metric:
-                values.setdefault(ident[0], {})[metric] = value
-            details.append([*ident, section, label, unit, text, "", "", "", "", "", value, metric])
-        metrics = pd.DataFrame(details, columns=[*DETAILS_COLUMNS, "value", "metric"])
-        raw = pd.DataFrame(columns=ID_COLUMNS)
-        units = {str(m): str(u) for m, u in zip(metrics["metric"], metrics["Metric Unit"], strict=True) if m}
-        rules = [
-            [int(r[0]), r[n_id + 4], r[n_id + 4], r[n_id], r[n_id + 5], "", r[n_id + 6], r[n_id + 7],
-             parse_speedup(r[n_id + 8])]
-            for r in metrics[DETAILS_COLUMNS].itertuples(index=False, name=None) if r[n_id + 4]
-        ]
-        return NcuReport(p, "csv-details", _kernels_from(idents, values), metrics, raw, {},
-                         values=_values_frame(idents, values), units=units,
-                         labels={m: lab for (_s, lab), m in labels.items()},
-                         rules=pd.DataFrame(rules, columns=RULE_TABLE_COLUMNS),
-                         sources=pd.DataFrame(columns=SOURCE_COLUMNS),
-                         rule_columns=len(header) > n_id + 4)
+    details = []
+    for r in rows[1:]:
+        r = (r + [""] * len(DETAILS_COLUMNS))[:len(DETAILS_COLUMNS)]
+        ident = r[:n_id]
+        idents.setdefault(ident[0], ident)
+        section, label, unit, text = r[n_id:n_id + 4]
+        metric = labels.get((section, label), "")
+        if r[n_id + 4]:  # a rule row
+            details.append([*r, math.nan, ""])
+            continue
+        unit, text, value = base_cell(text, unit)
+        if metric:
+            values.setdefault(ident[0], {})[metric] = value
+        details.append([*ident, section, label, unit, text, "", "", "", "", "", value, metric])
+    metrics = pd.DataFrame(details, columns=[*DETAILS_COLUMNS, "value", "metric"])
+    raw = pd.DataFrame(columns=ID_COLUMNS)
+    units = {str(m): str(u) for m, u in zip(metrics["metric"], metrics["Metric Unit"], strict=True) if m}
+    rules = [
+        [int(r[0]), r[n_id + 4], r[n_id + 4], r[n_id], r[n_id + 5], "", r[n_id + 6], r[n_id + 7],
+         parse_speedup(r[n_id + 8])]
+        for r in metrics[DETAILS_COLUMNS].itertuples(index=False, name=None) if r[n_id + 4]
+    ]
+    return NcuReport(p, "csv-details", _kernels_from(idents, values), metrics, raw, {},
+                     values=_values_frame(idents, values), units=units,
+                     labels={m: lab for (_s, lab), m in labels.items()},
+                     rules=pd.DataFrame(rules, columns=RULE_TABLE_COLUMNS),
+                     sources=pd.DataFrame(columns=SOURCE_COLUMNS),
+                     rule_columns=len(header) > n_id + 4)
+
+
+def _raw_export(p: Path, rows: list[list[str]]) -> NcuReport:
+    """The tables of a ``--page raw`` export (``rows``: its header, its units row, then one row a kernel)."""
+    import pandas as pd
 
     if len(rows) < 2:
         raise ReportError(f"{p} has no units row; export it again with `ncu --csv --page raw`.")
+    n_id = len(ID_COLUMNS)
     units_row = rows[1]
-    names = header[n_id:]
+    names = rows[0][n_id:]
     raw_units: dict[str, str] = {}
-    factors: list[float] = []
     for name, unit in zip(names, units_row[n_id:], strict=False):
-        base, factor = to_base_unit(unit)
-        raw_units[name] = base
-        factors.append(factor)
+        raw_units[name] = to_base_unit(unit)[0]
+    idents: dict[str, list[str]] = {}
+    values: dict[str, dict[str, float]] = {}
     raw_rows = []
     for r in rows[2:]:
         ident = r[:n_id]
@@ -160,7 +177,7 @@ def read_ncu_csv(path: str | Path) -> NcuReport:
     metrics = pd.DataFrame(details, columns=[*DETAILS_COLUMNS, "value", "metric"])
     return NcuReport(p, "csv-raw", _kernels_from(idents, values), metrics, raw, raw_units,
                      values=_values_frame(idents, values), units=dict(raw_units),
-                     labels={m: lab for (_s, lab), m in labels.items()},
+                     labels={m: lab for (_s, lab), m in _section_labels().items()},
                      rules=pd.DataFrame(columns=RULE_TABLE_COLUMNS),
                      sources=pd.DataFrame(columns=SOURCE_COLUMNS))
 

@@ -200,7 +200,7 @@ def hot_sources(a: Any, kid: int, pcs: list[int], samples: list[tuple[int, int]]
     """SASS, file and line of a kernel's hottest PCs, and its hottest source lines (``LINE_COLUMNS`` rows).
 
     ``samples``: (pc, samples) of every sampled instruction of the kernel. The same work as
-    :func:`engine.reports.ncu.decoders.resolve_sources`, without pandas; None when it fails (the rows
+    :func:`engine.reports.ncu.sources.resolve_sources`, without pandas; None when it fails (the rows
     then keep their PCs and counts, as there).
     """
     try:

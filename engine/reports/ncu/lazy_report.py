@@ -102,8 +102,9 @@ class LazyNcuReport(NcuReport):
     raw_units = _table("raw_units")  # type: ignore[assignment]
     units = _table("units")  # type: ignore[assignment]
 
-    def __init__(self, rows: NcuRows, **fields: Any) -> None:
-        self.__dict__.update(_rows=rows, _set={}, _built={}, _partial=None)
+    def __init__(self, rows: NcuRows, *, partial: Partial | None = None, **fields: Any) -> None:
+        """``partial``: what a summary read decoded (None: ``rows`` hold every metric)."""
+        self.__dict__.update(_rows=rows, _set={}, _built={}, _partial=partial)
         super().__init__(kernels=None, metrics=None, raw=None, **fields)  # type: ignore[arg-type]
 
     # -- tables ------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from engine.reports.ncu import NcuReport
+    from engine.reports.ncu.model import NcuReport
 
 DURATION = "gpu__time_duration.sum"
 SM_PCT = "sm__throughput.avg.pct_of_peak_sustained_elapsed"

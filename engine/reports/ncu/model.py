@@ -21,6 +21,11 @@ ID_COLUMNS = [
 RULE_COLUMNS = [
     "Rule Name", "Rule Type", "Rule Description", "Estimated Speedup Type", "Estimated Speedup",
 ]
+#: The two columns ncu adds after "Host Name" for a report collected with ``--nvtx``.
+NVTX_COLUMNS = [
+    "thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg",
+    "Id:Domain:Start/Stop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg",
+]
 DETAILS_COLUMNS = [*ID_COLUMNS, "Section Name", "Metric Name", "Metric Unit", "Metric Value", *RULE_COLUMNS]
 KERNEL_COLUMNS = [
     "ID", "Kernel Name", "Base Name", "Mangled Name", "Process ID", "Process Name", "Context", "Stream",

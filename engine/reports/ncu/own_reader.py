@@ -3,10 +3,10 @@
 Metric values, names, rules and NVTX come from the file; the units, which the file does not hold,
 from :mod:`engine.reports.ncu.unit_lookup` (the user cache, else one small ``ncu_report`` child
 that runs while this process decodes). Every kernel's rows and every metric are decoded at once, so
-the cached tables are complete. :func:`decode_own` returns None where this reader does not apply
-(another file format, content it does not decode, no units to be had, a disagreement with the
-layout); the caller then reads the report with ``ncu_report`` as before. ``KERNELSCOPE_NCU_OWN=0``
-turns it off.
+the cached tables are complete. :func:`decode_own` raises :class:`NotDecoded`, saying why, where
+this reader does not apply (another file format, content it does not decode, no units to be had, a
+disagreement with the layout); the next decoder of :mod:`engine.reports.ncu.decoders` then reads the
+report with ``ncu_report``. ``KERNELSCOPE_NCU_OWN=0`` turns it off.
 """
 
 from __future__ import annotations
@@ -25,32 +25,13 @@ from engine.reports.ncu.unit_lookup import UnitLookup, cached_units, units_key
 _GPU_KEYS = ("device__attribute_architecture", "device__attribute_chip")
 
 
+class NotDecoded(Exception):  # noqa: N818 - a reason, not an error: the next decoder is tried
+    """This reader does not apply to the report; the message says why."""
+
+
 def enabled() -> bool:
     """Whether reports are decoded with our own reader (``KERNELSCOPE_NCU_OWN=0``: ``ncu_report`` only)."""
     return os.environ.get("KERNELSCOPE_NCU_OWN", "1") != "0"
-
-
-def kernel_order(layout: ReportLayout, n: int, first_process: tuple[str, str, str]
-                 ) -> tuple[list[int], list[tuple[str, str, str]], list[tuple[str, ...]]]:
-    """(file positions in kernel order, processes, stored section lists) of ``n`` results.
-
-    ncu numbers the kernels process by process (by process id) where a report holds several.
-    """
-    processes = [first_process] * n
-    stored: list[tuple[str, ...]] = [()] * n
-    order = list(range(n))
-    if len(layout.results) == n:
-        stored = [r.sections for r in layout.results]
-        pids = [r.pid for r in layout.results]
-        processes = [
-            (str(q), *layout.processes.get(q, first_process[1:])) if q is not None else first_process
-            for q in pids
-        ]
-        if len(set(pids)) > 1:
-            order = sorted(range(n), key=lambda i: (pids[i] or 0, i))
-            processes = [processes[i] for i in order]
-            stored = [stored[i] for i in order]
-    return order, processes, stored
 
 
 def _units_for(p: Path, actions: list[PbAction]) -> tuple[str, list[int]] | None:
@@ -95,25 +76,27 @@ def _apply_units(dec: ActionDecoder, units: dict[str, str], present: list[frozen
 
 
 def decode_own(p: Path, layout: ReportLayout, first_process: tuple[str, str, str]
-               ) -> tuple[ActionDecoder, list[tuple[int, int]], list[str], list[str]] | None:
-    """(decoder with every row and metric, refs, printed names, stored names), or None (see above)."""
-    if not enabled():
-        return None
+               ) -> tuple[ActionDecoder, list[tuple[int, int]], list[str], list[str]]:
+    """(decoder with every row and metric, refs, printed names, stored names).
+
+    Raises:
+        NotDecoded: This reader does not apply (see above); the message says why.
+    """
     units: dict[str, str] = {}
     try:
         file_actions = read_results(p, units)
-    except (PbUnsupported, OSError):
-        return None
+    except (PbUnsupported, OSError) as exc:
+        raise NotDecoded(f"the file's results are not decoded here ({exc})") from exc
     n = len(file_actions)
     if not n or len(layout.results) != n:
-        return None
-    order, processes, stored_sections = kernel_order(layout, n, first_process)
+        raise NotDecoded(f"{n} results decoded, the layout lists {len(layout.results)}")
+    order, processes, stored_sections = layout.kernel_order(n, first_process)
     actions = [file_actions[i] for i in order]
     # ncu_report holds a report's results as one range, in file order (the units child checks it)
     refs = [(0, i) for i in order]
     found = _units_for(p, actions)
     if found is None:
-        return None
+        raise NotDecoded("no units: NVIDIA's ncu-report is not installed")
     key, firsts = found
     got = cached_units(key)
     child = None
@@ -137,14 +120,14 @@ def decode_own(p: Path, layout: ReportLayout, first_process: tuple[str, str, str
             dec.add_full(a)
             present.append(frozenset(a.metrics))
             todo[idx] = a = None  # its bytes go now
-    except PbUnsupported:
+    except PbUnsupported as exc:
         if child is not None:
             child.cancel()
-        return None
+        raise NotDecoded(f"a kernel's content is not decoded here ({exc})") from exc
     if child is not None:
         got = child.result()
         if got is None:
-            return None
+            raise NotDecoded("the units child process failed")
         _apply_units(dec, got, present)
     return dec, refs, printed, stored_names
 

@@ -1,4 +1,4 @@
-"""What a ``.ncu-rep`` result holds besides metrics, decoded from the file (see :mod:`engine.reports.ncu.pb_results`).
+"""What a ``.ncu-rep`` result holds besides metrics, decoded from the file (see :mod:`.pb_results`).
 
 Rule results (``RuleResult``: 1 identifier, 2 name, 3 body of items {1: message {1 text, 2 type,
 4 title}, 8: focus metrics, 10: speedup {1 type, 2 value}}, 4 section), the NVTX state
@@ -15,7 +15,8 @@ import functools
 import struct
 from typing import Any
 
-from engine.reports.ncu.section_defs import _accepts, _fields, _ranges
+from engine.reports.ncu.section_defs import accepts, arch_ranges
+from engine.reports.ncu.wire import fields, text
 
 # ncu_report's rule message types by the file's RuleResultMessageType (Ok, Warning, Error, Optimization).
 _MESSAGE_TYPES = {0: 0, 1: 1, 2: 3, 3: 4, 4: 2}
@@ -25,16 +26,12 @@ class PbUnsupported(Exception):
     """The report holds something this reader does not decode (the wheel reads it instead)."""
 
 
-def _fields_all(b: bytes) -> list[tuple[int, Any]]:
+def fields_all(b: bytes) -> list[tuple[int, Any]]:
     """Every field of a small message: (number, int | bytes | float); PbUnsupported if malformed."""
     try:
-        return _fields(b, floats=True)
+        return fields(b, floats=True)
     except (ValueError, struct.error) as exc:
         raise PbUnsupported(str(exc)) from exc
-
-
-def _text(v: Any) -> str:
-    return v.decode("utf-8", "replace") if isinstance(v, bytes) else ""
 
 
 def _domain_ranges(domain: bytes, name_field: int) -> tuple[int, list[str]]:
@@ -44,61 +41,61 @@ def _domain_ranges(domain: bytes, name_field: int) -> tuple[int, list[str]]:
     ranges, 2 for start/end ones).
     """
     did, names = 0, []
-    for g, w in _fields_all(domain):
+    for g, w in fields_all(domain):
         if g == 1:
             did = w
         elif g == 3:
-            names.append(next((_text(x) for h, x in _fields_all(w) if h == name_field), ""))
+            names.append(next((text(x) for h, x in fields_all(w) if h == name_field), ""))
     return did, names
 
 
-def _rule_dicts(msgs: list[bytes]) -> list[dict[str, Any]]:
+def rule_dicts(msgs: list[bytes]) -> list[dict[str, Any]]:
     """``rule_results_as_dicts()`` of the RuleResult messages (one dict a message item)."""
     out: list[dict[str, Any]] = []
     for msg in msgs:
         ident = name = section = ""
         items: list[list[tuple[int, Any]]] = []
-        for f, v in _fields_all(msg):
+        for f, v in fields_all(msg):
             if f == 1:
-                ident = _text(v)
+                ident = text(v)
             elif f == 2:
-                name = _text(v)
+                name = text(v)
             elif f == 3 and isinstance(v, bytes):
-                items.extend(_fields_all(it) for g, it in _fields_all(v) if g == 1 and isinstance(it, bytes))
+                items.extend(fields_all(it) for g, it in fields_all(v) if g == 1 and isinstance(it, bytes))
             elif f == 4:
-                section = _text(v)
+                section = text(v)
         base: dict[str, Any] = {"rule_identifier": ident, "name": name, "section_identifier": section}
         for item in items:  # one result a body item: its message (or an empty one), focus metrics, speedup
             cur = dict(base, rule_message={"title": "", "message": "", "type": 0})
             for g, v in item:
                 if g == 1:
-                    text = title = ""
+                    message = title = ""
                     mtype = 0
-                    for h, w in _fields_all(v):
+                    for h, w in fields_all(v):
                         if h == 1:
-                            text = _text(w)
+                            message = text(w)
                         elif h == 2:
                             mtype = _MESSAGE_TYPES.get(int(w), -1)
                             if mtype < 0:
                                 raise PbUnsupported(f"rule message type {w}")
                         elif h == 4:
-                            title = _text(w)
-                    cur["rule_message"] = {"title": title, "message": text, "type": mtype}
+                            title = text(w)
+                    cur["rule_message"] = {"title": title, "message": message, "type": mtype}
                 elif g == 8:
                     fm: dict[str, Any] = {}
-                    for h, w in _fields_all(v):
+                    for h, w in fields_all(v):
                         if h == 2:
-                            fm["name"] = _text(w)
+                            fm["name"] = text(w)
                         elif h == 3:
                             fm["value"] = w
                         elif h == 4:
                             fm["severity"] = w
                         elif h == 5:
-                            fm["info"] = _text(w)
+                            fm["info"] = text(w)
                     cur.setdefault("focus_metrics", []).append(fm)
                 elif g == 10:
                     est: dict[str, Any] = {"type": 0, "speedup": 0.0}
-                    for h, w in _fields_all(v):
+                    for h, w in fields_all(v):
                         if h == 1:
                             est["type"] = w
                         elif h == 2:
@@ -109,24 +106,24 @@ def _rule_dicts(msgs: list[bytes]) -> list[dict[str, Any]]:
     return out
 
 
-def _nvtx(msg: bytes, thread: int) -> PbNvtxState:
+def nvtx_state(msg: bytes, thread: int) -> PbNvtxState:
     """The NVTX state (``NvtxState``) seen from thread ``thread``."""
     names: dict[int, str] = {}
     push: dict[int, list[str]] = {}
     start: dict[int, list[str]] = {}
     default = 0
-    for f, v in _fields_all(msg):
+    for f, v in fields_all(msg):
         if f == 1:
             did, dname = 0, ""
-            for g, w in _fields_all(v):
+            for g, w in fields_all(v):
                 if g == 1:
                     did = w
                 elif g == 2:
-                    dname = _text(w)
+                    dname = text(w)
             names[did] = dname
         elif f == 2:
             tid, domains = -1, []
-            for g, w in _fields_all(v):
+            for g, w in fields_all(v):
                 if g == 1:
                     tid = w
                 elif g == 2:
@@ -208,52 +205,52 @@ def _metric_pairs(msgs: list[bytes], arch: int | None) -> list[_SectionMetric]:
     for m in msgs:
         name = label = ""
         ranges: tuple[tuple[int | None, int | None], ...] = ()
-        for f, v in _fields_all(m):
+        for f, v in fields_all(m):
             if f == 1:
-                name = _text(v)
+                name = text(v)
             elif f == 2:
-                label = _text(v)
+                label = text(v)
             elif f == 6 and isinstance(v, bytes):
-                ranges = _ranges(v)
-        if _accepts(ranges, arch):
+                ranges = arch_ranges(v)
+        if accepts(ranges, arch):
             out.append(_SectionMetric(name, label))
     return out
 
 
 def _roofline_value(v: bytes, out: list[bytes]) -> None:
     """The metrics of a ProfilerSectionRooflineValue: 2 a metric, 3 {1 per-cycle metrics, 2 cycles/s}."""
-    for f, w in _fields_all(v):
+    for f, w in fields_all(v):
         if f == 2 and isinstance(w, bytes):
             out.append(w)
         elif f == 3 and isinstance(w, bytes):
-            for g, x in _fields_all(w):
+            for g, x in fields_all(w):
                 if g in (1, 2) and isinstance(x, bytes):
                     out.append(x)
 
 
 def _roofline(chart: bytes, out: list[bytes]) -> None:
     """The metrics of a roofline chart: 4 rooflines, 5 achieved values {1, 2}, 6 walls {1}."""
-    for f, v in _fields_all(chart):
+    for f, v in fields_all(chart):
         if f in (4, 5, 6) and isinstance(v, bytes):
-            for g, w in _fields_all(v):
+            for g, w in fields_all(v):
                 if (g in (1, 2) if f != 6 else g == 1) and isinstance(w, bytes):
                     _roofline_value(w, out)
 
 
 def _body_items(item: bytes, out: list[bytes], arch: int | None) -> None:
-    fields = _fields_all(item)
+    fields = fields_all(item)
     for f, v in fields:
-        if f == 200 and isinstance(v, bytes) and not _accepts(_ranges(v), arch):
+        if f == 200 and isinstance(v, bytes) and not accepts(arch_ranges(v), arch):
             return  # the item's filter rejects this GPU
     for f, v in fields:
         if f == 5 and isinstance(v, bytes):  # a horizontal container: its items
-            for g, w in _fields_all(v):
+            for g, w in fields_all(v):
                 if g == 1 and isinstance(w, bytes):
                     _body_items(w, out, arch)
         elif f == 6 and isinstance(v, bytes):
             _roofline(v, out)
         elif f in _BODY_METRICS and isinstance(v, bytes):
-            out.extend(w for g, w in _fields_all(v) if g == _BODY_METRICS[f] and isinstance(w, bytes))
+            out.extend(w for g, w in fields_all(v) if g == _BODY_METRICS[f] and isinstance(w, bytes))
 
 
 class PbSection:
@@ -274,17 +271,17 @@ class PbSection:
         self._order = 0
         header: list[bytes] = []
         body: list[bytes] = []
-        for f, v in _fields_all(msg):
+        for f, v in fields_all(msg):
             if f == 1:
-                self._ident = _text(v)
+                self._ident = text(v)
             elif f == 2:
-                self._name = _text(v)
+                self._name = text(v)
             elif f == 3:
                 self._order = int(v)
             elif f == 4 and isinstance(v, bytes):
-                header.extend(w for g, w in _fields_all(v) if g == 2 and isinstance(w, bytes))
+                header.extend(w for g, w in fields_all(v) if g == 2 and isinstance(w, bytes))
             elif f == 5 and isinstance(v, bytes):
-                for g, w in _fields_all(v):
+                for g, w in fields_all(v):
                     if g == 1 and isinstance(w, bytes):
                         _body_items(w, body, arch)
         self._header, self._body = header, body

@@ -32,13 +32,12 @@ from engine.reports.ncu.pb_parts import (
     PbNvtxState,
     PbSection,
     PbUnsupported,
-    _fields_all,
-    _nvtx,
-    _rule_dicts,
-    _text,
+    fields_all,
+    nvtx_state,
+    rule_dicts,
     section,
 )
-from engine.reports.ncu.section_defs import _top_fields, _varint
+from engine.reports.ncu.wire import text, top_fields, varint
 
 __all__ = ["PbAction", "PbMetric", "PbUnsupported", "read_results"]
 
@@ -56,7 +55,7 @@ def _value(b: bytes, i: int, end: int) -> tuple[int, Any]:
         key = b[i]
         i += 1
         if key == 0x0A:  # 1: string
-            n, i = _varint(b, i)
+            n, i = varint(b, i)
             kind, val = KIND_STRING, b[i:i + n].decode("utf-8", "replace")
             i += n
         elif key == 0x15:  # 2: float
@@ -66,10 +65,10 @@ def _value(b: bytes, i: int, end: int) -> tuple[int, Any]:
             kind, val = KIND_DOUBLE, struct.unpack_from("<d", b, i)[0]
             i += 8
         elif key == 0x20:  # 4: uint32
-            val, i = _varint(b, i)
+            val, i = varint(b, i)
             kind = KIND_UINT32
         elif key == 0x28:  # 5: uint64
-            val, i = _varint(b, i)
+            val, i = varint(b, i)
             kind = KIND_UINT64
         else:
             raise PbUnsupported(f"metric value field key {key}")
@@ -156,7 +155,7 @@ class PbMetric:
                 if n < 0x80:
                     i += 2
                 else:
-                    n, i = _varint(b, i + 1)
+                    n, i = varint(b, i + 1)
                 kind, val = _value(b, i, i + n)
                 i += n
             elif key == 0x1A:  # 3: the instances (the fields after them: only the category)
@@ -165,7 +164,7 @@ class PbMetric:
                     kind = self._instance(i)[2]
                 break
             elif key == 0x20:  # 4: category
-                _, i = _varint(b, i + 1)
+                _, i = varint(b, i + 1)
             else:
                 raise PbUnsupported(f"metric field key {key}")
         self._kind, self._val = kind, val
@@ -173,13 +172,13 @@ class PbMetric:
     def _instance(self, i: int) -> tuple[Any, Any, int, int]:
         """(correlation id or None, value, its kind, end) of the instance field at ``i``."""
         b = self._b
-        n, j = _varint(b, i + 1)
+        n, j = varint(b, i + 1)
         stop = j + n
         cid = ev = None
         ek = KIND_NONE
         while j < stop:
             k2 = b[j]
-            m, j = _varint(b, j + 1)
+            m, j = varint(b, j + 1)
             if k2 == 0x0A:
                 cid = _value(b, j, j + m)[1]
             elif k2 == 0x12:
@@ -204,12 +203,12 @@ class PbMetric:
                 if n < 0x80:
                     i += 2 + n
                 else:
-                    n, j = _varint(b, i + 1)
+                    n, j = varint(b, i + 1)
                     i = j + n
             while 0 <= i < end:  # what follows the instances: the category only
                 if b[i] != 0x20:
                     raise PbUnsupported(f"metric {self._name}: a field after its instances")
-                _, i = _varint(b, i + 1)
+                _, i = varint(b, i + 1)
         except IndexError as exc:
             raise PbUnsupported(f"metric {self._name}: {exc}") from exc
         self._offs = offs
@@ -256,7 +255,7 @@ class PbMetric:
             ids.append(_uvarint(cid))
             inst.append(_uvarint(val))
             pos = m.end()
-        if pos < end and (b[pos] != 0x20 or _varint(b, pos + 1)[1] != end):
+        if pos < end and (b[pos] != 0x20 or varint(b, pos + 1)[1] != end):
             return False  # not every instance has this shape, or more follows: the general path
         self._offs = None
         self._inst, self._ids = inst, ids or None
@@ -406,21 +405,21 @@ def _action(b: bytes, strings: list[str], ranged: bool, units: dict[str, str]) -
     i, n = 0, len(b)
     last = _RANGE_LAST if ranged else _KERNEL_LAST
     while i < n:
-        key, i = _varint(b, i)
+        key, i = varint(b, i)
         f, wire = key >> 3, key & 7
         if f > last:
             raise PbUnsupported(f"result field {f}: written by a newer Nsight Compute")
         if wire == 0:
-            v, i = _varint(b, i)
+            v, i = varint(b, i)
             if f == 1:
                 thread = v
         elif wire == 2:
-            ln, i = _varint(b, i)
+            ln, i = varint(b, i)
             end = i + ln
             if f == mf:
                 if b[i] != 0x08:
                     raise PbUnsupported("a metric without its name first")
-                idx, j = _varint(b, i + 1)
+                idx, j = varint(b, i + 1)
                 name = strings[idx]
                 # stored again (application replay: once a pass), the last one counts, as in ncu_report
                 metrics[name] = PbMetric(name, b, j, end, units)
@@ -445,7 +444,7 @@ def _action(b: bytes, strings: list[str], ranged: bool, units: dict[str, str]) -
         names = ("range", "range", "range")
     else:  # a kernel with C linkage has no demangled name: its function name
         names = (texts.get(6, ""), texts.get(7) or texts.get(6) or texts.get(5, ""), texts.get(5, ""))
-    return PbAction(names, metrics, _rule_dicts(rules), _nvtx(nvtx, thread) if nvtx is not None else None,
+    return PbAction(names, metrics, rule_dicts(rules), nvtx_state(nvtx, thread) if nvtx is not None else None,
                     secs, ranged)
 
 
@@ -461,7 +460,7 @@ def read_results(path: Path, units: dict[str, str] | None = None) -> list[PbActi
     units = {} if units is None else units
     with path.open("rb") as f:
         head = f.read(24)
-        if head[:4] != b"NVR\x00" or len(head) < 10 or head[8] != 0x08 or _varint(head, 9)[0] not in FORMATS:
+        if head[:4] != b"NVR\x00" or len(head) < 10 or head[8] != 0x08 or varint(head, 9)[0] not in FORMATS:
             raise PbUnsupported("another report file format")
         try:
             return _walk(f, path.stat().st_size, units)
@@ -494,7 +493,7 @@ def _walk(f: BinaryIO, size: int, units: dict[str, str]) -> list[PbAction]:
         f.seek(start)
         buf = f.read(length)
         try:
-            head = _top_fields(memoryview(buf), 0, length, frozenset({4}), last=9)
+            head = top_fields(memoryview(buf), 0, length, frozenset({4}), last=9)
         except (ValueError, IndexError):
             continue
         nxt_start, nxt_len = blocks[k + 1]
@@ -503,7 +502,7 @@ def _walk(f: BinaryIO, size: int, units: dict[str, str]) -> list[PbAction]:
         payload = k + 1
         for table in head.get(4, []):
             if isinstance(table, bytes):
-                strings.extend(_text(v) for f_, v in _fields_all(table) if f_ == 1)
+                strings.extend(text(v) for f_, v in fields_all(table) if f_ == 1)
         if head.get(1) not in (None, [0]):
             continue  # the header of a source block
         kernels, ranges = head.get(2, [0])[0], head.get(7, [0])[0]

@@ -30,11 +30,11 @@ from __future__ import annotations
 
 import mmap
 import re
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+
+from engine.reports.ncu.wire import blocks, fields, text, top_fields
 
 #: The architecture values Nsight Compute 2025.3.1 knows (those its own section files use).
 KNOWN_ARCHS = frozenset({75, 80, 86, 87, 89, 90, 100, 103, 110, 120, 121})
@@ -56,8 +56,8 @@ class HeaderMetric:
         metric's name on those architectures); the first of these the action has wins, else the
         first of them (printed as ``n/a``); None when no filter accepts ``arch``.
         """
-        candidates = [n for n, r in self.options if _accepts(r, arch)]
-        if _accepts(self.ranges, arch):
+        candidates = [n for n, r in self.options if accepts(r, arch)]
+        if accepts(self.ranges, arch):
             candidates.append(self.name)
         for name in candidates:
             if has(name):
@@ -87,75 +87,29 @@ class SectionDef:
         return sorted(rows, key=lambda r: r[0])
 
 
-def _accepts(ranges: tuple[tuple[int | None, int | None], ...], arch: int | None) -> bool:
+def accepts(ranges: tuple[tuple[int | None, int | None], ...], arch: int | None) -> bool:
+    """Whether a filter of (min, max) architecture ``ranges`` accepts ``arch`` (no filter or arch: yes)."""
     if not ranges or arch is None:
         return True
     return any((lo is None or arch >= lo) and (hi is None or arch <= hi) for lo, hi in ranges)
-
-
-def _varint(b: bytes | memoryview, i: int) -> tuple[int, int]:
-    v = shift = 0
-    while True:
-        c = b[i]
-        i += 1
-        v |= (c & 0x7F) << shift
-        shift += 7
-        if c < 0x80:
-            return v, i
-
-
-def _fields(b: bytes | memoryview, floats: bool = False) -> list[tuple[int, Any]]:
-    """The top-level fields of a protobuf message: (field number, int or bytes).
-
-    With ``floats``, fixed64 and fixed32 fields too, as the double and float they hold (else they
-    are skipped).
-
-    Raises:
-        ValueError: a truncated field or an unknown wire type.
-
-    """
-    out: list[tuple[int, Any]] = []
-    i, n = 0, len(b)
-    while i < n:
-        key, i = _varint(b, i)
-        f, wire = key >> 3, key & 7
-        if wire == 0:
-            v, i = _varint(b, i)
-            out.append((f, v))
-        elif wire == 2:
-            ln, i = _varint(b, i)
-            if i + ln > n:
-                raise ValueError("truncated field")
-            out.append((f, bytes(b[i:i + ln])))
-            i += ln
-        elif wire == 1:
-            if floats:
-                out.append((f, struct.unpack_from("<d", b, i)[0]))
-            i += 8
-        elif wire == 5:
-            if floats:
-                out.append((f, struct.unpack_from("<f", b, i)[0]))
-            i += 4
-        else:
-            raise ValueError(f"wire type {wire}")
-    return out
 
 
 def _arch(v: int) -> int | None:
     return v if v in KNOWN_ARCHS else None  # an enum value ncu does not know reads as unset
 
 
-def _ranges(filter_msg: bytes) -> tuple[tuple[int | None, int | None], ...]:
+def arch_ranges(filter_msg: bytes) -> tuple[tuple[int | None, int | None], ...]:
+    """The (min, max) architecture ranges of a stored filter message; () = any architecture."""
     lo = hi = None
     items: list[tuple[int | None, int | None]] = []
-    for f, v in _fields(filter_msg):
+    for f, v in fields(filter_msg):
         if f == 1 and isinstance(v, int):
             lo = _arch(v)
         elif f == 2 and isinstance(v, int):
             hi = _arch(v)
         elif f == 3 and isinstance(v, bytes):
             ilo = ihi = None
-            for g, w in _fields(v):
+            for g, w in fields(v):
                 if g == 1 and isinstance(w, int):
                     ilo = _arch(w)
                 elif g == 2 and isinstance(w, int):
@@ -166,43 +120,39 @@ def _ranges(filter_msg: bytes) -> tuple[tuple[int | None, int | None], ...]:
     return () if lo is None and hi is None else ((lo, hi),)
 
 
-def _text(v: int | bytes) -> str:
-    return v.decode("utf-8", "replace") if isinstance(v, bytes) else ""
-
-
 def _section(msg: bytes) -> SectionDef | None:
     ident = name = ""
     order = 0
     header: list[HeaderMetric] = []
-    for f, v in _fields(msg):
+    for f, v in fields(msg):
         if f == 1:
-            ident = _text(v)
+            ident = text(v)
         elif f == 2:
-            name = _text(v)
+            name = text(v)
         elif f == 3 and isinstance(v, int):
             order = v
         elif f == 4 and isinstance(v, bytes):
-            for g, mv in _fields(v):
+            for g, mv in fields(v):
                 if g != 2 or not isinstance(mv, bytes):
                     continue
                 mname = label = ""
                 ranges: tuple[tuple[int | None, int | None], ...] = ()
                 options = []
-                for h, w in _fields(mv):
+                for h, w in fields(mv):
                     if h == 1:
-                        mname = _text(w)
+                        mname = text(w)
                     elif h == 2:
-                        label = _text(w)
+                        label = text(w)
                     elif h == 6 and isinstance(w, bytes):
-                        ranges = _ranges(w)
+                        ranges = arch_ranges(w)
                     elif h == 7 and isinstance(w, bytes):
                         oname = ""
                         oranges: tuple[tuple[int | None, int | None], ...] = ()
-                        for k, x in _fields(w):
+                        for k, x in fields(w):
                             if k == 1:
-                                oname = _text(x)
+                                oname = text(x)
                             elif k == 3 and isinstance(x, bytes):
-                                oranges = _ranges(x)
+                                oranges = arch_ranges(x)
                         if oname:
                             options.append((oname, oranges))
                 if mname:
@@ -230,6 +180,30 @@ class ReportLayout:
     results: list[ResultInfo] = field(default_factory=list)  # kernel results, in file order
     processes: dict[int, tuple[str, str]] = field(default_factory=dict)  # pid -> (executable, host)
     ncu_version: str | None = None  # the Nsight Compute that wrote it ("2025.3.1.0"), from its log
+
+    def kernel_order(self, n: int, first_process: tuple[str, str, str]
+                     ) -> tuple[list[int], list[tuple[str, str, str]], list[tuple[str, ...]]]:
+        """(file positions in kernel order, processes, stored section lists) of ``n`` results.
+
+        The file's results are ``ncu_report``'s actions, in order, when there are as many of them.
+        ncu numbers the kernels process by process (by process id) where a report holds several.
+        ``first_process`` (the header's process) stands in where a result's process is not known.
+        """
+        processes = [first_process] * n
+        stored: list[tuple[str, ...]] = [()] * n
+        order = list(range(n))
+        if len(self.results) == n:
+            stored = [r.sections for r in self.results]
+            pids = [r.pid for r in self.results]
+            processes = [
+                (str(q), *self.processes.get(q, first_process[1:])) if q is not None else first_process
+                for q in pids
+            ]
+            if len(set(pids)) > 1:
+                order = sorted(range(n), key=lambda i: (pids[i] or 0, i))
+                processes = [processes[i] for i in order]
+                stored = [stored[i] for i in order]
+        return order, processes, stored
 
 
 def read_section_defs(path: Path) -> dict[str, SectionDef]:
@@ -266,53 +240,10 @@ def read_report_layout(path: Path) -> ReportLayout:
     return layout
 
 
-def _blocks(view: memoryview) -> list[tuple[int, int]]:
-    size, pos, out = len(view), 4, []
-    while pos + 4 <= size:
-        (length,) = struct.unpack_from("<I", view, pos)
-        if pos + 4 + length > size:
-            break
-        out.append((pos + 4, length))
-        pos += 4 + length
-    return out
-
-
-def _top_fields(
-    view: memoryview, start: int, end: int, want: frozenset[int], last: int = 1 << 29
-) -> dict[int, list[int | bytes]]:
-    """Top-level fields of the message in ``view[start:end]``: varints of any field, bytes of ``want``.
-
-    Stops at the first field numbered above ``last`` (messages are written in field order).
-    """
-    out: dict[int, list[int | bytes]] = {}
-    i = start
-    while i < end:
-        key, i = _varint(view, i)
-        f, wire = key >> 3, key & 7
-        if f > last:
-            break
-        if wire == 0:
-            v, i = _varint(view, i)
-            out.setdefault(f, []).append(v)
-        elif wire == 2:
-            ln, i = _varint(view, i)
-            if i + ln > end:
-                raise ValueError("truncated field")
-            out.setdefault(f, []).append(bytes(view[i:i + ln]) if f in want else b"")
-            i += ln
-        elif wire == 1:
-            i += 8
-        elif wire == 5:
-            i += 4
-        else:
-            raise ValueError(f"wire type {wire}")
-    return out
-
-
 _PROCESS_RE = re.compile(rb"2([\x05-\x7f])\x08([\x80-\xff]{0,4}[\x00-\x7f])\x12([\x00-\x7f])", re.S)
 
 
-def _processes(buf: bytes, found: dict[int, tuple[str, str]]) -> None:
+def processes_in(buf: bytes, found: dict[int, tuple[str, str]]) -> None:
     """Process records {1: pid, 2: host, 3: executable path} in a block: pid -> (executable, host)."""
     for m in _PROCESS_RE.finditer(buf):
         total, host_len = m.group(1)[0], m.group(3)[0]
@@ -333,15 +264,15 @@ _HEADER_MAX = 1 << 24  # a result's header block: ~50 bytes, the first one with 
 
 
 def _walk(view: memoryview, layout: ReportLayout) -> None:
-    blocks = _blocks(view)
-    for k, (start, length) in enumerate(blocks[:-1]):
+    found = blocks(view)
+    for k, (start, length) in enumerate(found[:-1]):
         if length > _HEADER_MAX:
             continue
         try:
-            head = _top_fields(view, start, start + length, frozenset(), last=7)
+            head = top_fields(view, start, start + length, frozenset(), last=7)
         except (ValueError, IndexError):
             continue
-        nxt_start, nxt_len = blocks[k + 1]
+        nxt_start, nxt_len = found[k + 1]
         if head.get(1) != [0] or head.get(5) != [nxt_len + 4]:
             continue
         # A result header: the next block is the result. A kernel result (header field 2 = 1) has
@@ -349,7 +280,7 @@ def _walk(view: memoryview, layout: ReportLayout) -> None:
         # (--replay-mode range, field 2 = 0) has them in 7 and 20.
         sec_field, rule_field = (17, 19) if head.get(2) == [1] else (7, 20)
         try:
-            res = _top_fields(view, nxt_start, nxt_start + nxt_len, frozenset({sec_field}), last=rule_field)
+            res = top_fields(view, nxt_start, nxt_start + nxt_len, frozenset({sec_field}), last=rule_field)
         except (ValueError, IndexError):
             continue
         idents: list[str] = []
@@ -369,17 +300,17 @@ def _walk(view: memoryview, layout: ReportLayout) -> None:
         # of the result is the launching thread: the pid only for the main thread (a PyTorch backward
         # pass launches from its autograd thread, and ncu still prints the process id).
         owner: dict[int, tuple[str, str]] = {}
-        _processes(bytes(view[start:start + length]), owner)
+        processes_in(bytes(view[start:start + length]), owner)
         pid_value = next(iter(owner), tid_value)
         layout.results.append(ResultInfo(pid_value, rule_field in res, tuple(idents), tid_value))
     # Process records and the writer's version, in file order, until both are known.
     wanted = {r.pid for r in layout.results if r.pid is not None}
-    for start, length in blocks:
+    for start, length in found:
         if wanted and wanted <= layout.processes.keys() and layout.ncu_version is not None:
             break
         if length < (1 << 20):
             buf = bytes(view[start:start + length])
-            _processes(buf, layout.processes)
+            processes_in(buf, layout.processes)
             if layout.ncu_version is None:
                 m = _TARGET_VERSION.search(buf)
                 if m:

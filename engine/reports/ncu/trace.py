@@ -8,7 +8,6 @@ to the Kernels view; only ``gpus`` is filled, from the device the kernels ran on
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.reports.base import TABLES, ReportInfo, Trace
@@ -16,7 +15,7 @@ from engine.reports.base import TABLES, ReportInfo, Trace
 if TYPE_CHECKING:
     import pandas as pd
 
-    from engine.reports.ncu import NcuReport
+    from engine.reports.ncu.model import NcuReport
 
 #: ``ReportInfo.kind`` of every Nsight Compute report (``.ncu-rep`` or CSV export).
 NCU_KIND = "ncu"
@@ -76,18 +75,6 @@ class NcuTrace(Trace):
             if not row["name"] and raw is not None and "device__attribute_display_name" in raw.columns:
                 row["name"] = str(raw["device__attribute_display_name"].iloc[0]) or None
         return pd.DataFrame([row])
-
-
-def open_ncu(path: str | Path) -> NcuTrace:
-    """Read an ``.ncu-rep`` or ncu CSV export into an :class:`NcuTrace`.
-
-    Raises:
-        ReportError: The file cannot be read; the message says what to do.
-
-    """
-    from engine.reports.ncu import read_ncu
-
-    return NcuTrace(read_ncu(path))
 
 
 def is_ncu(trace: object) -> bool:

@@ -19,7 +19,8 @@ from engine.analysis.ncu.compare import compare_reports
 from engine.analysis.ncu.roofline import roofline
 from engine.analysis.ncu.sections import NOT_COLLECTED, kernel_sections, kernel_table, rules_table
 from engine.analysis.ncu.verdict import verdict
-from engine.reports.ncu import parse_number, read_ncu, read_ncu_rep
+from engine.reports.ncu import parse_number, read_ncu
+from engine.reports.ncu.decoders import read_ncu_rep
 from engine.sessions.ncu_logs import explain_ncu_log
 from engine.system.errors import ReportError
 from tests.conftest import FIXTURES, ORACLES

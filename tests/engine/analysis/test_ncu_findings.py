@@ -12,7 +12,8 @@ import pytest
 
 from engine.analysis.findings.model import sort_findings
 from engine.analysis.findings.ncu_all import ncu_findings
-from engine.reports.ncu import NcuReport, read_ncu_rep
+from engine.reports.ncu import NcuReport
+from engine.reports.ncu.decoders import read_ncu_rep
 from engine.system.calibration import Calibration, save_calibration
 from tests.conftest import REPO
 

@@ -19,7 +19,8 @@ from engine.analysis.findings import checklists as cl
 from engine.analysis.findings.model import SEVERITIES
 from engine.analysis.findings.ncu_all import ncu_findings
 from engine.analysis.findings.ncu_fixes import Fix, first_per_kernel, fix_list
-from engine.reports.ncu import NcuReport, read_ncu, read_ncu_rep
+from engine.reports.ncu import NcuReport, read_ncu
+from engine.reports.ncu.decoders import read_ncu_rep
 from tests.conftest import FIXTURES, REPO
 
 pytest.importorskip("ncu_report")

@@ -265,7 +265,7 @@ def test_run_missing_program(tmp_path: Path) -> None:
 def test_file_disappears_between_open_and_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """sniff_kind saw the file; it is deleted before the reader opens it."""
     from engine.reports.kineto import KinetoTrace
-    from engine.reports.ncu.trace import open_ncu
+    from engine.reports.ncu import open_ncu
     from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
     from engine.reports.open import sniff_kind
 

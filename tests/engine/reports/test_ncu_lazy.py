@@ -26,9 +26,11 @@ from engine.analysis.ncu.sections import (
     rules_table,
     summary_metrics,
 )
-from engine.reports.ncu import NcuReport, read_ncu_csv, read_ncu_rep
+from engine.reports.ncu import NcuReport
 from engine.reports.ncu.cache import cache_file
-from engine.reports.ncu.decoders import forget_open_reports
+from engine.reports.ncu.csv_export import read_ncu_csv
+from engine.reports.ncu.decoders import read_ncu_rep
+from engine.reports.ncu.nvidia_reader import forget_open_reports
 from engine.system.errors import ReportError
 from tests.conftest import FIXTURES
 

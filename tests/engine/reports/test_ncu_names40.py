@@ -25,7 +25,12 @@ from typing import Any
 
 import pytest
 
-from engine.reports.ncu.kernel_names import scope_counts, simplify_demangled, simplify_names, strip_literal_casts
+from engine.reports.ncu.kernel_names import (
+    scope_counts,
+    simplify_demangled,
+    simplify_names,
+    strip_literal_casts,
+)
 from engine.system.errors import KernelscopeError
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "ncu"

@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from engine.analysis.ncu.pages import auto_unit, details_csv, raw_csv
-from engine.reports.ncu import NcuReport, read_ncu_rep
+from engine.reports.ncu import NcuReport
+from engine.reports.ncu.decoders import read_ncu_rep
 from engine.reports.ncu.kernel_names import simplify_demangled, strip_literal_casts
 from engine.system.errors import KernelscopeError
 

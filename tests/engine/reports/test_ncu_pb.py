@@ -1,4 +1,4 @@
-"""Our own .ncu-rep reader (engine/reports/ncu/pb_results.py, own_reader.py, unit_lookup.py) against ``ncu_report``.
+"""Our own .ncu-rep reader (engine/reports/ncu/: pb_results, own_reader, unit_lookup) against ``ncu_report``.
 
 For every kernel and metric of every report we have (tests/data/ncu, the H100 recordings matrix,
 ../shared/fixtures/ncu and the 25 public reports), our decoder gives what NVIDIA's ``ncu_report``
@@ -91,7 +91,7 @@ from pathlib import Path
 if sys.argv[4] == "no-wheel":
     sys.modules["ncu_report"] = None  # an import of ncu_report fails
 from engine.analysis.ncu.pages import details_csv, raw_csv
-from engine.reports.ncu import read_ncu_rep
+from engine.reports.ncu.decoders import read_ncu_rep
 r = read_ncu_rep(sys.argv[1], use_cache=False)
 Path(sys.argv[2]).write_text(details_csv(r))
 Path(sys.argv[3]).write_text(raw_csv(r))

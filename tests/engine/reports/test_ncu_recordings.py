@@ -34,7 +34,7 @@ _PAGES = """
 import sys
 from pathlib import Path
 from engine.analysis.ncu.pages import details_csv, raw_csv
-from engine.reports.ncu import read_ncu_rep
+from engine.reports.ncu.decoders import read_ncu_rep
 r = read_ncu_rep(sys.argv[1], use_cache=False)
 Path(sys.argv[2]).write_text(details_csv(r))
 Path(sys.argv[3]).write_text(raw_csv(r))

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine.reports import open_report
-from engine.reports.ncu import read_ncu
-from engine.reports.ncu.trace import NCU_KIND, NcuTrace, is_ncu
+from engine.reports.ncu import NCU_KIND, NcuTrace, is_ncu, read_ncu
 from engine.system.errors import ReportError
 from tests.conftest import FIXTURES
 

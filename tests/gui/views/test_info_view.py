@@ -11,8 +11,7 @@ NCU = FIXTURES / "ncu" / "torch_sdpa.ncu-rep"
 
 
 def test_ncu_report_info(qtbot, window):
-    from engine.reports.ncu import report_format_version
-    from engine.reports.ncu.trace import NOT_A_TIMELINE
+    from engine.reports.ncu import NOT_A_TIMELINE, report_format_version
 
     report = open_and_wait(qtbot, window, NCU)
     window.set_view("info")
