@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from engine.reports.trace_columns import NVTX_PUSH_POP, NVTX_START_END
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -199,18 +201,13 @@ def _delta_table(a: pd.DataFrame, b: pd.DataFrame, key: str, limit: int = 20) ->
 
 def _nvtx(trace: Trace) -> pd.DataFrame:
     nv = trace.table("nvtx", ["start", "end", "eventType", "text"])
-    r = nv[nv["eventType"].isin([59, 60]) & nv["end"].notna()]
+    r = nv[nv["eventType"].isin([NVTX_PUSH_POP, NVTX_START_END]) & nv["end"].notna()]
     return r.assign(text=r["text"].fillna("").astype(str))
 
 
 # -- fairness ------------------------------------------------------------------------------------
 def _driver(trace: Trace) -> str | None:
-    q = getattr(trace, "query", None)
-    has = getattr(trace, "has_sqlite_table", None)
-    if q is None or has is None or not has("TARGET_INFO_SYSTEM_ENV"):
-        return None
-    df = q("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'NvDriverVersion'")
-    return str(df["value"].iloc[0]) if len(df) else None
+    return trace.system_env("NvDriverVersion")
 
 
 def _telemetry_facts(path: Any) -> dict[str, Any]:

@@ -24,6 +24,7 @@ import numpy as np
 
 from engine.analysis.findings.model import Finding, fmt_pct, fmt_time, fmt_value
 from engine.analysis.findings.overview import gain_text
+from engine.reports.trace_columns import NVTX_MARK, NVTX_PUSH_POP, NVTX_START_END
 from engine.system.atomic import atomic_write_text
 from engine.system.errors import KernelscopeError
 
@@ -404,25 +405,20 @@ def _names(df: Any, key: str) -> dict[int, str]:
             if n is not None and n == n} if len(df) else {}
 
 
-def perfetto_trace(trace: Trace) -> dict[str, Any]:
-    """The trace as a Chrome trace-event document (``{"traceEvents": [...]}``).
+class _Slices:
+    """Complete ("X") events of table rows, in the order added, and the pids they name."""
 
-    Times are microseconds from the first event (``ts``/``dur`` floats with ns precision). CPU
-    events use the real pid/tid; GPU events use pid ``GPU_PID_BASE + deviceId`` and tid = stream.
-    """
-    from engine.analysis.summary import capture_window
+    def __init__(self, t0: int) -> None:
+        self.t0 = t0
+        self.ev: list[dict[str, Any]] = []
+        self.seen_pids: set[int] = set()
 
-    t0, _ = capture_window(trace)
-    ev: list[dict[str, Any]] = []
-    procs = trace.table("processes", ["pid", "name"])
-    pnames = _names(procs, "pid")
-    threads = trace.table("threads", ["pid", "tid", "name"])
-    seen_pids: set[int] = set()
-
-    def add(df: Any, cat: str, name_col: str, pid: Any, tid: Any, args: dict[str, str] | None = None) -> None:
+    def add(self, df: Any, cat: str, name_col: str, pid: Any, tid: Any,
+            args: dict[str, str] | None = None) -> None:
+        """One event per row of ``df``; ``pid``/``tid`` a list per row or one value for all."""
         if not len(df):
             return
-        ts = _us(df["start"].to_numpy(), t0)
+        ts = _us(df["start"].to_numpy(), self.t0)
         dur = [round(v, 3) for v in ((df["end"].to_numpy(np.int64) - df["start"].to_numpy(np.int64))
                                      / 1000.0).tolist()]
         names = df[name_col].astype(str).tolist()
@@ -434,68 +430,98 @@ def perfetto_trace(trace: Trace) -> dict[str, Any]:
                  "tid": tids[i]}
             if extra:
                 e["args"] = {k: (v[i].item() if hasattr(v[i], "item") else v[i]) for k, v in extra.items()}
-            ev.append(e)
-            seen_pids.add(pids[i])
+            self.ev.append(e)
+            self.seen_pids.add(pids[i])
 
+
+def perfetto_trace(trace: Trace) -> dict[str, Any]:
+    """The trace as a Chrome trace-event document (``{"traceEvents": [...]}``).
+
+    Times are microseconds from the first event (``ts``/``dur`` floats with ns precision). CPU
+    events use the real pid/tid; GPU events use pid ``GPU_PID_BASE + deviceId`` and tid = stream.
+    """
+    from engine.analysis.summary import capture_window
+
+    t0, _ = capture_window(trace)
+    out = _Slices(t0)
     api = trace.table("api", ["start", "end", "pid", "tid", "baseName", "correlationId"])
-    add(api, "cuda_api", "baseName", [int(p) for p in api["pid"]], [int(t) for t in api["tid"]],
-        {"correlationId": "correlationId"})
+    out.add(api, "cuda_api", "baseName", [int(p) for p in api["pid"]], [int(t) for t in api["tid"]],
+            {"correlationId": "correlationId"})
+    _nvtx_slices(trace, out)
+    k, m = _gpu_slices(trace, out)
+    out.ev.extend(flow_events(api, [(k, "kernel"), (m, "memcpy")], t0))
+    return {"traceEvents": _perfetto_meta(trace, out) + out.ev, "displayTimeUnit": "ns",
+            "otherData": {"source": str(trace.info.path), "producer": "kernelscope",
+                          "time_origin_ns": t0}}
+
+
+def _nvtx_slices(trace: Trace, out: _Slices) -> None:
+    """Push/pop ranges (their thread), start/end ranges (one row per process), then marks."""
     nv = trace.table("nvtx", ["start", "end", "eventType", "text", "pid", "tid"])
-    if len(nv):
-        rng = nv[nv["end"].notna() & nv["eventType"].isin([59, 60])]
-        rng = rng.assign(text=rng["text"].fillna(""))
-        pushpop = rng[rng["eventType"] == 59]
-        add(pushpop, "nvtx", "text", [int(p) for p in pushpop["pid"]], [int(t) for t in pushpop["tid"]])
-        startend = rng[rng["eventType"] == 60]
-        add(startend, "nvtx", "text", [int(p) for p in startend["pid"]], NVTX_STARTEND_TID)
-        marks = nv[nv["eventType"] == 34]
-        for s, text, p, t in zip(marks["start"], marks["text"].fillna(""), marks["pid"], marks["tid"],
-                                 strict=False):
-            ev.append({"ph": "i", "s": "t", "cat": "nvtx", "name": str(text),
-                       "ts": round((int(s) - t0) / 1000.0, 3), "pid": int(p), "tid": int(t)})
+    if not len(nv):
+        return
+    rng = nv[nv["end"].notna() & nv["eventType"].isin([NVTX_PUSH_POP, NVTX_START_END])]
+    rng = rng.assign(text=rng["text"].fillna(""))
+    pushpop = rng[rng["eventType"] == NVTX_PUSH_POP]
+    out.add(pushpop, "nvtx", "text", [int(p) for p in pushpop["pid"]], [int(t) for t in pushpop["tid"]])
+    startend = rng[rng["eventType"] == NVTX_START_END]
+    out.add(startend, "nvtx", "text", [int(p) for p in startend["pid"]], NVTX_STARTEND_TID)
+    marks = nv[nv["eventType"] == NVTX_MARK]
+    for s, text, p, t in zip(marks["start"], marks["text"].fillna(""), marks["pid"], marks["tid"],
+                             strict=False):
+        out.ev.append({"ph": "i", "s": "t", "cat": "nvtx", "name": str(text),
+                       "ts": round((int(s) - out.t0) / 1000.0, 3), "pid": int(p), "tid": int(t)})
+
+
+def _gpu_slices(trace: Trace, out: _Slices) -> tuple[Any, Any]:
+    """Kernels, copies and memsets on their GPU's streams; the kernels' and copies' tables (for flows)."""
     gpu_cols = ["start", "end", "deviceId", "streamId", "correlationId", "pid"]
     k = trace.table("kernels", [*gpu_cols, "name", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"])
     if len(k):
         k = k.assign(
             grid=[f"({x},{y},{z})" for x, y, z in zip(k["gridX"], k["gridY"], k["gridZ"], strict=False)],
             block=[f"({x},{y},{z})" for x, y, z in zip(k["blockX"], k["blockY"], k["blockZ"], strict=False)])
-    add(k, "kernel", "name", [GPU_PID_BASE + int(d) for d in k["deviceId"]], [int(s) for s in k["streamId"]],
-        {"correlationId": "correlationId", "grid": "grid", "block": "block"} if len(k) else None)
+    out.add(k, "kernel", "name", [GPU_PID_BASE + int(d) for d in k["deviceId"]],
+            [int(s) for s in k["streamId"]],
+            {"correlationId": "correlationId", "grid": "grid", "block": "block"} if len(k) else None)
     m = trace.table("memcpy", [*gpu_cols, "bytes", "operation"])
     if len(m):
         m = m.assign(label=["[CUDA memcpy " + str(o) + "]" for o in m["operation"]])
-    add(m, "memcpy", "label", [GPU_PID_BASE + int(d) for d in m["deviceId"]], [int(s) for s in m["streamId"]],
-        {"bytes": "bytes", "correlationId": "correlationId"} if len(m) else None)
+    out.add(m, "memcpy", "label", [GPU_PID_BASE + int(d) for d in m["deviceId"]],
+            [int(s) for s in m["streamId"]],
+            {"bytes": "bytes", "correlationId": "correlationId"} if len(m) else None)
     ms = trace.table("memset", [*gpu_cols, "bytes"])
     if len(ms):
         ms = ms.assign(label="[CUDA memset]")
-    add(ms, "memset", "label", [GPU_PID_BASE + int(d) for d in ms["deviceId"]],
-        [int(s) for s in ms["streamId"]], {"bytes": "bytes"} if len(ms) else None)
-    ev.extend(flow_events(api, [(k, "kernel"), (m, "memcpy")], t0))
-    # Metadata: names for processes and threads / streams.
+    out.add(ms, "memset", "label", [GPU_PID_BASE + int(d) for d in ms["deviceId"]],
+            [int(s) for s in ms["streamId"]], {"bytes": "bytes"} if len(ms) else None)
+    return k, m
+
+
+def _perfetto_meta(trace: Trace, out: _Slices) -> list[dict[str, Any]]:
+    """Names for the processes (GPUs too) and the threads / streams the events use."""
+    pnames = _names(trace.table("processes", ["pid", "name"]), "pid")
+    threads = trace.table("threads", ["pid", "tid", "name"])
     meta: list[dict[str, Any]] = []
-    gpus = trace.table("gpus", ["id", "name"])
-    gnames = _names(gpus, "id")
-    for pid in sorted(seen_pids):
+    gnames = _names(trace.table("gpus", ["id", "name"]), "id")
+    for pid in sorted(out.seen_pids):
         if pid >= GPU_PID_BASE:
             dev = pid - GPU_PID_BASE
             name = f"GPU {dev}" + (f" {gnames[dev]}" if dev in gnames else "")
         else:
             name = pnames.get(pid, f"process {pid}")
         meta.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
-    streams = {(e["pid"], e["tid"]) for e in ev if e["pid"] >= GPU_PID_BASE}
+    streams = {(e["pid"], e["tid"]) for e in out.ev if e["pid"] >= GPU_PID_BASE}
     for pid, tid in sorted(streams):
         meta.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
                      "args": {"name": f"stream {tid}"}})
-    used = {(e["pid"], e["tid"]) for e in ev}
+    used = {(e["pid"], e["tid"]) for e in out.ev}
     if len(threads):
         for p, t, n in zip(threads["pid"], threads["tid"], threads["name"], strict=False):
             if (int(p), int(t)) in used and n is not None:
                 meta.append({"ph": "M", "name": "thread_name", "pid": int(p), "tid": int(t),
                              "args": {"name": str(n)}})
-    return {"traceEvents": meta + ev, "displayTimeUnit": "ns",
-            "otherData": {"source": str(trace.info.path), "producer": "kernelscope",
-                          "time_origin_ns": t0}}
+    return meta
 
 
 def flow_events(api: Any, gpu: list[tuple[Any, str]], t0: int) -> list[dict[str, Any]]:

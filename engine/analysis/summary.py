@@ -35,6 +35,7 @@ from engine.analysis.sums import sum_count as sum_count  # re-exported: the rule
 from engine.analysis.tables import UNION_CHUNK as _UNION_CHUNK
 from engine.analysis.tables import disjoint_sorted, table_records
 from engine.analysis.tables import union_sorted as _union_sorted
+from engine.reports.base import NULL
 
 if TYPE_CHECKING:
 
@@ -81,7 +82,6 @@ def _union(starts: Any, ends: Any) -> int:
     return interval_union_ns(np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64))[0]
 
 
-_NULL = -(2**62)  # SQL NULL in the calls' columns (engine.reports.nsys.columns.NULL)
 _NVTX_COLUMNS = ["start", "end", "eventType", "text", "domain", "pid", "tid"]
 
 
@@ -91,7 +91,7 @@ def capture_window(trace: Trace) -> tuple[int, int]:
     ends: list[int] = []
     calls, ops = api_calls(trace), gpu_op_columns(trace)
     for arrays in ((calls.start, calls.end), (ops.start, ops.end)):  # integer columns, NULL < 0
-        st, en = (a[a != _NULL] if len(a) and int(a.min()) == _NULL else a for a in arrays)
+        st, en = (a[a != NULL] if len(a) and int(a.min()) == NULL else a for a in arrays)
         if len(st):
             starts.append(int(st.min()))
         if len(en):

@@ -142,8 +142,8 @@ def pid_key(value: Any) -> str:
     return _text(value)
 
 
-#: small tables of an nsys export read without pandas by :func:`table_records` (their SQLite names)
-_SMALL_TABLES = {"gpus": "TARGET_INFO_GPU", "processes": "PROCESSES"}
+#: small tables of an nsys export read without pandas by :func:`table_records`
+_SMALL_TABLES = frozenset({"gpus", "processes"})
 
 
 def table_records(trace: Trace, name: str, columns: list[str] | None = None) -> list[dict[str, Any]]:
@@ -158,13 +158,10 @@ def table_records(trace: Trace, name: str, columns: list[str] | None = None) -> 
     from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
     want = list(TABLES[name][0]) if columns is None else list(columns)
-    t = _SMALL_TABLES.get(name)
-    if isinstance(trace, NsysSqliteTrace) and t is not None:
+    if isinstance(trace, NsysSqliteTrace) and name in _SMALL_TABLES:
         if not trace.has(name):
             return []
-        have = set(trace.column_names(t))
-        parts = [f'"{c}"' if c in have else f'NULL AS "{c}"' for c in want]
-        rows = trace.rows(f"SELECT {', '.join(parts)} FROM {t} LIMIT 20000")
+        rows = trace.stored_rows(name, want, limit=20000)
         typed = [_as_inferred(list(col)) for col in zip(*rows, strict=True)] if rows else []
         if len(rows) < 20000 and all(c is not None for c in typed):
             return [dict(zip(want, r, strict=True)) for r in zip(*typed, strict=True)] if rows else []

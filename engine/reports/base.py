@@ -321,6 +321,13 @@ class Trace:
         """
         self.table(name)
 
+    def system_env(self, name: str) -> str | None:
+        """A value the profiler recorded about the machine (nsys: ``NvDriverVersion``, ``Hostname``...).
+
+        None where the trace records none (the default).
+        """
+        return None
+
     def close(self) -> None:
         """Release file handles (subclasses with connections override)."""
 

@@ -1,8 +1,8 @@
 """Put a telemetry recording on an Nsight Systems report's timeline.
 
 nsys stores event times as nanoseconds from the session start, and the session start as wall-clock
-epoch nanoseconds in ``TARGET_INFO_SESSION_START_TIME.utcEpochNs``. Our recordings carry wall-clock
-epoch nanoseconds (``timestamp_ns``), so a sample's place on the nsys timeline is
+epoch nanoseconds (its ``utcEpochNs``: ``NsysSqliteTrace.session_start_utc_ns``). Our recordings
+carry wall-clock epoch nanoseconds (``timestamp_ns``), so a sample's place on the nsys timeline is
 ``timestamp_ns - utcEpochNs``. The fixture format (``nvml_sample.py``) only has seconds from its own
 start: its wall-clock start must be given, or it is taken to have started with the session.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.reports.nsys.schema import SESSION_START
 from engine.telemetry.errors import TelemetryError
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ def session_start_utc_ns(report: str | Path | Any) -> int:
         name = str(getattr(getattr(report, "info", None), "path", report))
     if start is None:
         raise TelemetryError(
-            f"{name} has no session start time (TARGET_INFO_SESSION_START_TIME), so telemetry cannot be "
+            f"{name} has no session start time ({SESSION_START}), so telemetry cannot be "
             "placed on its timeline; use an Nsight Systems SQLite export."
         )
     return int(start)

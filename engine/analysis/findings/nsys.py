@@ -21,6 +21,7 @@ from engine.analysis.ops import gpu_op_columns
 from engine.analysis.steps import pandas_order
 from engine.analysis.summary import sum_count
 from engine.analysis.tables import table_records, union_sorted, unique_first
+from engine.reports.nsys import schema
 
 if TYPE_CHECKING:
     from engine.analysis.summary_model import Summary
@@ -153,10 +154,10 @@ def rule_capture_incomplete(ctx: Context) -> list[Finding]:
             "so no gains are computed from it."
         ),
         evidence=[
-            Evidence("CUDA API calls recorded", n_calls, "calls", "CUPTI_ACTIVITY_KIND_RUNTIME"),
-            Evidence("kernel launch calls", launches, "calls", "CUPTI_ACTIVITY_KIND_RUNTIME"),
-            Evidence("kernels recorded", 0, "kernels", "CUPTI_ACTIVITY_KIND_KERNEL (absent)"),
-            Evidence("copies recorded", memcpy, "copies", "CUPTI_ACTIVITY_KIND_MEMCPY"),
+            Evidence("CUDA API calls recorded", n_calls, "calls", schema.RUNTIME),
+            Evidence("kernel launch calls", launches, "calls", schema.RUNTIME),
+            Evidence("kernels recorded", 0, "kernels", f"{schema.KERNEL} (absent)"),
+            Evidence("copies recorded", memcpy, "copies", schema.MEMCPY),
             Evidence("recorded by Nsight Systems", version, "", "EXPORT_META_DATA / META_DATA_EXPORT"),
         ],
         fix="Profile again with an Nsight Systems release at least as new as the CUDA driver "
@@ -191,11 +192,11 @@ def rule_per_iteration_alloc(ctx: Context) -> list[Finding]:
                      "(allocate once, outside the loop)", overlap=HOST)
     ev = [
         Evidence("steady steps", n, "", f"NVTX range {st.range_name}"),
-        Evidence("allocation API time inside the steady steps", total, "ns", "CUPTI_ACTIVITY_KIND_RUNTIME"),
+        Evidence("allocation API time inside the steady steps", total, "ns", schema.RUNTIME),
         Evidence("allocation calls inside the steady steps", n_inside, "calls",
-                 "CUPTI_ACTIVITY_KIND_RUNTIME"),
-        Evidence("allocation time per step", total // n, "ns", "CUPTI_ACTIVITY_KIND_RUNTIME"),
-        Evidence("share of the step median", pct(total / n, ctx.step_ns) or 0.0, "%", "NVTX_EVENTS"),
+                 schema.RUNTIME),
+        Evidence("allocation time per step", total // n, "ns", schema.RUNTIME),
+        Evidence("share of the step median", pct(total / n, ctx.step_ns) or 0.0, "%", schema.NVTX),
     ]
     for name, total_ns, count in by_name:
         ev.append(Evidence(f"{name} inside the steady steps", total_ns, "ns",
@@ -251,7 +252,7 @@ def rule_pageable_copies(ctx: Context) -> list[Finding]:
             Evidence("copies", len(rows), "copies", "cuda_gpu_mem_size_sum"),
             Evidence("bytes", nbytes, "B", "cuda_gpu_mem_size_sum"),
             Evidence("GPU copy time (summed over the copies)", ns, "ns", "cuda_gpu_mem_time_sum"),
-            Evidence("achieved rate", round(achieved / 1e9, 3), "GB/s", "CUPTI_ACTIVITY_KIND_MEMCPY"),
+            Evidence("achieved rate", round(achieved / 1e9, 3), "GB/s", schema.MEMCPY),
         ]
         if ceiling is None:
             gain = Gain(None, None, "no pinned rate is known for this machine: run "
@@ -320,7 +321,7 @@ def rule_sync_copies(ctx: Context) -> list[Finding]:
     kernel_ns = int(o.dur[o.kind == 0].sum())
     names = ", ".join(f"{n} ×{m}" for n, m in _value_counts(c.api[rows], c.api_names))
     ev = [
-        Evidence("synchronous copy calls", len(rows), "calls", f"CUPTI_ACTIVITY_KIND_RUNTIME ({names})"),
+        Evidence("synchronous copy calls", len(rows), "calls", f"{schema.RUNTIME} ({names})"),
         Evidence("host time blocked in these calls", api_ns, "ns", "cuda_api_sum"),
         Evidence("GPU time of these copies (summed)", gpu_ns, "ns", "cuda_gpu_mem_time_sum"),
         Evidence("host time beyond the copies", blocked_extra, "ns",
@@ -372,16 +373,16 @@ def _overlap_times(n_gpus: int, per_gpu: tuple[int, int, int],
     """
     m_ns, k_ns, overlap = per_gpu
     if n_gpus <= 1:
-        return [Evidence("copy time (union)", m_ns, "ns", "CUPTI_ACTIVITY_KIND_MEMCPY"),
-                Evidence("kernel time (union)", k_ns, "ns", "CUPTI_ACTIVITY_KIND_KERNEL"),
+        return [Evidence("copy time (union)", m_ns, "ns", schema.MEMCPY),
+                Evidence("kernel time (union)", k_ns, "ns", schema.KERNEL),
                 Evidence("copy/kernel overlap", overlap, "ns", "interval intersection")]
     over = f"summed over {n_gpus} GPUs (each GPU: the time one ran)"
     m_union, k_union = unions()
-    return [Evidence(f"copy time {over}", m_ns, "ns", "CUPTI_ACTIVITY_KIND_MEMCPY"),
-            Evidence(f"kernel time {over}", k_ns, "ns", "CUPTI_ACTIVITY_KIND_KERNEL"),
+    return [Evidence(f"copy time {over}", m_ns, "ns", schema.MEMCPY),
+            Evidence(f"kernel time {over}", k_ns, "ns", schema.KERNEL),
             Evidence(f"copy/kernel overlap {over}", overlap, "ns", "interval intersection per GPU"),
-            Evidence("copy time (union over the GPUs)", m_union, "ns", "CUPTI_ACTIVITY_KIND_MEMCPY"),
-            Evidence("kernel time (union over the GPUs)", k_union, "ns", "CUPTI_ACTIVITY_KIND_KERNEL")]
+            Evidence("copy time (union over the GPUs)", m_union, "ns", schema.MEMCPY),
+            Evidence("kernel time (union over the GPUs)", k_union, "ns", schema.KERNEL)]
 
 
 def rule_copy_compute_overlap(ctx: Context) -> list[Finding]:
@@ -442,8 +443,8 @@ def rule_copy_compute_overlap(ctx: Context) -> list[Finding]:
         ),
         evidence=[
             *times,
-            Evidence("streams with kernels", int(streams), "streams", "CUPTI_ACTIVITY_KIND_KERNEL"),
-            Evidence("streams with copies", int(mstreams), "streams", "CUPTI_ACTIVITY_KIND_MEMCPY"),
+            Evidence("streams with kernels", int(streams), "streams", schema.KERNEL),
+            Evidence("streams with copies", int(mstreams), "streams", schema.MEMCPY),
         ],
         fix="Pipeline: split the data into chunks, issue copy(i+1) and kernel(i) on different "
             "streams (pinned memory required), and order them with events.",
@@ -486,11 +487,11 @@ def rule_default_stream(ctx: Context) -> list[Finding]:
             "blocking streams and blocks them, so nothing can overlap."
         ),
         evidence=[
-            Evidence("operations on the default stream", ops_default, "ops", "CUPTI_ACTIVITY_KIND_MEMCPY"),
+            Evidence("operations on the default stream", ops_default, "ops", schema.MEMCPY),
             Evidence("default stream id", ",".join(map(str, sorted(default_ids))), "",
                      "streamId of synchronous cudaMemcpy"),
             Evidence("other streams with kernels", ",".join(map(str, sorted(other))), "",
-                     "CUPTI_ACTIVITY_KIND_KERNEL"),
+                     schema.KERNEL),
         ],
         fix="Issue every copy and kernel on explicit streams (or compile with "
             "--default-stream per-thread; create streams with cudaStreamNonBlocking).",

@@ -288,6 +288,14 @@ class NsysSqliteTrace(Trace):
         row = self._con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
         return int(row[0]) if row and row[0] is not None else None
 
+    def system_env(self, name: str) -> str | None:
+        """The first value of ``name`` in the export's TARGET_INFO_SYSTEM_ENV (None when absent)."""
+        if "TARGET_INFO_SYSTEM_ENV" not in self._tables:
+            return None
+        row = self._con.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = ? LIMIT 1",
+                                (name,)).fetchone()
+        return None if row is None else str(row[0])
+
     # -- helpers -------------------------------------------------------------------------------
     def column_names(self, table: str) -> list[str]:
         """Column names of an SQLite table (empty list if the table does not exist)."""
