@@ -38,6 +38,7 @@ NULL = -(1 << 62)
 MEMORY_FIELDS = ("ts", "allocated", "reserved", "bytes", "device", "device_type")
 _INT_INDEX = {k: i for i, k in enumerate(INT_ARGS)}
 _TEXT_INDEX = {k: i for i, k in enumerate(TEXT_ARGS)}
+_WANTED = frozenset(INT_ARGS) | frozenset(TEXT_ARGS)
 
 
 def _to_int(v: Any) -> int:
@@ -130,10 +131,13 @@ class _Builder:
     def __init__(self) -> None:
         self.cat, self.name, self.pid, self.tid = array("i"), array("i"), array("i"), array("i")
         self.ts, self.dur = array("d"), array("d")
-        self.int_flat = array("q")  # len(INT_ARGS) values per event
-        self.text_flat = array("i")
+        # the args, sparse: per arg, the rows that have it and its values (most events have few)
+        self.int_rows, self.int_vals = [array("q") for _ in INT_ARGS], [array("q") for _ in INT_ARGS]
+        self.text_rows, self.text_codes = [array("q") for _ in TEXT_ARGS], [array("i") for _ in TEXT_ARGS]
         self.cats, self.names, self.pids, self.tids, self.text_values = (_Codes() for _ in range(5))
         self.text_values.code("")
+        self.cat_code, self.name_code, self.pid_code, self.tid_code, self.text_code = (
+            self.cats.code, self.names.code, self.pids.code, self.tids.code, self.text_values.code)
         self.memory = {k: array("d") for k in MEMORY_FIELDS}
         self.processes: list[tuple[Any, str]] = []
         self.threads: list[tuple[Any, Any, str]] = []
@@ -183,47 +187,53 @@ class _Builder:
             dur = float(e.get("dur", 0.0) or 0.0)
         except (TypeError, ValueError):
             return
+        row = len(self.ts)
         self.ts.append(ts)
         self.dur.append(dur)
-        self.cat.append(self.cats.code(e.get("cat")))
-        self.name.append(self.names.code(str(e.get("name", ""))))
-        self.pid.append(self.pids.code(e.get("pid")))
-        self.tid.append(self.tids.code(e.get("tid")))
+        self.cat.append(self.cat_code(e.get("cat")))
+        self.name.append(self.name_code(str(e.get("name", ""))))
+        self.pid.append(self.pid_code(e.get("pid")))
+        self.tid.append(self.tid_code(e.get("tid")))
         a = e.get("args")
-        ints = [NULL] * len(INT_ARGS)
-        texts = [0] * len(TEXT_ARGS)
-        if a:
-            for k, v in a.items():
-                i = _INT_INDEX.get(k)
-                if i is not None:
-                    if type(v) is int and -(2**63) <= v < 2**63:
-                        ints[i] = v
-                    elif v is not None:
-                        ints[i] = _to_int(v)
-                    continue
-                t = _TEXT_INDEX.get(k)
-                if t is not None and v:  # as the views show it: "" for an empty list
-                    texts[t] = self.text_values.code(str(v).replace(" ", ""))
-        self.int_flat.extend(ints)
-        self.text_flat.extend(texts)
+        if not a:
+            return
+        for k in _WANTED.intersection(a):  # the few kept args an event has (a set operation in C)
+            v = a[k]
+            i = _INT_INDEX.get(k)
+            if i is not None:
+                if type(v) is not int or not -(2**63) <= v < 2**63:
+                    v = NULL if v is None else _to_int(v)
+                    if v == NULL:
+                        continue
+                self.int_rows[i].append(row)
+                self.int_vals[i].append(v)
+            elif v:  # as the views show it: "" for an empty list
+                t = _TEXT_INDEX[k]
+                self.text_rows[t].append(row)
+                self.text_codes[t].append(self.text_code(str(v).replace(" ", "")))
 
     def columns(self, meta: dict[str, Any]) -> KinetoColumns:
         def arr(a: array[Any], dt: Any) -> Any:
             return np.frombuffer(a, dtype=dt) if len(a) else np.zeros(0, dtype=dt)
 
+        def dense(rows: array[Any], vals: array[Any], fill: int, dt: Any) -> Any:
+            out = np.full(len(self.ts), fill, dtype=dt)
+            out[arr(rows, np.int64)] = arr(vals, dt)
+            return out
+
+        ts, dur = arr(self.ts, np.float64), arr(self.dur, np.float64)
         return KinetoColumns(
             cat=arr(self.cat, np.int32), name=arr(self.name, np.int32), pid=arr(self.pid, np.int32),
-            tid=arr(self.tid, np.int32), ts=arr(self.ts, np.float64), dur=arr(self.dur, np.float64),
+            tid=arr(self.tid, np.int32), ts=ts, dur=dur,
             cats=[str(c) for c in self.cats.values], names=self.names.values, pids=self.pids.values,
             tids=self.tids.values,
-            ints={k: arr(self.int_flat, np.int64).reshape(-1, len(INT_ARGS))[:, i]
+            ints={k: dense(self.int_rows[i], self.int_vals[i], NULL, np.int64)
                   for i, k in enumerate(INT_ARGS)},
-            texts={k: arr(self.text_flat, np.int32).reshape(-1, len(TEXT_ARGS))[:, i]
+            texts={k: dense(self.text_rows[i], self.text_codes[i], 0, np.int32)
                    for i, k in enumerate(TEXT_ARGS)},
             text_values=self.text_values.values,
             memory={k: arr(v, np.float64) for k, v in self.memory.items()}, processes=self.processes,
-            threads=self.threads, meta=meta,
-            origin_us=min(self.lo, complete_origin(arr(self.ts, np.float64), arr(self.dur, np.float64))))
+            threads=self.threads, meta=meta, origin_us=min(self.lo, complete_origin(ts, dur)))
 
 
 def _open(path: Path) -> IO[bytes]:
@@ -296,6 +306,13 @@ def _read_range(path: Path, start: int, end: int | None, block: int,
         tail = ""
         while True:
             i = _skip(text, i)
+            if text.startswith(_FLOW, i):  # a flow arrow: only its time counts (the origin)
+                j = text.find("}", i)
+                m = _FLOW_TS.match(text, i, j)
+                if j > 0 and m is not None:
+                    b.other_ts(m.group(1))
+                    i = j + 1
+                    continue
             if i < len(text) and text[i] == "]":
                 tail = text[i + 1:] + ("" if done else utf8.decode(f.read(), final=True))
                 break
@@ -319,6 +336,13 @@ def _read_range(path: Path, start: int, end: int | None, block: int,
             b.add(obj)
             i = j
     return b.columns(_meta(head, tail) if start == 0 or end is None else {})
+
+
+#: how Kineto starts a flow event (an arrow between a launch and its kernel, or forward and backward):
+#: it has no nested object, so it ends at the first "}", and only its "ts" is kept
+_FLOW = ('{\n    "ph": "s", ', '{\n    "ph": "f", ')
+_FLOW_TS = re.compile(r'\{\n    "ph": "[sf]", "id": [^,{}]*, "pid": [^,{}]*, "tid": [^,{}]*, '
+                      r'"ts": ([-+.\deE]+),')
 
 
 def _skip(text: str, i: int) -> int:
