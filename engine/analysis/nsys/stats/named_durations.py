@@ -271,6 +271,29 @@ def _nvtx_frame_ranges(trace: Trace) -> Ranges:
     return [(int(key[0]), str(key[1]), dur[idx]) for key, idx in groups.items()]
 
 
+def call_groups(trace: Trace, family: str, *, strip_suffix: bool = False) -> Groups:
+    """Host calls of an export's call table (``osrt``, ``vulkan``: see ``CALL_TABLES``) by name.
+
+    A name id without a string (or NULL) groups as ""; ``strip_suffix`` drops a ``_vNNNN`` version
+    suffix as nsys does for API entry points. Empty for other traces and exports without the table.
+    """
+    import numpy as np
+
+    from engine.reports.nsys.schema import NULL
+    from engine.reports.nsys.stats_reads import call_columns
+
+    export = _export(trace)
+    cols = call_columns(export, family) if export is not None else None
+    if cols is None or not len(cols["duration"]):
+        return []
+    strings = export.strings()  # type: ignore[union-attr]
+    ids, codes = np.unique(np.asarray(cols["nameId"]), return_inverse=True)
+    labels = [strings.get(int(i), "") if i != NULL else "" for i in ids.tolist()]
+    if strip_suffix:
+        labels = [_API_SUFFIX.sub("", n) for n in labels]
+    return grouped(labels, codes.astype(np.int64), np.asarray(cols["duration"]))
+
+
 # -- the trace's tables (other traces, and exports with NULLs) --------------------------------------
 def _rows(trace: Trace, table: str, columns: list[str] | None) -> pd.DataFrame | None:
     """The table (only ``columns`` if given) if it was captured and has rows, else None."""

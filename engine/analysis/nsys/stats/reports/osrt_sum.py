@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine.analysis.nsys.stats.named_rows import named_summary
+from engine.analysis.nsys.stats.group_stats import time_rows
+from engine.analysis.nsys.stats.named_durations import call_groups
 from engine.analysis.nsys.stats.registry import report
 
 if TYPE_CHECKING:
-    import pandas as pd
-
+    from engine.analysis.nsys.stats.table import SummaryTable
     from engine.reports.base import Trace
 
 
@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     ),
     needs=(),
 )
-def osrt_sum(trace: Trace, csv: bool) -> pd.DataFrame:
-    """OS runtime calls (OSRT_API) grouped by function name (event class 27: the calls)."""
-    has: list[str] = getattr(trace, "column_names", lambda t: [])("OSRT_API")
-    where = "WHERE t.eventClass = 27" if "eventClass" in has else ""
-    return named_summary(trace, "OSRT_API", "Num Calls", "osrt_sum", where)
+def osrt_sum(trace: Trace, csv: bool) -> SummaryTable:
+    """OS runtime calls (OSRT_API, event class 27: the calls) grouped by function name."""
+    return time_rows(call_groups(trace, "osrt"), "osrt_sum")
