@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.reports.nsys import schema
+from engine.reports.nsys.sqlite_file import connect_readonly
 from engine.reports.trace_columns import FILTERS
 
 if TYPE_CHECKING:
@@ -185,8 +186,6 @@ def _grouped_halves(path: Path, sql: str, first: int, last: int) -> list[tuple[A
     SQLite runs without Python's lock, so the halves are grouped at once; the caller merges their
     groups.
     """
-    from engine.reports.nsys.sqlite_trace import connect_readonly
-
     mid = (first - 1 + last) // 2
     halves: list[list[tuple[Any, ...]]] = [[], []]
 

@@ -187,11 +187,11 @@ def test_columnar_and_prefetched_reads_equal_row_reads(path: Path, monkeypatch: 
     fixtures are small, so force those paths and compare with the plain row-wise read."""
     import pandas as pd
 
-    from engine.reports.nsys import sqlite_trace as nsys_sqlite
+    from engine.reports.nsys import export_tables
 
     plain = open_report(path)
     expected = {t: plain.table(t) for t in ("kernels", "memcpy", "memset", "api", "nvtx")}
-    monkeypatch.setattr(nsys_sqlite, "_COLUMNAR_MIN_ROWS", 1)
+    monkeypatch.setattr(export_tables, "_COLUMNAR_MIN_ROWS", 1)
     for prefetch in (False, True):
         trace = open_report(path)
         if prefetch:
