@@ -21,7 +21,19 @@ from typing import Any
 
 import numpy as np
 
-from engine.reports.kineto_stream import INT_ARGS, MEMORY_FIELDS, TEXT_ARGS, KinetoColumns, read_columns
+from engine.reports.kineto_stream import (
+    ARRAY_NAMES,
+    BLOCK,
+    CODED,
+    INT_ARGS,
+    MEMORY_FIELDS,
+    TEXT_ARGS,
+    Codes,
+    KinetoColumns,
+    cuts,
+    read_columns,
+    read_part_to_files,
+)
 from engine.reports.npy import load_npy
 
 FORMAT = "kineto-1"  # bump when the files' meaning changes
@@ -100,9 +112,9 @@ def load(folder: Path) -> KinetoColumns | None:
 def columns_of(path: Path, *, workers: int | None = None) -> KinetoColumns:
     """The columns of the trace at ``path``: from the cache, else streamed (and then kept there).
 
-    Args:
-        path: the trace (``.json`` or gzipped).
-        workers: processes that read a big uncompressed trace (default: up to 2, one per core).
+    A big uncompressed trace is read by ``workers`` processes (default: up to 2, one per core),
+    each writing its part's columns to files, joined here a column at a time
+    (:func:`write_parts`): no process ever holds all the columns in memory.
 
     Raises:
         TraceFormatError: not a trace, or broken JSON; OSError: the file cannot be read.
@@ -115,9 +127,76 @@ def columns_of(path: Path, *, workers: int | None = None) -> KinetoColumns:
             return got
     if workers is None:
         workers = max(1, min(2, os.cpu_count() or 1))
+    parts = cuts(path, workers) if workers > 1 and folder is not None else None
+    if parts is not None and folder is not None:
+        written = write_parts(path, parts, folder)
+        if written is not None:
+            return written
     cols = read_columns(path, workers=workers)
     if folder is not None and cols.n and save(cols, folder):
         mapped = load(folder)  # the mapped files instead of the arrays in memory
         if mapped is not None:
             return mapped
     return cols
+
+
+def write_parts(path: Path, parts: list[int], folder: Path, block: int = BLOCK) -> KinetoColumns | None:
+    """Read the parts ``parts[k]:parts[k + 1]`` in as many processes into ``folder`` and map them.
+
+    Each process writes its columns under a temporary folder; the codes of each part (names,
+    categories, ...) are then moved onto one table and the parts joined file by file. None when the
+    cache cannot be written (the caller reads in memory then).
+
+    Raises:
+        TraceFormatError: not a trace, or broken JSON; OSError: the file cannot be read.
+
+    """
+    from concurrent.futures import ProcessPoolExecutor
+
+    tmp = folder.with_name(f"{folder.name}.{os.getpid()}.tmp")
+    ranges = list(zip(parts[:-1], parts[1:], strict=True))
+    try:
+        tmp.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    try:
+        with ProcessPoolExecutor(max_workers=len(ranges)) as pool:
+            futures = [pool.submit(read_part_to_files, path, a, None if b == parts[-1] else b,
+                                   tmp / f"part{k}", block) for k, (a, b) in enumerate(ranges)]
+            tables = [f.result() for f in futures]
+        _join(tmp, tables)
+        os.replace(tmp, folder)
+    except OSError:
+        return None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return load(folder)
+
+
+def _join(tmp: Path, parts: list[dict[str, Any]]) -> None:
+    """Join the parts' files in ``tmp/part<k>`` into ``tmp`` (codes onto one table) and write tables.json."""
+    tables = {t: Codes() for t in set(CODED.values())}
+    luts = [{t: np.array([tables[t].code(v) for v in p[t]] or [0], dtype=np.int32) for t in tables}
+            for p in parts]
+    for name in ARRAY_NAMES:
+        pieces = []
+        for k, lut in enumerate(luts):
+            a = load_npy(tmp / f"part{k}" / f"{name}.npy")
+            pieces.append(lut[CODED[name]][a] if name in CODED else a)
+        joined = np.concatenate(pieces)
+        del pieces
+        with open(tmp / f"{name}.npy", "wb") as fh:
+            np.save(fh, joined, allow_pickle=False)
+        del joined
+        for k in range(len(parts)):
+            (tmp / f"part{k}" / f"{name}.npy").unlink()
+    origin = min(p["origin_us"] for p in parts)
+    out = {"format": FORMAT, "int_args": list(INT_ARGS), "text_args": list(TEXT_ARGS),
+           "n": sum(p["n"] for p in parts), "cats": [str(c) for c in tables["cats"].values],
+           "names": tables["names"].values, "pids": tables["pids"].values, "tids": tables["tids"].values,
+           "text_values": tables["text_values"].values,
+           "processes": [x for p in parts for x in p["processes"]],
+           "threads": [x for p in parts for x in p["threads"]],
+           "meta": {**parts[0]["meta"], **parts[-1]["meta"]},
+           "origin_us": origin if math.isfinite(origin) else None}
+    (tmp / "tables.json").write_text(json.dumps(out), encoding="utf-8")

@@ -20,7 +20,7 @@ import json
 import math
 import re
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, cast
@@ -52,7 +52,7 @@ _WS = re.compile(r"[\s,]*")
 _KEY = re.compile(r'"traceEvents"\s*:\s*\[|^\s*\[(?=\s*[{\]])')
 
 
-class _Codes:
+class Codes:
     """Distinct values -> small integer codes, in order of first appearance."""
 
     def __init__(self) -> None:
@@ -60,6 +60,7 @@ class _Codes:
         self.values: list[Any] = []
 
     def code(self, v: Any) -> int:
+        """The code of ``v`` (a new one the first time)."""
         c = self.index.get(v)
         if c is None:
             c = self.index[v] = len(self.values)
@@ -127,14 +128,16 @@ def time_origin(cols: KinetoColumns) -> float:
     return cols.origin_us if math.isfinite(cols.origin_us) else 0.0
 
 
-class _Builder:
+class ColumnBuilder:
+    """Events added one at a time (dicts), kept in growing typed arrays; see :class:`KinetoColumns`."""
+
     def __init__(self) -> None:
         self.cat, self.name, self.pid, self.tid = array("i"), array("i"), array("i"), array("i")
         self.ts, self.dur = array("d"), array("d")
         # the args, sparse: per arg, the rows that have it and its values (most events have few)
         self.int_rows, self.int_vals = [array("q") for _ in INT_ARGS], [array("q") for _ in INT_ARGS]
         self.text_rows, self.text_codes = [array("q") for _ in TEXT_ARGS], [array("i") for _ in TEXT_ARGS]
-        self.cats, self.names, self.pids, self.tids, self.text_values = (_Codes() for _ in range(5))
+        self.cats, self.names, self.pids, self.tids, self.text_values = (Codes() for _ in range(5))
         self.text_values.code("")
         self.cat_code, self.name_code, self.pid_code, self.tid_code, self.text_code = (
             self.cats.code, self.names.code, self.pids.code, self.tids.code, self.text_values.code)
@@ -144,6 +147,7 @@ class _Builder:
         self.lo = math.inf  # the earliest time of the events that are neither "X" nor "M"
 
     def add(self, e: Any) -> None:
+        """Add one decoded event (anything else is left out)."""
         if not isinstance(e, dict):
             return
         ph = e.get("ph")
@@ -212,7 +216,8 @@ class _Builder:
                 self.text_rows[t].append(row)
                 self.text_codes[t].append(self.text_code(str(v).replace(" ", "")))
 
-    def columns(self, meta: dict[str, Any]) -> KinetoColumns:
+    def arrays(self) -> Iterator[tuple[str, Any]]:
+        """The columns one at a time: cat, name, pid, tid, ts, dur, int.<i>, text.<i>, memory.<field>."""
         def arr(a: array[Any], dt: Any) -> Any:
             return np.frombuffer(a, dtype=dt) if len(a) else np.zeros(0, dtype=dt)
 
@@ -221,19 +226,50 @@ class _Builder:
             out[arr(rows, np.int64)] = arr(vals, dt)
             return out
 
-        ts, dur = arr(self.ts, np.float64), arr(self.dur, np.float64)
-        return KinetoColumns(
-            cat=arr(self.cat, np.int32), name=arr(self.name, np.int32), pid=arr(self.pid, np.int32),
-            tid=arr(self.tid, np.int32), ts=ts, dur=dur,
-            cats=[str(c) for c in self.cats.values], names=self.names.values, pids=self.pids.values,
-            tids=self.tids.values,
-            ints={k: dense(self.int_rows[i], self.int_vals[i], NULL, np.int64)
-                  for i, k in enumerate(INT_ARGS)},
-            texts={k: dense(self.text_rows[i], self.text_codes[i], 0, np.int32)
-                   for i, k in enumerate(TEXT_ARGS)},
-            text_values=self.text_values.values,
-            memory={k: arr(v, np.float64) for k, v in self.memory.items()}, processes=self.processes,
-            threads=self.threads, meta=meta, origin_us=min(self.lo, complete_origin(ts, dur)))
+        for name in ("cat", "name", "pid", "tid"):
+            yield name, arr(getattr(self, name), np.int32)
+        yield "ts", arr(self.ts, np.float64)
+        yield "dur", arr(self.dur, np.float64)
+        for i in range(len(INT_ARGS)):
+            yield f"int.{i}", dense(self.int_rows[i], self.int_vals[i], NULL, np.int64)
+        for i in range(len(TEXT_ARGS)):
+            yield f"text.{i}", dense(self.text_rows[i], self.text_codes[i], 0, np.int32)
+        for k, v in self.memory.items():
+            yield f"memory.{k}", arr(v, np.float64)
+
+    def tables(self, meta: dict[str, Any]) -> dict[str, Any]:
+        """The small parts: distinct values, processes, threads, the document's keys and the origin."""
+        ts = np.frombuffer(self.ts, dtype=np.float64) if len(self.ts) else np.zeros(0)
+        dur = np.frombuffer(self.dur, dtype=np.float64) if len(self.dur) else np.zeros(0)
+        return {"n": len(self.ts), "cats": [str(c) for c in self.cats.values], "names": self.names.values,
+                "pids": self.pids.values, "tids": self.tids.values, "text_values": self.text_values.values,
+                "processes": self.processes, "threads": self.threads, "meta": meta,
+                "origin_us": min(self.lo, complete_origin(ts, dur))}
+
+    def columns(self, meta: dict[str, Any]) -> KinetoColumns:
+        """All the columns at once."""
+        return columns_from(dict(self.arrays()), self.tables(meta))
+
+
+def columns_from(arrays: dict[str, Any], tables: dict[str, Any]) -> KinetoColumns:
+    """:class:`KinetoColumns` from the arrays named as :meth:`ColumnBuilder.arrays` names them."""
+    return KinetoColumns(
+        cat=arrays["cat"], name=arrays["name"], pid=arrays["pid"], tid=arrays["tid"], ts=arrays["ts"],
+        dur=arrays["dur"], cats=tables["cats"], names=tables["names"], pids=tables["pids"],
+        tids=tables["tids"], ints={k: arrays[f"int.{i}"] for i, k in enumerate(INT_ARGS)},
+        texts={k: arrays[f"text.{i}"] for i, k in enumerate(TEXT_ARGS)}, text_values=tables["text_values"],
+        memory={k: arrays[f"memory.{k}"] for k in MEMORY_FIELDS},
+        processes=[tuple(p) for p in tables["processes"]],  # type: ignore[misc]
+        threads=[tuple(t) for t in tables["threads"]],  # type: ignore[misc]
+        meta=tables["meta"], origin_us=tables["origin_us"])
+
+
+#: the array files of a trace's columns, as :meth:`ColumnBuilder.arrays` names them
+ARRAY_NAMES = ("cat", "name", "pid", "tid", "ts", "dur", *(f"int.{i}" for i in range(len(INT_ARGS))),
+               *(f"text.{i}" for i in range(len(TEXT_ARGS))), *(f"memory.{k}" for k in MEMORY_FIELDS))
+#: the coded arrays and the table of distinct values each codes into
+CODED = {"cat": "cats", "name": "names", "pid": "pids", "tid": "tids",
+         **{f"text.{i}": "text_values" for i in range(len(TEXT_ARGS))}}
 
 
 def _open(path: Path) -> IO[bytes]:
@@ -278,18 +314,42 @@ def read_columns(path: Path | str, *, progress: Callable[[float], None] | None =
     """
     path = Path(path)
     if workers > 1:
-        cuts = _cuts(path, workers)
-        if cuts is not None:
-            return _parallel(path, cuts, block)
+        parts = cuts(path, workers)
+        if parts is not None:
+            return _parallel(path, parts, block)
     return _read_range(path, 0, None, block, progress)
 
 
 def _read_range(path: Path, start: int, end: int | None, block: int,
                 progress: Callable[[float], None] | None = None) -> KinetoColumns:
     """The events from byte ``start`` (0: the document's start, with its head) up to ``end``."""
+    b, meta = _fill(path, start, end, block, progress)
+    return b.columns(meta)
+
+
+def read_part_to_files(path: Path, start: int, end: int | None, folder: Path,
+                       block: int = BLOCK) -> dict[str, Any]:
+    """Read the events from byte ``start`` up to ``end`` and save their columns in ``folder``.
+
+    One ``.npy`` file per column (named as :meth:`ColumnBuilder.arrays` names them), each made and
+    written alone, so a worker's memory holds the builder and one column; returns the part's
+    tables (:meth:`ColumnBuilder.tables`).
+    """
+    b, meta = _fill(path, start, end, block)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, arr in b.arrays():
+        with open(folder / f"{name}.npy", "wb") as fh:
+            np.save(fh, arr, allow_pickle=False)
+        del arr
+    return b.tables(meta)
+
+
+def _fill(path: Path, start: int, end: int | None, block: int,
+          progress: Callable[[float], None] | None = None) -> tuple[ColumnBuilder, dict[str, Any]]:
+    """The builder filled with the events from ``start`` up to ``end``, and the document's keys."""
     size = max(path.stat().st_size, 1)
     dec = json.JSONDecoder()
-    b = _Builder()
+    b = ColumnBuilder()
     utf8 = codecs.getincrementaldecoder("utf-8")("replace")
     with _open(path) as raw_f:
         raw_f.seek(start)
@@ -335,7 +395,7 @@ def _read_range(path: Path, start: int, end: int | None, block: int,
                 continue
             b.add(obj)
             i = j
-    return b.columns(_meta(head, tail) if start == 0 or end is None else {})
+    return b, (_meta(head, tail) if start == 0 or end is None else {})
 
 
 #: how Kineto starts a flow event (an arrow between a launch and its kernel, or forward and backward):
@@ -354,7 +414,7 @@ def _skip(text: str, i: int) -> int:
 _BOUNDARY = re.compile(rb'\n  \{\n    "ph"')
 
 
-def _cuts(path: Path, workers: int) -> list[int] | None:
+def cuts(path: Path, workers: int) -> list[int] | None:
     """Byte offsets splitting the events into ``workers`` parts; None if the file is not cut-able."""
     size = path.stat().st_size
     if size < 64 * 2**20:
@@ -362,15 +422,15 @@ def _cuts(path: Path, workers: int) -> list[int] | None:
     with open(path, "rb") as f:
         if f.read(2) == b"\x1f\x8b":
             return None
-        cuts = [0]
+        out = [0]
         for k in range(1, workers):
             f.seek(size * k // workers)
             window = f.read(4 * 2**20)
             m = _BOUNDARY.search(window)
             if m is None:
                 return None
-            cuts.append(size * k // workers + m.start())
-    return cuts + [size]
+            out.append(size * k // workers + m.start())
+    return out + [size]
 
 
 def _parallel(path: Path, cuts: list[int], block: int) -> KinetoColumns:
@@ -390,7 +450,7 @@ def merge(parts: list[KinetoColumns]) -> KinetoColumns:
     The parts' arrays are let go column by column as they are joined (the parts are used up): the
     memory peak is the parts and one joined column, not twice the columns.
     """
-    tables = {k: _Codes() for k in ("cats", "names", "pids", "tids", "text_values")}
+    tables = {k: Codes() for k in ("cats", "names", "pids", "tids", "text_values")}
     luts = [{t: np.array([tables[t].code(v) for v in getattr(p, t)] or [0], dtype=np.int32) for t in tables}
             for p in parts]
 

@@ -81,3 +81,34 @@ def test_columns_and_args_of(trace_file: Path) -> None:
     assert len(args["grid"]) == len(k)
     got = [None if v == -(1 << 62) else int(v) for v in args["correlation"]]
     assert got == [None if pd.isna(v) else int(v) for v in k["correlationId"]]
+
+
+def test_parts_written_by_worker_processes_join_to_the_whole_read(tmp_path: Path) -> None:
+    """The parallel read of a big trace (each worker writes its part's files, joined file by file)."""
+    import re
+
+    from engine.reports.kineto_store import write_parts
+    from engine.reports.kineto_stream import read_columns
+
+    f = tmp_path / "t.json"
+    f.write_bytes(lzma.decompress((REPO / "tests/data/recordings/torch/torch_train.json.xz").read_bytes()))
+    raw = f.read_bytes()
+    boundary = re.compile(rb'\n  \{\n    "ph"')
+    cuts = [0, *(m.start() for k in (1, 2) if (m := boundary.search(raw, len(raw) * k // 3))), len(raw)]
+    got = write_parts(f, cuts, tmp_path / "cache" / "t")
+    want = read_columns(f)
+    assert got is not None and got.n == want.n > 0 and isinstance(got.ts, np.memmap)
+    assert got.meta == want.meta and got.origin_us == want.origin_us
+    assert got.processes == want.processes and got.threads == want.threads
+    for name in ("ts", "dur"):
+        assert np.array_equal(getattr(got, name), getattr(want, name))
+    for col, table in (("cat", "cats"), ("name", "names"), ("pid", "pids"), ("tid", "tids")):
+        assert [getattr(got, table)[i] for i in getattr(got, col)] == \
+            [getattr(want, table)[i] for i in getattr(want, col)]
+    for k in want.ints:
+        assert np.array_equal(got.ints[k], want.ints[k])
+    for k in want.texts:
+        assert [got.text_values[i] for i in got.texts[k]] == [want.text_values[i] for i in want.texts[k]]
+    for k in want.memory:
+        assert np.array_equal(got.memory[k], want.memory[k])
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["t"]  # no temporary folder left

@@ -90,3 +90,22 @@ def test_parts_cut_at_event_boundaries_merge_to_the_whole(tmp_path: Path) -> Non
     for k in whole.memory:
         assert np.array_equal(joined.memory[k], whole.memory[k])
     assert joined.processes == whole.processes and joined.threads == whole.threads
+
+
+def test_flow_events_are_skipped_but_their_time_counts(tmp_path: Path) -> None:
+    """Flow arrows (ph s/f) are not decoded, yet the earliest one is still the time origin."""
+    def event(fields: str) -> str:
+        return "  {\n    " + fields + "\n  }"
+
+    events = [event('"ph": "s", "id": 7, "pid": 1, "tid": 2, "ts": 5.5,\n    "cat": "ac2g", "name": "ac2g"'),
+              event('"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7,\n'
+                    '    "ts": 10.25, "dur": 2,\n'
+                    '    "args": {\n      "correlation": 7, "grid": [1, 2, 3]\n    }'),
+              event('"ph": "f", "id": 7, "pid": 0, "tid": 7, "ts": 10.25,\n'
+                    '    "cat": "ac2g", "name": "ac2g", "bp": "e"')]
+    f = tmp_path / "t.json"
+    f.write_text('{\n  "schemaVersion": 1,\n  "traceEvents": [\n' + ",\n".join(events) + "\n  ]\n}\n")
+    c = read_columns(f)
+    assert c.n == 1 and c.names == ["k"] and c.origin_us == 5.5
+    assert c.ints["correlation"].tolist() == [7] and c.text_values[c.texts["grid"][0]] == "[1,2,3]"
+    assert c.meta == {"schemaVersion": 1}
