@@ -195,12 +195,10 @@ def _memop_column_groups(trace: Trace, memcpy: dict[str, npt.NDArray[np.int64]] 
                          memset: dict[str, npt.NDArray[np.int64]] | None, value: str) -> Groups:
     import numpy as np
 
-    from engine.reports.nsys.sqlite_trace import COPY_KIND_LABELS
-
     labels: list[str] = []
     codes, values = [], []
     if memcpy is not None:
-        kinds = trace.enum_labels("ENUM_CUDA_MEMCPY_OPER", COPY_KIND_LABELS)  # type: ignore[attr-defined]
+        kinds = trace.copy_kind_labels()  # type: ignore[attr-defined]
         present = np.unique(memcpy["copyKind"])
         labels += [f"[CUDA memcpy {kinds.get(k, 'Unknown')}]" for k in present.tolist()]
         codes.append(np.searchsorted(present, memcpy["copyKind"]))
@@ -271,14 +269,16 @@ def _nvtx_frame_ranges(trace: Trace) -> Ranges:
     return [(int(key[0]), str(key[1]), dur[idx]) for key, idx in groups.items()]
 
 
-def call_groups(trace: Trace, family: str, *, strip_suffix: bool = False) -> Groups:
+def call_groups(trace: Trace, family: str, *, by_name_id: bool = False) -> Groups:
     """Host calls of an export's call table (``osrt``, ``vulkan``: see ``CALL_TABLES``) by name.
 
-    A name id without a string (or NULL) groups as ""; ``strip_suffix`` drops a ``_vNNNN`` version
-    suffix as nsys does for API entry points. Empty for other traces and exports without the table.
+    A name id without a string (or NULL) groups as "". With ``by_name_id``, as nsys groups API
+    entry points: one group per name id, printed without a ``_vNNNN`` version suffix (two ids may
+    then print the same name). Empty for other traces and exports without the table.
     """
     import numpy as np
 
+    from engine.analysis.nsys.stats.group_stats import segment_stats
     from engine.reports.nsys.schema import NULL
     from engine.reports.nsys.stats_reads import call_columns
 
@@ -289,9 +289,13 @@ def call_groups(trace: Trace, family: str, *, strip_suffix: bool = False) -> Gro
     strings = export.strings()  # type: ignore[union-attr]
     ids, codes = np.unique(np.asarray(cols["nameId"]), return_inverse=True)
     labels = [strings.get(int(i), "") if i != NULL else "" for i in ids.tolist()]
-    if strip_suffix:
-        labels = [_API_SUFFIX.sub("", n) for n in labels]
-    return grouped(labels, codes.astype(np.int64), np.asarray(cols["duration"]))
+    durations = np.asarray(cols["duration"])
+    if not by_name_id:
+        return grouped(labels, codes.astype(np.int64), durations)
+    labels = [_API_SUFFIX.sub("", n) for n in labels]
+    stats = segment_stats(codes.astype(np.int64), durations, len(ids))
+    order = sorted(range(len(ids)), key=lambda g: (labels[g], int(ids[g])))  # ties: name, then id
+    return [(labels[g], stats[g]) for g in order if stats[g] is not None]
 
 
 # -- the trace's tables (other traces, and exports with NULLs) --------------------------------------

@@ -92,7 +92,6 @@ def gpu_trace_csv(trace: NsysSqliteTrace) -> RenderedReport | None:
 
     import numpy as np
 
-    from engine.reports.nsys.sqlite_trace import _MEM_KIND_LABELS, COPY_KIND_LABELS
 
     try:
         srcs = _sources(trace)
@@ -115,8 +114,8 @@ def gpu_trace_csv(trace: NsysSqliteTrace) -> RenderedReport | None:
 
     # Labels, each over the distinct values of a whole column (one pass, before the chunks).
     strings = trace.strings()
-    copy_labels = trace.enum_labels("ENUM_CUDA_MEMCPY_OPER", COPY_KIND_LABELS)
-    mem_labels = trace.enum_labels("ENUM_CUDA_MEM_KIND", _MEM_KIND_LABELS)
+    copy_labels = trace.copy_kind_labels()
+    mem_labels = trace.memory_kind_labels()
     labels: list[str] = []
     name_lut: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
     if "kernels" in srcs:
