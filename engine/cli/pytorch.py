@@ -44,8 +44,42 @@ def _print(doc: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(doc, indent=1, allow_nan=False) + "\n")
 
 
+def _kept(args: argparse.Namespace, command: str, make: Any) -> None:
+    """Print what ``make()`` prints, kept on disk under the report's identity (and the engine's code).
+
+    The PyTorch tables of a multi-GB trace take seconds to build from its columns; a later ``ops``,
+    ``modules`` or ``memory`` with the same options prints the kept text. A cache that cannot be
+    read or written only costs the speed-up.
+    """
+    import contextlib
+    import io
+
+    from engine.system.cache import file_identity, result_get, result_put
+
+    options = {k: v for k, v in sorted(vars(args).items()) if k not in ("func", "input")}
+    key = f"cli-{command}-" + "-".join(f"{k}={v}" for k, v in options.items()).replace("/", "_")
+    try:
+        identity: str | None = file_identity(Path(args.input).expanduser())
+    except OSError:
+        identity = None
+    text = result_get(identity, key) if identity else None
+    if text is None:
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            make()
+        text = buf.getvalue()
+        if identity:
+            result_put(identity, key, text)
+    sys.stdout.write(text)
+
+
 def cmd_ops(args: argparse.Namespace) -> int:
     """The operator table (and with ``--kernels`` the kernel table)."""
+    _kept(args, "ops", lambda: _ops(args))
+    return 0
+
+
+def _ops(args: argparse.Namespace) -> int:
     from engine.analysis.pytorch.events import torch_events
     from engine.analysis.pytorch.kernels import kernel_table
     from engine.analysis.pytorch.operators import operator_table
@@ -65,6 +99,11 @@ def cmd_ops(args: argparse.Namespace) -> int:
 
 def cmd_modules(args: argparse.Namespace) -> int:
     """The module tree."""
+    _kept(args, "modules", lambda: _modules(args))
+    return 0
+
+
+def _modules(args: argparse.Namespace) -> int:
     from engine.analysis.pytorch.events import torch_events
     from engine.analysis.pytorch.modules import module_tree
     from engine.analysis.pytorch.text import modules_json, modules_text
@@ -81,6 +120,11 @@ def cmd_modules(args: argparse.Namespace) -> int:
 
 def cmd_memory(args: argparse.Namespace) -> int:
     """Memory peaks per GPU; for a snapshot, what was alive at the peak."""
+    _kept(args, "memory", lambda: _memory(args))
+    return 0
+
+
+def _memory(args: argparse.Namespace) -> int:
     from engine.analysis.pytorch.memory import alive_at_peak, memory_timeline
     from engine.analysis.pytorch.text import memory_json, memory_text
 
