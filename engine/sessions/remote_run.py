@@ -106,10 +106,8 @@ class _Remote:
 
 
 def run_remote(sess: Session, sid: str, sdir: Path, main_argv: list[str], target: list[str],
-                store: SessionStore) -> Outcome:
+               store: SessionStore) -> Outcome:
     """Run the session on ``spec.host`` through ssh and copy its reports back."""
-    from engine.system.ssh import explain_ssh_failure
-
     spec = sess.spec
     t = spec.target.ssh_target()
     remote = _Remote(sess, f"{spec.target.remote_dir.rstrip('/') or REMOTE_ROOT}/{sid}")
@@ -118,6 +116,39 @@ def run_remote(sess: Session, sid: str, sdir: Path, main_argv: list[str], target
               f"in {remote.display}): " + " ".join(main_argv))
     res = remote.step(main_argv, workdir)
     prog = spec.workload or program_name(target)
+    failed = _failed_to_start(sess, res, main_argv, workdir, sid, sdir)
+    if failed is not None:
+        return failed
+    notes: list[str] = []
+    names = remote.ls()
+    rep_name = f"{spec.report_name}{A.report_suffix(spec.tool) or ''}"
+    recovery: tuple[OutcomeKind, str] | None = None
+    imported: list[str] = []
+    if spec.tool == "nsys" and res.killed is None:
+        names, recovery, imported = _nsys_on_host(sess, remote, res, main_argv, prog, names, notes)
+    reports = _copy_reports(sess, remote, names, sid, sdir, store, notes)
+    if recovery is not None:
+        kind, msg = recovery
+        if imported and not all((sdir / r).is_file() for r in imported):
+            kind, msg = OutcomeKind.SSH_ERROR, (
+                f"The report was imported on {t.display} but could not be copied back; it is in "
+                f"{remote.display} there.")
+    else:
+        kind, msg = classify(spec.tool, res.returncode, res.output, killed=res.killed,
+                             report_exists=spec.tool != "bench" and ((sdir / rep_name).is_file() or bool(
+                                 rank_names([p.name for p in reports], spec.report_name,
+                                            A.report_suffix(spec.tool) or ""))),
+                             qdstrm_exists=any(n.endswith(".qdstrm") for n in names),
+                             elapsed_s=sess.elapsed(), program=prog, stderr_tail=res.stderr_tail)
+    return Outcome(kind, msg, sid, sdir, res.returncode, sess.elapsed(), tuple(reports), tuple(notes))
+
+
+def _failed_to_start(sess: Session, res: StepResult, main_argv: list[str], workdir: str, sid: str,
+                     sdir: Path) -> Outcome | None:
+    """The outcome when ssh, the working directory or the program was missing (None: it ran)."""
+    from engine.system.ssh import explain_ssh_failure
+
+    t = sess.spec.target.ssh_target()
     if res.start_error is not None:
         msg = "The ssh program was not found; install the OpenSSH client (openssh-client)."
         return Outcome(OutcomeKind.MISSING_TOOL, msg, sid, sdir, None, sess.elapsed())
@@ -133,74 +164,78 @@ def run_remote(sess: Session, sid: str, sdir: Path, main_argv: list[str], target
         msg = (f"{main_argv[0]} was not found on {t.display}; install it there or pass its path "
                "(`kernelscope doctor --host` shows what is installed).")
         return Outcome(OutcomeKind.MISSING_TOOL, msg, sid, sdir, 127, sess.elapsed())
-    reports: list[Path] = []
-    notes: list[str] = []
-    names = remote.ls()
+    return None
+
+
+def _nsys_on_host(sess: Session, remote: _Remote, res: StepResult, main_argv: list[str], prog: str,
+                  names: list[str], notes: list[str]
+                  ) -> tuple[list[str], tuple[OutcomeKind, str] | None, list[str]]:
+    """After nsys ran: import what it left unimported, export each report to SQLite, on the host.
+
+    Returns the remote folder's reports then, the import recovery's outcome (None: none was
+    needed) and the reports it imported; adds notes for the user to ``notes``.
+    """
+    spec = sess.spec
+    t = spec.target.ssh_target()
     rep_name = f"{spec.report_name}{A.report_suffix(spec.tool) or ''}"
+    per_rank = bool(spec.per_rank or spec.profile_ranks)
+    nsys = (spec.tool_path or spec.tool) if per_rank else main_argv[0]
     recovery: tuple[OutcomeKind, str] | None = None
     imported: list[str] = []
-    per_rank = bool(spec.per_rank or spec.profile_ranks)
-    if spec.tool == "nsys" and res.killed is None:
-        nsys = (spec.tool_path or spec.tool) if per_rank else main_argv[0]
-        pending = pending_imports(names, spec.report_name, per_rank)
-        first = classify("nsys", res.returncode, res.output, qdstrm_exists=True, program=prog,
-                         stderr_tail=res.stderr_tail)
-        if pending and (per_rank or first[0] in (OutcomeKind.IMPORTER_FAILED, OutcomeKind.CRASHED)):
-            tried: list[tuple[str, OutcomeKind, str, bool]] = []
-            for qdstrm, rep in pending:  # one per rank for a per-rank job
-                if sess.cancel.is_set():
-                    break
-                kind_r, msg_r, ok = _recover_remote_import(sess, remote, nsys, qdstrm, rep, res, prog)
-                tried.append((rep, kind_r, msg_r, ok))
-            kind_c, msg_c, more = combine_imports(first, tried, len(pending), f" on {t.display}")
-            recovery, imported = (kind_c, msg_c), [r for r, _, _, ok in tried if ok]
-            notes += more
-            if imported:
-                names = remote.ls()
-        exports = rank_names(names, spec.report_name, ".nsys-rep") if per_rank \
-            else [rep_name] if rep_name in names else []
-        for rep in exports if not sess.cancel.is_set() else []:
-            sqlite = rep[: -len(".nsys-rep")] + ".sqlite"
-            sess.est.set_phase("exporting")
-            sess.note(f"exporting to SQLite on {t.display}: {sqlite}")
-            exp = remote.step(A.nsys_export_argv(nsys, rep, sqlite))
-            if exp.killed:
-                stopped = "cancelled" if exp.killed == "cancel" else "timed out"
-                notes.append(f"The SQLite export was {stopped}; the .nsys-rep is kept and opens later.")
-            elif exp.returncode != 0:
-                notes.append("The SQLite export failed on the host; the .nsys-rep is kept (open it to retry "
-                             "the export here).")
+    pending = pending_imports(names, spec.report_name, per_rank)
+    first = classify("nsys", res.returncode, res.output, qdstrm_exists=True, program=prog,
+                     stderr_tail=res.stderr_tail)
+    if pending and (per_rank or first[0] in (OutcomeKind.IMPORTER_FAILED, OutcomeKind.CRASHED)):
+        tried: list[tuple[str, OutcomeKind, str, bool]] = []
+        for qdstrm, rep in pending:  # one per rank for a per-rank job
+            if sess.cancel.is_set():
+                break
+            kind_r, msg_r, ok = _recover_remote_import(sess, remote, nsys, qdstrm, rep, res, prog)
+            tried.append((rep, kind_r, msg_r, ok))
+        kind_c, msg_c, more = combine_imports(first, tried, len(pending), f" on {t.display}")
+        recovery, imported = (kind_c, msg_c), [r for r, _, _, ok in tried if ok]
+        notes += more
+        if imported:
             names = remote.ls()
-    # copy back every report the remote session folder holds
-    if names:
-        sess.est.set_phase("copying reports")
-        sess.note(f"copying {', '.join(names)} from {t.display}")
-        how, failure = copy_back(sess, [f"{remote.dir}/{n}" for n in names], sdir)
-        for n in names:
-            p = sdir / n
-            if p.is_file():
-                store.add_report(sid, p)
-                reports.append(p)
-        if failure is not None:
-            notes.append(f"Copying the reports back failed ({failure}); they are still in "
-                         f"{remote.display} on {t.display}.")
-        elif how != "scp":
-            notes.append(f"scp over SFTP failed on {t.display} (no SFTP server there?): the reports were "
-                         f"copied back with {how}.")
-    if recovery is not None:
-        kind, msg = recovery
-        if imported and not all((sdir / r).is_file() for r in imported):
-            kind, msg = OutcomeKind.SSH_ERROR, (
-                f"The report was imported on {t.display} but could not be copied back; it is in "
-                f"{remote.display} there.")
-    else:
-        kind, msg = classify(spec.tool, res.returncode, res.output, killed=res.killed,
-                             report_exists=spec.tool != "bench" and ((sdir / rep_name).is_file() or bool(
-                                 rank_names([p.name for p in reports], spec.report_name,
-                                            A.report_suffix(spec.tool) or ""))),
-                             qdstrm_exists=any(n.endswith(".qdstrm") for n in names),
-                             elapsed_s=sess.elapsed(), program=prog, stderr_tail=res.stderr_tail)
-    return Outcome(kind, msg, sid, sdir, res.returncode, sess.elapsed(), tuple(reports), tuple(notes))
+    exports = rank_names(names, spec.report_name, ".nsys-rep") if per_rank \
+        else [rep_name] if rep_name in names else []
+    for rep in exports if not sess.cancel.is_set() else []:
+        sqlite = rep[: -len(".nsys-rep")] + ".sqlite"
+        sess.est.set_phase("exporting")
+        sess.note(f"exporting to SQLite on {t.display}: {sqlite}")
+        exp = remote.step(A.nsys_export_argv(nsys, rep, sqlite))
+        if exp.killed:
+            stopped = "cancelled" if exp.killed == "cancel" else "timed out"
+            notes.append(f"The SQLite export was {stopped}; the .nsys-rep is kept and opens later.")
+        elif exp.returncode != 0:
+            notes.append("The SQLite export failed on the host; the .nsys-rep is kept (open it to retry "
+                         "the export here).")
+        names = remote.ls()
+    return names, recovery, imported
+
+
+def _copy_reports(sess: Session, remote: _Remote, names: list[str], sid: str, sdir: Path,
+                  store: SessionStore, notes: list[str]) -> list[Path]:
+    """Copy back every report the remote session folder holds; the ones that arrived (stored)."""
+    reports: list[Path] = []
+    if not names:
+        return reports
+    t = remote.t
+    sess.est.set_phase("copying reports")
+    sess.note(f"copying {', '.join(names)} from {t.display}")
+    how, failure = copy_back(sess, [f"{remote.dir}/{n}" for n in names], sdir)
+    for n in names:
+        p = sdir / n
+        if p.is_file():
+            store.add_report(sid, p)
+            reports.append(p)
+    if failure is not None:
+        notes.append(f"Copying the reports back failed ({failure}); they are still in "
+                     f"{remote.display} on {t.display}.")
+    elif how != "scp":
+        notes.append(f"scp over SFTP failed on {t.display} (no SFTP server there?): the reports were "
+                     f"copied back with {how}.")
+    return reports
 
 
 def copy_back(sess: Session, remote_paths: list[str], local_dir: Path) -> tuple[str, str | None]:
