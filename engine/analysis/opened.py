@@ -296,8 +296,11 @@ class OpenedReport:
         neither cached nor served from the cache.
         """
         if reference is not None:
+            from engine.analysis.calls import prefetch_api_calls
             from engine.analysis.findings.overview import overview
 
+            if not self.resident:  # nothing else reads the trace: the calls' columns meanwhile
+                prefetch_api_calls(self.trace)
             return overview(self.trace, range_name=self.range_name, reference=reference)
         summary = self.ensure_summary(progress, cancel)
         return summary, self._findings or []
