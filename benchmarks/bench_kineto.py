@@ -1,63 +1,128 @@
-"""Read a big Kineto trace: ``json.load`` (the reference) against the streaming column reader.
+"""Big Kineto traces (issue 26): ``json.load`` (the reference) against Kernelscope's columnar reader.
 
-Makes (or reuses) a trace of about ``--mb`` MB from the H200 training-step recording
-(benchmarks/make_big_kineto.py: more steps of the same program), then measures, each in a fresh
-process: ``json.load`` of the file; :func:`engine.reports.kineto_stream.read_columns` with one
-process and with ``--workers`` processes. Peak memory is each process's VmHWM (its workers' too).
+For each trace (default: the 1 GB and 4 GB traces under /work/bigdata, made by
+benchmarks/make_big_kineto.py from the H200 training-step recording when missing), every row runs in
+a fresh process tree, and its peak is the resident memory of all its processes together
+(benchmarks/tree_peak.py: the reader's worker processes, the window's summary child):
 
-    python benchmarks/bench_kineto.py [--mb 1024] [--workers 2] [--keep DIR]
+- ``json.load`` of the file (the reference; only for traces up to ``--reference-max-gb``: it takes
+  about 5x the file in memory);
+- ``open``: the trace streamed into the column cache (cold: the cache is emptied first); MB/s here
+  is the parse rate (decimal MB);
+- ``summary`` from the mapped columns, then ``findings`` and ``summary`` again (the overview kept);
+- ``ops``, ``modules``, ``memory``: the first from the mapped columns, the second the kept text;
+- the window's first paint (``kernelscope-gui TRACE --screenshot OUT --view timeline|pytorch``),
+  cold (empty cache: the window's process parses) and warm (the second open).
+
+    python benchmarks/bench_kineto.py [TRACE ...] [--shots docs/screenshots/issue26] [--reference-max-gb 1.5]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from peak import PEAK  # noqa: E402 - the benchmarks folder is not a package
-from peak import measure as peak_of  # noqa: E402
+from tree_peak import run as run_tree  # noqa: E402 - the benchmarks folder is not a package
 
-_JSON = "import json, sys; d = json.load(open(sys.argv[1])); print(len(d['traceEvents']));" + PEAK
-_OURS = ("import sys; from engine.reports.kineto_stream import read_columns;"
-         "c = read_columns(sys.argv[1], workers=int(sys.argv[2])); print(c.n);" + PEAK)
+BIG = Path("/work/bigdata")
+DEFAULT = [(BIG / "kineto_1gb.json", 1000), (BIG / "kineto_4gb.json", 4000)]
+_JSON = "import json, sys; d = json.load(open(sys.argv[1])); print(len(d['traceEvents']))"
+_OPEN = ("import sys; from pathlib import Path; from engine.reports import open_report; "
+         "t = open_report(Path(sys.argv[1])); print(t.events.n)")
+_GUI = "import sys; from gui.app import main; sys.exit(main())"
 
 
-def measure(code: str, *args: str) -> tuple[float, float, str]:
-    """Wall seconds, peak MiB and the first output line of ``python -c code args``."""
-    wall, peak, lines = peak_of(code, *args)
-    return wall, peak, lines[0]
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "engine.cli", *args]
+
+
+class Bench:
+    """Runs the rows of one trace and collects them."""
+
+    def __init__(self, trace: Path, cache: Path) -> None:
+        self.trace, self.cache = trace, cache
+        self.size = trace.stat().st_size
+        self.rows: list[tuple[str, float, float | None, float, str]] = []
+
+    def env(self) -> dict[str, str]:
+        return {"PYTHONPATH": str(REPO), "KERNELSCOPE_CACHE": str(self.cache), "QT_QPA_PLATFORM": "offscreen"}
+
+    def empty_cache(self) -> None:
+        shutil.rmtree(self.cache, ignore_errors=True)
+        self.cache.mkdir(parents=True)
+
+    def row(self, what: str, argv: list[str], *, rate: bool = False) -> str:
+        wall, peak, out = run_tree(argv, env=self.env())
+        self.rows.append((what, wall, self.size / 1e6 / wall if rate else None, peak,
+                          (out.strip().splitlines() or [""])[-1][:60]))
+        print(f"  {what:44} {wall:8.2f} s {peak:8,.0f} MiB", flush=True)
+        return out
+
+
+def bench(trace: Path, cache: Path, shots: Path | None, reference_max_gb: float,
+          cold_views: tuple[str, ...]) -> Bench:
+    b = Bench(trace, cache)
+    p = str(trace)
+    print(f"{trace.name}: {b.size / 1e6:,.0f} MB", flush=True)
+    if b.size <= reference_max_gb * 1e9:
+        b.row("json.load (reference)", [sys.executable, "-c", _JSON, p], rate=True)
+    b.empty_cache()
+    b.row("open: stream into the column cache (cold)", [sys.executable, "-c", _OPEN, p], rate=True)
+    b.row("summary (columns mapped)", _cli("summary", p))
+    b.row("findings (overview kept)", _cli("findings", p))
+    b.row("summary again (overview kept)", _cli("summary", p))
+    for cmd in ("ops", "modules", "memory"):
+        b.row(f"{cmd} (columns mapped)", _cli(cmd, p))
+        b.row(f"{cmd} again (kept)", _cli(cmd, p))
+    out = shots or Path(cache) / "shots"
+    out.mkdir(parents=True, exist_ok=True)
+    stem = trace.stem
+    for view in ("timeline", "pytorch"):
+        if view in cold_views:
+            b.empty_cache()
+            shot = str(out / f"{stem}_{view}_cold.png")
+            b.row(f"window first paint, {view}, cold",
+                  [sys.executable, "-c", _GUI, p, "--screenshot", shot, "--view", view], rate=True)
+        shot = str(out / f"{stem}_{view}.png")
+        b.row(f"window first paint, {view}, warm",
+              [sys.executable, "-c", _GUI, p, "--screenshot", shot, "--view", view])
+    return b
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mb", type=int, default=1024)
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--keep", type=Path, help="make (or reuse) the trace in this folder")
+    ap.add_argument("traces", nargs="*", type=Path, help="Kineto traces (default: the 1 GB and 4 GB ones)")
+    ap.add_argument("--cache", type=Path, default=BIG / "bench_cache", help="the caches' folder (emptied)")
+    ap.add_argument("--shots", type=Path, help="write the window's screenshots here")
+    ap.add_argument("--reference-max-gb", type=float, default=1.5,
+                    help="run json.load only on traces up to this size (it needs about 5x the file)")
+    ap.add_argument("--cold-views", default="timeline,pytorch",
+                    help="views whose cold first paint is measured")
     a = ap.parse_args()
-    work = a.keep or Path(tempfile.mkdtemp(prefix="ks_kineto_"))
-    work.mkdir(parents=True, exist_ok=True)
-    path = work / f"kineto_{a.mb}mb.json"
-    if not path.exists():
-        subprocess.run([sys.executable, str(REPO / "benchmarks/make_big_kineto.py"), str(path), "--mb",
-                        str(a.mb)], check=True)
-    size = path.stat().st_size / 2**20
-    rows = [("json.load (reference)", *measure(_JSON, str(path))),
-            ("read_columns, 1 process", *measure(_OURS, str(path), "1")),
-            (f"read_columns, {a.workers} processes", *measure(_OURS, str(path), str(a.workers)))]
-    print(f"\ntrace: {size:,.0f} MiB on {os.cpu_count()} CPUs\n")
-    print(f"{'what':36} {'wall s':>8} {'MiB/s':>8} {'peak MiB':>10} {'x file':>7}  events")
-    for what, wall, peak, out in rows:
-        print(f"{what:36} {wall:8.1f} {size / wall:8.0f} {peak:10,.0f} {peak / size:7.2f}  {out}")
-    ref = rows[0]
-    best = min(rows[1:], key=lambda r: r[1])
-    print(f"\nfastest stream read vs json.load: {best[1] / ref[1]:.2f}x the time, "
-          f"{best[2] / ref[2]:.2f}x the memory (goal of issue 26: >= 100 MB/s, <= 1.5x the file)")
+    traces = [(t, 0) for t in a.traces] or DEFAULT
+    for t, mb in traces:
+        if not t.exists() and mb:
+            make = REPO / "benchmarks/make_big_kineto.py"
+            subprocess.run([sys.executable, str(make), str(t), "--mb", str(mb)], check=True)
+    load = open("/proc/loadavg").read().split()[:3]
+    results = [bench(t, a.cache / t.stem, a.shots, a.reference_max_gb, tuple(a.cold_views.split(",")))
+               for t, _ in traces]
+    print(f"\n{os.cpu_count()} CPUs; load average before: {' '.join(load)}, after: "
+          f"{' '.join(open('/proc/loadavg').read().split()[:3])}")
+    print("peak: resident memory of the command and all its child processes together (sampled sum)\n")
+    print("| trace | what | wall s | MB/s | peak MiB | peak / file |\n|---|---|---:|---:|---:|---:|")
+    for b in results:
+        name = f"{b.trace.name} ({b.size / 1e6:,.0f} MB)"
+        for what, wall, rate, peak, _out in b.rows:
+            r = f"{rate:,.0f}" if rate else ""
+            print(f"| {name} | {what} | {wall:,.2f} | {r} | {peak:,.0f} | {peak * 2**20 / b.size:.2f} |")
     return 0
 
 
