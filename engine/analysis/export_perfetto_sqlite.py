@@ -31,7 +31,7 @@ import numpy as np
 
 from engine.analysis.export import FLOW_CAT, FLOW_NAME, GPU_PID_BASE, NVTX_STARTEND_TID
 from engine.analysis.export_perfetto_rows import Vocab, distinct_texts, format_rows
-from engine.reports.base import NULL
+from engine.reports.base import NULL, decode_global_tid
 from engine.system.errors import ReportError
 
 if TYPE_CHECKING:
@@ -122,11 +122,11 @@ class Table:
 
 
 def _pid(g: Any) -> Any:
-    return (np.asarray(g, dtype=np.int64) >> 24) & 0xFFFFFF
+    return decode_global_tid(np.asarray(g, dtype=np.int64))[0]
 
 
 def _tid(g: Any) -> Any:
-    return np.asarray(g, dtype=np.int64) & 0xFFFFFF
+    return decode_global_tid(np.asarray(g, dtype=np.int64))[1]
 
 
 def _distinct(k: Any) -> Any:
@@ -488,7 +488,7 @@ class SqliteEvents:
         for g, nid in self._small("threads", "globalTid", "nameId"):
             if g is None:
                 continue
-            p, t = (int(str(g)) >> 24) & 0xFFFFFF, int(str(g)) & 0xFFFFFF
+            p, t = decode_global_tid(int(str(g)))
             if ((p << 32) | t) in have:  # a name missing from StringIds reads "nan", as the tables give
                 n = strings.get(nid, "nan") if isinstance(nid, int) else "nan"
                 out.append(f'{{"ph":"M","name":"thread_name","pid":{p},"tid":{t},'
