@@ -3,6 +3,13 @@
 The export only creates tables that have rows, and columns come and go between versions, so every
 query is built from what ``sqlite_master`` and ``PRAGMA table_info`` say exists. The database is
 opened read-only (``mode=ro``); the user's file is never modified.
+
+Columns are read one way, by the engine's names: ``trace.columns("kernels", ["start", "end",
+"nameId"])`` (and ``columns_async``, ``prefetch_columns``, ``columns_cached``, ``has_columns``)
+gives numpy arrays through the export's columnar cache, NULL as :data:`engine.reports.base.NULL`;
+the SQL of each column and named filter is in :mod:`engine.reports.nsys.schema`. ``table(name)``
+gives the same data as pandas DataFrames with the text columns resolved
+(:mod:`engine.reports.nsys.export_tables`).
 """
 
 from __future__ import annotations
