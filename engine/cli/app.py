@@ -213,7 +213,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     fmt = args.format
     json_out: dict[str, Any] = {}
     for name, options in specs:
-        result = expert.run_rule(trace, name, **options)
+        result = expert.run(trace, name, options)
         found = not result.table.empty
         if fmt == "csv":
             text = expert.to_csv(result)

@@ -22,7 +22,7 @@ from engine.analysis.tables import match_first_counted
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-    from engine.analysis.nsys.analyze.fastrules import RuleRows
+    from engine.analysis.nsys.analyze.rule_rows import RuleRows
     from engine.reports.base import Trace
 
 
@@ -448,14 +448,14 @@ def _rows_union(ctx: Context, s: npt.NDArray[np.int64], dur: npt.NDArray[np.int6
 
 def _expert_rows(trace: Trace, name: str) -> RuleRows:
     """A rule's rows: numpy's from the columnar cache where they can be, else the rule's table."""
-    from engine.analysis.nsys.analyze.fastrules import RuleRows, rule_rows
+    from engine.analysis.nsys.analyze.rule_rows import RuleRows, rule_rows
 
     rows = rule_rows(trace, name)
     if rows is not None:
         return rows
     from engine.analysis.nsys import analyze as expert
 
-    res = expert.run_rule(trace, name, rows=-1)
+    res = expert.run(trace, name, {"rows": -1})
     t = res.table
     if t.empty:
         z = np.zeros(0, dtype=np.int64)

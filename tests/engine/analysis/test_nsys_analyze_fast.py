@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from engine.analysis.nsys import analyze
-from engine.analysis.nsys.analyze import fastgpu
+from engine.analysis.nsys.analyze import gpu_activity
 from engine.reports import open_report
 from engine.reports.base import Trace
 from tests.conftest import REPO
@@ -90,6 +90,6 @@ def test_fast_path_equals_general_path(reports: list[Path], tmp_path: Path,
                 assert analyze.to_csv(fast) == analyze.to_csv(slow), (path.name, rule, opts, window)
                 checked += 1
                 rows += len(fast.table)
-        assert fastgpu.groups(trace, (None, None)) is not None  # the fast path did apply
+        assert gpu_activity.groups(trace, (None, None)) is not None  # the fast path did apply
     assert checked >= len(OPTIONS) * 2 * 5
     assert rows > 1000  # the options above find many rows, ties included

@@ -1,7 +1,7 @@
 """Issue 16: findings, summary and the HTML export of an nsys export run without pandas, same bytes.
 
 The numpy paths (``tables.table_records``, ``ranges.Ranges``, ``summary.sum_count``,
-``findings.copycalls``, ``nsys.analyze.fastrules``) stand in for pandas tables; each is checked
+``findings.copycalls``, ``nsys.analyze.rule_rows``) stand in for pandas tables; each is checked
 here against the pandas table it replaces, on every fixture and recording, and the commands are
 run in a subprocess where importing pandas fails, their output compared byte for byte with a
 normal run's.
@@ -23,7 +23,7 @@ import pytest
 from engine.analysis import tables
 from engine.analysis.findings.copycalls import calls_from_table, copies_table, copy_calls
 from engine.analysis.nsys import analyze
-from engine.analysis.nsys.analyze.fastrules import rule_rows
+from engine.analysis.nsys.analyze.rule_rows import rule_rows
 from engine.analysis.steps import normalise_range, pandas_order, range_label, ranges_table
 from engine.analysis.summary import sum_count
 from engine.reports import open_report

@@ -46,47 +46,25 @@ from engine.analysis.nsys.analyze.common import (
     canonical_rule_name,
     parse_rule_spec,
 )
+from engine.analysis.nsys.analyze.registry import registry
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from engine.reports.base import Trace
 
 __all__ = [
     "ALIASES", "RULES", "RULE_OPTIONS", "SMALL_H2D_BYTES", "RuleResult", "canonical_rule_name",
-    "parse_rule_spec", "run_rule", "to_csv",
+    "parse_rule_spec", "registry", "run", "run_rule", "to_csv",
 ]
 
 
-
-def _runners() -> dict[str, Callable[[Trace, dict[str, Any]], RuleResult]]:
-    """The rules' functions (their modules import pandas: loaded when a rule runs, not with the package)."""
-    from engine.analysis.nsys.analyze.copies import (
-        _rule_cuda_api_sync,
-        _rule_cuda_memcpy_async,
-        _rule_cuda_memcpy_sync,
-        _rule_cuda_memset_sync,
-    )
-    from engine.analysis.nsys.analyze.gpu import rule_gpu_gaps, rule_gpu_time_util
-
-    return {
-        "cuda_memcpy_async": _rule_cuda_memcpy_async,
-        "cuda_memcpy_sync": _rule_cuda_memcpy_sync,
-        "cuda_memset_sync": _rule_cuda_memset_sync,
-        "cuda_api_sync": _rule_cuda_api_sync,
-        "gpu_gaps": rule_gpu_gaps,
-        "gpu_time_util": rule_gpu_time_util,
-    }
-
-
 # -- public entry points ---------------------------------------------------------------------------
-def run_rule(trace: Trace, name: str, **options: Any) -> RuleResult:
-    """Run one expert rule on a trace.
+def run(trace: Trace, name: str, options: dict[str, Any] | None = None) -> RuleResult:
+    """Run one expert rule on a trace: the one runner of the CLI, the findings and batch.
 
     Args:
         trace: an opened report (nsys SQLite export or PyTorch profiler trace).
         name: a rule name from :data:`RULES` (nsys 2022 names such as ``gpu-starv`` work too).
-        **options: rule options as nsys names them (``rows``, ``start``, ``end``, ``nvtx``, and
+        options: rule options as nsys names them (``rows``, ``start``, ``end``, ``nvtx``, and
             ``gap`` for gpu_gaps, ``threshold``/``chunks`` for gpu_time_util); values may be
             strings, as :func:`parse_rule_spec` returns them.
 
@@ -98,8 +76,13 @@ def run_rule(trace: Trace, name: str, **options: Any) -> RuleResult:
 
     """
     rule = canonical_rule_name(name)
-    opts = _resolve_options(rule, options)
-    return _runners()[rule](trace, opts)
+    opts = _resolve_options(rule, dict(options or {}))
+    return registry()[rule].compute(trace, opts)
+
+
+def run_rule(trace: Trace, name: str, **options: Any) -> RuleResult:
+    """:func:`run` with the options as keywords (``run_rule(trace, "gpu_gaps", gap=100)``)."""
+    return run(trace, name, options)
 
 
 def _cell(value: Any, column: str, na: Any) -> str:

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from engine.analysis.nsys.analyze.registry import RuleField, registry
 from engine.system.errors import KernelscopeError
 
 if TYPE_CHECKING:
@@ -13,15 +14,11 @@ if TYPE_CHECKING:
 
     from engine.reports.base import Trace
 
-#: Rule name -> one-line description (names as ``nsys analyze`` 2023+ spells them).
-RULES: dict[str, str] = {
-    "cuda_memcpy_async": "CUDA Async Memcpy with Pageable Memory",
-    "cuda_memcpy_sync": "CUDA Synchronous Memcpy",
-    "cuda_memset_sync": "CUDA Synchronous Memset",
-    "cuda_api_sync": "CUDA Synchronization APIs",
-    "gpu_gaps": "GPU Gaps",
-    "gpu_time_util": "GPU Time Utilization",
-}
+#: Rule name -> one-line description (each rule module's ``title``; names as ``nsys analyze`` 2023+
+#: spells them).
+RULES: RuleField = RuleField(lambda r: r.title)
+#: Rule name -> {option: help} (the common options and the rule's own).
+RULE_OPTIONS: RuleField = RuleField(lambda r: r.options)
 
 #: Older (nsys 2022.x) rule names accepted as aliases.
 ALIASES: dict[str, str] = {
@@ -32,29 +29,6 @@ ALIASES: dict[str, str] = {
     "gpu-starv": "gpu_gaps",
     "gpu-low-util": "gpu_time_util",
 }
-
-_COMMON_OPTIONS = {
-    "rows": "maximum number of rows returned (default 50; a negative value means no limit)",
-    "start": "start time in ns: only records starting at or after it",
-    "end": "end time in ns: only records ending at or before it",
-    "nvtx": "range[@domain]: only records inside the first NVTX range with that text",
-}
-
-#: Rule name -> {option: help}.
-RULE_OPTIONS: dict[str, dict[str, str]] = {
-    "cuda_memcpy_async": dict(_COMMON_OPTIONS),
-    "cuda_memcpy_sync": dict(_COMMON_OPTIONS),
-    "cuda_memset_sync": dict(_COMMON_OPTIONS),
-    "cuda_api_sync": dict(_COMMON_OPTIONS),
-    "gpu_gaps": {**_COMMON_OPTIONS, "gap": "minimum gap duration in ms (default 500)"},
-    "gpu_time_util": {
-        **_COMMON_OPTIONS,
-        "threshold": "report chunks whose in-use percentage is below this (default 50)",
-        "chunks": "number of equal chunks per process and device, 1 to 1000 (default 30)",
-    },
-}
-
-_DEFAULTS: dict[str, Any] = {"rows": 50, "gap": 500, "threshold": 50, "chunks": 30}
 
 #: Host-to-device copies of at most this many bytes return early even from pageable memory.
 SMALL_H2D_BYTES = 64_000
@@ -119,7 +93,7 @@ def parse_rule_spec(spec: str) -> tuple[str, dict[str, str]]:
     """Split an nsys-style rule spec ``rule[:key=value...]`` into its name and options.
 
     Example: ``parse_rule_spec("gpu_gaps:gap=100")`` returns ``("gpu_gaps", {"gap": "100"})``.
-    Values stay strings; :func:`run_rule` converts and checks them.
+    Values stay strings; :func:`engine.analysis.nsys.analyze.run` converts and checks them.
 
     Raises:
         KernelscopeError: the rule or an option is unknown, or an option has no ``=value``.
@@ -165,7 +139,7 @@ def _number(rule: str, key: str, value: Any, *, integer: bool) -> float:
 
 
 def _resolve_options(rule: str, options: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {k: v for k, v in _DEFAULTS.items() if k in RULE_OPTIONS[rule]}
+    out: dict[str, Any] = dict(registry()[rule].defaults)
     for key, value in options.items():
         _check_option_name(rule, key)
         if value is None:

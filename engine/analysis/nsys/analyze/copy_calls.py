@@ -5,7 +5,7 @@ calls whose name a rule looks for, the copies of the kinds it reports). Here SQL
 rows while it scans (:meth:`engine.reports.nsys.columns.ColumnStore.read_where`), the join of copies
 and calls is done on integer arrays, the top ``rows`` are picked with numpy (argpartition) and
 only they become a DataFrame, with the same values and order as the general path in
-:mod:`.copies` (which Kineto traces and unusual exports still take).
+:mod:`.copy_tables` (which Kineto traces and unusual exports still take).
 
 Each function returns None when the fast path does not apply (no columnar cache, a column
 missing, a NULL where the general path would treat it specially); the caller then takes the

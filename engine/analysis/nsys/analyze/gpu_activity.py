@@ -1,8 +1,8 @@
 """GPU operations of a big nsys export for gpu_gaps and gpu_time_util, in bounded memory (issue 16).
 
-The general path in :mod:`.gpu` builds one DataFrame of every kernel, copy and memset (35M rows
-at 10M kernels) and sorts it. Both rules only need, per process and device, the starts and the
-ends each sorted on their own:
+The general path (:func:`gpu_ops`, for other traces) builds one DataFrame of every kernel, copy
+and memset (35M rows at 10M kernels) and sorts it. Both rules only need, per process and device,
+the starts and the ends each sorted on their own:
 
 * the GPU is idle between the ``i``-th smallest end and the ``i+1``-th smallest start exactly
   when that start is later (every op ends after it starts), and that end is the latest end of
@@ -30,6 +30,7 @@ from engine.reports.nsys.columns import has_null
 
 if TYPE_CHECKING:
     import numpy.typing as npt
+    import pandas as pd
 
     from engine.reports.base import Trace
 
@@ -234,3 +235,31 @@ def low_records(lo: int, hi: int, chunks: int, threshold: float,
             "PID": pid, "Device ID": dev, "Context ID": ctx,
         })
     return records
+
+
+def gpu_ops(trace: Trace, window: tuple[int | None, int | None]) -> pd.DataFrame:
+    """All GPU operations (kernels, copies, memsets) with integer start/end, pid, device, context."""
+    import pandas as pd
+
+    from engine.analysis.nsys.analyze.common import _in_window, _int_col, _op_pids
+
+    api: pd.DataFrame | None = None
+    parts = []
+    for name in ("kernels", "memcpy", "memset"):
+        df = trace.table(name, ["start", "end", "pid", "globalPid", "deviceId", "contextId",
+                                "correlationId"])
+        if df.empty:
+            continue
+        if api is None and df["globalPid"].isna().any():  # Kineto: the process comes from the call
+            api = trace.table("api")
+        parts.append(pd.DataFrame({
+            "start": pd.to_numeric(df["start"]).astype("int64"),
+            "end": pd.to_numeric(df["end"]).astype("int64"),
+            "pid": _op_pids(df, api if api is not None else df.iloc[:0]),
+            "deviceId": _int_col(df["deviceId"]),
+            "contextId": _int_col(df["contextId"]),
+        }))
+    if not parts:
+        return pd.DataFrame({c: pd.Series(dtype="int64") for c in
+                             ("start", "end", "pid", "deviceId", "contextId")})
+    return _in_window(pd.concat(parts, ignore_index=True), window)

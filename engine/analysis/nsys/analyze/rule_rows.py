@@ -1,11 +1,11 @@
 """Four ``nsys analyze`` rules as numpy rows, for the findings: no pandas, no table (issue 16).
 
-``rule_rows(trace, name)`` gives what the findings read of ``run_rule(trace, name, rows=-1)`` (the
+``rule_rows(trace, name)`` gives what the findings read of ``run(trace, name, {"rows": -1})`` (the
 rows' count, starts and durations, the explanation and the fix) for ``cuda_api_sync``,
 ``gpu_gaps``, ``gpu_time_util`` and ``cuda_memset_sync`` on an nsys export, from the columnar
 cache: the synchronization calls from the API calls' name codes (``analysis.calls``, already read
 for the summary: no scan of the calls table of its own), the gaps and low-use stretches from
-``fastgpu``'s sorted starts and ends, the synchronous memsets from ``fastcopies``' join. It is None
+``gpu_activity``'s sorted starts and ends, the synchronous memsets from ``copy_calls``' join. It is None
 where only the rule itself can say (another trace kind, NULLs, memsets found): callers then run the
 rule. Same rows and the same sentences as the rules (they share ``common``'s texts).
 """
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engine.analysis.nsys.analyze import fastcopies, fastgpu
+from engine.analysis.nsys.analyze import copy_calls, gpu_activity
 from engine.analysis.nsys.analyze.common import (
     _MANAGED,
     _PINNED,
@@ -103,27 +103,27 @@ def _api_sync(trace: Trace) -> RuleRows | None:
 
 
 def _gaps(trace: Trace, gap_ms: float) -> RuleRows | None:
-    gs = fastgpu.groups(trace, (None, None))
+    gs = gpu_activity.groups(trace, (None, None))
     if gs is None:
         return None
-    g = fastgpu.gaps(gs, gap_ms * 1e6)
+    g = gpu_activity.gaps(gs, gap_ms * 1e6)
     if not len(g["dur"]):
         return _nothing()
-    pick = fastcopies.top_rows([g["pos"], g["group"], g["start"], g["pid"]], -g["dur"], -1)
+    pick = copy_calls.top_rows([g["pos"], g["group"], g["start"], g["pid"]], -g["dur"], -1)
     explanation, fix = gaps_text(len(pick), gap_ms, float(int(g["dur"].sum())), float(int(g["dur"].max())),
                                  int(g["start"][pick[0]]))
     return RuleRows(len(pick), g["start"], g["dur"], explanation, fix)
 
 
 def _util(trace: Trace, chunks: int, threshold: float) -> RuleRows | None:
-    gs = fastgpu.groups(trace, (None, None))
+    gs = gpu_activity.groups(trace, (None, None))
     if gs is None:
         return None
     records: list[dict[str, Any]] = []
     for g in gs:
         if len(g.starts):
-            records += fastgpu.low_records(int(g.starts[0]), int(g.ends[-1]), chunks, threshold,
-                                           partial(fastgpu.coverage, g), g.pid, g.dev, g.last_ctx)
+            records += gpu_activity.low_records(int(g.starts[0]), int(g.ends[-1]), chunks, threshold,
+                                           partial(gpu_activity.coverage, g), g.pid, g.dev, g.last_ctx)
     if not records:
         return _nothing()
     # the rule's order: by first chunk (then process, device), then by the printed in-use share
@@ -144,7 +144,7 @@ def _memset_sync(trace: Trace) -> RuleRows | None:
     has = getattr(trace, "has_sqlite_table", None)
     if has is not None and not (has("CUPTI_ACTIVITY_KIND_MEMSET") and has("CUPTI_ACTIVITY_KIND_RUNTIME")):
         return _nothing()  # an export without memsets (or calls): the rule finds none
-    j = fastcopies.joined(trace, "memset", sync_memset_call, f'"memKind" IN ({_PINNED}, {_MANAGED})',
+    j = copy_calls.joined(trace, "memset", sync_memset_call, f'"memKind" IN ({_PINNED}, {_MANAGED})',
                           (None, None))
     if j is None or j.total:
         return None
