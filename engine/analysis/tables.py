@@ -313,6 +313,11 @@ def trace_cache(trace: Trace, key: str, make: Any) -> Any:
         return make()
     if key not in store:
         store[key] = make()
+        # the big arrays of every table kept so far (some are built lazily) leave the heap for
+        # file mappings (engine.analysis.file_backed; small reports: nothing is moved)
+        from engine.analysis.file_backed import move_to_files
+
+        move_to_files(store, depth=5)
     return store[key]
 
 

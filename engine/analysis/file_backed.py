@@ -1,0 +1,170 @@
+"""Big derived arrays moved from the heap into read-only file mappings: the OS's memory, not this process's.
+
+A 10M-kernel report's per-trace tables (``tables.trace_cache``: GPU operations, their sequences,
+calls, steps) hold gigabytes of derived numpy arrays for as long as the trace lives. Each array of
+at least :data:`MIN_BYTES` is written once to an unlinked file under the cache root and replaced by
+a read-only shared mapping of it (same dtype, shape and values): its pages then live in the OS's
+page cache, a read maps them again without I/O, and the pages this process has touched can be
+handed back (``overview_store.release_shared_pages``), so the resident size stays near the arrays
+being computed on. Smaller arrays, object arrays and arrays already mapped from a file are left as
+they are: small reports never touch the disk.
+
+    file_backed.move_to_files(value)    # the value with its big arrays mapped (objects changed in place)
+
+``KERNELSCOPE_FILE_BACKED_BYTES`` sets the threshold (``0``: every non-empty array, for tests;
+``off``: never).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import tempfile
+from typing import Any
+
+import numpy as np
+
+#: arrays of at least this many bytes are moved into a file mapping (8M int64 values)
+MIN_BYTES = 64 << 20
+#: how deep objects, dicts, lists and tuples are walked to find arrays
+_DEPTH = 4
+#: objects of these modules are walked (their attributes replaced in place); others are left alone
+_WALKED = ("engine.analysis.",)
+
+
+def min_bytes() -> int | None:
+    """The threshold in bytes, or None when moving is off."""
+    env = os.environ.get("KERNELSCOPE_FILE_BACKED_BYTES", "").strip().lower()
+    if env in ("off", "no", "-1"):
+        return None
+    if env.isdigit():
+        return max(1, int(env))
+    return MIN_BYTES
+
+
+def _directory() -> str | None:
+    """Where the files are written (under the cache root), or None when it cannot be made."""
+    from engine.system.cache import cache_root
+
+    d = cache_root() / "mapped-arrays"
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return str(d)
+
+
+def is_mapped(a: np.ndarray) -> bool:
+    """True when the array's memory is a file mapping (ours, np.memmap, the columnar cache)."""
+    b: Any = a
+    while b is not None:
+        if isinstance(b, (mmap.mmap, np.memmap)):
+            return True
+        b = getattr(b, "base", None) if isinstance(b, np.ndarray) else getattr(b, "obj", None)
+        if isinstance(b, memoryview):
+            b = b.obj
+    return False
+
+
+def mapped_copy(a: np.ndarray, directory: str) -> np.ndarray | None:
+    """``a`` written to an unlinked file and mapped read-only (None when the file cannot be written)."""
+    c = np.ascontiguousarray(a)
+    try:
+        fd, path = tempfile.mkstemp(prefix="a-", suffix=".bin", dir=directory)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            c.tofile(fh)
+        with open(path, "rb") as fh:
+            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    return np.frombuffer(mm, dtype=c.dtype).reshape(c.shape)
+
+
+class _Mover:
+    """One walk: each array object moved at most once (arrays shared by two tables stay shared)."""
+
+    def __init__(self, threshold: int, directory: str) -> None:
+        self.threshold = threshold
+        self.directory = directory
+        self.moved: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id -> (original, mapped)
+        self.seen: set[int] = set()
+        self.bytes = 0
+
+    def value(self, v: Any, depth: int) -> Any:
+        if isinstance(v, np.ndarray):
+            return self.array(v)
+        if depth <= 0 or id(v) in self.seen:
+            return v
+        if isinstance(v, dict):
+            self.seen.add(id(v))
+            for k, x in list(v.items()):
+                y = self.value(x, depth - 1)
+                if y is not x:
+                    v[k] = y
+        elif isinstance(v, list):
+            self.seen.add(id(v))
+            for i, x in enumerate(v):
+                y = self.value(x, depth - 1)
+                if y is not x:
+                    v[i] = y
+        elif isinstance(v, tuple):
+            new = [self.value(x, depth - 1) for x in v]
+            if any(a is not b for a, b in zip(new, v, strict=True)):
+                return type(v)(*new) if hasattr(type(v), "_fields") else type(v)(new)
+        elif type(v).__module__.startswith(_WALKED):
+            self.seen.add(id(v))
+            self.attributes(v, depth)
+        return v
+
+    def attributes(self, obj: Any, depth: int) -> None:
+        d = getattr(obj, "__dict__", None)
+        if isinstance(d, dict):
+            for k, x in list(d.items()):
+                y = self.value(x, depth - 1)
+                if y is not x:
+                    d[k] = y  # (frozen dataclasses too: their fields are in __dict__)
+        for cls in type(obj).__mro__:
+            for name in getattr(cls, "__slots__", ()):
+                x = getattr(obj, name, None)
+                if x is None:
+                    continue
+                y = self.value(x, depth - 1)
+                if y is not x:
+                    object.__setattr__(obj, name, y)
+
+    def array(self, a: np.ndarray) -> np.ndarray:
+        got = self.moved.get(id(a))
+        if got is not None and got[0] is a:
+            return got[1]
+        if a.nbytes < self.threshold or a.dtype.hasobject or is_mapped(a):
+            return a
+        m = mapped_copy(a, self.directory)
+        if m is None:
+            return a
+        self.moved[id(a)] = (a, m)
+        self.bytes += a.nbytes
+        return m
+
+
+def move_to_files(value: Any, depth: int = _DEPTH) -> Any:
+    """``value`` with its big arrays in file mappings (see the module docstring).
+
+    Dicts, lists and the attributes of the engine's own objects are changed in place; a tuple or
+    an array given directly is returned as a new value. Nothing changes when moving is off, no
+    array is big enough or the cache directory cannot be written.
+    """
+    threshold = min_bytes()
+    if threshold is None:
+        return value
+    directory = _directory()
+    if directory is None:
+        return value
+    return _Mover(threshold, directory).value(value, depth)
