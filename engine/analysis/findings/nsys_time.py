@@ -8,7 +8,7 @@ busy anyway.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,8 +18,14 @@ from engine.analysis.findings.model import Evidence, Finding, Gain, fmt_time, pc
 from engine.analysis.ops import GpuOps, gpu_op_columns
 from engine.analysis.summary import busy_between, interval_union_ns
 from engine.analysis.tables import match_first_counted
+from engine.reports.nsys import schema
+
+#: Where the GPU busy time comes from: the export's kernel, copy and memset tables.
+_GPU_TABLES = schema.KERNEL.removesuffix("KERNEL") + "*"
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     import numpy.typing as npt
 
     from engine.analysis.nsys.analyze.rule_rows import RuleRows
@@ -130,19 +136,10 @@ def _idle_causes(ctx: Context) -> dict[str, int] | None:
     window, idle = _idle_in(ctx, a, b)
     if not idle:
         return {"idle": 0, "sync": 0, "host": 0, "launch": 0, "other": 0, "window": window}
-    # every thread of the process (PyTorch launches the backward pass from its autograd thread), the
-    # calls from a little before the first steady step to the last one's end
-    st_all = calls.start
-    sel = np.flatnonzero((calls.pid == code) & (st_all >= int(a.min()) - int(1e9)) & (st_all < int(b.max())))
-    if not len(sel):
-        return None
-    ss = st_all[sel]
-    order = sel if bool((ss[1:] >= ss[:-1]).all()) else sel[np.argsort(ss, kind="stable")]
-    cs, ce, cat = calls.start[order], calls.end[order], calls.category[order]
     names = calls.names
     blocking = np.array([is_blocking_sync(n) for n in names] + [False], dtype=bool)
-    name = calls.name[order]
-    is_sync = blocking[np.where(name >= 0, name, len(names))]
+    graph = _graph_launches(names)
+    launches = CATEGORY_ORDER.index("launches")
     lo, hi = float(a.min()), float(b.max())
     bs, be = _blocks(ctx)
     cum = gpu_op_columns(ctx.trace).busy_cum(ctx.steps.pid)
@@ -156,28 +153,81 @@ def _idle_causes(ctx: Context) -> dict[str, int] | None:
         x, y = x[ok], y[ok]
         return int((y - x).sum() - busy_between(bs, be, x, y, cum).sum())
 
-    # after a sync: from its end to the next GPU start
-    se = ce[is_sync]
-    nxt = np.searchsorted(bs, se, side="left")
-    sync_end = np.where(nxt < len(bs), bs[np.minimum(nxt, len(bs) - 1)], se)
-    sync_idle = idle_of(se, sync_end)
-    # host pauses: gaps in the union of every thread's calls (not right after a sync: counted there)
-    run_end = np.maximum.accumulate(ce)
-    gap_s, gap_e = run_end[:-1], cs[1:]
-    long = (gap_e - gap_s >= HOST_GAP_NS) & ~is_sync[:-1]
-    host_idle = idle_of(gap_s[long], gap_e[long])
+    # every thread of the process (PyTorch launches the backward pass from its autograd thread), the
+    # calls from a little before the first steady step to the last one's end, in start order, a
+    # chunk at a time; each cause is a sum over calls (or pairs of consecutive calls), so the chunks'
+    # sums add up: the last call of a chunk waits for the next chunk's first start
+    sync_idle = host_idle = launch_idle = 0
+    prev: tuple[npt.NDArray[Any], ...] | None = None  # (start, end, running end, sync, launch) of it
+    for cs, ce, cat, name in _calls_in_order(calls, code, int(a.min()) - int(1e9), int(b.max())):
+        nm = np.where(name >= 0, name, len(names))
+        is_sync, is_launch = blocking[nm], (cat == launches) & ~graph[nm]
+        run_end = np.maximum.accumulate(ce)
+        # after a sync: from its end to the next GPU start
+        se = ce[is_sync]
+        nxt = np.searchsorted(bs, se, side="left")
+        sync_idle += idle_of(se, np.where(nxt < len(bs), bs[np.minimum(nxt, len(bs) - 1)], se))
+        if prev is not None:  # the previous chunk's last call goes first
+            np.maximum(run_end, prev[2][0], out=run_end)
+            cs, ce, run_end, is_sync, is_launch = (np.concatenate([p, c]) for p, c in zip(
+                prev, (cs, ce, run_end, is_sync, is_launch), strict=True))
+        # host pauses: gaps in the union of every thread's calls (not right after a sync: counted there)
+        gap_s, gap_e = run_end[:-1], cs[1:]
+        long = (gap_e - gap_s >= HOST_GAP_NS) & ~is_sync[:-1]
+        host_idle += idle_of(gap_s[long], gap_e[long])
+        # while the host launches kernels one at a time: from each launch call (not a graph's) to the
+        # next call, when that follows within HOST_GAP_NS (a graph's own gaps between its nodes are
+        # not the host's)
+        close = is_launch[:-1] & (cs[1:] - run_end[:-1] <= HOST_GAP_NS)
+        launch_idle += idle_of(cs[:-1][close], np.maximum(ce[:-1][close], cs[1:][close]))
+        prev = (cs[-1:], ce[-1:], run_end[-1:], is_sync[-1:], is_launch[-1:])
+    if prev is None:
+        return None
+    cs, ce, run_end, _sync, is_launch = prev  # the last call: nothing follows it (its own end does)
+    close = is_launch & (ce - run_end <= HOST_GAP_NS)
+    launch_idle += idle_of(cs[close], ce[close])
     sync_idle, host_idle = min(sync_idle, idle), min(host_idle, max(idle - sync_idle, 0))
-    # while the host launches kernels one at a time: from each launch call (not a graph's) to the
-    # next call, when that follows within HOST_GAP_NS (a graph's own gaps between its nodes are not
-    # the host's)
-    graph = _graph_launches(names)
-    is_launch = (cat == CATEGORY_ORDER.index("launches")) & ~graph[np.where(name >= 0, name, len(names))]
-    nxt_start = np.append(cs[1:], ce[-1:])
-    close = is_launch & (nxt_start - run_end <= HOST_GAP_NS)
-    launch_idle = idle_of(cs[close], np.maximum(ce[close], nxt_start[close]))
     launch_idle = min(launch_idle, max(idle - sync_idle - host_idle, 0))
     return {"idle": idle, "sync": sync_idle, "host": host_idle, "launch": launch_idle,
             "other": max(idle - sync_idle - host_idle - launch_idle, 0), "window": window}
+
+
+#: API table rows read per chunk by :func:`_calls_in_order` (a 69M-call table: no full-length copies)
+_CALL_ROWS = 1 << 22
+
+
+def _calls_in_order(calls: ApiCalls, code: int, t0: int, t1: int) -> Iterator[tuple[npt.NDArray[Any], ...]]:
+    """(start, end, category, name) of process ``code``'s calls starting in [t0, t1), in start order.
+
+    Where the table holds them in start order (a profiler writes them so), the table is read a chunk
+    of rows at a time; else they are sorted once (stable, as before).
+    """
+    st = calls.start
+
+    def rows(lo: int, hi: int) -> npt.NDArray[np.int64]:
+        s = st[lo:hi]
+        return np.flatnonzero((calls.pid[lo:hi] == code) & (s >= t0) & (s < t1)) + lo
+
+    last: int | None = None
+    in_order = True
+    for lo in range(0, len(st), _CALL_ROWS):
+        ss = st[rows(lo, lo + _CALL_ROWS)]
+        if len(ss):
+            if (last is not None and int(ss[0]) < last) or not bool((ss[1:] >= ss[:-1]).all()):
+                in_order = False
+                break
+            last = int(ss[-1])
+    if in_order:
+        for lo in range(0, len(st), _CALL_ROWS):
+            idx = rows(lo, lo + _CALL_ROWS)
+            if len(idx):
+                yield st[idx], calls.end[idx], calls.category[idx], calls.name[idx]
+        return
+    sel = np.concatenate([rows(lo, lo + _CALL_ROWS) for lo in range(0, len(st), _CALL_ROWS)])
+    order = sel[np.argsort(st[sel], kind="stable")]
+    for lo in range(0, len(order), _CALL_ROWS):
+        idx = order[lo:lo + _CALL_ROWS]
+        yield st[idx], calls.end[idx], calls.category[idx], calls.name[idx]
 
 
 def rule_launch_bound(ctx: Context) -> list[Finding]:
@@ -238,7 +288,7 @@ def rule_launch_bound(ctx: Context) -> list[Finding]:
             f"{fmt_time(window)} ({pct(idle, window)} %) in {where}: the CPU cannot keep it busy."
         ),
         evidence=[
-            Evidence("kernels", n_joined, "kernels", "CUPTI_ACTIVITY_KIND_KERNEL"),
+            Evidence("kernels", n_joined, "kernels", schema.KERNEL),
             Evidence("kernels shorter than their launch", int(short.sum()), "kernels",
                      "kernel duration < launch API duration"),
             Evidence("median kernel duration", float(np.median(kd)), "ns", "cuda_gpu_kern_sum"),
@@ -309,7 +359,7 @@ def _gpu_idle(ctx: Context) -> list[Finding]:
         a, b = ctx.steps.window(steady_only=True)
         window, idle = _idle_in(ctx, a, b)
         where = f"the {ctx.n_steady} steady steps of {ctx.steps.range_name}"
-        source = ("NVTX_EVENTS (steady steps)" if ctx.steps.method == "nvtx"
+        source = (f"{schema.NVTX} (steady steps)" if ctx.steps.method == "nvtx"
                   else f"steady steps ({'the GPU' if ctx.steps.method == 'gpu' else 'the GPU and NVTX'})")
         steady_ns, other_ns = idle, 0
         if idle < 0.2 * window or idle < 1_000_000:
@@ -378,7 +428,7 @@ def _gpu_idle(ctx: Context) -> list[Finding]:
         ),
         evidence=[
             Evidence("window", window, "ns", source),
-            Evidence("GPU busy (union of kernels, copies, memsets)", busy, "ns", "CUPTI_ACTIVITY_KIND_*"),
+            Evidence("GPU busy (union of kernels, copies, memsets)", busy, "ns", _GPU_TABLES),
             Evidence("GPU idle", idle, "ns", "window − busy"),
             *extra,
         ],
@@ -427,7 +477,7 @@ def rule_setup_dominates(ctx: Context) -> list[Finding]:
             "iterations (or run longer) before optimizing it."
         ),
         evidence=[Evidence(f"one-time {c} API time", int(n), "ns",
-                           "CUPTI_ACTIVITY_KIND_RUNTIME outside the steps" if it else "cuda_api_sum")
+                           f"{schema.RUNTIME} outside the steps" if it else "cuda_api_sum")
                   for c, n in one] + [Evidence("capture wall span", ctx.wall_ns, "ns", "all tables")],
         fix="Keep the process alive across runs (a server or a longer benchmark), load modules lazily "
             "(CUDA_MODULE_LOADING=LAZY, default since CUDA 12.2), and warm up before timing.",

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.analysis.nsys.stats import nvtx_names, run_report, to_csv
+from engine.analysis.nsys.stats import run_report, to_csv
 from engine.analysis.nsys.stats.reports import nvtx_kern_sum, nvtx_pushpop_trace, nvtx_style_sums
 from engine.reports import open_report
+from engine.reports.nsys import nvtx_text_codes as nvtx_names
 from tests.conftest import NSYS_SQLITE, REPO
 
 RECORDINGS = sorted((REPO / "tests" / "data" / "recordings" / "nsys").glob("*/*.sqlite.xz"))

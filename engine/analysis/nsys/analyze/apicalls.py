@@ -3,7 +3,7 @@
 A 400k-kernel report has millions of runtime calls; the rules look at a few names (cudaMemcpy*,
 cudaMemset*, cudaDeviceSynchronize*, cudaStreamSynchronize*). For an nsys export the integer
 columns come from the columnar cache (:mod:`engine.reports.nsys.columns`), names are tested once per
-distinct StringIds id, and only the matching calls become a DataFrame with the ``api`` table's
+distinct string id, and only the matching calls become a DataFrame with the ``api`` table's
 columns. Other traces (Kineto) take the ``api`` table as it is.
 """
 
@@ -14,6 +14,8 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from engine.reports.nsys.schema import RUNTIME
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
@@ -21,7 +23,7 @@ if TYPE_CHECKING:
 
     from engine.reports.base import Trace
 
-_RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+_RUNTIME = RUNTIME
 _EXPRS = {"start": '"start"', "end": '"end"', "nameId": '"nameId"',
           "correlationId": '"correlationId"', "globalTid": '"globalTid"'}
 _SUFFIX = re.compile(r"_v\d{4}$")

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.reports.nsys.columns import has_null
+from engine.reports.nsys.schema import MEMCPY, MEMSET, RUNTIME
+from engine.reports.nsys.stats_reads import rows_by_rowid
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -29,13 +31,9 @@ if TYPE_CHECKING:
 
     from engine.reports.base import Trace
 
-_RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
-_TABLES = {"memcpy": "CUPTI_ACTIVITY_KIND_MEMCPY", "memset": "CUPTI_ACTIVITY_KIND_MEMSET"}
+_RUNTIME = RUNTIME
+_TABLES = {"memcpy": MEMCPY, "memset": MEMSET}
 _SUFFIX = re.compile(r"_v\d{4}$")
-_KIND_LABELS = {
-    0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static",
-    6: "Managed Static", 7: "Unknown",
-}
 
 
 @dataclass
@@ -58,7 +56,7 @@ def _store(trace: Trace, tables: list[str]) -> Any:
 
 
 def _name_ids(trace: Trace, test: Callable[[str], bool]) -> dict[int, str]:
-    """StringIds ids (and names) of the names that pass ``test``: the calls a rule can use."""
+    """String ids (and names) of the names that pass ``test``: the calls a rule can use."""
     strings: dict[int, str] = trace.strings()  # type: ignore[attr-defined]
     return {i: n for i, n in strings.items() if test(str(n))}
 
@@ -224,17 +222,10 @@ def _details(trace: Trace, t: str, table: str, rowids: npt.NDArray[np.int64]) ->
     kinds = ["srcKind", "dstKind"] if table == "memcpy" else ["memKind"]
     cols = ["start", "end", "bytes", "globalPid", "deviceId", "contextId", "greenContextId",
             "streamId", *kinds]
-    present = set(trace.column_names(t))  # type: ignore[attr-defined]
-    sel = ", ".join(f'"{c}"' if c in present else f'NULL AS "{c}"' for c in cols)
     ids = [int(r) for r in rowids.tolist()]
-    got: dict[int, tuple[Any, ...]] = {}
-    for k in range(0, len(ids), 500):
-        part = ids[k:k + 500]
-        q = f"SELECT rowid, {sel} FROM {t} WHERE rowid IN ({','.join(map(str, part))})"
-        for row in trace.rows(q):  # type: ignore[attr-defined]
-            got[int(row[0])] = row[1:]
+    got = rows_by_rowid(trace, t, cols, ids)  # type: ignore[arg-type]
     df = pd.DataFrame.from_records([got[i] for i in ids], columns=cols)
-    labels = trace.enum_labels("ENUM_CUDA_MEM_KIND", _KIND_LABELS)  # type: ignore[attr-defined]
+    labels = trace.memory_kind_labels()  # type: ignore[attr-defined]
     for c in kinds:
         df[f"{c}Name"] = df[c].map(labels).astype("object")
     gpid = pd.to_numeric(df["globalPid"]).astype("Int64")

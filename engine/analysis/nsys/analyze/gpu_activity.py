@@ -27,6 +27,7 @@ import numpy as np
 
 from engine.analysis.tables import unique_first
 from engine.reports.nsys.columns import has_null
+from engine.reports.nsys.schema import KERNEL, MEMCPY, MEMSET
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 
     from engine.reports.base import Trace
 
-_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+_TABLES = (KERNEL, MEMCPY, MEMSET)
 _EXPRS = {"start": '"start"', "end": '"end"', "globalPid": '"globalPid"', "deviceId": '"deviceId"',
           "contextId": '"contextId"'}
 

@@ -81,8 +81,8 @@ def registry() -> dict[str, Rule]:
     if not _LOADED:
         with _LOCK:
             if not _LOADED:
-                from engine.analysis.nsys.analyze import rules
-
+                # found by name, not imported by the registry's code: the modules import the registry
+                rules = importlib.import_module(f"{__package__}.rules")
                 for mod in sorted(m.name for m in pkgutil.iter_modules(rules.__path__)):
                     importlib.import_module(f"{rules.__name__}.{mod}")
                 _LOADED.update({n: _REGISTERED[n] for n in sorted(_REGISTERED)})

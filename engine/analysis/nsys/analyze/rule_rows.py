@@ -31,6 +31,7 @@ from engine.analysis.nsys.analyze.common import (
     util_text,
 )
 from engine.analysis.tables import unique_first
+from engine.reports.nsys.schema import MEMSET, RUNTIME
 
 if TYPE_CHECKING:
     from engine.reports.base import Trace
@@ -142,7 +143,7 @@ def _util(trace: Trace, chunks: int, threshold: float) -> RuleRows | None:
 def _memset_sync(trace: Trace) -> RuleRows | None:
     """No synchronous memset on pinned or managed memory: nothing; some: the rule's own path."""
     has = getattr(trace, "has_sqlite_table", None)
-    if has is not None and not (has("CUPTI_ACTIVITY_KIND_MEMSET") and has("CUPTI_ACTIVITY_KIND_RUNTIME")):
+    if has is not None and not (has(MEMSET) and has(RUNTIME)):
         return _nothing()  # an export without memsets (or calls): the rule finds none
     j = copy_calls.joined(trace, "memset", sync_memset_call, f'"memKind" IN ({_PINNED}, {_MANAGED})',
                           (None, None))

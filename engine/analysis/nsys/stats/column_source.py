@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from engine.reports.nsys.columns import CHUNK_ROWS
+from engine.reports.nsys.sorted_sets import distinct, factorize
+from engine.reports.nsys.stats_reads import gpu_names, row_span
 
 if TYPE_CHECKING:
     import numpy as np
@@ -43,8 +45,7 @@ class ColumnSource:
                 self._keep(self.store.read_where(table, exprs, where))
             self.rows = len(self.column(next(iter(exprs))))
             return
-        span = trace.rows(f"SELECT max(rowid) - min(rowid) + 1 FROM {table}")[0][0] if todo else 0
-        rows = int(str(span)) if span is not None else 0
+        rows = row_span(trace, table) if todo else 0
         # Fewer passes over a table that is not huge (each pass decodes every row again):
         # at most _PASS_VALUES values held at a time, and never fewer than per_pass columns.
         per_pass = max(per_pass, _PASS_VALUES // max(rows, 1))
@@ -79,33 +80,6 @@ class ColumnSource:
         return arr
 
 
-def distinct(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """The distinct values, ascending: ``np.unique`` by a sort.
-
-    numpy 2.4's hash-based unique takes 3 s on 3M distinct int64s, a sort 30 ms.
-    """
-    import numpy as np
-
-    s = np.sort(values)
-    if not len(s):
-        return s
-    keep = np.empty(len(s), bool)
-    keep[0] = True
-    np.not_equal(s[1:], s[:-1], out=keep[1:])
-    return s[keep]
-
-
-def factorize(values: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """(distinct values ascending, each value's index among them).
-
-    ``np.unique(values, return_inverse=True)`` without its argsort: a sort and a binary search.
-    """
-    import numpy as np
-
-    uniq = distinct(values)
-    return uniq, np.searchsorted(uniq, values).astype(np.int64)
-
-
 def lookup(uniq: npt.NDArray[np.int64], codes: npt.NDArray[np.int64],
             values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """``codes[i]`` where ``values == uniq[i]``; -1 for values not in ``uniq``."""
@@ -117,12 +91,4 @@ def lookup(uniq: npt.NDArray[np.int64], codes: npt.NDArray[np.int64],
     return np.where(uniq[pos] == values, codes[pos], -1)
 
 
-def gpu_names(trace: NsysSqliteTrace) -> dict[int, str]:
-    """GPU id -> its name, from the capture's GPU descriptions (empty where there are none)."""
-    if not trace.has_sqlite_table("TARGET_INFO_GPU"):
-        return {}
-    have = set(trace.column_names("TARGET_INFO_GPU"))
-    if not {"id", "name"} <= have:
-        return {}
-    rows = trace.rows("SELECT id, name FROM TARGET_INFO_GPU")
-    return {int(str(i)): str(n) for i, n in rows if i is not None and n is not None}
+__all__ = ["ColumnSource", "distinct", "factorize", "gpu_names", "lookup"]

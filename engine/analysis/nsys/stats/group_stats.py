@@ -155,7 +155,7 @@ def id_groups(
     ids = cols["nameId"]
     if int(ids.min()) < 0:
         return None
-    small = int(ids.max()) <= 4 * len(ids) + 1_000_000  # StringIds ids are: count, don't sort
+    small = int(ids.max()) <= 4 * len(ids) + 1_000_000  # string ids are: count, don't sort
     if small:
         present = np.flatnonzero(np.bincount(ids))
     else:

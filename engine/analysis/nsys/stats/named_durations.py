@@ -237,7 +237,7 @@ def _memop_frame_groups(trace: Trace) -> dict[str, Groups]:
 def _nvtx_ranges(trace: Trace, st: _State) -> Ranges:
     export = _export(trace)
     if export is not None:
-        from engine.analysis.nsys.stats.nvtx_names import nvtx_sum_groups
+        from engine.reports.nsys.nvtx_text_codes import nvtx_sum_groups
 
         found = nvtx_sum_groups(export)
         if found is None:

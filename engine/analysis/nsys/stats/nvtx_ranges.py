@@ -9,9 +9,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from engine.analysis.nsys.stats.column_source import factorize
-from engine.analysis.nsys.stats.named_rows import sql_rows
+from engine.reports.nsys import stats_reads as reads
 from engine.reports.nsys.columns import has_null
-from engine.reports.nsys.schema import NULL
+from engine.reports.nsys.schema import (
+    KERNEL,
+    MEMCPY,
+    MEMSET,
+    NULL,
+    NVTX_DOMAIN_CREATE,
+    NVTX_PUSH_POP,
+    NVTX_START_END,
+    NVTXT_PUSH_POP,
+    NVTXT_START_END,
+    RUNTIME,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -21,8 +32,10 @@ if TYPE_CHECKING:
     from engine.reports.base import Trace
 
 
-#: Event types of NVTX_EVENTS: push/pop and start/end ranges (and their NVTXT twins), domain create.
-PUSHPOP, STARTEND, DOMAIN_CREATE = (59, 70), (60, 71), 75
+#: NVTX event types: push/pop and start/end ranges (and their NVTXT twins), domain create.
+PUSHPOP = (NVTX_PUSH_POP, NVTXT_PUSH_POP)
+STARTEND = (NVTX_START_END, NVTXT_START_END)
+DOMAIN_CREATE = NVTX_DOMAIN_CREATE
 
 
 def nvtx_ranges(trace: Trace) -> pd.DataFrame | None:
@@ -33,12 +46,7 @@ def nvtx_ranges(trace: Trace) -> pd.DataFrame | None:
     """
     import pandas as pd
 
-    have = set(getattr(trace, "column_names", lambda t: [])("NVTX_EVENTS"))
-    end_tid = "e.endGlobalTid" if "endGlobalTid" in have else "NULL"
-    df = sql_rows(trace, "NVTX_EVENTS",
-              f'SELECT e.rowid AS id, e."start", e."end", e.eventType, e.text, e.domainId, '
-              f"e.globalTid, {end_tid} AS endTid, s.value AS stext FROM NVTX_EVENTS AS e "
-              "LEFT JOIN StringIds AS s ON s.id = e.textId")
+    df = reads.nvtx_events(trace, end_tid=True)
     if df is None:
         return None
     domains = {d: (t if t is not None else s) for d, t, s in
@@ -58,14 +66,7 @@ def nvtx_ranges(trace: Trace) -> pd.DataFrame | None:
 
 def _kernel_calls(trace: Trace) -> pd.DataFrame | None:
     """Each kernel with its launch call: kernel row, duration, name, call start/end, globalTid."""
-    df = sql_rows(trace, "CUPTI_ACTIVITY_KIND_KERNEL",
-              'SELECT k.rowid AS kid, k."end" - k."start" AS kdur, s.value AS kname, '
-              'r."start" AS a_start, r."end" AS a_end, r.globalTid AS gtid '
-              "FROM CUPTI_ACTIVITY_KIND_KERNEL AS k "
-              "LEFT JOIN StringIds AS s ON s.id = coalesce(k.demangledName, k.shortName) "
-              "LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r ON r.correlationId = k.correlationId "
-              "AND (r.globalTid & -16777216) = k.globalPid")
-    return df
+    return reads.kernel_launches(trace)
 
 
 def _pairs(calls: pd.DataFrame, ranges: pd.DataFrame) -> pd.DataFrame:
@@ -112,16 +113,7 @@ def _gpu_op_calls_sql(trace: Trace) -> pd.DataFrame | None:
     """:func:`_gpu_op_calls` by SQLite joins."""
     import pandas as pd
 
-    parts = []
-    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
-                  "CUPTI_ACTIVITY_KIND_MEMSET"):
-        df = sql_rows(trace, table,
-                  f'SELECT o."start", o."end", r.correlationId AS corr, r."start" AS a_start, '
-                  f'r."end" AS a_end, r.globalTid AS gtid FROM {table} AS o '
-                  "JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r ON r.correlationId = o.correlationId "
-                  "AND (r.globalTid & -16777216) = o.globalPid")
-        if df is not None:
-            parts.append(df)
+    parts = reads.gpu_op_launches(trace)
     return pd.concat(parts, ignore_index=True) if parts else None
 
 
@@ -139,7 +131,7 @@ def _gpu_op_calls_columns(trace: Trace) -> pd.DataFrame | None:
 
     store_fn = getattr(trace, "column_store", None)
     has = getattr(trace, "has_sqlite_table", None)
-    runtime = "CUPTI_ACTIVITY_KIND_RUNTIME"
+    runtime = RUNTIME
     if store_fn is None or has is None or not has(runtime):
         return None
     store = store_fn()
@@ -147,8 +139,7 @@ def _gpu_op_calls_columns(trace: Trace) -> pd.DataFrame | None:
     try:
         api = store.read(runtime, {**both, "globalTid": '"globalTid"'})
         ops = [store.read(t, {**both, "globalPid": '"globalPid"'})
-               for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
-                         "CUPTI_ACTIVITY_KIND_MEMSET") if has(t)]
+               for t in (KERNEL, MEMCPY, MEMSET) if has(t)]
     except Exception:  # noqa: BLE001 - any read problem: the SQL join
         return None
     if has_null(api["start"]) or has_null(api["end"]) or any(

@@ -64,7 +64,6 @@ def report(
         needs: the engine tables the report reads (see :data:`engine.reports.base.TABLES`).
 
     """
-
     from engine.reports.base import TABLES
 
     unknown = [t for t in needs if t not in TABLES]
@@ -85,8 +84,8 @@ def registry() -> dict[str, Report]:
     if not _LOADED:
         with _LOCK:
             if not _LOADED:
-                from engine.analysis.nsys.stats import reports
-
+                # found by name, not imported by the registry's code: the modules import the registry
+                reports = importlib.import_module(f"{__package__}.reports")
                 for mod in sorted(m.name for m in pkgutil.iter_modules(reports.__path__)):
                     importlib.import_module(f"{reports.__name__}.{mod}")
                 _LOADED.update({n: _REGISTERED[n] for n in sorted(_REGISTERED)})

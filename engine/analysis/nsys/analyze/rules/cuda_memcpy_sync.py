@@ -26,6 +26,7 @@ from engine.analysis.nsys.analyze.copy_tables import (
     names_like,
 )
 from engine.analysis.nsys.analyze.registry import rule
+from engine.reports.nsys.schema import MEMCPY
 
 if TYPE_CHECKING:
     from engine.reports.base import Trace
@@ -95,5 +96,5 @@ def _lacks_green_context(trace: Trace) -> bool:
     columns = getattr(trace, "column_names", None)
     if columns is None:
         return False
-    cols = columns("CUPTI_ACTIVITY_KIND_MEMCPY")
+    cols = columns(MEMCPY)
     return bool(cols) and "greenContextId" not in cols

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 from engine.analysis.nsys.stats.catalog import _API_SUFFIX, COLUMNS
 from engine.analysis.nsys.stats.column_source import ColumnSource
 from engine.analysis.nsys.stats.csv_columns import _CHUNK, FixedColumn, IntColumn, TextColumn, _quoted, _rows
-from engine.analysis.nsys.stats.named_rows import sql_rows
 from engine.analysis.nsys.stats.registry import report
 from engine.analysis.nsys.stats.rendered import RenderedReport
 from engine.analysis.nsys.stats.trace_tables import (
@@ -22,7 +21,8 @@ from engine.analysis.nsys.stats.trace_tables import (
     usable,
 )
 from engine.reports.nsys.columns import has_null
-from engine.reports.nsys.schema import NULL
+from engine.reports.nsys.schema import NULL, RUNTIME
+from engine.reports.nsys.stats_reads import thread_names
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -55,7 +55,7 @@ def api_trace_csv(trace: NsysSqliteTrace) -> RenderedReport | None:
 
     The same bytes as :func:`api_trace_frame` + ``to_csv``: rows by
     start (stable), names without their ``_vNNNN`` suffix, the thread's priority and name from
-    ThreadNames (its first row per thread). Only the row order is held; 69M calls of a 10M-kernel
+    thread names (their first row per thread). Only the row order is held; 69M calls of a 10M-kernel
     report are read two columns per pass and formatted a chunk at a time.
     """
     import sqlite3
@@ -63,7 +63,7 @@ def api_trace_csv(trace: NsysSqliteTrace) -> RenderedReport | None:
     import numpy as np
 
 
-    table = "CUPTI_ACTIVITY_KIND_RUNTIME"
+    table = RUNTIME
     if not trace.has_sqlite_table(table):
         return None
     have = set(trace.column_names(table))
@@ -86,14 +86,7 @@ def api_trace_csv(trace: NsysSqliteTrace) -> RenderedReport | None:
     names = [_API_SUFFIX.sub("", str(strings.get(int(i), f"<unknown {int(i)}>")))
              for i in name_ids.tolist()]
     gtids = np.unique(src.column("globalTid"))
-    prio: dict[int, object] = {}
-    tname: dict[int, object] = {}
-    if trace.has_sqlite_table("ThreadNames"):
-        rows = trace.rows("SELECT t.globalTid, t.priority, s.value FROM ThreadNames AS t "
-                          "LEFT JOIN StringIds AS s ON s.id = t.nameId")
-        for g, p, n in rows:
-            if g is not None and int(str(g)) not in prio:
-                prio[int(str(g))], tname[int(str(g))] = p, n
+    prio, tname = thread_info(trace)
     gl = gtids.tolist()
     pri_vals = np.array([int(str(prio[g])) if prio.get(g) is not None else 0 for g in gl], np.int64)
     pri_null = np.array([prio.get(g) is None for g in gl], dtype=bool)
@@ -134,15 +127,7 @@ def api_trace_frame(trace: Trace) -> pd.DataFrame:
                                  "tid", "globalTid"])
     if api is None:
         return empty_frame("cuda_api_trace")
-    threads = sql_rows(trace, "ThreadNames",
-                   "SELECT t.globalTid, t.priority, s.value AS tname FROM ThreadNames AS t "
-                   "LEFT JOIN StringIds AS s ON s.id = t.nameId")
-    prio: dict[int, object] = {}
-    tname: dict[int, object] = {}
-    if threads is not None:
-        first = threads.drop_duplicates("globalTid")
-        prio = dict(zip(first["globalTid"], first["priority"], strict=True))
-        tname = dict(zip(first["globalTid"], first["tname"], strict=True))
+    prio, tname = thread_info(trace)
     gtid = pd.to_numeric(api["globalTid"], errors="coerce")
     out = pd.DataFrame({
         "Start (ns)": pd.to_numeric(api["start"]).astype("int64"),
@@ -156,3 +141,13 @@ def api_trace_frame(trace: Trace) -> pd.DataFrame:
         "Thread Name": gtid.map(tname).astype("object"),
     })
     return out.sort_values("Start (ns)", kind="stable").reset_index(drop=True)
+
+
+def thread_info(trace: Trace) -> tuple[dict[int, object], dict[int, object]]:
+    """Each thread's (globalTid's) priority and name: the first row of the export's thread names."""
+    prio: dict[int, object] = {}
+    tname: dict[int, object] = {}
+    for g, p, n in thread_names(trace):
+        if g is not None and int(str(g)) not in prio:
+            prio[int(str(g))], tname[int(str(g))] = p, n
+    return prio, tname

@@ -25,7 +25,7 @@ from engine.analysis.nsys.stats.trace_tables import (
 )
 from engine.reports.nsys.columns import has_null
 from engine.reports.nsys.schema import KERNEL, NULL, RUNTIME
-from engine.reports.nsys.stats_reads import dims_text, packed_dims_expr
+from engine.reports.nsys.stats_reads import dims_text, launched_kernels_where, packed_dims_expr
 
 if TYPE_CHECKING:
     import numpy as np
@@ -133,7 +133,7 @@ def kern_exec_trace_csv(trace: NsysSqliteTrace) -> RenderedReport | None:
     a_exprs = {c: f'"{c}"' for c in ("start", "end", "correlationId", "globalTid", "nameId")}
     # Only the calls that share a correlation id with a kernel (one in seven on a launch-bound
     # report), read while the kernels are.
-    launches = f"correlationId IN (SELECT correlationId FROM {KERNEL})"
+    launches = launched_kernels_where()
     got: list[ColumnSource | BaseException] = []
     reader = threading.Thread(target=_source_into, args=(got, trace, RUNTIME, a_exprs, launches),
                               daemon=True)

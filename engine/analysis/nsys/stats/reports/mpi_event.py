@@ -41,16 +41,12 @@ def mpi_event_trace(trace: Trace, csv: bool) -> pd.DataFrame:
     return _mpi(trace, "mpi_event_trace")
 
 
-_MPI_TABLES = ("MPI_P2P_EVENTS", "MPI_COLLECTIVES_EVENTS", "MPI_START_WAIT_EVENTS", "MPI_OTHER_EVENTS",
-               "MPI_RANKS")
-
-
 def _mpi(trace: Trace, report: str) -> pd.DataFrame:
     """MPI reports: empty for captures without MPI (as nsys prints them); MPI data is not read yet."""
+    from engine.reports.nsys.stats_reads import has_mpi
     from engine.system.errors import KernelscopeError
 
-    has = getattr(trace, "has_sqlite_table", lambda t: False)
-    if any(has(t) for t in _MPI_TABLES):
+    if has_mpi(trace):
         raise KernelscopeError(
             f"This report has MPI data, which Kernelscope does not summarise yet; run "
             f"`nsys stats -r {report}` on it for the {report} report."

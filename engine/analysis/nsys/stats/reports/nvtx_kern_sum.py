@@ -9,8 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from engine.analysis.nsys.stats.column_source import distinct, factorize
-from engine.analysis.nsys.stats.nvtx_names import _NVTX, name_exprs, range_names
-from engine.analysis.nsys.stats.nvtx_ranges import _kernel_calls, _pairs, nvtx_ranges
+from engine.analysis.nsys.stats.nvtx_ranges import PUSHPOP, STARTEND, _kernel_calls, _pairs, nvtx_ranges
 from engine.analysis.nsys.stats.registry import report
 from engine.analysis.nsys.stats.table import SummaryTable
 from engine.analysis.nsys.stats.trace_tables import (
@@ -18,7 +17,10 @@ from engine.analysis.nsys.stats.trace_tables import (
     group_stats,
 )
 from engine.reports.nsys.columns import has_null
+from engine.reports.nsys.nvtx_text_codes import name_exprs, range_names
 from engine.reports.nsys.schema import KERNEL, NULL, RUNTIME
+from engine.reports.nsys.schema import NVTX as _NVTX
+from engine.reports.nsys.stats_reads import nvtx_time_bounds, nvtx_where
 
 if TYPE_CHECKING:
     import numpy as np
@@ -49,7 +51,7 @@ def nvtx_kern_sum(trace: Trace, csv: bool) -> Any:
     return kern_sum_frame(trace)
 
 
-_RANGES = "eventType IN (59, 70, 60, 71)"
+_RANGES = nvtx_where((*PUSHPOP, *STARTEND))
 
 
 def _ranges(trace: NsysSqliteTrace) -> tuple[dict[str, npt.NDArray[np.int64]], list[str]] | None:
@@ -64,7 +66,7 @@ def _ranges(trace: NsysSqliteTrace) -> tuple[dict[str, npt.NDArray[np.int64]], l
     have = set(trace.column_names(_NVTX))
     if not {"start", "end", "eventType", "globalTid"} <= have:
         return None
-    where = _RANGES + (' AND "endGlobalTid" IS NULL' if "endGlobalTid" in have else "")
+    where = nvtx_where((*PUSHPOP, *STARTEND), own_thread=True, trace=trace)
     extra, texts = name_exprs(trace, where)
     cols = trace.column_store().read_where(
         _NVTX, {"id": "rowid", "start": '"start"', "end": '"end"', "globalTid": '"globalTid"',
@@ -76,7 +78,7 @@ def _ranges(trace: NsysSqliteTrace) -> tuple[dict[str, npt.NDArray[np.int64]], l
     named = range_names(trace, where, cols, texts)
     if named is None:
         return None
-    last_s, last_e = trace.rows(f'SELECT max("start"), max("end") FROM {_NVTX}')[0]
+    last_s, last_e = nvtx_time_bounds(trace)
     last = max(int(str(v)) for v in (last_s, last_e) if v is not None)
     end = np.asarray(cols["end"])
     out = {"id": np.asarray(cols["id"]), "start": np.asarray(cols["start"]),

@@ -13,8 +13,6 @@ from typing import TYPE_CHECKING, Any
 from engine.analysis.nsys.stats.catalog import COLUMNS
 from engine.analysis.nsys.stats.column_source import factorize
 from engine.analysis.nsys.stats.csv_columns import _CHUNK, IntColumn, TextColumn, _quoted, _rows
-from engine.analysis.nsys.stats.named_rows import sql_rows
-from engine.analysis.nsys.stats.nvtx_names import _NVTX, name_exprs, range_names
 from engine.analysis.nsys.stats.nvtx_ranges import DOMAIN_CREATE, PUSHPOP
 from engine.analysis.nsys.stats.registry import report
 from engine.analysis.nsys.stats.rendered import RenderedReport
@@ -22,9 +20,12 @@ from engine.analysis.nsys.stats.trace_tables import (
     empty_frame,
 )
 from engine.reports.nsys.columns import has_null
+from engine.reports.nsys.nvtx_text_codes import name_exprs, range_names
 from engine.reports.nsys.schema import NULL
+from engine.reports.nsys.schema import NVTX as _NVTX
+from engine.reports.nsys.stats_reads import nvtx_events, nvtx_time_bounds, nvtx_where
 
-PUSHPOP_WHERE = "eventType IN (59, 70)"
+PUSHPOP_WHERE = nvtx_where(PUSHPOP)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -58,7 +59,7 @@ def nvtx_pushpop_trace(trace: Trace, csv: bool) -> Any:
 def pushpop_trace_csv(trace: NsysSqliteTrace) -> RenderedReport | None:
     """``nvtx_pushpop_trace`` as CSV chunks; None where the general path must handle it.
 
-    None for exports without NVTX_EVENTS or its columns, with NULL starts or threads, or with
+    None for exports without NVTX events or their columns, with NULL starts or threads, or with
     names that hold a newline. A range never popped ends at the table's last timestamp.
     """
     import sqlite3
@@ -81,7 +82,7 @@ def pushpop_trace_csv(trace: NsysSqliteTrace) -> RenderedReport | None:
         if has_null(cols["start"]) or has_null(cols["globalTid"]):
             return None
         named = range_names(trace, PUSHPOP_WHERE, cols, texts)
-        last_s, last_e = trace.rows(f'SELECT max("start"), max("end") FROM {_NVTX}')[0]
+        last_s, last_e = nvtx_time_bounds(trace)
     except sqlite3.Error:
         return None
     if named is None or any("\n" in n for n in named[1]):
@@ -178,10 +179,7 @@ def pushpop_trace_frame(trace: Trace) -> pd.DataFrame:
     """
     import pandas as pd
 
-    df = sql_rows(trace, "NVTX_EVENTS",
-              'SELECT e.rowid AS id, e."start", e."end", e.eventType, e.text, e.textId, e.domainId, '
-              "e.globalTid, s.value AS stext FROM NVTX_EVENTS AS e "
-              "LEFT JOIN StringIds AS s ON s.id = e.textId")
+    df = nvtx_events(trace, text_id=True)
     if df is None:
         return empty_frame("nvtx_pushpop_trace")
     domains = {d: (t if t is not None else s) for d, t, s in

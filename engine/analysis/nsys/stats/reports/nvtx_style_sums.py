@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from engine.analysis.nsys.stats.group_stats import grouped, time_rows
-from engine.analysis.nsys.stats.nvtx_names import _NVTX, name_exprs, range_names
 from engine.analysis.nsys.stats.nvtx_ranges import PUSHPOP, STARTEND
 from engine.analysis.nsys.stats.registry import report
 from engine.analysis.nsys.stats.table import SummaryTable
@@ -17,6 +16,10 @@ from engine.analysis.nsys.stats.trace_tables import (
     usable,
 )
 from engine.reports.nsys.columns import has_null
+from engine.reports.nsys.nvtx_text_codes import name_exprs, range_names
+from engine.reports.nsys.schema import DURATION
+from engine.reports.nsys.schema import NVTX as _NVTX
+from engine.reports.nsys.stats_reads import export_of, has_nvtx, nvtx_where
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -65,7 +68,7 @@ def nvtx_startend_sum(trace: Trace, csv: bool) -> Any:
     return general_style_sum(trace, "nvtx_startend_sum")
 
 
-_STYLE_WHERE = {"nvtx_pushpop_sum": "eventType IN (59, 70)", "nvtx_startend_sum": "eventType IN (60, 71)"}
+_STYLE_WHERE = {"nvtx_pushpop_sum": nvtx_where(PUSHPOP), "nvtx_startend_sum": nvtx_where(STARTEND)}
 
 
 def style_sum_table(trace: NsysSqliteTrace, report: str) -> SummaryTable | None:
@@ -84,7 +87,7 @@ def style_sum_table(trace: NsysSqliteTrace, report: str) -> SummaryTable | None:
     where = _STYLE_WHERE[report] + ' AND "end" IS NOT NULL'
     try:
         extra, texts = name_exprs(trace, where)
-        cols = trace.column_store().read_where(_NVTX, {"duration": '"end" - "start"', **extra}, where)
+        cols = trace.column_store().read_where(_NVTX, {"duration": DURATION, **extra}, where)
         if has_null(cols["duration"]):
             return None
         # domains named as the nvtx table names them (textId string first)
@@ -101,13 +104,9 @@ def _style_ranges(trace: Trace, styles: tuple[int, ...]) -> pd.DataFrame | None:
     """Closed NVTX ranges of the given event types with their ``domain:text`` label."""
     import pandas as pd
 
-    rows = getattr(trace, "rows", None)
-    has = getattr(trace, "has_sqlite_table", None)
-    if rows is not None and has is not None:  # none of these styles: skip loading every event
-        if not has("NVTX_EVENTS") or not rows(
-                "SELECT 1 FROM NVTX_EVENTS WHERE eventType IN "
-                f"({', '.join(str(int(t)) for t in styles)}) AND \"end\" IS NOT NULL LIMIT 1"):
-            return None
+    export = export_of(trace)
+    if export is not None and not has_nvtx(export, styles, ended=True):
+        return None  # none of these styles: skip loading every event
     nvtx = usable(trace, "nvtx")
     if nvtx is None:
         return None

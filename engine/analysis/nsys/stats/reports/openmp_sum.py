@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine.analysis.nsys.stats.named_rows import sql_rows
 from engine.analysis.nsys.stats.registry import report
 from engine.analysis.nsys.stats.trace_tables import (
     durations,
@@ -12,6 +11,7 @@ from engine.analysis.nsys.stats.trace_tables import (
     group_stats,
     time_summary,
 )
+from engine.reports.nsys.stats_reads import openmp_events
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,13 +29,10 @@ if TYPE_CHECKING:
     needs=(),
 )
 def openmp_sum(trace: Trace, csv: bool) -> pd.DataFrame:
-    """OpenMP events of every OPENMP_EVENT_KIND_* table, grouped by name."""
+    """OpenMP events of every OpenMP event table, grouped by name."""
     import pandas as pd
 
-    tables: list[str] = getattr(trace, "sqlite_tables", lambda: [])()
-    parts = [df for t in sorted(tables) if t.startswith("OPENMP_EVENT_KIND_")
-             if (df := sql_rows(trace, t, f'SELECT t."start", t."end", s.value AS name FROM {t} AS t '
-                                      "LEFT JOIN StringIds AS s ON s.id = t.nameId")) is not None]
+    parts = openmp_events(trace)
     if not parts:
         return empty_frame("openmp_sum")
     df = pd.concat(parts, ignore_index=True)

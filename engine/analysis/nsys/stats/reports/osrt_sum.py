@@ -23,5 +23,5 @@ if TYPE_CHECKING:
     needs=(),
 )
 def osrt_sum(trace: Trace, csv: bool) -> SummaryTable:
-    """OS runtime calls (OSRT_API, event class 27: the calls) grouped by function name."""
+    """OS runtime calls (event class 27: the calls) grouped by function name."""
     return time_rows(call_groups(trace, "osrt"), "osrt_sum")

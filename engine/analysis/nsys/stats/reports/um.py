@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine.analysis.nsys.stats.named_rows import sql_rows
 from engine.analysis.nsys.stats.registry import report
 from engine.analysis.nsys.stats.trace_tables import (
     empty_frame,
 )
+from engine.reports.nsys import stats_reads as reads
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -59,14 +59,7 @@ def um_cpu_page_faults_sum(trace: Trace, csv: bool) -> pd.DataFrame:
 
 def cpu_page_faults_frame(trace: Trace) -> pd.DataFrame:
     """CPU page faults on unified memory, counted per CPU instruction and source line."""
-    table = "CUDA_UM_CPU_PAGE_FAULT_EVENTS"
-    has: set[str] = set(getattr(trace, "column_names", lambda t: [])(table))
-    src = "e.sourceFile" if "sourceFile" in has else "NULL"
-    line = "e.sourceLine" if "sourceLine" in has else "NULL"
-    df = sql_rows(trace, table,
-              f"SELECT count(*) AS n, i.value AS addr, f.value AS file, {line} AS line "
-              f"FROM {table} AS e LEFT JOIN StringIds AS i ON i.id = e.CpuInstruction "
-              f"LEFT JOIN StringIds AS f ON f.id = {src} GROUP BY e.CpuInstruction, {src}, {line}")
+    df = reads.um_cpu_faults_by_instruction(trace)
     if df is None:
         return empty_frame("um_cpu_page_faults_sum")
     import pandas as pd
@@ -78,23 +71,8 @@ def cpu_page_faults_frame(trace: Trace) -> pd.DataFrame:
     return out.sort_values("CPU Page Faults", ascending=False, kind="stable").reset_index(drop=True)
 
 
-_UM_TABLES = ("CUDA_UM_CPU_PAGE_FAULT_EVENTS", "CUDA_UM_GPU_PAGE_FAULT_EVENTS")
-
-
-_UM_HTOD, _UM_DTOH = 11, 12
-
-
-def _um_parts(trace: Trace) -> tuple[pd.DataFrame | None, pd.DataFrame | None, pd.DataFrame | None]:
-    """(CPU faults: address; GPU faults: address, n; UM migrations: address, kind, bytes, dur)."""
-    cpu = sql_rows(trace, _UM_TABLES[0], f"SELECT address FROM {_UM_TABLES[0]}")
-    gpu = sql_rows(trace, _UM_TABLES[1], f"SELECT address, numberOfPageFaults AS n FROM {_UM_TABLES[1]}")
-    mig = None
-    has: list[str] = getattr(trace, "column_names", lambda t: [])("CUPTI_ACTIVITY_KIND_MEMCPY")
-    if "virtualAddress" in has:
-        mig = sql_rows(trace, "CUPTI_ACTIVITY_KIND_MEMCPY",
-                   'SELECT virtualAddress AS address, copyKind AS kind, bytes, "end" - "start" AS dur '
-                   f"FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind IN ({_UM_HTOD}, {_UM_DTOH})")
-    return cpu, gpu, mig
+_UM_HTOD, _UM_DTOH = reads.UM_HTOD, reads.UM_DTOH
+_um_parts = reads.um_parts
 
 
 def totals_frame(trace: Trace) -> pd.DataFrame:

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine.analysis.nsys.stats.column_source import factorize
 from engine.reports.nsys.columns import has_null
-from engine.reports.nsys.schema import NULL
+from engine.reports.nsys.schema import DURATION, NULL, NVTX, NVTX_DOMAIN_CREATE, NVTX_PUSH_POP, NVTX_START_END
+from engine.reports.nsys.sorted_sets import factorize
+from engine.reports.nsys.stats_reads import nvtx_where
 
 if TYPE_CHECKING:
     import numpy as np
@@ -19,10 +20,10 @@ if TYPE_CHECKING:
     from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
 
-_NVTX = "NVTX_EVENTS"
+_NVTX = NVTX
 
 
-_DOMAIN_CREATE = 75
+_DOMAIN_CREATE = NVTX_DOMAIN_CREATE
 
 
 _FEW_TEXTS = 64  # up to this many distinct inline texts are coded in SQL (a CASE per row)
@@ -138,13 +139,13 @@ def nvtx_sum_groups(trace: NsysSqliteTrace) -> list[tuple[int, str, npt.NDArray[
     have = set(trace.column_names(_NVTX))
     if not {"start", "end", "eventType", "domainId"} <= have:
         return None
-    where = 'eventType IN (59, 60) AND "end" IS NOT NULL'
+    where = nvtx_where((NVTX_PUSH_POP, NVTX_START_END), ended=True)
     try:
         extra, texts = name_exprs(trace, where)
         if texts is None:
             return None
         cols = trace.column_store().read_where(
-            _NVTX, {"duration": '"end" - "start"', "eventType": '"eventType"', **extra}, where)
+            _NVTX, {"duration": DURATION, "eventType": '"eventType"', **extra}, where)
     except sqlite3.Error:
         return None
     if not len(cols["duration"]):
