@@ -46,7 +46,7 @@ def _json(overview) -> str:
 
 
 def _overview_children() -> list[int]:
-    """Our running overview_store children (from /proc: the child runner keeps no process list)."""
+    """Our running overview_child children (from /proc: the child runner keeps no process list)."""
     out = []
     for task in os.listdir(f"/proc/{os.getpid()}/task"):
         try:
@@ -58,7 +58,7 @@ def _overview_children() -> list[int]:
                 cmd = Path(f"/proc/{k}/cmdline").read_bytes()
             except OSError:
                 continue
-            if b"overview_store" in cmd:
+            if b"overview_child" in cmd:
                 out.append(int(k))
     return out
 

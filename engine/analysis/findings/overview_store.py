@@ -6,7 +6,7 @@ memory goes back to the OS when the child exits, and keeps the small result (~10
 the cache under the report's identity (:func:`engine.system.cache.file_identity`: the file and the
 engine's code), so the next open of the same report loads it instead of computing it again.
 
-The child is ``python -m engine.analysis.findings.overview_store`` run by the engine's one child
+The child is ``python -m engine.analysis.findings.overview_child`` run by the engine's one child
 runner (:func:`compute_in_child`, :mod:`engine.system.child`: a JSON request on stdin, progress lines,
 cancel, the pickled ``(Summary, list[Finding])`` as its result). Which program uses the child and when
 is decided by :class:`engine.analysis.opened.OpenedReport`. The pickles are read only from this user's
@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import pickle
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from engine.analysis.findings.model import Finding
@@ -105,8 +104,8 @@ def loads(data: bytes) -> Overview | None:
         return None
 
 
-#: the module the child runs (``python -m``): this one
-CHILD_MODULE = "engine.analysis.findings.overview_store"
+#: the module the child runs (``python -m``)
+CHILD_MODULE = "engine.analysis.findings.overview_child"
 
 
 def compute_in_child(path: Path, range_name: str | None = None, *, hint: str,
@@ -160,7 +159,7 @@ def release_shared_pages() -> int:
     return total
 
 
-class _Releaser:
+class PageReleaser:
     """Calls :func:`release_shared_pages` every ``period_s`` in a thread while the summary runs."""
 
     def __init__(self, period_s: float) -> None:
@@ -170,7 +169,7 @@ class _Releaser:
         self._period_s = period_s
         self._thread = threading.Thread(target=self._run, name="ks-release-pages", daemon=True)
 
-    def __enter__(self) -> _Releaser:
+    def __enter__(self) -> PageReleaser:
         self._thread.start()
         return self
 
@@ -185,26 +184,5 @@ class _Releaser:
 
 #: seconds between two hand-backs of the mapped pages the child's summary has read
 RELEASE_PERIOD_S = 0.5
-
-
-def handle(request: dict[str, Any], progress: Callable[[str], None]) -> bytes:
-    """The child's work: open the report, compute its overview, return it pickled."""
-    from engine.analysis.findings.overview import overview
-    from engine.reports import open_report
-
-    progress("reading the report")
-    trace = open_report(Path(request["report"]))
-    try:
-        progress("computing the summary and the findings")
-        # the columns it maps would count in this process's RSS once read: handed back as it goes
-        with _Releaser(RELEASE_PERIOD_S):
-            result = overview(trace, range_name=request.get("range"))
-    finally:
-        trace.close()
-    return dumps(result)
-
-
-if __name__ == "__main__":
-    from engine.system.child import serve
-
-    sys.exit(serve(handle, out_of_memory="The summary ran out of memory."))
+#: the name the page releaser had (engine.analysis.findings.overview imports it so)
+_Releaser = PageReleaser
