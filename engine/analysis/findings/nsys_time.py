@@ -351,49 +351,39 @@ def rule_gpu_idle(ctx: Context) -> list[Finding]:
     return _gpu_idle(ctx)
 
 
-def _gpu_idle(ctx: Context) -> list[Finding]:
+def _idle_window(ctx: Context) -> tuple[int, int, str, str, int, int] | None:
+    """(window, idle, where, source, steady idle, other idle) of the GPU idle finding, or None.
+
+    The steady steps where there are some (else the warm-up steps, where idle is only there),
+    or the span of GPU activity; None when the GPU is not idle enough there to report.
+    """
     bs, be = _blocks(ctx)
     if not len(bs):
-        return []
+        return None
     if ctx.steps is not None and ctx.n_steady:
         a, b = ctx.steps.window(steady_only=True)
         window, idle = _idle_in(ctx, a, b)
         where = f"the {ctx.n_steady} steady steps of {ctx.steps.range_name}"
         source = (f"{schema.NVTX} (steady steps)" if ctx.steps.method == "nvtx"
                   else f"steady steps ({'the GPU' if ctx.steps.method == 'gpu' else 'the GPU and NVTX'})")
-        steady_ns, other_ns = idle, 0
+        if idle >= 0.2 * window and idle >= 1_000_000:
+            return window, idle, where, source, idle, 0
+        warm = ctx.steps.warmup_flags
+        if not warm.any():
+            return None
+        window, idle = _idle_in(ctx, ctx.steps.starts_ns[warm], ctx.steps.ends_ns[warm])
         if idle < 0.2 * window or idle < 1_000_000:
-            warm = ctx.steps.warmup_flags
-            if not warm.any():
-                return []
-            window, idle = _idle_in(ctx, ctx.steps.starts_ns[warm], ctx.steps.ends_ns[warm])
-            if idle < 0.2 * window or idle < 1_000_000:
-                return []
-            where = f"the {int(warm.sum())} warm-up step(s) of {ctx.steps.range_name}"
-            source = "warm-up steps"
-            steady_ns, other_ns = 0, idle
-    else:
-        a, b = bs[:1], be[-1:]
-        window, idle = _idle_in(ctx, a, b)
-        where = "the span from the first to the last GPU operation"
-        source = "GPU activity span"
-        steady_ns, other_ns = 0, idle
-        if idle < 0.2 * window or idle < 1_000_000:
-            return []
-    busy = window - idle
-    formula = f"window − GPU busy = {fmt_time(window)} − {fmt_time(busy)} = {fmt_time(idle)}"
-    causes = idle_causes(ctx) if steady_ns else None
-    internal = 0
-    if causes and causes["idle"]:
-        # idle the host did not cause (gaps between the GPU's own dependent operations, a graph's
-        # node-to-node latency) is not what host-side fixes remove
-        internal = causes["other"]
-        if internal > 0.5 * causes["idle"]:
-            steady_ns = max(steady_ns - internal, 0)
-            formula += (f"; of it {fmt_time(internal)} between the GPU's own operations while the host "
-                        f"neither synchronized, paused nor launched (left out: not a host-side cost)")
-    gain = gain_from(ctx, steady_ns, other_ns, formula, kind="upper bound", overlap=HOST)
-    once = " This is a one-time cost (warm-up): it does not grow with the run." if gain.one_time else ""
+            return None
+        return window, idle, f"the {int(warm.sum())} warm-up step(s) of {ctx.steps.range_name}", \
+            "warm-up steps", 0, idle
+    window, idle = _idle_in(ctx, bs[:1], be[-1:])
+    if idle < 0.2 * window or idle < 1_000_000:
+        return None
+    return window, idle, "the span from the first to the last GPU operation", "GPU activity span", 0, idle
+
+
+def _host_work_hint(ctx: Context, window: int, steady_ns: int) -> tuple[str, str, str, list[Evidence]]:
+    """(why, fix, fix_torch, evidence) of the GPU idle finding: host code outside CUDA calls, if most."""
     why = "allocation, synchronous calls, host code between launches"
     extra: list[Evidence] = []
     fix = ("Remove host work from between GPU operations (the other findings name it), queue work "
@@ -417,6 +407,29 @@ def _gpu_idle(ctx: Context) -> list[Finding]:
                    "synchronize only when results are needed.")
             fix_torch = ("step = torch.compile(step, mode='reduce-overhead')  # CUDA Graphs\n"
                          "# or: g = torch.cuda.CUDAGraph(); with torch.cuda.graph(g): out = step(static_in)")
+    return why, fix, fix_torch, extra
+
+
+def _gpu_idle(ctx: Context) -> list[Finding]:
+    found = _idle_window(ctx)
+    if found is None:
+        return []
+    window, idle, where, source, steady_ns, other_ns = found
+    busy = window - idle
+    formula = f"window − GPU busy = {fmt_time(window)} − {fmt_time(busy)} = {fmt_time(idle)}"
+    causes = idle_causes(ctx) if steady_ns else None
+    internal = 0
+    if causes and causes["idle"]:
+        # idle the host did not cause (gaps between the GPU's own dependent operations, a graph's
+        # node-to-node latency) is not what host-side fixes remove
+        internal = causes["other"]
+        if internal > 0.5 * causes["idle"]:
+            steady_ns = max(steady_ns - internal, 0)
+            formula += (f"; of it {fmt_time(internal)} between the GPU's own operations while the host "
+                        f"neither synchronized, paused nor launched (left out: not a host-side cost)")
+    gain = gain_from(ctx, steady_ns, other_ns, formula, kind="upper bound", overlap=HOST)
+    once = " This is a one-time cost (warm-up): it does not grow with the run." if gain.one_time else ""
+    why, fix, fix_torch, extra = _host_work_hint(ctx, window, steady_ns)
     return [Finding(
         id="nsys.gpu-idle",
         title="The GPU sits idle between operations",
