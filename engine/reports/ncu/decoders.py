@@ -97,8 +97,7 @@ class RepRead:
             ctx = open_report(self.path, ncu.load_report(str(self.path)))
             refs = [(i, j) for i in range(ctx.num_ranges()) for j in range(ctx.range_by_idx(i).num_actions())]
         except Exception as exc:  # noqa: BLE001 - the native reader's errors are not for people
-            wrote = self.layout.ncu_version
-            raise unreadable(self.path, self.fmt, wrote, newer_than_reader(self.fmt, wrote), exc) from exc
+            raise unreadable(self.path, self.fmt, self.layout.ncu_version, self.newer, exc) from exc
         return ctx, refs
 
     @functools.cached_property
