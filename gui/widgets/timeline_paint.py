@@ -128,8 +128,11 @@ def paint_axis(c: TimelineCanvas, p: QPainter, w: int) -> None:
 
 
 def paint_steps(c: TimelineCanvas, p: QPainter, w: int) -> None:
-    """The step ruler: a band under the axis per step (steady in two blues, warm-up grey, outliers
-    red), "step k" where it fits, and a faint line across the lanes at each step's start."""
+    """The step ruler: a band under the axis per step, labelled where it fits.
+
+    Steady steps are in two blues, warm-up grey, outliers red; a faint line crosses the lanes at each
+    step's start.
+    """
     if c.steps is None:
         return
     s, e, state = c.steps
@@ -161,8 +164,11 @@ def paint_steps(c: TimelineCanvas, p: QPainter, w: int) -> None:
 
 def paint_intervals(c: TimelineCanvas, p: QPainter, ln: tm.Lane, top: float, h: float, w: int,
                     fm: QFontMetrics) -> tuple[str, int]:
-    """One lane's events: rectangles (labelled where wide enough) when few are in view, else the
-    busy fraction of each pixel column per event kind; (how it was drawn, events in view)."""
+    """One lane's events; returns (how it was drawn, events in view).
+
+    Rectangles (labelled where wide enough) when few are in view, else the busy fraction of each
+    pixel column per event kind.
+    """
     assert c.model is not None
     lo, hi = ln.visible_slice(c.t0, c.t1)
     n = hi - lo

@@ -10,13 +10,13 @@ from gui.workers.jobs import Worker
 
 
 class LoadedReport(OpenedReport):
-    """A report opened in the background: the engine's :class:`~engine.analysis.opened.OpenedReport`
-    (row counts, the overview with its cache and child process, the ncu link) plus what the window
-    shows about it.
+    """A report opened in the background, plus what the window shows about it.
 
-    The summary is computed on first use (the window starts that in a worker thread as soon as
-    the report opens, so a view that needs other tables, like the Timeline, paints without
-    waiting for it); :meth:`ensure_summary` is safe to call from any thread.
+    It is the engine's :class:`~engine.analysis.opened.OpenedReport` (row counts, the overview with
+    its cache and child process, the ncu link). The summary is computed on first use (the window
+    starts that in a worker thread as soon as the report opens, so a view that needs other tables,
+    like the Timeline, paints without waiting for it); :meth:`ensure_summary` is safe to call from
+    any thread.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
