@@ -16,7 +16,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -164,10 +164,14 @@ class KinetoTrace(Trace):
         return super().row_count(name)
 
     # -- tables ------------------------------------------------------------------------------------
-    def _frame(self, name: str, cols: dict[str, Any]) -> pd.DataFrame:
+    def _frame(self, name: str, cols: dict[str, Callable[[], Any]], want: list[str]) -> pd.DataFrame:
+        """The columns ``want`` of a table, each made only when asked for.
+
+        A 10M-row table then costs only the columns its readers use.
+        """
         import pandas as pd
 
-        return pd.DataFrame(cols, columns=list(TABLES[name][0]))
+        return pd.DataFrame({c: cols[c]() for c in want}, columns=want)
 
     def _empty(self, name: str) -> pd.DataFrame:
         import pandas as pd
@@ -179,17 +183,19 @@ class KinetoTrace(Trace):
         if loader is None:
             self._mark_missing(name, f"{TABLES[name][1]} are not part of PyTorch profiler traces")
             return None
-        result: pd.DataFrame | None = loader()
+        result: pd.DataFrame | None = loader(columns)
         return result
 
-    def _gpu_common(self, i: Any) -> dict[str, Any]:
+    def _gpu_common(self, i: Any) -> dict[str, Callable[[], Any]]:
         """The columns kernels, copies and memsets share (times, device, stream, ids, process)."""
         c, n = self.events, len(i)
-        s, t = self.times_ns(i)
-        return {"start": s, "end": t, "deviceId": _ints(c.ints["device"][i]),
-                "contextId": _ints(c.ints["context"][i]), "streamId": _ints(c.ints["stream"][i]),
-                "correlationId": _ints(c.ints["correlation"][i]), "pid": self._gpu_pid(i),
-                "globalPid": _const(None, n), "greenContextId": _const(None, n)}
+        times = _Once(lambda: self.times_ns(i))
+        return {"start": lambda: times()[0], "end": lambda: times()[1],
+                "deviceId": lambda: _ints(c.ints["device"][i]),
+                "contextId": lambda: _ints(c.ints["context"][i]),
+                "streamId": lambda: _ints(c.ints["stream"][i]),
+                "correlationId": lambda: _ints(c.ints["correlation"][i]), "pid": lambda: self._gpu_pid(i),
+                "globalPid": lambda: _const(None, n), "greenContextId": lambda: _const(None, n)}
 
     def _gpu_pid(self, i: Any) -> Any:
         """Kineto puts the device index in a GPU event's "pid"; the process is the launcher's.
@@ -208,13 +214,10 @@ class KinetoTrace(Trace):
         codes = np.where(hit, pid_of[pos] if len(keys) else 0, len(c.pids))
         return _pick([*c.pids, None], codes)
 
-    def _texts(self, arg: str, i: Any) -> tuple[list[str], Any]:
-        c = self.events
-        return c.text_values, np.asarray(c.texts[arg][i])
-
     def _dims(self, arg: str, i: Any) -> list[Any]:
         """The three components of a ``grid`` / ``block`` arg (None where it is absent)."""
-        values, codes = self._texts(arg, i)
+        c = self.events
+        values, codes = c.text_values, np.asarray(c.texts[arg][i])
         parsed = {k: _parse_list(values[k]) for k in np.unique(codes).tolist()}
         return [_pick([parsed[k][d] if k in parsed else None for k in range(max(parsed, default=0) + 1)],
                       codes) for d in range(3)]
@@ -223,24 +226,36 @@ class KinetoTrace(Trace):
         c = self.events
         return c.names, np.asarray(c.name[i])
 
-    def _load_kernels(self) -> pd.DataFrame:
+    def _host(self, i: Any) -> dict[str, Callable[[], Any]]:
+        """start, end, pid and tid of host events."""
+        c = self.events
+        times = _Once(lambda: self.times_ns(i))
+        return {"start": lambda: times()[0], "end": lambda: times()[1],
+                "pid": lambda: _pick(c.pids, c.pid[i]), "tid": lambda: _pick(c.tids, c.tid[i])}
+
+    def _load_kernels(self, want: list[str]) -> pd.DataFrame:
         c = self.events
         i = self.rows(("kernel",))
         if not len(i):
             return self._empty("kernels")
         n = len(i)
-        names = _pick(*self._names(i))
-        gx, gy, gz = self._dims("grid", i)
-        bx, by, bz = self._dims("block", i)
-        none = _const(None, n)
+        names = _Once(lambda: _pick(*self._names(i)))
+        grid = _Once(lambda: self._dims("grid", i))
+        block = _Once(lambda: self._dims("block", i))
+
+        def none() -> Any:
+            return _const(None, n)
+
         return self._frame("kernels", {
             **self._gpu_common(i), "name": names, "shortName": names, "mangledName": none,
-            "gridX": gx, "gridY": gy, "gridZ": gz, "blockX": bx, "blockY": by, "blockZ": bz,
-            "registersPerThread": _ints(c.ints["registers per thread"][i]), "staticSharedMemory": none,
-            "dynamicSharedMemory": _ints(c.ints["shared memory"][i]), "localMemoryTotal": none,
-            "graphNodeId": none})
+            "gridX": lambda: grid()[0], "gridY": lambda: grid()[1], "gridZ": lambda: grid()[2],
+            "blockX": lambda: block()[0], "blockY": lambda: block()[1], "blockZ": lambda: block()[2],
+            "registersPerThread": lambda: _ints(c.ints["registers per thread"][i]),
+            "staticSharedMemory": none,
+            "dynamicSharedMemory": lambda: _ints(c.ints["shared memory"][i]), "localMemoryTotal": none,
+            "graphNodeId": none}, want)
 
-    def _load_memcpy(self) -> pd.DataFrame:
+    def _load_memcpy(self, want: list[str]) -> pd.DataFrame:
         c = self.events
         i = self.rows(("gpu_memcpy", "Memcpy"))
         if not len(i):
@@ -253,19 +268,22 @@ class KinetoTrace(Trace):
                         else (0, "Unknown", "Unknown"))
         top = max(kinds) + 1
 
-        def per(f: Any) -> Any:
-            return _pick([f(kinds[k]) if k in kinds else None for k in range(top)], codes)
+        def per(f: Any) -> Callable[[], Any]:
+            return lambda: _pick([f(kinds[k]) if k in kinds else None for k in range(top)], codes)
 
-        none = _const(None, len(i))
+        def none() -> Any:
+            return _const(None, len(i))
+
         return self._frame("memcpy", {
-            **self._gpu_common(i), "bytes": _ints(c.ints["bytes"][i]), "copyKind": per(lambda x: x[0]),
+            **self._gpu_common(i), "bytes": lambda: _ints(c.ints["bytes"][i]),
+            "copyKind": per(lambda x: x[0]),
             "operation": per(lambda x: _COPY_LABELS.get(x[0], "Unknown")),
             "srcKind": per(lambda x: _MEM_KINDS.get(x[1], 7)),
             "dstKind": per(lambda x: _MEM_KINDS.get(x[2], 7)),
             "srcKindName": per(lambda x: x[1]), "dstKindName": per(lambda x: x[2]),
-            "srcDeviceId": none, "dstDeviceId": none})
+            "srcDeviceId": none, "dstDeviceId": none}, want)
 
-    def _load_memset(self) -> pd.DataFrame:
+    def _load_memset(self, want: list[str]) -> pd.DataFrame:
         c = self.events
         i = self.rows(("gpu_memset", "Memset"))
         if not len(i):
@@ -278,52 +296,55 @@ class KinetoTrace(Trace):
         top = max(kind_name) + 1
         label = [kind_name.get(k) for k in range(top)]
         return self._frame("memset", {
-            **self._gpu_common(i), "bytes": _ints(c.ints["bytes"][i]),
-            "memKind": _pick([None if v is None else _MEM_KINDS.get(v, 7) for v in label], codes),
-            "memKindName": _pick(label, codes), "value": _const(None, len(i))})
+            **self._gpu_common(i), "bytes": lambda: _ints(c.ints["bytes"][i]),
+            "memKind": lambda: _pick([None if v is None else _MEM_KINDS.get(v, 7) for v in label], codes),
+            "memKindName": lambda: _pick(label, codes), "value": lambda: _const(None, len(i))}, want)
 
-    def _load_api(self) -> pd.DataFrame:
+    def _load_api(self, want: list[str]) -> pd.DataFrame:
         c = self.events
         i = self.rows(API_CATS)
         if not len(i):
             return self._empty("api")
-        s, t = self.times_ns(i)
         names, codes = self._names(i)
-        base = [re.sub(r"_v\d{4}$", "", x) for x in names]
-        driver = np.array([x in ("cuda_driver", "Driver") for x in c.cats], dtype=np.int64)
-        none = _const(None, len(i))
-        return self._frame("api", {
-            "start": s, "end": t, "globalTid": none, "pid": _pick(c.pids, c.pid[i]),
-            "tid": _pick(c.tids, c.tid[i]), "correlationId": _ints(c.ints["correlation"][i]),
-            "name": _pick(names, codes), "baseName": _pick(base, codes),
-            "eventClass": driver[np.asarray(c.cat[i])], "returnValue": none})
 
-    def _load_cpu_ops(self) -> pd.DataFrame:
+        def base() -> Any:
+            return _pick([re.sub(r"_v\d{4}$", "", x) for x in names], codes)
+
+        def event_class() -> Any:
+            driver = np.array([x in ("cuda_driver", "Driver") for x in c.cats], dtype=np.int64)
+            return driver[np.asarray(c.cat[i])]
+
+        return self._frame("api", {
+            **self._host(i), "globalTid": lambda: _const(None, len(i)),
+            "correlationId": lambda: _ints(c.ints["correlation"][i]), "name": lambda: _pick(names, codes),
+            "baseName": base, "eventClass": event_class, "returnValue": lambda: _const(None, len(i))}, want)
+
+    def _load_cpu_ops(self, want: list[str]) -> pd.DataFrame:
         c = self.events
         i = self.rows(CPU_CATS)
         if not len(i):
             return self._empty("cpu_ops")
-        s, t = self.times_ns(i)
         return self._frame("cpu_ops", {
-            "start": s, "end": t, "pid": _pick(c.pids, c.pid[i]), "tid": _pick(c.tids, c.tid[i]),
-            "name": _pick(*self._names(i)), "correlationId": _ints(c.ints["External id"][i])})
+            **self._host(i), "name": lambda: _pick(*self._names(i)),
+            "correlationId": lambda: _ints(c.ints["External id"][i])}, want)
 
-    def _load_nvtx(self) -> pd.DataFrame | None:
+    def _load_nvtx(self, want: list[str]) -> pd.DataFrame | None:
         # torch.profiler records record_function / NVTX-like user annotations as user_annotation.
-        c = self.events
         i = self.rows(("user_annotation",))
         if not len(i):
             self._mark_missing("nvtx", "the trace has no user annotations (record_function ranges)")
             return None
-        s, t = self.times_ns(i)
         n = len(i)
-        none = _const(None, n)
-        return self._frame("nvtx", {
-            "start": s, "end": t, "eventType": np.full(n, 59, dtype=np.int64), "text": _pick(*self._names(i)),
-            "domainId": np.zeros(n, dtype=np.int64), "domain": _const("", n), "globalTid": none,
-            "pid": _pick(c.pids, c.pid[i]), "tid": _pick(c.tids, c.tid[i]), "category": none})
 
-    def _load_gpus(self) -> pd.DataFrame | None:
+        def none() -> Any:
+            return _const(None, n)
+
+        return self._frame("nvtx", {
+            **self._host(i), "eventType": lambda: np.full(n, 59, dtype=np.int64),
+            "text": lambda: _pick(*self._names(i)), "domainId": lambda: np.zeros(n, dtype=np.int64),
+            "domain": lambda: _const("", n), "globalTid": none, "category": none}, want)
+
+    def _load_gpus(self, want: list[str]) -> pd.DataFrame | None:
         import pandas as pd
 
         props = self.meta.get("deviceProperties") or []
@@ -338,18 +359,31 @@ class KinetoTrace(Trace):
         } for p in props]
         return pd.DataFrame.from_records(rows, columns=list(TABLES["gpus"][0]))
 
-    def _load_processes(self) -> pd.DataFrame:
+    def _load_processes(self, want: list[str]) -> pd.DataFrame:
         import pandas as pd
 
         rows = [{"globalPid": None, "pid": pid, "name": name} for pid, name in self.events.processes]
         return pd.DataFrame.from_records(rows, columns=list(TABLES["processes"][0]))
 
-    def _load_threads(self) -> pd.DataFrame:
+    def _load_threads(self, want: list[str]) -> pd.DataFrame:
         import pandas as pd
 
         rows = [{"globalTid": None, "pid": pid, "tid": tid, "name": name}
                 for pid, tid, name in self.events.threads]
         return pd.DataFrame.from_records(rows, columns=list(TABLES["threads"][0]))
+
+
+class _Once:
+    """A value made on its first call and kept (columns that share a computation)."""
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self._make: Callable[[], Any] | None = make
+        self._value: Any = None
+
+    def __call__(self) -> Any:
+        if self._make is not None:
+            self._value, self._make = self._make(), None
+        return self._value
 
 
 _TABLE_CATS = {"kernels": ("kernel",), "memcpy": ("gpu_memcpy", "Memcpy"), "memset": ("gpu_memset", "Memset"),

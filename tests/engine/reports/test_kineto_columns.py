@@ -112,3 +112,14 @@ def test_parts_written_by_worker_processes_join_to_the_whole_read(tmp_path: Path
     for k in want.memory:
         assert np.array_equal(got.memory[k], want.memory[k])
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["t"]  # no temporary folder left
+
+
+def test_a_table_read_column_by_column_equals_the_whole(trace_file: Path) -> None:
+    """Tables are made only with the columns asked for; asked in parts, they equal the whole table."""
+    whole, parts = KinetoTrace(trace_file), KinetoTrace(trace_file)
+    for name in ("kernels", "memcpy", "memset", "api", "cpu_ops", "nvtx"):
+        cols = list(TABLES[name][0])
+        first = parts.table(name, cols[:2])
+        assert list(first.columns) == cols[:2]
+        parts.table(name, cols[::-1][:3])
+        pd.testing.assert_frame_equal(parts.table(name), whole.table(name), check_dtype=True)
