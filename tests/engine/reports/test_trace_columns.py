@@ -199,3 +199,40 @@ def test_schema_sql_of_columns_and_filters() -> None:
     assert schema.decode_global_tid is __import__("engine.reports.base").reports.base.decode_global_tid
     sql = schema.where_sql("nvtx", Where(()) & name_in([3, 1]) & ends_by(9), {"nameId", "end"})
     assert sql == '"nameId" IN (1, 3) AND "end" <= 9'
+
+
+def test_cached_columns_and_stored_columns(recordings: dict[str, Path], tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """columns_cached answers only once the cache holds every column; has_columns tells stored ones."""
+    monkeypatch.setenv("KERNELSCOPE_CACHE", str(tmp_path / "cache"))
+    with open_report(recordings["twoproc.sqlite.xz"]) as trace:
+        assert trace.columns_cached("kernels", ["start", "duration"]) is None
+        read = trace.columns("kernels", ["start", "duration"])
+        cached = trace.columns_cached("kernels", ["start", "duration"])
+        assert cached is not None
+        assert isinstance(cached["start"], np.memmap) and isinstance(read["start"], np.memmap)
+        np.testing.assert_array_equal(cached["duration"], read["duration"])
+        assert trace.columns_cached("kernels", ["start", "end"]) is None  # "end" alone: not read yet
+        assert trace.has_columns("kernels", ["start", "nameId", "pid", "gridShape"])
+        assert not trace.has_columns("kernels", ["start", "noSuchColumn"])
+        assert not trace.has_columns("osrt", ["start"]) or trace.has("nvtx")
+    (legacy,) = [p for p in NSYS_SQLITE if p.name.startswith("legacy2022")]
+    with open_report(legacy) as trace:
+        assert not trace.has_columns("memcpy", ["greenContextId"])
+        assert trace.has_columns("memcpy", ["start", "copyKind"])
+
+
+def test_small_tables_as_stored_and_the_system_env(recordings: dict[str, Path]) -> None:
+    with open_report(recordings["ddp_rank0.sqlite.xz"]) as trace:
+        assert isinstance(trace, NsysSqliteTrace)
+        rows = trace.stored_rows("gpus", ["id", "name", "noSuchColumn"])
+        table = trace.table("gpus", ["id", "name"])
+        assert [(r[0], r[1]) for r in rows] == list(zip(table["id"], table["name"], strict=True))
+        assert all(r[2] is None for r in rows)
+        threads = trace.stored_rows("threads", ["globalTid", "nameId"])
+        names = trace.strings()
+        assert [names.get(int(str(n))) for _g, n in threads] == trace.table("threads")["name"].tolist()
+        driver = trace.system_env("NvDriverVersion")
+        assert driver is not None and driver[0].isdigit()
+        assert trace.system_env("NoSuchName") is None
+        assert Trace.system_env(trace, "NvDriverVersion") is None  # the default: not recorded
