@@ -79,7 +79,7 @@ def run_many(trace: Trace, names: Sequence[str], fmt: str = "frame") -> Iterator
     from engine.analysis.nsys.stats.named_durations import plan
 
     reports = [registry()[resolve_report_name(n)] for n in names]
-    plan(trace, [t for r in reports for t in r.needs])
+    plan(trace, [t for r in reports if r.shares_reads for t in r.needs])
     for r in reports:
         yield r.name, run(trace, r.name, fmt)
 

@@ -45,6 +45,7 @@ class Report:
     columns: tuple[str, ...]
     needs: tuple[str, ...]
     compute: Compute
+    shares_reads: bool = False
 
 
 _REGISTERED: dict[str, Report] = {}
@@ -54,6 +55,7 @@ _LOCK = threading.Lock()
 
 def report(
     name: str, *, title: str, columns: tuple[str, ...], needs: tuple[str, ...] = (),
+    shares_reads: bool = False,
 ) -> Callable[[F], F]:
     """Register the decorated function as the ``nsys stats`` report ``name``.
 
@@ -62,6 +64,8 @@ def report(
         title: one line: what the report answers (shown in ``--help``, the window's report list).
         columns: the header nsys prints, in its order.
         needs: the engine tables the report reads (see :data:`engine.reports.base.TABLES`).
+        shares_reads: it groups ``needs`` through :mod:`.named_durations`, whose reads the reports
+            of one command share (:func:`engine.analysis.nsys.stats.run_many` starts them early).
 
     """
     from engine.reports.base import TABLES
@@ -73,7 +77,7 @@ def report(
     def register(fn: F) -> F:
         if name in _REGISTERED and _REGISTERED[name].compute is not fn:
             raise ValueError(f"report {name!r} is registered twice")
-        _REGISTERED[name] = Report(name, title, tuple(columns), tuple(needs), fn)
+        _REGISTERED[name] = Report(name, title, tuple(columns), tuple(needs), fn, shares_reads)
         return fn
 
     return register

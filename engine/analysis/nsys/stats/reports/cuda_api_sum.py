@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 @report("cuda_api_sum", title="CUDA API Summary: runtime and driver calls grouped by name",
-        columns=(*SUM_COLS, "Num Calls", *STAT_COLS, "Name"), needs=("api",))
+        columns=(*SUM_COLS, "Num Calls", *STAT_COLS, "Name"), needs=("api",), shares_reads=True)
 def cuda_api_sum(trace: Trace, csv: bool) -> SummaryTable:
     """Per API name: total, count and statistics of the calls' durations."""
     return time_rows(api_groups(trace), "cuda_api_sum")

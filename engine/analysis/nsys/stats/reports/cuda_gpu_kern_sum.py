@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 @report("cuda_gpu_kern_sum", title="CUDA GPU Kernel Summary: kernel executions grouped by name",
-        columns=(*SUM_COLS, "Instances", *STAT_COLS, "Name"), needs=("kernels",))
+        columns=(*SUM_COLS, "Instances", *STAT_COLS, "Name"), needs=("kernels",), shares_reads=True)
 def cuda_gpu_kern_sum(trace: Trace, csv: bool) -> SummaryTable:
     """Per kernel name: total, count and statistics of the kernels' durations."""
     return time_rows(kernel_groups(trace), "cuda_gpu_kern_sum")

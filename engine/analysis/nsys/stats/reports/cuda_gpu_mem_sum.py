@@ -17,14 +17,14 @@ _MB_COLS = ("Total (MB)", "Count", "Avg (MB)", "Med (MB)", "Min (MB)", "Max (MB)
 
 
 @report("cuda_gpu_mem_time_sum", title="GPU Memory Operations Summary (by Time): memcpy/memset durations",
-        columns=(*SUM_COLS, "Count", *STAT_COLS, "Operation"), needs=("memcpy", "memset"))
+        columns=(*SUM_COLS, "Count", *STAT_COLS, "Operation"), needs=("memcpy", "memset"), shares_reads=True)
 def cuda_gpu_mem_time_sum(trace: Trace, csv: bool) -> SummaryTable:
     """Per operation ("[CUDA memcpy Host-to-Device]", "[CUDA memset]"...): durations' statistics."""
     return time_rows(memop_groups(trace, "duration"), "cuda_gpu_mem_time_sum")
 
 
 @report("cuda_gpu_mem_size_sum", title="GPU Memory Operations Summary (by Size): memcpy/memset sizes in MB",
-        columns=_MB_COLS, needs=("memcpy", "memset"))
+        columns=_MB_COLS, needs=("memcpy", "memset"), shares_reads=True)
 def cuda_gpu_mem_size_sum(trace: Trace, csv: bool) -> SummaryTable:
     """Per operation: sizes' statistics in MB (bytes / 1e6, as nsys prints them), by total."""
     return size_table(memop_groups(trace, "bytes"))

@@ -26,7 +26,7 @@ def _combined(categories: list[tuple[str, Groups]], name: str) -> SummaryTable:
 
 @report("cuda_api_gpu_sum",
         title="CUDA Summary (API/Kernels/MemOps): API calls, kernels and memory operations",
-        columns=_COLUMNS, needs=("api", "kernels", "memcpy", "memset"))
+        columns=_COLUMNS, needs=("api", "kernels", "memcpy", "memset"), shares_reads=True)
 def cuda_api_gpu_sum(trace: Trace, csv: bool) -> SummaryTable:
     """CUDA_API, CUDA_KERNEL and MEMORY_OPER groups, by total."""
     return _combined([("CUDA_API", api_groups(trace)), ("CUDA_KERNEL", kernel_groups(trace)),
@@ -34,7 +34,7 @@ def cuda_api_gpu_sum(trace: Trace, csv: bool) -> SummaryTable:
 
 
 @report("cuda_gpu_sum", title="GPU Summary (Kernels/MemOps): kernels and memory operations together",
-        columns=_COLUMNS, needs=("kernels", "memcpy", "memset"))
+        columns=_COLUMNS, needs=("kernels", "memcpy", "memset"), shares_reads=True)
 def cuda_gpu_sum(trace: Trace, csv: bool) -> SummaryTable:
     """CUDA_KERNEL and MEMORY_OPER groups, by total."""
     return _combined([("CUDA_KERNEL", kernel_groups(trace)),

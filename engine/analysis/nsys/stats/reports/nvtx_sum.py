@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 @report("nvtx_sum", title="NVTX Range Summary: push/pop and start/end ranges grouped by name and style",
-        columns=(*SUM_COLS, "Instances", *STAT_COLS, "Style", "Range"), needs=("nvtx",))
+        columns=(*SUM_COLS, "Instances", *STAT_COLS, "Style", "Range"), needs=("nvtx",), shares_reads=True)
 def nvtx_sum(trace: Trace, csv: bool) -> SummaryTable:
     """Per (range name, style) of the ranges that ended: durations' statistics."""
     return range_table(nvtx_ranges(trace))
