@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-#: arrays of at least this many bytes are moved into a file mapping (8M int64 values)
-MIN_BYTES = 64 << 20
+#: arrays of at least this many bytes are moved into a file mapping (2M int64 values)
+MIN_BYTES = 16 << 20
 #: how deep objects, dicts, lists and tuples are walked to find arrays
 _DEPTH = 4
 #: objects of these modules are walked (their attributes replaced in place); others are left alone

@@ -206,11 +206,16 @@ class Steps:
         """Leading steps that are warm-up."""
         return int(self.steps.warmup.sum())
 
-    @cached_property
+    @property
     def steady(self) -> StepList:
-        """The steps after warm-up."""
+        """The steps after warm-up (made on each use: :attr:`steady_count` is what most callers need)."""
         m = ~self.steps.warmup
         return StepList(self.steps.starts[m], self.steps.ends[m], self.steps.warmup[m], self.steps.indices[m])
+
+    @cached_property
+    def steady_count(self) -> int:
+        """Number of steps after warm-up."""
+        return len(self.steps) - self.warmup_count
 
     @property
     def warmup_flags(self) -> npt.NDArray[np.bool_]:
@@ -242,7 +247,7 @@ class Steps:
     @cached_property
     def steady_median_ns(self) -> float:
         """Median duration of the steady-state steps (all steps when every one is warm-up)."""
-        d = self._durations[self._steady_mask] if self.steady else self._durations
+        d = self._durations[self._steady_mask] if self.steady_count else self._durations
         return float(np.median(d))
 
     @cached_property
@@ -263,7 +268,8 @@ class Steps:
         if self.host_starts is None or not len(self.host_starts):
             return None
         d = np.asarray(self.host_ends, dtype=np.int64) - np.asarray(self.host_starts, dtype=np.int64)
-        m = self._steady_mask if self.steady and len(d) == len(self._steady_mask) else np.ones(len(d), bool)
+        steady = self.steady_count and len(d) == len(self._steady_mask)
+        m = self._steady_mask if steady else np.ones(len(d), bool)
         return float(np.median(d[m])) if m.any() else None
 
     @property
@@ -302,7 +308,8 @@ class Steps:
         floor = np.array([np.iinfo(np.int64).min], dtype=np.int64)
         e_pad = np.concatenate([floor, e])
         # no steady step: "steady" means every step, as window(steady_only=True) gives them
-        steady_pad = np.concatenate([[False], self._steady_mask if self.steady else np.ones(len(s), bool)])
+        mask = self._steady_mask if self.steady_count else np.ones(len(s), bool)
+        steady_pad = np.concatenate([[False], mask])
         in_any = np.zeros(len(t), dtype=bool)
         in_steady = np.zeros(len(t), dtype=bool)
         step = 1 << 21
@@ -341,7 +348,7 @@ class Steps:
 
     def window(self, *, steady_only: bool = False) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(starts, ends) of the steps, optionally of the steady ones only."""
-        if steady_only and self.steady:
+        if steady_only and self.steady_count:
             m = self._steady_mask
             return self._starts[m], self._ends[m]
         return self._starts.copy(), self._ends.copy()
@@ -420,7 +427,7 @@ def _warmup_flags(durations: list[int]) -> list[bool]:
 
 
 #: Steps' cached properties that depend on its steps only
-_DERIVED = frozenset({"_steady_mask", "warmup_count", "steady", "_durations",
+_DERIVED = frozenset({"_steady_mask", "warmup_count", "steady_count", "_durations",
                       "steady_median_ns", "_blocks", "_steady_blocks"})
 
 

@@ -246,7 +246,7 @@ def typical_unit(trace: Trace, st: Steps) -> tuple[list[str], npt.NDArray[np.flo
     hs = np.asarray(st.host_starts, dtype=np.int64)
     lo = np.searchsorted(seq.launch, hs, side="left")
     hi = np.append(lo[1:], seq.n)
-    steady = np.flatnonzero(st._steady_mask[:len(lo)]) if st.steady else np.arange(len(lo))
+    steady = np.flatnonzero(st._steady_mask[:len(lo)]) if st.steady_count else np.arange(len(lo))
     if not len(steady):
         return None
     with np.errstate(over="ignore"):

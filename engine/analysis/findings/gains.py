@@ -65,7 +65,7 @@ class Context:
     @property
     def n_steady(self) -> int:
         """Number of steady-state steps (0 without steps)."""
-        return len(self.steps.steady) if self.steps else 0
+        return self.steps.steady_count if self.steps else 0
 
     @property
     def step_ns(self) -> float:
