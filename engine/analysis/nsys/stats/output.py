@@ -107,7 +107,7 @@ def to_csv(df: pd.DataFrame | SummaryTable) -> str:
     """Render a report as ``nsys stats --format csv`` does.
 
     Args:
-        df: a DataFrame returned by :func:`run_report` (or a :class:`SummaryTable`).
+        df: a report as :func:`engine.analysis.nsys.stats.run` computes it (DataFrame or SummaryTable).
 
     Returns:
         The CSV text: header and rows with nsys's number formatting, newline (LF) line endings, fields
@@ -131,7 +131,7 @@ def format_table(df: pd.DataFrame | SummaryTable, max_width: int | None = None) 
     """Render a report as an aligned text table for terminals (like nsys's column output).
 
     Args:
-        df: a DataFrame returned by :func:`run_report` (or a :class:`SummaryTable`).
+        df: a report as :func:`engine.analysis.nsys.stats.run` computes it (DataFrame or SummaryTable).
         max_width: truncate text cells longer than this (with "..."); None keeps them whole.
 
     Returns:

@@ -18,7 +18,7 @@ def empty_frame(report: str) -> pd.DataFrame:
 
 
 class SummaryTable:
-    """A computed report as plain columns (what :func:`fast_reports` returns; no pandas needed).
+    """A computed report as plain columns (what the numpy reports return; no pandas needed).
 
     ``data`` holds one list per column of :data:`COLUMNS` ``[report]``; ``numeric`` says which
     columns are numbers (right-aligned in tables). :func:`to_csv` and :func:`format_table` accept
@@ -40,7 +40,7 @@ class SummaryTable:
         return len(self.data[0]) if self.data else 0
 
     def to_frame(self) -> pd.DataFrame:
-        """The same table as :func:`run_report` returns (numbers numeric, nsys column names)."""
+        """The report as a DataFrame (numbers numeric, nsys column names)."""
         import pandas as pd
 
         if self.empty:
