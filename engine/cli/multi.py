@@ -20,6 +20,8 @@ def register(sub: Any) -> None:
     r.add_argument("--range", dest="range_name", metavar="NAME",
                    help="the step range (NVTX or record_function name; default: found by structure)")
     r.add_argument("--json", action="store_true", help="print kernelscope.ranks/1 JSON")
+    r.add_argument("--workers", type=int, metavar="N",
+                   help="processes reading the reports not cached yet (default 2; 0: in this process)")
     r.set_defaults(func=cmd_ranks)
 
     b = sub.add_parser("batch", help="run summary, stats, findings or ranks over many reports on Dask")
@@ -41,7 +43,9 @@ def cmd_ranks(args: argparse.Namespace) -> int:
     """Print the rank table, the straggler and the clock note (or the JSON document)."""
     from engine.analysis.ranks import analyze_paths, format_ranks
 
-    res = analyze_paths(args.reports, range_name=args.range_name)
+    if args.workers is not None and args.workers < 0:
+        raise KernelscopeError(f"--workers must be 0 or more, not {args.workers}.")
+    res = analyze_paths(args.reports, range_name=args.range_name, workers=args.workers)
     if args.json:
         print(json.dumps(res.to_json(), indent=1, allow_nan=False))
     else:

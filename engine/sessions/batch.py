@@ -123,10 +123,26 @@ def _findings_rows(path: str) -> list[dict[str, Any]]:
     return out
 
 
-def _ranks_rows(paths: list[str]) -> list[dict[str, Any]]:
+def read_rank_task(path: str) -> Any:
+    """One report's ranks, read on a worker for a ``ranks`` job (store.read_ranks; kept in its cache).
+
+    A report that cannot be read comes back as its sentence.
+    """
+    from engine.analysis.ranks.store import read_ranks
+
+    try:
+        return read_ranks(path)
+    except KernelscopeError as exc:
+        return str(exc)
+
+
+def _ranks_rows(paths: list[str], inputs: list[Any] | None = None) -> list[dict[str, Any]]:
     from engine.analysis.ranks import analyze_paths
 
-    res = analyze_paths(paths)
+    for got in inputs or []:
+        if isinstance(got, str):
+            raise KernelscopeError(got)
+    res = analyze_paths(paths, inputs=inputs)
     s = res.straggler
     job = paths[0] if len(paths) == 1 else str(Path(paths[0]).parent / _job_name(paths[0]))
     rows = []
@@ -146,9 +162,11 @@ def _job_name(path: str) -> str:
     return m.group("job") + m.group("tail") if m else _stem(path)
 
 
-def run_task(kind: str, paths: list[str], stats_report: str = DEFAULT_STATS_REPORT) -> list[dict[str, Any]]:
+def run_task(kind: str, paths: list[str], stats_report: str = DEFAULT_STATS_REPORT,
+             inputs: list[Any] | None = None) -> list[dict[str, Any]]:
     """One task (runs on a worker): the rows of one report (one job for ``ranks``).
 
+    ``inputs``: for ``ranks``, each report's ranks as other tasks read them (:func:`read_rank_task`).
     Never raises for a bad report: it returns one row with the report and its ``error`` sentence.
     """
     try:
@@ -159,7 +177,7 @@ def run_task(kind: str, paths: list[str], stats_report: str = DEFAULT_STATS_REPO
         elif kind == "findings":
             rows = _findings_rows(paths[0])
         elif kind == "ranks":
-            rows = _ranks_rows(paths)
+            rows = _ranks_rows(paths, inputs)
         else:
             raise BatchError(f"Unknown batch analysis {kind!r}; use one of {', '.join(KINDS)}.")
     except KernelscopeError as exc:
@@ -256,7 +274,11 @@ def _run_dask(kind: str, tasks: list[list[str]], results: list[list[dict[str, An
     as_completed = _distributed().as_completed
     client, cluster = _client(workers, scheduler, scheduler_file)
     try:
-        futures = [client.submit(run_task, kind, t, stats_report, pure=False) for t in tasks]
+        # a job's reports are read by tasks of their own (spread over the workers), then lined up
+        reads = [[client.submit(read_rank_task, p, pure=False) for p in t] if kind == "ranks" and len(t) > 1
+                 else None for t in tasks]
+        futures = [client.submit(run_task, kind, t, stats_report, r, pure=False) for t, r in zip(tasks, reads,
+                                                                                                   strict=True)]
         index = {f.key: i for i, f in enumerate(futures)}
         done = 0
         pending = as_completed(futures)

@@ -246,6 +246,8 @@ def _fit_clocks(inputs: list[RankInput]) -> list[str]:
         for name in ("compute_start", "compute_end", "nccl_start", "nccl_end", "nccl_launch", "api_start",
                      "api_end"):
             setattr(r, name, move(getattr(r, name)))
+        if r.lanes is not None:
+            r.lanes = tuple((move(a), move(b)) for a, b in r.lanes)
         if r.steps is not None:
             from engine.analysis.stepfind import shifted_steps
 
@@ -392,8 +394,11 @@ def _call_notes(inputs: list[RankInput]) -> tuple[list[str], list[str]]:
 
 
 def _lanes(r: RankInput, shift: int) -> RankLanes:
-    cs, ce = merged(r.compute_start, r.compute_end)
-    ns, ne = merged(r.nccl_start, r.nccl_end)
+    if r.lanes is not None:
+        (cs, ce), (ns, ne) = r.lanes
+    else:
+        cs, ce = merged(r.compute_start, r.compute_end)
+        ns, ne = merged(r.nccl_start, r.nccl_end)
     return RankLanes(r.rank, cs + shift, ce + shift, ns + shift, ne + shift)
 
 

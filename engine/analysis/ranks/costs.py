@@ -46,6 +46,24 @@ class Blocks:
         return out
 
 
+def clipped_to(starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64], within_s: npt.NDArray[np.int64],
+               within_e: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Sorted disjoint blocks cut to where they meet other sorted disjoint blocks (their intersection)."""
+    if not len(starts) or not len(within_s):
+        z = np.zeros(0, dtype=I64)
+        return z, z
+    # each block against the ``within`` blocks it overlaps: few per block for kernels vs NCCL kernels
+    lo = np.searchsorted(within_e, starts, side="right")
+    hi = np.searchsorted(within_s, ends, side="left")
+    n = np.maximum(hi - lo, 0)
+    owner = np.repeat(np.arange(len(starts)), n)
+    j = np.repeat(lo, n) + (np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n))
+    s = np.maximum(starts[owner], within_s[j])
+    e = np.minimum(ends[owner], within_e[j])
+    keep = e > s
+    return s[keep].astype(I64), e[keep].astype(I64)
+
+
 def cat(*pairs: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]) -> Blocks:
     """The union of several interval lists as :class:`Blocks`."""
     return Blocks(np.concatenate([p[0] for p in pairs]), np.concatenate([p[1] for p in pairs]))
@@ -108,7 +126,9 @@ def step_costs(r: RankInput, local: LocalCosts, wait_start: npt.NDArray[np.int64
     keep = wait_ns > 0
     ws = np.asarray(wait_start, dtype=I64)[keep]
     we = ws + np.asarray(wait_ns, dtype=I64)[keep]
-    exposed = cat((r.compute_start, r.compute_end), (ws, we)).covered(lo, hi) - local.compute
+    # the waits with no compute: the compute kept may be only where NCCL kernels run (store.slim)
+    comp = (r.compute_start, r.compute_end)
+    exposed = cat(comp, (ws, we)).covered(lo, hi) - Blocks(*comp).covered(lo, hi)
     wait = Blocks(ws, we).covered(lo, hi)
     return StepCosts({"index": index, "start_ns": lo + shift, "end_ns": hi + shift,
                       "compute_ns": local.busy - local.nccl, "nccl_ns": local.nccl, "nccl_wait_ns": wait,

@@ -65,8 +65,17 @@ class RankInput:
     clock_method: str = "none"
     #: its steps' partition, measured where the rank was read (engine.analysis.ranks.costs)
     local: Any = None
+    #: what a view draws of it, when kept apart from the arrays above (store.slim): ((compute starts,
+    #: ends), (NCCL starts, ends)) as merged blocks
+    lanes: Any = None
 
 
+#: the columns read of each big table: what a rank needs and what the steps engine reads of it (read
+#: together, a table is scanned once)
+READ_COLUMNS = {"kernels": ["start", "end", "deviceId", "correlationId", "pid", "nameId", "streamId"],
+                "memcpy": ["start", "end", "pid", "correlationId"],
+                "memset": ["start", "end", "pid", "correlationId"],
+                "api": ["start", "end", "pid", "tid", "nameId", "correlationId"]}
 #: a missing value in ``trace.columns``
 NULL_ID = -(2**62)
 
@@ -182,21 +191,33 @@ def _pid_keys(values: Any) -> npt.NDArray[Any]:
     return pid_keys(values)
 
 
-def _main_tid_api(api: dict[str, npt.NDArray[Any]], sel: npt.NDArray[np.bool_],
+def _rows_of(pids: npt.NDArray[Any]) -> dict[str, npt.NDArray[np.bool_]]:
+    """Each process's rows, by pid key: a few distinct pids among millions of rows, compared as numbers."""
+    import pandas as pd
+
+    out: dict[str, npt.NDArray[np.bool_]] = {}
+    for v in pd.unique(pids):
+        key = pid_key(v)
+        mask = pids == v
+        out[key] = out[key] | mask if key in out else mask
+    return out
+
+
+def _main_tid_api(api: dict[str, npt.NDArray[Any]], sel: npt.NDArray[np.bool_] | None,
                   names: dict[int, str]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """API calls (of the rows ``sel``) of the thread that launches the most kernels (the training loop's)."""
-    if not sel.any():
+    import pandas as pd
+
+    if sel is None or not sel.any():
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty
-    ids = api["nameId"][sel]
-    uniq, codes = np.unique(ids, return_inverse=True)
+    codes, uniq = pd.factorize(api["nameId"][sel])  # hashed: a few hundred names among millions of calls
     is_launch = np.array([bool(_LAUNCH.match(names.get(int(u), ""))) for u in uniq], dtype=bool)[codes]
     tids = api["tid"][sel]
     pool = tids[is_launch] if is_launch.any() else tids
-    values, counts = np.unique(pool, return_counts=True)
-    # value_counts' order: the most calls, ties in order of first appearance
-    first = np.array([np.argmax(pool == v) for v in values[counts == counts.max()]])
-    tid = values[counts == counts.max()][int(np.argmin(first))]
+    tcodes, tvalues = pd.factorize(pool)  # in order of first appearance
+    counts = np.bincount(tcodes)
+    tid = tvalues[int(np.argmax(counts))]  # the most calls; ties: the first seen (as value_counts)
     mine = tids == tid
     return api["start"][sel][mine].astype(np.int64), api["end"][sel][mine].astype(np.int64)
 
@@ -232,6 +253,9 @@ def ranks_of(trace: Trace, *, range_name: str | None = None) -> list[RankInput]:
     host = report_host(trace)
     if not trace.has("kernels"):
         return []
+    for table, names in READ_COLUMNS.items():  # one pass over each table for this and the steps engine
+        if trace.has(table):
+            trace.prefetch_columns(table, names)
     k = trace.columns("kernels", ["start", "end", "deviceId", "correlationId", "pid", "nameId"])
     if not len(k["start"]):
         return []
@@ -240,7 +264,7 @@ def ranks_of(trace: Trace, *, range_name: str | None = None) -> list[RankInput]:
     k_pk = ops_pk[:len(k["start"])]
     api = (trace.columns("api", ["start", "end", "pid", "tid", "nameId"]) if trace.has("api")
            else {c: np.zeros(0, dtype=np.int64) for c in ("start", "end", "pid", "tid", "nameId")})
-    api_pk = _pid_keys(api["pid"])
+    api_rows = _rows_of(api["pid"])
     api_names = {int(u): strings.get(int(u), "") for u in np.unique(api["nameId"])}
     steps = {s.pid: s for s in steps_per_process(trace, range_name=range_name)}
     uniq, codes = np.unique(k["nameId"], return_inverse=True)  # a few distinct kernel names
@@ -259,7 +283,7 @@ def ranks_of(trace: Trace, *, range_name: str | None = None) -> list[RankInput]:
         osel = (ops_pk == pk) & ~ops_nccl
         nsel = sel & is_nccl
         nstart = k["start"][nsel].astype(np.int64)
-        a_s, a_e = _main_tid_api(api, api_pk == pk, api_names)
+        a_s, a_e = _main_tid_api(api, api_rows.get(pk), api_names)
         corr = k["correlationId"][nsel]
         out.append(RankInput(
             report=path, pid=_int(pk), device=int(dev[0][0]) if dev else None, host=host,

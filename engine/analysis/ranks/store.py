@@ -14,7 +14,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import pickle
-from collections.abc import Callable, Sequence
+import shutil
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,26 +26,52 @@ from engine.analysis.steps import merged
 from engine.system.errors import KernelscopeError
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
+
     from engine.analysis.ranks.load import RankInput
 
+#: a rank's lanes (its GPU work and NCCL kernels for a view to draw) keep at most this many blocks each
+LANE_BLOCKS = 20_000
 #: the cache's folder under the cache root, and the version of what it holds
 FOLDER = "ranks"
 VERSION = 1
 #: reports read at once when not cached (each reader holds one report's tables)
 DEFAULT_WORKERS = 2
-#: a reader process reads this many reports, then a fresh one takes over (memory comes back)
-TASKS_PER_READER = 8
+#: a reader process started fresh (spawn) reads this many reports, then another takes over
+SPAWNED_READS = 4
 #: reports not cached are read in other processes only when together they are this big (starting a
 #: reader costs about a second)
 PARALLEL_MIN_BYTES = 64 << 20
 
 
 def slim(r: RankInput) -> RankInput:
-    """The rank as the job needs it: its partition measured, GPU work merged, API calls dropped."""
+    """The rank as the job needs it.
+
+    Its partition measured, its API calls dropped, its GPU work kept only where NCCL kernels run (all
+    a wait is measured against), and its lanes drawn with at most LANE_BLOCKS blocks each.
+    """
+    from engine.analysis.ranks.costs import clipped_to
+
     r.local = local_costs(r)
-    r.compute_start, r.compute_end = merged(r.compute_start, r.compute_end)
+    cs, ce = merged(r.compute_start, r.compute_end)
+    ns, ne = merged(r.nccl_start, r.nccl_end)
+    r.lanes = (coarse(cs, ce, LANE_BLOCKS), coarse(ns, ne, LANE_BLOCKS))
+    r.compute_start, r.compute_end = clipped_to(cs, ce, ns, ne)
     r.api_start = r.api_end = np.zeros(0, dtype=np.int64)
     return r
+
+
+def coarse(starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64],
+           max_blocks: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Merged blocks closer than span / max_blocks joined (what a lane can draw; a level of detail)."""
+    if len(starts) <= max_blocks:
+        return starts, ends
+    gap = max(1, int((ends.max() - starts.min()) // max_blocks))
+    new = np.empty(len(starts), dtype=bool)
+    new[0] = True
+    new[1:] = starts[1:] - ends[:-1] > gap
+    idx = np.flatnonzero(new)
+    return starts[idx], np.append(ends[idx[1:] - 1], ends[-1])
 
 
 def _cache_file(path: Path, range_name: str | None) -> Path:
@@ -82,7 +109,13 @@ def read_ranks(path: str | Path, range_name: str | None = None) -> list[RankInpu
     if got is not None:
         return got
     with open_report(path) as trace:
-        inputs = [slim(r) for r in ranks_of(trace, range_name=range_name)]
+        columns = _columns_dir(trace)
+        found = columns is None or columns.exists()
+        try:
+            inputs = [slim(r) for r in ranks_of(trace, range_name=range_name)]
+        finally:
+            if not found and columns is not None:  # leave the column cache as found: a job's
+                shutil.rmtree(columns, ignore_errors=True)  # reports would fill it (141 MB a rank)
     try:
         atomic_write_bytes(_cache_file(Path(path), range_name), pickle.dumps(inputs, protocol=5), fsync=False)
     except OSError:
@@ -95,6 +128,38 @@ def _size(path: str) -> int:
         return os.stat(path).st_size
     except OSError:
         return 0
+
+
+def _columns_dir(trace: object) -> Path | None:
+    """Where the report's columns are cached (an nsys export), else None."""
+    store = getattr(trace, "column_store", None)
+    folder = getattr(store(), "cache_dir", None) if callable(store) else None
+    return folder if isinstance(folder, Path) else None
+
+
+def _read_one(job: tuple[int, str, str | None]) -> tuple[int, list[RankInput] | str]:
+    i, path, range_name = job
+    return i, _read_or_say(path, range_name)
+
+
+def _read_in_processes(jobs: list[tuple[int, str]], range_name: str | None,
+                       n: int) -> Iterator[tuple[int, list[RankInput] | str]]:
+    """Read the reports in ``n`` processes, each report in a fresh one where that is cheap.
+
+    Reading a report leaves memory behind in a process (the engine's per-trace caches, the allocator's
+    arenas): a reader that read 32 reports held 2.5 GB. A process forked from a parent without
+    threads costs milliseconds, so each report gets one; a parent with threads (the window) may not
+    fork, and its readers are started fresh (spawn, about a second each) every few reports.
+    """
+    import threading
+
+    fork = threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods()
+    if fork:  # what every reader imports, imported once here and shared
+        import engine.analysis.steps  # noqa: F401
+        import engine.reports.open  # noqa: F401
+    ctx = multiprocessing.get_context("fork" if fork else "spawn")
+    with ctx.Pool(processes=n, maxtasksperchild=1 if fork else SPAWNED_READS) as pool:
+        yield from pool.imap_unordered(_read_one, [(i, p, range_name) for i, p in jobs])
 
 
 def _read_or_say(path: str, range_name: str | None) -> list[RankInput] | str:
@@ -137,18 +202,11 @@ def read_all(paths: Sequence[str | Path], range_name: str | None = None, *, work
             if on_read:
                 on_read(done, len(names))
     else:
-        from concurrent.futures import ProcessPoolExecutor
-
-        ctx = multiprocessing.get_context("spawn")  # no fork of a parent that holds threads and tables
-        with ProcessPoolExecutor(max_workers=n, mp_context=ctx, max_tasks_per_child=TASKS_PER_READER) as pool:
-            futures = {pool.submit(_read_or_say, names[i], range_name): i for i in todo}
-            from concurrent.futures import as_completed
-
-            for fut in as_completed(futures):
-                out[futures[fut]] = fut.result()
-                done += 1
-                if on_read:
-                    on_read(done, len(names))
+        for i, read in _read_in_processes([(i, names[i]) for i in todo], range_name, n):
+            out[i] = read
+            done += 1
+            if on_read:
+                on_read(done, len(names))
     for got in out:
         if isinstance(got, str):
             raise ReportError(got)
