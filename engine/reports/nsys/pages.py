@@ -44,6 +44,11 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.reports.nsys.npy_file import NpyFile as NpyFile  # re-exported: the cache writes through it
+from engine.reports.nsys.page_exprs import Unsupported as Unsupported  # re-exported
+from engine.reports.nsys.page_exprs import evaluate
+from engine.reports.nsys.page_exprs import parse_expr as parse_expr  # re-exported
+
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import TypeVar
@@ -61,48 +66,6 @@ if TYPE_CHECKING:
 BATCH_PAGES = 512
 #: cells longer than this are copied in a second, wider pass (long texts): the rest stay narrow
 _WIDE = 512
-
-_COL = r'"([A-Za-z_][A-Za-z0-9_]*)"'
-_FORMS = [
-    (re.compile(rf"^{_COL}$"), "col"),
-    (re.compile(rf"^{_COL} - {_COL}$"), "sub"),
-    (re.compile(rf"^{_COL} % (\d+)$"), "mod"),
-    (re.compile(rf"^{_COL} / (\d+) % (\d+)$"), "divmod"),
-]
-
-
-class Unsupported(Exception):
-    """The file, table or expression is outside what this reader handles: ask SQLite."""
-
-
-def parse_expr(expr: str) -> tuple[str, list[str], list[int]]:
-    """``(form, columns, constants)`` of a supported expression.
-
-    Raises:
-        Unsupported: any other expression.
-
-    """
-    text = expr.strip()
-    if text.upper() == "NULL":
-        return "null", [], []
-    m = re.match(r"^coalesce\((.*)\)$", text, re.IGNORECASE)
-    if m:  # coalesce("a", "b", NULL, ...): the first operand that is not NULL
-        items = [i.strip() for i in m.group(1).split(",")]
-        cols = [i[1:-1] for i in items if re.fullmatch(_COL, i)]
-        if not items or any(not re.fullmatch(_COL, i) and i.upper() != "NULL" for i in items):
-            raise Unsupported(expr)
-        return "coalesce", cols, []
-    for rx, form in _FORMS:
-        m = rx.match(text)
-        if m:
-            groups = list(m.groups())
-            cols = [g for g in groups if not g.isdigit()]
-            nums = [int(g) for g in groups if g.isdigit()]
-            if any(n == 0 for n in nums):
-                raise Unsupported(expr)
-            return form, cols, nums
-    raise Unsupported(expr)
-
 
 def read_columns(path: Path, table: str, exprs: dict[str, str], null: int,
                  n_threads: int = 2, narrow: frozenset[str] = frozenset(),
@@ -287,7 +250,7 @@ class _Reader:
                         a, b = batches[j]
                         got = self._batch(leaves[a:b], counts[a:b], idx)
                         lo, hi = int(starts[a]), int(starts[b])
-                        for name, v in _evaluate(parsed, got, null).items():
+                        for name, v in evaluate(parsed, got, null).items():
                             if out[name].dtype == np.int32 and len(v) and (
                                     int(v.min()) < -(2**31) or int(v.max()) >= 2**31):
                                 raise _Wide
@@ -560,45 +523,6 @@ class _Wide(Exception):
     """A value does not fit the int32 column it was read into."""
 
 
-def _evaluate(parsed: dict[str, tuple[str, list[str], list[int]]],
-              got: dict[str, tuple[Ints, npt.NDArray[np.bool_] | None]], null: int) -> dict[str, Ints]:
-    """The expressions over one batch's raw columns (NULL where any operand is NULL)."""
-    import numpy as np
-
-    out: dict[str, Ints] = {}
-    rows = len(next(iter(got.values()))[0])
-    for name, (form, cols, nums) in parsed.items():
-        if form == "null" or (form == "coalesce" and not cols):
-            out[name] = np.full(rows, null, dtype=np.int64)
-            continue
-        a, isnull = got[cols[0].lower()]
-        if form == "coalesce":
-            v = a.copy()
-            for c in cols[1:]:  # fill the NULLs left from the next operand
-                if isnull is None or not isnull.any():
-                    break
-                b, bnull = got[c.lower()]
-                v[isnull] = b[isnull]
-                isnull = isnull & bnull if bnull is not None else None
-        elif form == "col":
-            v = a.copy() if isnull is not None and isnull.any() else a
-        elif form == "sub":
-            b, bnull = got[cols[1].lower()]
-            v = a - b
-            if (((a ^ b) & (a ^ v)) < 0).any():  # SQLite turns an overflow into a REAL
-                raise Unsupported(f"{cols[0]} - {cols[1]} overflows 64 bits")
-            if bnull is not None:
-                isnull = bnull if isnull is None else isnull | bnull
-        elif form == "mod":
-            v = np.fmod(a, nums[0])
-        else:  # "divmod": SQL integer division truncates toward zero, % keeps the sign
-            v = np.fmod(np.abs(a) // nums[0] * np.sign(a), nums[1])
-        if isnull is not None and isnull.any():
-            v[isnull] = null
-        out[name] = v
-    return out
-
-
 #: per serial type 0-9: the shift that sign-extends its bytes, whether the word is kept, a constant
 _SHIFT = [0, 56, 48, 40, 32, 16, 0, 0, 0, 0, 0, 0]
 _KEEP = [0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0]
@@ -614,57 +538,3 @@ def _size_lut() -> npt.NDArray[np.int16]:
     t = np.arange(12, 256)
     lut[12:] = (t - 12) // 2
     return lut
-
-
-
-
-class NpyFile:
-    """A ``.npy`` file of one column, written by row ranges (``out[lo:hi] = values``) with pwrite.
-
-    What the reader's ``alloc`` gives to fill a cache file: writing through a writable memory map
-    page-faults every page of the file in (86 ms per 84 MB column on the 2-core VM) where a pwrite
-    of the same bytes takes 32 ms; threads write their batches' disjoint ranges side by side.
-    :meth:`close` when done (the file is then read with ``np.load(path, mmap_mode="r")``).
-    """
-
-    def __init__(self, path: Path, dtype: type, rows: int) -> None:
-        import numpy as np
-
-        self.path, self.dtype, self.rows = Path(path), np.dtype(dtype), rows
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            with os.fdopen(os.dup(fd), "wb") as fh:
-                np.lib.format.write_array_header_1_0(
-                    fh, {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False,
-                         "shape": (rows,)})
-                self.offset = fh.tell()
-            os.ftruncate(fd, self.offset + rows * self.dtype.itemsize)
-        except BaseException:
-            os.close(fd)
-            raise
-        self.fd: int | None = fd
-
-    def __len__(self) -> int:
-        return self.rows
-
-    def __setitem__(self, where: slice, values: Ints) -> None:
-        import numpy as np
-
-        lo, hi, _step = where.indices(self.rows)
-        v = np.ascontiguousarray(values, dtype=self.dtype)
-        if len(v) != hi - lo or self.fd is None:
-            raise ValueError(f"{len(v)} values for rows {lo}:{hi} of {self.path.name}")
-        data = memoryview(v).cast("B")  # type: ignore[arg-type]
-        at = self.offset + lo * self.dtype.itemsize
-        while len(data):
-            n = os.pwrite(self.fd, data, at)
-            data, at = data[n:], at + n
-
-    def close(self) -> None:
-        """Close the file (idempotent; the values written stay)."""
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
-
-    def __del__(self) -> None:
-        self.close()

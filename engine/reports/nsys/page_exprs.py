@@ -1,0 +1,98 @@
+"""The expressions the page reader (:mod:`engine.reports.nsys.pages`) evaluates itself.
+
+``"col"``, ``"a" - "b"``, ``"col" % N``, ``"col" / N % M``, ``coalesce("a", "b", NULL, ...)`` and
+``NULL``, with SQLite's integer semantics (a NULL operand gives NULL; integer division truncates
+toward zero and ``%`` keeps the sign; a difference that overflows 64 bits is SQLite's, which makes it
+a REAL). Anything else raises :class:`Unsupported`, and the caller asks SQLite.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    Ints = npt.NDArray[np.int64]
+
+_COL = r'"([A-Za-z_][A-Za-z0-9_]*)"'
+_FORMS = [
+    (re.compile(rf"^{_COL}$"), "col"),
+    (re.compile(rf"^{_COL} - {_COL}$"), "sub"),
+    (re.compile(rf"^{_COL} % (\d+)$"), "mod"),
+    (re.compile(rf"^{_COL} / (\d+) % (\d+)$"), "divmod"),
+]
+
+
+class Unsupported(Exception):
+    """The file, table or expression is outside what this reader handles: ask SQLite."""
+
+
+def parse_expr(expr: str) -> tuple[str, list[str], list[int]]:
+    """``(form, columns, constants)`` of a supported expression.
+
+    Raises:
+        Unsupported: any other expression.
+
+    """
+    text = expr.strip()
+    if text.upper() == "NULL":
+        return "null", [], []
+    m = re.match(r"^coalesce\((.*)\)$", text, re.IGNORECASE)
+    if m:  # coalesce("a", "b", NULL, ...): the first operand that is not NULL
+        items = [i.strip() for i in m.group(1).split(",")]
+        cols = [i[1:-1] for i in items if re.fullmatch(_COL, i)]
+        if not items or any(not re.fullmatch(_COL, i) and i.upper() != "NULL" for i in items):
+            raise Unsupported(expr)
+        return "coalesce", cols, []
+    for rx, form in _FORMS:
+        m = rx.match(text)
+        if m:
+            groups = list(m.groups())
+            cols = [g for g in groups if not g.isdigit()]
+            nums = [int(g) for g in groups if g.isdigit()]
+            if any(n == 0 for n in nums):
+                raise Unsupported(expr)
+            return form, cols, nums
+    raise Unsupported(expr)
+
+
+def evaluate(parsed: dict[str, tuple[str, list[str], list[int]]],
+              got: dict[str, tuple[Ints, npt.NDArray[np.bool_] | None]], null: int) -> dict[str, Ints]:
+    """The expressions over one batch's raw columns (NULL where any operand is NULL)."""
+    import numpy as np
+
+    out: dict[str, Ints] = {}
+    rows = len(next(iter(got.values()))[0])
+    for name, (form, cols, nums) in parsed.items():
+        if form == "null" or (form == "coalesce" and not cols):
+            out[name] = np.full(rows, null, dtype=np.int64)
+            continue
+        a, isnull = got[cols[0].lower()]
+        if form == "coalesce":
+            v = a.copy()
+            for c in cols[1:]:  # fill the NULLs left from the next operand
+                if isnull is None or not isnull.any():
+                    break
+                b, bnull = got[c.lower()]
+                v[isnull] = b[isnull]
+                isnull = isnull & bnull if bnull is not None else None
+        elif form == "col":
+            v = a.copy() if isnull is not None and isnull.any() else a
+        elif form == "sub":
+            b, bnull = got[cols[1].lower()]
+            v = a - b
+            if (((a ^ b) & (a ^ v)) < 0).any():  # SQLite turns an overflow into a REAL
+                raise Unsupported(f"{cols[0]} - {cols[1]} overflows 64 bits")
+            if bnull is not None:
+                isnull = bnull if isnull is None else isnull | bnull
+        elif form == "mod":
+            v = np.fmod(a, nums[0])
+        else:  # "divmod": SQL integer division truncates toward zero, % keeps the sign
+            v = np.fmod(np.abs(a) // nums[0] * np.sign(a), nums[1])
+        if isnull is not None and isnull.any():
+            v[isnull] = null
+        out[name] = v
+    return out
