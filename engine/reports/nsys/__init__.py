@@ -6,6 +6,7 @@
 :class:`~engine.reports.base.Trace`, with ``column_reads`` (its ``columns``), ``export_tables`` (its
 pandas tables), ``nvtx_ranges`` (NVTX ranges by name), ``summary_columns`` (the pandas-free
 summaries' reads) and ``sqlite_file`` (a read-only connection); ``columns`` is the columnar cache,
-``pages`` reads a table's columns straight from the file's b-tree pages (``page_child`` does it in a
-child process); ``rep`` turns a ``.nsys-rep`` into its SQLite export with the user's ``nsys``.
+``pages`` reads a table's columns straight from the file's b-tree pages (``page_exprs``: the
+expressions it evaluates, ``npy_file``: the files it writes, ``page_child``: the same in a child
+process); ``rep`` turns a ``.nsys-rep`` into its SQLite export with the user's ``nsys``.
 """
