@@ -73,13 +73,19 @@ def _export(trace: Trace) -> NsysSqliteTrace | None:
 
 
 def plan(trace: Trace, tables: Sequence[str]) -> None:
-    """Say which tables the next reports group: the first read starts now, in the background."""
+    """Say which tables the next reports group: the first read starts now, in the background.
+
+    NVTX ranges, if asked for, are grouped here and now (SQLite, on this thread), while that
+    first read runs.
+    """
     if _export(trace) is None:
         return
     st = _state(trace)
     with st.lock:
         st.order = [t for t in READ_ORDER if t in tables and t not in st.taken]
         _start_next(trace, st)
+    if "nvtx" in tables:
+        nvtx_ranges(trace)
 
 
 def _start_next(trace: Trace, st: _State) -> None:
