@@ -236,3 +236,17 @@ def test_small_tables_as_stored_and_the_system_env(recordings: dict[str, Path]) 
         assert driver is not None and driver[0].isdigit()
         assert trace.system_env("NoSuchName") is None
         assert Trace.system_env(trace, "NvDriverVersion") is None  # the default: not recorded
+
+
+def test_kineto_traces_answer_the_same_call(tmp_path: Path) -> None:
+    """A PyTorch profiler trace answers trace.columns from its tables: the same values, ids of its texts."""
+    from tests.conftest import FIXTURES
+
+    xz = REPO / "tests" / "data" / "recordings" / "nsys" / "ddp" / "ddp_kineto_rank0_kineto.json.xz"
+    rank0 = tmp_path / "rank0.json"
+    rank0.write_bytes(lzma.decompress(xz.read_bytes()))
+    for path in (FIXTURES / "torch" / "torch_sdpa_trace.json", rank0):
+        with open_report(path) as trace:
+            assert not isinstance(trace, NsysSqliteTrace)
+            _check_trace(trace, trace.columns, trace.strings)
+            assert len(trace.columns("kernels", ["start"])["start"]) > 0
