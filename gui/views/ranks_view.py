@@ -19,12 +19,22 @@ from typing import Any
 
 import numpy as np
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QHeaderView, QLabel, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
 
 from engine.analysis.ranks.text import LEGEND, ms_cell
 from gui.documents import OpenReports
 from gui.format import is_missing, is_number
 from gui.views.base import ReportView
+from gui.views.ranks_heatmap import WaitHeatMap
 from gui.widgets.axes import style_plot, tick_font
 from gui.widgets.labels import WrapLabel, swatch
 from gui.widgets.table import ReadOnlyTable
@@ -37,6 +47,12 @@ COLORS = {"compute": "#1f5fa8", "nccl": "#e8871e", "wait": "#c0392b", "idle": "#
 MAX_BLOCKS = 4000
 #: at most this many note details in the notes' tooltip
 MAX_TOOLTIP_DETAILS = 40
+#: a job of more ranks than this shows the straggler and the ranks that wait most, the others folded
+FOLD_AT = 16
+#: steps are drawn as bands on the time plot up to this many per rank (the heat map shows more)
+MAX_BANDS = 2000
+#: the table shows this many rows at most (it scrolls)
+MAX_TABLE_ROWS = 12
 
 
 def rank_order(path: str) -> tuple[Any, ...]:
@@ -86,10 +102,14 @@ AUTO_STEPS = "found from the GPU's work"
 
 
 def compute(traces: list[Any], range_name: str | None = None) -> Any:
-    """The analysis the view shows (runs in a worker thread)."""
-    from engine.analysis.ranks import analyze_ranks
+    """The analysis the view shows (runs in a worker thread).
 
-    return analyze_ranks(traces, range_name=range_name)
+    The engine reads each report's ranks once, in reader processes, and keeps them in its cache
+    (``engine.analysis.ranks.store``): a 64-rank job opened again lines up from the cache.
+    """
+    from engine.analysis.ranks import analyze_paths
+
+    return analyze_paths([str(t.info.path) for t in traces], range_name=range_name)
 
 
 def step_choices(traces: list[Any]) -> list[str]:
@@ -154,13 +174,34 @@ def notes_tooltip(res: Any) -> str:
                                                        if more > 0 else []))
 
 
+def _column(steps: Any, name: str) -> Any:
+    """One StepCost field of every step, as an array (StepCosts hold arrays; a tuple is converted)."""
+    from engine.analysis.ranks.model import StepCosts
+
+    return StepCosts.of(steps).column(name)
+
+
 def steady_range_ms(res: Any) -> tuple[float, float] | None:
     """(first steady step's start, last step's end) over all ranks, in ms; None without steps."""
-    starts = [c.start_ns for r in res.ranks for c in r.counted_steps]
-    ends = [c.end_ns for r in res.ranks for c in r.per_step]
+    starts = [_column(r.counted_steps, "start_ns") for r in res.ranks]
+    ends = [_column(r.per_step, "end_ns") for r in res.ranks]
+    starts = [a for a in starts if len(a)]
+    ends = [a for a in ends if len(a)]
     if not starts or not ends:
         return None
-    return min(starts) / 1e6, max(ends) / 1e6
+    return min(int(a.min()) for a in starts) / 1e6, max(int(a.max()) for a in ends) / 1e6
+
+
+def shown_ranks(res: Any, grid: Any, show_all: bool) -> tuple[list[Any], list[Any]]:
+    """(the rows drawn, the rows folded): every rank in rank order, or past FOLD_AT ranks, the straggler
+    and the ranks that wait most (the heat map's first rows) with the others folded."""
+    if show_all or grid is None or len(res.ranks) <= FOLD_AT:
+        return list(res.ranks), []
+    from engine.analysis.ranks.heat import SHOWN
+
+    by_rank = {r.rank: r for r in res.ranks}
+    first = [by_rank[k] for k in grid.ranks[:SHOWN]]
+    return first, [by_rank[k] for k in grid.ranks[SHOWN:]]
 
 
 class RanksView(ReportView):
@@ -192,6 +233,14 @@ class RanksView(ReportView):
                                     "each GPU operation named like TEXT (CLI: kernelscope ranks --range).")
         self.steps_combo.activated.connect(self._on_steps_chosen)
         top.addWidget(self.steps_combo)
+        top.addSpacing(16)
+        self.show_all = QCheckBox("Show all ranks")
+        self.show_all.setToolTip(f"Past {FOLD_AT} ranks the view shows the straggler and the ranks that "
+                                 "wait most, the others folded into one row (their median); tick to show "
+                                 "every rank.")
+        self.show_all.toggled.connect(self._on_fold_toggled)
+        self.show_all.setVisible(False)
+        top.addWidget(self.show_all)
         top.addStretch(1)
         self.vbox.addLayout(top)
         self.offer = WrapLabel(muted=True)
@@ -217,14 +266,21 @@ class RanksView(ReportView):
         self.bar_plot.setLabel("bottom", "per step, mean of the steady steps (ms)")
         self.bar_plot.setTitle("Where each rank's step went", color="#2c3e50")
         self.time_plot.scene().sigMouseClicked.connect(self._on_click)
+        self.heat = WaitHeatMap()
+        self.heat.sig_fold_clicked.connect(lambda: self.show_all.setChecked(True))
+        split.addWidget(self.heat)
         split.addWidget(self.time_plot)
         split.addWidget(self.bar_plot)
         split.setStretchFactor(0, 3)
-        split.setStretchFactor(1, 2)
+        split.setStretchFactor(1, 3)
+        split.setStretchFactor(2, 2)
         self.table = ReadOnlyTable(RankTableModel(), elide=False)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        split.addWidget(self.table)  # in the splitter: a job of many ranks scrolls its table
+        split.setStretchFactor(3, 2)
+        for w, h in ((self.heat, 200), (self.time_plot, 180), (self.bar_plot, 170)):
+            w.setMinimumHeight(h)
         blay.addWidget(split, 1)
-        blay.addWidget(self.table)
         self.legend_text = WrapLabel("(" + LEGEND + ")", muted=True)
         blay.addWidget(self.legend_text)
         self.clock = WrapLabel(muted=True)
@@ -235,6 +291,9 @@ class RanksView(ReportView):
         self.bars_ms: dict[int, tuple[float, float, float, float]] = {}
         self.x_range_ms: tuple[float, float] | None = None
         self.wait_blocks = 0
+        #: the heat map's rows (engine.analysis.ranks.heat), and the ranks folded into its last row
+        self.grid: Any = None
+        self.folded: list[int] = []
         self._offered: set[tuple[str, ...]] = set()
         self.reports.sig_added.connect(lambda _r: self._refresh_jobs())
         self.start_following()
@@ -370,37 +429,70 @@ class RanksView(ReportView):
         self.clock.setText("Clock: " + res.clock.sentence + ("  " + notes if s else ""))
         self.clock.setToolTip(tip if s else "")
         self.stack.show_page(self._body)
-        self._draw_time(res)
-        self._draw_bars(res)
+        from engine.analysis.ranks.heat import wait_grid
+
+        self.grid = wait_grid(res)
+        self.show_all.setVisible(len(res.ranks) > FOLD_AT)
+        self._draw(res)
         self.table.set_frame(rank_frame(res))
-        self.table.fit_height()
+        if len(res.ranks) <= MAX_TABLE_ROWS:
+            self.table.fit_height()
+        else:  # a job of many ranks: the table scrolls under the plots
+            self.table.resizeRowsToContents()
+            self.table.setMinimumHeight(0)
+            self.table.setMaximumHeight(16_777_215)
+            self.table.setMinimumHeight(self.table.horizontalHeader().height() + 4 * max(
+                self.table.rowHeight(0), 18))
+
+    def _on_fold_toggled(self, _checked: bool) -> None:
+        if self.result is not None:
+            self._draw(self.result)
+
+    def _draw(self, res: Any) -> None:
+        """The heat map, the time plot and the bars, with the ranks past FOLD_AT folded (unless shown)."""
+        from engine.analysis.ranks.heat import SHOWN
+
+        shown, folded = shown_ranks(res, self.grid, self.show_all.isChecked())
+        self.folded = [r.rank for r in folded]
+        if self.grid is not None:
+            if folded:
+                labels, rows = self.grid.folded(SHOWN)
+                fold_row = len(labels) - 1
+            else:
+                labels, rows, fold_row = [f"rank {r}" for r in self.grid.ranks], self.grid.wait_ns, -1
+            strag = res.straggler.rank if res.straggler is not None else None
+            labels = [f"⚠ {t}" if strag is not None and t == f"rank {strag}" else t for t in labels]
+            self.heat.set_rows(labels, rows, self.grid.steps, fold_row)
+        self.heat.setVisible(self.grid is not None)
+        self._draw_time(res, shown)
+        self._draw_bars(res, shown, folded)
+        # many ranks: the heat map and the table say what the bars would (the room goes to them)
+        self.bar_plot.setVisible(len(res.ranks) <= FOLD_AT)
 
     def _row_label(self, r: Any, res: Any) -> str:
         gpu = f" · GPU {r.device}" if r.device is not None else ""
         strag = res.straggler is not None and res.straggler.rank == r.rank
         return f"{'⚠ ' if strag else ''}rank {r.rank}{gpu}"
 
-    def _draw_time(self, res: Any) -> None:
+    def _draw_time(self, res: Any, shown: list[Any]) -> None:
         pg = self._pg
         plot = self.time_plot
         plot.clear()
         self.rows_y.clear()
         lanes = {ln.rank: ln for ln in res.lanes}
         ticks = []
-        for i, r in enumerate(res.ranks):
+        for i, r in enumerate(shown):
             y = -float(i)
             self.rows_y[r.rank] = y
             ticks.append((y, self._row_label(r, res)))
-            if res.straggler is not None and res.straggler.rank == r.rank:
-                span = [c for c in r.per_step] or []
-                lo = min((c.start_ns for c in span), default=0) / 1e6
-                hi = max((c.end_ns for c in span), default=0) / 1e6
+            starts, ends = _column(r.per_step, "start_ns"), _column(r.per_step, "end_ns")
+            if res.straggler is not None and res.straggler.rank == r.rank and len(starts):
+                lo, hi = float(starts.min()) / 1e6, float(ends.max()) / 1e6
                 if hi > lo:
                     plot.addItem(pg.BarGraphItem(x0=[lo], x1=[hi], y0=[y - 0.5], y1=[y + 0.5],
                                                  brush=COLORS["straggler"], pen=None))
-            if r.per_step:
-                x0 = np.array([c.start_ns for c in r.per_step]) / 1e6
-                x1 = np.array([c.end_ns for c in r.per_step]) / 1e6
+            if 0 < len(starts) <= MAX_BANDS:  # more steps than that: the heat map shows them
+                x0, x1 = starts / 1e6, ends / 1e6
                 brushes = [COLORS["band_a"] if k % 2 == 0 else COLORS["band_b"] for k in range(len(x0))]
                 plot.addItem(pg.BarGraphItem(x0=x0, x1=x1, y0=np.full(len(x0), y - 0.45), height=0.9,
                                              brushes=brushes, pen=pg.mkPen("#b8c7da", width=0.5)))
@@ -409,15 +501,19 @@ class RanksView(ReportView):
                 continue
             lanes_of_rank = (((ln.compute_start, ln.compute_end), 0.05, 0.4, COLORS["compute"]),
                              ((ln.nccl_start, ln.nccl_end), -0.4, -0.05, COLORS["nccl"]))
-            for (st, en), lo, hi, color in lanes_of_rank:
+            for (st, en), lo_y, hi_y, color in lanes_of_rank:
                 cs, ce = coarse(st, en)
                 if len(cs):
-                    plot.addItem(pg.BarGraphItem(x0=cs / 1e6, x1=ce / 1e6, y0=np.full(len(cs), y + lo),
-                                                 height=hi - lo, brush=color, pen=None))
+                    plot.addItem(pg.BarGraphItem(x0=cs / 1e6, x1=ce / 1e6, y0=np.full(len(cs), y + lo_y),
+                                                 height=hi_y - lo_y, brush=color, pen=None))
         self._draw_waits(res)
         ax = plot.getPlotItem().getAxis("left")
         ax.setTicks([ticks])
-        plot.getPlotItem().setYRange(-len(res.ranks) + 0.4, 0.6, padding=0.02)
+        plot.getPlotItem().setYRange(-len(shown) + 0.4, 0.6, padding=0.02)
+        hidden = len(res.ranks) - len(shown)
+        plot.setTitle("Ranks on one clock — click a rank to open its timeline"
+                      + (f" ({len(shown)} of {len(res.ranks)} ranks: the straggler and the ranks that wait "
+                         f"most; {hidden} folded)" if hidden else ""), color="#2c3e50")
         self.x_range_ms = steady_range_ms(res)
         if self.x_range_ms is not None:  # the steady steps, not the start-up before them
             plot.getPlotItem().setXRange(*self.x_range_ms, padding=0.01)
@@ -427,47 +523,72 @@ class RanksView(ReportView):
     def _draw_waits(self, res: Any) -> None:
         """Red over the NCCL lane: each rank's kernel, from its start until the last rank started."""
         pg = self._pg
-        x0: list[float] = []
-        x1: list[float] = []
-        ys: list[float] = []
-        for c in res.collectives:
-            latest = c.start_ns + c.start_skew_ns
-            for rank, wait in c.waits_ns.items():
-                if wait > 0 and int(rank) in self.rows_y:
-                    x0.append((latest - wait) / 1e6)
-                    x1.append(latest / 1e6)
-                    ys.append(self.rows_y[int(rank)] - 0.4)
-        self.wait_blocks = len(x0)
+        x0: list[Any] = []
+        x1: list[Any] = []
+        ys: list[Any] = []
+        self.wait_blocks = 0
+        table = res.collectives
+        if hasattr(table, "waits"):  # columns (engine.analysis.ranks.model.CollectiveTable)
+            latest = table.start_ns + table.skew_ns
+            for j, rank in enumerate(table.ranks):
+                if rank not in self.rows_y:
+                    continue
+                w = table.waits[:, j]
+                hit = w > 0
+                self.wait_blocks += int(hit.sum())
+                s, e = coarse(latest[hit] - w[hit], latest[hit])
+                x0.append(s / 1e6)
+                x1.append(e / 1e6)
+                ys.append(np.full(len(s), self.rows_y[rank] - 0.4))
+        else:
+            for c in table:
+                top = c.start_ns + c.start_skew_ns
+                for rank, wait in c.waits_ns.items():
+                    if wait > 0 and int(rank) in self.rows_y:
+                        x0.append(np.array([(top - wait) / 1e6]))
+                        x1.append(np.array([top / 1e6]))
+                        ys.append(np.array([self.rows_y[int(rank)] - 0.4]))
+                        self.wait_blocks += 1
         if x0:
-            self.time_plot.addItem(pg.BarGraphItem(x0=np.array(x0), x1=np.array(x1), y0=np.array(ys),
-                                                   height=0.35, brush=COLORS["wait"], pen=None))
+            self.time_plot.addItem(pg.BarGraphItem(x0=np.concatenate(x0), x1=np.concatenate(x1),
+                                                   y0=np.concatenate(ys), height=0.35, brush=COLORS["wait"],
+                                                   pen=None))
 
-    def _draw_bars(self, res: Any) -> None:
+    def _draw_bars(self, res: Any, shown: list[Any], folded: list[Any]) -> None:
         pg = self._pg
         plot = self.bar_plot
         plot.clear()
         self.bars_ms.clear()
         ticks = []
-        for i, r in enumerate(res.ranks):
-            y = -float(i)
+        rows: list[tuple[str, tuple[float, float, float, float], str, int | None]] = []
+        for r in shown:
             m = r.means()
             parts = (m["compute_ns"] / 1e6, m["wait_ns"] / 1e6, max(0, m["nccl_ns"] - m["wait_ns"]) / 1e6,
                      m["idle_ns"] / 1e6)
             self.bars_ms[r.rank] = parts
+            rows.append((self._row_label(r, res), parts, f"{ms_cell(r.step_ns)} ms", r.rank))
+        if folded:  # the folded ranks as one bar: their mean
+            means = [r.means() for r in folded]
+            avg = {k: float(np.mean([m[k] for m in means])) for k in means[0]}
+            parts = (avg["compute_ns"] / 1e6, avg["wait_ns"] / 1e6,
+                     max(0.0, avg["nccl_ns"] - avg["wait_ns"]) / 1e6, avg["idle_ns"] / 1e6)
+            rows.append((f"{len(folded)} more ranks (mean)", parts, f"{ms_cell(avg['step_ns'])} ms", None))
+        for i, (label, parts, text_value, _rank) in enumerate(rows):
+            y = -float(i)
             left = 0.0
             for value, key in zip(parts, ("compute", "wait", "nccl", "idle"), strict=True):
                 if value > 0:
                     plot.addItem(pg.BarGraphItem(x0=[left], width=[value], y=[y], height=0.6,
                                                  brush=COLORS[key], pen=None))
                 left += value
-            text = pg.TextItem(f"{ms_cell(r.step_ns)} ms", color="#2c3e50", anchor=(0, 0.5))
+            text = pg.TextItem(text_value, color="#2c3e50", anchor=(0, 0.5))
             text.setPos(left, y)
             plot.addItem(text)
-            ticks.append((y, self._row_label(r, res)))
+            ticks.append((y, label))
         plot.getPlotItem().getAxis("left").setTicks([ticks])
-        widest = max((sum(v) for v in self.bars_ms.values()), default=1.0)
+        widest = max((sum(p) for _, p, _, _ in rows), default=1.0)
         plot.getPlotItem().setXRange(0, widest * 1.12, padding=0)
-        plot.getPlotItem().setYRange(-len(res.ranks) + 0.5, 0.5, padding=0.05)
+        plot.getPlotItem().setYRange(-len(rows) + 0.5, 0.5, padding=0.05)
 
     # -- click: that rank's timeline ------------------------------------------------------------------
     def rank_at(self, y: float) -> int | None:
