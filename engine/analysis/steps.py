@@ -202,9 +202,13 @@ def _range_candidates(trace: Trace, pid: Any) -> list[RangeCandidate]:
     per_pid = launches_per_pid(trace)
     for pk in list(per_pid):
         launch, dur = per_pid.pop(pk)  # dropped as soon as sorted (10M launches: 80 MB each)
-        lorder = np.argsort(launch, kind="stable")
-        ls, d = launch[lorder], dur[lorder]
-        del launch, dur, lorder
+        if len(launch) < 2 or bool((launch[1:] >= launch[:-1]).all()):
+            ls, d = launch, dur  # (in launch order already: the op sequences)
+        else:
+            lorder = np.argsort(launch, kind="stable")
+            ls, d = launch[lorder], dur[lorder]
+            del lorder
+        del launch, dur
         cum = np.zeros(len(d) + 1, dtype=np.int64)
         np.cumsum(d, out=cum[1:])
         by_pid[pk] = (ls, cum)
@@ -231,25 +235,27 @@ def _range_candidates(trace: Trace, pid: Any) -> list[RangeCandidate]:
 
 
 def launches_per_pid(trace: Trace) -> dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
-    """Process key -> (launch times, durations) of its GPU operations, in row order.
+    """Process key -> (launch times, durations) of its GPU operations.
 
-    From ``ops.gpu_op_columns`` (integer columns).
+    From the op sequences (``iterations.op_sequences``: cached, in launch order) where they are built,
+    else from ``ops.gpu_op_columns`` in row order. Every caller sums durations over launch windows:
+    the order of the operations does not change what it reads.
     """
+    from engine.analysis.iterations import op_sequences
+    from engine.analysis.ops import gpu_op_columns
 
-    def make() -> dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
-        from engine.analysis.ops import gpu_op_columns
-
-        o = gpu_op_columns(trace)
-        res = {}
-        for code, pk in enumerate(o.pids):
-            if len(o.pids) == 1:  # one process: its columns as they are
-                res[pk] = (o.launch, o.dur)
-                continue
-            mine = o.pid == code
-            res[pk] = (o.launch[mine], o.dur[mine])
-        return res
-
-    return make()  # not kept: asked twice per trace (candidates, then steps), freed after each
+    o = gpu_op_columns(trace)
+    seqs = op_sequences(trace)
+    if seqs and sum(q.n for q in seqs.values()) == o.n:  # no 35M-row launch join again (big10m)
+        return {pk: (q.launch, q.end - q.start) for pk, q in seqs.items()}
+    res = {}
+    for code, pk in enumerate(o.pids):
+        if len(o.pids) == 1:  # one process: its columns as they are
+            res[pk] = (o.launch, o.dur)
+            continue
+        mine = o.pid == code
+        res[pk] = (o.launch[mine], o.dur[mine])
+    return res  # not kept: asked twice per trace (candidates, then steps), freed after each
 
 
 def _choose(cands: list[RangeCandidate]) -> RangeCandidate | None:
