@@ -321,6 +321,15 @@ def trace_cache(trace: Trace, key: str, make: Any) -> Any:
     return store[key]
 
 
+def forget_trace(trace: Trace) -> None:
+    """Drop the derived tables kept for ``trace`` (:func:`trace_cache`).
+
+    Call it when done with a trace: a kept table that refers to its trace keeps both alive (the cache
+    holds its keys weakly, its values not), about 100 MB for a 400k-kernel report.
+    """
+    _MEMO.pop(trace, None)
+
+
 def union_sorted(s: np.ndarray, e: np.ndarray, mask: np.ndarray | None = None) -> int:
     """Length of the union of [start, end) intervals already sorted by start (no sort).
 

@@ -37,6 +37,12 @@ FOLDER = "ranks"
 VERSION = 1
 #: reports read at once when not cached (each reader holds one report's tables)
 DEFAULT_WORKERS = 2
+#: the modules a reader imports on the way (imported before the readers are forked from this process)
+READER_IMPORTS = ("pandas", "sqlite3", "engine.analysis.steps", "engine.analysis.ops",
+                  "engine.analysis.calls", "engine.analysis.ranges", "engine.analysis.file_backed",
+                  "engine.reports.open", "engine.reports.nsys.sqlite_trace", "engine.reports.nsys.columns",
+                  "engine.reports.nsys.pages", "engine.reports.nsys.column_reads",
+                  "engine.reports.nsys.page_exprs", "engine.system.atomic")
 #: a reader process started fresh (spawn) reads this many reports, then another takes over
 SPAWNED_READS = 4
 #: reports not cached are read in other processes only when together they are this big (starting a
@@ -108,12 +114,15 @@ def read_ranks(path: str | Path, range_name: str | None = None) -> list[RankInpu
     got = cached_ranks(path, range_name)
     if got is not None:
         return got
+    from engine.analysis.tables import forget_trace
+
     with open_report(path) as trace:
         columns = _columns_dir(trace)
         found = columns is None or columns.exists()
         try:
             inputs = [slim(r) for r in ranks_of(trace, range_name=range_name)]
         finally:
+            forget_trace(trace)  # its derived tables would outlive it (a Dask worker reads many)
             if not found and columns is not None:  # leave the column cache as found: a job's
                 shutil.rmtree(columns, ignore_errors=True)  # reports would fill it (141 MB a rank)
     try:
@@ -154,9 +163,14 @@ def _read_in_processes(jobs: list[tuple[int, str]], range_name: str | None,
     import threading
 
     fork = threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods()
-    if fork:  # what every reader imports, imported once here and shared
-        import engine.analysis.steps  # noqa: F401
-        import engine.reports.open  # noqa: F401
+    if fork:  # what every reader imports, imported once here and shared (pandas alone: 1-2 s a process)
+        import importlib
+
+        for module in READER_IMPORTS:
+            try:
+                importlib.import_module(module)
+            except ImportError:  # moved or renamed: its reader imports it then
+                continue
     ctx = multiprocessing.get_context("fork" if fork else "spawn")
     with ctx.Pool(processes=n, maxtasksperchild=1 if fork else SPAWNED_READS) as pool:
         yield from pool.imap_unordered(_read_one, [(i, p, range_name) for i, p in jobs])
