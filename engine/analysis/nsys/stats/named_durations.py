@@ -34,8 +34,10 @@ if TYPE_CHECKING:
     from engine.reports.base import Trace
     from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
-#: The tables read column-wise, in the order :func:`plan` reads them.
+#: The tables read column-wise, in the order :func:`plan` reads them, and the columns read of each.
 READ_ORDER = ("api", "kernels", "memset", "memcpy")
+_NAMES = {"api": ("duration", "nameId"), "kernels": ("duration", "nameId"),
+          "memcpy": ("duration", "bytes", "copyKind"), "memset": ("duration", "bytes")}
 #: Integer columns by name.
 Columns = dict[str, "npt.NDArray[np.int64]"]
 #: NVTX ranges as (eventType, "domain:text", durations).
@@ -89,22 +91,25 @@ def plan(trace: Trace, tables: Sequence[str]) -> None:
 
 
 def _start_next(trace: Trace, st: _State) -> None:
-    export = _export(trace)
     for t in st.order:
-        if t not in st.pending and t not in st.taken and export is not None:
-            st.pending[t] = export.read_summary_columns(t)
+        if t not in st.pending and t not in st.taken:
+            st.pending[t] = trace.columns_async(t, _NAMES[t])
             return
 
 
 def _columns(trace: Trace, st: _State, table: str) -> Columns | None | Literal[False]:
-    """An export's columns of ``table``: the arrays, False (no rows) or None (NULLs: use the tables)."""
-    export = _export(trace)
-    assert export is not None
-    read = st.pending.pop(table) if table in st.pending else export.read_summary_columns(table)
+    """``trace.columns`` of ``table``: the arrays, False (no rows) or None (a NULL: use the tables)."""
+    from engine.reports.nsys.columns import has_null
+
+    read = st.pending.pop(table) if table in st.pending else trace.columns_async(table, _NAMES[table])
     st.taken.add(table)
-    got: Columns | None = read.result() if read is not None else None
-    _start_next(trace, st)  # the next read runs while this table is grouped
-    return False if read is None else got
+    try:
+        got: Columns = read.result()
+    finally:
+        _start_next(trace, st)  # the next read runs while this table is grouped
+    if not len(got[_NAMES[table][0]]):
+        return False
+    return None if any(has_null(got[n]) for n in _NAMES[table]) else got
 
 
 def sources(trace: Trace) -> dict[str, str]:
@@ -149,16 +154,15 @@ def nvtx_ranges(trace: Trace) -> Ranges:
 
 
 def _api_groups(trace: Trace, st: _State) -> Groups:
-    if _export(trace) is not None:
-        cols = _columns(trace, st, "api")
-        if cols is False:
-            return []
-        if cols is not None:
-            strings = trace.strings()  # type: ignore[attr-defined]
-            found = id_groups(cols, lambda i: _API_SUFFIX.sub("", strings.get(i, f"<unknown {i}>")))
-            if found is not None:
-                _took(st, ["api"], "columns")
-                return found
+    cols = _columns(trace, st, "api")
+    if cols is False:
+        return []
+    if cols is not None:
+        strings = trace.strings()
+        found = id_groups(cols, lambda i: _API_SUFFIX.sub("", strings.get(i, f"<unknown {i}>")))
+        if found is not None:
+            _took(st, ["api"], "columns")
+            return found
     _took(st, ["api"], "tables")
     df = _rows(trace, "api", ["start", "end", "name"])
     if df is None:
@@ -169,15 +173,14 @@ def _api_groups(trace: Trace, st: _State) -> Groups:
 
 
 def _kernel_groups(trace: Trace, st: _State) -> Groups:
-    if _export(trace) is not None:
-        cols = _columns(trace, st, "kernels")
-        if cols is False:
-            return []
-        if cols is not None:
-            found = id_groups(cols, trace.strings().get)  # type: ignore[attr-defined]
-            if found is not None:
-                _took(st, ["kernels"], "columns")
-                return found
+    cols = _columns(trace, st, "kernels")
+    if cols is False:
+        return []
+    if cols is not None:
+        found = id_groups(cols, trace.strings().get)
+        if found is not None:
+            _took(st, ["kernels"], "columns")
+            return found
     _took(st, ["kernels"], "tables")
     df = _rows(trace, "kernels", ["start", "end", "name"])
     if df is None:
