@@ -10,9 +10,6 @@ from engine.analysis.nsys.stats.registry import report
 from engine.analysis.nsys.stats.table import SummaryTable
 from engine.analysis.nsys.stats.trace_tables import (
     durations,
-    empty_frame,
-    group_stats,
-    time_summary,
     usable,
 )
 from engine.reports.nsys.columns import has_null
@@ -119,16 +116,18 @@ def _style_ranges(trace: Trace, styles: tuple[int, ...]) -> pd.DataFrame | None:
     return ranges
 
 
-def _nvtx_style_sum(trace: Trace, styles: tuple[int, ...], report: str) -> pd.DataFrame:
+def general_style_sum(trace: Trace, report: str) -> SummaryTable:
+    """The report from the trace's NVTX table (other traces; exports with NULLs or odd names).
+
+    The same grouping as :func:`style_sum_table` (numpy segment statistics by name), over the
+    labels and durations of the trace's table.
+    """
+    import numpy as np
     import pandas as pd
 
-    ranges = _style_ranges(trace, styles)
+    ranges = _style_ranges(trace, PUSHPOP if report == "nvtx_pushpop_sum" else STARTEND)
     if ranges is None:
-        return empty_frame(report)
-    stats = group_stats(pd.DataFrame({"range": ranges["label"]}), durations(ranges))
-    return time_summary(stats, "Instances", {"Range": "range"})
-
-
-def general_style_sum(trace: Trace, report: str) -> pd.DataFrame:
-    """The report from the trace's tables (other traces; exports with NULLs or odd names)."""
-    return _nvtx_style_sum(trace, PUSHPOP if report == "nvtx_pushpop_sum" else STARTEND, report)
+        return time_rows([], report)
+    codes, labels = pd.factorize(ranges["label"].to_numpy())
+    return time_rows(grouped([str(x) for x in labels], codes.astype(np.int64), durations(ranges).to_numpy()),
+                     report)
