@@ -10,9 +10,6 @@ from engine.analysis.nsys.stats.registry import report
 from engine.analysis.nsys.stats.table import SummaryTable
 from engine.analysis.nsys.stats.trace_tables import (
     durations,
-    empty_frame,
-    group_stats,
-    time_summary,
     usable,
     xyz,
 )
@@ -21,7 +18,6 @@ from engine.reports.nsys.schema import KERNEL
 from engine.reports.nsys.stats_reads import dims_text, packed_dims_expr
 
 if TYPE_CHECKING:
-    import pandas as pd
 
     from engine.reports.base import Trace
     from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
@@ -100,15 +96,28 @@ def kern_gb_sum_table(trace: NsysSqliteTrace) -> SummaryTable | None:
 
 
 
-def kern_gb_frame(trace: Trace) -> pd.DataFrame:
-    """Kernels grouped by name, grid and block dimensions."""
+def kern_gb_frame(trace: Trace) -> SummaryTable:
+    """The report from the trace's kernel table (other traces; exports with NULLs or odd names).
+
+    The same grouping as :func:`kern_gb_sum_table`: numpy segment statistics per (name, grid,
+    block), groups in that key order before the sort by total.
+    """
+    import numpy as np
     import pandas as pd
+
+    from engine.analysis.nsys.stats.group_stats import segment_stats
 
     k = usable(trace, "kernels", ["start", "end", "name", "gridX", "gridY", "gridZ", "blockX",
                                    "blockY", "blockZ"])
     if k is None:
-        return empty_frame("cuda_gpu_kern_gb_sum")
-    keys = pd.DataFrame({"name": k["name"].fillna("").astype(str), "grid": xyz(k, "grid"),
-                         "block": xyz(k, "block")})
-    stats = group_stats(keys, durations(k))
-    return time_summary(stats, "Instances", {"GridXYZ": "grid", "BlockXYZ": "block", "Name": "name"})
+        return time_rows([], "cuda_gpu_kern_gb_sum")
+    keys = pd.MultiIndex.from_arrays([k["name"].fillna("").astype(str), xyz(k, "grid"), xyz(k, "block")])
+    codes, found = keys.factorize()
+    uniq: list[tuple[str, str, str]] = [tuple(map(str, t)) for t in found]  # type: ignore[misc]
+    order = sorted(range(len(uniq)), key=lambda i: uniq[i])
+    rank = np.empty(len(uniq), dtype=np.int64)
+    rank[order] = np.arange(len(uniq), dtype=np.int64)
+    stats = segment_stats(rank[codes], durations(k).to_numpy(), len(uniq))
+    groups = [((uniq[i][1], uniq[i][2], uniq[i][0]), stats[r]) for r, i in enumerate(order)
+              if stats[r] is not None]
+    return time_rows(groups, "cuda_gpu_kern_gb_sum")
