@@ -4,18 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from engine.analysis.nsys.stats.group_stats import grouped, time_rows
 from engine.analysis.nsys.stats.registry import report
-from engine.analysis.nsys.stats.trace_tables import (
-    durations,
-    empty_frame,
-    group_stats,
-    time_summary,
-)
+from engine.analysis.nsys.stats.trace_tables import durations
 from engine.reports.nsys.stats_reads import openmp_events
 
 if TYPE_CHECKING:
-    import pandas as pd
-
+    from engine.analysis.nsys.stats.table import SummaryTable
     from engine.reports.base import Trace
 
 
@@ -28,13 +23,15 @@ if TYPE_CHECKING:
     ),
     needs=(),
 )
-def openmp_sum(trace: Trace, csv: bool) -> pd.DataFrame:
-    """OpenMP events of every OpenMP event table, grouped by name."""
+def openmp_sum(trace: Trace, csv: bool) -> SummaryTable:
+    """OpenMP events of every OpenMP event table, grouped by name (numpy segment statistics)."""
+    import numpy as np
     import pandas as pd
 
     parts = openmp_events(trace)
     if not parts:
-        return empty_frame("openmp_sum")
+        return time_rows([], "openmp_sum")
     df = pd.concat(parts, ignore_index=True)
-    stats = group_stats(pd.DataFrame({"name": df["name"].fillna("").astype(str)}), durations(df))
-    return time_summary(stats, "Count", {"Name": "name"})
+    codes, labels = pd.factorize(df["name"].fillna("").astype(str).to_numpy())
+    return time_rows(grouped([str(x) for x in labels], codes.astype(np.int64), durations(df).to_numpy()),
+                     "openmp_sum")
