@@ -6,6 +6,8 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from engine.analysis.nsys.analyze.registry import RuleField, registry
 from engine.system.errors import KernelscopeError
 
@@ -352,3 +354,13 @@ def util_text(n: int, threshold: float, low_ns: float, idle_ns: float, worst_pct
         "in a CUDA graph to cut launch overhead, and remove unneeded synchronisation."
     )
     return explanation, fix
+
+
+def nullable_ints(values: Any) -> pd.api.extensions.ExtensionArray:
+    """An Int64 column from integers read by ``trace.columns``: :data:`NULL` becomes a missing value."""
+    import pandas as pd
+
+    from engine.reports.trace_columns import NULL
+
+    v = np.asarray(values, dtype=np.int64)
+    return pd.arrays.IntegerArray(v.copy(), v == NULL)

@@ -1,19 +1,20 @@
-"""GPU operations of a big nsys export for gpu_gaps and gpu_time_util, in bounded memory (issue 16).
+"""GPU operations of any trace for gpu_gaps and gpu_time_util, in bounded memory (issue 16, 24).
 
-The general path (:func:`gpu_ops`, for other traces) builds one DataFrame of every kernel, copy
-and memset (35M rows at 10M kernels) and sorts it. Both rules only need, per process and device,
-the starts and the ends each sorted on their own:
+Both rules only need, per process and device, the starts and the ends each sorted on their own:
 
 * the GPU is idle between the ``i``-th smallest end and the ``i+1``-th smallest start exactly
   when that start is later (every op ends after it starts), and that end is the latest end of
-  the ops before the gap, which is what the general path finds with a running maximum;
+  the ops before the gap (a running maximum of the ends in start order finds the same);
 * the busy time before a moment ``t`` is ``sum(t - start) - sum(t - end)`` over the starts and
   ends before ``t``.
 
-So the columns come from the columnar cache one table at a time, and only two int64 arrays per
-process and device are kept. The context of a gap (that of the op that reached the latest end:
-among the ops ending then, the one that starts last, then the later in table order) is looked up
-afterwards for the printed rows only.
+So the kernels', copies' and memsets' columns come through ``trace.columns`` (an nsys export's
+columnar cache, or a Kineto trace's tables) one table at a time, and only two int64 arrays per
+process and device are kept. The process of an op is its ``globalPid``'s; where it has none
+(Kineto puts GPU activity in a per-device lane), that of the first runtime call with its
+correlation id. The context of a gap (that of the op that reached the latest end: among the ops
+ending then, the one that starts last, then the later in table order) is looked up afterwards for
+the printed rows only. A missing process, device or context (:data:`NULL`) prints as an empty field.
 """
 
 from __future__ import annotations
@@ -25,61 +26,89 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engine.analysis.tables import unique_first
-from engine.reports.nsys.columns import has_null
-from engine.reports.nsys.schema import KERNEL, MEMCPY, MEMSET
+from engine.reports.trace_columns import NULL
 
 if TYPE_CHECKING:
     import numpy.typing as npt
-    import pandas as pd
 
     from engine.reports.base import Trace
 
-_TABLES = (KERNEL, MEMCPY, MEMSET)
-_EXPRS = {"start": '"start"', "end": '"end"', "globalPid": '"globalPid"', "deviceId": '"deviceId"',
-          "contextId": '"contextId"'}
+#: the engine's tables of GPU operations, in the order their ops are taken
+_TABLES = ("kernels", "memcpy", "memset")
+_COLUMNS = ["start", "end", "pid", "globalPid", "deviceId", "contextId"]
 
 
 @dataclass
 class Group:
-    """The ops of one (process, device): sorted starts and ends, the context of the last end."""
+    """The ops of one (process, device): sorted starts and ends, the context of the last end.
 
-    pid: int
-    dev: int
+    ``pid``, ``dev`` and ``last_ctx`` are None where the trace has no value.
+    """
+
+    pid: int | None
+    dev: int | None
     starts: npt.NDArray[np.int64]
     ends: npt.NDArray[np.int64]
     last_end: int = -(2**63)
-    last_ctx: int = 0
+    last_ctx: int | None = None
     parts_s: list[npt.NDArray[np.int64]] = field(default_factory=list)
     parts_e: list[npt.NDArray[np.int64]] = field(default_factory=list)
+
+    @property
+    def order(self) -> tuple[bool, int, bool, int]:
+        """Sort key: by process, then device, a missing one last."""
+        return (self.pid is None, self.pid or 0, self.dev is None, self.dev or 0)
 
 
 _CACHE: weakref.WeakKeyDictionary[Trace, tuple[Any, list[Group]]] = weakref.WeakKeyDictionary()
 
 
-def _tables(trace: Trace) -> list[str] | None:
-    store = getattr(trace, "column_store", None)
-    has = getattr(trace, "has_sqlite_table", None)
-    if store is None or has is None:
-        return None
-    return [t for t in _TABLES if has(t)]
+def _value(v: int) -> int | None:
+    return None if v == NULL else int(v)
 
 
-def _read(trace: Trace, t: str, window: tuple[int | None, int | None]) -> dict[str, Any] | None:
-    """One table's columns (window applied), with pid and a (pid, device) key; None on NULLs."""
-    cols = trace.column_store().read(  # type: ignore[attr-defined]
-        t, _EXPRS, frozenset({"deviceId", "contextId"}))
-    if any(has_null(cols[c]) for c in _EXPRS):
-        return None
+def _tables(trace: Trace) -> list[str]:
+    return [t for t in _TABLES if trace.has(t)]
+
+
+def _call_pids(trace: Trace) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """(sorted correlation ids, the process of the first call with each): Kineto's op -> process."""
+    from engine.analysis.tables import unique_first
+
+    api = trace.columns("api", ["correlationId", "pid"]) if trace.has("api") else None
+    if api is None or not len(api["correlationId"]):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    keep = api["correlationId"] != NULL
+    corr = np.asarray(api["correlationId"][keep], dtype=np.int64)
+    uniq, first, _ = unique_first(corr)
+    return uniq.astype(np.int64), np.asarray(api["pid"][keep], dtype=np.int64)[first]
+
+
+def _read(trace: Trace, t: str, window: tuple[int | None, int | None],
+          call_pids: list[Any]) -> dict[str, Any]:
+    """One table's columns (window applied), the process of each op resolved as the module says."""
+    cols = trace.columns(t, _COLUMNS)
     start, end = cols["start"], cols["end"]
-    mask = None
+    mask = (start != NULL) & (end != NULL)
     if window[0] is not None:
-        mask = start >= window[0]
+        mask &= start >= window[0]
     if window[1] is not None:
-        m2 = end <= window[1]
-        mask = m2 if mask is None else mask & m2
-    out = {k: (v if mask is None else v[mask]) for k, v in cols.items()}
-    out["pid"] = (out["globalPid"] >> 24) & 0xFFFFFF
+        mask &= end <= window[1]
+    out = {k: np.asarray(v[mask]) if not mask.all() else np.asarray(v) for k, v in cols.items()}
+    no_gpid = out["globalPid"] == NULL
+    if no_gpid.any():
+        if not call_pids:
+            call_pids.extend(_call_pids(trace))
+        corr_ids, pids = call_pids
+        corr = trace.columns(t, ["correlationId"])["correlationId"]
+        corr = np.asarray(corr[mask]) if not mask.all() else np.asarray(corr)
+        pos = np.clip(np.searchsorted(corr_ids, corr), 0, max(len(corr_ids) - 1, 0))
+        found = no_gpid & (corr != NULL) & (len(corr_ids) > 0)
+        if len(corr_ids):
+            found &= corr_ids[pos] == corr
+            mapped = pids[pos]
+            found &= mapped != NULL
+            out["pid"] = np.where(found, mapped, out["pid"])
     return out
 
 
@@ -90,39 +119,34 @@ def _keys(cols: dict[str, Any]) -> list[tuple[int, int, Any]]:
         return []
     if pid.min() == pid.max() and dev.min() == dev.max():
         return [(int(pid[0]), int(dev[0]), None)]
-    key = (pid.astype(np.int64) << 32) | (dev.astype(np.int64) & 0xFFFFFFFF)
-    return [(int(k >> 32), int(np.int32(k & 0xFFFFFFFF)), key == k) for k in unique_first(key)[0].tolist()]
+    up, ip = np.unique(pid, return_inverse=True)
+    ud, idv = np.unique(dev, return_inverse=True)
+    key = ip.astype(np.int64) * len(ud) + idv
+    return [(int(up[k // len(ud)]), int(ud[k % len(ud)]), key == k) for k in np.unique(key).tolist()]
 
 
-def groups(trace: Trace, window: tuple[int | None, int | None]) -> list[Group] | None:
-    """The ops per (pid, device), in (pid, device) order; None where the fast path does not apply."""
-    tables = _tables(trace)
-    if tables is None:
-        return None
+def groups(trace: Trace, window: tuple[int | None, int | None]) -> list[Group]:
+    """The ops per (pid, device), in (pid, device) order (a missing one last)."""
     hit = _CACHE.get(trace)
     if hit is not None and hit[0] == window:
         return hit[1]
     found: dict[tuple[int, int], Group] = {}
     empty = np.zeros(0, dtype=np.int64)
-    try:
-        for t in tables:
-            cols = _read(trace, t, window)
-            if cols is None:
-                return None
-            for pid, dev, sel in _keys(cols):
-                g = found.setdefault((pid, dev), Group(pid, dev, empty, empty))
-                s = cols["start"] if sel is None else cols["start"][sel]
-                e = cols["end"] if sel is None else cols["end"][sel]
-                g.parts_s.append(np.array(s, dtype=np.int64))
-                g.parts_e.append(np.array(e, dtype=np.int64))
-                j = int(np.argmax(e))
-                if int(e[j]) > g.last_end:  # first op ending last, in table order
-                    ctx = cols["contextId"] if sel is None else cols["contextId"][sel]
-                    g.last_end, g.last_ctx = int(e[j]), int(ctx[j])
-            del cols
-    except Exception:  # noqa: BLE001 - any read problem (an older schema): the general path
-        return None
-    out = [found[k] for k in sorted(found)]
+    call_pids: list[Any] = []
+    for t in _tables(trace):
+        cols = _read(trace, t, window, call_pids)
+        for pid, dev, sel in _keys(cols):
+            g = found.setdefault((pid, dev), Group(_value(pid), _value(dev), empty, empty))
+            s = cols["start"] if sel is None else cols["start"][sel]
+            e = cols["end"] if sel is None else cols["end"][sel]
+            g.parts_s.append(np.array(s, dtype=np.int64))
+            g.parts_e.append(np.array(e, dtype=np.int64))
+            j = int(np.argmax(e))
+            if int(e[j]) > g.last_end:  # first op ending last, in table order
+                ctx = cols["contextId"] if sel is None else cols["contextId"][sel]
+                g.last_end, g.last_ctx = int(e[j]), _value(int(ctx[j]))
+        del cols
+    out = sorted(found.values(), key=lambda g: g.order)
     for g in out:
         g.starts = np.concatenate(g.parts_s)
         g.parts_s.clear()
@@ -135,7 +159,10 @@ def groups(trace: Trace, window: tuple[int | None, int | None]) -> list[Group] |
 
 
 def gaps(gs: list[Group], threshold_ns: float) -> dict[str, npt.NDArray[np.int64]]:
-    """Every idle stretch longer than ``threshold_ns``: duration, start, pid, device, order."""
+    """Every idle stretch longer than ``threshold_ns``: duration, start, pid, device, order.
+
+    A missing process or device is :data:`NULL`.
+    """
     parts: list[tuple[Any, ...]] = []
     for k, g in enumerate(gs):
         if len(g.starts) < 2:
@@ -143,24 +170,37 @@ def gaps(gs: list[Group], threshold_ns: float) -> dict[str, npt.NDArray[np.int64
         gap = g.starts[1:] - g.ends[:-1]
         idx = np.flatnonzero((gap > 0) & (gap > threshold_ns))
         n = len(idx)
-        parts.append((gap[idx], g.ends[idx], np.full(n, g.pid), np.full(n, g.dev),
-                      np.full(n, k), idx))
+        parts.append((gap[idx], g.ends[idx], np.full(n, NULL if g.pid is None else g.pid),
+                      np.full(n, NULL if g.dev is None else g.dev), np.full(n, k), idx))
     names = ("dur", "start", "pid", "dev", "group", "pos")
     if not parts:
         return {n: np.zeros(0, dtype=np.int64) for n in names}
     return {n: np.concatenate([p[i] for p in parts]).astype(np.int64) for i, n in enumerate(names)}
 
 
+def gap_order(g: dict[str, npt.NDArray[np.int64]], rows: int) -> npt.NDArray[np.intp]:
+    """The first ``rows`` of :func:`gaps` (all for -1), in the rule's order.
+
+    Longest first, then by process (a missing one last), start, group and position.
+    """
+    from engine.analysis.nsys.analyze.copy_calls import top_rows
+
+    pid_order = np.where(g["pid"] == NULL, np.iinfo(np.int64).max, g["pid"])
+    return top_rows([g["pos"], g["group"], g["start"], pid_order], -g["dur"], rows)
+
+
 def gap_contexts(trace: Trace, window: tuple[int | None, int | None],
-                 wanted: list[tuple[int, int, int]]) -> dict[tuple[int, int, int], int]:
-    """Context of the op that ended at each (pid, device, end): the latest start, then table order."""
+                 wanted: list[tuple[int, int, int]]) -> dict[tuple[int, int, int], int | None]:
+    """Context of the op that ended at each (pid, device, end): the latest start, then table order.
+
+    Keys as :func:`gaps` gives them (:data:`NULL` for a missing pid or device); None: no context.
+    """
     best: dict[tuple[int, int, int], tuple[int, int, int, int]] = {}
     values = np.array(sorted({w[2] for w in wanted}), dtype=np.int64)
     want = set(wanted)
-    for ti, t in enumerate(_tables(trace) or []):
-        cols = _read(trace, t, window)
-        if cols is None:
-            continue
+    call_pids: list[Any] = []
+    for ti, t in enumerate(_tables(trace)):
+        cols = _read(trace, t, window, call_pids)
         rows = np.flatnonzero(np.isin(cols["end"], values))
         for r in rows.tolist():
             key = (int(cols["pid"][r]), int(cols["deviceId"][r]), int(cols["end"][r]))
@@ -170,7 +210,7 @@ def gap_contexts(trace: Trace, window: tuple[int | None, int | None],
             if key not in best or rank[:3] > best[key][:3]:
                 best[key] = rank
         del cols
-    return {k: v[3] for k, v in best.items()}
+    return {k: _value(v[3]) for k, v in best.items()}
 
 
 def coverage(g: Group, t: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -191,18 +231,6 @@ def _prefix(arr: npt.NDArray[np.int64], pos: npt.NDArray[np.intp]) -> npt.NDArra
             prev = p
             out[i] = total
     return out
-
-
-def coverage_of(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Total busy time of all [start, end) intervals before each time ``t`` (overlaps add up)."""
-    s = np.sort(starts)
-    e = np.sort(ends)
-    cs = np.concatenate(([0], np.cumsum(s)))
-    ce = np.concatenate(([0], np.cumsum(e)))
-    ns = np.searchsorted(s, t, side="left")
-    ne = np.searchsorted(e, t, side="left")
-    covered: np.ndarray = (ns * t - cs[ns]) - (ne * t - ce[ne])
-    return covered
 
 
 def low_records(lo: int, hi: int, chunks: int, threshold: float,
@@ -236,31 +264,3 @@ def low_records(lo: int, hi: int, chunks: int, threshold: float,
             "PID": pid, "Device ID": dev, "Context ID": ctx,
         })
     return records
-
-
-def gpu_ops(trace: Trace, window: tuple[int | None, int | None]) -> pd.DataFrame:
-    """All GPU operations (kernels, copies, memsets) with integer start/end, pid, device, context."""
-    import pandas as pd
-
-    from engine.analysis.nsys.analyze.common import _in_window, _int_col, _op_pids
-
-    api: pd.DataFrame | None = None
-    parts = []
-    for name in ("kernels", "memcpy", "memset"):
-        df = trace.table(name, ["start", "end", "pid", "globalPid", "deviceId", "contextId",
-                                "correlationId"])
-        if df.empty:
-            continue
-        if api is None and df["globalPid"].isna().any():  # Kineto: the process comes from the call
-            api = trace.table("api")
-        parts.append(pd.DataFrame({
-            "start": pd.to_numeric(df["start"]).astype("int64"),
-            "end": pd.to_numeric(df["end"]).astype("int64"),
-            "pid": _op_pids(df, api if api is not None else df.iloc[:0]),
-            "deviceId": _int_col(df["deviceId"]),
-            "contextId": _int_col(df["contextId"]),
-        }))
-    if not parts:
-        return pd.DataFrame({c: pd.Series(dtype="int64") for c in
-                             ("start", "end", "pid", "deviceId", "contextId")})
-    return _in_window(pd.concat(parts, ignore_index=True), window)

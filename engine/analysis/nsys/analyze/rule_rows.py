@@ -104,31 +104,25 @@ def _api_sync(trace: Trace) -> RuleRows | None:
 
 
 def _gaps(trace: Trace, gap_ms: float) -> RuleRows | None:
-    gs = gpu_activity.groups(trace, (None, None))
-    if gs is None:
-        return None
-    g = gpu_activity.gaps(gs, gap_ms * 1e6)
+    g = gpu_activity.gaps(gpu_activity.groups(trace, (None, None)), gap_ms * 1e6)
     if not len(g["dur"]):
         return _nothing()
-    pick = copy_calls.top_rows([g["pos"], g["group"], g["start"], g["pid"]], -g["dur"], -1)
+    pick = gpu_activity.gap_order(g, -1)
     explanation, fix = gaps_text(len(pick), gap_ms, float(int(g["dur"].sum())), float(int(g["dur"].max())),
                                  int(g["start"][pick[0]]))
     return RuleRows(len(pick), g["start"], g["dur"], explanation, fix)
 
 
 def _util(trace: Trace, chunks: int, threshold: float) -> RuleRows | None:
-    gs = gpu_activity.groups(trace, (None, None))
-    if gs is None:
-        return None
     records: list[dict[str, Any]] = []
-    for g in gs:
+    for g in gpu_activity.groups(trace, (None, None)):
         if len(g.starts):
             records += gpu_activity.low_records(int(g.starts[0]), int(g.ends[-1]), chunks, threshold,
                                            partial(gpu_activity.coverage, g), g.pid, g.dev, g.last_ctx)
     if not records:
         return _nothing()
     # the rule's order: by first chunk (then process, device), then by the printed in-use share
-    records.sort(key=lambda r: (r["chunk"], r["pid"], r["dev"]))
+    records.sort(key=lambda r: (r["chunk"], r["pid"] is None, r["pid"] or 0, r["dev"] is None, r["dev"] or 0))
     pct = np.array([r["In-Use (%)"] for r in records], dtype=np.float64)
     order = np.argsort(np.round(pct, 1), kind="stable")
     pct = pct[order]

@@ -18,29 +18,15 @@ from engine.analysis.nsys.analyze.common import (
     _time_window,
     util_text,
 )
-from engine.analysis.nsys.analyze.gpu_activity import coverage_of, gpu_ops, low_records
+from engine.analysis.nsys.analyze.gpu_activity import low_records
 from engine.analysis.nsys.analyze.registry import rule
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from engine.reports.base import Trace
 
 
-def _util_records(ops: pd.DataFrame, chunks: int, threshold: float) -> list[dict[str, Any]]:
-
-    records: list[dict[str, Any]] = []
-    for (pid, dev), g in ops.groupby(["pid", "deviceId"], sort=True, dropna=False):
-        s, e = g["start"].to_numpy(np.int64), g["end"].to_numpy(np.int64)
-        # Context of the op that ends last (what nsys shows for the whole process/device).
-        ctx = g["contextId"].iloc[int(np.argmax(g["end"].to_numpy()))]
-        records += low_records(int(s.min()), int(e.max()), chunks, threshold,
-                                partial(coverage_of, s, e), pid, dev, ctx)
-    return records
-
-
-def _fast_util_records(gs: list[gpu_activity.Group], chunks: int, threshold: float) -> list[dict[str, Any]]:
-    """:func:`_util_records` from the sorted starts and ends of each (pid, device)."""
+def _util_records(gs: list[gpu_activity.Group], chunks: int, threshold: float) -> list[dict[str, Any]]:
+    """The low-use runs of each (pid, device), from its sorted starts and ends."""
     records: list[dict[str, Any]] = []
     for g in gs:
         if len(g.starts):
@@ -58,12 +44,7 @@ def gpu_time_util(trace: Trace, opts: dict[str, Any]) -> RuleResult:
     import pandas as pd
 
     window = _time_window(trace, opts)
-    gs = gpu_activity.groups(trace, window)
-    if gs is not None:
-        records = _fast_util_records(gs, opts["chunks"], opts["threshold"])
-    else:
-        ops = gpu_ops(trace, window)
-        records = _util_records(ops, opts["chunks"], opts["threshold"]) if not ops.empty else []
+    records = _util_records(gpu_activity.groups(trace, window), opts["chunks"], opts["threshold"])
     if not records:
         return _nothing("gpu_time_util", _UTIL_COLUMNS, opts,
                         f"No stretch of GPU time was less than {opts['threshold']:g}% in use "
