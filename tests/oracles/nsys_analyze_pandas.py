@@ -24,6 +24,7 @@ from engine.analysis.nsys.analyze.common import (
     _limit,
     _op_pids,
     _time_window,
+    sync_call,
 )
 from engine.analysis.nsys.analyze.gpu_activity import low_records
 from engine.reports.base import Trace
@@ -117,8 +118,25 @@ def gpu_time_util(trace: Trace, opts: dict[str, Any]) -> pd.DataFrame:
     })
 
 
+def cuda_api_sync(trace: Trace, opts: dict[str, Any]) -> pd.DataFrame:
+    """cudaDeviceSynchronize* / cudaStreamSynchronize* calls from the ``api`` table, longest first."""
+    api = _in_window(trace.table("api"), _time_window(trace, opts))
+    if api.empty:
+        return api
+    calls = api[api["name"].isin({n for n in pd.unique(api["name"].dropna()) if sync_call(str(n))})]
+    table = pd.DataFrame({
+        "Duration (ns)": _int_col(calls["end"]) - _int_col(calls["start"]),
+        "Start (ns)": _int_col(calls["start"]),
+        "PID": _int_col(calls["pid"]),
+        "TID": _int_col(calls["tid"]),
+        "API Name": calls["name"].astype("object"),
+    })
+    return _limit(_by_duration(table), opts["rows"]).reset_index(drop=True)
+
+
 #: rule name -> its pandas reference
 ORACLES: dict[str, Callable[[Trace, dict[str, Any]], pd.DataFrame]] = {
     "gpu_gaps": gpu_gaps,
     "gpu_time_util": gpu_time_util,
+    "cuda_api_sync": cuda_api_sync,
 }

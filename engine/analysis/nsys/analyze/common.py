@@ -12,9 +12,12 @@ from engine.analysis.nsys.analyze.registry import RuleField, registry
 from engine.system.errors import KernelscopeError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import pandas as pd
 
     from engine.reports.base import Trace
+    from engine.reports.trace_columns import Where
 
 #: Rule name -> one-line description (each rule module's ``title``; names as ``nsys analyze`` 2023+
 #: spells them).
@@ -364,3 +367,29 @@ def nullable_ints(values: Any) -> pd.api.extensions.ExtensionArray:
 
     v = np.asarray(values, dtype=np.int64)
     return pd.arrays.IntegerArray(v.copy(), v == NULL)
+
+
+def window_filter(window: tuple[int | None, int | None]) -> Where:
+    """The rows of the rule's [start, end] window, as a ``trace.columns`` filter (no clause: every row)."""
+    from engine.reports.trace_columns import Where, ends_by, starts_from
+
+    start, end = window
+    out = Where(())
+    if start is not None:
+        out = out & starts_from(start)
+    if end is not None:
+        out = out & ends_by(end)
+    return out
+
+
+def call_names(trace: Trace, test: Callable[[str], bool]) -> dict[int, str]:
+    """The API calls' name ids (``trace.strings()``) whose name passes ``test``, with the names.
+
+    A trace that gives its texts ids as its columns are read (not an nsys export: its strings are
+    the export's) has the calls' name ids read first.
+    """
+    from engine.reports.base import Trace as BaseTrace
+
+    if getattr(type(trace), "strings", None) is BaseTrace.strings and trace.has("api"):
+        trace.columns("api", ["nameId"])
+    return {int(i): str(n) for i, n in trace.strings().items() if test(str(n))}

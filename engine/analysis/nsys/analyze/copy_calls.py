@@ -90,48 +90,6 @@ def top_rows(keys: list[npt.NDArray[Any]], primary: npt.NDArray[np.int64],
     return out if rows < 0 else out[:rows]
 
 
-def api_sync(trace: Trace, test: Callable[[str], bool], window: tuple[int | None, int | None],
-             rows: int) -> tuple[pd.DataFrame, int, float, float, dict[str, int]] | None:
-    """cuda_api_sync's rows: (top table, count, total ns, longest ns, calls per base name)."""
-    import pandas as pd
-
-    store = _store(trace, [_RUNTIME])
-    if store is None:
-        return None
-    names = _name_ids(trace, test)
-    exprs = {"start": '"start"', "end": '"end"', "globalTid": '"globalTid"', "nameId": '"nameId"'}
-    if names:
-        ids = ",".join(str(i) for i in sorted(names))
-        try:
-            cols = store.read_where(_RUNTIME, exprs, f'"nameId" IN ({ids})' + _window_sql(window))
-        except Exception:  # noqa: BLE001 - any read problem: the general path
-            return None
-    else:
-        cols = {k: np.zeros(0, dtype=np.int64) for k in exprs}
-    if any(has_null(cols[c]) for c in exprs):
-        return None
-    start, end, gtid = cols["start"], cols["end"], cols["globalTid"]
-    dur = end - start
-    pid = (gtid >> 24) & 0xFFFFFF
-    pick = top_rows([np.arange(len(dur)), start, pid], -dur, rows)
-    label = np.array([names.get(int(i), "") for i in cols["nameId"][pick].tolist()], dtype=object)
-    table = pd.DataFrame({
-        "Duration (ns)": pd.array(dur[pick], dtype="Int64"),
-        "Start (ns)": pd.array(start[pick], dtype="Int64"),
-        "PID": pd.array(pid[pick], dtype="Int64"),
-        "TID": pd.array((gtid & 0xFFFFFF)[pick], dtype="Int64"),
-        "API Name": pd.Series(label, dtype="object"),
-    })
-    counts: dict[str, int] = {}
-    if len(dur):
-        uniq, first, cnt = np.unique(cols["nameId"], return_index=True, return_counts=True)
-        for j in np.lexsort((first, -cnt)).tolist():
-            base = _SUFFIX.sub("", names.get(int(uniq[j]), ""))
-            counts[base] = counts.get(base, 0) + int(cnt[j])
-    longest = float(dur.max()) if len(dur) else 0.0
-    return table, len(dur), float(dur.sum()), longest, counts
-
-
 def copies(trace: Trace, table: str, test: Callable[[str], bool], where: str,
            window: tuple[int | None, int | None], rows: int) -> Found | None:
     """The copies (``table`` memcpy or memset) of the calls that pass ``test``, joined as nsys does.

@@ -2,71 +2,64 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
-from engine.analysis.nsys.analyze import copy_calls
-from engine.analysis.nsys.analyze.apicalls import api_calls
+import numpy as np
+
 from engine.analysis.nsys.analyze.common import (
     _API_COLUMNS,
     RuleResult,
-    _by_duration,
-    _in_window,
-    _int_col,
-    _limit,
     _missing_note,
     _nothing,
     _time_window,
     api_sync_text,
+    call_names,
+    nullable_ints,
     sync_call,
+    window_filter,
 )
-from engine.analysis.nsys.analyze.copy_tables import (
-    names_like,
-)
+from engine.analysis.nsys.analyze.copy_calls import top_rows
 from engine.analysis.nsys.analyze.registry import rule
+from engine.reports.trace_columns import NULL, name_in
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from engine.reports.base import Trace
+
+#: a call's version suffix (cudaStreamSynchronize_v3020): counted by base name
+_SUFFIX = re.compile(r"_v\d{4}$")
 
 
 @rule("cuda_api_sync", title="CUDA Synchronization APIs")
 def cuda_api_sync(trace: Trace, opts: dict[str, Any]) -> RuleResult:
-    """The rule: synchronization calls, longest first."""
+    """The rule: synchronization calls, longest first (ties: process, start, table order)."""
     import pandas as pd
 
-    window = _time_window(trace, opts)
-    fast = copy_calls.api_sync(trace, sync_call, window, opts["rows"])
-    if fast is not None:
-        table, n, total_ns, longest, counts = fast
-        if n == 0:
-            return _nothing("cuda_api_sync", _API_COLUMNS, opts,
-                            "No cudaDeviceSynchronize or cudaStreamSynchronize call was found"
-                            + _missing_note(trace, ["api"]) + ".")
-        return _api_sync_result(table, n, total_ns, longest, counts, opts)
-    api = _in_window(api_calls(trace, sync_call), window)
-    names = api["name"]
-    calls = api[names_like(names, "cudaDeviceSynchronize") | names_like(names, "cudaStreamSynchronize")]
-    if calls.empty:
+    names = call_names(trace, sync_call)
+    where = name_in(names) & window_filter(_time_window(trace, opts)) if names else None
+    cols = trace.columns("api", ["start", "end", "pid", "tid", "nameId"], where=where) if where else None
+    if cols is None or not len(cols["start"]):
         return _nothing("cuda_api_sync", _API_COLUMNS, opts,
                         "No cudaDeviceSynchronize or cudaStreamSynchronize call was found"
                         + _missing_note(trace, ["api"]) + ".")
+    start, end, pid = cols["start"], cols["end"], cols["pid"]
+    dur = np.where((start == NULL) | (end == NULL), NULL, end - start)
+    big = np.iinfo(np.int64).max  # a missing value sorts last
+    pick = top_rows([np.arange(len(dur)), np.where(start == NULL, big, start),
+                     np.where(pid == NULL, big, pid)], np.where(dur == NULL, big, -dur), opts["rows"])
     table = pd.DataFrame({
-        "Duration (ns)": _int_col(calls["end"]) - _int_col(calls["start"]),
-        "Start (ns)": _int_col(calls["start"]),
-        "PID": _int_col(calls["pid"]),
-        "TID": _int_col(calls["tid"]),
-        "API Name": calls["name"].astype("object"),
+        "Duration (ns)": nullable_ints(dur[pick]),
+        "Start (ns)": nullable_ints(start[pick]),
+        "PID": nullable_ints(pid[pick]),
+        "TID": nullable_ints(cols["tid"][pick]),
+        "API Name": pd.Series([names[int(i)] for i in cols["nameId"][pick].tolist()], dtype="object"),
     })
-    per_name = calls["baseName"].fillna(calls["name"]).value_counts()
-    return _api_sync_result(
-        _limit(_by_duration(table), opts["rows"]).reset_index(drop=True), len(calls),
-        float(table["Duration (ns)"].sum()), float(table["Duration (ns)"].max()),
-        {str(k): int(v) for k, v in per_name.items()}, opts)
-
-
-def _api_sync_result(table: pd.DataFrame, n: int, total_ns: float, longest: float,
-                     counts: dict[str, int], opts: dict[str, Any]) -> RuleResult:
-
-    explanation, fix = api_sync_text(n, total_ns, longest, counts)
+    counts: dict[str, int] = {}
+    uniq, first, cnt = np.unique(cols["nameId"], return_index=True, return_counts=True)
+    for j in np.lexsort((first, -cnt)).tolist():
+        base = _SUFFIX.sub("", names[int(uniq[j])])
+        counts[base] = counts.get(base, 0) + int(cnt[j])
+    timed = dur[dur != NULL]
+    explanation, fix = api_sync_text(len(dur), float(timed.sum()), float(timed.max()) if len(timed) else 0.0,
+                                     counts)
     return RuleResult("cuda_api_sync", table, explanation, fix, opts)
