@@ -120,14 +120,22 @@ def reference(report: Path, n_ranks: int, env: dict[str, str]) -> tuple[str, flo
     nsys = shutil.which("nsys")
     with tempfile.TemporaryDirectory() as tmp:
         if nsys:
-            argv = [nsys, "stats", "--force-overwrite", "true", "--format", "csv", "--report",
-                    "cuda_gpu_kern_sum,cuda_api_sum", "--output", f"{tmp}/ref", str(report)]
-            what = "nsys stats (kern_sum, api_sum) of 1 rank x"
+            names = "gpukernsum,cudaapisum" if _old_nsys(nsys) else "cuda_gpu_kern_sum,cuda_api_sum"
+            argv = [nsys, "stats", "--force-overwrite", "true", "--format", "csv", "--report", names,
+                    "--output", f"{tmp}/ref", str(report)]
+            what = f"nsys stats ({names}) of 1 rank x"
         else:
             argv = [*KS, "summary", str(report)]
             what = "kernelscope summary of 1 rank x"
         wall, peak, _, _ = timed(argv, dict(env, KERNELSCOPE_CACHE=f"{tmp}/cache"))
     return f"{what} {n_ranks}", wall * n_ranks, peak
+
+
+def _old_nsys(nsys: str) -> bool:
+    """nsys before 2023 names its reports gpukernsum, cudaapisum (later: cuda_gpu_kern_sum, ...)."""
+    out = subprocess.run([nsys, "--version"], capture_output=True, text=True).stdout
+    digits = [w for w in out.split() if w[:4].isdigit()]
+    return bool(digits) and int(digits[0][:4]) < 2023
 
 
 def with_scheduler(reports: list[str], env: dict[str, str], tmp: Path) -> tuple[float, float, str, int]:
@@ -168,7 +176,10 @@ def main() -> int:
     ap.add_argument("--skip-reference", action="store_true")
     ap.add_argument("--rows", default="cold,cached,dask,scheduler")
     ap.add_argument("--commit", default="HEAD", help="the code measured (a snapshot of this commit)")
+    ap.add_argument("--keep", type=Path, help="write each run's output there (ROW.txt)")
     a = ap.parse_args()
+    global KEEP
+    KEEP = a.keep
     truth = json.loads((a.job / "truth.json").read_text())
     reports = sorted((str(p) for p in a.job.glob("*_rank*.sqlite")),
                      key=lambda p: int(p.rsplit("rank", 1)[1].split(".")[0]))
@@ -194,16 +205,17 @@ def main() -> int:
         if "cold" in want or "cached" in want:
             for label in ("cold", "cached"):
                 wall, peak, out, rc = timed([*ks, "ranks", *reports], cache)
-                rows.append(_row(label, wall, peak, named_in_text(out) if rc == 0 else None, truth))
+                rows.append(_row(label, wall, peak, named_in_text(out) if rc == 0 else None, truth, out))
         if "dask" in want:
             dask_env = dict(env, KERNELSCOPE_CACHE=str(tmp / "cache-dask"))
             argv = [*ks, "batch", "ranks", *reports, "--workers", "2", "--json"]
             wall, peak, out, rc = timed(argv, dask_env)
-            rows.append(_row("dask --workers 2", wall, peak, named_in_batch(out) if rc == 0 else None, truth))
+            rows.append(_row("dask --workers 2", wall, peak, named_in_batch(out) if rc == 0 else None, truth,
+                             out))
         if "scheduler" in want:
             sched_env = dict(env, KERNELSCOPE_CACHE=str(tmp / "cache-scheduler"))
             wall, peak, out, rc = with_scheduler(reports, sched_env, tmp)
-            rows.append(_row("scheduler", wall, peak, named_in_batch(out) if rc == 0 else None, truth))
+            rows.append(_row("scheduler", wall, peak, named_in_batch(out) if rc == 0 else None, truth, out))
     load1 = os.getloadavg()
     print(f"job: {len(reports)} ranks x {truth['kernels_per_rank']:,} kernels, {size_gb:.2f} GB ({a.job}); "
           f"injected straggler: rank {truth['straggler']} (+{truth['extra_ms']} ms per step in "
@@ -222,8 +234,14 @@ def main() -> int:
     return 0
 
 
-def _row(label: str, wall: float, peak: float, named: int | None,
-         truth: dict[str, object]) -> tuple[str, float, float, str, str, str]:
+KEEP: Path | None = None
+
+
+def _row(label: str, wall: float, peak: float, named: int | None, truth: dict[str, object],
+         out: str = "") -> tuple[str, float, float, str, str, str]:
+    if KEEP is not None:
+        KEEP.mkdir(parents=True, exist_ok=True)
+        (KEEP / f"{label.replace(' ', '_').replace('-', '')}.txt").write_text(out)
     sec, mb = GOALS[label]
     right = named == truth["straggler"]
     said = f"yes (rank {named})" if right else f"NO ({'none' if named is None else f'rank {named}'})"

@@ -50,8 +50,10 @@ class RankInput:
     compute_end: npt.NDArray[np.int64]
     nccl_start: npt.NDArray[np.int64]
     nccl_end: npt.NDArray[np.int64]
+    #: when each NCCL kernel was launched (kept for callers; no result reads it: ranks_of gives the start)
     nccl_launch: npt.NDArray[np.int64]
     nccl_name: list[str]
+    #: the launching thread's CUDA API calls (empty once the partition is measured: store.slim)
     api_start: npt.NDArray[np.int64]
     api_end: npt.NDArray[np.int64]
     steps: Steps | None
