@@ -21,7 +21,7 @@ def register(sub: Any) -> None:
                    help="the step range (NVTX or record_function name; default: found by structure)")
     r.add_argument("--json", action="store_true", help="print kernelscope.ranks/1 JSON")
     r.add_argument("--workers", type=int, metavar="N",
-                   help="processes reading the reports not cached yet (default 2; 0: in this process)")
+                   help="processes reading the reports not cached yet (default 2 a core, at most 4; 0: here)")
     r.set_defaults(func=cmd_ranks)
 
     b = sub.add_parser("batch", help="run summary, stats, findings or ranks over many reports on Dask")

@@ -409,7 +409,7 @@ def analyze_paths(paths: Sequence[str | Path], *, range_name: str | None = None,
     Args:
         paths: The reports.
         range_name: The step range (None: found by structure).
-        workers: Reader processes for the reports not cached yet (default 2; 0: in this process).
+        workers: Reader processes for the reports not cached yet (default 2 a core, at most 4; 0: here).
         inputs: Each report's ranks, already read (``store.read_ranks`` on a Dask worker, say).
     """
     from engine.analysis.ranks.store import read_all, read_ranks

@@ -35,8 +35,9 @@ LANE_BLOCKS = 20_000
 #: the cache's folder under the cache root, and the version of what it holds
 FOLDER = "ranks"
 VERSION = 1
-#: reports read at once when not cached (each reader holds one report's tables)
-DEFAULT_WORKERS = 2
+#: reports read at once when not cached, at most (each reader holds one report's tables, ~500 MB at 400k
+#: kernels)
+DEFAULT_WORKERS = 4
 #: the modules a reader imports on the way (imported before the readers are forked from this process)
 READER_IMPORTS = ("pandas", "sqlite3", "engine.analysis.steps", "engine.analysis.ops",
                   "engine.analysis.calls", "engine.analysis.ranges", "engine.analysis.file_backed",
@@ -146,9 +147,26 @@ def _columns_dir(trace: object) -> Path | None:
     return folder if isinstance(folder, Path) else None
 
 
-def _read_one(job: tuple[int, str, str | None]) -> tuple[int, list[RankInput] | str]:
-    i, path, range_name = job
+def _read_one(job: tuple[int, str, str | None, str | None]) -> tuple[int, list[RankInput] | str]:
+    i, path, range_name, ahead = job
+    if ahead is not None:  # the report a reader takes next: the disk reads it while this one is parsed
+        will_need(ahead)
     return i, _read_or_say(path, range_name)
+
+
+def will_need(path: str) -> None:
+    """Ask the OS to start reading a file into its cache (posix_fadvise WILLNEED; where there is one)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        if hasattr(os, "posix_fadvise"):
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _read_in_processes(jobs: list[tuple[int, str]], range_name: str | None,
@@ -173,7 +191,12 @@ def _read_in_processes(jobs: list[tuple[int, str]], range_name: str | None,
                 continue
     ctx = multiprocessing.get_context("fork" if fork else "spawn")
     with ctx.Pool(processes=n, maxtasksperchild=1 if fork else SPAWNED_READS) as pool:
-        yield from pool.imap_unordered(_read_one, [(i, p, range_name) for i, p in jobs])
+        # each reader asks for the report n places later (the one a reader takes after this round)
+        queue = [(i, p, range_name, jobs[k + n][1] if k + n < len(jobs) else None)
+                 for k, (i, p) in enumerate(jobs)]
+        for _i, p in jobs[:n]:
+            will_need(p)
+        yield from pool.imap_unordered(_read_one, queue)
 
 
 def _read_or_say(path: str, range_name: str | None) -> list[RankInput] | str:
@@ -191,7 +214,8 @@ def read_all(paths: Sequence[str | Path], range_name: str | None = None, *, work
     Args:
         paths: The reports.
         range_name: The step range (None: found by structure).
-        workers: Reader processes for the reports not cached (default 2; 0 or 1: in this process).
+        workers: Reader processes for the reports not cached (default: 2 a core, at most 4; 0 or 1: in
+            this process).
         on_read: Called with (reports done, reports) as they come in.
 
     Raises:
@@ -203,8 +227,9 @@ def read_all(paths: Sequence[str | Path], range_name: str | None = None, *, work
     out: list[list[RankInput] | str | None] = [cached_ranks(p, range_name) for p in names]
     todo = [i for i, got in enumerate(out) if got is None]
     done = len(names) - len(todo)
-    n = DEFAULT_WORKERS if workers is None else workers
-    n = min(n, len(todo), os.cpu_count() or 1)
+    # reading a report waits on the disk more than it computes: two readers a core (at most 4)
+    n = min(DEFAULT_WORKERS, 2 * (os.cpu_count() or 1)) if workers is None else workers
+    n = min(n, len(todo))
     if sum(_size(names[i]) for i in todo) < PARALLEL_MIN_BYTES:
         n = 1
     if multiprocessing.current_process().daemon:
