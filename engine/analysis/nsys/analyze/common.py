@@ -14,6 +14,7 @@ from engine.system.errors import KernelscopeError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    import numpy.typing as npt
     import pandas as pd
 
     from engine.reports.base import Trace
@@ -205,61 +206,6 @@ def _int_col(s: pd.Series) -> pd.Series:
     return pd.to_numeric(s, errors="coerce").astype("Int64")
 
 
-def _op_pids(ops: pd.DataFrame, api: pd.DataFrame) -> pd.Series:
-    """The process of each GPU op: from globalPid (nsys), else from its API call (Kineto).
-
-    Kineto puts GPU activity in a per-device "pid" lane, so the launching process is found through
-    the runtime call with the same correlation id.
-    """
-    import pandas as pd
-
-    pid = _int_col(ops["pid"])
-    no_gpid = ops["globalPid"].isna()
-    if no_gpid.any() and not api.empty:
-        calls = api[api["correlationId"].notna()]
-        corr = _int_col(calls["correlationId"])
-        first = ~corr.duplicated()
-        by_corr = pd.Series(_int_col(calls["pid"])[first].to_numpy(), index=corr[first].to_numpy())
-        mapped = _int_col(_int_col(ops["correlationId"]).map(by_corr))
-        pid = pid.where(~(no_gpid & mapped.notna()).to_numpy(), mapped)
-    return pid
-
-
-def _with_api(ops: pd.DataFrame, api: pd.DataFrame) -> pd.DataFrame:
-    """Join GPU ops with their API call on (correlationId, process); Kineto: correlationId only."""
-    ops = ops.copy()
-    ops["correlationId"] = _int_col(ops["correlationId"])
-    calls = api[["correlationId", "pid", "name"]].copy()
-    calls["correlationId"] = _int_col(calls["correlationId"])
-    calls["pid"] = _int_col(calls["pid"])
-    calls = calls.rename(columns={"name": "apiName", "pid": "apiPid"})
-    if ops["globalPid"].notna().all():
-        # nsys 2025.3 joins on correlationId alone: in a report of several processes a copy
-        # matches the calls of every process with its id (its rows then repeat), in the order
-        # of the calls, which is what equal durations keep (checked on a 2-process DDP report).
-        ops["pid"] = _int_col(ops["pid"])
-        calls["_call"] = range(len(calls))
-        merged = ops.merge(calls, on="correlationId", how="inner")
-        merged = merged.sort_values("_call", kind="stable").drop(columns="_call")
-    else:
-        calls = calls.drop_duplicates("correlationId")
-        merged = ops.merge(calls, on="correlationId", how="inner")
-        merged["pid"] = merged["apiPid"]
-    return merged
-
-
-def _green(s: pd.Series) -> pd.Series:
-    """Print no green context (empty field) when the id is 0 or absent."""
-    g = _int_col(s)
-    return g.where(g != 0)
-
-
-def _mb(nbytes: pd.Series) -> pd.Series:
-    import pandas as pd
-
-    return (pd.to_numeric(nbytes, errors="coerce") / 1e6).round(3)
-
-
 def _by_duration(df: pd.DataFrame) -> pd.DataFrame:
     """Longest first; ties by PID, then start (as nsys analyze orders multi-process reports)."""
     keys = [c for c in ("Duration (ns)", "PID", "Start (ns)") if c in df.columns]
@@ -369,17 +315,18 @@ def nullable_ints(values: Any) -> pd.api.extensions.ExtensionArray:
     return pd.arrays.IntegerArray(v.copy(), v == NULL)
 
 
-def window_filter(window: tuple[int | None, int | None]) -> Where:
-    """The rows of the rule's [start, end] window, as a ``trace.columns`` filter (no clause: every row)."""
+def window_filter(window: tuple[int | None, int | None], other: Where | None = None) -> Where | None:
+    """The rows of the rule's [start, end] window (and ``other``'s), a ``trace.columns`` filter.
+
+    None where nothing is filtered.
+    """
     from engine.reports.trace_columns import Where, ends_by, starts_from
 
     start, end = window
-    out = Where(())
-    if start is not None:
-        out = out & starts_from(start)
-    if end is not None:
-        out = out & ends_by(end)
-    return out
+    clauses = (other.clauses if other is not None else ()) \
+        + (starts_from(start).clauses if start is not None else ()) \
+        + (ends_by(end).clauses if end is not None else ())
+    return Where(clauses) if clauses else None
 
 
 def call_names(trace: Trace, test: Callable[[str], bool]) -> dict[int, str]:
@@ -393,3 +340,8 @@ def call_names(trace: Trace, test: Callable[[str], bool]) -> dict[int, str]:
     if getattr(type(trace), "strings", None) is BaseTrace.strings and trace.has("api"):
         trace.columns("api", ["nameId"])
     return {int(i): str(n) for i, n in trace.strings().items() if test(str(n))}
+
+
+def pinned_or_managed(ops: dict[str, Any]) -> npt.NDArray[np.bool_]:
+    """cuda_memset_sync's memsets: those on pinned or managed memory."""
+    return np.isin(ops["memKind"], [_PINNED, _MANAGED])

@@ -21,11 +21,10 @@ import numpy as np
 
 from engine.analysis.nsys.analyze import copy_calls, gpu_activity
 from engine.analysis.nsys.analyze.common import (
-    _MANAGED,
-    _PINNED,
     _resolve_options,
     api_sync_text,
     gaps_text,
+    pinned_or_managed,
     sync_call,
     sync_memset_call,
     util_text,
@@ -139,8 +138,7 @@ def _memset_sync(trace: Trace) -> RuleRows | None:
     has = getattr(trace, "has_sqlite_table", None)
     if has is not None and not (has(MEMSET) and has(RUNTIME)):
         return _nothing()  # an export without memsets (or calls): the rule finds none
-    j = copy_calls.joined(trace, "memset", sync_memset_call, f'"memKind" IN ({_PINNED}, {_MANAGED})',
-                          (None, None))
-    if j is None or j.total:
+    j = copy_calls.joined(trace, "memset", sync_memset_call, pinned_or_managed, (None, None))
+    if j.total:
         return None
     return _nothing()

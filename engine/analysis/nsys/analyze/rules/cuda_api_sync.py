@@ -36,8 +36,8 @@ def cuda_api_sync(trace: Trace, opts: dict[str, Any]) -> RuleResult:
     import pandas as pd
 
     names = call_names(trace, sync_call)
-    where = name_in(names) & window_filter(_time_window(trace, opts)) if names else None
-    cols = trace.columns("api", ["start", "end", "pid", "tid", "nameId"], where=where) if where else None
+    where = window_filter(_time_window(trace, opts), name_in(names))
+    cols = trace.columns("api", ["start", "end", "pid", "tid", "nameId"], where=where) if names else None
     if cols is None or not len(cols["start"]):
         return _nothing("cuda_api_sync", _API_COLUMNS, opts,
                         "No cudaDeviceSynchronize or cudaStreamSynchronize call was found"

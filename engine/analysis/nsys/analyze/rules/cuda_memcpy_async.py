@@ -11,23 +11,24 @@ from engine.analysis.nsys.analyze.common import (
     RuleResult,
     _fmt_mb,
     _fmt_ms,
-    _int_col,
     _missing_note,
     _nothing,
     _plural,
     _time_window,
 )
-from engine.analysis.nsys.analyze.copy_tables import (
-    copy_table,
-    found_rows,
-    has_async,
-    memcpy_calls,
-    names_like,
-)
 from engine.analysis.nsys.analyze.registry import rule
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
     from engine.reports.base import Trace
+
+
+def _pageable(ops: dict[str, Any]) -> npt.NDArray[np.bool_]:
+    """Copies with a pageable side."""
+    out: npt.NDArray[np.bool_] = (ops["srcKind"] == _PAGEABLE) | (ops["dstKind"] == _PAGEABLE)
+    return out
 
 
 def _async_memcpy_call(name: str) -> bool:
@@ -39,15 +40,8 @@ def _async_memcpy_call(name: str) -> bool:
 def cuda_memcpy_async(trace: Trace, opts: dict[str, Any]) -> RuleResult:
     """The rule: pageable asynchronous copies, longest first."""
     window = _time_window(trace, opts)
-    f = copy_calls.copies(trace, "memcpy", _async_memcpy_call,
-                          f'"srcKind" = {_PAGEABLE} OR "dstKind" = {_PAGEABLE}', window, opts["rows"])
-    if f is None:
-        m = memcpy_calls(trace, opts)
-        if not m.empty:
-            pageable = (_int_col(m["srcKind"]) == _PAGEABLE) | (_int_col(m["dstKind"]) == _PAGEABLE)
-            m = m[names_like(m["apiName"], "cudaMemcpy") & has_async(m["apiName"])
-                  & pageable.fillna(False)]
-        f = found_rows(m)
+    f = copy_calls.copies(trace, "memcpy", _async_memcpy_call, _pageable, window, opts["rows"],
+                          _MEMCPY_COLUMNS)
     if f.n == 0:
         return _nothing("cuda_memcpy_async", _MEMCPY_COLUMNS, opts,
                         "No asynchronous cudaMemcpy*Async call touched pageable host memory"
@@ -65,5 +59,4 @@ def cuda_memcpy_async(trace: Trace, opts: dict[str, Any]) -> RuleResult:
         "tensor.pin_memory() in PyTorch) and keep cudaMemcpyAsync on a non-default stream, so "
         "copies run asynchronously and overlap compute."
     )
-    return RuleResult("cuda_memcpy_async", copy_table(f.top, _MEMCPY_COLUMNS, opts["rows"]),
-                      explanation, fix, opts)
+    return RuleResult("cuda_memcpy_async", f.table, explanation, fix, opts)

@@ -12,24 +12,29 @@ from engine.analysis.nsys.analyze.common import (
     RuleResult,
     _fmt_mb,
     _fmt_ms,
-    _int_col,
     _missing_note,
     _nothing,
     _plural,
     _time_window,
 )
-from engine.analysis.nsys.analyze.copy_tables import (
-    copy_table,
-    found_rows,
-    has_async,
-    memcpy_calls,
-    names_like,
-)
 from engine.analysis.nsys.analyze.registry import rule
 from engine.reports.nsys.schema import MEMCPY
+from engine.reports.trace_columns import NULL
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
     from engine.reports.base import Trace
+
+
+def _blocking(ops: dict[str, Any]) -> npt.NDArray[np.bool_]:
+    """Copies that block the CPU: not host-to-device copies of at most 64,000 bytes, not within a device."""
+    nbytes, src = ops["bytes"], ops["srcDeviceId"]
+    small_h2d = (ops["copyKind"] == _H2D) & (nbytes != NULL) & (nbytes <= SMALL_H2D_BYTES)
+    same_device = (src != NULL) & (src == ops["dstDeviceId"])
+    out: npt.NDArray[np.bool_] = ~small_h2d & ~same_device
+    return out
 
 
 def _sync_memcpy_call(name: str) -> bool:
@@ -40,25 +45,9 @@ def _sync_memcpy_call(name: str) -> bool:
 @rule("cuda_memcpy_sync", title="CUDA Synchronous Memcpy")
 def cuda_memcpy_sync(trace: Trace, opts: dict[str, Any]) -> RuleResult:
     """The rule: synchronous copies that block the CPU, longest first."""
-    import pandas as pd
-
     lacks_green = _lacks_green_context(trace)
-    f = None if lacks_green else copy_calls.copies(
-        trace, "memcpy", _sync_memcpy_call,
-        f'NOT coalesce("copyKind" = {_H2D} AND "bytes" <= {SMALL_H2D_BYTES}, 0) '
-        'AND NOT coalesce("srcDeviceId" = "dstDeviceId", 0)',
-        _time_window(trace, opts), opts["rows"])
-    if f is None:
-        m = memcpy_calls(trace, opts)
-        if not m.empty:
-            small_h2d = (_int_col(m["copyKind"]) == _H2D) & (pd.to_numeric(m["bytes"]) <= SMALL_H2D_BYTES)
-            src, dst = _int_col(m["srcDeviceId"]), _int_col(m["dstDeviceId"])
-            same_device = (src == dst).fillna(False)
-            m = m[
-                names_like(m["apiName"], "cudaMemcpy") & ~has_async(m["apiName"])
-                & ~small_h2d.fillna(False) & ~same_device
-            ]
-        f = found_rows(m)
+    f = copy_calls.copies(trace, "memcpy", _sync_memcpy_call, _blocking, _time_window(trace, opts),
+                          opts["rows"], _MEMCPY_COLUMNS)
     if f.n == 0:
         return _nothing("cuda_memcpy_sync", _MEMCPY_COLUMNS, opts,
                         "No synchronous cudaMemcpy call that blocks the CPU was found"
@@ -82,13 +71,12 @@ def cuda_memcpy_sync(trace: Trace, opts: dict[str, Any]) -> RuleResult:
         # nsys 2025.3 reports nothing for exports without the greenContextId column (schema 3.0,
         # nsys 2022.x). Agree with its table, and tell the user what it leaves out.
         return RuleResult(
-            "cuda_memcpy_sync", copy_table(f.top.iloc[:0], _MEMCPY_COLUMNS, opts["rows"]),
+            "cuda_memcpy_sync", f.table.iloc[:0],
             "nsys 2025.3 reports no rows for this older export (schema "
             f"{trace.info.schema_version}, no green-context column). Kernelscope found in it: "
             + explanation,
             fix, opts)
-    return RuleResult("cuda_memcpy_sync", copy_table(f.top, _MEMCPY_COLUMNS, opts["rows"]),
-                      explanation, fix, opts)
+    return RuleResult("cuda_memcpy_sync", f.table, explanation, fix, opts)
 
 
 def _lacks_green_context(trace: Trace) -> bool:
