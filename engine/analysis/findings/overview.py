@@ -89,6 +89,7 @@ def _pid_of(f: Finding, default: str) -> str:
 def overview(trace: Trace, *, range_name: str | None = None, reference: Trace | None = None
              ) -> tuple[Summary, list[Finding]]:
     """The summary (with its top findings) and every finding of an open trace."""
+    from engine.analysis.file_backed import move_trace_tables
     from engine.analysis.findings.overview_store import RELEASE_PERIOD_S, PageReleaser
     from engine.analysis.summary import summarize
 
@@ -96,5 +97,6 @@ def overview(trace: Trace, *, range_name: str | None = None, reference: Trace | 
     # goes (they stay in the OS's cache): a 10M-kernel report maps gigabytes of them
     with PageReleaser(RELEASE_PERIOD_S):
         s = summarize(trace, range_name=range_name)
+        move_trace_tables(trace)  # what the summary built lazily leaves the heap before the rules run
         found = findings_for_trace(trace, s, reference=reference)
     return with_findings(s, found), found
