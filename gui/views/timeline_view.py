@@ -112,7 +112,9 @@ def steps_of(report: LoadedReport) -> Any:
     if not report.summary_ready:
         return None
     it = report.summary.iterations
-    if it is None:
+    if it is None or report.in_child():
+        # a report big enough for its summary to be computed in a child process: finding its steps
+        # here again would cost the window gigabytes (big10m: 5M steps from 35M GPU operations, +3 GB)
         return None
     from engine.analysis.steps import summary_steps
 
