@@ -109,3 +109,73 @@ def test_flow_events_are_skipped_but_their_time_counts(tmp_path: Path) -> None:
     assert c.n == 1 and c.names == ["k"] and c.origin_us == 5.5
     assert c.ints["correlation"].tolist() == [7] and c.text_values[c.texts["grid"][0]] == "[1,2,3]"
     assert c.meta == {"schemaVersion": 1}
+
+
+def _decoded(c: object) -> dict[str, object]:
+    """Every column of ``c`` as values (codes looked up), to compare two reads whatever their codes."""
+    from engine.reports.kineto_stream import KinetoColumns
+
+    assert isinstance(c, KinetoColumns)
+    out: dict[str, object] = {"n": c.n, "ts": c.ts.tolist(), "dur": c.dur.tolist(), "meta": c.meta,
+                              "origin": c.origin_us, "processes": c.processes, "threads": c.threads}
+    for col, table in (("cat", "cats"), ("name", "names"), ("pid", "pids"), ("tid", "tids")):
+        out[col] = [getattr(c, table)[i] for i in getattr(c, col)]
+    out.update({f"int {k}": v.tolist() for k, v in c.ints.items()})
+    out.update({f"text {k}": [c.text_values[i] for i in v] for k, v in c.texts.items()})
+    out.update({f"memory {k}": v.tolist() for k, v in c.memory.items()})
+    return out
+
+
+ODD_EVENTS = [
+    {"ph": "X", "ts": "12.5", "dur": None, "name": 7, "cat": None, "pid": "p", "tid": True,
+     "args": {"External id": "9", "grid": [1, 2], "Input Dims": [], "bytes": 2**70}},
+    {"ph": "X", "ts": 3, "dur": 1.5, "name": "k", "cat": "kernel", "pid": 1, "tid": 2,
+     "args": {"correlation": True, "stream": 2**63, "block": "a b", "device": 0}},
+    {"ph": "X", "ts": 5, "name": 2**70, "pid": 2**64, "tid": 1},
+    {"ph": "X", "name": "no ts"}, {"ph": "i", "ts": 0.25, "name": "[memory]",
+                                   "args": {"Total Allocated": 5, "Bytes": "6"}},
+    {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "main"}},
+    {"ph": "X", "ts": 4, "dur": 0, "name": "k", "cat": "kernel", "pid": 1, "tid": 2, "args": ["odd"]},
+]
+
+
+@pytest.mark.parametrize("layout", ["kineto", "compact"])
+def test_batches_parsed_by_orjson_equal_the_stdlib_reader(layout: str, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """orjson's batches give the columns the C JSON decoder's event-by-event path gives, odd values too."""
+    import engine.reports.kineto_stream as ks
+
+    assert ks.orjson is not None  # type: ignore[attr-defined]  # a dependency: the batched path is the one tested here
+    add_batch = ks.ColumnBuilder.add_batch
+    doc = json.loads(_text(TRACES[1]))
+    doc["traceEvents"] = ODD_EVENTS + doc["traceEvents"] + ODD_EVENTS + [{"ph": "X", "ts": float("nan")}]
+    f = tmp_path / "t.json"
+    f.write_text(json.dumps(doc, indent=2) if layout == "kineto" else json.dumps(doc, separators=(",", ":")))
+    monkeypatch.setattr(ks, "BATCH", 2000)  # many batches, cut at many places
+    batches: list[int] = []
+
+    def counted(self: ks.ColumnBuilder, events: list[object]) -> None:
+        batches.append(len(events))
+        add_batch(self, events)
+
+    monkeypatch.setattr(ks.ColumnBuilder, "add_batch", counted)
+    batched = _decoded(read_columns(f, block=50_000))
+    assert len(batches) > 50 and sum(batches) > len(doc["traceEvents"]) // 2
+    monkeypatch.setattr(ks, "orjson", None)
+    alone = _decoded(read_columns(f, block=50_000))
+    assert batched.keys() == alone.keys()
+    for k in alone:
+        assert batched[k] == alone[k] or (k == "ts" and str(batched[k]) == str(alone[k])), k
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name)
+def test_without_orjson_the_columns_are_the_same(path: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stdlib path (orjson missing) reads what the batched path reads."""
+    import engine.reports.kineto_stream as ks
+
+    f = tmp_path / "t.json"
+    f.write_text(_text(path))
+    batched = _decoded(read_columns(f))
+    monkeypatch.setattr(ks, "orjson", None)
+    assert _decoded(read_columns(f)) == batched
