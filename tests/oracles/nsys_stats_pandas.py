@@ -150,6 +150,30 @@ def _cuda_gpu_sum(trace: Trace) -> pd.DataFrame:
     )
 
 
+def _cuda_api_trace(trace: Trace) -> pd.DataFrame:
+    """One row per CUDA API call, by start time, with its thread's name and priority."""
+    from engine.analysis.nsys.stats.reports.cuda_api_trace import thread_info
+
+    api = usable(trace, "api", ["start", "end", "name", "returnValue", "correlationId", "pid",
+                                 "tid", "globalTid"])
+    if api is None:
+        return empty_frame("cuda_api_trace")
+    prio, tname = thread_info(trace)
+    gtid = pd.to_numeric(api["globalTid"], errors="coerce")
+    out = pd.DataFrame({
+        "Start (ns)": pd.to_numeric(api["start"]).astype("int64"),
+        "Duration (ns)": durations(api),
+        "Name": api_names(api),
+        "Result": pd.to_numeric(api["returnValue"], errors="coerce").astype("Int64"),
+        "CorrID": pd.to_numeric(api["correlationId"], errors="coerce").astype("Int64"),
+        "Pid": pd.to_numeric(api["pid"], errors="coerce").astype("Int64"),
+        "Tid": pd.to_numeric(api["tid"], errors="coerce").astype("Int64"),
+        "T-Pri": pd.to_numeric(gtid.map(prio), errors="coerce").astype("Int64"),
+        "Thread Name": gtid.map(tname).astype("object"),
+    })
+    return out.sort_values("Start (ns)", kind="stable").reset_index(drop=True)
+
+
 ORACLES: dict[str, Callable[[Trace], pd.DataFrame]] = {
     "cuda_api_sum": _cuda_api_sum,
     "cuda_gpu_kern_sum": _cuda_gpu_kern_sum,
@@ -158,6 +182,7 @@ ORACLES: dict[str, Callable[[Trace], pd.DataFrame]] = {
     "nvtx_sum": _nvtx_sum,
     "cuda_api_gpu_sum": _cuda_api_gpu_sum,
     "cuda_gpu_sum": _cuda_gpu_sum,
+    "cuda_api_trace": _cuda_api_trace,  # a trace report: one row per call
 }
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.analysis.nsys.stats import run_report, to_csv
+from engine.analysis.nsys import stats
+from engine.analysis.nsys.stats import format_table, run_report, to_csv
 from engine.analysis.nsys.stats.reports import (
     cuda_api_trace,
     cuda_gpu_kern_gb_sum,
@@ -17,7 +18,10 @@ from engine.analysis.nsys.stats.reports import (
 )
 from engine.cli import app, main
 from engine.reports import open_report
-from tests.conftest import NSYS_SQLITE
+from tests.conftest import FIXTURES, NSYS_SQLITE
+from tests.oracles.nsys_stats_pandas import pandas_report
+
+KINETO = FIXTURES / "torch" / "torch_sdpa_trace.json"
 
 
 @pytest.mark.parametrize("db", NSYS_SQLITE, ids=lambda p: p.stem)
@@ -74,6 +78,22 @@ def test_streamed_api_trace_gives_the_dataframe_paths_bytes(db: Path, tmp_path: 
     assert table is not None
     assert table.rows == len(run_report(trace, "cuda_api_trace"))
     assert table.text == want
+    reference = pandas_report(trace, "cuda_api_trace")  # the pandas version it replaced
+    assert want == to_csv(reference)
+    assert format_table(run_report(trace, "cuda_api_trace")) == format_table(reference)
+
+
+def test_api_trace_on_a_kineto_trace_equals_its_pandas_reference() -> None:
+    """The same rows on a Kineto trace (no thread names: empty T-Pri and Thread Name fields)."""
+    trace = open_report(KINETO)
+    reference = pandas_report(trace, "cuda_api_trace")
+    assert len(reference) > 50
+    assert stats.run(trace, "cuda_api_trace", "csv").text == to_csv(reference)
+    frame = run_report(trace, "cuda_api_trace")
+    assert format_table(frame) == format_table(reference)
+    for col in reference.columns:
+        assert frame[col].astype(object).where(frame[col].notna(), None).tolist() == \
+            reference[col].astype(object).where(reference[col].notna(), None).tolist(), col
 
 
 @pytest.mark.parametrize("db", NSYS_SQLITE, ids=lambda p: p.stem)

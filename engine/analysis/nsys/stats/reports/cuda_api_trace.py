@@ -1,34 +1,34 @@
 """``cuda_api_trace``: one row per CUDA runtime and driver call, by start time.
 
-On an nsys export the CSV is rendered without pandas, a chunk of rows at a time
-(:func:`api_trace_csv`); the table (window, JSON, other traces) is :func:`api_trace_frame`. Same bytes.
+One set of rows (:func:`api_trace_rows`, numpy columns through ``trace.columns`` on any trace: an
+nsys export's columnar cache or a Kineto trace's table) gives both outputs: the CSV rendered a chunk
+of rows at a time without pandas (:func:`api_trace_csv`), and the table of the other formats and
+the window (:meth:`ApiTraceRows.to_frame`). Same bytes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from engine.analysis.nsys.stats.catalog import _API_SUFFIX, COLUMNS
-from engine.analysis.nsys.stats.column_source import ColumnSource
-from engine.analysis.nsys.stats.csv_columns import _CHUNK, FixedColumn, IntColumn, TextColumn, _quoted, _rows
+from engine.analysis.nsys.stats.csv_columns import _CHUNK, IntColumn, TextColumn, _quoted, _rows
 from engine.analysis.nsys.stats.registry import report
 from engine.analysis.nsys.stats.rendered import RenderedReport
-from engine.analysis.nsys.stats.trace_tables import (
-    api_names,
-    durations,
-    empty_frame,
-    usable,
-)
-from engine.reports.nsys.columns import has_null
-from engine.reports.nsys.schema import NULL, RUNTIME
+from engine.analysis.nsys.stats.table import empty_frame
 from engine.reports.nsys.stats_reads import thread_names
+from engine.reports.trace_columns import NULL
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
     import pandas as pd
 
     from engine.reports.base import Trace
-    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
+
+_READ = ["start", "end", "nameId", "returnValue", "correlationId", "pid", "tid", "globalTid"]
 
 
 @report(
@@ -40,107 +40,112 @@ if TYPE_CHECKING:
     needs=("api",),
 )
 def cuda_api_trace(trace: Trace, csv: bool) -> Any:
-    """The rendered CSV where asked for on an export, else the table."""
-    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
+    """The rendered CSV where asked for, else the table (both from :func:`api_trace_rows`)."""
+    rows = api_trace_rows(trace)
+    if rows is None:
+        return empty_frame("cuda_api_trace")
+    if csv and not any("\n" in t for t in rows.names):
+        return rows.csv()
+    return rows.to_frame()  # a name holding a newline: the csv module writes the frame
 
-    if csv and isinstance(trace, NsysSqliteTrace):
-        table = api_trace_csv(trace)
-        if table is not None:
-            return table
-    return api_trace_frame(trace)
 
+@dataclass
+class ApiTraceRows:
+    """The report's rows: the calls' columns (``order`` puts them in print order) and their labels.
 
-def api_trace_csv(trace: NsysSqliteTrace) -> RenderedReport | None:
-    """``cuda_api_trace`` as CSV chunks, or None where the general path must handle it (NULLs).
-
-    The same bytes as :func:`api_trace_frame` + ``to_csv``: rows by
-    start (stable), names without their ``_vNNNN`` suffix, the thread's priority and name from
-    thread names (their first row per thread). Only the row order is held; 69M calls of a 10M-kernel
-    report are read two columns per pass and formatted a chunk at a time.
+    ``name`` indexes ``names`` (base names, no ``_vNNNN``; -1: none), ``thread`` indexes
+    ``thread_labels`` per distinct globalTid ``gtids`` (-1: none); :data:`NULL` is an empty field.
     """
-    import sqlite3
 
-    import numpy as np
+    cols: dict[str, npt.NDArray[np.int64]]
+    order: npt.NDArray[np.intp]
+    name: npt.NDArray[np.int64]
+    names: list[str]
+    gtids: npt.NDArray[np.int64]
+    pri: npt.NDArray[np.int64]
+    thread: npt.NDArray[np.int64]
+    thread_labels: list[str]
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def _columns(self, idx: npt.NDArray[np.intp]) -> list[IntColumn | TextColumn]:
+        c = self.cols
+        start, end = np.asarray(c["start"][idx]), np.asarray(c["end"][idx])
+        gt = np.asarray(c["globalTid"][idx])
+        n = len(self.gtids)
+        g = np.minimum(np.searchsorted(self.gtids, gt), max(n - 1, 0))
+        known = (gt != NULL) & (self.gtids[g] == gt) if n else np.zeros(len(gt), dtype=bool)
+        g = np.where(known, g, n)  # the padded last entry: no thread name, no priority
+        pri = np.append(self.pri, NULL)[g]
+        out: list[IntColumn | TextColumn] = [
+            IntColumn(start, start == NULL),
+            IntColumn(end - start, (start == NULL) | (end == NULL)),
+            TextColumn(self.name[idx], self.names),
+        ]
+        for name in ("returnValue", "correlationId", "pid", "tid"):
+            v = np.asarray(c[name][idx])
+            out.append(IntColumn(v, v == NULL))
+        out += [IntColumn(pri, pri == NULL), TextColumn(np.append(self.thread, -1)[g], self.thread_labels)]
+        return out
+
+    def csv(self) -> RenderedReport:
+        """The CSV, ``_CHUNK`` rows at a time."""
+
+        def chunks() -> Iterator[bytes]:
+            yield ",".join(_quoted(h).decode() for h in COLUMNS["cuda_api_trace"]).encode() + b"\n"
+            for lo in range(0, len(self.order), _CHUNK):
+                idx = self.order[lo:lo + _CHUNK]
+                cols = self._columns(idx)
+                yield _rows(cols[:-1], 0, len(idx), cols[-1])  # type: ignore[arg-type]
+
+        return RenderedReport("cuda_api_trace", len(self.order), chunks)
+
+    def to_frame(self) -> pd.DataFrame:
+        """The rows as a DataFrame (numbers Int64, empty fields missing)."""
+        import pandas as pd
+
+        out: dict[str, Any] = {}
+        for col, name in zip(self._columns(self.order), COLUMNS["cuda_api_trace"], strict=True):
+            if isinstance(col, TextColumn):
+                labels = np.array([*col.labels, None], dtype=object)
+                codes = np.where(col.codes < 0, len(col.labels), col.codes)
+                out[name] = pd.Series(labels[codes], dtype="object")
+            else:
+                null = col.null if col.null is not None else np.zeros(len(col.values), dtype=bool)
+                out[name] = pd.arrays.IntegerArray(np.where(null, 0, col.values).astype(np.int64), null)
+        return pd.DataFrame(out)
 
 
-    table = RUNTIME
-    if not trace.has_sqlite_table(table):
+def api_trace_rows(trace: Trace) -> ApiTraceRows | None:
+    """The calls' rows (see :class:`ApiTraceRows`); None where the trace has none."""
+    if not trace.has("api"):
         return None
-    have = set(trace.column_names(table))
-    need = ("start", "end", "nameId", "correlationId", "globalTid")
-    if not set(need) <= have:
+    cols = trace.columns("api", _READ)
+    if not len(cols["start"]):
         return None
-    exprs = {c: f'"{c}"' for c in need}
-    exprs["returnValue"] = '"returnValue"' if "returnValue" in have else "NULL"
-    try:
-        src = ColumnSource(trace, table, exprs, per_pass=2)
-    except sqlite3.Error:
-        return None
-    if not src.rows:
-        return RenderedReport("cuda_api_trace", 0, lambda: iter(()))
-    if any(has_null(src.column(c)) for c in ("start", "end", "nameId", "globalTid")):
-        return None
-    order = np.argsort(src.column("start"), kind="stable")
+    order = np.argsort(cols["start"], kind="stable")
     strings = trace.strings()
-    name_ids = np.unique(src.column("nameId"))
-    names = [_API_SUFFIX.sub("", str(strings.get(int(i), f"<unknown {int(i)}>")))
-             for i in name_ids.tolist()]
-    gtids = np.unique(src.column("globalTid"))
+    name_ids = np.unique(cols["nameId"])
+    named = name_ids[name_ids != NULL]
+    names = [_API_SUFFIX.sub("", str(strings.get(int(i), f"<unknown {int(i)}>"))) for i in named.tolist()]
+    pos = np.searchsorted(named, cols["nameId"])
+    name = np.where(cols["nameId"] == NULL, -1, pos).astype(np.int64)
+    gtid = cols["globalTid"]
+    gtids = np.unique(gtid[gtid != NULL]).astype(np.int64)
     prio, tname = thread_info(trace)
     gl = gtids.tolist()
-    pri_vals = np.array([int(str(prio[g])) if prio.get(g) is not None else 0 for g in gl], np.int64)
-    pri_null = np.array([prio.get(g) is None for g in gl], dtype=bool)
+    pri = np.array([int(str(prio[g])) if prio.get(g) is not None else NULL for g in gl], np.int64)
     thread_labels = sorted({str(tname[g]) for g in gl if tname.get(g) is not None})
-    thread_code = np.array([thread_labels.index(str(tname[g])) if tname.get(g) is not None else -1
-                            for g in gl], dtype=np.int64)
-    if any("\n" in t for t in names):
-        return None  # a text column before the last one holds a newline: the general path
-
-    def chunks() -> Iterator[bytes]:
-
-        yield ",".join(_quoted(h).decode() for h in COLUMNS["cuda_api_trace"]).encode() + b"\n"
-        for lo in range(0, len(order), _CHUNK):
-            idx = order[lo:lo + _CHUNK]
-            start = np.asarray(src.column("start")[idx])
-            gtid = np.asarray(src.column("globalTid")[idx])
-            g = np.searchsorted(gtids, gtid)
-            ret = np.asarray(src.column("returnValue")[idx])
-            corr = np.asarray(src.column("correlationId")[idx])
-            cols: list[IntColumn | FixedColumn | TextColumn] = [
-                IntColumn(start), IntColumn(np.asarray(src.column("end")[idx]) - start),
-                TextColumn(np.searchsorted(name_ids, np.asarray(src.column("nameId")[idx])), names),
-                IntColumn(ret, ret == NULL), IntColumn(corr, corr == NULL),
-                IntColumn((gtid >> 24) & 0xFFFFFF), IntColumn(gtid & 0xFFFFFF),
-                IntColumn(pri_vals[g], pri_null[g]),
-                TextColumn(thread_code[g], thread_labels),
-            ]
-            yield _rows(cols[:-1], 0, len(idx), cols[-1])  # type: ignore[arg-type]
-
-    return RenderedReport("cuda_api_trace", len(order), chunks)
+    where = {t: i for i, t in enumerate(thread_labels)}
+    thread = np.array([where[str(tname[g])] if tname.get(g) is not None else -1 for g in gl], dtype=np.int64)
+    return ApiTraceRows(cols, order, name, names, gtids, pri, thread, thread_labels)
 
 
-def api_trace_frame(trace: Trace) -> pd.DataFrame:
-    """One row per CUDA API call, by start time, with its thread's name and priority."""
-    import pandas as pd
-
-    api = usable(trace, "api", ["start", "end", "name", "returnValue", "correlationId", "pid",
-                                 "tid", "globalTid"])
-    if api is None:
-        return empty_frame("cuda_api_trace")
-    prio, tname = thread_info(trace)
-    gtid = pd.to_numeric(api["globalTid"], errors="coerce")
-    out = pd.DataFrame({
-        "Start (ns)": pd.to_numeric(api["start"]).astype("int64"),
-        "Duration (ns)": durations(api),
-        "Name": api_names(api),
-        "Result": pd.to_numeric(api["returnValue"], errors="coerce").astype("Int64"),
-        "CorrID": pd.to_numeric(api["correlationId"], errors="coerce").astype("Int64"),
-        "Pid": pd.to_numeric(api["pid"], errors="coerce").astype("Int64"),
-        "Tid": pd.to_numeric(api["tid"], errors="coerce").astype("Int64"),
-        "T-Pri": pd.to_numeric(gtid.map(prio), errors="coerce").astype("Int64"),
-        "Thread Name": gtid.map(tname).astype("object"),
-    })
-    return out.sort_values("Start (ns)", kind="stable").reset_index(drop=True)
+def api_trace_csv(trace: Trace) -> RenderedReport | None:
+    """``cuda_api_trace`` as CSV chunks (None: no calls)."""
+    rows = api_trace_rows(trace)
+    return rows.csv() if rows is not None else None
 
 
 def thread_info(trace: Trace) -> tuple[dict[int, object], dict[int, object]]:
