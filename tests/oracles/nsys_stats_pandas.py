@@ -10,6 +10,7 @@ columns).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -174,6 +175,118 @@ def _cuda_api_trace(trace: Trace) -> pd.DataFrame:
     return out.sort_values("Start (ns)", kind="stable").reset_index(drop=True)
 
 
+def _cuda_gpu_trace(trace: Trace) -> pd.DataFrame:
+    """The report as a DataFrame (numbers numeric, nsys's columns), rows by start then kind."""
+    rows = _gpu_rows(trace)
+    if rows is None:
+        return empty_frame("cuda_gpu_trace")
+    return _frame(trace, rows)
+
+
+def _gpu_rows(trace: Trace) -> pd.DataFrame | None:
+    """Kernels, copies and memsets as one frame of raw columns, sorted by start (kernels first)."""
+    import numpy as np
+
+    na = np.nan  # numeric "missing", keeps the concatenated columns numeric (fast)
+    parts = []
+    k = usable(trace, "kernels")
+    if k is not None:
+        parts.append(pd.DataFrame({
+            "start": k["start"], "end": k["end"], "corr": k["correlationId"],
+            "GrdX": k["gridX"], "GrdY": k["gridY"], "GrdZ": k["gridZ"],
+            "BlkX": k["blockX"], "BlkY": k["blockY"], "BlkZ": k["blockZ"],
+            "Reg/Trd": k["registersPerThread"],
+            "stc": k["staticSharedMemory"], "dym": k["dynamicSharedMemory"], "bytes": na,
+            "src": None, "dst": None, "dev": k["deviceId"], "ctx": k["contextId"],
+            "green": k["greenContextId"], "strm": k["streamId"], "name": k["name"], "order": 0,
+        }))
+    memcpy = usable(trace, "memcpy")
+    if memcpy is not None:
+        parts.append(pd.DataFrame({
+            "start": memcpy["start"], "end": memcpy["end"], "corr": memcpy["correlationId"],
+            "bytes": memcpy["bytes"], "src": memcpy["srcKindName"], "dst": memcpy["dstKindName"],
+            "dev": memcpy["deviceId"], "ctx": memcpy["contextId"],
+            "green": memcpy["greenContextId"], "strm": memcpy["streamId"],
+            "name": "[CUDA memcpy " + memcpy["operation"].fillna("Unknown").astype(str) + "]",
+            "order": 1,
+        }))
+    memset = usable(trace, "memset")
+    if memset is not None:
+        parts.append(pd.DataFrame({
+            "start": memset["start"], "end": memset["end"], "corr": memset["correlationId"],
+            "bytes": memset["bytes"], "src": memset["memKindName"], "dst": None,
+            "dev": memset["deviceId"], "ctx": memset["contextId"],
+            "green": memset["greenContextId"], "strm": memset["streamId"],
+            "name": "[CUDA memset]", "order": 2,
+        }))
+    if not parts:
+        return None
+    rows = pd.concat(parts, ignore_index=True)
+    for col in ("GrdX", "GrdY", "GrdZ", "BlkX", "BlkY", "BlkZ", "Reg/Trd", "stc", "dym"):
+        if col not in rows:  # no kernels captured
+            rows[col] = np.nan
+    start = pd.to_numeric(rows["start"]).astype("int64")
+    order = np.lexsort((rows["order"].to_numpy(dtype="int64"), start.to_numpy()))
+    return rows.iloc[order].reset_index(drop=True)
+
+
+def _frame(trace: Trace, rows: pd.DataFrame) -> pd.DataFrame:
+    """Nsys's columns of the sorted rows: MB, MB/s, the device's name, 0 ids as empty fields."""
+    start = pd.to_numeric(rows["start"]).astype("int64")
+    dur = pd.to_numeric(rows["end"]).astype("int64") - start
+
+    def ints(col: str) -> pd.Series:
+        s: pd.Series = pd.to_numeric(rows[col], errors="coerce").astype("Int64")
+        return s
+
+    def mb(col: str) -> pd.Series:
+        s: pd.Series = pd.to_numeric(rows[col], errors="coerce").astype("float64") / 1e6
+        return s
+
+    nbytes = pd.to_numeric(rows["bytes"], errors="coerce").astype("float64")
+    dur_f = dur.astype("float64")
+    # nsys 2025.3 (checked against its gputrace output for host_overhead_naive, see
+    # tests/data/oracles_nsys2025) computes MB/s as MB x whole transfers-per-second:
+    # bytes/1e6 * (1e9 // duration_ns), integer division, like 2022.4 did.
+    throughput = (nbytes / 1e6 * (1e9 // dur_f)).where(dur_f > 0)
+    return pd.DataFrame({
+        "Start (ns)": start,
+        "Duration (ns)": dur,
+        "CorrId": ints("corr"),
+        "GrdX": ints("GrdX"), "GrdY": ints("GrdY"), "GrdZ": ints("GrdZ"),
+        "BlkX": ints("BlkX"), "BlkY": ints("BlkY"), "BlkZ": ints("BlkZ"),
+        "Reg/Trd": ints("Reg/Trd"),
+        "StcSMem (MB)": mb("stc"),
+        "DymSMem (MB)": mb("dym"),
+        "Bytes (MB)": nbytes / 1e6,
+        "Throughput (MB/s)": throughput,
+        "SrcMemKd": rows["src"],
+        "DstMemKd": rows["dst"],
+        "Device": _device_names(trace, ints("dev")),
+        # Context, green context and stream 0 mean "none" (unified-memory migrations have no
+        # context or stream): nsys prints an empty field.
+        "Ctx": ints("ctx").mask(lambda g: g == 0),
+        "GreenCtx": ints("green").mask(lambda g: g == 0),
+        "Strm": ints("strm").mask(lambda g: g == 0),
+        "Name": rows["name"],
+    })
+
+
+def _device_names(trace: Trace, dev: pd.Series) -> pd.Series:
+    """"NVIDIA H200 (0)" for a device the capture describes, "GPU 0" otherwise."""
+    gpus = trace.table("gpus")
+    gpu_names: dict[Any, str] = {}
+    if "gpus" not in trace.missing and not gpus.empty:
+        gpu_names = {
+            int(i): str(n) for i, n in zip(gpus["id"], gpus["name"], strict=False)
+            if pd.notna(i) and pd.notna(n)
+        }
+    dev_names = {d: (f"{gpu_names[d]} ({d})" if d in gpu_names else f"GPU {d}")
+                 for d in dev.dropna().unique()}
+    out: pd.Series = dev.map(dev_names, na_action="ignore").astype("object")
+    return out
+
+
 ORACLES: dict[str, Callable[[Trace], pd.DataFrame]] = {
     "cuda_api_sum": _cuda_api_sum,
     "cuda_gpu_kern_sum": _cuda_gpu_kern_sum,
@@ -182,7 +295,8 @@ ORACLES: dict[str, Callable[[Trace], pd.DataFrame]] = {
     "nvtx_sum": _nvtx_sum,
     "cuda_api_gpu_sum": _cuda_api_gpu_sum,
     "cuda_gpu_sum": _cuda_gpu_sum,
-    "cuda_api_trace": _cuda_api_trace,  # a trace report: one row per call
+    "cuda_api_trace": _cuda_api_trace,  # trace reports: one row per call, per GPU operation
+    "cuda_gpu_trace": _cuda_gpu_trace,
 }
 
 

@@ -14,9 +14,12 @@ from engine.reports.nsys.sorted_sets import distinct, factorize
 from engine.reports.nsys.stats_reads import gpu_names, row_span
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import numpy as np
     import numpy.typing as npt
 
+    from engine.reports.base import Trace
     from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
 
@@ -91,4 +94,31 @@ def lookup(uniq: npt.NDArray[np.int64], codes: npt.NDArray[np.int64],
     return np.where(uniq[pos] == values, codes[pos], -1)
 
 
-__all__ = ["ColumnSource", "distinct", "factorize", "gpu_names", "lookup"]
+class TraceColumnSource:
+    """One table's integer columns (``trace.columns``, any trace), mapped afresh from its cache when asked.
+
+    Each chunk of rows maps the cached columns again and lets them go, so the pages a chunk touched
+    leave the process (its peak RSS stays that of one chunk). A trace without such a cache (a
+    Kineto trace, an export whose cache cannot be written) keeps the columns it read.
+    """
+
+    def __init__(self, trace: Trace, table: str, names: Sequence[str]) -> None:
+        self.trace, self.table, self.exprs = trace, table, tuple(names)
+        got = trace.columns(table, list(names))
+        self.rows = len(got[names[0]])
+        cached = trace.columns_cached(table, list(names))
+        self.held: dict[str, npt.NDArray[np.int64]] = got if cached is None else {}
+        del got, cached
+
+    def column(self, name: str) -> npt.NDArray[np.int64]:
+        """The whole column ``name``."""
+        if name in self.held:
+            return self.held[name]
+        got = self.trace.columns_cached(self.table, [name])
+        if got is None:  # the cache went away meanwhile: read it again and keep it
+            got = self.trace.columns(self.table, [name])
+            self.held[name] = got[name]
+        return got[name]
+
+
+__all__ = ["ColumnSource", "TraceColumnSource", "distinct", "factorize", "gpu_names", "lookup"]

@@ -20,11 +20,12 @@ import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
+    import pandas as pd
 
 _CHUNK = 131_072  # rows formatted at a time (bounded memory)
 
@@ -265,3 +266,22 @@ def _rows(body: Sequence[Column], lo: int, hi: int, tail: TextColumn | None) -> 
     enc = [_quoted(s) + b"\n" for s in tail.labels]
     names = [enc[c] if c >= 0 else b"\n" for c in tail.codes[lo:hi].tolist()]
     return b"".join(map(bytes.__add__, prefixes, names))
+
+
+def columns_frame(cols: Sequence[Column], headers: Sequence[str]) -> pd.DataFrame:
+    """The DataFrame of columns built for the CSV: Int64 (empty fields missing), floats, text."""
+    import numpy as np
+    import pandas as pd
+
+    out: dict[str, Any] = {}
+    for col, name in zip(cols, headers, strict=True):
+        if isinstance(col, TextColumn):
+            labels = np.array([*col.labels, None], dtype=object)
+            codes = np.where(col.codes < 0, len(col.labels), col.codes)
+            out[name] = pd.Series(labels[codes], dtype="object")
+        elif isinstance(col, FixedColumn):
+            out[name] = pd.Series(np.asarray(col.values, dtype=np.float64))
+        else:
+            null = col.null if col.null is not None else np.zeros(len(col.values), dtype=bool)
+            out[name] = pd.arrays.IntegerArray(np.where(null, 0, col.values).astype(np.int64), null)
+    return pd.DataFrame(out)

@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.analysis.nsys.stats.catalog import _API_SUFFIX, COLUMNS
-from engine.analysis.nsys.stats.csv_columns import _CHUNK, IntColumn, TextColumn, _quoted, _rows
+from engine.analysis.nsys.stats.column_source import TraceColumnSource
+from engine.analysis.nsys.stats.csv_columns import (
+    _CHUNK,
+    IntColumn,
+    TextColumn,
+    _quoted,
+    _rows,
+    columns_frame,
+)
 from engine.analysis.nsys.stats.registry import report
 from engine.analysis.nsys.stats.rendered import RenderedReport
 from engine.analysis.nsys.stats.table import empty_frame
@@ -53,13 +61,13 @@ def cuda_api_trace(trace: Trace, csv: bool) -> Any:
 class ApiTraceRows:
     """The report's rows: the calls' columns (``order`` puts them in print order) and their labels.
 
-    ``name`` indexes ``names`` (base names, no ``_vNNNN``; -1: none), ``thread`` indexes
+    ``names`` are the base names (no ``_vNNNN``) of the name ids ``name_ids``; ``thread`` indexes
     ``thread_labels`` per distinct globalTid ``gtids`` (-1: none); :data:`NULL` is an empty field.
     """
 
-    cols: dict[str, npt.NDArray[np.int64]]
+    cols: TraceColumnSource
     order: npt.NDArray[np.intp]
-    name: npt.NDArray[np.int64]
+    name_ids: npt.NDArray[np.int64]
     names: list[str]
     gtids: npt.NDArray[np.int64]
     pri: npt.NDArray[np.int64]
@@ -70,9 +78,10 @@ class ApiTraceRows:
         return len(self.order)
 
     def _columns(self, idx: npt.NDArray[np.intp]) -> list[IntColumn | TextColumn]:
-        c = self.cols
-        start, end = np.asarray(c["start"][idx]), np.asarray(c["end"][idx])
-        gt = np.asarray(c["globalTid"][idx])
+        c = self.cols.column
+        start, end = np.asarray(c("start")[idx]), np.asarray(c("end")[idx])
+        gt = np.asarray(c("globalTid")[idx])
+        nid = np.asarray(c("nameId")[idx])
         n = len(self.gtids)
         g = np.minimum(np.searchsorted(self.gtids, gt), max(n - 1, 0))
         known = (gt != NULL) & (self.gtids[g] == gt) if n else np.zeros(len(gt), dtype=bool)
@@ -81,10 +90,10 @@ class ApiTraceRows:
         out: list[IntColumn | TextColumn] = [
             IntColumn(start, start == NULL),
             IntColumn(end - start, (start == NULL) | (end == NULL)),
-            TextColumn(self.name[idx], self.names),
+            TextColumn(np.where(nid == NULL, -1, np.searchsorted(self.name_ids, nid)), self.names),
         ]
         for name in ("returnValue", "correlationId", "pid", "tid"):
-            v = np.asarray(c[name][idx])
+            v = np.asarray(c(name)[idx])
             out.append(IntColumn(v, v == NULL))
         out += [IntColumn(pri, pri == NULL), TextColumn(np.append(self.thread, -1)[g], self.thread_labels)]
         return out
@@ -103,35 +112,24 @@ class ApiTraceRows:
 
     def to_frame(self) -> pd.DataFrame:
         """The rows as a DataFrame (numbers Int64, empty fields missing)."""
-        import pandas as pd
-
-        out: dict[str, Any] = {}
-        for col, name in zip(self._columns(self.order), COLUMNS["cuda_api_trace"], strict=True):
-            if isinstance(col, TextColumn):
-                labels = np.array([*col.labels, None], dtype=object)
-                codes = np.where(col.codes < 0, len(col.labels), col.codes)
-                out[name] = pd.Series(labels[codes], dtype="object")
-            else:
-                null = col.null if col.null is not None else np.zeros(len(col.values), dtype=bool)
-                out[name] = pd.arrays.IntegerArray(np.where(null, 0, col.values).astype(np.int64), null)
-        return pd.DataFrame(out)
+        return columns_frame(self._columns(self.order), COLUMNS["cuda_api_trace"])
 
 
 def api_trace_rows(trace: Trace) -> ApiTraceRows | None:
     """The calls' rows (see :class:`ApiTraceRows`); None where the trace has none."""
     if not trace.has("api"):
         return None
-    cols = trace.columns("api", _READ)
-    if not len(cols["start"]):
+    cols = TraceColumnSource(trace, "api", _READ)
+    if not cols.rows:
         return None
-    order = np.argsort(cols["start"], kind="stable")
+    order = np.argsort(cols.column("start"), kind="stable")
     strings = trace.strings()
-    name_ids = np.unique(cols["nameId"])
+    name_id = cols.column("nameId")
+    name_ids = np.unique(name_id)
     named = name_ids[name_ids != NULL]
     names = [_API_SUFFIX.sub("", str(strings.get(int(i), f"<unknown {int(i)}>"))) for i in named.tolist()]
-    pos = np.searchsorted(named, cols["nameId"])
-    name = np.where(cols["nameId"] == NULL, -1, pos).astype(np.int64)
-    gtid = cols["globalTid"]
+    del name_id
+    gtid = cols.column("globalTid")
     gtids = np.unique(gtid[gtid != NULL]).astype(np.int64)
     prio, tname = thread_info(trace)
     gl = gtids.tolist()
@@ -139,7 +137,7 @@ def api_trace_rows(trace: Trace) -> ApiTraceRows | None:
     thread_labels = sorted({str(tname[g]) for g in gl if tname.get(g) is not None})
     where = {t: i for i, t in enumerate(thread_labels)}
     thread = np.array([where[str(tname[g])] if tname.get(g) is not None else -1 for g in gl], dtype=np.int64)
-    return ApiTraceRows(cols, order, name, names, gtids, pri, thread, thread_labels)
+    return ApiTraceRows(cols, order, named, names, gtids, pri, thread, thread_labels)
 
 
 def api_trace_csv(trace: Trace) -> RenderedReport | None:
