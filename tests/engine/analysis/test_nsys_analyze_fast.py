@@ -1,11 +1,9 @@
 """The analyze rules against a second implementation, on every fixture and H100 recording, with
 options that make every rule find many rows (gap=0, thresholds of 100 %, time windows, unlimited rows).
 
-Rules written once over ``trace.columns`` (gpu_gaps, gpu_time_util) are checked against their
-pandas reference (tests/oracles/nsys_analyze_pandas.py) on the exports and on a Kineto trace. The
-others still have a big-report path (SQL-filtered column reads) and a general path (whole tables
-as DataFrames, what a Kineto trace takes): the same export is opened once with its columnar cache
-and once presented without it. The CSV text must be the same bytes.
+Every rule is written once over ``trace.columns`` (issue 24) and checked against its pandas
+reference (tests/oracles/nsys_analyze_pandas.py: the general path the rules had before) on the
+exports and on a Kineto trace. The CSV text must be the same bytes.
 """
 
 from __future__ import annotations
@@ -32,35 +30,24 @@ KINETO = SHARED_FIXTURES / "torch" / "torch_sdpa_trace.json"
 RECORDINGS = sorted((REPO / "tests" / "data" / "recordings" / "nsys").glob("*/*.sqlite.xz"))
 
 
-class WithoutColumns:
-    """The same export without its columnar cache: the rules take their general path."""
-
-    def __init__(self, trace: Trace) -> None:
-        self._trace = trace
-
-    def __getattr__(self, name: str) -> Any:
-        if name in ("column_store", "has_sqlite_table"):
-            raise AttributeError(name)
-        return getattr(self._trace, name)
+def _reference_csv(trace: Trace, rule: str, opts: dict[str, Any]) -> str:
+    """The rule's CSV from its pandas reference."""
+    resolved = _resolve_options(rule, opts)
+    return analyze.to_csv(RuleResult(rule, ORACLES[rule](trace, resolved), "", "", resolved))
 
 
-def _reference_csv(trace: Trace, general: WithoutColumns, rule: str, opts: dict[str, Any]) -> str:
-    """The rule's CSV from its pandas reference, or (rules with two paths) from its general path."""
-    if rule in ORACLES:
-        resolved = _resolve_options(rule, opts)
-        return analyze.to_csv(RuleResult(rule, ORACLES[rule](trace, resolved), "", "", resolved))
-    return analyze.to_csv(analyze.run_rule(general, rule, **opts))  # type: ignore[arg-type]
+def test_every_rule_has_a_reference() -> None:
+    assert set(ORACLES) == set(analyze.RULES) == {rule for rule, _ in OPTIONS}
 
 
 def test_rules_equal_their_reference_on_a_kineto_trace() -> None:
     trace = open_report(KINETO)
     checked = 0
     for rule, opts in OPTIONS:
-        if rule in ORACLES:
-            got = analyze.to_csv(analyze.run_rule(trace, rule, **opts))
-            assert got == _reference_csv(trace, WithoutColumns(trace), rule, opts), (rule, opts)
-            checked += bool(got)
-    assert checked >= 3  # gpu_gaps (gap=0) and gpu_time_util find rows here
+        got = analyze.to_csv(analyze.run_rule(trace, rule, **opts))
+        assert got == _reference_csv(trace, rule, opts), (rule, opts)
+        checked += bool(got)
+    assert checked >= 6  # gaps (gap=0), low use, synchronisations and pageable copies are found
 
 
 @pytest.fixture(scope="module")
@@ -97,20 +84,19 @@ OPTIONS: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-def test_fast_path_equals_general_path(reports: list[Path], tmp_path: Path,
+def test_rules_equal_their_reference(reports: list[Path], tmp_path: Path,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KERNELSCOPE_CACHE", str(tmp_path / "cache"))
     checked = rows = 0
     for path in reports:
         trace = open_report(path)
-        general = WithoutColumns(trace)
         windows: list[dict[str, int]] = [{}]
         if trace.has("kernels"):
             windows.append(_window(trace))
         for rule, opts in OPTIONS:
             for window in windows:
                 fast = analyze.run_rule(trace, rule, **opts, **window)
-                assert analyze.to_csv(fast) == _reference_csv(trace, general, rule, {**opts, **window}), \
+                assert analyze.to_csv(fast) == _reference_csv(trace, rule, {**opts, **window}), \
                     (path.name, rule, opts, window)
                 checked += 1
                 rows += len(fast.table)
