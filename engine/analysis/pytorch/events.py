@@ -57,7 +57,7 @@ class TorchEvents:
         start, end: host time of each range.
         thread: a code per (process, thread); ``threads`` holds the labels.
         seq: the autograd sequence number (-1: none); ``fwd``: 1 on the backward pass's operators.
-        shapes, dtypes: the input shapes and types as text ("" when not recorded).
+        shapes, dtypes: the input shapes and types as text ("" when not recorded), object arrays.
         parent: the enclosing range on the same thread (-1: none); ranges are sorted by thread, start.
         op_parent: the nearest enclosing operator or annotation (what a self time is taken from).
         gpu_*: the GPU operations: name, kind, start, end, device, stream, grid, block, bytes and
@@ -78,8 +78,8 @@ class TorchEvents:
     threads: list[str]
     seq: npt.NDArray[np.int64]
     backward: npt.NDArray[np.bool_]
-    shapes: list[str]
-    dtypes: list[str]
+    shapes: npt.NDArray[np.object_]
+    dtypes: npt.NDArray[np.object_]
     parent: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
     op_parent: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
     gpu_names: list[str] = field(default_factory=list)
@@ -90,8 +90,8 @@ class TorchEvents:
     gpu_device: npt.NDArray[np.int32] = field(default_factory=lambda: np.zeros(0, np.int32))
     gpu_stream: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
     gpu_bytes: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
-    gpu_grid: list[str] = field(default_factory=list)
-    gpu_block: list[str] = field(default_factory=list)
+    gpu_grid: npt.NDArray[np.object_] = field(default_factory=lambda: np.zeros(0, object))
+    gpu_block: npt.NDArray[np.object_] = field(default_factory=lambda: np.zeros(0, object))
     gpu_op: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
     merged: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, np.bool_))
     source: str = "kineto"
@@ -149,6 +149,13 @@ def _build(trace: Trace) -> TorchEvents:
     return ev
 
 
+def _texts(values: list[str]) -> npt.NDArray[np.object_]:
+    """Texts as an object array (kept objects: per-trace caches walk lists item by item, not these)."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
 class _Rows:
     """Host ranges collected row by row, then turned into columns."""
 
@@ -196,7 +203,7 @@ class _Rows:
             cat=pick(self.cat, np.int8), start=start[order], end=pick(self.end, np.int64),
             thread=thread[order], threads=threads, seq=pick(self.seq, np.int64),
             backward=pick(self.backward, np.bool_),
-            shapes=[self.shapes[i] for i in order], dtypes=[self.dtypes[i] for i in order], source=source)
+            shapes=_texts(self.shapes)[order], dtypes=_texts(self.dtypes)[order], source=source)
         return ev, pick(self.ext, np.int64)
 
 
@@ -262,8 +269,8 @@ def _kineto_host(trace: Any, i: npt.NDArray[np.int64],
         names=names, name=name[order], cat=cat[order].astype(np.int8), start=start[order], end=end[order],
         thread=thread[order], threads=threads, seq=np.where(seq == NULL, -1, seq)[order],
         backward=np.zeros(len(i), dtype=np.bool_),
-        shapes=texts[np.asarray(c.texts["Input Dims"][ordered])].tolist(),
-        dtypes=texts[np.asarray(c.texts["Input type"][ordered])].tolist(), source="kineto")
+        shapes=texts[np.asarray(c.texts["Input Dims"][ordered])],
+        dtypes=texts[np.asarray(c.texts["Input type"][ordered])], source="kineto")
     return ev, ext[order]
 
 
@@ -327,8 +334,8 @@ def _kineto_gpu(trace: Any, ev: TorchEvents, i: npt.NDArray[np.int64], ext: npt.
     ev.gpu_stream = arg("stream")
     ev.gpu_bytes = arg("bytes")
     texts = np.asarray(c.text_values, dtype=object)
-    ev.gpu_grid = texts[np.asarray(c.texts["grid"][i])].tolist()
-    ev.gpu_block = texts[np.asarray(c.texts["block"][i])].tolist()
+    ev.gpu_grid = texts[np.asarray(c.texts["grid"][i])]
+    ev.gpu_block = texts[np.asarray(c.texts["block"][i])]
 
 
 # -- nsys ------------------------------------------------------------------------------------------
@@ -376,8 +383,8 @@ def _nsys_gpu(trace: Trace, ev: TorchEvents) -> None:
     ev.gpu_device = np.asarray([_int(cols.devs[d], 0) for d in cols.dev], dtype=np.int32)
     ev.gpu_stream = np.asarray([_int(cols.streams[s], 0) for s in cols.stream], dtype=np.int64)
     ev.gpu_bytes = np.zeros(len(ev.gpu_start), dtype=np.int64)
-    ev.gpu_grid = [""] * len(ev.gpu_start)
-    ev.gpu_block = [""] * len(ev.gpu_start)
+    ev.gpu_grid = np.full(len(ev.gpu_start), "", dtype=object)
+    ev.gpu_block = np.full(len(ev.gpu_start), "", dtype=object)
     ev.gpu_op = _innermost_at(ev, np.asarray(cols.launch, dtype=np.int64), _launch_threads(trace, cols, ev))
 
 

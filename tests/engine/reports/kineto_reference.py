@@ -37,6 +37,7 @@ from engine.analysis.pytorch.events import (
     _merge_dispatch_duplicates,
     _nest,
     _Rows,
+    _texts,
     thread_label,
 )
 from engine.analysis.pytorch.memory import _CUDA_DEVICE_TYPE, MemoryCurve, MemoryTimeline
@@ -354,6 +355,8 @@ def _kineto_gpu(ev: TorchEvents, gpu: list[dict[str, Any]], base: float, ext: An
     gpu.sort(key=lambda e: float(e["ts"]))
     names: dict[str, int] = {}
     code, kind, start, end, dev, stream, nbytes, op = [], [], [], [], [], [], [], []
+    grid: list[str] = []
+    block: list[str] = []
     for e in gpu:
         a = e.get("args") or {}
         name = str(e.get("name", ""))
@@ -367,8 +370,8 @@ def _kineto_gpu(ev: TorchEvents, gpu: list[dict[str, Any]], base: float, ext: An
         dev.append(_int(a.get("device"), 0))
         stream.append(_int(a.get("stream"), 0))
         nbytes.append(_int(a.get("bytes"), 0))
-        ev.gpu_grid.append(_dims_text(a.get("grid")))
-        ev.gpu_block.append(_dims_text(a.get("block")))
+        grid.append(_dims_text(a.get("grid")))
+        block.append(_dims_text(a.get("block")))
         op.append(by_ext.get(_int(a.get("External id"), -1), -1))
     ev.gpu_names = list(names)
     ev.gpu_name = np.asarray(code, dtype=np.int32)
@@ -379,6 +382,7 @@ def _kineto_gpu(ev: TorchEvents, gpu: list[dict[str, Any]], base: float, ext: An
     ev.gpu_stream = np.asarray(stream, dtype=np.int64)
     ev.gpu_bytes = np.asarray(nbytes, dtype=np.int64)
     ev.gpu_op = np.asarray(op, dtype=np.int64)
+    ev.gpu_grid, ev.gpu_block = _texts(grid), _texts(block)
 
 def _dims_text(value: Any) -> str:
     if not value:
