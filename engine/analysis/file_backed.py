@@ -5,7 +5,7 @@ calls, steps) hold gigabytes of derived numpy arrays for as long as the trace li
 at least :data:`MIN_BYTES` is written once to an unlinked file under the cache root and replaced by
 a read-only shared mapping of it (same dtype, shape and values): its pages then live in the OS's
 page cache, a read maps them again without I/O, and the pages this process has touched can be
-handed back (``overview_store.release_shared_pages``), so the resident size stays near the arrays
+handed back (``engine.system.shared_maps.release``), so the resident size stays near the arrays
 being computed on. Smaller arrays, object arrays and arrays already mapped from a file are left as
 they are: small reports never touch the disk.
 
@@ -24,6 +24,8 @@ import tempfile
 from typing import Any
 
 import numpy as np
+
+from engine.system.shared_maps import register
 
 #: arrays of at least this many bytes are moved into a file mapping (2M int64 values)
 MIN_BYTES = 16 << 20
@@ -86,6 +88,7 @@ def mapped_copy(a: np.ndarray, directory: str) -> np.ndarray | None:
             os.unlink(path)
         except OSError:
             pass
+    register(mm)  # its pages can be handed back (the array keeps the mapping open: its base)
     return np.frombuffer(mm, dtype=c.dtype).reshape(c.shape)
 
 

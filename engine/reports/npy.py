@@ -12,8 +12,17 @@ _NPY_LOCK = threading.Lock()
 
 
 def load_npy(path: Any, **kwargs: Any) -> Any:
-    """``np.load`` with the header parse serialised across threads (see :data:`_NPY_LOCK`)."""
+    """``np.load`` with the header parse serialised across threads (see :data:`_NPY_LOCK`).
+
+    A read-only mapping (``mmap_mode="r"``) is registered for the hand-back of its resident pages
+    (:mod:`engine.system.shared_maps`).
+    """
     import numpy as np
 
+    from engine.system.shared_maps import register_array
+
     with _NPY_LOCK:
-        return np.load(path, **kwargs)
+        got = np.load(path, **kwargs)
+    if kwargs.get("mmap_mode") == "r":
+        register_array(got)
+    return got

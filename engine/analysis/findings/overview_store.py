@@ -133,30 +133,16 @@ def compute_in_child(path: Path, range_name: str | None = None, *, hint: str,
 def release_shared_pages() -> int:
     """Hand back this process's resident pages of read-only shared file mappings; bytes advised.
 
-    Those are the memory-mapped cache columns and SQLite pages the summary scans: their pages stay
-    in the OS cache (a later read maps them again without I/O), so dropping them from this
-    process only stops them counting in its RSS. Writable and private mappings (program code,
-    anything written) are never touched. Linux only (``/proc/self/maps``); 0 elsewhere.
+    Those are the memory-mapped cache columns and big derived arrays the summary scans (each
+    registered in :mod:`engine.system.shared_maps` as it is mapped): their pages stay in the OS
+    cache (a later read maps them again without I/O), so dropping them from this process only stops
+    them counting in its RSS. Only mappings still open are advised, through their own ``mmap``
+    object: never an address range read from ``/proc/self/maps``, which another thread may have
+    unmapped and reused for a fresh allocation since (``MADV_DONTNEED`` would zero it). Linux only.
     """
-    import ctypes
+    from engine.system.shared_maps import release
 
-    try:
-        with open("/proc/self/maps") as fh:
-            lines = fh.readlines()
-        madvise = ctypes.CDLL(None, use_errno=True).madvise
-    except (OSError, AttributeError):
-        return 0
-    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    dontneed = 4  # MADV_DONTNEED
-    total = 0
-    for line in lines:
-        parts = line.split(maxsplit=5)
-        if len(parts) < 6 or parts[1] != "r--s" or not parts[5].startswith("/"):
-            continue
-        lo, hi = (int(x, 16) for x in parts[0].split("-"))
-        if madvise(lo, hi - lo, dontneed) == 0:
-            total += hi - lo
-    return total
+    return release()
 
 
 class PageReleaser:

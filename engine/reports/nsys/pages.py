@@ -159,9 +159,18 @@ class _Reader:
         self.fd = os.open(path, os.O_RDONLY)
 
     def close(self) -> None:
+        """Close the file and, unless an array still views it, the map (best effort, never raises).
+
+        A view kept alive elsewhere (a traceback's frame, a caller's slice) holds the map as its
+        base: closing it under the view raised ``BufferError``; it is then unmapped when the last
+        view goes, never before.
+        """
         os.close(self.fd)
         del self.buf  # the map cannot close while an array views it
-        self.mm.close()
+        try:
+            self.mm.close()
+        except BufferError:
+            pass
 
     def layout(self) -> tuple[Ints, Ints]:
         """(leaf pages in rowid order, cells of each), kept per file version and table.
@@ -206,7 +215,7 @@ class _Reader:
                 off = self._page_off(pg)
                 n = int.from_bytes(self.mm[off + 3:off + 5], "big")
                 start = (pg - 1) * self.page
-                ptrs = np.frombuffer(self.mm, dtype=">u2", count=n, offset=off + 12)
+                ptrs = np.frombuffer(self.mm[off + 12:off + 12 + 2 * n], dtype=">u2")  # a copy: no export
                 cells = ptrs.astype(np.int64) + start
                 if n and (cells.min() < off + 12 or cells.max() + 4 > start + self.page):
                     raise Unsupported("a cell outside its page")

@@ -10,6 +10,7 @@ import sys
 import numpy as np
 
 from engine.analysis.findings import overview_store
+from engine.reports.npy import load_npy
 from tests.conftest import NSYS_DIR, REPO, resident_kb
 
 REPORT = NSYS_DIR / "host_overhead_naive.sqlite"
@@ -19,7 +20,7 @@ def test_release_shared_pages_drops_read_only_mappings_and_keeps_their_values(tm
     f = tmp_path / "col.npy"
     data = np.arange(4_000_000, dtype=np.int64)
     np.save(f, data)
-    mapped = np.load(f, mmap_mode="r")
+    mapped = load_npy(f, mmap_mode="r")  # registered: the cache's columns are loaded so
     private = np.load(f, mmap_mode="c")  # copy-on-write: a private mapping, never advised
     private[:10] = -1
     assert int(mapped.sum()) == int(data.sum())

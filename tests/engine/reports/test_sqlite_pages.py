@@ -10,6 +10,7 @@ ROWID and INTEGER PRIMARY KEY tables, other page sizes, deep B-trees, deleted ro
 from __future__ import annotations
 
 import lzma
+import os
 import shutil
 import sqlite3
 from pathlib import Path
@@ -344,3 +345,24 @@ def test_a_child_process_reads_big_tables_into_the_cache_files(
     with pytest.raises(sqlite3.DatabaseError):  # what the SQL path says of a REAL: not integers
         ColumnStore(real_db, tmp_path / "c2").read("T", {"a": '"a"'})
     assert spawned == [False]
+
+
+def test_closing_a_reader_while_a_view_of_its_map_lives_never_raises() -> None:
+    """A view of the file's map that outlives the reader (say in a traceback's frame) kept
+    ``mmap.close`` from closing (``BufferError``, seen once at a row count on big10m): the reader
+    closes its file, leaves the map to its last view, and the view reads the file's bytes."""
+    from engine.reports.nsys.pages import _Reader
+
+    path = sorted(NSYS_DIR.glob("*.sqlite"))[0]
+    reader = _Reader(path, "StringIds")
+    view = reader.buf[:16]  # what a frame of an exception kept alive would hold
+    fd = reader.fd
+    reader.close()  # raised BufferError before
+    assert bytes(view) == b"SQLite format 3\x00"
+    with pytest.raises(OSError):
+        os.fstat(fd)  # the file is closed all the same
+    del view
+    reader.mm.close()  # no view left: it closes (unmapped at the latest with the reader)
+    assert reader.mm.closed
+    assert count_rows(path, "StringIds") == sqlite3.connect(path).execute(
+        "SELECT count(*) FROM StringIds").fetchone()[0]
