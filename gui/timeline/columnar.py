@@ -6,8 +6,10 @@ the integer columns of :class:`engine.reports.nsys.columns.ColumnStore` (read fr
 threads that run without Python's lock, then memory-mapped on every later open and shared with the
 engine's summary and reports, so the app holds no second copy of the kernel table):
 
-1. :meth:`ColumnarTimeline.load_gpu`: kernels, copies and memsets per GPU stream (painted first);
-2. :meth:`ColumnarTimeline.load_api`: CUDA API calls per CPU thread (first, the GPU lanes' arrays
+1. :meth:`ColumnarTimeline.load_gpu`: kernels, copies and memsets per GPU stream (painted first; a
+   stream of several kinds from 2M events is drawn from each kind's union, its events merged by the
+   next stage: :mod:`gui.timeline.coarse`);
+2. :meth:`ColumnarTimeline.load_api`: CUDA API calls per CPU thread (first, the GPU lanes merged and their arrays
    built in memory move to file mappings, :func:`gui.timeline.sparse.spill`: after the first paint);
 3. :meth:`ColumnarTimeline.load_rest`: NVTX ranges and GPU metrics (through the trace's tables,
    as the pandas path does).
@@ -28,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from engine.reports.nsys.timeline_reads import NULL, TimelineReads, cuda_events_over, pid_tid
+from gui.timeline import coarse, sparse
 from gui.timeline import model as tm
-from gui.timeline import sparse
 from gui.timeline.style import color_index
 
 #: NVTX events above which the NVTX lanes are left out (they are read through pandas)
@@ -158,6 +160,19 @@ def _merge_sorted(parts: list[_Part]) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return st, en, kd, rows, nm
 
 
+def _merged(key: str, label: str, group: str, parts: list[_Part], unions: dict[int, tm.Union]) -> tm.Lane:
+    """The lane of ``parts`` merged into start order, with each kind's union ``unions``."""
+    st, en, kd, rows, nm = _merge(parts)
+    return tm.Lane(key, label, group, st, en, kd, rows, nm, given_union=unions)
+
+
+def exact(lane: tm.Lane) -> tm.Lane:
+    """``lane`` with its events merged when it is a :class:`~gui.timeline.coarse.CoarseLane`."""
+    if not isinstance(lane, coarse.CoarseLane):
+        return lane
+    return _merged(lane.key, lane.label, lane.group, lane.parts, lane.union)
+
+
 def _lane(key: str, label: str, group: str, parts: list[_Part]) -> tm.Lane:
     """One lane from its parts, sorted by start (ties in kind order, as a stable sort of the
     parts in kind order gives); a single part already in order is not copied."""
@@ -170,8 +185,9 @@ def _lane(key: str, label: str, group: str, parts: list[_Part]) -> tm.Lane:
     if not _sorted(big.starts) or sum(len(p.starts) for p in small) * 8 > len(big.starts):
         # each kind's union from its own part (mapped, block totals), not from copies of the merge
         unions = {p.kind: _union(p.starts, p.ends) for p in parts}
-        st, en, kd, rows, nm = _merge(parts)
-        return tm.Lane(key, label, group, st, en, kd, rows, nm, given_union=unions)
+        if sum(len(p.starts) for p in parts) >= coarse.COARSE_MIN_EVENTS:
+            return coarse.CoarseLane(key, label, group, parts, unions)  # merged by the next stage
+        return _merged(key, label, group, parts, unions)
     # a few copies among many kernels: insert them (one pass) instead of sorting everything
     s_st, s_en, s_kd, s_rows, s_nm = _merge(small)
     before = s_kd < big.kind  # on equal starts these come first
@@ -352,8 +368,9 @@ class ColumnarTimeline:
     def load_api(self, cancel: threading.Event | None = None) -> None:
         """CUDA API calls: one lane per CPU thread (and the GPU lanes' arrays moved to files)."""
         pending = self._read(tm.KIND_API)
-        for ln in self.lanes["gpu"]:  # in place: the model shown holds these lanes
-            self._spill(ln)
+        gpu = self.lanes["gpu"]
+        for i, ln in enumerate(gpu):  # in place: the model shown holds these lanes
+            gpu[i] = self._spill(exact(ln))  # a lane drawn from its unions so far is merged now
             _check(cancel)
         lanes: list[tm.Lane] = []
         if pending is not None:

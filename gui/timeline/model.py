@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import InitVar, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -77,6 +77,9 @@ class Lane:
     union: dict[int, Union] = field(init=False, repr=False)
     #: the unions, when the builder has them per kind already (the columnar model's mixed lanes)
     given_union: InitVar[dict[int, Union] | None] = None
+    #: True for a lane drawn from its kinds' unions until merged (gui.timeline.coarse.CoarseLane):
+    #: coverage at every zoom, no events one by one
+    coarse: ClassVar[bool] = False
 
     def __post_init__(self, given_union: dict[int, Union] | None = None) -> None:
         kd = self.kinds

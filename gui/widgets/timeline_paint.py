@@ -175,7 +175,7 @@ def paint_intervals(c: TimelineCanvas, p: QPainter, ln: tm.Lane, top: float, h: 
     if n == 0:
         return ("detail", 0)
     scale = w / (c.t1 - c.t0)
-    if n <= c.detail_max:
+    if n <= c.detail_max and not ln.coarse:  # (a lane not merged yet: coverage, exact)
         c.detail_slices[ln.key] = (lo, hi)
         s = ln.starts[lo:hi]
         e = ln.ends[lo:hi]
