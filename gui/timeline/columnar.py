@@ -9,8 +9,9 @@ engine's summary and reports, so the app holds no second copy of the kernel tabl
 1. :meth:`ColumnarTimeline.load_gpu`: kernels, copies and memsets per GPU stream (painted first; a
    stream of several kinds from 2M events is drawn from each kind's union, its events merged by the
    next stage: :mod:`gui.timeline.coarse`);
-2. :meth:`ColumnarTimeline.load_api`: CUDA API calls per CPU thread (first, the GPU lanes merged and their arrays
-   built in memory move to file mappings, :func:`gui.timeline.sparse.spill`: after the first paint);
+2. :meth:`ColumnarTimeline.load_api`: CUDA API calls per CPU thread (first, the GPU lanes are merged
+   and their arrays built in memory move to file mappings, :func:`gui.timeline.sparse.spill`: after
+   the first paint);
 3. :meth:`ColumnarTimeline.load_rest`: NVTX ranges and GPU metrics (through the trace's tables,
    as the pandas path does).
 
