@@ -80,14 +80,12 @@ def cmd_ops(args: argparse.Namespace) -> int:
 
 
 def _ops(args: argparse.Namespace) -> int:
-    from engine.analysis.pytorch.events import torch_events
-    from engine.analysis.pytorch.kernels import kernel_table
-    from engine.analysis.pytorch.operators import operator_table
+    from engine.analysis.pytorch import kept_results as kept
     from engine.analysis.pytorch.text import kernels_text, ops_json, ops_text
 
-    ev = torch_events(_open(args.input))
-    table = operator_table(ev, args.by)
-    kernels = kernel_table(ev)
+    trace = _open(args.input)
+    table = kept.operators(trace, args.by)  # (kept on disk: the window's PyTorch view loads them)
+    kernels = kept.kernels(trace)
     if args.json:
         _print(ops_json(table, kernels))
         return 0
@@ -104,13 +102,10 @@ def cmd_modules(args: argparse.Namespace) -> int:
 
 
 def _modules(args: argparse.Namespace) -> int:
-    from engine.analysis.pytorch.events import torch_events
-    from engine.analysis.pytorch.modules import module_tree
+    from engine.analysis.pytorch import kept_results as kept
     from engine.analysis.pytorch.text import modules_json, modules_text
-    from engine.analysis.steps import find_steps
 
-    trace = _open(args.input)
-    tree = module_tree(torch_events(trace), find_steps(trace))
+    tree = kept.modules(_open(args.input))
     if args.json:
         _print(modules_json(tree))
     else:
@@ -125,11 +120,12 @@ def cmd_memory(args: argparse.Namespace) -> int:
 
 
 def _memory(args: argparse.Namespace) -> int:
-    from engine.analysis.pytorch.memory import alive_at_peak, memory_timeline
+    from engine.analysis.pytorch import kept_results as kept
+    from engine.analysis.pytorch.memory import alive_at_peak
     from engine.analysis.pytorch.text import memory_json, memory_text
 
     trace = _open(args.input)
-    tl = memory_timeline(trace)
+    tl = kept.memory(trace)
     alive = None
     if trace.info.kind == "snapshot" and tl.curves:
         alive = alive_at_peak(trace.columns_, max(tl.curves, key=lambda c: c.peak_allocated))

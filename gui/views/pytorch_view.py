@@ -37,26 +37,26 @@ PAGES = ("operators", "modules", "kernels", "memory")
 
 
 def compute(trace: Any) -> dict[str, Any]:
-    """Everything the view shows, computed in a worker thread (engine only, no Qt)."""
-    from engine.analysis.pytorch.memory import alive_at_peak, memory_timeline
+    """Everything the view shows, computed in a worker thread (engine only, no Qt).
 
-    out: dict[str, Any] = {"memory": memory_timeline(trace), "alive": None, "events": None}
+    Each object is kept on disk under the file's identity (engine.analysis.pytorch.kept_results):
+    the next open of the same file loads them instead of computing them again.
+    """
+    from engine.analysis.pytorch import kept_results as kept
+    from engine.analysis.pytorch.memory import alive_at_peak
+
+    out: dict[str, Any] = {"memory": kept.memory(trace), "alive": None, "events": None}
     if trace.info.kind == "snapshot":
         curves = out["memory"].curves
         if curves:
             out["alive"] = alive_at_peak(trace.columns_, max(curves, key=lambda c: c.peak_allocated))
         return out
     from engine.analysis.pytorch.events import torch_events
-    from engine.analysis.pytorch.kernels import kernel_table
-    from engine.analysis.pytorch.modules import module_tree
-    from engine.analysis.pytorch.operators import operator_table
-    from engine.analysis.steps import find_steps
 
-    ev = torch_events(trace)
-    out["events"] = ev
-    out["ops"] = {by: operator_table(ev, by) for by in ("name", "shapes")}
-    out["kernels"] = kernel_table(ev)
-    out["modules"] = module_tree(ev, find_steps(trace))
+    out["events"] = torch_events(trace)
+    out["ops"] = {by: kept.operators(trace, by) for by in ("name", "shapes")}
+    out["kernels"] = kept.kernels(trace)
+    out["modules"] = kept.modules(trace)
     return out
 
 

@@ -133,8 +133,11 @@ def _has_op_ranges(trace: Trace) -> bool:
 
 
 def torch_events(trace: Trace) -> TorchEvents:
-    """The PyTorch events of ``trace`` (built once per trace; see the module docstring)."""
-    out: TorchEvents = trace_cache(trace, "pytorch.events", lambda: _build(trace))
+    """The PyTorch events of ``trace`` (built once per trace and file; see the module docstring)."""
+    from engine.analysis.pytorch.pickle_store import on_disk
+
+    out: TorchEvents = trace_cache(trace, "pytorch.events",
+                                   lambda: on_disk(trace, "events", lambda: _build(trace), TorchEvents))
     return out
 
 

@@ -1,0 +1,66 @@
+"""The PyTorch views' computed objects kept on disk under the report's identity.
+
+On a 1 GB Kineto trace the PyTorch events take ~2 s to build from the mapped columns, the operator
+tables, the kernel table and the module tree a few seconds more; the next window or command that
+opens the same file loads them pickled (~0.1 s) from the cache entry of the report's identity
+(:func:`engine.system.cache.file_identity`: the file and the engine's code, as the overview's
+cache, :mod:`engine.analysis.findings.overview_store`). Within a process each is kept for the trace's
+life (:func:`engine.analysis.tables.trace_cache`). The pickles are read only from this user's cache
+directory (:mod:`engine.analysis.pytorch.pickle_store`); one that cannot be read or written only
+costs the speed-up.
+
+    table = operators(trace, "name")      # the operator table: built once, then loaded
+    ev = torch_events(trace)              # the events: engine.analysis.pytorch.events keeps them here
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from engine.analysis.pytorch.events import torch_events
+from engine.analysis.pytorch.pickle_store import on_disk
+from engine.analysis.tables import trace_cache
+
+T = TypeVar("T")
+
+if TYPE_CHECKING:
+    from engine.analysis.pytorch.kernels import KernelTable
+    from engine.analysis.pytorch.memory import MemoryTimeline
+    from engine.analysis.pytorch.modules import ModuleTree
+    from engine.analysis.pytorch.operators import OpTable
+
+
+def kept(trace: Any, name: str, make: Callable[[], T], kind: type[Any]) -> T:
+    """:func:`on_disk`, kept in memory too for the trace's life."""
+    out: T = trace_cache(trace, f"pytorch.kept.{name}", lambda: on_disk(trace, name, make, kind))
+    return out
+
+
+def operators(trace: Any, by: str) -> OpTable:
+    """The operator table of ``trace`` grouped ``by`` name or shapes."""
+    from engine.analysis.pytorch.operators import OpTable, operator_table
+
+    return kept(trace, f"ops-{by}", lambda: operator_table(torch_events(trace), by), OpTable)
+
+
+def kernels(trace: Any) -> KernelTable:
+    """The kernel table of ``trace``."""
+    from engine.analysis.pytorch.kernels import KernelTable, kernel_table
+
+    return kept(trace, "kernels", lambda: kernel_table(torch_events(trace)), KernelTable)
+
+
+def modules(trace: Any) -> ModuleTree:
+    """The module tree of ``trace`` (its steps as :func:`engine.analysis.steps.find_steps` finds them)."""
+    from engine.analysis.pytorch.modules import ModuleTree, module_tree
+    from engine.analysis.steps import find_steps
+
+    return kept(trace, "modules", lambda: module_tree(torch_events(trace), find_steps(trace)), ModuleTree)
+
+
+def memory(trace: Any) -> MemoryTimeline:
+    """The memory curves of ``trace``."""
+    from engine.analysis.pytorch.memory import MemoryTimeline, memory_timeline
+
+    return kept(trace, "memory", lambda: memory_timeline(trace), MemoryTimeline)
