@@ -288,3 +288,17 @@ def test_opened_for_the_timeline_the_gpu_lanes_are_read_while_the_window_builds(
     assert view.prefetched_used == 1 and report.timeline_prefetch is None
     _assert_lanes_as_pandas(view.model, path)
     assert view.model.row_source is not None  # the columnar model
+
+
+@pytest.mark.parametrize("column", [[7] * 10, [7] * 9 + [3], [7] * 5 + [9] + [7] * 6, [5], [2] * 8 + [1, 2],
+                                    list(np.random.default_rng(1).integers(0, 50, 33)), [tcol.NULL, 4, 4]])
+def test_factor_of_an_id_column_is_numpys_unique(column, monkeypatch):
+    """The distinct values and codes of an id column read in several chunks: what numpy's unique gives."""
+    from gui.timeline import sparse
+
+    monkeypatch.setattr(sparse, "CHUNK", 4)
+    a = np.asarray(column, dtype=np.int64)
+    uniq, codes = tcol.factor(a)
+    want, inv = np.unique(a, return_inverse=True)
+    assert uniq.tolist() == want.tolist() and codes.tolist() == inv.reshape(-1).tolist()
+
