@@ -29,6 +29,8 @@ from engine.reports.base import NULL
 from engine.system.errors import ReportError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     import numpy.typing as npt
 
     from engine.reports.base import Trace
@@ -231,14 +233,62 @@ class GpuOps:
         return launch
 
     def _launch_by_search(self) -> npt.NDArray[np.int64] | None:
-        """:attr:`launch` by binary search on the calls' unique keys; None where it does not apply."""
+        """:attr:`launch` by binary search on the calls' unique keys; None where it does not apply.
+
+        Where the calls' keys (process code x 2^40 + correlation id) rise strictly in table order
+        (CUPTI's order), the operations are looked up a chunk at a time in each process's run of
+        correlation ids, with no key column of all the calls or operations built (a 69M-call
+        report: ~0.1 GB of temporaries instead of ~1.5 GB); otherwise by sorting the keys.
+        """
         calls = api_calls(self._trace)
         if not calls.n:
             return self.start.copy()
         lut = np.array([calls.pid_code(p) for p in self.pids], dtype=np.int64)
         if (lut < 0).any():
             return None
-        ckey = calls.pid.astype(np.int64) * (1 << 40) + calls.corr
+        cpid, ccorr = calls.pid, calls.corr
+        if _keys_rise(cpid, ccorr):
+            return self._launch_in_chunks(lut, cpid, ccorr, calls.start)
+        return self._launch_by_sorting(lut, cpid, ccorr, calls.start)
+
+    def _launch_in_chunks(self, lut: npt.NDArray[np.int64], cpid: npt.NDArray[Any], ccorr: npt.NDArray[Any],
+                          cstart: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """:meth:`_launch_by_search` where the calls' keys rise strictly (see :func:`_keys_rise`)."""
+        # one run of calls per process code (the codes rise with the keys), correlation ids rising in it
+        runs = [(int(np.searchsorted(cpid, p, side="left")), int(np.searchsorted(cpid, p, side="right")))
+                for p in range(int(cpid[-1]) + 1)]
+        out = self.start.copy()
+        for lo, corr in self._corr_chunks():
+            key = lut[self.pid[lo:lo + len(corr)]] * (1 << 40) + corr  # the sorted search's keys
+            code, cid = key >> 40, key & ((1 << 40) - 1)
+            del key
+            one = int(code.min()) == int(code.max())
+            for p in ([int(code[0])] if one else np.unique(code).tolist()):
+                if not 0 <= p < len(runs) or runs[p][0] == runs[p][1]:
+                    continue
+                a, b = runs[p]
+                at = np.arange(len(cid)) if one else np.flatnonzero(code == p)
+                want = cid if one else cid[at]
+                run = ccorr[a:b]
+                j = np.minimum(np.searchsorted(run, want), b - a - 1)
+                hit = run[j] == want
+                out[at[hit] + lo] = cstart[j[hit] + a]
+        return out
+
+    def _corr_chunks(self) -> Iterator[tuple[int, npt.NDArray[np.int64]]]:
+        """(first operation, its correlation ids (-1 missing)) a chunk of :data:`_CHUNK` at a time."""
+        lo = 0
+        for part in self._corr_parts:
+            col = part.load() if isinstance(part, _Mapped) else np.asarray(part)
+            for a in range(0, len(col), _CHUNK):
+                c = np.asarray(col[a:a + _CHUNK], dtype=np.int64)
+                yield lo + a, np.where(c == NULL, -1, c) if len(c) and int(c.min()) == NULL else c
+            lo += len(col)
+
+    def _launch_by_sorting(self, lut: npt.NDArray[np.int64], cpid: npt.NDArray[Any], ccorr: npt.NDArray[Any],
+                           cstart: npt.NDArray[np.int64]) -> npt.NDArray[np.int64] | None:
+        """:meth:`_launch_by_search` on the calls' keys sorted (None where two calls share a key)."""
+        ckey = cpid.astype(np.int64) * (1 << 40) + ccorr
         order = None if bool((ckey[1:] >= ckey[:-1]).all()) else np.argsort(ckey, kind="stable")
         ks = ckey if order is None else ckey[order]
         if len(ks) > 1 and bool((ks[1:] == ks[:-1]).any()):
@@ -248,8 +298,28 @@ class GpuOps:
         hit = ks[i] == okey
         rows = i if order is None else order[i]
         out = self.start.copy()
-        out[hit] = calls.start[rows[hit]]
+        out[hit] = cstart[rows[hit]]
         return out
+
+
+#: rows per chunk of the launch join (~16 MB per int64 temporary)
+_CHUNK = 1 << 21
+
+
+def _keys_rise(cpid: npt.NDArray[Any], ccorr: npt.NDArray[Any]) -> bool:
+    """True when the calls' keys rise strictly and split back into (code, id): ids in [0, 2^40).
+
+    Checked a chunk at a time (no key column of all the calls).
+    """
+    if not len(ccorr) or int(ccorr.min()) < 0 or int(ccorr.max()) >= 1 << 40:
+        return False
+    last = None
+    for a in range(0, len(ccorr), _CHUNK):
+        k = cpid[a:a + _CHUNK].astype(np.int64) * (1 << 40) + ccorr[a:a + _CHUNK]
+        if (last is not None and int(k[0]) <= last) or bool((k[1:] <= k[:-1]).any()):
+            return False
+        last = int(k[-1])
+    return True
 
 
 #: values parsed per scan of a table (a 20M-copy table: its six columns, without the extras)

@@ -61,9 +61,14 @@ def interval_union_ns(starts: np.ndarray, ends: np.ndarray) -> tuple[int, np.nda
     if len(starts) == 0:
         empty = np.array([], dtype=np.int64)
         return 0, empty, empty
-    order = np.argsort(starts, kind="stable")
-    s = np.asarray(starts, dtype=np.int64)[order]
-    e = np.maximum.accumulate(np.asarray(ends, dtype=np.int64)[order])
+    s = np.asarray(starts, dtype=np.int64)
+    if len(s) > 1 and not bool((s[1:] >= s[:-1]).all()):  # sorted already (the usual case): no copies
+        order = np.argsort(s, kind="stable")
+        s = s[order]
+        e = np.maximum.accumulate(np.asarray(ends, dtype=np.int64)[order])
+        del order
+    else:
+        e = np.maximum.accumulate(np.asarray(ends, dtype=np.int64))
     # A new block starts where an interval begins after everything before it ended.
     new = np.empty(len(s), dtype=bool)
     new[0] = True
@@ -460,8 +465,8 @@ def _costs(sums: np.ndarray, counts: np.ndarray, n: int | None) -> tuple[sm.ApiC
                  for c, s, k in label_rows(sums, counts, CATEGORY_ORDER))
 
 
-def _iterations(trace: Trace, api: _Calls, ops: _Ops,
-                range_name: str | None) -> sm.Iterations | None:
+def _iterations(trace: Trace, api: _Calls, ops: _Ops, range_name: str | None,
+                phases: tuple[sm.Phase, ...]) -> sm.Iterations | None:
     every = steps_per_process(trace, range_name=range_name)
     if not every:
         return None
@@ -491,7 +496,6 @@ def _iterations(trace: Trace, api: _Calls, ops: _Ops,
     # the median step's busy time, as the step is the median (a stalled step's extra work is not
     # spread over the others)
     busy_steady = float(np.median(busy_each)) if len(busy_each) else 0.0
-    phases = _phases(trace, st)
     rest = durs[1:]
     return sm.Iterations(
         range=st.range_name, source=st.source, chosen_by=st.chosen_by, pid=st.pid, count=st.count,
@@ -558,17 +562,31 @@ def _phases(trace: Trace, st: Steps) -> tuple[sm.Phase, ...]:
     out = []
     codes, all_codes = r.name[rows], r.name[mine]
     for code in sorted(set(codes.tolist()), key=lambda c: r.names[c]):  # groupby("name") order
-        g = rows[codes == code]
-        s, e = r.start[g], r.end[g]
-        d = e - s
-        i = int(pandas_order(s)[0])  # the first instance: sort_values("start")'s first row
+        count, total, first, median = _instances(r.start, r.end, rows[codes == code])
         every = mine[all_codes == code]
         _, us, ue = interval_union_ns(r.start[every], r.end[every])
+        del every
         each = busy_between(us, ue, ws, we)  # the phase's union inside each steady step
-        out.append(sm.Phase(str(r.names[code]), len(g), int(d.sum()), int(np.median(each)),
-                            int(e[i] - s[i]), float(np.median(d)), int(each.sum())))
+        del us, ue
+        out.append(sm.Phase(str(r.names[code]), count, total, int(np.median(each)), first, median,
+                            int(each.sum())))
     out.sort(key=lambda p: -p.total_ns)
     return tuple(out)
+
+
+def _instances(start: np.ndarray, end: np.ndarray, g: np.ndarray) -> tuple[int, int, int, float]:
+    """(count, summed duration, the first instance's duration, median duration) of rows ``g``.
+
+    The first instance is ``sort_values("start")``'s first row: the only earliest start, else the
+    one pandas' sort puts first among the tied (its quicksort, run only then).
+    """
+    s, e = start[g], end[g]
+    d = e - s
+    del e
+    i = int(np.argmin(s))
+    if int((s == s[i]).sum()) > 1:
+        i = int(pandas_order(s)[0])
+    return len(g), int(d.sum()), int(d[i]), float(np.median(d))
 
 
 def summarize(trace: Trace, *, range_name: str | None = None) -> Summary:
@@ -590,7 +608,9 @@ def summarize(trace: Trace, *, range_name: str | None = None) -> Summary:
                                                         "totalMemory", "computeMajor", "computeMinor")})
         for row in table_records(trace, "gpus"))
     # the steps first (cached per trace): their launch sorts run before the columns below are held
-    steps_per_process(trace, range_name=range_name)
+    every = steps_per_process(trace, range_name=range_name)
+    # the steps' phases (host ranges) next, before the calls' and operations' sorted columns are held
+    phases = _phases(trace, every[0]) if every else ()
     api = _Calls(api_calls(trace))
     ops = _Ops(trace)
     host, gpu = _host(api, wall_ns), _gpu(trace, ops, wall_ns)
@@ -604,7 +624,7 @@ def summarize(trace: Trace, *, range_name: str | None = None) -> Summary:
         gpu=gpu,
         processes=_processes(trace, api, ops, wall_ns, host, gpu),
         bandwidth=with_unions(bandwidth_rows(trace), gpu.parts),
-        iterations=(its := _iterations(trace, api, ops, range_name)),
+        iterations=(its := _iterations(trace, api, ops, range_name, phases)),
         no_steps="" if its is not None else _no_steps(trace, range_name),
     )
 
