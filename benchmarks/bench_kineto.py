@@ -15,6 +15,10 @@ a fresh process tree, and its peak is the resident memory of all its processes t
   cold (empty cache: the window's process parses) and warm (the second open).
 
     python benchmarks/bench_kineto.py [TRACE ...] [--shots docs/screenshots/issue26] [--reference-max-gb 1.5]
+        [--no-window]
+
+The kept results are keyed by the engine's code too (``file_identity``): an edit under engine/analysis
+or engine/reports between two rows makes the "again" rows compute anew (a shared working tree).
 """
 
 from __future__ import annotations
@@ -74,7 +78,7 @@ class Bench:
 
 
 def bench(trace: Path, cache: Path, shots: Path | None, reference_max_gb: float,
-          cold_views: tuple[str, ...]) -> Bench:
+          cold_views: tuple[str, ...], *, window: bool = True) -> Bench:
     b = Bench(trace, cache)
     p = str(trace)
     print(f"{trace.name}: {b.size / 1e6:,.0f} MB", flush=True)
@@ -88,6 +92,8 @@ def bench(trace: Path, cache: Path, shots: Path | None, reference_max_gb: float,
     for cmd in ("ops", "modules", "memory"):
         b.row(f"{cmd} (columns mapped)", _cli(cmd, p))
         b.row(f"{cmd} again (kept)", _cli(cmd, p))
+    if not window:
+        return b
     out = shots or Path(cache) / "shots"
     out.mkdir(parents=True, exist_ok=True)
     stem = trace.stem
@@ -112,6 +118,7 @@ def main() -> int:
                     help="run json.load only on traces up to this size (it needs about 5x the file)")
     ap.add_argument("--cold-views", default="timeline,pytorch",
                     help="views whose cold first paint is measured")
+    ap.add_argument("--no-window", action="store_true", help="leave out the window's rows")
     a = ap.parse_args()
     traces = [(t, 0) for t in a.traces] or DEFAULT
     for t, mb in traces:
@@ -119,8 +126,8 @@ def main() -> int:
             make = REPO / "benchmarks/make_big_kineto.py"
             subprocess.run([sys.executable, str(make), str(t), "--mb", str(mb)], check=True)
     load = open("/proc/loadavg").read().split()[:3]
-    results = [bench(t, a.cache / t.stem, a.shots, a.reference_max_gb, tuple(a.cold_views.split(",")))
-               for t, _ in traces]
+    results = [bench(t, a.cache / t.stem, a.shots, a.reference_max_gb, tuple(a.cold_views.split(",")),
+                     window=not a.no_window) for t, _ in traces]
     print(f"\n{os.cpu_count()} CPUs; load average before: {' '.join(load)}, after: "
           f"{' '.join(open('/proc/loadavg').read().split()[:3])}")
     print("peak: resident memory of the command and all its child processes together (sampled sum)\n")
