@@ -215,9 +215,11 @@ def _op_sequences(trace: Trace) -> dict[str, OpSequence]:
     launch = o.launch
     out: dict[str, OpSequence] = {}
     for code, pk in enumerate(o.pids):
-        rows = np.flatnonzero(o.pid == code) if len(o.pids) > 1 else np.arange(o.n)
-        order = np.lexsort((o.start[rows], launch[rows]))
-        rows = rows[order].astype(np.int64)
+        if len(o.pids) > 1:
+            rows = np.flatnonzero(o.pid == code)
+            rows = rows[np.lexsort((o.start[rows], launch[rows]))].astype(np.int64)
+        else:  # one process: its columns sorted as they are (no copies of 35M-row columns)
+            rows = np.lexsort((o.start, launch)).astype(np.int64, copy=False)
         t = tok[rows]
         out[pk] = OpSequence(pk, rows, t, launch[rows], o.start[rows], o.end[rows],
                              {int(k): names.get(int(k), str(k)) for k in np.unique(t).tolist()})
