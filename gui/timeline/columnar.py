@@ -25,6 +25,7 @@ read from SQLite by rowid (``NsysSqliteTrace.rows_by_id``), not kept in memory.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
@@ -105,12 +106,22 @@ def _sorted(a: np.ndarray) -> bool:
 
 
 class _Part:
-    """The events of one kind in one lane: rows of its table (None: all, in table order)."""
+    """The events of one kind in one lane: rows of its table (None: all, in table order).
+
+    ``codes`` (each event's name code) may be a function that works them out on first use: a lane
+    drawn from its kinds' unions (gui.timeline.coarse) needs them only when merged.
+    """
 
     def __init__(self, kind: int, rows: np.ndarray | None, starts: np.ndarray, ends: np.ndarray,
-                 codes: np.ndarray) -> None:
+                 codes: np.ndarray | Callable[[], np.ndarray]) -> None:
         self.kind, self.rows = kind, rows
-        self.starts, self.ends, self.codes = starts, ends, codes
+        self.starts, self.ends, self._codes = starts, ends, codes
+
+    @property
+    def codes(self) -> np.ndarray:
+        if callable(self._codes):
+            self._codes = self._codes()
+        return self._codes
 
 
 def _rows(p: _Part) -> np.ndarray:
@@ -346,7 +357,15 @@ class ColumnarTimeline:
             _check(cancel)
         pairs = sorted({pair for groups in per_kind.values() for pair in groups})
         times = {k: self._times(c) for k, c in data.items()}
-        codes = {k: self._codes(k, c) for k, c in data.items()}
+        kind_codes: dict[int, np.ndarray] = {}
+
+        def codes(k: int, rows: np.ndarray | None) -> Callable[[], np.ndarray]:
+            def work() -> np.ndarray:  # a kind's codes once, when a lane first needs them
+                if k not in kind_codes:
+                    kind_codes[k] = self._codes(k, data[k])
+                return kind_codes[k] if rows is None else kind_codes[k][rows]
+            return work
+
         lanes = []
         for d, s in pairs:
             parts = []
@@ -356,9 +375,9 @@ class ColumnarTimeline:
                     continue
                 st, en = times[k]
                 if rows is None:
-                    parts.append(_Part(k, None, st, en, codes[k]))
+                    parts.append(_Part(k, None, st, en, codes(k, None)))
                 else:
-                    parts.append(_Part(k, rows, st[rows], en[rows], codes[k][rows]))
+                    parts.append(_Part(k, rows, st[rows], en[rows], codes(k, rows)))
             if parts:
                 ds, ss = _text(d), _text(s)
                 lanes.append(_lane(f"gpu:{ds}:{ss}", f"GPU {ds} · stream {ss}", "gpu", parts))
