@@ -441,6 +441,16 @@ ROWS = [  # label, key, unit, goal key
 ]
 
 
+def _evict(report: Path, cache: Path | None) -> None:
+    """Drop the report and its cache directory from the OS page cache (benchmarks/bench_big.py)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_big import evict
+
+    where = cache or (Path(os.environ["KERNELSCOPE_CACHE"]) if os.environ.get("KERNELSCOPE_CACHE") else None)
+    n = evict([report] + ([where] if where is not None and where.exists() else []))
+    print(f"evicted {n} files from the page cache ({report.name}, {where})", file=sys.stderr)
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("report", nargs="?", help="a big report (e.g. bench-data/big.sqlite)")
@@ -454,6 +464,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--keep-summary", action="store_true",
                     help="let a launch load the summary an earlier one kept in the cache (by default "
                          "each launch computes it, as on a report's first open: its memory counts)")
+    ap.add_argument("--evict", action="store_true",
+                    help="drop the report and the cache directory ($KERNELSCOPE_CACHE) from the OS page "
+                         "cache (posix_fadvise DONTNEED) before each launch: a first open after a reboot")
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--spawn", type=float, help=argparse.SUPPRESS)
@@ -521,6 +534,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="ks-bench-gui-") as tmp:
         cache = Path(tmp) / "cache" if args.cold else None
         for i in range(args.runs):
+            if args.evict:
+                _evict(report, cache)
             r = run_once(report, args.screen, Path(tmp), cache, args.settle_max, args.keep_summary)
             runs.append(r)
             _print_run(i, r, cache is not None and i == 0, args.settle_max)
