@@ -204,6 +204,7 @@ def _copy_kinds(trace: Trace, n: int) -> npt.NDArray[np.int64]:
 
 
 def _op_sequences(trace: Trace) -> dict[str, OpSequence]:
+    from engine.analysis.file_backed import move_to_files
     from engine.analysis.ops import gpu_op_columns
 
     o = gpu_op_columns(trace)
@@ -220,9 +221,13 @@ def _op_sequences(trace: Trace) -> dict[str, OpSequence]:
             rows = rows[np.lexsort((o.start[rows], launch[rows]))].astype(np.int64)
         else:  # one process: its columns sorted as they are (no copies of 35M-row columns)
             rows = np.lexsort((o.start, launch)).astype(np.int64, copy=False)
-        t = tok[rows]
-        out[pk] = OpSequence(pk, rows, t, launch[rows], o.start[rows], o.end[rows],
-                             {int(k): names.get(int(k), str(k)) for k in np.unique(t).tolist()})
+        # each column to a file mapping as it is built (file_backed): a 35M-op report's five
+        # 280 MB columns are not all on the heap beside their sources at once
+        rows = move_to_files(rows)
+        t = move_to_files(tok[rows])
+        labels = {int(k): names.get(int(k), str(k)) for k in np.unique(t).tolist()}
+        out[pk] = OpSequence(pk, rows, t, move_to_files(launch[rows]), move_to_files(o.start[rows]),
+                             move_to_files(o.end[rows]), labels)
     return out
 
 
