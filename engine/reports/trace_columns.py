@@ -12,8 +12,9 @@ One way to read a table's integer columns as numpy arrays, row for row with ``tr
   shapes), ``gpu`` and ``rowid``.
   A column the trace lacks (an older nsys, a Kineto trace) reads as all :data:`NULL`.
 * ``where`` keeps only the rows a filter passes: the name of one of :data:`FILTERS` for that table
-  (``"ranges"`` of ``nvtx``, say), or a :class:`Where` made by :func:`name_in`, :func:`starts_from`
-  and :func:`ends_by` (combined with ``&``). Callers never write SQL.
+  (``"ranges"`` of ``nvtx``, ``"kernel_launches"`` of ``api``, say), or a :class:`Where` made by
+  :func:`name_in`, :func:`starts_from`, :func:`ends_by` and :func:`launches_of` (combined with
+  ``&``). Callers never write SQL.
 
 Values are int64, or int32 for ids and kinds that fit (:data:`NARROW`); :data:`NULL` stands for a
 missing value. An nsys export answers from its columnar cache (the SQL of each column and filter is
@@ -122,11 +123,16 @@ NARROW = frozenset({"nameId", "copyKind", "srcKind", "dstKind", "memKind", "pid"
 
 @dataclass(frozen=True)
 class Clause:
-    """One test of a row: ``column`` ``op`` ``values`` (ops: in, not null, is null, >=, <=)."""
+    """One test of a row: ``column`` ``op`` ``values`` (ops: in, not null, is null, >=, <=, in table).
+
+    ``in table``: the row's ``column`` is a (non-NULL) value of the same column of the engine's
+    table ``of`` (an SQL semi-join on an export, ``isin`` on the pandas tables).
+    """
 
     column: str
     op: str
     values: tuple[int, ...] = ()
+    of: str = ""
 
 
 @dataclass(frozen=True)
@@ -144,8 +150,12 @@ class Where:
         """The columns the filter reads, once each."""
         return tuple(dict.fromkeys(c.column for c in self.clauses))
 
-    def mask(self, cols: Mapping[str, npt.NDArray[Any]]) -> npt.NDArray[np.bool_]:
-        """The rows that pass, over columns read by ``trace.columns`` (NULL as :data:`NULL`)."""
+    def mask(self, cols: Mapping[str, npt.NDArray[Any]],
+             others: Mapping[str, npt.NDArray[Any]] | None = None) -> npt.NDArray[np.bool_]:
+        """The rows that pass, over columns read by ``trace.columns`` (NULL as :data:`NULL`).
+
+        ``others`` holds, for each ``in table`` clause, the other table's column (key ``of.column``).
+        """
         import numpy as np
 
         n = len(next(iter(cols.values()))) if cols else 0
@@ -162,6 +172,9 @@ class Where:
                 keep &= (v != NULL) & (v >= c.values[0])
             elif c.op == "<=":
                 keep &= (v != NULL) & (v <= c.values[0])
+            elif c.op == "in table":
+                other = np.asarray((others or {})[f"{c.of}.{c.column}"], dtype=np.int64)
+                keep &= (v != NULL) & np.isin(v, other[other != NULL])
             else:  # pragma: no cover - Clause is made only here
                 raise ValueError(c.op)
         return keep
@@ -189,7 +202,16 @@ FILTERS: dict[str, dict[str, Where]] = {
         "marks": Where((_in("eventType", NVTX_MARK),)),
         "domain_create": Where((_in("eventType", NVTX_DOMAIN_CREATE),)),
     },
+    "api": {
+        # the calls that share a correlation id with a kernel (their launches)
+        "kernel_launches": Where((Clause("correlationId", "in table", of="kernels"),)),
+    },
 }
+
+
+def launches_of(table: str) -> Where:
+    """The ``api`` rows whose ``correlationId`` is one of table ``table``'s (the calls that launched them)."""
+    return Where((Clause("correlationId", "in table", of=table),))
 
 
 def name_in(ids: Iterable[int]) -> Where:
@@ -341,7 +363,9 @@ def from_tables(trace: Any, table: str, names: Sequence[str], where: str | Where
         else:  # copy
             out[name] = as_int64(df[d.source[0]])
     if w is not None:
-        keep = w.mask(out)
+        others = {f"{c.of}.{c.column}": trace.columns(c.of, [c.column])[c.column]
+                  for c in w.clauses if c.op == "in table"}
+        keep = w.mask(out, others)
         return {n: out[n][keep] for n in names}
     return {n: out[n] for n in names}
 

@@ -23,6 +23,7 @@ from engine.analysis.nsys.stats.trace_tables import (
     sort_desc,
     time_summary,
     usable,
+    xyz,
 )
 from engine.reports.base import Trace
 
@@ -175,6 +176,54 @@ def _cuda_api_trace(trace: Trace) -> pd.DataFrame:
     return out.sort_values("Start (ns)", kind="stable").reset_index(drop=True)
 
 
+def _cuda_kern_exec_trace(trace: Trace) -> pd.DataFrame:
+    """Each kernel with its launch call (pandas merge on process and correlation id), by API start."""
+    import numpy as np
+
+    k = usable(trace, "kernels", ["start", "end", "correlationId", "globalPid", "deviceId", "name",
+                                   "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"])
+    api = usable(trace, "api", ["start", "end", "correlationId", "globalTid", "pid", "tid", "name"])
+    if k is None or api is None:
+        return empty_frame("cuda_kern_exec_trace")
+    left = pd.DataFrame({
+        "proc": pd.to_numeric(k["globalPid"], errors="coerce") // (1 << 24),
+        "corr": pd.to_numeric(k["correlationId"]),
+        "k_start": pd.to_numeric(k["start"]).astype("int64"),
+        "k_end": pd.to_numeric(k["end"]).astype("int64"),
+        "dev": pd.to_numeric(k["deviceId"], errors="coerce").astype("Int64"),
+        "grid": xyz(k, "grid"), "block": xyz(k, "block"),
+        "kname": k["name"].fillna("").astype(str),
+    })
+    right = pd.DataFrame({
+        "proc": pd.to_numeric(api["globalTid"], errors="coerce") // (1 << 24),
+        "corr": pd.to_numeric(api["correlationId"]),
+        "a_start": pd.to_numeric(api["start"]).astype("int64"),
+        "a_end": pd.to_numeric(api["end"]).astype("int64"),
+        "pid": pd.to_numeric(api["pid"], errors="coerce").astype("Int64"),
+        "tid": pd.to_numeric(api["tid"], errors="coerce").astype("Int64"),
+        "aname": api_names(api),
+    })
+    if left["proc"].isna().any() or right["proc"].isna().any():  # Kineto: correlation ids suffice
+        left["proc"], right["proc"] = 0, 0
+    j = left.merge(right[right["corr"].notna()], on=["proc", "corr"], how="inner")
+    if j.empty:
+        return empty_frame("cuda_kern_exec_trace")
+    queued = j["k_start"] - j["a_end"] >= 0
+    out = pd.DataFrame({
+        "API Start (ns)": j["a_start"],
+        "API Dur (ns)": j["a_end"] - j["a_start"],
+        "Queue Start (ns)": j["a_end"].where(queued).astype("Int64"),
+        "Queue Dur (ns)": (j["k_start"] - j["a_end"]).where(queued).astype("Int64"),
+        "Kernel Start (ns)": j["k_start"],
+        "Kernel Dur (ns)": j["k_end"] - j["k_start"],
+        "Total Dur (ns)": np.maximum(j["a_end"], j["k_end"]) - j["a_start"],
+        "PID": j["pid"], "TID": j["tid"], "DevId": j["dev"],
+        "API Function": j["aname"], "GridXYZ": j["grid"], "BlockXYZ": j["block"],
+        "Kernel Name": j["kname"],
+    })
+    return out.sort_values("API Start (ns)", kind="stable").reset_index(drop=True)
+
+
 def _cuda_gpu_trace(trace: Trace) -> pd.DataFrame:
     """The report as a DataFrame (numbers numeric, nsys's columns), rows by start then kind."""
     rows = _gpu_rows(trace)
@@ -297,6 +346,7 @@ ORACLES: dict[str, Callable[[Trace], pd.DataFrame]] = {
     "cuda_gpu_sum": _cuda_gpu_sum,
     "cuda_api_trace": _cuda_api_trace,  # trace reports: one row per call, per GPU operation
     "cuda_gpu_trace": _cuda_gpu_trace,
+    "cuda_kern_exec_trace": _cuda_kern_exec_trace,
 }
 
 

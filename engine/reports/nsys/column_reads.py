@@ -109,7 +109,19 @@ def read_columns_async(trace: NsysSqliteTrace, table: str, names: Sequence[str],
     what = f"{', '.join(keys)} of {table}"
     if w is None:
         return _Read(store.read_async(t, exprs, _narrow(keys)), what, keys, exprs, (store, t))
+    if not _joined_tables_stored(trace, w):  # a semi-join on a table (column) not captured: no rows
+        return ReadyColumns({n: np.zeros(0, dtype=np.int64) for n in names})
     return _Read(store.read_where_async(t, exprs, schema.where_sql(table, w, have)), what, keys, exprs)
+
+
+def _joined_tables_stored(trace: NsysSqliteTrace, where: Where) -> bool:
+    """True when the export has the table and column of every ``in table`` clause of ``where``."""
+    for c in where.clauses:
+        if c.op == "in table":
+            t = schema.TABLES.get(c.of, "")
+            if not t or not trace.has_sqlite_table(t) or c.column not in set(trace.column_names(t)):
+                return False
+    return True
 
 
 def prefetch_columns(trace: NsysSqliteTrace, table: str, names: Sequence[str]) -> None:

@@ -126,6 +126,8 @@ def where_sql(table_name: str, where: Where, have: set[str]) -> str:
             parts.append(f"{col} IS NOT NULL")
         elif c.op == "is null":
             parts.append(f"{col} IS NULL")
+        elif c.op == "in table":  # a semi-join on the other table's same column
+            parts.append(f'{col} IN (SELECT "{c.column}" FROM {TABLES[c.of]})')
         else:  # >=, <=
             parts.append(f"{col} {c.op} {int(c.values[0])}")
     return " AND ".join(parts)

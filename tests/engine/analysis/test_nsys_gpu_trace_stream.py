@@ -86,12 +86,12 @@ def test_streamed_api_trace_gives_the_dataframe_paths_bytes(db: Path, tmp_path: 
     assert format_table(run_report(trace, "cuda_api_trace")) == format_table(reference)
 
 
-@pytest.mark.parametrize("name", ["cuda_api_trace", "cuda_gpu_trace"])
+@pytest.mark.parametrize("name", ["cuda_api_trace", "cuda_gpu_trace", "cuda_kern_exec_trace"])
 def test_trace_reports_on_a_kineto_trace_equal_their_pandas_reference(name: str) -> None:
     """The same rows on a Kineto trace (cuda_api_trace: no thread names, empty T-Pri and Thread Name)."""
     trace = open_report(KINETO)
     reference = pandas_report(trace, name)
-    assert len(reference) >= 20
+    assert len(reference) >= (5 if name == "cuda_kern_exec_trace" else 20)  # 5 kernels with their launches
     assert stats.run(trace, name, "csv").text == to_csv(reference)
     frame = run_report(trace, name)
     assert format_table(frame) == format_table(reference)
@@ -104,7 +104,7 @@ def test_trace_reports_on_a_kineto_trace_equal_their_pandas_reference(name: str)
 def test_streamed_kern_exec_trace_gives_the_dataframe_paths_bytes(db: Path, tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """cuda_kern_exec_trace joined by numpy and streamed (a chunk of 13 rows at a time) prints the
-    bytes of the pandas merge; an export without kernels leaves it to the general path."""
+    bytes of the pandas merge (the table too); an export without kernels has no rows."""
 
     monkeypatch.setenv("KERNELSCOPE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(cuda_kern_exec_trace, "_CHUNK", 13)
@@ -118,6 +118,9 @@ def test_streamed_kern_exec_trace_gives_the_dataframe_paths_bytes(db: Path, tmp_
     pieces = list(table.chunks())
     assert len(pieces) == 1 + -(-table.rows // 13)
     assert b"".join(pieces).decode() == want
+    reference = pandas_report(trace, "cuda_kern_exec_trace")  # the pandas merge it replaced
+    assert want == to_csv(reference)
+    assert format_table(run_report(trace, "cuda_kern_exec_trace")) == format_table(reference)
 
 
 @pytest.mark.parametrize("db", NSYS_SQLITE, ids=lambda p: p.stem)

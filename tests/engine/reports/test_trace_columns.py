@@ -20,7 +20,16 @@ from engine.reports import open_report
 from engine.reports.base import NULL, TABLES, Trace
 from engine.reports.nsys import schema
 from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
-from engine.reports.trace_columns import DERIVED, TEXT, Where, as_int64, ends_by, name_in, starts_from
+from engine.reports.trace_columns import (
+    DERIVED,
+    TEXT,
+    Where,
+    as_int64,
+    ends_by,
+    launches_of,
+    name_in,
+    starts_from,
+)
 from tests.conftest import NSYS_SQLITE, REPO
 
 RECORDINGS = sorted((REPO / "tests" / "data" / "recordings" / "nsys").glob("*/*.sqlite.xz"))
@@ -165,6 +174,30 @@ def test_name_and_window_filters(recordings: dict[str, Path]) -> None:
         default = Trace.columns_async(trace, "api", ["start"], where=starts_from(lo) & ends_by(hi)).result()
         window = (api["start"] >= lo) & (api["end"] <= hi)
         np.testing.assert_array_equal(default["start"], api["start"][window])
+
+
+def test_kernel_launches_filter(recordings: dict[str, Path]) -> None:
+    """The calls sharing a correlation id with a kernel: the export's semi-join, the tables' isin."""
+    seen = 0
+    for path in _exports(recordings):
+        with open_report(path) as trace:
+            api = trace.table("api", ["start", "correlationId"]) if trace.has("api") else pd.DataFrame()
+            corr = trace.table("kernels", ["correlationId"])["correlationId"] if trace.has("kernels") \
+                else pd.Series([], dtype="Int64")
+            want = api[api["correlationId"].isin(corr.dropna())] if len(api) else api
+            for where in ("kernel_launches", launches_of("kernels")):
+                got = trace.columns("api", ["start", "correlationId", "rowid"], where=where)
+                assert len(got["start"]) == len(want), (path.name, where)
+                if len(want):
+                    np.testing.assert_array_equal(got["start"], as_int64(want["start"]))
+                    np.testing.assert_array_equal(got["correlationId"], as_int64(want["correlationId"]))
+                    assert np.all(np.diff(got["rowid"]) > 0)  # in table order
+                default = Trace.columns_async(trace, "api", ["start"], where=where).result()
+                np.testing.assert_array_equal(default["start"], got["start"])
+            seen += bool(len(want)) and len(want) < len(api)
+    assert seen >= 3  # exports where only some calls launch kernels
+    sql = schema.where_sql("api", launches_of("kernels"), {"correlationId"})
+    assert sql == '"correlationId" IN (SELECT "correlationId" FROM CUPTI_ACTIVITY_KIND_KERNEL)'
 
 
 def test_async_and_prefetch_give_the_same_columns(recordings: dict[str, Path]) -> None:

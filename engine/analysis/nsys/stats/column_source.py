@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from engine.reports.base import Trace
     from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
+    from engine.reports.trace_columns import ColumnsRead, Where
 
 
 _GROUP = 4  # columns read from SQLite per pass: a cold read of 10M rows holds 4 columns at a time
@@ -99,14 +100,17 @@ class TraceColumnSource:
 
     Each chunk of rows maps the cached columns again and lets them go, so the pages a chunk touched
     leave the process (its peak RSS stays that of one chunk). A trace without such a cache (a
-    Kineto trace, an export whose cache cannot be written) keeps the columns it read.
+    Kineto trace, an export whose cache cannot be written) keeps the columns it read, and so does a
+    read of only the rows a filter ``where`` passes (``trace.columns``'s ``where``).
     """
 
-    def __init__(self, trace: Trace, table: str, names: Sequence[str]) -> None:
+    def __init__(self, trace: Trace, table: str, names: Sequence[str],
+                 where: str | Where | None = None, started: ColumnsRead | None = None) -> None:
+        """Read the columns (``started``: this read, begun by ``trace.columns_async``)."""
         self.trace, self.table, self.exprs = trace, table, tuple(names)
-        got = trace.columns(table, list(names))
+        got = started.result() if started is not None else trace.columns(table, list(names), where=where)
         self.rows = len(got[names[0]])
-        cached = trace.columns_cached(table, list(names))
+        cached = trace.columns_cached(table, list(names)) if where is None else None
         self.held: dict[str, npt.NDArray[np.int64]] = got if cached is None else {}
         del got, cached
 

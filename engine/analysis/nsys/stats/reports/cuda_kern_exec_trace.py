@@ -1,39 +1,46 @@
 """``cuda_kern_exec_trace``: each kernel with its launch call (API, queue and kernel times), by API start.
 
-On an nsys export, rendered as CSV without pandas (:func:`kern_exec_trace_csv`): each kernel is
-joined with its launch call (same process, same correlation id) by a binary search over the
-calls' packed ``(process, correlationId)`` keys, sorted once; only the pairs and their order are
-held (24 bytes a row) and each chunk gathers its columns from the columnar cache. The table (window,
-JSON, other traces) is :func:`kern_exec_trace_frame`. Same bytes.
+One set of rows (:func:`kern_exec_rows`, numpy columns through ``trace.columns`` on any trace: an
+nsys export's columnar cache or a Kineto trace's tables) gives both outputs: the CSV rendered a chunk
+of rows at a time without pandas, and the table of the other formats and the window
+(:meth:`KernExecRows.to_frame`). Same bytes. Only the calls that share a correlation id with a
+kernel are read (the ``kernel_launches`` filter of ``api``: one call in seven on a launch-bound
+report); each kernel is joined with its calls of the same process and correlation id by a binary
+search over packed ``(process, correlationId)`` keys, sorted once; only the pairs and their order are
+held (24 bytes a row).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from engine.analysis.nsys.stats.catalog import _API_SUFFIX, COLUMNS
-from engine.analysis.nsys.stats.column_source import ColumnSource, distinct, factorize
-from engine.analysis.nsys.stats.csv_columns import _CHUNK, IntColumn, TextColumn, _quoted, _rows
+from engine.analysis.nsys.stats.column_source import TraceColumnSource, factorize, lookup
+from engine.analysis.nsys.stats.csv_columns import (
+    _CHUNK,
+    IntColumn,
+    TextColumn,
+    _quoted,
+    _rows,
+    columns_frame,
+)
 from engine.analysis.nsys.stats.registry import report
 from engine.analysis.nsys.stats.rendered import RenderedReport
-from engine.analysis.nsys.stats.trace_tables import (
-    api_names,
-    empty_frame,
-    usable,
-    xyz,
-)
-from engine.reports.nsys.columns import has_null
-from engine.reports.nsys.schema import KERNEL, NULL, RUNTIME
-from engine.reports.nsys.stats_reads import dims_text, launched_kernels_where, packed_dims_expr
+from engine.analysis.nsys.stats.table import empty_frame
+from engine.reports.trace_columns import NULL
 
 if TYPE_CHECKING:
-    import numpy as np
     import numpy.typing as npt
     import pandas as pd
 
     from engine.reports.base import Trace
-    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
+
+_KERNEL = ["start", "end", "correlationId", "globalPid", "deviceId", "nameId", "gridShape", "blockShape"]
+_CALL = ["start", "end", "correlationId", "globalTid", "pid", "tid", "nameId"]
 
 
 @report(
@@ -47,42 +54,165 @@ if TYPE_CHECKING:
     needs=("kernels", "api"),
 )
 def cuda_kern_exec_trace(trace: Trace, csv: bool) -> Any:
-    """The rendered CSV where asked for on an export, else the table."""
-    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
-
-    if csv and isinstance(trace, NsysSqliteTrace):
-        table = kern_exec_trace_csv(trace)
-        if table is not None:
-            return table
-    return kern_exec_trace_frame(trace)
-
-
-_DIMS = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")
+    """The rendered CSV where asked for, else the table (both from :func:`kern_exec_rows`)."""
+    rows = kern_exec_rows(trace)
+    if rows is None:
+        return empty_frame("cuda_kern_exec_trace")
+    if csv and not any("\n" in t for t in rows.call_names):
+        return rows.csv()
+    return rows.to_frame()  # a text column before the last holds a newline: the csv module writes it
 
 
+@dataclass
+class KernExecRows:
+    """The report's rows: kernel row ``k_rows[i]`` with call row ``a_rows[i]``, in print order.
+
+    Labels: the kernels' names (``name_ids`` -> ``names``), the calls' base names (``call_ids`` ->
+    ``call_names``), the grid and block :class:`Shapes`.
+    """
+
+    ks: TraceColumnSource
+    calls: TraceColumnSource
+    k_rows: npt.NDArray[np.int64]
+    a_rows: npt.NDArray[np.int64]
+    name_ids: npt.NDArray[np.int64]
+    names: list[str]
+    call_ids: npt.NDArray[np.int64]
+    call_names: list[str]
+    grid: Shapes
+    block: Shapes
+
+    def __len__(self) -> int:
+        return len(self.k_rows)
+
+    def _columns(self, kr: npt.NDArray[np.int64], ar: npt.NDArray[np.int64]) -> list[IntColumn | TextColumn]:
+        k, a = self.ks.column, self.calls.column
+        a_start, a_end = np.asarray(a("start")[ar]), np.asarray(a("end")[ar])
+        k_start, k_end = np.asarray(k("start")[kr]), np.asarray(k("end")[kr])
+        pid, tid = np.asarray(a("pid")[ar]), np.asarray(a("tid")[ar])
+        dev = np.asarray(k("deviceId")[kr])
+        queue = k_start - a_end
+        not_queued = queue < 0
+
+        def text(ids: npt.NDArray[np.int64], uniq: npt.NDArray[np.int64], labels: list[str]) -> TextColumn:
+            return TextColumn(lookup(uniq, np.arange(len(uniq), dtype=np.int64), ids), labels)
+
+        return [
+            IntColumn(a_start), IntColumn(a_end - a_start),
+            IntColumn(a_end, not_queued), IntColumn(queue, not_queued),
+            IntColumn(k_start), IntColumn(k_end - k_start),
+            IntColumn(np.maximum(a_end, k_end) - a_start),
+            IntColumn(pid, pid == NULL), IntColumn(tid, tid == NULL), IntColumn(dev, dev == NULL),
+            text(np.asarray(a("nameId")[ar]), self.call_ids, self.call_names),
+            self.grid.column(self.ks, kr), self.block.column(self.ks, kr),
+            text(np.asarray(k("nameId")[kr]), self.name_ids, self.names),
+        ]
+
+    def csv(self) -> RenderedReport:
+        """The CSV, ``_CHUNK`` rows at a time."""
+
+        def chunks() -> Iterator[bytes]:
+            yield ",".join(_quoted(h).decode() for h in COLUMNS["cuda_kern_exec_trace"]).encode() + b"\n"
+            for lo in range(0, len(self.k_rows), _CHUNK):
+                kr = self.k_rows[lo:lo + _CHUNK]
+                cols = self._columns(kr, self.a_rows[lo:lo + _CHUNK])
+                yield _rows(cols[:-1], 0, len(kr), cols[-1])  # type: ignore[arg-type]
+
+        return RenderedReport("cuda_kern_exec_trace", len(self.k_rows), chunks)
+
+    def to_frame(self) -> pd.DataFrame:
+        """The rows as a DataFrame (numbers Int64, empty fields missing)."""
+        return columns_frame(self._columns(self.k_rows, self.a_rows), COLUMNS["cuda_kern_exec_trace"])
+
+
+def kern_exec_rows(trace: Trace) -> KernExecRows | None:
+    """Each kernel with its launch calls, by the call's start (see :class:`KernExecRows`).
+
+    None where the trace has no kernel, no launch call or no pair of them.
+    """
+    if not (trace.has("kernels") and trace.has("api")):
+        return None
+    launches = trace.columns_async("api", _CALL, where="kernel_launches")  # read while the kernels are
+    ks = TraceColumnSource(trace, "kernels", _KERNEL)
+    calls = TraceColumnSource(trace, "api", _CALL, started=launches)
+    if not ks.rows or not calls.rows:
+        return None
+    k_gpid, a_gtid = np.asarray(ks.column("globalPid")), np.asarray(calls.column("globalTid"))
+    if (k_gpid == NULL).any() or (a_gtid == NULL).any():  # Kineto: correlation ids suffice
+        k_proc, a_proc = np.zeros(ks.rows, np.int64), np.zeros(calls.rows, np.int64)
+    else:
+        k_proc, a_proc = k_gpid >> 24, a_gtid >> 24
+    del k_gpid, a_gtid
+    k_rows, a_rows = _pairs(k_proc, np.asarray(ks.column("correlationId")), a_proc,
+                            np.asarray(calls.column("correlationId")))
+    if not len(k_rows):
+        return None
+    order = np.argsort(np.asarray(calls.column("start"))[a_rows], kind="stable")
+    k_rows, a_rows = k_rows[order], a_rows[order]
+    del order
+    strings = trace.strings()
+    name_ids = _ids(ks.column("nameId"))
+    names = [str(strings.get(i, "")) for i in name_ids.tolist()]
+    call_ids = _ids(calls.column("nameId"))
+    call_names = [_API_SUFFIX.sub("", str(strings.get(i, f"<unknown {i}>"))) for i in call_ids.tolist()]
+    return KernExecRows(ks, calls, k_rows, a_rows, name_ids, names, call_ids, call_names,
+                        Shapes(trace, ks, "grid"), Shapes(trace, ks, "block"))
+
+
+def _ids(col: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The distinct ids of a column, sorted, without :data:`NULL`."""
+    uniq = np.unique(col)
+    out: npt.NDArray[np.int64] = uniq[uniq != NULL].astype(np.int64)
+    return out
+
+
+class Shapes:
+    """The '%4d %4d %4d' texts of the kernels' grid or block shapes, and which kernel has which.
+
+    Each kernel's code is its packed shape's place among the distinct ``packed`` ones; where a shape
+    does not pack (a dimension missing or out of range: never from CUDA), every kernel's code is
+    held instead (``codes``), over the distinct dimensions (a missing one printed as 0, as nsys does).
+    """
+
+    def __init__(self, trace: Trace, ks: TraceColumnSource, prefix: str) -> None:
+        packed = ks.column(f"{prefix}Shape")
+        self.packed = np.unique(packed).astype(np.int64)
+        self.codes: npt.NDArray[np.int64] | None = None
+        if len(self.packed) and self.packed[0] == NULL:
+            dims = trace.columns("kernels", [f"{prefix}{a}" for a in "XYZ"])
+            xyz = np.stack([np.where(d == NULL, 0, d) for d in dims.values()], axis=1).astype(np.int64)
+            uniq, inverse = np.unique(xyz, axis=0, return_inverse=True)
+            self.codes = inverse.reshape(-1).astype(np.int64)
+            self.labels = [f"{x:4d} {y:4d} {z:4d}" for x, y, z in uniq.tolist()]
+        else:
+            self.labels = [f"{s >> 32:4d} {(s >> 16) & 0xFFFF:4d} {s & 0xFFFF:4d}"
+                           for s in self.packed.tolist()]
+        self.prefix = prefix
+
+    def column(self, ks: TraceColumnSource, kr: npt.NDArray[np.int64]) -> TextColumn:
+        """The text column of kernel rows ``kr``."""
+        if self.codes is not None:
+            return TextColumn(self.codes[kr], self.labels)
+        codes = lookup(self.packed, np.arange(len(self.packed), dtype=np.int64),
+                       np.asarray(ks.column(f"{self.prefix}Shape")[kr]))
+        return TextColumn(codes, self.labels)
 
 
 def _pairs(k_proc: npt.NDArray[np.int64], k_corr: npt.NDArray[np.int64], a_proc: npt.NDArray[np.int64],
-           a_corr: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
+           a_corr: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """(kernel row, call row) of every kernel and call with equal (process, correlationId).
 
-    Kernels in table order, each kernel's calls in table order (an inner merge's order). None
-    when the keys cannot be packed into one int64 (the general path joins them then).
+    Kernels in table order, each kernel's calls in table order (an inner merge's order).
     """
-    import numpy as np
-
-
     ok_k, ok_a = k_corr != NULL, a_corr != NULL
-    if (k_corr[ok_k] < 0).any() or (k_corr[ok_k] >= 1 << 40).any() or \
-            (a_corr[ok_a] < 0).any() or (a_corr[ok_a] >= 1 << 40).any():
-        return None
-    procs, code = factorize(np.concatenate([k_proc[ok_k], a_proc[ok_a]]))
-    if len(procs) >= 1 << 22:
-        return None
     n_k = int(ok_k.sum())
-    key_k = (code[:n_k].astype(np.int64) << 40) | k_corr[ok_k]
-    key_a = (code[n_k:].astype(np.int64) << 40) | a_corr[ok_a]
-    del code
+    _procs, pcode = factorize(np.concatenate([k_proc[ok_k], a_proc[ok_a]]))
+    corr = np.concatenate([k_corr[ok_k], a_corr[ok_a]]).astype(np.int64)
+    if len(corr) and (corr.min() < 0 or corr.max() >= 1 << 40):  # not packable: their codes instead
+        _uniq, corr = factorize(corr)
+    key = (pcode.astype(np.int64) << 40) | corr
+    del pcode, corr
+    key_k, key_a = key[:n_k], key[n_k:]
     calls = np.flatnonzero(ok_a)
     order = np.argsort(key_a, kind="stable")
     sk = key_a[order]
@@ -97,179 +227,7 @@ def _pairs(k_proc: npt.NDArray[np.int64], k_corr: npt.NDArray[np.int64], a_proc:
     return k_rows, a_rows
 
 
-def _source_into(out: list[ColumnSource | BaseException], trace: NsysSqliteTrace, table: str,
-                 exprs: dict[str, str], where: str) -> None:
-    """Read a :class:`ColumnSource` (in a thread): append it, or the exception that stopped it."""
-    try:
-        out.append(ColumnSource(trace, table, exprs, where=where))
-    except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
-        out.append(exc)
-
-
-def kern_exec_trace_csv(trace: NsysSqliteTrace) -> RenderedReport | None:
-    """``cuda_kern_exec_trace`` as CSV chunks, or None where the general path must handle it.
-
-    None for exports without the kernel or runtime table (the general path prints nothing
-    then too), without the columns it reads, with NULL times, processes or dimensions, or with
-    names a text column cannot hold.
-    """
-    import sqlite3
-    import threading
-
-    import numpy as np
-
-
-    if not (trace.has_sqlite_table(KERNEL) and trace.has_sqlite_table(RUNTIME)):
-        return None
-    have_k, have_a = set(trace.column_names(KERNEL)), set(trace.column_names(RUNTIME))
-    if not {"start", "end", "correlationId", "globalPid", "deviceId", *_DIMS} <= have_k or \
-            not {"demangledName", "shortName"} & have_k or \
-            not {"start", "end", "correlationId", "globalTid", "nameId"} <= have_a:
-        return None
-    name_expr = " , ".join(f'"{c}"' for c in ("demangledName", "shortName") if c in have_k)
-    k_exprs = {c: f'"{c}"' for c in ("start", "end", "correlationId", "globalPid", "deviceId")}
-    k_exprs.update(grid=packed_dims_expr("grid"), block=packed_dims_expr("block"))
-    k_exprs["nameId"] = f"coalesce({name_expr}, NULL)"
-    a_exprs = {c: f'"{c}"' for c in ("start", "end", "correlationId", "globalTid", "nameId")}
-    # Only the calls that share a correlation id with a kernel (one in seven on a launch-bound
-    # report), read while the kernels are.
-    launches = launched_kernels_where()
-    got: list[ColumnSource | BaseException] = []
-    reader = threading.Thread(target=_source_into, args=(got, trace, RUNTIME, a_exprs, launches),
-                              daemon=True)
-    reader.start()
-    try:
-        ks = ColumnSource(trace, KERNEL, k_exprs)
-    except sqlite3.Error:
-        return None
-    finally:
-        reader.join()
-    if not got or isinstance(got[0], sqlite3.Error):
-        return None
-    if isinstance(got[0], BaseException):
-        raise got[0]
-    calls = got[0]
-    if not ks.rows or not calls.rows:
-        return RenderedReport("cuda_kern_exec_trace", 0, lambda: iter(()))
-    if any(has_null(ks.column(c)) for c in ("start", "end", "globalPid", "grid", "block")) or \
-            any(has_null(calls.column(c)) for c in ("start", "end", "globalTid", "nameId")):
-        return None
-    pairs = _pairs(np.asarray(ks.column("globalPid")) >> 24, np.asarray(ks.column("correlationId")),
-                   np.asarray(calls.column("globalTid")) >> 24, np.asarray(calls.column("correlationId")))
-    if pairs is None:
-        return None
-    k_rows, a_rows = pairs
-    if not len(k_rows):
-        return RenderedReport("cuda_kern_exec_trace", 0, lambda: iter(()))
-    order = np.argsort(np.asarray(calls.column("start"))[a_rows], kind="stable")
-    k_rows, a_rows = k_rows[order], a_rows[order]
-    del order
-    strings = trace.strings()
-    knames: dict[int, str] = {}
-    for i in distinct(np.asarray(ks.column("nameId"))).tolist():
-        if i != NULL:
-            if i not in strings:
-                return None  # an id without a string: the general path's fallbacks
-            knames[i] = str(strings[i])
-    a_ids = distinct(np.asarray(calls.column("nameId")))
-    a_names = [_API_SUFFIX.sub("", str(strings.get(i, f"<unknown {i}>"))) for i in a_ids.tolist()]
-    if any("\n" in t for t in a_names):
-        return None  # a text column before the last one holds a newline: the general path
-
-    def chunks() -> Iterator[bytes]:
-        yield ",".join(_quoted(h).decode() for h in COLUMNS["cuda_kern_exec_trace"]).encode() + b"\n"
-        for lo in range(0, len(k_rows), _CHUNK):
-            yield _chunk(ks, calls, k_rows[lo:lo + _CHUNK], a_rows[lo:lo + _CHUNK], knames, a_ids,
-                         a_names)
-
-    return RenderedReport("cuda_kern_exec_trace", len(k_rows), chunks)
-
-
-
-
-def _xyz(ks: ColumnSource, prefix: str, rows: npt.NDArray[np.int64]) -> TextColumn:
-    """GridXYZ / BlockXYZ ('%4d %4d %4d') of the chunk's kernels, as codes over its distinct ones."""
-    import numpy as np
-
-    uniq, codes = factorize(np.asarray(ks.column(prefix)[rows]))
-    return TextColumn(codes.astype(np.int64), [dims_text(k) for k in uniq.tolist()])
-
-
-def _chunk(ks: ColumnSource, calls: ColumnSource, kr: npt.NDArray[np.int64], ar: npt.NDArray[np.int64],
-           knames: dict[int, str], a_ids: npt.NDArray[np.int64], a_names: list[str]) -> bytes:
-    """One chunk of rows (kernel rows ``kr`` with their calls ``ar``) as CSV bytes."""
-    import numpy as np
-
-
-    a_start = np.asarray(calls.column("start")[ar])
-    a_end = np.asarray(calls.column("end")[ar])
-    k_start = np.asarray(ks.column("start")[kr])
-    k_end = np.asarray(ks.column("end")[kr])
-    gtid = np.asarray(calls.column("globalTid")[ar])
-    dev = np.asarray(ks.column("deviceId")[kr])
-    queue = k_start - a_end
-    not_queued = queue < 0
-    k_ids = np.asarray(ks.column("nameId")[kr])
-    uniq, codes = factorize(k_ids)
-    labels = [knames.get(i, "") for i in uniq.tolist()]
-    cols: list[IntColumn | TextColumn] = [
-        IntColumn(a_start), IntColumn(a_end - a_start),
-        IntColumn(a_end, not_queued), IntColumn(queue, not_queued),
-        IntColumn(k_start), IntColumn(k_end - k_start),
-        IntColumn(np.maximum(a_end, k_end) - a_start),
-        IntColumn((gtid >> 24) & 0xFFFFFF), IntColumn(gtid & 0xFFFFFF),
-        IntColumn(dev, dev == NULL),
-        TextColumn(np.searchsorted(a_ids, np.asarray(calls.column("nameId")[ar])), a_names),
-        _xyz(ks, "grid", kr), _xyz(ks, "block", kr),
-        TextColumn(codes.astype(np.int64), labels),
-    ]
-    return _rows(cols[:-1], 0, len(kr), cols[-1])  # type: ignore[arg-type]
-
-
-def kern_exec_trace_frame(trace: Trace) -> pd.DataFrame:
-    """Each kernel with its launch call: API, queue and kernel times, by API start."""
-    import numpy as np
-    import pandas as pd
-
-    k = usable(trace, "kernels", ["start", "end", "correlationId", "globalPid", "deviceId", "name",
-                                   "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"])
-    api = usable(trace, "api", ["start", "end", "correlationId", "globalTid", "pid", "tid", "name"])
-    if k is None or api is None:
-        return empty_frame("cuda_kern_exec_trace")
-    left = pd.DataFrame({
-        "proc": pd.to_numeric(k["globalPid"], errors="coerce") // (1 << 24),
-        "corr": pd.to_numeric(k["correlationId"]),
-        "k_start": pd.to_numeric(k["start"]).astype("int64"),
-        "k_end": pd.to_numeric(k["end"]).astype("int64"),
-        "dev": pd.to_numeric(k["deviceId"], errors="coerce").astype("Int64"),
-        "grid": xyz(k, "grid"), "block": xyz(k, "block"),
-        "kname": k["name"].fillna("").astype(str),
-    })
-    right = pd.DataFrame({
-        "proc": pd.to_numeric(api["globalTid"], errors="coerce") // (1 << 24),
-        "corr": pd.to_numeric(api["correlationId"]),
-        "a_start": pd.to_numeric(api["start"]).astype("int64"),
-        "a_end": pd.to_numeric(api["end"]).astype("int64"),
-        "pid": pd.to_numeric(api["pid"], errors="coerce").astype("Int64"),
-        "tid": pd.to_numeric(api["tid"], errors="coerce").astype("Int64"),
-        "aname": api_names(api),
-    })
-    if left["proc"].isna().any() or right["proc"].isna().any():  # Kineto: correlation ids suffice
-        left["proc"], right["proc"] = 0, 0
-    j = left.merge(right[right["corr"].notna()], on=["proc", "corr"], how="inner")
-    if j.empty:
-        return empty_frame("cuda_kern_exec_trace")
-    queued = j["k_start"] - j["a_end"] >= 0
-    out = pd.DataFrame({
-        "API Start (ns)": j["a_start"],
-        "API Dur (ns)": j["a_end"] - j["a_start"],
-        "Queue Start (ns)": j["a_end"].where(queued).astype("Int64"),
-        "Queue Dur (ns)": (j["k_start"] - j["a_end"]).where(queued).astype("Int64"),
-        "Kernel Start (ns)": j["k_start"],
-        "Kernel Dur (ns)": j["k_end"] - j["k_start"],
-        "Total Dur (ns)": np.maximum(j["a_end"], j["k_end"]) - j["a_start"],
-        "PID": j["pid"], "TID": j["tid"], "DevId": j["dev"],
-        "API Function": j["aname"], "GridXYZ": j["grid"], "BlockXYZ": j["block"],
-        "Kernel Name": j["kname"],
-    })
-    return out.sort_values("API Start (ns)", kind="stable").reset_index(drop=True)
+def kern_exec_trace_csv(trace: Trace) -> RenderedReport | None:
+    """``cuda_kern_exec_trace`` as CSV chunks (None: no kernel with its launch call)."""
+    rows = kern_exec_rows(trace)
+    return rows.csv() if rows is not None else None
