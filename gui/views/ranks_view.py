@@ -511,9 +511,12 @@ class RanksView(ReportView):
         ax.setTicks([ticks])
         plot.getPlotItem().setYRange(-len(shown) + 0.4, 0.6, padding=0.02)
         hidden = len(res.ranks) - len(shown)
-        plot.setTitle("Ranks on one clock — click a rank to open its timeline"
-                      + (f" ({len(shown)} of {len(res.ranks)} ranks: the straggler and the ranks that wait "
-                         f"most; {hidden} folded)" if hidden else ""), color="#2c3e50")
+        # folded: no title (the room goes to the rows); the axis says which ranks are drawn
+        plot.setTitle(None if hidden else "Ranks on one clock — click a rank to open its timeline",
+                      color="#2c3e50")
+        plot.setLabel("bottom", "time since capture start (ms; the earliest rank's capture)" + (
+            f" — {len(shown)} of {len(res.ranks)} ranks: the straggler and the ranks that wait most; "
+            "click one to open its timeline" if hidden else ""))
         self.x_range_ms = steady_range_ms(res)
         if self.x_range_ms is not None:  # the steady steps, not the start-up before them
             plot.getPlotItem().setXRange(*self.x_range_ms, padding=0.01)
