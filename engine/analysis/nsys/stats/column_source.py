@@ -1,8 +1,10 @@
 """Integer columns of an nsys export's table, mapped from the columnar cache a chunk of rows at a time.
 
-:class:`ColumnSource` is how the long trace reports (``cuda_gpu_trace``, ``cuda_api_trace``,
-``cuda_kern_exec_trace``) read millions of rows in bounded memory; :func:`distinct`,
-:func:`factorize` and :func:`lookup` are the sort-based set operations they label rows with.
+:class:`TraceColumnSource` is how the long trace reports (``cuda_gpu_trace``, ``cuda_api_trace``,
+``cuda_kern_exec_trace``) read millions of rows in bounded memory on any trace (``trace.columns``);
+:class:`ColumnSource` reads SQL expressions of an export's table (``cuda_gpu_kern_gb_sum``);
+:func:`distinct`, :func:`factorize` and :func:`lookup` are the sort-based set operations they label
+rows with.
 """
 
 from __future__ import annotations
