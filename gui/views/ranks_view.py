@@ -217,6 +217,30 @@ class RanksView(ReportView):
         self.job: list[LoadedReport] = []
         self._range: str | None = None
         self._calls = self.latest_call(self._on_result, self._on_error)
+        self.vbox.addLayout(self._build_top_bar())
+        self.offer = WrapLabel(muted=True)
+        self.vbox.addWidget(self.offer)
+        self.headline = WrapLabel()
+        self.vbox.addWidget(self.headline)
+        self.evidence = WrapLabel(muted=True)
+        self.vbox.addWidget(self.evidence)
+        self.vbox.addWidget(self.stack, 1)
+
+        self._body = self.stack.add_page(self._build_body(pg))
+        #: for tests: rank -> row y on the time plot; rank -> (compute, nccl wait, other nccl, idle) ms
+        self.rows_y: dict[int, float] = {}
+        self.bars_ms: dict[int, tuple[float, float, float, float]] = {}
+        self.x_range_ms: tuple[float, float] | None = None
+        self.wait_blocks = 0
+        #: the heat map's rows (engine.analysis.ranks.heat), and the ranks folded into its last row
+        self.grid: Any = None
+        self.folded: list[int] = []
+        self._offered: set[tuple[str, ...]] = set()
+        self.reports.sig_added.connect(lambda _r: self._refresh_jobs())
+        self.start_following()
+
+    def _build_top_bar(self) -> QHBoxLayout:
+        """The job and steps choosers and the fold switch."""
         top = QHBoxLayout()
         top.addWidget(QLabel("Job:"))
         self.job_combo = QComboBox()
@@ -242,15 +266,10 @@ class RanksView(ReportView):
         self.show_all.setVisible(False)
         top.addWidget(self.show_all)
         top.addStretch(1)
-        self.vbox.addLayout(top)
-        self.offer = WrapLabel(muted=True)
-        self.vbox.addWidget(self.offer)
-        self.headline = WrapLabel()
-        self.vbox.addWidget(self.headline)
-        self.evidence = WrapLabel(muted=True)
-        self.vbox.addWidget(self.evidence)
-        self.vbox.addWidget(self.stack, 1)
+        return top
 
+    def _build_body(self, pg: Any) -> QWidget:
+        """The heat map, the ranks on one clock, where each step went and the table."""
         body = QWidget()
         blay = QVBoxLayout(body)
         blay.setContentsMargins(0, 0, 0, 0)
@@ -285,18 +304,7 @@ class RanksView(ReportView):
         blay.addWidget(self.legend_text)
         self.clock = WrapLabel(muted=True)
         blay.addWidget(self.clock)
-        self._body = self.stack.add_page(body)
-        #: for tests: rank -> row y on the time plot; rank -> (compute, nccl wait, other nccl, idle) ms
-        self.rows_y: dict[int, float] = {}
-        self.bars_ms: dict[int, tuple[float, float, float, float]] = {}
-        self.x_range_ms: tuple[float, float] | None = None
-        self.wait_blocks = 0
-        #: the heat map's rows (engine.analysis.ranks.heat), and the ranks folded into its last row
-        self.grid: Any = None
-        self.folded: list[int] = []
-        self._offered: set[tuple[str, ...]] = set()
-        self.reports.sig_added.connect(lambda _r: self._refresh_jobs())
-        self.start_following()
+        return body
 
     @staticmethod
     def _legend() -> QHBoxLayout:

@@ -92,15 +92,13 @@ def _int(v: Any) -> int | None:
 
 
 def report_host(trace: Trace) -> str | None:
-    """The host name the report was recorded on (nsys's TARGET_INFO_SYSTEM_ENV), if recorded."""
-    query = getattr(trace, "query", None)
-    has = getattr(trace, "has_sqlite_table", None)
-    if query is not None and has is not None and has("TARGET_INFO_SYSTEM_ENV"):
-        try:
-            df = query("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname' LIMIT 1")
-        except Exception:  # noqa: BLE001 - an odd schema: the host is simply not known
-            return None
-        return str(df.iloc[0, 0]) if len(df) else None
+    """The host name the report was recorded on (nsys's system environment), if recorded."""
+    try:
+        host = trace.system_env("Hostname")
+    except Exception:  # noqa: BLE001 - an odd schema: the host is simply not known
+        return None
+    if host is not None:
+        return host
     doc = getattr(trace, "meta", None)  # a Kineto trace's top-level keys
     if isinstance(doc, dict):
         for key in ("hostName", "hostname"):
