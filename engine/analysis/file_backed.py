@@ -10,7 +10,7 @@ being computed on. Smaller arrays, object arrays and arrays already mapped from 
 they are: small reports never touch the disk.
 
     file_backed.move_to_files(value)    # the value with its big arrays mapped (objects changed in place)
-    file_backed.move_trace_tables(trace)  # the same for every table kept for a trace
+    tables.move_trace_tables(trace)  # the same for every table kept for a trace
 
 ``KERNELSCOPE_FILE_BACKED_BYTES`` sets the threshold (``0``: every non-empty array, for tests;
 ``off``: never).
@@ -172,16 +172,3 @@ def move_to_files(value: Any, depth: int = _DEPTH) -> Any:
     if directory is None:
         return value
     return _Mover(threshold, directory).value(value, depth)
-
-
-def move_trace_tables(trace: Any) -> None:
-    """:func:`move_to_files` on every table kept for ``trace`` (``tables.trace_cache``).
-
-    For the arrays the tables build lazily after their last neighbour was kept (cached properties):
-    called between two phases of work (the summary, then the findings).
-    """
-    from engine.analysis.tables import _MEMO
-
-    store = _MEMO.get(trace)
-    if store:
-        move_to_files(store, depth=5)

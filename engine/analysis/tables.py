@@ -321,6 +321,19 @@ def trace_cache(trace: Trace, key: str, make: Any) -> Any:
     return store[key]
 
 
+def move_trace_tables(trace: Trace) -> None:
+    """Move the big arrays of every table kept for ``trace`` to file mappings (``file_backed``).
+
+    For the arrays the tables build lazily after their last neighbour was kept (cached properties):
+    called between two phases of work (the summary, then the findings).
+    """
+    from engine.analysis.file_backed import move_to_files
+
+    store = _MEMO.get(trace)
+    if store:
+        move_to_files(store, depth=5)
+
+
 def forget_trace(trace: Trace) -> None:
     """Drop the derived tables kept for ``trace`` (:func:`trace_cache`).
 

@@ -89,9 +89,9 @@ def _pid_of(f: Finding, default: str) -> str:
 def overview(trace: Trace, *, range_name: str | None = None, reference: Trace | None = None
              ) -> tuple[Summary, list[Finding]]:
     """The summary (with its top findings) and every finding of an open trace."""
-    from engine.analysis.file_backed import move_trace_tables
     from engine.analysis.findings.overview_store import RELEASE_PERIOD_S, PageReleaser
     from engine.analysis.summary import summarize
+    from engine.analysis.tables import move_trace_tables
 
     # the pages of the mapped columns and arrays read so far leave this process's resident size as it
     # goes (they stay in the OS's cache): a 10M-kernel report maps gigabytes of them
