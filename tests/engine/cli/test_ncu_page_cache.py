@@ -21,7 +21,8 @@ try:
     main(sys.argv[1:])
 except SystemExit as e:
     assert not e.code, e.code
-read = "ncu_report" in sys.modules or "engine.reports.ncu.pb_results" in sys.modules  # the wheel or our reader
+# the wheel or our reader
+read = "ncu_report" in sys.modules or "engine.reports.ncu.pb_results" in sys.modules
 sys.stderr.write("report read: %s\\n" % read)
 """
 

@@ -1,4 +1,4 @@
-"""Compare our ``.ncu-rep`` reader (engine/reports/ncu/pb_results.py) with NVIDIA's ``ncu_report``, result by result.
+"""Compare our ``.ncu-rep`` reader (engine/reports/ncu/pb_results.py) with ``ncu_report``, result by result.
 
 ``python -m tests.engine.reports.ncu_pb_compare REPORT`` prints a JSON object: the number of
 results, metrics and instances compared, and every difference found (at most 50), for every
@@ -67,7 +67,7 @@ def _metric(name: str, m: Any, q: Any, diffs: list[Any]) -> int:
 
 
 def compare(path: Path) -> dict[str, Any]:
-    """Every difference between ``ncu_report`` and :func:`engine.reports.ncu.pb_results.read_results` on ``path``."""
+    """Every difference between ``ncu_report`` and :func:`~engine.reports.ncu.pb_results.read_results`."""
     import ncu_report
 
     from engine.reports.ncu.pb_results import read_results
