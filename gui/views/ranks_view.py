@@ -35,7 +35,7 @@ from gui.documents import OpenReports
 from gui.format import is_missing, is_number
 from gui.views.base import ReportView
 from gui.views.ranks_heatmap import WaitHeatMap
-from gui.widgets.axes import style_plot, tick_font
+from gui.widgets.axes import PlainAxis, style_plot, tick_font
 from gui.widgets.labels import WrapLabel, swatch
 from gui.widgets.table import ReadOnlyTable
 from gui.widgets.table_model import DataFrameModel, _Index
@@ -276,7 +276,7 @@ class RanksView(ReportView):
         blay.addLayout(self._legend())
         font = tick_font(self.font())
         split = QSplitter(Qt.Orientation.Vertical)
-        self.time_plot = pg.PlotWidget(background="w")
+        self.time_plot = pg.PlotWidget(background="w", axisItems={"bottom": PlainAxis("bottom")})
         self.bar_plot = pg.PlotWidget(background="w")
         for p in (self.time_plot, self.bar_plot):
             style_plot(p.getPlotItem(), font)

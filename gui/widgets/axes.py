@@ -134,6 +134,18 @@ class LogAxis(pg.AxisItem):  # type: ignore[misc]  # pyqtgraph is untyped
         return [self.label_for(v) if round(v, 9) in self._labelled else "" for v in values]
 
 
+class PlainAxis(pg.AxisItem):  # type: ignore[misc]  # pyqtgraph is untyped
+    """A linear axis labelled with plain numbers and thousands separators ("1,500,000"), never "1.5e+06"."""
+
+    def __init__(self, orientation: str, **kwargs: Any) -> None:
+        super().__init__(orientation, **kwargs)
+        self.enableAutoSIPrefix(False)
+
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:  # noqa: N802
+        digits = 0 if spacing * scale >= 1 else min(6, max(1, -math.floor(math.log10(spacing * scale))))
+        return [f"{v * scale:,.{digits}f}" for v in values]
+
+
 def tick_font(widget_font: QFont) -> QFont:
     """The tick-label font: the widget's, at least 9 pt."""
     font = QFont(widget_font)

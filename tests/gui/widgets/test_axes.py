@@ -106,3 +106,12 @@ def test_no_si_scale_on_top_of_our_unit(qtbot) -> None:
     assert "(ms) (x0.001)" in raw.getPlotItem().getAxis("bottom").labelString()  # what pyqtgraph does
     label = styled.getPlotItem().getAxis("bottom").labelString()
     assert "(x" not in label and "time since capture start (ms)" in label
+
+
+def test_plain_axis_never_prints_scientific_notation(qtbot: object) -> None:
+    from gui.widgets.axes import PlainAxis
+
+    axis = PlainAxis("bottom")
+    assert axis.tickStrings([0.0, 500000.0, 1000000.0, 1500000.0], 1.0, 500000.0) == [
+        "0", "500,000", "1,000,000", "1,500,000"]
+    assert axis.tickStrings([0.1, 0.2, 0.3], 1.0, 0.1) == ["0.1", "0.2", "0.3"]
