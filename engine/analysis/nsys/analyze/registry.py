@@ -15,12 +15,11 @@ modules are found by listing the package: adding a rule is adding one module (an
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from engine.analysis.nsys.plugins import FieldView, Plugins
 
 if TYPE_CHECKING:
     from engine.analysis.nsys.analyze.common import RuleResult
@@ -49,9 +48,7 @@ class Rule:
     defaults: dict[str, Any] = field(default_factory=dict)
 
 
-_REGISTERED: dict[str, Rule] = {}
-_LOADED: dict[str, Rule] = {}
-_LOCK = threading.Lock()
+_PLUGINS: Plugins[Rule] = Plugins(f"{__package__}.rules", "rule")
 
 
 def rule(name: str, *, title: str, options: dict[str, str] | None = None,
@@ -67,10 +64,8 @@ def rule(name: str, *, title: str, options: dict[str, str] | None = None,
     """
 
     def register(fn: F) -> F:
-        if name in _REGISTERED and _REGISTERED[name].compute is not fn:
-            raise ValueError(f"rule {name!r} is registered twice")
-        _REGISTERED[name] = Rule(name, title, {**COMMON_OPTIONS, **(options or {})}, fn,
-                                 {"rows": 50, **(defaults or {})})
+        _PLUGINS.add(name, Rule(name, title, {**COMMON_OPTIONS, **(options or {})}, fn,
+                                 {"rows": 50, **(defaults or {})}), lambda e: e.compute is fn)
         return fn
 
     return register
@@ -78,28 +73,11 @@ def rule(name: str, *, title: str, options: dict[str, str] | None = None,
 
 def registry() -> dict[str, Rule]:
     """Every rule, by name (the rule modules are imported on the first call)."""
-    if not _LOADED:
-        with _LOCK:
-            if not _LOADED:
-                # found by name, not imported by the registry's code: the modules import the registry
-                rules = importlib.import_module(f"{__package__}.rules")
-                for mod in sorted(m.name for m in pkgutil.iter_modules(rules.__path__)):
-                    importlib.import_module(f"{rules.__name__}.{mod}")
-                _LOADED.update({n: _REGISTERED[n] for n in sorted(_REGISTERED)})
-    return _LOADED
+    return _PLUGINS.all()
 
 
-class RuleField(Mapping[str, Any]):
-    """A read-only view ``rule name -> one field of its Rule`` (RULES, RULE_OPTIONS)."""
+class RuleField(FieldView[Rule]):
+    """A read-only view ``name -> one field of its Rule``."""
 
     def __init__(self, field_of: Callable[[Rule], Any]) -> None:
-        self._field = field_of
-
-    def __getitem__(self, name: str) -> Any:
-        return self._field(registry()[name])
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(registry())
-
-    def __len__(self) -> int:
-        return len(registry())
+        super().__init__(registry, field_of)

@@ -16,12 +16,11 @@ found by listing the package: adding a report is adding one module (and its test
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from engine.analysis.nsys.plugins import FieldView, Plugins
 
 if TYPE_CHECKING:
     from engine.reports.base import Trace
@@ -48,9 +47,7 @@ class Report:
     shares_reads: bool = False
 
 
-_REGISTERED: dict[str, Report] = {}
-_LOADED: dict[str, Report] = {}
-_LOCK = threading.Lock()
+_PLUGINS: Plugins[Report] = Plugins(f"{__package__}.reports", "report")
 
 
 def report(
@@ -75,9 +72,8 @@ def report(
         raise ValueError(f"report {name!r} needs unknown tables {unknown}; the tables are {list(TABLES)}")
 
     def register(fn: F) -> F:
-        if name in _REGISTERED and _REGISTERED[name].compute is not fn:
-            raise ValueError(f"report {name!r} is registered twice")
-        _REGISTERED[name] = Report(name, title, tuple(columns), tuple(needs), fn, shares_reads)
+        entry = Report(name, title, tuple(columns), tuple(needs), fn, shares_reads)
+        _PLUGINS.add(name, entry, lambda e: e.compute is fn)
         return fn
 
     return register
@@ -85,28 +81,11 @@ def report(
 
 def registry() -> dict[str, Report]:
     """Every report, by name (the report modules are imported on the first call)."""
-    if not _LOADED:
-        with _LOCK:
-            if not _LOADED:
-                # found by name, not imported by the registry's code: the modules import the registry
-                reports = importlib.import_module(f"{__package__}.reports")
-                for mod in sorted(m.name for m in pkgutil.iter_modules(reports.__path__)):
-                    importlib.import_module(f"{reports.__name__}.{mod}")
-                _LOADED.update({n: _REGISTERED[n] for n in sorted(_REGISTERED)})
-    return _LOADED
+    return _PLUGINS.all()
 
 
-class ReportField(Mapping[str, Any]):
-    """A read-only view ``report name -> one field of its Report`` (REPORTS, COLUMNS)."""
+class ReportField(FieldView[Report]):
+    """A read-only view ``name -> one field of its Report``."""
 
-    def __init__(self, field: Callable[[Report], Any]) -> None:
-        self._field = field
-
-    def __getitem__(self, name: str) -> Any:
-        return self._field(registry()[name])
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(registry())
-
-    def __len__(self) -> int:
-        return len(registry())
+    def __init__(self, field_of: Callable[[Report], Any]) -> None:
+        super().__init__(registry, field_of)
