@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 from typing import TYPE_CHECKING, Any
@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
     import pandas as pd
+
+    from engine.analysis.nsys.stats.rendered import RenderedReport
 
 _CHUNK = 131_072  # rows formatted at a time (bounded memory)
 
@@ -285,3 +287,22 @@ def columns_frame(cols: Sequence[Column], headers: Sequence[str]) -> pd.DataFram
             null = col.null if col.null is not None else np.zeros(len(col.values), dtype=bool)
             out[name] = pd.arrays.IntegerArray(np.where(null, 0, col.values).astype(np.int64), null)
     return pd.DataFrame(out)
+
+
+def streamed_csv(report: str, n_rows: int, columns_of: Callable[[int, int], list[Any]],
+                 chunk: int = _CHUNK) -> RenderedReport:
+    """A trace report's CSV: its header, then ``chunk`` rows at a time (``columns_of(lo, hi)``).
+
+    The last column ``columns_of`` gives is the row's text tail (see :func:`_rows`).
+    """
+    from engine.analysis.nsys.stats.catalog import COLUMNS
+    from engine.analysis.nsys.stats.rendered import RenderedReport
+
+    def chunks() -> Iterator[bytes]:
+        yield ",".join(_quoted(h).decode() for h in COLUMNS[report]).encode() + b"\n"
+        for lo in range(0, n_rows, chunk):
+            hi = min(lo + chunk, n_rows)
+            cols = columns_of(lo, hi)
+            yield _rows(cols[:-1], 0, hi - lo, cols[-1])
+
+    return RenderedReport(report, n_rows, chunks)

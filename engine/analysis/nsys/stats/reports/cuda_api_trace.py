@@ -8,7 +8,6 @@ the window (:meth:`ApiTraceRows.to_frame`). Same bytes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -20,9 +19,8 @@ from engine.analysis.nsys.stats.csv_columns import (
     _CHUNK,
     IntColumn,
     TextColumn,
-    _quoted,
-    _rows,
     columns_frame,
+    streamed_csv,
 )
 from engine.analysis.nsys.stats.registry import report
 from engine.analysis.nsys.stats.rendered import RenderedReport
@@ -100,15 +98,8 @@ class ApiTraceRows:
 
     def csv(self) -> RenderedReport:
         """The CSV, ``_CHUNK`` rows at a time."""
-
-        def chunks() -> Iterator[bytes]:
-            yield ",".join(_quoted(h).decode() for h in COLUMNS["cuda_api_trace"]).encode() + b"\n"
-            for lo in range(0, len(self.order), _CHUNK):
-                idx = self.order[lo:lo + _CHUNK]
-                cols = self._columns(idx)
-                yield _rows(cols[:-1], 0, len(idx), cols[-1])  # type: ignore[arg-type]
-
-        return RenderedReport("cuda_api_trace", len(self.order), chunks)
+        return streamed_csv("cuda_api_trace", len(self.order),
+                            lambda lo, hi: self._columns(self.order[lo:hi]), _CHUNK)
 
     def to_frame(self) -> pd.DataFrame:
         """The rows as a DataFrame (numbers Int64, empty fields missing)."""

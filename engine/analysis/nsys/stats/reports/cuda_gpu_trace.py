@@ -21,9 +21,8 @@ from engine.analysis.nsys.stats.csv_columns import (
     FixedColumn,
     IntColumn,
     TextColumn,
-    _quoted,
-    _rows,
     columns_frame,
+    streamed_csv,
 )
 from engine.analysis.nsys.stats.registry import report
 from engine.analysis.nsys.stats.rendered import RenderedReport
@@ -31,7 +30,6 @@ from engine.analysis.nsys.stats.table import empty_frame
 from engine.reports.trace_columns import NULL
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
 
     import numpy.typing as npt
     import pandas as pd
@@ -95,15 +93,8 @@ class GpuTraceRows:
 
     def csv(self) -> RenderedReport:
         """The CSV, ``_CHUNK`` rows at a time."""
-
-        def chunks() -> Iterator[bytes]:
-            yield ",".join(_quoted(h).decode() for h in COLUMNS["cuda_gpu_trace"]).encode() + b"\n"
-            for lo in range(0, len(self.order), _CHUNK):
-                idx = self.order[lo:lo + _CHUNK]
-                cols = self._columns(idx)
-                yield _rows(cols[:-1], 0, len(idx), cols[-1])  # type: ignore[arg-type]
-
-        return RenderedReport("cuda_gpu_trace", len(self.order), chunks)
+        return streamed_csv("cuda_gpu_trace", len(self.order),
+                            lambda lo, hi: self._columns(self.order[lo:hi]), _CHUNK)
 
     def to_frame(self) -> pd.DataFrame:
         """The rows as a DataFrame (numbers numeric, empty fields missing)."""

@@ -12,7 +12,6 @@ held (24 bytes a row).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -24,9 +23,8 @@ from engine.analysis.nsys.stats.csv_columns import (
     _CHUNK,
     IntColumn,
     TextColumn,
-    _quoted,
-    _rows,
     columns_frame,
+    streamed_csv,
 )
 from engine.analysis.nsys.stats.registry import report
 from engine.analysis.nsys.stats.rendered import RenderedReport
@@ -110,15 +108,8 @@ class KernExecRows:
 
     def csv(self) -> RenderedReport:
         """The CSV, ``_CHUNK`` rows at a time."""
-
-        def chunks() -> Iterator[bytes]:
-            yield ",".join(_quoted(h).decode() for h in COLUMNS["cuda_kern_exec_trace"]).encode() + b"\n"
-            for lo in range(0, len(self.k_rows), _CHUNK):
-                kr = self.k_rows[lo:lo + _CHUNK]
-                cols = self._columns(kr, self.a_rows[lo:lo + _CHUNK])
-                yield _rows(cols[:-1], 0, len(kr), cols[-1])  # type: ignore[arg-type]
-
-        return RenderedReport("cuda_kern_exec_trace", len(self.k_rows), chunks)
+        return streamed_csv("cuda_kern_exec_trace", len(self.k_rows),
+                            lambda lo, hi: self._columns(self.k_rows[lo:hi], self.a_rows[lo:hi]), _CHUNK)
 
     def to_frame(self) -> pd.DataFrame:
         """The rows as a DataFrame (numbers Int64, empty fields missing)."""
