@@ -15,8 +15,10 @@ Rows (each in a fresh process tree; "cold" = a fresh, empty KERNELSCOPE_CACHE):
   ``kernelscope batch ranks ... --scheduler tcp://...``, cold.
 
 Peak MB is the largest sum of the resident memory of every process of the run at once (the command,
-its children, and the scheduler and workers for the last row), sampled every 0.1 s. "Named right"
-compares the straggler the output names with ``truth.json`` of the job.
+its children, and the scheduler and workers for the last row), sampled every 0.1 s. CPU s is the user +
+system time of the run's process tree (every process it waited for: readers, Dask workers), the fairer
+measure on a shared machine: CPU s / cores is the time on a quiet one. "Named right" compares the
+straggler the output names with ``truth.json`` of the job. Set TMPDIR to put the caches on another disk.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -82,9 +85,21 @@ class PeakSampler:
         return self.peak_mb
 
 
+def children_cpu_s() -> float:
+    """User + system seconds of every process this one waited for so far (and theirs)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+#: CPU seconds of each row's process tree, by row label (timed() records the last command's)
+CPU_S: dict[str, float] = {}
+_LAST_CPU = [0.0]
+
+
 def timed(argv: list[str], env: dict[str, str], extra_roots: list[int] | None = None
           ) -> tuple[float, float, str, int]:
     """(wall s, peak MB of the run's processes together, stdout, exit status) of one command."""
+    cpu0 = children_cpu_s()
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             cwd=env.get("PYTHONPATH"))
@@ -92,6 +107,7 @@ def timed(argv: list[str], env: dict[str, str], extra_roots: list[int] | None = 
     out, err = proc.communicate()
     wall = time.perf_counter() - t0
     peak = sampler.stop()
+    _LAST_CPU[0] = children_cpu_s() - cpu0
     if proc.returncode:
         print(f"  {' '.join(argv[:3])} ... failed ({proc.returncode}): {err.strip()[-500:]}", file=sys.stderr)
     return wall, peak, out, proc.returncode
@@ -157,16 +173,26 @@ def with_scheduler(reports: list[str], env: dict[str, str], tmp: Path) -> tuple[
                                   stdout=log, stderr=log, env=env)
         time.sleep(8)  # the workers register
         argv = [*KS, "batch", "ranks", *reports, "--scheduler", address, "--json"]
-        return timed(argv, env, [sched.pid, worker.pid])
+        cpu0 = children_cpu_s()
+        got = timed(argv, env, [sched.pid, worker.pid])
+        _stop(worker, sched)
+        _LAST_CPU[0] = children_cpu_s() - cpu0  # the scheduler's and workers' too, once they exited
+        return got
     finally:
-        for p in (worker, sched):
-            if p is not None:
-                p.terminate()
-                try:
-                    p.wait(20)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+        _stop(worker, sched)
         log.close()
+
+
+def _stop(*procs: subprocess.Popen[bytes] | None) -> None:
+    """Terminate and wait for the processes (their CPU time then counts in children_cpu_s)."""
+    for p in procs:
+        if p is not None and p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
 
 
 def main() -> int:
@@ -201,6 +227,7 @@ def main() -> int:
         if not a.skip_reference:
             what, sec, peak = reference(Path(reports[0]), len(reports), env)
             rows.append((f"reference: {what}", sec, peak, "-", "-", "-"))
+            CPU_S[rows[-1][0]] = _LAST_CPU[0] * len(reports)
         cache = dict(env, KERNELSCOPE_CACHE=str(tmp / "cache-ranks"))
         if "cold" in want or "cached" in want:
             for label in ("cold", "cached"):
@@ -225,11 +252,12 @@ def main() -> int:
     mem = psutil.virtual_memory().total / 2**30
     print(f"code: {a.commit} ({sha}); machine: {os.cpu_count()} cores, {mem:.0f} GiB; load average "
           f"{load0[0]:.1f} before, {load1[0]:.1f} after")
-    head = ("run", "time s", "peak MB", "straggler named right?", "goal", "met?")
-    table = [head] + [(r[0], f"{r[1]:.1f}", f"{r[2]:,.0f}", r[3], r[4], r[5]) for r in rows]
+    head = ("run", "time s", "CPU s", "peak MB", "straggler named right?", "goal", "met?")
+    table = [head] + [(r[0], f"{r[1]:.1f}", f"{CPU_S.get(r[0], 0.0):.1f}", f"{r[2]:,.0f}", r[3], r[4], r[5])
+                      for r in rows]
     widths = [max(len(x[i]) for x in table) for i in range(len(head))]
     for x in table:
-        print("  ".join(v.ljust(w) if i in (0, 3, 4) else v.rjust(w) for i, (v, w) in
+        print("  ".join(v.ljust(w) if i in (0, 4, 5) else v.rjust(w) for i, (v, w) in
                         enumerate(zip(x, widths, strict=True))).rstrip())
     return 0
 
@@ -242,6 +270,7 @@ def _row(label: str, wall: float, peak: float, named: int | None, truth: dict[st
     if KEEP is not None:
         KEEP.mkdir(parents=True, exist_ok=True)
         (KEEP / f"{label.replace(' ', '_').replace('-', '')}.txt").write_text(out)
+    CPU_S[label] = _LAST_CPU[0]
     sec, mb = GOALS[label]
     right = named == truth["straggler"]
     said = f"yes (rank {named})" if right else f"NO ({'none' if named is None else f'rank {named}'})"
