@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from engine.reports.nsys.columns import ColumnStore, PendingColumns
-    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
+    from engine.reports.nsys.export_source import ExportSource
     from engine.reports.trace_columns import ColumnsRead
 
 
@@ -71,7 +71,7 @@ def _cache_key(name: str, sql: str) -> str:
     return sql[1:-1] if sql.startswith('"') and sql.endswith('"') and sql.count('"') == 2 else name
 
 
-def _exprs(trace: NsysSqliteTrace, table: str, names: Sequence[str], check: bool = True
+def _exprs(trace: ExportSource, table: str, names: Sequence[str], check: bool = True
            ) -> tuple[str, dict[str, str], dict[str, str], set[str]]:
     """(the export's table, engine name -> cache name, cache name -> SQL, the table's columns).
 
@@ -96,7 +96,7 @@ def _narrow(keys: dict[str, str]) -> frozenset[str]:
     return frozenset(k for n, k in keys.items() if n in schema.NARROW)
 
 
-def read_columns_async(trace: NsysSqliteTrace, table: str, names: Sequence[str],
+def read_columns_async(trace: ExportSource, table: str, names: Sequence[str],
                        where: str | Where | None) -> ColumnsRead:
     """Start reading ``names`` of the engine's ``table`` (see :meth:`engine.reports.base.Trace.columns`)."""
     import numpy as np
@@ -114,7 +114,7 @@ def read_columns_async(trace: NsysSqliteTrace, table: str, names: Sequence[str],
     return _Read(store.read_where_async(t, exprs, schema.where_sql(table, w, have)), what, keys, exprs)
 
 
-def _joined_tables_stored(trace: NsysSqliteTrace, where: Where) -> bool:
+def _joined_tables_stored(trace: ExportSource, where: Where) -> bool:
     """True when the export has the table and column of every ``in table`` clause of ``where``."""
     for c in where.clauses:
         if c.op == "in table":
@@ -124,14 +124,14 @@ def _joined_tables_stored(trace: NsysSqliteTrace, where: Where) -> bool:
     return True
 
 
-def prefetch_columns(trace: NsysSqliteTrace, table: str, names: Sequence[str]) -> None:
+def prefetch_columns(trace: ExportSource, table: str, names: Sequence[str]) -> None:
     """Start reading ``names`` of ``table`` in the background; a later read of them waits for this one."""
     t, keys, exprs, _have = _exprs(trace, table, names)
     if t:
         trace.column_store().prefetch(t, exprs, _narrow(keys))
 
 
-def cached_columns(trace: NsysSqliteTrace, table: str,
+def cached_columns(trace: ExportSource, table: str,
                    names: Sequence[str]) -> dict[str, npt.NDArray[Any]] | None:
     """``names`` mapped from the columnar cache when all are cached; None otherwise (nothing is read)."""
     import numpy as np
@@ -149,13 +149,13 @@ def cached_columns(trace: NsysSqliteTrace, table: str,
     return out
 
 
-def stores_columns(trace: NsysSqliteTrace, table: str, names: Sequence[str]) -> bool:
+def stores_columns(trace: ExportSource, table: str, names: Sequence[str]) -> bool:
     """True when the export has ``table`` and every column of ``names`` (each operand of a coalesce: one)."""
     t, _keys, exprs, _have = _exprs(trace, table, names, check=False)
     return bool(t) and "NULL" not in exprs.values()
 
 
-def stored_rows(trace: NsysSqliteTrace, table: str, names: Sequence[str],
+def stored_rows(trace: ExportSource, table: str, names: Sequence[str],
                 limit: int | None = None) -> list[tuple[object, ...]]:
     """The rows of a small table as the export stores them (ids as ids, texts as text), no pandas.
 

@@ -24,7 +24,7 @@ from engine.system.errors import ReportError
 if TYPE_CHECKING:
     import pandas as pd
 
-    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
+    from engine.reports.nsys.export_source import ExportSource
 
 # Fallback labels, used only if a database lacks its ENUM_* tables (values as nsys stores them).
 COPY_KIND_LABELS = {
@@ -126,7 +126,7 @@ def _lookup(values: pd.Series, labels: Mapping[Any, Any]) -> pd.Series:
 class ExportTables:
     """The pandas tables of one export (see the module docstring); the trace's ``_load`` asks it."""
 
-    def __init__(self, trace: NsysSqliteTrace) -> None:
+    def __init__(self, trace: ExportSource) -> None:
         self._trace = trace
         self._prefetched: dict[tuple[str, str], _ColumnFuture] = {}
 

@@ -30,13 +30,13 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
+    from engine.reports.nsys.export_source import ExportSource
 
 #: up to this many (domain, text id, text) groups, a row's group is a cached code column
 _FEW_GROUPS = 64
 
 
-def _domains(trace: NsysSqliteTrace, text_id: str, resolved: Any) -> dict[Any, Any]:
+def _domains(trace: ExportSource, text_id: str, resolved: Any) -> dict[Any, Any]:
     created = trace.rows(f'SELECT "domainId", {text_id}, "text" FROM {schema.NVTX} '
                          f'WHERE "eventType" = {schema.NVTX_DOMAIN_CREATE}')
     domains: dict[Any, Any] = {}
@@ -46,7 +46,7 @@ def _domains(trace: NsysSqliteTrace, text_id: str, resolved: Any) -> dict[Any, A
     return domains
 
 
-def range_columns(trace: NsysSqliteTrace, names: Sequence[str]) -> tuple[
+def range_columns(trace: ExportSource, names: Sequence[str]) -> tuple[
         dict[str, npt.NDArray[Any]], npt.NDArray[np.int64], list[tuple[Any, Any]]] | None:
     """The closed NVTX ranges: (columns ``names``, each row's name code, the (domain, text) of each code).
 
@@ -133,7 +133,7 @@ def _codes_by_rowid(groups: list[tuple[Any, ...]], rowid: npt.NDArray[Any]) -> n
     return out
 
 
-def range_groups(trace: NsysSqliteTrace) -> list[tuple[int, str, npt.NDArray[np.int64]]] | None:
+def range_groups(trace: ExportSource) -> list[tuple[int, str, npt.NDArray[np.int64]]] | None:
     """NVTX push/pop and start/end ranges that ended, grouped: (eventType, "domain:text", durations).
 
     The same names as the ``nvtx`` table gives (text from StringIds when ``textId`` resolves,
@@ -206,7 +206,7 @@ def _grouped_halves(path: Path, sql: str, first: int, last: int) -> list[tuple[A
     return halves[0] + halves[1]
 
 
-def inline_texts(trace: NsysSqliteTrace, first: int, last: int) -> tuple[npt.NDArray[np.int64], str] | None:
+def inline_texts(trace: ExportSource, first: int, last: int) -> tuple[npt.NDArray[np.int64], str] | None:
     """The NVTX events with an inline ``text`` among rowids ``first``..``last``.
 
     (their rowids, their texts joined by NUL); None when none has one.

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
+    from engine.reports.nsys.export_source import ExportSource
 
 #: Integer columns the pandas-free summaries read (:func:`read_summary_columns`): name -> SQL
 #: expression over the export's table. A kernel's name is its demangled name, else its short name.
@@ -61,7 +61,7 @@ class SummaryColumns:
         return {n: cols[n] for n in self._names}
 
 
-def read_summary_columns(trace: NsysSqliteTrace, name: str) -> SummaryColumns | None:
+def read_summary_columns(trace: ExportSource, name: str) -> SummaryColumns | None:
     """Start reading what the pandas-free summaries need of a big table, column-wise.
 
     For ``api`` and ``kernels``: ``duration`` (end - start) and ``nameId`` (a StringIds id);
