@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from engine.analysis.nsys.analyze.registry import RuleField, registry
+from engine.analysis.nsys.analyze.registry import RuleResult as RuleResult  # re-exported
 from engine.system.errors import KernelscopeError
 
 if TYPE_CHECKING:
@@ -56,26 +56,6 @@ _UTIL_COLUMNS = [
 _DECIMALS = {"Bytes (MB)": 3, "In-Use (%)": 1}
 _PINNED, _MANAGED, _PAGEABLE = 1, 4, 0
 _H2D = 1
-
-
-@dataclass
-class RuleResult:
-    """What one rule found.
-
-    Attributes:
-        name: the rule's name (a key of :data:`RULES`).
-        table: the offending records, with nsys's column names; empty (with columns) if none.
-        explanation: a plain sentence saying what was found and why it costs time.
-        fix: a concrete way to remove the problem; empty when nothing was found.
-        options: the option values the rule ran with.
-
-    """
-
-    name: str
-    table: pd.DataFrame
-    explanation: str
-    fix: str
-    options: dict[str, Any] = field(default_factory=dict)
 
 
 # -- option handling -----------------------------------------------------------------------------

@@ -22,11 +22,32 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from engine.analysis.nsys.plugins import FieldView, Plugins
 
 if TYPE_CHECKING:
-    from engine.analysis.nsys.analyze.common import RuleResult
+    import pandas as pd
+
     from engine.reports.base import Trace
 
 Compute = Callable[["Trace", dict[str, Any]], "RuleResult"]
 F = TypeVar("F", bound=Compute)
+
+@dataclass
+class RuleResult:
+    """What one rule found.
+
+    Attributes:
+        name: the rule's name (a key of :data:`RULES`).
+        table: the offending records, with nsys's column names; empty (with columns) if none.
+        explanation: a plain sentence saying what was found and why it costs time.
+        fix: a concrete way to remove the problem; empty when nothing was found.
+        options: the option values the rule ran with.
+
+    """
+
+    name: str
+    table: pd.DataFrame
+    explanation: str
+    fix: str
+    options: dict[str, Any] = field(default_factory=dict)
+
 
 #: The options every rule takes (nsys's), with their help.
 COMMON_OPTIONS = {
