@@ -13,7 +13,8 @@ times since the parent spawned it:
 - report loaded: the engine finished opening and summarizing the report (worker thread);
 - timeline painted: the first paint of the timeline canvas with real data in it (on a big nsys
   report the GPU lanes, read first from the columnar cache; the CUDA API lanes, NVTX ranges and GPU
-  metrics follow: "all lanes painted");
+  metrics follow: "all lanes painted"); beside it the app's CPU time up to it (every thread: on a
+  busy 2-core machine the wait grows with it);
 - summary ready: the engine's summary (a worker thread, after the timeline) finished.
 
 With ``--cold`` the first launch gets an empty cache directory (``KERNELSCOPE_CACHE``), so it pays
@@ -202,6 +203,8 @@ class _Probe:
             return
         if "timeline_first_paint_s" not in self.marks:
             self.mark("timeline_first_paint_s")
+            # CPU of every thread of the app up to it: what a busy machine multiplies the wait by
+            self.marks["first_paint_cpu_s"] = time.process_time()
             QTimer.singleShot(0, self.drive_busy)
         if not c.model.pending and "all_lanes_paint_s" not in self.marks:
             self.mark("all_lanes_paint_s")
@@ -400,6 +403,7 @@ def summarize(runs: list[dict]) -> dict:
         "window_shown_s": med("window_shown_s"),
         "report_loaded_s": med("report_loaded_s"),
         "timeline_first_paint_s": med("timeline_first_paint_s"),
+        "first_paint_cpu_s": med("first_paint_cpu_s"),
         "all_lanes_paint_s": med("all_lanes_paint_s"),
         "summary_ready_s": med("summary_ready_s"),
         "views_idle_s": med("views_idle_s"),
@@ -422,6 +426,7 @@ ROWS = [  # label, key, unit, goal key
     ("window shown after launch", "window_shown_s", "s", "window_shown_s"),
     ("report opened (engine, worker thread)", "report_loaded_s", "s", None),
     ("timeline first paint (GPU lanes)", "timeline_first_paint_s", "s", "timeline_first_paint_s"),
+    ("  app CPU up to it (all its threads)", "first_paint_cpu_s", "s", None),
     ("all lanes painted (API, NVTX, metrics)", "all_lanes_paint_s", "s", None),
     ("zoom/pan frame p95 right after first paint", "busy_frame_p95_ms", "ms", None),
     ("summary ready (worker, after the timeline)", "summary_ready_s", "s", None),
@@ -484,7 +489,8 @@ def _print_run(i: int, r: dict, cold: bool, settle_max: float) -> None:
     print(f"run {i + 1}{' (cold cache)' if cold else ''}: window "
           f"{m.get('window_shown_s', float('nan')):.2f} s, opened "
           f"{m.get('report_loaded_s', float('nan')):.2f} s, "
-          f"timeline painted {m.get('timeline_first_paint_s', float('nan')):.2f} s, all lanes "
+          f"timeline painted {m.get('timeline_first_paint_s', float('nan')):.2f} s "
+          f"({m.get('first_paint_cpu_s', float('nan')):.2f} CPU s), all lanes "
           f"{m.get('all_lanes_paint_s', float('nan')):.2f} s, summary "
           f"{m.get('summary_ready_s', float('nan')):.2f} s, frames p50 {pct(fr, .5):.1f} "
           f"p95 {pct(fr, .95):.1f} ms, peak RSS {r['peak_rss_mb']:.0f} MB (app) "

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from engine.reports.nsys.timeline_reads import NULL, TimelineReads, cuda_events_over, pid_tid
-from gui.timeline import coarse, sparse
+from gui.timeline import coarse, gpu_layout, sparse
 from gui.timeline import model as tm
 from gui.timeline.style import color_index
 
@@ -113,9 +113,11 @@ class _Part:
     """
 
     def __init__(self, kind: int, rows: np.ndarray | None, starts: np.ndarray, ends: np.ndarray,
-                 codes: np.ndarray | Callable[[], np.ndarray]) -> None:
+                 codes: np.ndarray | Callable[[], np.ndarray], in_order: bool | None = None) -> None:
         self.kind, self.rows = kind, rows
         self.starts, self.ends, self._codes = starts, ends, codes
+        #: whether ``starts`` is in order (None: not checked yet; see :func:`_in_order`)
+        self.in_order = in_order
 
     @property
     def codes(self) -> np.ndarray:
@@ -124,13 +126,20 @@ class _Part:
         return self._codes
 
 
+def _in_order(p: _Part) -> bool:
+    """True when part ``p``'s starts are in order (checked once, or known from the kept layout)."""
+    if p.in_order is None:
+        p.in_order = _sorted(p.starts)
+    return p.in_order
+
+
 def _rows(p: _Part) -> np.ndarray:
     return np.arange(len(p.starts), dtype=np.int32) if p.rows is None else p.rows.astype(np.int32)
 
 
 def _merge(parts: list[_Part]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(starts, ends, kinds, rows, codes) of parts in kind order, stably sorted by start."""
-    if len(parts) > 1 and all(_sorted(p.starts) for p in parts):
+    if len(parts) > 1 and all(_in_order(p) for p in parts):
         return _merge_sorted(parts)
     st = np.concatenate([p.starts for p in parts])
     en = np.concatenate([p.ends for p in parts])
@@ -182,24 +191,38 @@ def exact(lane: tm.Lane) -> tm.Lane:
     """``lane`` with its events merged when it is a :class:`~gui.timeline.coarse.CoarseLane`."""
     if not isinstance(lane, coarse.CoarseLane):
         return lane
-    return _merged(lane.key, lane.label, lane.group, lane.parts, lane.union)
+    return _lane(lane.key, lane.label, lane.group, lane.parts, lane.union, coarse_first=False)
 
 
-def _lane(key: str, label: str, group: str, parts: list[_Part]) -> tm.Lane:
+def _lane(key: str, label: str, group: str, parts: list[_Part], known: dict[int, tm.Union] | None = None,
+          coarse_first: bool = True) -> tm.Lane:
     """One lane from its parts, sorted by start (ties in kind order, as a stable sort of the
-    parts in kind order gives); a single part already in order is not copied."""
-    if len(parts) == 1 and _sorted(parts[0].starts):
+    parts in kind order gives); a single part already in order is not copied.
+
+    ``known``: the parts' unions by kind where worked out before (the kept layout); a lane of
+    several kinds from :data:`~gui.timeline.coarse.COARSE_MIN_EVENTS` events is drawn from its
+    unions first (``coarse_first``) and merged by :func:`exact`.
+    """
+    known = known or {}
+
+    def union_of(p: _Part) -> tm.Union:
+        got = known.get(p.kind)
+        return _union(p.starts, p.ends) if got is None else got
+
+    if len(parts) == 1 and _in_order(parts[0]):
         p = parts[0]
         kd: np.ndarray = np.broadcast_to(np.int8(p.kind), (len(p.starts),))
-        return tm.Lane(key, label, group, p.starts, p.ends, kd, p.rows, p.codes)
+        given = {p.kind: union_of(p)} if len(p.starts) >= sparse.MIN_EVENTS else None  # (as tm.Lane's own)
+        return tm.Lane(key, label, group, p.starts, p.ends, kd, p.rows, p.codes, given_union=given)
+    n_events = sum(len(p.starts) for p in parts)
+    if coarse_first and n_events >= coarse.COARSE_MIN_EVENTS:
+        # each kind's union from its own part (mapped, block totals), not from copies of the merge;
+        # the events' names are worked out when the next stage merges them
+        return coarse.CoarseLane(key, label, group, parts, {p.kind: union_of(p) for p in parts})
     big = max(parts, key=lambda p: len(p.starts))
     small = [p for p in parts if p is not big]
-    if not _sorted(big.starts) or sum(len(p.starts) for p in small) * 8 > len(big.starts):
-        # each kind's union from its own part (mapped, block totals), not from copies of the merge
-        unions = {p.kind: _union(p.starts, p.ends) for p in parts}
-        if sum(len(p.starts) for p in parts) >= coarse.COARSE_MIN_EVENTS:
-            return coarse.CoarseLane(key, label, group, parts, unions)  # merged by the next stage
-        return _merged(key, label, group, parts, unions)
+    if not _in_order(big) or sum(len(p.starts) for p in small) * 8 > len(big.starts):
+        return _merged(key, label, group, parts, {p.kind: union_of(p) for p in parts})
     # a few copies among many kernels: insert them (one pass) instead of sorting everything
     s_st, s_en, s_kd, s_rows, s_nm = _merge(small)
     before = s_kd < big.kind  # on equal starts these come first
@@ -207,7 +230,7 @@ def _lane(key: str, label: str, group: str, parts: list[_Part]) -> tm.Lane:
                    np.searchsorted(big.starts, s_st, side="right"))
     codes = big.codes.astype(np.result_type(big.codes, s_nm), copy=False)
     # each kind's union from its own part (the big one mapped, block totals): no per-kind copies
-    union: dict[int, tm.Union] = {big.kind: _union(big.starts, big.ends)}
+    union: dict[int, tm.Union] = {big.kind: union_of(big)}
     for k in np.unique(s_kd).tolist():
         sel = s_kd == k
         union[int(k)] = tm.union_intervals(s_st[sel], s_en[sel])
@@ -324,6 +347,8 @@ class ColumnarTimeline:
         self.tables: dict[str, Any] = {}
         self.loaded: list[str] = []
         self._lock = threading.Lock()
+        #: the GPU lanes' layout worked out by the first stage, kept beside the columns by the next
+        self._layout_to_keep: gpu_layout.GpuLayout | None = None
 
     # -- stages ------------------------------------------------------------------------------------
     def cached(self, stage: str) -> bool:
@@ -331,7 +356,13 @@ class ColumnarTimeline:
         return self.reads.cached(stage)
 
     def load_gpu(self, cancel: threading.Event | None = None) -> None:
-        """Kernels, memcpy and memset: one lane per (device, stream)."""
+        """Kernels, memcpy and memset: one lane per (device, stream).
+
+        What the lanes need besides the columns (the groups, the ends' check, the order, the
+        unions: :class:`~gui.timeline.gpu_layout.GpuLayout`) comes from the arrays an earlier open
+        kept beside the cached columns; without them it is worked out here and kept by the next
+        stage (after the first paint).
+        """
         kinds = (tm.KIND_KERNEL, tm.KIND_MEMCPY, tm.KIND_MEMSET)
         pending = {k: self._read(k) for k in kinds}
         data: dict[int, dict[str, np.ndarray]] = {}
@@ -340,23 +371,17 @@ class ColumnarTimeline:
             if p is not None:
                 data[k] = p.result()
                 _check(cancel)
-        dev = {k: _factor_released(c["deviceId"]) for k, c in data.items() if len(c["start"])}
-        stm = {k: _factor_released(c["streamId"]) for k, c in data.items() if len(c["start"])}
-        per_kind: dict[int, dict[tuple[int, int], np.ndarray | None]] = {}
-        for k in dev:
-            (ud, cd), (us, cs) = dev[k], stm[k]
-            if len(ud) == 1 and len(us) == 1:
-                per_kind[k] = {(int(ud[0]), int(us[0])): None}
-                continue
-            g = cd.astype(np.int64) * len(us) + cs
-            ug, cg = factor(g)
-            order = np.argsort(cg.astype(np.int16) if len(ug) < 32_000 else cg, kind="stable")
-            bounds = np.searchsorted(cg[order], np.arange(len(ug) + 1))
-            per_kind[k] = {(int(ud[v // len(us)]), int(us[v % len(us)])): order[bounds[i]:bounds[i + 1]]
-                           for i, v in enumerate(ug.tolist())}
-            _check(cancel)
-        pairs = sorted({pair for groups in per_kind.values() for pair in groups})
-        times = {k: self._times(c) for k, c in data.items()}
+        data = {k: c for k, c in data.items() if len(c["start"])}
+        kept = self.reads.kept(gpu_layout.NAME)
+        layout = None if kept is None else gpu_layout.GpuLayout.from_arrays(kept, data)
+        fresh = layout is None
+        if layout is None:
+            layout = gpu_layout.GpuLayout()
+            layout.rows = {k: len(c["start"]) for k, c in data.items()}
+            layout.groups = {k: self._groups(c, cancel) for k, c in data.items()}
+        times = {k: self._times(c, layout.fixed.get(k)) for k, c in data.items()}
+        layout.fixed = {k: fixed for k, (_st, _en, fixed) in times.items()}
+        pairs = sorted({pair for groups in layout.groups.values() for pair in groups})
         kind_codes: dict[int, np.ndarray] = {}
 
         def codes(k: int, rows: np.ndarray | None) -> Callable[[], np.ndarray]:
@@ -367,23 +392,41 @@ class ColumnarTimeline:
             return work
 
         lanes = []
-        for d, s in pairs:
+        for i, (d, s) in enumerate(pairs):
             parts = []
             for k in kinds:
-                rows = per_kind.get(k, {}).get((d, s), "absent")
+                rows = layout.groups.get(k, {}).get((d, s), "absent")
                 if isinstance(rows, str):
                     continue
-                st, en = times[k]
-                if rows is None:
-                    parts.append(_Part(k, None, st, en, codes(k, None)))
-                else:
-                    parts.append(_Part(k, rows, st[rows], en[rows], codes(k, rows)))
+                st, en, _fixed = times[k]
+                if rows is not None:
+                    st, en = st[rows], en[rows]
+                layout.bind(i, k, st, en)
+                parts.append(_Part(k, rows, st, en, codes(k, rows), layout.in_order.get((i, k))))
             if parts:
                 ds, ss = _text(d), _text(s)
-                lanes.append(_lane(f"gpu:{ds}:{ss}", f"GPU {ds} · stream {ss}", "gpu", parts))
+                lane = _lane(f"gpu:{ds}:{ss}", f"GPU {ds} · stream {ss}", "gpu", parts, layout.lane_unions(i))
+                lanes.append(lane)
+                if fresh:
+                    layout.note(i, parts, lane.union)
                 _check(cancel)
         self.lanes["gpu"] = lanes  # moved to file mappings by the next stage (after the first paint)
+        self._layout_to_keep = layout if fresh else None
         self.loaded.append("gpu")
+
+    @staticmethod
+    def _groups(c: dict[str, np.ndarray], cancel: threading.Event | None) -> gpu_layout.Groups:
+        """A GPU table's rows by (device, stream): each group's rows in table order (None: all)."""
+        (ud, cd), (us, cs) = _factor_released(c["deviceId"]), _factor_released(c["streamId"])
+        if len(ud) == 1 and len(us) == 1:
+            return {(int(ud[0]), int(us[0])): None}
+        g = cd.astype(np.int64) * len(us) + cs
+        ug, cg = factor(g)
+        order = np.argsort(cg.astype(np.int16) if len(ug) < 32_000 else cg, kind="stable")
+        bounds = np.searchsorted(cg[order], np.arange(len(ug) + 1))
+        _check(cancel)
+        return {(int(ud[v // len(us)]), int(us[v % len(us)])): order[bounds[i]:bounds[i + 1]]
+                for i, v in enumerate(ug.tolist())}
 
     def load_api(self, cancel: threading.Event | None = None) -> None:
         """CUDA API calls: one lane per CPU thread (and the GPU lanes' arrays moved to files)."""
@@ -392,12 +435,15 @@ class ColumnarTimeline:
         for i, ln in enumerate(gpu):  # in place: the model shown holds these lanes
             gpu[i] = self._spill(exact(ln))  # a lane drawn from its unions so far is merged now
             _check(cancel)
+        if self._layout_to_keep is not None:  # for the next open's first paint
+            self.reads.keep(gpu_layout.NAME, self._layout_to_keep.to_arrays())
+            self._layout_to_keep = None
         lanes: list[tm.Lane] = []
         if pending is not None:
             c = pending.result()
             _check(cancel)
             if len(c["start"]):
-                st, en = self._times(c)
+                st, en, _fixed = self._times(c)
                 codes = self._codes(tm.KIND_API, c)
                 g = np.asarray(c["globalTid"])
                 ug, cg = factor(g)
@@ -505,18 +551,22 @@ class ColumnarTimeline:
         return pending
 
     @staticmethod
-    def _times(c: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        """(start, end) int64; a missing end is the start, an end before the start is the start."""
+    def _times(c: dict[str, np.ndarray], fixed: bool | None = None) -> tuple[np.ndarray, np.ndarray, bool]:
+        """(start, end, fixed) int64; a missing end is the start, an end before the start is the start.
+
+        ``fixed`` (known from the kept layout) says whether any end needs that; None: checked here.
+        """
         st, en = c["start"], c["end"]
-        fix = False
-        for i in range(0, len(st), sparse.CHUNK):  # a chunk at a time, mapped pages handed back
-            s, e = st[i:i + sparse.CHUNK], en[i:i + sparse.CHUNK]
-            fix = fix or bool((e == NULL).any()) or bool((e < s).any())
-            for col in (st, en):
-                sparse.release(col, i, i + sparse.CHUNK)
-        if fix:
+        if fixed is None:
+            fixed = False
+            for i in range(0, len(st), sparse.CHUNK):  # a chunk at a time, mapped pages handed back
+                s, e = st[i:i + sparse.CHUNK], en[i:i + sparse.CHUNK]
+                fixed = fixed or bool((e == NULL).any()) or bool((e < s).any())
+                for col in (st, en):
+                    sparse.release(col, i, i + sparse.CHUNK)
+        if fixed:
             en = np.maximum(np.where(en == NULL, st, en), st)
-        return st, en
+        return st, en, fixed
 
     def _add_names(self, names: np.ndarray, kind: int) -> int:
         """Append names to the model's name table; returns the code of the first."""

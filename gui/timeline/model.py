@@ -85,7 +85,13 @@ class Lane:
         kd = self.kinds
         if given_union is not None:
             e = self.ends
-            self.run_max_end = e if len(e) < 2 or bool(np.all(e[1:] >= e[:-1])) else np.maximum.accumulate(e)
+            only = next(iter(given_union.values())) if len(given_union) == 1 else None
+            if isinstance(only, sparse.SparseUnion) and len(only) == len(e):
+                self.run_max_end = e  # block totals of the lane's own events: sorted and disjoint
+            elif len(e) < 2 or bool(np.all(e[1:] >= e[:-1])):
+                self.run_max_end = e
+            else:
+                self.run_max_end = np.maximum.accumulate(e)
             self.union = given_union
             return
         one_kind = len(kd) > 0 and kd.strides == (0,)  # broadcast: one kind (the columnar model)

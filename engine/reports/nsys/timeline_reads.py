@@ -15,6 +15,10 @@ Usage::
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.reports.nsys import schema
@@ -35,6 +39,9 @@ COUNTED_BY_COLUMN = (*TABLES, "sync", "nvtx")
 #: the tables a timeline stage reads: "gpu" (kernels, copies, memsets) and "api" (CUDA API calls)
 STAGES = {"gpu": ("kernels", "memcpy", "memset"), "api": ("api",)}
 NULL = schema.NULL
+#: bump when the meaning of the arrays a timeline keeps beside the columns (:meth:`TimelineReads.keep`)
+#: changes: the directory's name carries it, so an older one is not read
+KEPT_FORMAT = 1
 
 
 class TimelineReads:
@@ -63,6 +70,49 @@ class TimelineReads:
     def cached(self, stage: str) -> bool:
         """True when every column stage ``stage`` ("gpu" or "api") reads is in the cache already."""
         return all(self.trace.columns_cached(name, COLUMNS[name]) is not None for name in STAGES[stage])
+
+    def kept(self, name: str) -> dict[str, Any] | None:
+        """The arrays :meth:`keep` kept under ``name`` for this report (memory-mapped), or None.
+
+        They sit beside the cached columns (the same report's identity: a changed file gets a new
+        cache directory), so they are only as old as the columns they were worked out from.
+        """
+        where = self._kept_dir(name)
+        if where is None or not where.is_dir():
+            return None
+        import numpy as np
+
+        try:
+            return {f.stem: np.load(f, mmap_mode="r") for f in sorted(where.glob("*.npy"))}
+        except (OSError, ValueError):
+            return None
+
+    def keep(self, name: str, arrays: dict[str, Any]) -> None:
+        """Keep small arrays worked out from the columns (the first paint's) for the next open.
+
+        Written to a fresh directory that is then renamed into place, so a reader sees all of them or
+        none; a failure (no cache, read-only, full disk) keeps nothing.
+        """
+        where = self._kept_dir(name)
+        if where is None or where.is_dir():
+            return
+        import numpy as np
+
+        tmp = None
+        try:
+            tmp = Path(tempfile.mkdtemp(prefix=f".{where.name}-", dir=where.parent))
+            for key, arr in arrays.items():
+                np.save(tmp / f"{key}.npy", np.ascontiguousarray(arr), allow_pickle=False)
+            os.rename(tmp, where)
+        except OSError:
+            pass
+        finally:
+            if tmp is not None and tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+
+    def _kept_dir(self, name: str) -> Path | None:
+        cache = self.cache_dir
+        return None if cache is None else Path(cache) / f"timeline-{name}-v{KEPT_FORMAT}"
 
     def read(self, name: str) -> ColumnsRead | None:
         """Start reading engine table ``name``'s timeline columns (None when it was not captured)."""
