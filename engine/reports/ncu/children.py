@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import os
 import pickle
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from engine.reports.ncu.decode import NAME_PLACEHOLDER, ActionDecoder
 from engine.reports.ncu.section_defs import SectionDef
+from engine.system.child import Child
 
 #: Reports with fewer kernels are decoded in-process: they fit in ~300 MB there (~130 MB + ~10 MB a
 #: kernel + Python's ~50 MB), and children cost ~0.5 s more CPU (each pays the first-kernel decode).
@@ -77,26 +76,26 @@ def _chunks(ids: list[int], per: int) -> list[list[int]]:
     return [ids[i:i + size] for i in range(0, len(ids), size)]
 
 
-#: Children started ahead of their jobs (:func:`prespawn`): (path, job number) -> process.
-_WARM: dict[tuple[str, int], subprocess.Popen[bytes]] = {}
+#: Children started ahead of their jobs (:func:`prespawn`): (path, job number) -> child.
+_WARM: dict[tuple[str, int], Child] = {}
 
 
-def _start(path: Path, refs: list[tuple[int, int]]) -> subprocess.Popen[bytes] | None:
+def _start(path: Path, refs: list[tuple[int, int]]) -> Child:
     """A child that imports its modules, opens ``path`` and decodes the kernels ``refs``, then waits.
 
     Decoding a kernel is most of a child's work (the first one ~120 MB of ``ncu_report`` set-up),
-    so it is done while the parent still reads the report's layout and builds the job.
-    """
-    from engine.system.pychild import child_env
+    so it is done while the parent still reads the report's layout and builds the job. The child is
+    run by the engine's child runner (:mod:`engine.system.child`; ``python -S``, with ``ncu_report``'s
+    folder only); its job and its rows go as pickles beside the request and in the result file.
 
-    # -S: without site (.pth files, ~70 ms); the child needs only this code and ncu_report.
-    env = child_env("ncu_report")
-    if env is None:
-        return None
-    argv = [sys.executable, "-S", "-m", "engine.reports.ncu.decode", str(path),
-            *(f"{r}:{a}" for r, a in refs)]
-    return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            env=env)
+    Raises:
+        KernelscopeError: ``ncu_report`` is not installed or the child cannot start.
+
+    """
+    return Child("engine.reports.ncu.decode", needs="ncu_report",
+                 args=[str(path), *(f"{r}:{a}" for r, a in refs)],
+                 what="A process decoding the report's kernels with ncu_report",
+                 hint="the report is decoded in this process instead.")
 
 
 def _needs(ids: list[int]) -> list[int]:
@@ -110,73 +109,72 @@ def prespawn(path: Path, refs: list[tuple[int, int]], *, sources: bool) -> None:
     They decode the kernels of :func:`read_in_children`'s first jobs as the report lists them; a
     job that turns out different (kernels numbered process by process) decodes what it lacks.
     """
+    from engine.system.errors import KernelscopeError
+
     chunks = _chunks(list(range(len(refs))), PER_CHILD_SASS if sources else PER_CHILD)
     for n, chunk in enumerate(chunks[:_parallel()]):
-        proc = _start(path, [refs[k] for k in _needs(chunk)])
-        if proc is not None:
-            _WARM[(str(path), n)] = proc
+        try:
+            _WARM[(str(path), n)] = _start(path, [refs[k] for k in _needs(chunk)])
+        except KernelscopeError:  # (the job's own start says so again)
+            return
 
 
 def _drop_warm() -> None:
-    """End the children started ahead that got no job (closing their input ends them)."""
-    for proc in _WARM.values():
-        if proc.stdin is not None:
-            proc.stdin.close()
-        proc.wait()
+    """End the children started ahead that got no job."""
+    for child in _WARM.values():
+        child.close()
     _WARM.clear()
 
 
-def _run(jobs: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-    """Run each job in a child (:func:`_parallel` at a time), results in job order; None if one fails."""
-    results: list[dict[str, Any] | None] = [None] * len(jobs)
-    running: list[tuple[int, subprocess.Popen[bytes]]] = []
-    spawned: dict[int, subprocess.Popen[bytes]] = {}
+def _run(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Run each job in a child (:func:`_parallel` at a time); the results in job order.
 
-    def spawn(i: int) -> subprocess.Popen[bytes] | None:
+    Raises:
+        KernelscopeError: a child could not start or failed (the others are ended), in one sentence.
+
+    """
+    results: list[dict[str, Any]] = []
+    running: list[Child] = []
+    spawned: dict[int, Child] = {}
+
+    def spawn(i: int) -> Child:
         if i not in spawned:
             job = jobs[i]
             refs = [tuple(job["refs"][k]) for k in [*job["settle"], *job["ids"]]]
-            proc = _WARM.pop((str(job["path"]), i), None) or _start(Path(job["path"]), refs)
-            if proc is None:
-                return None
-            spawned[i] = proc
+            warm = _WARM.pop((str(job["path"]), i), None)
+            spawned[i] = warm if warm is not None else _start(Path(job["path"]), refs)
         return spawned[i]
 
     todo = list(range(len(jobs)))
-    ok = True
     parallel = _parallel()
-    while todo or running:
-        while todo and len(running) < parallel:
-            i = todo.pop(0)
-            proc = spawn(i)
-            if proc is None:
-                return None
-            assert proc.stdin is not None
-            proc.stdin.write(pickle.dumps(jobs[i], protocol=pickle.HIGHEST_PROTOCOL))
-            proc.stdin.close()
-            running.append((i, proc))
-        if todo:  # the next child starts Python and its imports now, and waits for its job
-            spawn(todo[0])
-        i, proc = running.pop(0)
-        assert proc.stdout is not None
-        data = proc.stdout.read()
-        if proc.wait() != 0 or not data:
-            ok = False
-            continue
-        results[i] = pickle.loads(data)  # noqa: S301 - written by our own child process
-    if not ok:
-        return None
-    return [r for r in results if r is not None]
+    try:
+        while todo or running:
+            while todo and len(running) < parallel:
+                i = todo.pop(0)
+                child = spawn(i)
+                child.send({}, pickle.dumps(jobs[i], protocol=pickle.HIGHEST_PROTOCOL))
+                running.append(child)
+            if todo:  # the next child starts Python and its imports now, and waits for its job
+                spawn(todo[0])
+            results.append(pickle.loads(running.pop(0).result()))  # noqa: S301 - our own child's result
+    finally:
+        for child in spawned.values():
+            child.close()
+    return results
 
 
 def read_in_children(
     p: Path, refs: list[tuple[int, int]], processes: list[tuple[str, str, str]],
     stored_sections: list[tuple[str, ...]], section_defs: dict[str, SectionDef], *, sources: bool,
-) -> tuple[ActionDecoder, list[str], list[str], dict[int, Any]] | None:
+) -> tuple[ActionDecoder, list[str], list[str], dict[int, Any]]:
     """Every kernel's rows and metrics (and with ``sources`` their hottest SASS), decoded in children.
 
-    Returns (merged decoder, printed names, stored names, resolved sources), or None when a child
-    fails (the caller then decodes in-process and says what went wrong in its own words).
+    Returns (merged decoder, printed names, stored names, resolved sources).
+
+    Raises:
+        KernelscopeError: a child could not start or failed, in one sentence (the caller then
+            decodes in-process).
+
     """
     from engine.reports.ncu.kernel_names import simplify_names
 
@@ -189,8 +187,6 @@ def read_in_children(
         results = _run(jobs)
     finally:
         _drop_warm()
-    if results is None:
-        return None
     # The metric lists before each slice, in report order: rerun a child that assumed otherwise.
     firsts: dict[str, int] = {}
     redo: list[int] = []
@@ -202,8 +198,6 @@ def read_in_children(
             firsts.setdefault(key, k)
     if redo:
         again = _run([jobs[n] for n in redo])
-        if again is None:
-            return None
         for n, res in zip(redo, again, strict=True):
             results[n] = res
     stored_names = [name for res in results for name in res["stored_names"]]
@@ -257,12 +251,15 @@ def _merge(results: list[dict[str, Any]], section_defs: dict[str, SectionDef],
 
 def resolve_in_children(
     p: Path, refs: list[tuple[int, int]], wanted: dict[int, tuple[list[int], list[tuple[int, int]]]]
-) -> dict[int, Any] | None:
-    """The hottest instructions' SASS and source lines of the kernels in ``wanted``, decoded in children."""
+) -> dict[int, Any]:
+    """The hottest instructions' SASS and source lines of the kernels in ``wanted``, decoded in children.
+
+    Raises:
+        KernelscopeError: a child could not start or failed, in one sentence.
+
+    """
     ids = sorted(wanted)
     jobs = [{"path": str(p), "refs": refs, "ids": c, "settle": [], "tables": False,
              "sources": {k: wanted[k] for k in c}} for c in _chunks(ids, PER_CHILD_SASS)]
     results = _run(jobs)
-    if results is None:
-        return None
     return {k: v for res in results for k, v in res["sources"].items()}

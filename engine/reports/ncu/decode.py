@@ -3,9 +3,10 @@
 :class:`ActionDecoder` turns actions into the rows of the reader's tables (details page, kernels,
 rules, source counters, summary metrics, and on request every metric and the SASS of the hottest
 instructions). :func:`decode_chunk` runs it over a slice of a report's kernels; ``python -m
-engine.reports.ncu.decode`` runs :func:`decode_chunk` in a short-lived child process (job and
-result pickled over stdin/stdout), so the memory ``ncu_report`` never frees (~130 MB for the first
-decoded kernel, ~10 MB for each one after, ~20 MB more for its SASS) goes away with the child.
+engine.reports.ncu.decode`` runs :func:`decode_chunk` in a short-lived child process (the engine's
+child runner, :mod:`engine.system.child`: job and result pickled in its files), so the memory
+``ncu_report`` never frees (~130 MB for the first decoded kernel, ~10 MB for each one after, ~20 MB
+more for its SASS) goes away with the child.
 :mod:`engine.reports.ncu.children` starts the children and merges their rows.
 
 Rows that depend on the whole report (the kernel names as ncu prints them) carry
@@ -17,6 +18,7 @@ from __future__ import annotations
 import math
 import pickle
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from engine.reports.ncu.actions import (
@@ -290,33 +292,44 @@ def _trim() -> None:
         pass
 
 
-def main() -> None:
-    """Child process: read a pickled job on stdin, write the pickled :func:`decode_chunk` result.
-
-    The imports come first, then (with arguments ``PATH RANGE:ACTION ...``) the report is opened
-    and those kernels decoded: the parent starts children while it still reads the report's
-    layout, and the next child while the previous one decodes.
-    """
+def _open_ahead(argv: list[str]) -> tuple[Any, dict[tuple[int, int], Any]]:
+    """Report ``argv[0]`` opened, its kernels ``argv[1:]`` (``RANGE:ACTION``) decoded; or ``(None, {})``."""
     import ncu_report  # noqa: PLC0415 - native module, only in the child
 
-    import engine.reports.ncu.metrics  # noqa: F401, PLC0415 - what ActionDecoder imports
+    if len(argv) < 2:
+        return None, {}
+    ready = {}
+    try:
+        ctx = ncu_report.load_report(argv[0])
+        for arg in argv[1:]:
+            r, a = map(int, arg.split(":"))
+            ready[(r, a)] = ctx.range_by_idx(r).action_by_idx(a)
+    except Exception:  # noqa: BLE001 - decode_chunk opens it again and reports what fails
+        return None, {}
+    return ctx, ready
 
-    ctx, ready = None, {}
-    if len(sys.argv) > 2:
-        try:
-            ctx = ncu_report.load_report(sys.argv[1])
-            for arg in sys.argv[2:]:
-                r, a = map(int, arg.split(":"))
-                ready[(r, a)] = ctx.range_by_idx(r).action_by_idx(a)
-        except Exception:  # noqa: BLE001 - decode_chunk opens it again and reports what fails
-            ctx, ready = None, {}
-    job = pickle.load(sys.stdin.buffer)  # noqa: S301 - written by our own parent process
-    if ctx is not None and job["path"] != sys.argv[1]:
-        ctx, ready = None, {}
-    result = decode_chunk(job, ctx, ready)
-    sys.stdout.buffer.write(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
-    sys.stdout.buffer.flush()
+
+def main() -> int:
+    """Child process: decode a pickled job; the exit status (:mod:`engine.system.child`'s protocol).
+
+    The job comes pickled beside the request, the :func:`decode_chunk` result goes pickled in the
+    result file. The imports come first, then (with arguments ``PATH RANGE:ACTION ...``) the report is opened
+    and those kernels decoded, before the request is read: the parent starts children while it
+    still reads the report's layout, and the next child while the previous one decodes.
+    """
+    import engine.reports.ncu.metrics  # noqa: F401, PLC0415 - what ActionDecoder imports
+    from engine.system.child import request_data, serve
+
+    ctx, ready = _open_ahead(sys.argv[1:])
+
+    def handle(request: dict[str, Any], _progress: Callable[[str], None]) -> bytes:
+        job = pickle.loads(request_data(request))  # noqa: S301 - written by our own parent process
+        opened, decoded = (ctx, ready) if ctx is not None and job["path"] == sys.argv[1] else (None, {})
+        result = decode_chunk(job, opened, decoded)
+        return pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+
+    return serve(handle, out_of_memory="Decoding the report's kernels with ncu_report ran out of memory.")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

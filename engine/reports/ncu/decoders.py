@@ -46,7 +46,7 @@ from engine.reports.ncu.rep_file import (
 )
 from engine.reports.ncu.section_defs import ReportLayout, read_report_layout
 from engine.reports.ncu.sources import resolve_all_sources
-from engine.system.errors import ReportError
+from engine.system.errors import KernelscopeError, ReportError
 
 _log = logging.getLogger(__name__)
 
@@ -162,10 +162,11 @@ def _in_children(read: RepRead) -> NcuReport:
         raise Skip(f"{len(file_refs)} kernels: fewer than {children.SPLIT_MIN} are decoded in this process")
     children.prespawn(read.path, file_refs, sources=read.sources)  # they decode while the layout is read
     refs, processes, stored_sections = read.kernels
-    split = children.read_in_children(read.path, refs, processes, stored_sections, read.layout.sections,
-                                      sources=read.sources)
-    if split is None:
-        raise Skip("a child process failed")
+    try:
+        split = children.read_in_children(read.path, refs, processes, stored_sections, read.layout.sections,
+                                          sources=read.sources)
+    except KernelscopeError as exc:
+        raise Skip(str(exc)) from exc
     dec, printed, stored, resolved = split
     return read.finish(_report(read, dec, refs, printed, stored, resolved))
 

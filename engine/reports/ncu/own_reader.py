@@ -20,6 +20,7 @@ from engine.reports.ncu.kernel_names import simplify_names
 from engine.reports.ncu.pb_results import PbAction, PbUnsupported, read_results
 from engine.reports.ncu.section_defs import ReportLayout
 from engine.reports.ncu.unit_lookup import UnitLookup, cached_units, units_key
+from engine.system.errors import KernelscopeError
 
 #: Device attributes the metric database (units) depends on, in the units' cache key.
 _GPU_KEYS = ("device__attribute_architecture", "device__attribute_chip")
@@ -125,9 +126,10 @@ def decode_own(p: Path, layout: ReportLayout, first_process: tuple[str, str, str
             child.cancel()
         raise NotDecoded(f"a kernel's content is not decoded here ({exc})") from exc
     if child is not None:
-        got = child.result()
-        if got is None:
-            raise NotDecoded("the units child process failed")
+        try:
+            got = child.result()
+        except KernelscopeError as exc:
+            raise NotDecoded(str(exc)) from exc
         _apply_units(dec, got, present)
     return dec, refs, printed, stored_names
 

@@ -12,6 +12,7 @@ from engine.reports.ncu.decode import hot_sources
 from engine.reports.ncu.lazy_report import LazyNcuReport, sample_pairs
 from engine.reports.ncu.model import NcuReport
 from engine.reports.ncu.nvidia_reader import OPEN_LOCK, open_action, open_report
+from engine.system.errors import KernelscopeError
 
 
 def resolve_sources(report: NcuReport, kernel_id: int) -> None:
@@ -49,7 +50,10 @@ def resolve_all_sources(report: NcuReport) -> bool:
     if len(todo) >= children.SPLIT_MIN and children.use_children():
         wanted = {k: ([int(r["pc"]) for r in report.source_records(k) if r["sass"] is None],
                       sample_pairs(report, k)) for k in todo}
-        found = children.resolve_in_children(report.path, report.action_refs, wanted)
+        try:
+            found = children.resolve_in_children(report.path, report.action_refs, wanted)
+        except KernelscopeError:  # (each kernel is resolved in this process then)
+            found = None
     if found is None:
         for k in todo:
             resolve_sources(report, k)

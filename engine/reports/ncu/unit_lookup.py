@@ -4,7 +4,7 @@ A ``.ncu-rep`` stores metric values but not units: ``ncu_report`` gives them fro
 database, and works a derived metric's unit out from the units asked before it in the same process
 (:func:`engine.reports.ncu.decode.settle_units`). So units are asked as that function asks them (the
 first kernel of each distinct metric list, in kernel order, every name in ``metric_names()`` order)
-in a child process (``python -m engine.reports.ncu.unit_lookup PATH RANGE:ACTION ...``: ~0.2 s
+in a child process (``python -m engine.reports.ncu.unit_lookup``, :class:`UnitLookup`: ~0.2 s
 and ~150 MB for one ``--set full`` kernel, gone when it exits), and kept in the user cache under
 a key of everything the answer depends on: the ``ncu-report`` version, the metric lists in that
 order, the section definitions stored with them (derived metrics' expressions) and the GPU
@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 _FORMAT = 1
+#: the units child in a failure's sentence, and what happens then
+_WHAT = "The process asking ncu_report for the metrics' units"
+_HINT = "the report is decoded by ncu_report instead."
 
 
 def _wheel_version() -> str | None:
@@ -76,55 +78,52 @@ def _store(key: str, units: dict[str, str]) -> None:
 
 
 class UnitLookup:
-    """A child asking ``ncu_report`` for units, started at once and read with :meth:`result`."""
+    """A child asking ``ncu_report`` for units, started at once and read with :meth:`result`.
+
+    The child is run by the engine's child runner (:mod:`engine.system.child`; ``python -S``, with
+    ``ncu_report``'s folder only): a JSON request, the units as JSON in its result file.
+    """
 
     def __init__(self, path: Path, refs: list[tuple[int, int]], count: int, key: str) -> None:
+        from engine.system.child import Child
+        from engine.system.errors import KernelscopeError
+
         self.key = key
-        self.proc: subprocess.Popen[bytes] | None = None
-        import importlib.util
-
-        spec = importlib.util.find_spec("ncu_report")
-        if spec is None or not spec.submodule_search_locations:
+        self.child: Child | None = None
+        self.why = ""  # why there is no child: one sentence
+        try:
+            self.child = Child("engine.reports.ncu.unit_lookup", needs="ncu_report", what=_WHAT, hint=_HINT)
+        except KernelscopeError as exc:
+            self.why = str(exc)
             return
-        where = str(Path(next(iter(spec.submodule_search_locations))).parent)
-        repo = str(Path(__file__).resolve().parents[2])
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [repo, where,
-                                                                       os.environ.get("PYTHONPATH")])))
-        # -S: no site (.pth files); the child needs this file and ncu_report only.
-        argv = [sys.executable, "-S", "-m", "engine.reports.ncu.unit_lookup", str(path), str(count),
-                *(f"{r}:{a}" for r, a in refs)]
-        try:
-            self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                         stdin=subprocess.DEVNULL, env=env)
-        except OSError:
-            self.proc = None
+        self.child.send({"path": str(path), "count": count, "refs": refs})
 
-    def result(self, timeout: float = 120.0) -> dict[str, str] | None:
-        """The units (name -> unit), stored in the cache; None when the child failed."""
-        if self.proc is None:
-            return None
+    def result(self, timeout: float = 120.0) -> dict[str, str]:
+        """The units (name -> unit), stored in the cache.
+
+        Raises:
+            KernelscopeError: the child could not start, failed, ran past ``timeout`` seconds or gave
+                no units, in one sentence.
+
+        """
+        from engine.system.errors import KernelscopeError
+
+        if self.child is None:
+            raise KernelscopeError(self.why)
+        data = self.child.result(timeout_s=timeout)
         try:
-            out, _ = self.proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.communicate()
-            return None
-        if self.proc.returncode != 0:
-            return None
-        try:
-            units = json.loads(out)
+            units = json.loads(data)
         except ValueError:
-            return None
+            units = None
         if not isinstance(units, dict):
-            return None
+            raise KernelscopeError(f"{_WHAT} gave no units; {_HINT}")
         _store(self.key, units)
         return units
 
     def cancel(self) -> None:
         """End the child (its answer is not needed)."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.communicate()
+        if self.child is not None:
+            self.child.close()
 
 
 def ask_units(ctx: Any, refs: list[tuple[int, int]]) -> dict[str, str]:
@@ -139,21 +138,27 @@ def ask_units(ctx: Any, refs: list[tuple[int, int]]) -> dict[str, str]:
     return units
 
 
-def main() -> None:
-    """Child: print the JSON units of the actions ``RANGE:ACTION ...`` of report ``PATH``.
+def handle(request: dict[str, Any], _progress: Callable[[str], None]) -> bytes:
+    """Child: the JSON units of the actions ``refs`` (``[range, action]`` pairs) of report ``path``.
 
-    Arguments ``PATH COUNT RANGE:ACTION ...``; exits 3 unless ``ncu_report`` holds the report's
-    COUNT results as one range (as :mod:`engine.reports.ncu.own_reader` numbers them).
+    Raises:
+        KernelscopeError: ``ncu_report`` does not hold the report's ``count`` results as one range
+            (as :mod:`engine.reports.ncu.own_reader` numbers them).
+
     """
     import ncu_report  # noqa: PLC0415 - native module, only in the child
 
-    ctx = ncu_report.load_report(sys.argv[1])
-    if ctx.num_ranges() != 1 or ctx.range_by_idx(0).num_actions() != int(sys.argv[2]):
-        sys.exit(3)
-    refs = [(int(r), int(a)) for r, a in (arg.split(":") for arg in sys.argv[3:])]
-    sys.stdout.write(json.dumps(ask_units(ctx, refs), separators=(",", ":")))
-    sys.stdout.flush()
+    from engine.system.errors import KernelscopeError
+
+    ctx = ncu_report.load_report(request["path"])
+    if ctx.num_ranges() != 1 or ctx.range_by_idx(0).num_actions() != int(request["count"]):
+        raise KernelscopeError(f"NVIDIA's ncu_report does not hold the report's {request['count']} results "
+                               f"as one range; {_HINT}")
+    refs = [(int(r), int(a)) for r, a in request["refs"]]
+    return json.dumps(ask_units(ctx, refs), separators=(",", ":")).encode()
 
 
 if __name__ == "__main__":
-    main()
+    from engine.system.child import serve
+
+    sys.exit(serve(handle))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.system.child import run_child
+from engine.system.child import Child, run_child
 from engine.system.errors import Cancelled, KernelscopeError
 from tests.conftest import alive
 
@@ -82,3 +83,51 @@ def test_cancel_kills_the_child():
     t.join()
     assert seen and not any(alive(pid) for pid in seen)
     assert time.monotonic() - t0 < 30
+
+
+def test_a_child_started_ahead_gets_its_arguments_then_its_request_and_bytes():
+    """A :class:`Child` starts on its arguments; the request and bytes (a pickle, say) come later; with
+    ``needs`` it runs without ``site`` (``python -S``), the package's folder on its path."""
+    child = Child(CHILD, what=WHAT, hint=HINT, args=["report.ncu-rep", "0:3"], needs="numpy")
+    pid, folder = child.proc.pid, child._tmp
+    assert child.proc.poll() is None  # waiting for its request
+    data = bytes(range(256)) * 1000
+    child.send({"echo": True}, data)
+    got = json.loads(child.result())
+    assert got == {"argv": ["report.ncu-rep", "0:3"], "site": False, "data": data.hex()}
+    assert not alive(pid) and not folder.exists()  # (its request, bytes and result were there)
+    got = json.loads(run_child(CHILD, {"echo": True}, data=b"xy", what=WHAT, hint=HINT))
+    assert got == {"argv": [], "site": True, "data": "7879"}
+
+
+def test_a_child_past_its_time_limit_is_killed_with_one_sentence():
+    t0 = time.monotonic()
+    child = Child(CHILD, what=WHAT, hint=HINT)
+    child.send({"payload": None, "sleep": 60})
+    with pytest.raises(KernelscopeError) as info:
+        child.result(timeout_s=0.5, poll_s=0.05)
+    assert str(info.value) == "The example's process did not finish within 0.5 s and was stopped; try again."
+    assert child.proc.returncode is not None and not alive(child.proc.pid)
+    assert time.monotonic() - t0 < 30
+
+
+def test_a_child_closed_unsent_is_ended_and_its_folder_removed():
+    """A child started ahead whose work is not needed: closing it kills it and removes its files."""
+    child = Child(CHILD, what=WHAT, hint=HINT)
+    folder = child._tmp
+    assert folder.is_dir()
+    child.close()
+    child.close()  # (twice: nothing more)
+    assert child.proc.returncode is not None and not alive(child.proc.pid)
+    assert not folder.exists()
+
+
+def test_a_missing_package_or_module_says_so_in_one_sentence():
+    with pytest.raises(KernelscopeError) as info:
+        Child(CHILD, what=WHAT, hint=HINT, needs="no_such_package_here")
+    assert str(info.value) == ("The example's process needs no_such_package_here, which is not installed; "
+                               "try again.")
+    with pytest.raises(KernelscopeError) as info:
+        run_child("tests.engine.system.no_such_child", {}, what=WHAT, hint=HINT)
+    assert str(info.value).startswith("The example's process failed (exit status 1: ")
+    assert str(info.value).endswith("No module named tests.engine.system.no_such_child); try again.")
