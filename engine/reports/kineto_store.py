@@ -112,8 +112,9 @@ def load(folder: Path) -> KinetoColumns | None:
 def columns_of(path: Path, *, workers: int | None = None) -> KinetoColumns:
     """The columns of the trace at ``path``: from the cache, else streamed (and then kept there).
 
-    A big uncompressed trace is read by ``workers`` processes (default: up to 2, one per core),
-    each writing its part's columns to files, joined here a column at a time
+    A big uncompressed trace is read by ``workers`` processes (default: up to 2, one per core; one,
+    in this process, inside a pool's worker, which may not start processes of its own), each
+    writing its part's columns to files, joined here a column at a time
     (:func:`write_parts`): no process ever holds all the columns in memory.
 
     Raises:
@@ -126,7 +127,10 @@ def columns_of(path: Path, *, workers: int | None = None) -> KinetoColumns:
         if got is not None:
             return got
     if workers is None:
-        workers = max(1, min(2, os.cpu_count() or 1))
+        import multiprocessing
+
+        daemon = multiprocessing.current_process().daemon  # a Pool's worker (several ranks read at once)
+        workers = 1 if daemon else max(1, min(2, os.cpu_count() or 1))
     parts = cuts(path, workers) if workers > 1 and folder is not None else None
     if parts is not None and folder is not None:
         written = write_parts(path, parts, folder)

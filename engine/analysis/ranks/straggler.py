@@ -177,27 +177,33 @@ def _extra_work(units: dict[int, Any], s: int, others: list[int]) -> tuple[int, 
 
 
 def _slow_per_step(rows: list[RankRow], steps: Aligned, floor: float
-                   ) -> tuple[list[tuple[int, int, int]], dict[int, list[int]], npt.NDArray[np.int64]]:
+                   ) -> tuple[list[tuple[int, int, int]], dict[int, list[int]], npt.NDArray[np.int64],
+                              Counter[tuple[int, ...]]]:
     """Per aligned step: (step, the rank the others waited for or -1, the cost), and more.
 
-    Also the costs per slow rank, and the slow rank's column per step (-1: nobody). The rank that
-    waited least is the one the others waited for (ties: the lowest rank), at the cost of the
-    smallest exposed wait among the others.
+    Also the costs per slow rank, the slow rank's column per step (-1: nobody) and how often each
+    group of slow ranks was slow together. The rank that waited least is the one the others waited
+    for (ties: the lowest rank); the ranks that waited less than ``floor`` more than it were as late
+    (several ranks can be slow together: one slow host of a job makes its GPUs late as one), and the
+    cost is the smallest exposed wait among the ranks that did wait.
     """
     e = steps.values("exposed_wait_ns")
     order = np.argsort(np.array(steps.ranks), kind="stable")  # ties go to the lowest rank
     slow_j = order[np.argmin(e[:, order], axis=1)]
-    others = e.copy()
-    others[np.arange(len(e)), slow_j] = np.iinfo(I64).max
-    cost = others.min(axis=1)
-    slow = np.array(steps.ranks, dtype=I64)[slow_j]
-    slow = np.where(cost < floor, -1, slow)
+    least = e[np.arange(len(e)), slow_j]
+    waited = e >= least[:, None] + floor
+    cost = np.where(waited, e, np.iinfo(I64).max).min(axis=1)
+    nobody = ~waited.any(axis=1)
+    cost = np.where(nobody, least if len(e) else cost, cost)
+    slow = np.where(nobody, -1, np.array(steps.ranks, dtype=I64)[slow_j])
     per = list(zip(steps.step_numbers().tolist(), slow.tolist(), cost.tolist(), strict=True))
     cost_by: dict[int, list[int]] = defaultdict(list)
     for r, c in zip(slow.tolist(), cost.tolist(), strict=True):
         if r >= 0:
             cost_by[r].append(c)
-    return per, cost_by, np.where(cost < floor, -1, slow_j)
+    ranks = np.array(steps.ranks, dtype=I64)
+    groups = Counter(tuple(sorted(ranks[~w].tolist())) for w in waited[~nobody])
+    return per, cost_by, np.where(nobody, -1, slow_j), groups
 
 
 def find_straggler(rows: list[RankRow], colls: Sequence[Collective],
@@ -219,7 +225,7 @@ def find_straggler(rows: list[RankRow], colls: Sequence[Collective],
         return None, "No steps line up across the ranks, so no straggler can be named."
     step_med = _median([r.step_median_ns or 0 for r in rows])  # thresholds only, never printed
     floor = max(MIN_WAIT_NS, MIN_WAIT_SHARE * step_med)
-    per, cost_by, slow_j = _slow_per_step(rows, steps, floor)
+    per, cost_by, slow_j, groups = _slow_per_step(rows, steps, floor)
     pace = pace_row(rows, None)
     against = f", against the job's step: {step_sentence(pace)}" if pace is not None and pace.steps else ""
     if not cost_by:
@@ -232,13 +238,19 @@ def find_straggler(rows: list[RankRow], colls: Sequence[Collective],
         return None, (f"No rank makes the others wait: rank {s} was late in {len(cost_by[s])} of {len(per)} "
                       f"steady steps, {_ms(cost_mean)} per step over all of them{against}.")
     slow_in = slow_j == steps.ranks.index(s)
-    return _verdict(rows, colls, steps, per, s, _median(cost_by[s]), units or {}, slow_in), None
+    group = max((g for g in groups if s in g), key=lambda g: (groups[g], -len(g)), default=(s,))
+    return _verdict(rows, colls, steps, per, s, _median(cost_by[s]), units or {}, slow_in,
+                    (group, groups.get(group, 0))), None
 
 
 def _cause(rows: list[RankRow], s: int, steps: Aligned, slow_in: npt.NDArray[np.bool_],
-           units: dict[int, Any]) -> tuple[str, int, int, str, int, int]:
-    """Where the straggler's extra time is: (cause, its, the others', sentence, what-if, extra host)."""
-    others = [r.rank for r in rows if r.rank != s]
+           units: dict[int, Any], group: tuple[int, ...] = ()) -> tuple[str, int, int, str, int, int]:
+    """Where the straggler's extra time is: (cause, its, the others', sentence, what-if, extra host).
+
+    It is compared with the ranks that wait for it (not the ranks of its group, as late as it).
+    """
+    others = [r.rank for r in rows if r.rank != s and r.rank not in group] or [r.rank for r in rows
+                                                                                if r.rank != s]
     col = {rank: j for j, rank in enumerate(steps.ranks)}
 
     deltas = {}
@@ -281,13 +293,28 @@ def others_wait_text(others_wait: Sequence[tuple[int, int]]) -> str:
             f"most: rank {most[0]}, {_ms(most[1])})")
 
 
+def _group_text(s: int, group: tuple[tuple[int, ...], int], n_steps: int) -> str:
+    """``Ranks 3, 5 and 7 are as late as rank 1 in 40 of 40 steady steps: ...`` (empty: it is late alone)."""
+    ranks, times = group
+    mates = [r for r in ranks if r != s]
+    if not mates or not times:
+        return ""
+    more = len(mates) - MAX_NAMED
+    names = ", ".join(map(str, mates[:MAX_NAMED])) + (f" and {more} more" if more > 0 else "")
+    many = len(mates) > 1
+    return (f"Rank{'s' if many else ''} {names} {'are' if many else 'is'} as late as rank {s} in {times} of "
+            f"{n_steps} steady steps: the others wait for all {len(ranks)} of them (ranks slow together: "
+            f"often one host or node), so the what-if holds only with all {len(ranks)} fixed, and where "
+            f"its extra time is compares rank {s} with the ranks that wait.")
+
+
 def _verdict(rows: list[RankRow], colls: Sequence[Collective], steps: Aligned,
              per: list[tuple[int, int, int]], s: int, wait_cost: int, units: dict[int, Any],
-             slow_in: npt.NDArray[np.bool_]) -> Straggler:
+             slow_in: npt.NDArray[np.bool_], group: tuple[tuple[int, ...], int] = ((), 0)) -> Straggler:
     """The straggler ``s`` with its evidence; every number labelled for what it is."""
     row = next(r for r in rows if r.rank == s)
     others = [r for r in rows if r.rank != s]
-    cause, mine, theirs, cause_text, what_if, extra_host = _cause(rows, s, steps, slow_in, units)
+    cause, mine, theirs, cause_text, what_if, extra_host = _cause(rows, s, steps, slow_in, units, group[0])
     cap = MAX_COST_SHARE * min(row.step_ns, row.step_median_ns or row.step_ns)
     cost = int(min(max(what_if, wait_cost), cap)) if cap > 0 else max(what_if, wait_cost)
     n_steps = len(per)
@@ -299,7 +326,8 @@ def _verdict(rows: list[RankRow], colls: Sequence[Collective], steps: Aligned,
     else:
         when = (f"in {len(slow_steps)} of {n_steps} steady steps (intermittent: steps "
                 f"{', '.join(map(str, slow_steps[:8]))}{' …' if len(slow_steps) > 8 else ''})")
-    others_wait = tuple((o.rank, o.means()["exposed_wait_ns"]) for o in others)
+    waiting = [o for o in others if o.rank not in group[0]] or others  # not the ranks as late as it
+    others_wait = tuple((o.rank, o.means()["exposed_wait_ns"]) for o in waiting)
     table = others_wait_text(others_wait)
     k = len(slow_steps)
     movers = sorted(moving.items())
@@ -323,6 +351,9 @@ def _verdict(rows: list[RankRow], colls: Sequence[Collective], steps: Aligned,
         f"The job runs at rank {s}'s pace: {step_sentence(row)}; the what-if is "
         f"{cost / max(1, row.step_ns):.0%} of that step.",
     ]
+    together = _group_text(s, group, n_steps)
+    if together:
+        evidence.insert(1, together)
     last = getattr(colls, "last_rank", None)
     last_count = int((last == s).sum()) if isinstance(last, np.ndarray) else sum(1 for c in colls
                                                                                  if c.last_rank == s)

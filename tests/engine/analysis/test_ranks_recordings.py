@@ -149,3 +149,44 @@ def test_kineto_collectives_carry_message_sizes(ddp_dir: Path) -> None:
              if e.get("cat") == "kernel" and e["name"].startswith("ncclDevKernel_AllReduce")
              and e["args"].get("dtype") == "Float"]
     assert [c.bytes for c in res.collectives] == sizes and len(sizes) == 16
+
+
+def _as_rank(src: Path, dest: Path, rank: int, world: int, shift_us: float) -> Path:
+    """The real trace ``src`` as rank ``rank`` of ``world`` (its clock off by ``shift_us``)."""
+    doc = json.loads(src.read_text())
+    info = dict(doc["distributedInfo"], rank=rank, world_size=world)
+    groups = info.get("pg_config", [])
+    info["pg_config"] = [dict(pg, pg_size=world, ranks=list(range(world))) for pg in groups]
+    doc["distributedInfo"] = info
+    for e in doc["traceEvents"]:
+        if "ts" in e:
+            e["ts"] = float(e["ts"]) + shift_us
+    dest.write_text(json.dumps(doc))
+    return dest
+
+
+def test_ranks_slow_together_are_one_group_not_none(ddp_dir: Path, tmp_path: Path) -> None:
+    """Four ranks: two copies of the real rank 0 (no delay) and two of the real, host-delayed rank 1.
+
+    Ranks 1 and 3 are late together in every step (one slow host, as it were): the others wait
+    ~the injected delay for them. This was reported as "Straggler: none" (the rank that waited least
+    among the others was the other slow one, at 0 µs) while the table showed 19 ms of exposed wait.
+    """
+    src = D.unpack(ddp_dir, D.KINETO)
+    paths = [_as_rank(src[r % 2], tmp_path / f"job_rank{r}.json", r, 4, shift)
+             for r, shift in enumerate((0.0, 310.0, -420.0, 150.0))]
+    res = analyze_paths(paths)
+    s = res.straggler
+    injected_ns = D.truth(D.KINETO)["injected_delay_ms"] * 1e6
+    assert s is not None, res.notes
+    assert s.rank in (1, 3)
+    mates = {1, 3} - {s.rank}
+    together = [e for e in s.evidence if "as late as rank" in e]
+    assert len(together) == 1 and together[0].startswith(f"Rank {mates.pop()} is as late as rank {s.rank}")
+    # the others that wait are ranks 0 and 2, each about the injected delay per step
+    assert [r for r, _ in s.others_wait_ns] == [0, 2]
+    for _, ns in s.others_wait_ns:
+        assert abs(ns - injected_ns) <= 0.2 * injected_ns, ns
+    assert abs(s.wait_per_step_ns - injected_ns) <= 0.2 * injected_ns
+    # the cause: host time, compared with the ranks that wait (~0.4 ms), not with rank 1's twin
+    assert "host time" in s.cause
