@@ -154,15 +154,29 @@ def main() -> int:
 
     # 0. what each call costs
     rows += call_costs(wanted)
-
     # 1-2. 10 Hz: CPU cost and jitter
-    snaps, cpu, wall, missed = run_sampler(0.1, args.seconds, args.gpu)
-    _, cpu_old, _, _ = run_sampler(0.1, min(10.0, args.seconds), args.gpu, EVERY_TICK)
+    rows += ten_hz_rows(args.seconds, args.gpu)
+    # 3. one read, and the highest sustained rate
+    rows += read_cost_rows(wanted)
+    rows += highest_rate_rows(args.seconds, args.gpu)
+    # 4. GPM under load
+    if args.load:
+        rows += gpm_load_rows(args.seconds, args.gpu)
+
+    rows.append(("total benchmark time", f"{time.monotonic() - T0:.0f} s", ""))
+    print_rows(rows)
+    return 0
+
+
+def ten_hz_rows(seconds: float, gpu: str) -> list[tuple[str, str, str]]:
+    """1-2. The sampler at 10 Hz: its CPU cost (and every group read every tick's), its jitter."""
+    snaps, cpu, wall, missed = run_sampler(0.1, seconds, gpu)
+    _, cpu_old, _, _ = run_sampler(0.1, min(10.0, seconds), gpu, EVERY_TICK)
     ierr, gerr = jitter(snaps, 0.1)
     gaps = sum(s.gap for s in snaps)
     first = snaps[-1].gpus[0] if snaps and snaps[-1].gpus else None
     gpm_on = first is not None and first.gpm_sm_util_pct is not None
-    rows += [
+    return [
         ("GPU", first.name if first else "-", f"GPM {'supported' if gpm_on else 'not available'}"),
         ("10 Hz snapshots", f"{len(snaps)} in {wall:.1f} s", f"missed ticks {missed}, gaps {gaps}"),
         ("10 Hz CPU (% of one core)", f"{cpu:.2f} %", "target <= 1 %: " + ("PASS" if cpu <= 1.0 else "FAIL")
@@ -174,7 +188,9 @@ def main() -> int:
          f"{gerr[-1] if gerr else float('nan'):.3f} ms", "distance from t0 + k*period"),
     ]
 
-    # 3. one read, and the highest sustained rate
+
+def read_cost_rows(wanted: frozenset[int] | None) -> list[tuple[str, str, str]]:
+    """3a. What one ``NvmlSource.read()`` costs (300 reads), and the rate that allows."""
     src = NvmlSource()
     src.open(wanted)
     costs = []
@@ -183,12 +199,17 @@ def main() -> int:
         src.read()
         costs.append((time.perf_counter() - t) * 1e3)
     src.close()
-    rows.append(("NvmlSource.read() p50 / p99", f"{pct(costs, 50):.3f} / {pct(costs, 99):.3f} ms",
-                 f"~{1000 / pct(costs, 50):.0f} reads/s ceiling"))
+    return [("NvmlSource.read() p50 / p99", f"{pct(costs, 50):.3f} / {pct(costs, 99):.3f} ms",
+             f"~{1000 / pct(costs, 50):.0f} reads/s ceiling")]
+
+
+def highest_rate_rows(seconds: float, gpu: str) -> list[tuple[str, str, str]]:
+    """3b. The sampler at shorter and shorter periods, up to the first it does not sustain."""
+    rows: list[tuple[str, str, str]] = []
     best = None
-    step_s = max(2.0, min(3.0, args.seconds / 20))
+    step_s = max(2.0, min(3.0, seconds / 20))
     for period in (0.05, 0.02, 0.01, 0.005, 0.002, 0.001):
-        s, c, w, m = run_sampler(period, step_s, args.gpu)
+        s, c, w, m = run_sampler(period, step_s, gpu)
         achieved = len(s) / w
         sustained = achieved >= 0.95 / period
         rows.append((f"  period {period * 1e3:g} ms", f"{achieved:.0f} Hz, CPU {c:.1f} %",
@@ -199,35 +220,40 @@ def main() -> int:
             break
     rows.append(("highest sustained rate", f"{best:.0f} Hz" if best else "< 20 Hz",
                  f"{step_s:.0f} s per step"))
+    return rows
 
-    # 4. GPM under load
-    if args.load:
-        dev = 0 if args.gpu == "all" else int(args.gpu.split(",")[0])
-        idle, _, _, _ = run_sampler(0.1, 3.0, str(dev))
-        t_torch = time.monotonic()
-        stop, ready = threading.Event(), threading.Event()
-        th = threading.Thread(target=gemm_load, args=(stop, ready, dev), daemon=True)
-        th.start()
-        ready.wait(120)
-        rows.append(("load: torch import + GEMM setup", f"{time.monotonic() - t_torch:.1f} s", ""))
-        time.sleep(1.0)
-        busy, _, _, _ = run_sampler(0.1, max(5.0, min(10.0, args.seconds / 6)), str(dev))
-        stop.set()
-        th.join()
-        for field in ("util_gpu_pct", "gpm_sm_util_pct", "gpm_sm_occupancy_pct", "gpm_tensor_util_pct",
-                      "gpm_dram_bw_util_pct", "power_w"):
-            a, b = mean_of(idle, field), mean_of(busy, field)
-            moved = a is not None and b is not None and b > a + 5
-            rows.append((f"load: {field}", f"idle {_f(a)} -> GEMM {_f(b)}",
-                         "moves" if moved else "no change"))
 
-    rows.append(("total benchmark time", f"{time.monotonic() - T0:.0f} s", ""))
+def gpm_load_rows(seconds: float, gpu: str) -> list[tuple[str, str, str]]:
+    """4. GPM values idle, then while a bf16 GEMM loop runs on the first GPU asked for."""
+    rows: list[tuple[str, str, str]] = []
+    dev = 0 if gpu == "all" else int(gpu.split(",")[0])
+    idle, _, _, _ = run_sampler(0.1, 3.0, str(dev))
+    t_torch = time.monotonic()
+    stop, ready = threading.Event(), threading.Event()
+    th = threading.Thread(target=gemm_load, args=(stop, ready, dev), daemon=True)
+    th.start()
+    ready.wait(120)
+    rows.append(("load: torch import + GEMM setup", f"{time.monotonic() - t_torch:.1f} s", ""))
+    time.sleep(1.0)
+    busy, _, _, _ = run_sampler(0.1, max(5.0, min(10.0, seconds / 6)), str(dev))
+    stop.set()
+    th.join()
+    for field in ("util_gpu_pct", "gpm_sm_util_pct", "gpm_sm_occupancy_pct", "gpm_tensor_util_pct",
+                  "gpm_dram_bw_util_pct", "power_w"):
+        a, b = mean_of(idle, field), mean_of(busy, field)
+        moved = a is not None and b is not None and b > a + 5
+        rows.append((f"load: {field}", f"idle {_f(a)} -> GEMM {_f(b)}",
+                     "moves" if moved else "no change"))
+    return rows
+
+
+def print_rows(rows: list[tuple[str, str, str]]) -> None:
+    """The table: name, value and note in aligned columns, after a blank line."""
     w0 = max(len(r[0]) for r in rows)
     w1 = max(len(r[1]) for r in rows)
     print()
     for name, value, note in rows:
         print(f"{name:<{w0}}  {value:<{w1}}  {note}")
-    return 0
 
 
 def _f(v: float | None) -> str:

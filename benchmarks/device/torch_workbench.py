@@ -16,6 +16,7 @@ import json
 import math
 import statistics
 import sys
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -94,7 +95,7 @@ class ConvNet(nn.Module):
         return self.classifier(self.features(x).mean(dim=(2, 3)))
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser()
     p.add_argument("mode", choices=("kineto", "snapshot", "plain"))
     p.add_argument("--variant", choices=("base", "fixed", "conv"), default="base")
@@ -105,23 +106,40 @@ def main() -> int:
     p.add_argument("--fixes", default="", help="base with only these fixes: tc (bf16 autocast), "
                    "gelu (F.gelu), pinned (pinned non-blocking copies), noitem (no .item() per step), "
                    "len (fixed length)")
-    a = p.parse_args()
-    torch.manual_seed(0)
-    dev = torch.device("cuda")
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    fixed = a.variant == "fixed"
-    chosen = set(a.fixes.split(",")) - {""} if a.fixes else set()
-    on = {f: fixed or f in chosen for f in ("tc", "gelu", "pinned", "noitem", "len")}
-    vocab, d, batch = 8192, 768, 16
-    if a.variant == "conv":
-        model: nn.Module = ConvNet().to(dev)
-    else:
-        model = TinyGPT(vocab, d, 12, a.layers, fused=on["gelu"]).to(dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
-    lengths = [512, 384, 448, 320, 512, 256, 480, 416]
+    return p.parse_args()
 
-    def batch_for(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+
+#: the CUDA events around each step used: (starts, ends)
+Events = tuple[list[torch.cuda.Event], list[torch.cuda.Event]]
+
+
+class Workload:
+    """The model, its optimizer and its training step, timed with CUDA events (``starts``, ``ends``)."""
+
+    def __init__(self, a: argparse.Namespace) -> None:
+        self.a = a
+        torch.manual_seed(0)
+        self.dev = dev = torch.device("cuda")
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        fixed = a.variant == "fixed"
+        chosen = set(a.fixes.split(",")) - {""} if a.fixes else set()
+        self.on = on = {f: fixed or f in chosen for f in ("tc", "gelu", "pinned", "noitem", "len")}
+        vocab, d, batch = 8192, 768, 16
+        self.vocab, self.batch = vocab, batch
+        if a.variant == "conv":
+            model: nn.Module = ConvNet().to(dev)
+        else:
+            model = TinyGPT(vocab, d, 12, a.layers, fused=on["gelu"]).to(dev)
+        self.model = model
+        self.opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+        self.lengths = [512, 384, 448, 320, 512, 256, 480, 416]
+        self.starts: list[torch.cuda.Event] = []
+        self.ends: list[torch.cuda.Event] = []
+        self.losses: list[object] = []
+
+    def batch_for(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        a, on, dev, vocab, batch, lengths = self.a, self.on, self.dev, self.vocab, self.batch, self.lengths
         if a.variant == "conv":
             x = torch.randn(64, 3, 64, 64)
             y = torch.randint(0, 100, (64,))
@@ -133,11 +151,10 @@ def main() -> int:
             return x.pin_memory().to(dev, non_blocking=True), y.pin_memory().to(dev, non_blocking=True)
         return x.to(dev), y.to(dev)
 
-    starts, ends, losses = [], [], []
-
-    def step(i: int) -> None:
+    def step(self, i: int) -> None:
+        on, model, opt = self.on, self.model, self.opt
         ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        x, y = batch_for(i)
+        x, y = self.batch_for(i)
         ev0.record()
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=on["tc"]):
             out = model(x)
@@ -146,63 +163,74 @@ def main() -> int:
         opt.step()
         opt.zero_grad(set_to_none=True)
         ev1.record()
-        starts.append(ev0)
-        ends.append(ev1)
-        losses.append(loss.detach() if on["noitem"] else loss.item())
+        self.starts.append(ev0)
+        self.ends.append(ev1)
+        self.losses.append(loss.detach() if on["noitem"] else loss.item())
 
-    warm = 3
-    for i in range(warm):
-        step(i)
+
+def run_kineto(a: argparse.Namespace, work: Workload) -> Events:
+    """The steps under torch.profiler: the Chrome trace and key_averages() written; the steps' events."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    trace = f"{a.out}/{a.tag}.json"
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                 schedule=schedule(wait=0, warmup=1, active=a.steps - 1, repeat=1),
+                 record_shapes=True, with_stack=True, profile_memory=True, with_modules=True,
+                 on_trace_ready=lambda pr: pr.export_chrome_trace(trace)) as prof:
+        for i in range(a.steps):
+            if i == 1:
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+            work.step(i)
+            prof.step()
     torch.cuda.synchronize()
-    starts.clear()
-    ends.clear()
-    torch.cuda.reset_peak_memory_stats()
-    if a.mode == "kineto":
-        from torch.profiler import ProfilerActivity, profile, schedule
+    write_key_averages(a, prof)
+    return work.starts[1:], work.ends[1:]
 
-        trace = f"{a.out}/{a.tag}.json"
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-                     schedule=schedule(wait=0, warmup=1, active=a.steps - 1, repeat=1),
-                     record_shapes=True, with_stack=True, profile_memory=True, with_modules=True,
-                     on_trace_ready=lambda pr: pr.export_chrome_trace(trace)) as prof:
-            for i in range(a.steps):
-                if i == 1:
-                    torch.cuda.synchronize()
-                    torch.cuda.reset_peak_memory_stats()
-                step(i)
-                prof.step()
-        torch.cuda.synchronize()
-        rows = []
-        for by_shape in (False, True):
-            for e in prof.key_averages(group_by_input_shape=by_shape):
-                shapes = str(e.input_shapes) if by_shape else ""
-                rows.append({"key": e.key, "by_shapes": by_shape, "shapes": shapes,
-                             "count": e.count, "cpu_time_total_us": e.cpu_time_total,
-                             "self_cpu_time_total_us": e.self_cpu_time_total,
-                             "device_time_total_us": getattr(e, "device_time_total", 0.0),
-                             "self_device_time_total_us": getattr(e, "self_device_time_total", 0.0)})
-        with open(f"{a.out}/{a.tag}_key_averages.json", "w") as f:
-            json.dump(rows, f)
-        with open(f"{a.out}/{a.tag}_key_averages.txt", "w") as f:
-            f.write(prof.key_averages().table(sort_by="self_device_time_total", row_limit=40))
-        starts_used, ends_used = starts[1:], ends[1:]
-    elif a.mode == "snapshot":
-        torch.cuda.memory._record_memory_history(max_entries=200000)
-        for i in range(a.steps):
-            step(i)
-        torch.cuda.synchronize()
-        torch.cuda.memory._dump_snapshot(f"{a.out}/{a.tag}.pickle")
-        torch.cuda.memory._record_memory_history(enabled=None)
-        starts_used, ends_used = starts, ends
-    else:
-        for i in range(a.steps):
-            step(i)
-        torch.cuda.synchronize()
-        starts_used, ends_used = starts, ends
+
+def write_key_averages(a: argparse.Namespace, prof: Any) -> None:
+    """``key_averages()`` (by name, then by name and shapes) as JSON, and its table as text."""
+    rows = []
+    for by_shape in (False, True):
+        for e in prof.key_averages(group_by_input_shape=by_shape):
+            shapes = str(e.input_shapes) if by_shape else ""
+            rows.append({"key": e.key, "by_shapes": by_shape, "shapes": shapes,
+                         "count": e.count, "cpu_time_total_us": e.cpu_time_total,
+                         "self_cpu_time_total_us": e.self_cpu_time_total,
+                         "device_time_total_us": getattr(e, "device_time_total", 0.0),
+                         "self_device_time_total_us": getattr(e, "self_device_time_total", 0.0)})
+    with open(f"{a.out}/{a.tag}_key_averages.json", "w") as f:
+        json.dump(rows, f)
+    with open(f"{a.out}/{a.tag}_key_averages.txt", "w") as f:
+        f.write(prof.key_averages().table(sort_by="self_device_time_total", row_limit=40))
+
+
+def run_snapshot(a: argparse.Namespace, work: Workload) -> Events:
+    """The steps with the CUDA allocator's history on: its snapshot pickle written; the steps' events."""
+    torch.cuda.memory._record_memory_history(max_entries=200000)
+    for i in range(a.steps):
+        work.step(i)
+    torch.cuda.synchronize()
+    torch.cuda.memory._dump_snapshot(f"{a.out}/{a.tag}.pickle")
+    torch.cuda.memory._record_memory_history(enabled=None)
+    return work.starts, work.ends
+
+
+def run_plain(a: argparse.Namespace, work: Workload) -> Events:
+    """The steps alone (under ``nsys --pytorch``, say); the steps' events."""
+    for i in range(a.steps):
+        work.step(i)
+    torch.cuda.synchronize()
+    return work.starts, work.ends
+
+
+def write_truth(a: argparse.Namespace, work: Workload, starts_used: list[torch.cuda.Event],
+                ends_used: list[torch.cuda.Event]) -> None:
+    """``TAG_truth.json``: the GPU step times from the CUDA events and torch's memory peaks; printed too."""
     gpu = [s.elapsed_time(e) for s, e in zip(starts_used, ends_used, strict=True)]
     period = [s.elapsed_time(t) for s, t in zip(starts_used, starts_used[1:], strict=False)]
     truth = {"tag": a.tag, "mode": a.mode, "variant": a.variant,
-             "fixes": sorted(k for k, v in on.items() if v), "steps": len(gpu),
+             "fixes": sorted(k for k, v in work.on.items() if v), "steps": len(gpu),
              "gpu_step_ms_median": statistics.median(gpu), "gpu_period_ms_median": statistics.median(period),
              "gpu_step_ms": gpu, "max_memory_allocated": torch.cuda.max_memory_allocated(),
              "max_memory_reserved": torch.cuda.max_memory_reserved(),
@@ -211,6 +239,21 @@ def main() -> int:
     with open(f"{a.out}/{a.tag}_truth.json", "w") as f:
         json.dump(truth, f, indent=1)
     print(json.dumps({k: v for k, v in truth.items() if k != "gpu_step_ms"}))
+
+
+def main() -> int:
+    a = parse_args()
+    work = Workload(a)
+    warm = 3
+    for i in range(warm):
+        work.step(i)
+    torch.cuda.synchronize()
+    work.starts.clear()
+    work.ends.clear()
+    torch.cuda.reset_peak_memory_stats()
+    run = {"kineto": run_kineto, "snapshot": run_snapshot, "plain": run_plain}[a.mode]
+    starts_used, ends_used = run(a, work)
+    write_truth(a, work, starts_used, ends_used)
     return 0
 
 

@@ -48,7 +48,7 @@ def build_model(width):
     )
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=3)
@@ -61,8 +61,11 @@ def main():
     ap.add_argument("--kineto", action="store_true")
     ap.add_argument("--kineto-start", type=int, default=10)
     ap.add_argument("--kineto-active", type=int, default=4)
-    a = ap.parse_args()
+    return ap.parse_args()
 
+
+def init_process_group():
+    """This process's rank joined to the job (NCCL on its GPU, or gloo on the CPU); (local rank, device)."""
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if CUDA:
         torch.cuda.set_device(local_rank)
@@ -71,29 +74,26 @@ def main():
     else:
         dev = torch.device("cpu")
         dist.init_process_group("gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
-    torch.manual_seed(1234 + rank)
+    return local_rank, dev
 
-    model = DDP(build_model(a.width).to(dev), device_ids=[local_rank] if CUDA else None)
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
-    loss_fn = nn.MSELoss()
-    xs = [torch.randn(a.batch, 1024, device=dev) for _ in range(4)]
-    ys = [torch.randn(a.batch, 1024, device=dev) for _ in range(4)]
-    delay = a.delay_ms / 1000.0 if rank == a.slow_rank else 0.0
 
-    prof = None
-    if a.kineto:
-        from torch.profiler import ProfilerActivity, profile, schedule
-        trace_path = os.path.join(a.out_dir, f"{a.tag}_rank{rank}_kineto.json")
-        prof = profile(
-            activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if CUDA else []),
-            schedule=schedule(wait=max(0, a.kineto_start - 1), warmup=1, active=a.kineto_active, repeat=1),
-            on_trace_ready=lambda p: p.export_chrome_trace(trace_path),
-        )
-        prof.start()
+def start_profiler(a, rank):
+    """With --kineto: torch.profiler started, recording steps [kineto_start, kineto_start+kineto_active)."""
+    if not a.kineto:
+        return None
+    from torch.profiler import ProfilerActivity, profile, schedule
+    trace_path = os.path.join(a.out_dir, f"{a.tag}_rank{rank}_kineto.json")
+    prof = profile(
+        activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if CUDA else []),
+        schedule=schedule(wait=max(0, a.kineto_start - 1), warmup=1, active=a.kineto_active, repeat=1),
+        on_trace_ready=lambda p: p.export_chrome_trace(trace_path),
+    )
+    prof.start()
+    return prof
 
-    sync()
-    dist.barrier()
+
+def train(a, model, opt, loss_fn, xs, ys, delay, prof):
+    """The steps, each one NVTX range ending in a synchronize; each step's wall time (ms)."""
     times = []
     for step in range(a.steps):
         t0 = time.perf_counter()
@@ -111,10 +111,11 @@ def main():
         times.append((time.perf_counter() - t0) * 1e3)
         if prof is not None:
             prof.step()
-    if prof is not None:
-        prof.stop()
-    dist.barrier()
+    return times
 
+
+def write_steps(a, rank, world, dev, model, times):
+    """DIR/TAG_steps_rank{R}.json: the run's settings and its step times; one line printed."""
     steady = times[a.warmup:]
     doc = {
         "rank": rank, "world_size": world, "device": torch.cuda.get_device_name(dev) if CUDA else "cpu",
@@ -132,6 +133,29 @@ def main():
     print(f"rank {rank}: steady step mean {doc['steady_step_ms_mean']:.2f} ms, "
           f"delay {doc['injected_delay_ms']} ms",
           flush=True)
+
+
+def main():
+    a = parse_args()
+    local_rank, dev = init_process_group()
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(1234 + rank)
+
+    model = DDP(build_model(a.width).to(dev), device_ids=[local_rank] if CUDA else None)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    loss_fn = nn.MSELoss()
+    xs = [torch.randn(a.batch, 1024, device=dev) for _ in range(4)]
+    ys = [torch.randn(a.batch, 1024, device=dev) for _ in range(4)]
+    delay = a.delay_ms / 1000.0 if rank == a.slow_rank else 0.0
+
+    prof = start_profiler(a, rank)
+    sync()
+    dist.barrier()
+    times = train(a, model, opt, loss_fn, xs, ys, delay, prof)
+    if prof is not None:
+        prof.stop()
+    dist.barrier()
+    write_steps(a, rank, world, dev, model, times)
     dist.destroy_process_group()
 
 
