@@ -7,7 +7,7 @@ name has to be parsed (copy kinds, API base names), never per event in Python.
 
 Kineto writes complete events (``ph: "X"``) with ``ts``/``dur`` in microseconds (fractional, ns
 resolution). We convert to integer ns relative to the earliest time any event records
-(:func:`engine.reports.kineto_stream.time_origin`), like nsys's session-relative times, so no time
+(:func:`engine.reports.kineto_columns.time_origin`), like nsys's session-relative times, so no time
 is negative, and keep the absolute base in ``base_ts_us``/``base_time_ns``.
 """
 
@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.reports.base import TABLES, ReportInfo, Trace
-from engine.reports.kineto_stream import NULL, KinetoColumns, TraceFormatError, time_origin
+from engine.reports.kineto_columns import NULL, KinetoColumns, time_origin
+from engine.reports.kineto_stream import TraceFormatError
 from engine.system.errors import ReportError
 
 if TYPE_CHECKING:
@@ -121,7 +122,7 @@ class KinetoTrace(Trace):
     def args_of(self, table: str, names: Sequence[str]) -> dict[str, Any]:
         """The Kineto ``args`` ``names`` of each row of ``table`` (kernels, memcpy, memset, api, cpu_ops).
 
-        Int args are int64 arrays (:data:`engine.reports.kineto_stream.NULL` where absent), text args
+        Int args are int64 arrays (:data:`engine.reports.kineto_columns.NULL` where absent), text args
         object arrays of their text ("" where absent); only the args the stream keeps are known.
         """
         c = self.events

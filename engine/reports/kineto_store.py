@@ -21,19 +21,16 @@ from typing import Any
 
 import numpy as np
 
-from engine.reports.kineto_stream import (
+from engine.reports.kineto_columns import (
     ARRAY_NAMES,
-    BLOCK,
     CODED,
     INT_ARGS,
     MEMORY_FIELDS,
     TEXT_ARGS,
     Codes,
     KinetoColumns,
-    cuts,
-    read_columns,
-    read_part_to_files,
 )
+from engine.reports.kineto_stream import BLOCK, cuts, read_columns, read_part_to_files
 from engine.reports.npy import load_npy
 
 FORMAT = "kineto-1"  # bump when the files' meaning changes

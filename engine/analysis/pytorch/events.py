@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.analysis.tables import trace_cache
-from engine.reports.kineto_stream import NULL
+from engine.reports.kineto_columns import NULL
 
 if TYPE_CHECKING:
     import numpy.typing as npt

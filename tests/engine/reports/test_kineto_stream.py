@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.reports.kineto_stream import NULL, TraceFormatError, read_columns
+from engine.reports.kineto_columns import NULL
+from engine.reports.kineto_stream import TraceFormatError, read_columns
 from tests.conftest import FIXTURES, REPO
 
 TRACES = [FIXTURES / "torch" / "torch_sdpa_trace.json",
@@ -65,7 +66,8 @@ def test_parts_cut_at_event_boundaries_merge_to_the_whole(tmp_path: Path) -> Non
     """What the worker processes read (a part each, cut where Kineto starts an event) joins to the whole."""
     import re
 
-    from engine.reports.kineto_stream import _read_range, merge
+    from engine.reports.kineto_columns import merge
+    from engine.reports.kineto_stream import _read_range
 
     f = tmp_path / "t.json"
     f.write_text(_text(REPO / "tests/data/recordings/torch/torch_conv.json.xz"))
@@ -113,7 +115,7 @@ def test_flow_events_are_skipped_but_their_time_counts(tmp_path: Path) -> None:
 
 def _decoded(c: object) -> dict[str, object]:
     """Every column of ``c`` as values (codes looked up), to compare two reads whatever their codes."""
-    from engine.reports.kineto_stream import KinetoColumns
+    from engine.reports.kineto_columns import KinetoColumns
 
     assert isinstance(c, KinetoColumns)
     out: dict[str, object] = {"n": c.n, "ts": c.ts.tolist(), "dur": c.dur.tolist(), "meta": c.meta,
