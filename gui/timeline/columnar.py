@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.reports.nsys.timeline_reads import NULL, TimelineReads, cuda_events_over, pid_tid
+from engine.reports.nsys.timeline_reads import NULL, TimelineReads, cuda_events_over, keep_row_counts, pid_tid
 from gui.timeline import coarse, gpu_layout, sparse
 from gui.timeline import model as tm
 from gui.timeline.style import color_index
@@ -438,6 +438,7 @@ class ColumnarTimeline:
         if self._layout_to_keep is not None:  # for the next open's first paint
             self.reads.keep(gpu_layout.NAME, self._layout_to_keep.to_arrays())
             self._layout_to_keep = None
+        keep_row_counts(self.trace)  # the next open counts no big table (big10m's syncs: 0.75 s)
         lanes: list[tm.Lane] = []
         if pending is not None:
             c = pending.result()

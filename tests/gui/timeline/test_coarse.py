@@ -115,3 +115,30 @@ def test_first_paint_of_a_coarse_lane_equals_the_merged_lane_zoomed_out(qtbot, t
     canvas.repaint()
     QApplication.processEvents()
     assert canvas.draw_stats[mid.key][0] == "coverage"
+
+
+@pytest.mark.parametrize("path", MIXED, ids=[p.name.split(".")[0] for p in MIXED])
+def test_events_in_view_of_a_coarse_lane_are_counted_on_its_blocks(path, tmp_path_factory, monkeypatch):
+    """A coarse lane of block totals counts the events in view on each kind's block starts (no page
+    of its columns read): never fewer than the events' own count, at most a block more at each
+    side of each kind, and exact over the whole lane (a kind of overlapping events: exact)."""
+    from gui.timeline import sparse
+
+    monkeypatch.setattr(coarse, "COARSE_MIN_EVENTS", 0)
+    monkeypatch.setattr(sparse, "MIN_EVENTS", 0)
+    monkeypatch.setattr(sparse, "STRIDE", 4)
+    first, _done, _want = _stages(_plain(path, tmp_path_factory))
+    rough = [ln for ln in first.lanes if ln.coarse]
+    assert rough
+    for ln in rough:
+        blocks = sum(isinstance(ln.union[p.kind], sparse.SparseUnion) for p in ln.parts)
+        a, b = int(ln.starts[0]), int(ln.run_max_end[-1])
+        assert ln.visible_slice(a, b) == (0, len(ln))
+        for f0, f1 in [(0.1, 0.2), (0.45, 0.55), (0.0, 0.01), (0.9, 1.0), (0.3, 0.3)]:
+            t0, t1 = a + f0 * (b - a), a + f1 * (b - a)
+            exact = 0
+            for p in ln.parts:
+                lo = max(int(np.searchsorted(p.starts, np.ceil(t0), side="left")) - 1, 0)
+                exact += max(int(np.searchsorted(p.starts, np.floor(t1), side="right")) - lo, 0)
+            lo, n = ln.visible_slice(t0, t1)
+            assert lo == 0 and exact <= n <= exact + 2 * sparse.STRIDE * blocks

@@ -270,6 +270,29 @@ def test_row_counts_from_the_cached_columns_are_sqlites(path):
         trace.close()
 
 
+@pytest.mark.parametrize("path", NSYS_SQLITE[:3], ids=[p.stem for p in NSYS_SQLITE[:3]])
+def test_row_counts_kept_by_the_timeline_are_sqlites(path, monkeypatch):
+    """A big table counted by SQLite on the first open (no cached column of it: the syncs) is
+    counted from what the timeline kept on the next open, without another count."""
+    from engine.reports.nsys import columns
+    from engine.reports.nsys.timeline_reads import cached_row_count
+
+    trace = open_report(path)
+    try:
+        names = [n for n in ("sync", "memset", "memcpy") if trace.has(n)]
+        want = {n: trace.row_count(n) for n in names}
+        tcol.build_columnar(trace)  # keeps the counts after its first stage
+    finally:
+        trace.close()
+    assert names
+    monkeypatch.setattr(columns.ColumnStore, "row_count", lambda *_a: pytest.fail("counted again"))
+    again = open_report(path)
+    try:
+        assert {n: cached_row_count(again, n) for n in names} == want
+    finally:
+        again.close()
+
+
 def test_opened_for_the_timeline_the_gpu_lanes_are_read_while_the_window_builds(qtbot, window,
                                                                                  monkeypatch):
     """With the Timeline shown, the loader starts reading a big report's cached GPU lanes; the view

@@ -11,8 +11,8 @@ from engine.reports import open_report
 from gui.timeline import coarse, gpu_layout, sparse
 from gui.timeline import columnar as tcol
 from gui.timeline import model as tm
-from tests.gui.timeline.test_columnar import FIXED, RECORDINGS, _plain, assert_same_models
 from tests.gui.timeline.test_coarse import MIXED
+from tests.gui.timeline.test_columnar import FIXED, RECORDINGS, _plain, assert_same_models
 
 PATHS = [*MIXED, FIXED, RECORDINGS[0]]
 IDS = [*[p.name.split(".")[0] for p in MIXED], "fixed", RECORDINGS[0].name.split(".")[0]]
@@ -81,4 +81,5 @@ def test_a_layout_kept_for_other_row_counts_is_not_used(tmp_path_factory):
     columns[k] = {"start": np.zeros(rows[k] + 1, dtype=np.int64)}  # the table has another row now
     assert gpu_layout.GpuLayout.from_arrays(kept, columns) is None
     stride = dict(kept, stride=np.array([sparse.STRIDE * 2]))  # block totals of another size
-    assert gpu_layout.GpuLayout.from_arrays(stride, {k: {"start": np.zeros(n)} for k, n in rows.items()}) is None
+    same_rows = {k: {"start": np.zeros(n)} for k, n in rows.items()}
+    assert gpu_layout.GpuLayout.from_arrays(stride, same_rows) is None
