@@ -120,12 +120,14 @@ def read_ranks(path: str | Path, range_name: str | None = None) -> list[RankInpu
     with open_report(path) as trace:
         columns = _columns_dir(trace)
         found = columns is None or columns.exists()
+        if not found:
+            _read_without_column_cache(trace)
         try:
             inputs = [slim(r) for r in ranks_of(trace, range_name=range_name)]
         finally:
             forget_trace(trace)  # its derived tables would outlive it (a Dask worker reads many)
-            if not found and columns is not None:  # leave the column cache as found: a job's
-                shutil.rmtree(columns, ignore_errors=True)  # reports would fill it (141 MB a rank)
+            if not found and columns is not None:  # leave the column cache as found
+                shutil.rmtree(columns, ignore_errors=True)
     try:
         atomic_write_bytes(_cache_file(Path(path), range_name), pickle.dumps(inputs, protocol=5), fsync=False)
     except OSError:
@@ -197,6 +199,19 @@ def _read_in_processes(jobs: list[tuple[int, str]], range_name: str | None,
         for _i, p in jobs[:n]:
             will_need(p)
         yield from pool.imap_unordered(_read_one, queue)
+
+
+def _read_without_column_cache(trace: object) -> None:
+    """Have the report's columns read into memory only, never written to the column cache.
+
+    The rank is read once and kept in the ranks cache; a job's reports would fill the column cache
+    (141 MB a 400k-kernel rank, written and deleted again: 9 GB of writes for 64 ranks). A report
+    whose columns are cached already (``kernelscope summary`` ran on it) reads them from there.
+    """
+    store = getattr(trace, "column_store", None)
+    got = store() if callable(store) else None
+    if got is not None and hasattr(got, "cache_dir"):
+        got.cache_dir = None
 
 
 def _read_or_say(path: str, range_name: str | None) -> list[RankInput] | str:
