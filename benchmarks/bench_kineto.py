@@ -12,10 +12,11 @@ a fresh process tree, and its peak is the resident memory of all its processes t
 - ``summary`` from the mapped columns, then ``findings`` and ``summary`` again (the overview kept);
 - ``ops``, ``modules``, ``memory``: the first from the mapped columns, the second the kept text;
 - the window's first paint (``kernelscope-gui TRACE --screenshot OUT --view timeline|pytorch``),
-  cold (empty cache: the window's process parses) and warm (the second open).
+  cold (empty cache: the window's process parses) and warm (the second open); each window row also says
+  when its screenshot was saved, from the process start (``--second-open N``: only those rows, N rounds).
 
     python benchmarks/bench_kineto.py [TRACE ...] [--shots docs/screenshots/issue26] [--reference-max-gb 1.5]
-        [--no-window]
+        [--no-window] [--second-open N]
 
 The kept results are keyed by the engine's code too (``file_identity``): an edit under engine/analysis
 or engine/reports between two rows makes the "again" rows compute anew (a shared working tree).
@@ -42,8 +43,30 @@ _OPEN = ("import sys; from pathlib import Path; from engine.reports import open_
          "t = open_report(Path(sys.argv[1])); print(t.events.n)")
 #: the window with a screenshot deadline of 15 minutes (app.take_screenshot's own is 2: a cold 4 GB
 #: trace on a loaded 2-core machine takes longer to open)
-_GUI = ("import sys; import gui.app as app; app.take_screenshot.__defaults__ = (900_000, None); "
-        "sys.exit(app.main())")
+#: and prints when the screenshot was saved ("first paint WALL CPU WALL' CPU'", stdout): seconds from the
+#: process start, CPU seconds of the process (all its threads), and both again from the report's open
+#: (MainWindow.open_paths: what the report costs beyond the window's own start)
+_GUI = """
+import sys, time
+t0, c0 = time.perf_counter(), time.process_time()
+import gui.app as app
+from gui.main_window import MainWindow
+opened = [t0, c0]
+open_paths = MainWindow.open_paths
+def timed_open(self, *a, **k):
+    opened[:] = [time.perf_counter(), time.process_time()]
+    return open_paths(self, *a, **k)
+MainWindow.open_paths = timed_open
+shot = app.take_screenshot
+shot.__defaults__ = (900_000, None)
+def timed(*a, **k):
+    r = shot(*a, **k)
+    t, c = time.perf_counter(), time.process_time()
+    print(f"first paint {t - t0:.3f} {c - c0:.3f} {t - opened[0]:.3f} {c - opened[1]:.3f}", flush=True)
+    return r
+app.take_screenshot = timed
+sys.exit(app.main())
+"""
 
 
 def _cli(*args: str) -> list[str]:
@@ -72,6 +95,11 @@ class Bench:
             print(f"  {what}: failed ({exc.returncode}): {(exc.stderr or '').strip()[-300:]}", flush=True)
             self.rows.append((f"{what}: FAILED", 0.0, None, 0.0, 0.0))
             return ""
+        paint = [line.split()[2:] for line in out.splitlines() if line.startswith("first paint ")]
+        if paint:  # a window row: when its screenshot was saved, from the process start and the open
+            at, at_cpu, at_open, at_open_cpu = (float(x) for x in paint[0])
+            what = (f"{what} (paint at {at:.2f} s, {at_cpu:.2f} CPU s; "
+                    f"from the open {at_open:.2f} s, {at_open_cpu:.2f} CPU s)")
         self.rows.append((what, wall, self.size / 1e6 / wall if rate else None, peak, cpu))
         print(f"  {what:44} {wall:8.2f} s {cpu:8.2f} CPU s {peak:8,.0f} MiB", flush=True)
         return out
@@ -109,6 +137,26 @@ def bench(trace: Path, cache: Path, shots: Path | None, reference_max_gb: float,
     return b
 
 
+def second_opens(trace: Path, cache: Path, shots: Path | None, rounds: int) -> Bench:
+    """The window's second open only: the cache of ``trace`` is built once if empty, then each view's
+    first paint is measured ``rounds`` times, the views alternating."""
+    b = Bench(trace, cache)
+    p = str(trace)
+    if not cache.exists():
+        cache.mkdir(parents=True)
+    out = shots or Path(cache) / "shots"
+    out.mkdir(parents=True, exist_ok=True)
+    for view in ("timeline", "pytorch"):  # builds what is missing (not counted)
+        warm = [sys.executable, "-c", _GUI, p, "--screenshot", str(out / "warmup.png"), "--view", view]
+        subprocess.run(warm, env=dict(os.environ, **b.env()), check=True, capture_output=True)
+    for _ in range(rounds):
+        for view in ("timeline", "pytorch"):
+            b.row(f"window first paint, {view}, second open",
+                  [sys.executable, "-c", _GUI, p, "--screenshot", str(out / f"{trace.stem}_{view}.png"),
+                   "--view", view])
+    return b
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("traces", nargs="*", type=Path, help="Kineto traces (default: the 1 GB and 4 GB ones)")
@@ -119,6 +167,8 @@ def main() -> int:
     ap.add_argument("--cold-views", default="timeline,pytorch",
                     help="views whose cold first paint is measured")
     ap.add_argument("--no-window", action="store_true", help="leave out the window's rows")
+    ap.add_argument("--second-open", type=int, metavar="N", default=0,
+                    help="only the window's second open, N times per view (the cache kept, built if empty)")
     a = ap.parse_args()
     traces = [(t, 0) for t in a.traces] or DEFAULT
     for t, mb in traces:
@@ -126,8 +176,11 @@ def main() -> int:
             make = REPO / "benchmarks/make_big_kineto.py"
             subprocess.run([sys.executable, str(make), str(t), "--mb", str(mb)], check=True)
     load = open("/proc/loadavg").read().split()[:3]
-    results = [bench(t, a.cache / t.stem, a.shots, a.reference_max_gb, tuple(a.cold_views.split(",")),
-                     window=not a.no_window) for t, _ in traces]
+    if a.second_open:
+        results = [second_opens(t, a.cache / t.stem, a.shots, a.second_open) for t, _ in traces]
+    else:
+        results = [bench(t, a.cache / t.stem, a.shots, a.reference_max_gb, tuple(a.cold_views.split(",")),
+                         window=not a.no_window) for t, _ in traces]
     print(f"\n{os.cpu_count()} CPUs; load average before: {' '.join(load)}, after: "
           f"{' '.join(open('/proc/loadavg').read().split()[:3])}")
     print("peak: resident memory of the command and all its child processes together (sampled sum)\n")

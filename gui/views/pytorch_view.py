@@ -37,27 +37,34 @@ PAGES = ("operators", "modules", "kernels", "memory")
 
 
 def compute(trace: Any) -> dict[str, Any]:
-    """Everything the view shows, computed in a worker thread (engine only, no Qt).
+    """Everything the pages show, computed in a worker thread (engine only, no Qt).
 
     Each object is kept on disk under the file's identity (engine.analysis.pytorch.kept_results):
-    the next open of the same file loads them instead of computing them again.
+    the next open of the same file loads them instead of computing them again. The events
+    themselves (a 1 GB trace's: 160 MB pickled) are not read here: only a click on an operator needs
+    them (:func:`events_of`).
     """
     from engine.analysis.pytorch import kept_results as kept
     from engine.analysis.pytorch.memory import alive_at_peak
 
-    out: dict[str, Any] = {"memory": kept.memory(trace), "alive": None, "events": None}
-    if trace.info.kind == "snapshot":
+    snapshot = trace.info.kind == "snapshot"
+    out: dict[str, Any] = {"memory": kept.memory(trace), "alive": None, "snapshot": snapshot}
+    if snapshot:
         curves = out["memory"].curves
         if curves:
             out["alive"] = alive_at_peak(trace.columns_, max(curves, key=lambda c: c.peak_allocated))
         return out
-    from engine.analysis.pytorch.events import torch_events
-
-    out["events"] = torch_events(trace)
     out["ops"] = {by: kept.operators(trace, by) for by in ("name", "shapes")}
     out["kernels"] = kept.kernels(trace)
     out["modules"] = kept.modules(trace)
     return out
+
+
+def events_of(trace: Any) -> Any:
+    """The trace's PyTorch events (built, or loaded from the cache, once per trace)."""
+    from engine.analysis.pytorch.events import torch_events
+
+    return torch_events(trace)
 
 
 def first_call_span(ev: Any, calls: list[int]) -> tuple[int, int] | None:
@@ -108,11 +115,15 @@ class PytorchView(ReportView):
         super().__init__(reports, parent, title_size=None, margins=(10, 8, 10, 6))
         self._calls = self.latest_call(self._on_result, self._on_error)
         self.result: dict[str, Any] | None = None
+        self._trace: Any = None
+        #: the pages filled from the current result (the others are filled when first shown)
+        self._filled: set[int] = set()
         self.tabs = QTabWidget()
         self.tabs.addTab(self._build_ops(), "Operators")
         self.tabs.addTab(self._build_modules(), "Modules")
         self.tabs.addTab(self._build_kernels(), "Kernels")
         self.tabs.addTab(self._build_memory(), "Memory")
+        self.tabs.currentChanged.connect(self._fill_page)
         self.stack.add_page(self.tabs)
         self.vbox.addWidget(self.stack, 1)
         self.status = muted("", wrap=True)
@@ -191,27 +202,33 @@ class PytorchView(ReportView):
         return page
 
     def _build_memory(self) -> QWidget:
-        import pyqtgraph as pg  # heavy: imported when the view is built
-
         page = QWidget()
-        lay = QVBoxLayout(page)
+        self._mem_layout = lay = QVBoxLayout(page)
         lay.setContentsMargins(0, 6, 0, 0)
         self.mem_label = QLabel("")
         self.mem_label.setWordWrap(True)
         lay.addWidget(self.mem_label)
-        self.mem_plot = pg.PlotWidget(background="w")
-        self.mem_plot.showGrid(x=True, y=True, alpha=0.2)
-        self.mem_plot.setLabel("left", "GPU memory (MiB)")
-        self.mem_plot.setLabel("bottom", "time from the trace start (ms)")
-        self.mem_plot.addLegend(offset=(10, 10))
-        lay.addWidget(self.mem_plot, 3)
+        self.mem_plot: Any = None  # made when the page is first filled (pyqtgraph is slow to import)
         self.alive_table = ReadOnlyTable()
         lay.addWidget(self.alive_table, 2)
         return page
 
+    def _memory_plot(self) -> Any:
+        if self.mem_plot is None:
+            import pyqtgraph as pg
+
+            self.mem_plot = pg.PlotWidget(background="w")
+            self.mem_plot.showGrid(x=True, y=True, alpha=0.2)
+            self.mem_plot.setLabel("left", "GPU memory (MiB)")
+            self.mem_plot.setLabel("bottom", "time from the trace start (ms)")
+            self.mem_plot.addLegend(offset=(10, 10))
+            self._mem_layout.insertWidget(1, self.mem_plot, 3)
+        return self.mem_plot
+
     # -- report --------------------------------------------------------------------------------------
     def on_report(self, report: LoadedReport | None) -> None:
         self.result = None
+        self._trace = None if report is None else report.trace
         if report is None:
             self.show_placeholder("Open a PyTorch profiler trace, an nsys report of a PyTorch program or "
                                   "a memory snapshot to see its operators, modules, kernels and memory.")
@@ -229,18 +246,23 @@ class PytorchView(ReportView):
         if not self.current_is(key):
             return
         self.result = result
+        self._filled.clear()
         self.stack.show_page(self.tabs)
-        snapshot = result["events"] is None
+        snapshot = result["snapshot"]
         for i in range(3):
             self.tabs.setTabEnabled(i, not snapshot)
-        if snapshot:
-            self.tabs.setCurrentIndex(3)
+        if snapshot and self.tabs.currentIndex() != 3:
+            self.tabs.setCurrentIndex(3)  # fills it
         else:
-            self._show_ops()
-            self._show_modules()
-            self._show_kernels()
-        self._show_memory()
+            self._fill_page(self.tabs.currentIndex())
         self.sig_ready.emit()
+
+    def _fill_page(self, index: int) -> None:
+        """Fill page ``index`` from the result once (the page on screen first, the others when shown)."""
+        if self.result is None or index in self._filled or index < 0 or not self.tabs.isTabEnabled(index):
+            return
+        self._filled.add(index)
+        (self._show_ops, self._show_modules, self._show_kernels, self._show_memory)[index]()
 
     def _on_error(self, key: Any, msg: str) -> None:
         if self.current_is(key):
@@ -302,7 +324,7 @@ class PytorchView(ReportView):
         key = self.selected_op()
         if key is None or self.result is None:
             return
-        ev = self.result["events"]
+        ev = events_of(self._trace)
         table = self.result["ops"][self.by.currentData()]
         calls = calls_of(ev, table, key)
         gpu = descendants_gpu(ev, calls)
@@ -337,7 +359,7 @@ class PytorchView(ReportView):
 
     # -- modules, kernels, memory ----------------------------------------------------------------------
     def _show_modules(self) -> None:
-        tree = self.result["modules"] if self.result else None
+        tree = self.result.get("modules") if self.result else None
         self.tree.clear()
         if tree is None:
             return
@@ -360,7 +382,7 @@ class PytorchView(ReportView):
     def _show_kernels(self) -> None:
         import pandas as pd
 
-        kt = self.result["kernels"] if self.result else None
+        kt = self.result.get("kernels") if self.result else None
         if kt is None:
             return
         rows = [{"Kernel": r.name, "Calls": r.calls, "Total (ms)": _ms(r.total_ns),
@@ -383,7 +405,8 @@ class PytorchView(ReportView):
         import pyqtgraph as pg
 
         tl = self.result["memory"] if self.result else None
-        self.mem_plot.clear()
+        plot = self._memory_plot()
+        plot.clear()
         if tl is None:
             return
         colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"]
@@ -399,14 +422,14 @@ class PytorchView(ReportView):
                 pen = pg.mkPen(colors[k % len(colors)], width=1.5, style=style)
                 if len(series) > PLOT_POINTS:  # millions of allocator events: the peak of each pixel's span
                     x, y = envelope(c.time_ns, series, PLOT_POINTS // 2)
-                    self.mem_plot.plot(x / 1e6, y / 2**20, name=f"{tag}{name}", pen=pen)
+                    plot.plot(x / 1e6, y / 2**20, name=f"{tag}{name}", pen=pen)
                 else:
                     x = np.append(c.time_ns, c.time_ns[-1]) / 1e6
                     y = np.asarray(series, dtype=np.float64) / 2**20
-                    self.mem_plot.plot(x, y, stepMode="center", name=f"{tag}{name}", pen=pen)
+                    plot.plot(x, y, stepMode="center", name=f"{tag}{name}", pen=pen)
             i = c.peak_index
             if i >= 0:
-                self.mem_plot.addLine(x=c.time_ns[i] / 1e6, pen=pg.mkPen("#888", style=Qt.PenStyle.DotLine))
+                plot.addLine(x=c.time_ns[i] / 1e6, pen=pg.mkPen("#888", style=Qt.PenStyle.DotLine))
                 peak = c.peak_allocated if c.allocated is not None else c.peak_reserved
                 reserved = "" if c.reserved is None else f"; peak reserved {c.peak_reserved / 2**20:,.1f} MiB"
                 lines.append(f"GPU {c.device}: peak {'allocated' if c.allocated is not None else 'reserved'} "
