@@ -116,7 +116,10 @@ def steps_of(report: LoadedReport) -> Any:
         # a report big enough for its summary to be computed in a child process: finding its steps
         # here again would cost the window gigabytes (big10m: 5M steps from 35M GPU operations, +3 GB)
         return None
-    from engine.analysis.steps import summary_steps
+    if report.trace.info.kind == "kineto":  # kept on disk with the PyTorch results: a second open loads them
+        from engine.analysis.pytorch.kept_results import summary_steps
+    else:
+        from engine.analysis.steps import summary_steps
 
     return next((st for st in summary_steps(report.trace, it) if st.pid == it.pid), None)
 

@@ -67,3 +67,28 @@ def test_an_unreadable_pickle_is_built_again(tmp_path: Path) -> None:
     for p in cache.glob("results/*/pytorch-v1-*.pickle"):
         p.write_bytes(b"not a pickle")
     assert _texts(open_report(path)) == built
+
+
+def test_the_summarys_steps_are_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import engine.analysis.steps as steps_mod
+    from engine.analysis.summary import summarize
+
+    path = tmp_path / "torch_train.json"
+    path.write_bytes(lzma.decompress((REPO / "tests/data/recordings/torch/torch_train.json.xz").read_bytes()))
+    first = open_report(path)
+    it = summarize(first).iterations
+    assert it is not None
+    found = steps_mod.summary_steps(first, it)
+    built = kept.summary_steps(first, it)
+    assert [(s.pid, s.range_name, s.count, s.gpu_ns) for s in built] == [
+        (s.pid, s.range_name, s.count, s.gpu_ns) for s in found]
+    assert any(s.pid == it.pid and s.count == it.count for s in built)
+
+    def fails(*_: object, **__: object) -> None:
+        raise AssertionError("found again")
+
+    monkeypatch.setattr(steps_mod, "summary_steps", fails)
+    again = kept.summary_steps(open_report(path), it)
+    assert again == built  # Steps compare field by field (the step arrays included)
+    for a, b in zip(again, built, strict=True):
+        assert np.array_equal(a.steps.starts, b.steps.starts) and np.array_equal(a.steps.ends, b.steps.ends)
