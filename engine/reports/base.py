@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING, Any
 from engine.reports.trace_columns import NULL as NULL  # re-exported: the one missing-value stand-in
 from engine.reports.trace_columns import (
     ColumnsRead,
+    NvtxNames,
     ReadyColumns,
     TextIds,
     Where,
     check_names,
     from_tables,
+    nvtx_names_from_tables,
 )
 from engine.reports.trace_columns import decode_global_tid as decode_global_tid  # re-exported
 from engine.system.errors import ReportError
@@ -242,6 +244,17 @@ class Trace:
 
     def prefetch_columns(self, table: str, names: Sequence[str]) -> None:
         """Start reading columns that :meth:`columns` will be asked for (a no-op where nothing is gained)."""
+
+    def nvtx_names(self, where: str | Where | None, *, domain_by_text: bool = False) -> NvtxNames:
+        """Each ``nvtx`` row's (domain, text), row for row with ``columns("nvtx", ..., where=where)``.
+
+        Returns:
+            (a code per row, the (domain, text) pair of each code; None for a missing one). An nsys
+            export names a domain by its create event's text id first, or with ``domain_by_text``
+            its inline text first; the default reads the table's ``domain`` and ``text``.
+
+        """
+        return nvtx_names_from_tables(self, where)
 
     def strings(self) -> dict[int, str]:
         """The texts of the id columns (``nameId``, ``textId``, ...) that :meth:`columns` gave, by id."""

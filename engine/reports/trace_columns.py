@@ -198,6 +198,11 @@ FILTERS: dict[str, dict[str, Where]] = {
         "same_thread_ranges": Where((_in("eventType", NVTX_PUSH_POP, NVTX_START_END), _ENDED,
                                      Clause("endGlobalTid", "is null"))),
         "pushpop_ranges": Where((_in("eventType", NVTX_PUSH_POP, NVTXT_PUSH_POP), _ENDED)),
+        # push/pop ranges (NVTXT too), popped or not (nvtx_pushpop_trace ends the others at the last time)
+        "pushed_ranges": Where((_in("eventType", NVTX_PUSH_POP, NVTXT_PUSH_POP),)),
+        # push/pop and start/end ranges (NVTXT too), ended or not, except those ended on another thread
+        "own_thread_ranges": Where((_in("eventType", NVTX_PUSH_POP, NVTXT_PUSH_POP, NVTX_START_END,
+                                        NVTXT_START_END), Clause("endGlobalTid", "is null"))),
         "startend_ranges": Where((_in("eventType", NVTX_START_END, NVTXT_START_END), _ENDED)),
         "marks": Where((_in("eventType", NVTX_MARK),)),
         "domain_create": Where((_in("eventType", NVTX_DOMAIN_CREATE),)),
@@ -368,6 +373,38 @@ def from_tables(trace: Any, table: str, names: Sequence[str], where: str | Where
         keep = w.mask(out, others)
         return {n: out[n][keep] for n in names}
     return {n: out[n] for n in names}
+
+
+#: Each NVTX row's name: (a code per row, the (domain, text) pair of each code); None where a row
+#: has no domain or no text.
+NvtxNames = tuple["npt.NDArray[np.int64]", list[tuple["str | None", "str | None"]]]
+
+
+def nvtx_names_from_tables(trace: Any, where: str | Where | None) -> NvtxNames:
+    """:meth:`~engine.reports.base.Trace.nvtx_names` from ``trace.table("nvtx")``'s domain and text.
+
+    Row for row with ``trace.columns("nvtx", ..., where=where)``; the table names each domain and
+    text once, so both of the export's domain orders read the same here.
+    """
+    import numpy as np
+    import pandas as pd
+
+    rows = trace.columns("nvtx", ["rowid"], where=where)["rowid"]
+    if not len(rows):
+        return np.zeros(0, dtype=np.int64), []
+    df = trace.table("nvtx", ["domain", "text"])
+    picked = np.asarray(rows, dtype=np.int64) - 1  # the tables' rowid is the row's place, from 1
+    parts = []
+    for col in ("domain", "text"):
+        codes, uniq = pd.factorize(df[col].to_numpy()[picked], use_na_sentinel=True)
+        labels = [None if pd.isna(u) else str(u) for u in uniq]
+        parts.append((codes.astype(np.int64), [*labels, None]))  # code -1: the last label, None
+    (d_code, d_labels), (t_code, t_labels) = parts
+    key = np.where(d_code < 0, len(d_labels) - 1, d_code) * len(t_labels) + np.where(
+        t_code < 0, len(t_labels) - 1, t_code)
+    uniq_keys, code = np.unique(key, return_inverse=True)
+    pairs = [(d_labels[k // len(t_labels)], t_labels[k % len(t_labels)]) for k in uniq_keys.tolist()]
+    return code.astype(np.int64).reshape(-1), pairs
 
 
 def _packed_shape(x: npt.NDArray[np.int64], y: npt.NDArray[np.int64],

@@ -2,13 +2,13 @@
 
 Two questions about the ``NVTX_EVENTS`` table, each answered in SQLite over integer columns:
 
-* :func:`range_columns`: the closed push/pop and start/end ranges (the ``"ranges"`` filter of
-  ``trace.columns("nvtx", ...)``) with each row's name as a code into their distinct
-  (domain, text) pairs. The ranges are grouped by (domain id, text id, text): where the groups are
-  few (one DISTINCT scan tells), each row's group is a code column (a CASE over the groups) that the
-  columnar cache keeps, so a later run reads no text; else SQLite lists each group's row ids.
-* :func:`range_groups`: the ranges that ended, grouped by (event type, "domain:text") with their
-  durations (nsys's ``nvtx_sum``), SQLite grouping two halves of the table in two threads.
+* :func:`range_names`: each row a filter of ``trace.columns("nvtx", ...)`` passes, named by a code
+  into the distinct (domain, text) pairs (``trace.nvtx_names``). The rows are grouped by (domain
+  id, text id, text): where the groups are few (one DISTINCT scan tells), each row's group is a
+  code column (a CASE over the groups) that the columnar cache keeps, so a later run reads no
+  text; else SQLite lists each group's row ids.
+* :func:`range_columns`: the closed push/pop and start/end ranges (the ``"ranges"`` filter) with
+  their columns and name codes in one read.
 
 Texts are resolved as the ``nvtx`` table resolves them: the StringIds text of ``textId`` where it
 resolves, else the inline ``text``; domain names come from the domain-create events.
@@ -17,14 +17,11 @@ resolves, else the inline ``text``; domain names come from the domain-create eve
 from __future__ import annotations
 
 import sqlite3
-import threading
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.reports.nsys import schema
-from engine.reports.nsys.sqlite_file import connect_readonly
-from engine.reports.trace_columns import FILTERS
+from engine.reports.trace_columns import FILTERS, Where
 
 if TYPE_CHECKING:
     import numpy as np
@@ -98,6 +95,80 @@ def range_columns(trace: ExportSource, names: Sequence[str]) -> tuple[
     return {n: cols[n] for n in names}, code, pairs
 
 
+def range_names(trace: ExportSource, where: Where | None, *, domain_by_text: bool = False,
+                ) -> tuple[npt.NDArray[np.int64], list[tuple[Any, Any]]]:
+    """Each NVTX row's (domain, text) as a code, row for row with ``trace.columns("nvtx", ..., where=where)``.
+
+    The rows are grouped by (domain id, text id, text) as :func:`range_columns` groups the closed
+    ranges (a cached CASE code column where the groups are few, else SQLite lists each group's
+    row ids). A text is its ``textId``'s string where that resolves, else the inline text; a
+    domain is named by its create event the same way, or, with ``domain_by_text``, by the create
+    event's inline text first. An unknown domain is "" (None where the row has no domain id).
+    """
+    import numpy as np
+
+    from engine.system.errors import ReportError
+
+    t = schema.NVTX
+    if not trace.has_sqlite_table(t):
+        return np.zeros(0, dtype=np.int64), []
+    have = set(trace.column_names(t))
+    text_id = '"textId"' if "textId" in have else "NULL"
+    text = '"text"' if "text" in have else "NULL"
+    dom = '"domainId"' if "domainId" in have else "NULL"
+    cond = schema.where_sql("nvtx", where, have) if where is not None and where.clauses else "1"
+    s = trace.strings()
+
+    def resolved(tid: Any, txt: Any) -> Any:  # the text of a textId when it resolves, else the text
+        return s[tid] if tid is not None and tid in s else txt
+
+    def by_text(tid: Any, txt: Any) -> Any:
+        return txt if txt is not None else s.get(tid) if tid is not None else None
+
+    try:
+        created = trace.rows(f"SELECT {dom}, {text_id}, {text} FROM {t} "
+                             f'WHERE "eventType" = {schema.NVTX_DOMAIN_CREATE}')
+        domains = {d: (by_text if domain_by_text else resolved)(tid, txt)
+                   for d, tid, txt in created if d is not None}
+        for _attempt in range(2):  # a second try where the table changed between the reads
+            got = _grouped_codes(trace, t, cond, (dom, text_id, text))
+            if got is not None:
+                break
+        else:
+            raise ReportError("the NVTX events changed while they were read; open the report again.")
+    except sqlite3.Error as exc:
+        raise ReportError(f"the NVTX events could not be read from the export ({exc}); "
+                          "export the report again.") from exc
+    code, groups = got
+    pairs = [(domains.get(d, "") if d is not None else None, resolved(tid, txt))
+             for d, tid, txt, *_ in groups]
+    return code, pairs
+
+
+def _grouped_codes(trace: ExportSource, t: str, cond: str, cols: tuple[str, str, str],
+                   ) -> tuple[npt.NDArray[np.int64], list[tuple[Any, ...]]] | None:
+    """Each row's group of (domain id, text id, text) where ``cond`` holds, and the groups (None: changed)."""
+    import numpy as np
+
+    dom, text_id, text = cols
+    keys = trace.rows(f"SELECT DISTINCT {dom}, {text_id}, {text} FROM {t} WHERE {cond} "
+                      f"LIMIT {_FEW_GROUPS + 1}")
+    if not keys:
+        return np.zeros(0, dtype=np.int64), []
+    if len(keys) <= _FEW_GROUPS and all(_literal(v) is not None for k in keys for v in k):
+        got = trace.column_store().read_where(t, {"group": _group_case(keys, text_id, (dom, text_id, text))},
+                                              cond)
+        code = np.asarray(got["group"], dtype=np.int64)
+        if len(code) and int(code.min()) < 0:
+            return None  # a row of no group: the table changed between the two reads
+        return code, [tuple(k) for k in keys]
+    groups = trace.rows(f"SELECT {dom}, {text_id}, {text}, group_concat(rowid, ',') "
+                        f"FROM {t} WHERE {cond} GROUP BY 1, 2, 3")
+    rowid = trace.column_store().read_where(t, {"rowid": "rowid"}, cond)["rowid"]
+    found = _codes_by_rowid(groups, np.asarray(rowid))
+    return None if found is None else (found, groups)
+
+
 def _literal(v: Any) -> str | None:
     """``v`` as an SQL literal for ``IS`` (None where it cannot be written as one)."""
     if v is None:
@@ -109,9 +180,10 @@ def _literal(v: Any) -> str | None:
     return None
 
 
-def _group_case(keys: list[tuple[Any, ...]], text_id: str) -> str:
+def _group_case(keys: list[tuple[Any, ...]], text_id: str,
+                cols: tuple[str, str, str] | None = None) -> str:
     """A CASE giving each row the index of its (domain id, text id, text) among ``keys`` (-1: none)."""
-    cols = ('"domainId"', text_id, '"text"')
+    cols = cols or ('"domainId"', text_id, '"text"')
     whens = " ".join(
         "WHEN " + " AND ".join(f"{c} IS {_literal(v)}" for c, v in zip(cols, k, strict=True)) + f" THEN {i}"
         for i, k in enumerate(keys))
@@ -131,79 +203,6 @@ def _codes_by_rowid(groups: list[tuple[Any, ...]], rowid: npt.NDArray[Any]) -> n
         return None  # the table changed between the two reads
     out: npt.NDArray[np.int64] = code_all[order][pos]
     return out
-
-
-def range_groups(trace: ExportSource) -> list[tuple[int, str, npt.NDArray[np.int64]]] | None:
-    """NVTX push/pop and start/end ranges that ended, grouped: (eventType, "domain:text", durations).
-
-    The same names as the ``nvtx`` table gives (text from StringIds when ``textId`` resolves,
-    domain names from the domain-create events), without pandas: SQLite groups the rows and
-    joins each group's durations into one text that numpy parses. Empty when NVTX was not
-    captured; None when a range lacks a start or a domain id (the general path handles those).
-    """
-    import numpy as np
-
-    t = schema.NVTX
-    if not trace.has_sqlite_table(t):
-        return []
-    have = set(trace.column_names(t))
-    text_id = '"textId"' if "textId" in have else "NULL"
-    text = '"text"' if "text" in have else "NULL"
-    dom = '"domainId"' if "domainId" in have else "NULL"
-    sql = (f'SELECT eventType, {dom}, {text_id}, {text}, count(*), count("start"), '
-           f"group_concat(\"end\" - \"start\", ',') FROM {t} "
-           f'WHERE eventType IN ({schema.NVTX_PUSH_POP}, {schema.NVTX_START_END}) AND "end" IS NOT NULL '
-           "AND rowid > ? AND rowid <= ? GROUP BY 1, 2, 3, 4")
-    first, last = trace.rows(f"SELECT min(rowid), max(rowid) FROM {t}")[0]
-    if first is None:
-        return []
-    rows = _grouped_halves(Path(trace.info.sqlite_path or trace.info.path), sql, int(str(first)),
-                           int(str(last)))
-    s = trace.strings()
-
-    def label(tid: object, txt: object) -> object:
-        if tid is not None and tid in s:
-            return s[tid]  # type: ignore[index]
-        return txt
-
-    created = trace.rows(f"SELECT {dom}, {text_id}, {text} FROM {t} "
-                         f"WHERE eventType = {schema.NVTX_DOMAIN_CREATE}")
-    domains = {d: label(tid, txt) for d, tid, txt in created}
-    merged: dict[tuple[int, str], list[npt.NDArray[np.int64]]] = {}
-    for etype, dom_id, tid, txt, n, n_start, durs in rows:
-        if n_start != n or dom_id is None:
-            return None
-        d, x = domains.get(dom_id, ""), label(tid, txt)
-        name = f"{'' if d is None else d}:{'' if x is None else x}"
-        merged.setdefault((int(str(etype)), name), []).append(
-            np.fromstring(str(durs), dtype=np.int64, sep=","))
-    return [(e, name, np.concatenate(parts)) for (e, name), parts in merged.items()]
-
-
-def _grouped_halves(path: Path, sql: str, first: int, last: int) -> list[tuple[Any, ...]]:
-    """``sql`` over two halves of the rowids, on two connections in two threads, in table order.
-
-    SQLite runs without Python's lock, so the halves are grouped at once; the caller merges their
-    groups.
-    """
-    mid = (first - 1 + last) // 2
-    halves: list[list[tuple[Any, ...]]] = [[], []]
-
-    def half(k: int, lo: int, hi: int) -> None:
-        con = connect_readonly(path)
-        try:
-            halves[k] = con.execute(sql, (lo, hi)).fetchall()
-        finally:
-            con.close()
-
-    if last - first > 100_000:
-        worker = threading.Thread(target=half, args=(1, mid, last), daemon=True)
-        worker.start()
-        half(0, first - 1, mid)
-        worker.join()
-    else:
-        half(0, first - 1, last)
-    return halves[0] + halves[1]
 
 
 def inline_texts(trace: ExportSource, first: int, last: int) -> tuple[npt.NDArray[np.int64], str] | None:

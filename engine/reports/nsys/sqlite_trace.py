@@ -28,6 +28,7 @@ from engine.reports.nsys.export_tables import COUNTED, ExportTables
 from engine.reports.nsys.sqlite_file import connect_readonly as connect_readonly  # re-exported
 from engine.reports.nsys.sqlite_file import is_sqlite
 from engine.reports.nsys.summary_columns import SummaryColumns, read_summary_columns
+from engine.reports.trace_columns import resolve_where
 from engine.system.errors import ReportError
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
     import pandas as pd
 
-    from engine.reports.trace_columns import ColumnsRead, Where
+    from engine.reports.trace_columns import ColumnsRead, NvtxNames, Where
 
 
 _NOT_CAPTURED_HINT = {
@@ -223,10 +224,6 @@ class NsysSqliteTrace(Trace):
             self._store = ColumnStore(Path(self.info.sqlite_path or self.info.path))
         return self._store
 
-    def nvtx_range_groups(self) -> list[tuple[int, str, npt.NDArray[np.int64]]] | None:
-        """NVTX ranges that ended, grouped: (eventType, "domain:text", durations); see :mod:`.nvtx_ranges`."""
-        return nvtx_ranges.range_groups(self)
-
     def nvtx_inline_texts(self, first: int, last: int) -> tuple[npt.NDArray[np.int64], str] | None:
         """NVTX events with inline text among rowids ``first``..``last`` (see :mod:`.nvtx_ranges`)."""
         return nvtx_ranges.inline_texts(self, first, last)
@@ -243,6 +240,10 @@ class NsysSqliteTrace(Trace):
         See :func:`engine.reports.nsys.nvtx_ranges.range_columns`; None where the export does not fit.
         """
         return nvtx_ranges.range_columns(self, names)
+
+    def nvtx_names(self, where: str | Where | None, *, domain_by_text: bool = False) -> NvtxNames:
+        """Each NVTX row's (domain, text) as a code, from a cached code column (see :mod:`.nvtx_ranges`)."""
+        return nvtx_ranges.range_names(self, resolve_where("nvtx", where), domain_by_text=domain_by_text)
 
     def _probe(self, name: str) -> None:
         # The export creates a table only when it has rows: the schema alone answers.

@@ -40,27 +40,6 @@ OPENMP_PREFIX = "OPENMP_EVENT_KIND_"
 #: copyKind of unified memory migrations (host to device, device to host).
 UM_HTOD, UM_DTOH = 11, 12
 
-#: Bits per grid or block dimension in :func:`packed_dims_expr` (3 of them fit one int64).
-DIM_BITS = 21
-
-
-def packed_dims_expr(prefix: str) -> str:
-    """SQL packing a kernel's three grid or block dimensions into one integer (21 bits each).
-
-    NULL where one is NULL or out of range (the general path prints those).
-    """
-    x, y, z = (f'"{prefix}{a}"' for a in "XYZ")
-    top = (1 << DIM_BITS) - 1
-    return (f"CASE WHEN {x} BETWEEN 0 AND {top} AND {y} BETWEEN 0 AND {top} AND {z} BETWEEN 0 AND {top} "
-            f"THEN ({x} << {2 * DIM_BITS}) | ({y} << {DIM_BITS}) | {z} END")
-
-
-def dims_text(packed: int) -> str:
-    """'%4d %4d %4d' of three dimensions packed by :func:`packed_dims_expr`, as nsys prints them."""
-    mask = (1 << DIM_BITS) - 1
-    return f"{packed >> (2 * DIM_BITS):4d} {(packed >> DIM_BITS) & mask:4d} {packed & mask:4d}"
-
-
 #: An export's tables of host calls that nsys summarises by name: family -> (table, the calls'
 #: ``eventClass``; other classes in the table are not calls).
 CALL_TABLES: dict[str, tuple[str, int]] = {
@@ -69,19 +48,21 @@ CALL_TABLES: dict[str, tuple[str, int]] = {
 }
 
 
-def call_columns(trace: NsysSqliteTrace, family: str) -> dict[str, npt.NDArray[np.int64]] | None:
+def call_columns(trace: Trace, family: str) -> dict[str, npt.NDArray[np.int64]] | None:
     """``duration`` and ``nameId`` of the calls of a :data:`CALL_TABLES` family, in table order.
 
-    None when the export has no such table (the calls were not traced); NULL values read as
-    :data:`~engine.reports.nsys.schema.NULL`. Read through the columnar cache (kept for the next run).
+    None when the trace is no nsys export or the export has no such table (the calls were not
+    traced); NULL values read as :data:`~engine.reports.nsys.schema.NULL`. Read through the columnar
+    cache (kept for the next run).
     """
     table, event_class = CALL_TABLES[family]
-    if not trace.has_sqlite_table(table):
+    export = export_of(trace)
+    if export is None or not export.has_sqlite_table(table):
         return None
-    have = set(trace.column_names(table))
+    have = set(export.column_names(table))
     where = f"eventClass = {event_class}" if "eventClass" in have else "1"
     name = '"nameId"' if "nameId" in have else "NULL"
-    return trace.column_store().read_where(table, {"duration": DURATION, "nameId": name}, where)
+    return export.column_store().read_where(table, {"duration": DURATION, "nameId": name}, where)
 
 
 # -- is it there? -----------------------------------------------------------------------------
@@ -104,18 +85,11 @@ def has_row(trace: NsysSqliteTrace, table: str, where: str) -> bool:
     return trace.has_sqlite_table(t) and bool(trace.rows(f"SELECT 1 FROM {t} WHERE {where} LIMIT 1"))
 
 
-def nvtx_where(types: Sequence[int], *, ended: bool = False, own_thread: bool = False,
-               trace: NsysSqliteTrace | None = None) -> str:
-    """SQL selecting NVTX events of these ``eventType`` values.
-
-    ``ended``: only those with an end; ``own_thread``: only those ended on the thread that began
-    them, where the export records the ending thread (needs ``trace``).
-    """
+def nvtx_where(types: Sequence[int], *, ended: bool = False) -> str:
+    """SQL selecting NVTX events of these ``eventType`` values (``ended``: only those with an end)."""
     where = f"eventType IN ({', '.join(str(int(t)) for t in types)})"
     if ended:
         where += ' AND "end" IS NOT NULL'
-    if own_thread and trace is not None and "endGlobalTid" in trace.column_names(NVTX):
-        where += ' AND "endGlobalTid" IS NULL'
     return where
 
 
@@ -233,11 +207,6 @@ def nvtx_events(trace: Trace, *, end_tid: bool = False, text_id: bool = False) -
                       f"LEFT JOIN {STRINGS} AS s ON s.id = e.textId")
 
 
-def nvtx_time_bounds(trace: NsysSqliteTrace) -> tuple[Any, Any]:
-    """(latest start, latest end) of the NVTX events."""
-    return tuple(trace.rows(f'SELECT max("start"), max("end") FROM {NVTX}')[0])  # type: ignore[return-value]
-
-
 def kernel_launches(trace: Trace) -> pd.DataFrame | None:
     """Each kernel with its launch call: kid (rowid), kdur, kname, the call's a_start/a_end, gtid."""
     return query_rows(trace, KERNEL,
@@ -263,12 +232,6 @@ def gpu_op_launches(trace: Trace) -> list[pd.DataFrame]:
     return parts
 
 
-def row_span(trace: NsysSqliteTrace, table: str) -> int:
-    """max(rowid) - min(rowid) + 1 of an export table (0 when empty)."""
-    span = trace.rows(f"SELECT max(rowid) - min(rowid) + 1 FROM {table}")[0][0]
-    return int(str(span)) if span is not None else 0
-
-
 def gpu_names(trace: NsysSqliteTrace) -> dict[int, str]:
     """GPU id -> its name, from the capture's GPU descriptions (empty where there are none)."""
     if not trace.has_sqlite_table(GPU_INFO):
@@ -277,22 +240,3 @@ def gpu_names(trace: NsysSqliteTrace) -> dict[int, str]:
         return {}
     rows = trace.rows(f"SELECT id, name FROM {GPU_INFO}")
     return {int(str(i)): str(n) for i, n in rows if i is not None and n is not None}
-
-
-def rows_by_rowid(trace: NsysSqliteTrace, table: str, columns: Sequence[str],
-                  rowids: Sequence[int]) -> dict[int, tuple[Any, ...]]:
-    """Rowid -> the values of ``columns`` (NULL where the table lacks one) for a few rows of a table."""
-    present = set(trace.column_names(table))
-    sel = ", ".join(f'"{c}"' if c in present else f'NULL AS "{c}"' for c in columns)
-    got: dict[int, tuple[Any, ...]] = {}
-    for k in range(0, len(rowids), 500):
-        part = rowids[k:k + 500]
-        q = f"SELECT rowid, {sel} FROM {table} WHERE rowid IN ({','.join(map(str, part))})"
-        for row in trace.rows(q):
-            got[int(str(row[0]))] = row[1:]
-    return got
-
-
-def launched_kernels_where() -> str:
-    """SQL selecting the runtime calls that share a correlation id with a kernel (their launches)."""
-    return f"correlationId IN (SELECT correlationId FROM {KERNEL})"

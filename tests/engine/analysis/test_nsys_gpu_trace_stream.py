@@ -12,13 +12,13 @@ from engine.analysis.nsys import stats
 from engine.analysis.nsys.stats import format_table, run_report, to_csv
 from engine.analysis.nsys.stats.reports import (
     cuda_api_trace,
-    cuda_gpu_kern_gb_sum,
     cuda_gpu_trace,
     cuda_kern_exec_trace,
 )
 from engine.cli import app, main
 from engine.reports import open_report
 from tests.conftest import FIXTURES, NSYS_SQLITE
+from tests.oracles.nsys_nvtx_pandas import ORACLES as nvtx_oracles
 from tests.oracles.nsys_stats_pandas import pandas_report
 
 KINETO = FIXTURES / "torch" / "torch_sdpa_trace.json"
@@ -123,18 +123,17 @@ def test_streamed_kern_exec_trace_gives_the_dataframe_paths_bytes(db: Path, tmp_
     assert format_table(run_report(trace, "cuda_kern_exec_trace")) == format_table(reference)
 
 
-@pytest.mark.parametrize("db", NSYS_SQLITE, ids=lambda p: p.stem)
-def test_grid_block_summary_without_pandas_gives_the_dataframe_paths_bytes(
+@pytest.mark.parametrize("db", [*NSYS_SQLITE, KINETO], ids=lambda p: p.stem)
+def test_grid_block_summary_gives_the_pandas_references_bytes(
         db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-
+    """One path over trace.columns on an export and on a Kineto trace; the pandas groupby it replaced."""
     monkeypatch.setenv("KERNELSCOPE_CACHE", str(tmp_path / "cache"))
     trace = open_report(db)
-    want = to_csv(cuda_gpu_kern_gb_sum.kern_gb_frame(trace))
-    table = cuda_gpu_kern_gb_sum.kern_gb_sum_table(trace)  # type: ignore[arg-type]
-    if not trace.has_sqlite_table("CUPTI_ACTIVITY_KIND_KERNEL"):  # type: ignore[attr-defined]
-        assert table is None and want == ""
-        return
-    assert table is not None and len(table) > 0 and to_csv(table) == want
+    reference = nvtx_oracles["cuda_gpu_kern_gb_sum"](trace)
+    got = run_report(trace, "cuda_gpu_kern_gb_sum")
+    assert to_csv(got) == to_csv(reference)
+    assert format_table(got) == format_table(reference)
+    assert len(got) == len(reference) and (len(got) > 0) == trace.has("kernels")
 
 
 def test_kern_exec_trace_without_a_writable_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,8 +1,10 @@
-"""nvtx_pushpop_trace, nvtx_kern_sum and the style summaries without pandas (issue 16): the
-columnar reads, the one-pass tree, the numpy joins and the chunked CSV print the bytes of the
-DataFrame path on every fixture, every H100 recording and an export with every case added by hand
-(nesting, equal ranges, a range never popped, two threads, a named domain, a StringIds text, a
-comma in a name, a kernel launched outside any range, a kernel without a launch call)"""
+"""nvtx_pushpop_trace, nvtx_kern_sum, the style summaries and nvtx_sum, each one path over
+trace.columns and trace.nvtx_names (issue 24): the chunked CSV and the table print the bytes of
+the pandas references (tests/oracles) on every fixture, every H100 recording and an export with
+every case added by hand (nesting, equal ranges, a range never popped, two threads, a named
+domain, a StringIds text, a comma in a name, a kernel launched outside any range, a kernel without
+a launch call), with the names coded in SQL and fetched; on a Kineto trace the ranges are named
+from its table and the threads are its (pid, tid)."""
 
 from __future__ import annotations
 
@@ -13,50 +15,31 @@ from pathlib import Path
 
 import pytest
 
-from engine.analysis.nsys.stats import run_report, to_csv
-from engine.analysis.nsys.stats.reports import nvtx_kern_sum, nvtx_pushpop_trace, nvtx_style_sums
+from engine.analysis.nsys.stats import run, run_report, to_csv
+from engine.analysis.nsys.stats.reports import nvtx_pushpop_trace
 from engine.reports import open_report
-from engine.reports.nsys import nvtx_text_codes as nvtx_names
-from tests.conftest import NSYS_SQLITE, REPO
+from engine.reports.nsys import nvtx_ranges
+from tests.conftest import FIXTURES, NSYS_SQLITE, REPO
+from tests.oracles.nsys_nvtx_pandas import ORACLES
+from tests.oracles.nsys_stats_pandas import pandas_report
 
 RECORDINGS = sorted((REPO / "tests" / "data" / "recordings" / "nsys").glob("*/*.sqlite.xz"))
+NVTX_REPORTS = ("nvtx_pushpop_trace", "nvtx_kern_sum", "nvtx_pushpop_sum", "nvtx_startend_sum")
 
 
-def _groups(found: list[tuple[int, str, object]] | None) -> dict[tuple[int, str], list[int]]:
-    assert found is not None
-    return {(e, n): sorted(d.tolist()) for e, n, d in found}  # type: ignore[attr-defined]
+def _csv(trace: object, name: str) -> str:
+    got = run(trace, name, "csv")  # type: ignore[arg-type]
+    return b"".join(got.chunks()).decode()
 
 
 def _same(db: Path) -> int:
     trace = open_report(db)
-    # nvtx_sum's groups from the columnar cache equal SQLite's GROUP BY (names, durations); with
-    # many distinct texts (here: _FEW_TEXTS lowered) that GROUP BY answers instead
-    mine = nvtx_names.nvtx_sum_groups(trace)  # type: ignore[arg-type]
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:  # a capture of many distinct range texts ("train_step 0" .. "train_step 299") is grouped by SQLite
-        texts = con.execute("SELECT count(DISTINCT coalesce(e.text, s.value)) FROM NVTX_EVENTS e "
-                            "LEFT JOIN StringIds s ON s.id = e.textId").fetchone()[0]
-    finally:
-        con.close()
-    assert mine is not None or nvtx_names._FEW_TEXTS < 64 or texts > nvtx_names._FEW_TEXTS
-    if mine is not None:
-        assert _groups(mine) == _groups(trace.nvtx_range_groups())  # type: ignore[attr-defined]
-    want = to_csv(run_report(trace, "nvtx_pushpop_trace"))
-    table = nvtx_pushpop_trace.pushpop_trace_csv(trace)  # type: ignore[arg-type]
-    assert table is not None
-    pieces = list(table.chunks())
-    assert b"".join(pieces).decode() == want
-    for report in ("nvtx_pushpop_sum", "nvtx_startend_sum"):
-        style = nvtx_style_sums.style_sum_table(trace, report)  # type: ignore[arg-type]
-        general = nvtx_style_sums.general_style_sum(trace, report)
-        assert (to_csv(style) if style is not None else "") == to_csv(general)
-    kern_sum = nvtx_kern_sum.kern_sum_table(trace)  # type: ignore[arg-type]
-    want = to_csv(nvtx_kern_sum.kern_sum_frame(trace))
-    if not trace.has_sqlite_table("CUPTI_ACTIVITY_KIND_KERNEL"):  # type: ignore[attr-defined]
-        assert kern_sum is None and want == ""
-    else:
-        assert kern_sum is not None and to_csv(kern_sum) == want
-    return table.rows
+    assert to_csv(run_report(trace, "nvtx_sum")) == to_csv(pandas_report(trace, "nvtx_sum"))
+    for name in NVTX_REPORTS:
+        want = to_csv(ORACLES[name](trace))
+        assert _csv(trace, name) == want, name
+        assert to_csv(run_report(trace, name)) == want, name
+    return len(run_report(trace, "nvtx_pushpop_trace"))
 
 
 @pytest.mark.parametrize("db", NSYS_SQLITE, ids=lambda p: p.stem)
@@ -74,11 +57,40 @@ def test_recordings(xz: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert _same(db) > 0
 
 
-@pytest.mark.parametrize("few_texts", [64, 1], ids=["texts-coded-in-sql", "texts-fetched"])
-def test_every_case_by_hand(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, few_texts: int) -> None:
+def test_kineto_ranges_by_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Kineto trace's user annotations: one push/pop row each, parents on their own thread."""
+    monkeypatch.setenv("KERNELSCOPE_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "torch_train.json"
+    with lzma.open(REPO / "tests/data/recordings/torch/torch_train.json.xz") as f, path.open("wb") as g:
+        shutil.copyfileobj(f, g)
+    for trace in (open_report(path), open_report(FIXTURES / "torch" / "torch_sdpa_trace.json")):
+        nvtx = trace.table("nvtx", ["start", "end", "text", "pid", "tid"])
+        got = run_report(trace, "nvtx_pushpop_trace")
+        assert len(got) == len(nvtx)
+        assert sorted(got["Name"]) == sorted(":" + nvtx["text"].astype(str))
+        assert to_csv(got) == _csv(trace, "nvtx_pushpop_trace")
+        by_id = got.set_index("RangeId")
+        for row in got[got["ParentId"].notna()].itertuples():
+            parent = by_id.loc[int(row.ParentId)]  # type: ignore[arg-type]
+            assert (parent["PID"], parent["TID"]) == (row.PID, row.TID)
+            assert parent["Start (ns)"] <= row[1] and row[2] <= parent["End (ns)"]
+        kern = run_report(trace, "nvtx_kern_sum")
+        if not len(nvtx):  # no user annotation: no range to group by
+            assert kern.empty
+            continue
+        kernels = trace.columns("kernels", ["duration"])["duration"]
+        assert int(kern["Total Time (ns)"].sum()) >= int(kernels.sum())  # each kernel once at least
+        assert kern["NVTX Range"].notna().any()
+        alone = kern[kern["NVTX Range"].isna()]
+        assert int(alone["Kern Inst"].sum()) <= len(kernels)
+        assert to_csv(kern) == to_csv(run(trace, "nvtx_kern_sum", "csv"))
+
+
+@pytest.mark.parametrize("few_groups", [64, 1], ids=["names-coded-in-sql", "names-grouped-by-sqlite"])
+def test_every_case_by_hand(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, few_groups: int) -> None:
     monkeypatch.setenv("KERNELSCOPE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(nvtx_pushpop_trace, "_CHUNK", 4)
-    monkeypatch.setattr(nvtx_names, "_FEW_TEXTS", few_texts)
+    monkeypatch.setattr(nvtx_ranges, "_FEW_GROUPS", few_groups)
     db = tmp_path / "cases.sqlite"
     shutil.copy(next(p for p in NSYS_SQLITE if p.stem == "host_overhead_naive"), db)
     t1, t2 = 281508900243430, 281508900243431
@@ -109,9 +121,14 @@ def test_every_case_by_hand(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, few
     assert _same(db) > 10
     text = to_csv(run_report(open_report(db), "nvtx_pushpop_trace"))
     assert '":a,b"' in text and "mydomain:from string ids" in text and "--:leaf" in text
-    kern = to_csv(nvtx_kern_sum.kern_sum_frame(open_report(db))).splitlines()
+    kern = to_csv(run_report(open_report(db), "nvtx_kern_sum")).splitlines()
     assert any(line.startswith(":leaf,PushPop,") for line in kern)
     assert any(line.startswith(",,,,0,") for line in kern)  # the kernel without a call
+    # domain 8's create event has an inline text and a text id: nvtx_kern_sum names it by the text,
+    # the summaries by the text id's string (as the reports did before one path each)
+    assert not any(line.startswith("from string ids:in8,") for line in kern)
+    start_end = to_csv(run_report(open_report(db), "nvtx_startend_sum"))
+    assert "from string ids:in8" in start_end and "by text:in8" not in start_end
 
 
 def _insert(con: sqlite3.Connection, table: str, row: dict[str, object]) -> None:

@@ -158,6 +158,58 @@ def test_nvtx_named_filters(recordings: dict[str, Path]) -> None:
             trace.columns("nvtx", ["start"], where="nope")
 
 
+def _printed(names: tuple[np.ndarray, list[tuple[str | None, str | None]]]) -> list[str]:
+    code, pairs = names
+    labels = [f"{d or ''}:{x or ''}" for d, x in pairs]
+    return [labels[c] for c in code.tolist()]
+
+
+@pytest.mark.parametrize("few_groups", [64, 1], ids=["coded-in-sql", "grouped-by-sqlite"])
+def test_nvtx_names_equal_the_tables(recordings: dict[str, Path], few_groups: int, tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """An export's names from a code column (or SQLite's groups) equal the nvtx table's, row for row."""
+    from engine.reports.nsys import nvtx_ranges
+
+    monkeypatch.setenv("KERNELSCOPE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(nvtx_ranges, "_FEW_GROUPS", few_groups)
+    named = 0
+    for path in _exports(recordings):
+        with open_report(path) as trace:
+            for where in ("pushed_ranges", "own_thread_ranges", "ended_ranges", "pushpop_ranges",
+                          "startend_ranges", "ranges"):
+                rows = trace.columns("nvtx", ["rowid"], where=where)["rowid"]
+                got = trace.nvtx_names(where)
+                default = Trace.nvtx_names(trace, where)
+                assert len(got[0]) == len(rows) == len(default[0]), (path.name, where)
+                assert _printed(got) == _printed(default), (path.name, where)
+                named += len(rows)
+    assert named > 1000
+
+
+def test_pushed_and_own_thread_filters(recordings: dict[str, Path]) -> None:
+    """Push/pop ranges popped or not; ranges of both styles except those ended on another thread."""
+    import sqlite3
+
+    path = recordings["multistream.sqlite.xz"]
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        pushed = [r for (r,) in con.execute("SELECT rowid FROM NVTX_EVENTS WHERE eventType IN (59, 70)")]
+        own = [r for (r,) in con.execute("SELECT rowid FROM NVTX_EVENTS WHERE eventType IN (59, 70, 60, 71) "
+                                         "AND endGlobalTid IS NULL")]
+    finally:
+        con.close()
+    assert pushed and own
+    with open_report(path) as trace:
+        for where, want in (("pushed_ranges", pushed), ("own_thread_ranges", own)):
+            got = trace.columns("nvtx", ["eventType", "rowid"], where=where)
+            assert got["rowid"].tolist() == want, where
+        # the tables' default: the same push/pop rows (by place in the table); it has no ending thread
+        df = trace.table("nvtx", ["eventType"])
+        default = Trace.columns_async(trace, "nvtx", ["rowid"], where="pushed_ranges").result()
+        assert len(default["rowid"]) == len(pushed)
+        assert df["eventType"].to_numpy()[default["rowid"] - 1].tolist() == [59] * len(pushed)
+
+
 def test_name_and_window_filters(recordings: dict[str, Path]) -> None:
     with open_report(recordings["train_bad.sqlite.xz"]) as trace:
         api = trace.columns("api", ["start", "end", "nameId"])

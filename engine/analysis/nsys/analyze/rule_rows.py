@@ -30,7 +30,6 @@ from engine.analysis.nsys.analyze.common import (
     util_text,
 )
 from engine.analysis.tables import unique_first
-from engine.reports.nsys.schema import MEMSET, RUNTIME
 
 if TYPE_CHECKING:
     from engine.reports.base import Trace
@@ -78,10 +77,7 @@ def _nothing() -> RuleRows:
 def _api_sync(trace: Trace) -> RuleRows | None:
     """cuda_api_sync from the API calls' columns (the calls whose base name passes the rule's test)."""
     from engine.analysis.calls import api_calls
-    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
-    if not isinstance(trace, NsysSqliteTrace):
-        return None
     calls = api_calls(trace)
     if not calls.from_columns or calls.valid is not None or "" in calls.pids:
         return None  # NULL times or threads: the rule's read says what nsys counts
@@ -135,9 +131,8 @@ def _util(trace: Trace, chunks: int, threshold: float) -> RuleRows | None:
 
 def _memset_sync(trace: Trace) -> RuleRows | None:
     """No synchronous memset on pinned or managed memory: nothing; some: the rule's own path."""
-    has = getattr(trace, "has_sqlite_table", None)
-    if has is not None and not (has(MEMSET) and has(RUNTIME)):
-        return _nothing()  # an export without memsets (or calls): the rule finds none
+    if not (trace.has("memset") and trace.has("api")):
+        return _nothing()  # no memsets (or calls): the rule finds none
     j = copy_calls.joined(trace, "memset", sync_memset_call, pinned_or_managed, (None, None))
     if j.total:
         return None

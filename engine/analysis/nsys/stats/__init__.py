@@ -98,15 +98,12 @@ def why_empty(trace: Trace, name: str) -> str:
 
 
 def _computed(trace: Trace, report: Report, *, csv: bool) -> Any:
-    """The report's table; an empty one, without reading anything, where the export proves it empty."""
-    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
+    """The report's table; an empty one, without reading anything, where the schema proves it empty."""
+    from engine.analysis.nsys.stats.empty_on_capture import empty_reports
 
-    if isinstance(trace, NsysSqliteTrace):
-        from engine.analysis.nsys.stats.empty_on_capture import empty_reports
-
-        empty = empty_reports(trace, [report.name])
-        if empty:
-            return empty[report.name]
+    empty = empty_reports(trace, [report.name])
+    if empty:
+        return empty[report.name]
     return report.compute(trace, csv)
 
 

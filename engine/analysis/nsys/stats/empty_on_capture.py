@@ -20,6 +20,7 @@ from engine.reports.nsys import stats_reads as reads
 from engine.reports.nsys.schema import NVTX_PUSH_POP, NVTX_START_END, NVTXT_PUSH_POP, NVTXT_START_END, OSRT
 
 if TYPE_CHECKING:
+    from engine.reports.base import Trace
     from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
 
@@ -62,11 +63,12 @@ _EMPTY_WHEN: dict[str, Callable[[NsysSqliteTrace], bool]] = {
 }
 
 
-def empty_reports(trace: NsysSqliteTrace, names: Sequence[str]) -> dict[str, SummaryTable]:
-    """The reports among ``names`` that are certainly empty on this export, as empty tables.
+def empty_reports(trace: Trace, names: Sequence[str]) -> dict[str, SummaryTable]:
+    """The reports among ``names`` that are certainly empty on this trace, as empty tables.
 
     Args:
-        trace: an nsys SQLite export.
+        trace: an opened trace; only an nsys SQLite export's schema proves anything (other
+            traces: none is left out here).
         names: report names (current spelling).
 
     Returns:
@@ -74,5 +76,8 @@ def empty_reports(trace: NsysSqliteTrace, names: Sequence[str]) -> dict[str, Sum
         the schema (or one LIMIT 1 query) proves empty; the others are left out.
 
     """
+    export = reads.export_of(trace)
+    if export is None:
+        return {}
     return {n: SummaryTable(n, [[] for _ in COLUMNS[n]]) for n in dict.fromkeys(names)
-            if n in _EMPTY_WHEN and _EMPTY_WHEN[n](trace)}
+            if n in _EMPTY_WHEN and _EMPTY_WHEN[n](export)}

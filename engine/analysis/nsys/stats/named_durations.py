@@ -4,11 +4,11 @@ The summaries of CUDA API calls, kernels, memory operations and NVTX ranges (``c
 ``cuda_gpu_kern_sum``, ``cuda_gpu_mem_*_sum``, ``nvtx_sum`` and the two combined ones) all group
 durations (or sizes) by a name. This module answers, for any trace, the groups' statistics:
 
-* on an nsys export, from integer columns (durations, ``nameId``, copy kinds) read column-wise
-  from the columnar cache (:meth:`NsysSqliteTrace.read_summary_columns`), names resolved once per
-  distinct id; no pandas;
-* on any other trace (Kineto), or where an export's columns hold a NULL or an id without a name,
-  from the trace's tables (``trace.table``), labels formed as nsys forms them.
+* from integer columns (durations, ``nameId``, copy kinds) read through ``trace.columns`` (an nsys
+  export's columnar cache, a Kineto trace's tables), names resolved once per distinct id; NVTX
+  ranges named through ``trace.nvtx_names``; no pandas;
+* where a table's columns hold a NULL or an id without a name, from the trace's tables
+  (``trace.table``), labels formed as nsys forms them.
 
 Either way the numbers come from :mod:`.group_stats`, the one implementation. Each table's groups
 are kept per trace (small: one tuple per name), so the reports of one command share them; with
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from engine.analysis.nsys.stats.catalog import _API_SUFFIX
 from engine.analysis.nsys.stats.group_stats import Groups, grouped, id_groups
+from engine.reports.trace_columns import NULL, NVTX_PUSH_POP, NVTX_START_END
 
 if TYPE_CHECKING:
     import numpy as np
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from engine.reports.base import Trace
-    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
 #: The tables read column-wise, in the order :func:`plan` reads them, and the columns read of each.
 READ_ORDER = ("api", "kernels", "memset", "memcpy")
@@ -68,20 +68,12 @@ def _state(trace: Trace) -> _State:
         return st
 
 
-def _export(trace: Trace) -> NsysSqliteTrace | None:
-    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
-
-    return trace if isinstance(trace, NsysSqliteTrace) else None
-
-
 def plan(trace: Trace, tables: Sequence[str]) -> None:
     """Say which tables the next reports group: the first read starts now, in the background.
 
-    NVTX ranges, if asked for, are grouped here and now (SQLite, on this thread), while that
-    first read runs.
+    NVTX ranges, if asked for, are grouped here and now (on this thread), while that first read
+    runs. A trace that reads in the foreground (a Kineto trace's tables) reads the first table here.
     """
-    if _export(trace) is None:
-        return
     st = _state(trace)
     with st.lock:
         st.order = [t for t in READ_ORDER if t in tables and t not in st.taken]
@@ -190,12 +182,11 @@ def _kernel_groups(trace: Trace, st: _State) -> Groups:
 
 def _memop_groups(trace: Trace, st: _State) -> dict[str, Groups]:
     """Both values' groups of the copies and memsets (one read of the two tables)."""
-    if _export(trace) is not None:
-        memcpy, memset = _columns(trace, st, "memcpy"), _columns(trace, st, "memset")
-        if memcpy is not None and memset is not None:
-            _took(st, ["memcpy", "memset"], "columns")
-            return {v: _memop_column_groups(trace, memcpy or None, memset or None, v)
-                    for v in ("duration", "bytes")}
+    memcpy, memset = _columns(trace, st, "memcpy"), _columns(trace, st, "memset")
+    if memcpy is not None and memset is not None:
+        _took(st, ["memcpy", "memset"], "columns")
+        return {v: _memop_column_groups(trace, memcpy or None, memset or None, v)
+                for v in ("duration", "bytes")}
     _took(st, ["memcpy", "memset"], "tables")
     return _memop_frame_groups(trace)
 
@@ -204,10 +195,12 @@ def _memop_column_groups(trace: Trace, memcpy: dict[str, npt.NDArray[np.int64]] 
                          memset: dict[str, npt.NDArray[np.int64]] | None, value: str) -> Groups:
     import numpy as np
 
+    from engine.analysis.nsys.stats.kind_labels import kind_labels
+
     labels: list[str] = []
     codes, values = [], []
     if memcpy is not None:
-        kinds = trace.copy_kind_labels()  # type: ignore[attr-defined]
+        kinds = kind_labels(trace, "copy_kind_labels", "memcpy", [("copyKind", "operation")])
         present = np.unique(memcpy["copyKind"])
         labels += [f"[CUDA memcpy {kinds.get(k, 'Unknown')}]" for k in present.tolist()]
         codes.append(np.searchsorted(present, memcpy["copyKind"]))
@@ -244,38 +237,29 @@ def _memop_frame_groups(trace: Trace) -> dict[str, Groups]:
 
 
 def _nvtx_ranges(trace: Trace, st: _State) -> Ranges:
-    export = _export(trace)
-    if export is not None:
-        from engine.reports.nsys.nvtx_text_codes import nvtx_sum_groups
+    """The ended ranges' durations by (eventType, ``domain:text``); a range without a start is left out."""
+    import numpy as np
 
-        found = nvtx_sum_groups(export)
-        if found is None:
-            found = export.nvtx_range_groups()
-        if found is not None:
-            _took(st, ["nvtx"], "columns")
-            return found
-    _took(st, ["nvtx"], "tables")
-    return _nvtx_frame_ranges(trace)
-
-
-def _nvtx_frame_ranges(trace: Trace) -> Ranges:
-    import pandas as pd
-
-    from engine.analysis.nsys.stats.catalog import _NVTX_STYLES
-
-    nvtx = _rows(trace, "nvtx", None)
-    if nvtx is None:
+    cols = trace.columns("nvtx", ["duration", "eventType"], where="ended_ranges")
+    _took(st, ["nvtx"], "columns")
+    dur, etype = (np.asarray(cols[c], dtype=np.int64) for c in ("duration", "eventType"))
+    if not len(dur):
         return []
-    etype = pd.to_numeric(nvtx["eventType"])
-    ranges = nvtx[etype.isin(list(_NVTX_STYLES)) & nvtx["end"].notna()]
-    if ranges.empty:
-        return []
-    name = ranges["domain"].fillna("").astype(str) + ":" + ranges["text"].fillna("").astype(str)
-    dur = _durations(ranges).to_numpy()
-    kinds = pd.to_numeric(ranges["eventType"]).to_numpy()
-    frame = pd.DataFrame({"e": kinds, "n": name.to_numpy()})
-    groups: dict[Any, Any] = frame.groupby(["e", "n"], sort=False).indices
-    return [(int(key[0]), str(key[1]), dur[idx]) for key, idx in groups.items()]
+    code, pairs = trace.nvtx_names("ended_ranges")
+    timed = dur != NULL
+    if not timed.all():
+        dur, etype, code = dur[timed], etype[timed], code[timed]
+    names = [f"{'' if d is None else d}:{'' if x is None else x}" for d, x in pairs]
+    key = code * 2 + (etype == NVTX_START_END)
+    order = np.argsort(key, kind="stable")
+    k_sorted = key[order]
+    bounds = np.flatnonzero(np.diff(k_sorted)) + 1
+    durations = dur[order]
+    out: Ranges = []
+    for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), len(order)], strict=True):
+        k = int(k_sorted[lo])
+        out.append((NVTX_START_END if k % 2 else NVTX_PUSH_POP, names[k // 2], durations[lo:hi]))
+    return out
 
 
 def call_groups(trace: Trace, family: str, *, by_name_id: bool = False) -> Groups:
@@ -288,14 +272,12 @@ def call_groups(trace: Trace, family: str, *, by_name_id: bool = False) -> Group
     import numpy as np
 
     from engine.analysis.nsys.stats.group_stats import segment_stats
-    from engine.reports.nsys.schema import NULL
     from engine.reports.nsys.stats_reads import call_columns
 
-    export = _export(trace)
-    cols = call_columns(export, family) if export is not None else None
+    cols = call_columns(trace, family)
     if cols is None or not len(cols["duration"]):
         return []
-    strings = export.strings()  # type: ignore[union-attr]
+    strings = trace.strings()
     ids, codes = np.unique(np.asarray(cols["nameId"]), return_inverse=True)
     labels = [strings.get(int(i), "") if i != NULL else "" for i in ids.tolist()]
     durations = np.asarray(cols["duration"])

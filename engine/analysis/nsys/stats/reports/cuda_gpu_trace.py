@@ -24,6 +24,7 @@ from engine.analysis.nsys.stats.csv_columns import (
     columns_frame,
     streamed_csv,
 )
+from engine.analysis.nsys.stats.kind_labels import kind_labels
 from engine.analysis.nsys.stats.registry import report
 from engine.analysis.nsys.stats.rendered import RenderedReport
 from engine.analysis.nsys.stats.table import empty_frame
@@ -132,16 +133,16 @@ def gpu_trace_rows(trace: Trace) -> GpuTraceRows | None:
         name_lut["kernels"] = (uniq, np.arange(len(uniq), dtype=np.int64))
         labels += [str(strings.get(int(i), "")) for i in uniq.tolist()]
     if "memcpy" in srcs:
-        copy_labels = _labels(trace, "copy_kind_labels", "memcpy", [("copyKind", "operation")])
+        copy_labels = kind_labels(trace, "copy_kind_labels", "memcpy", [("copyKind", "operation")])
         uniq = np.unique(srcs["memcpy"].column("copyKind"))
         name_lut["memcpy"] = (uniq, np.arange(len(uniq), dtype=np.int64) + len(labels))
         labels += [f"[CUDA memcpy {copy_labels.get(int(k), 'Unknown')}]" for k in uniq.tolist()]
     if "memset" in srcs:
         name_lut["memset"] = (np.zeros(1, np.int64), np.full(1, len(labels), np.int64))
         labels.append("[CUDA memset]")
-    mem_labels = _labels(trace, "memory_kind_labels", "memcpy",
+    mem_labels = kind_labels(trace, "memory_kind_labels", "memcpy",
                          [("srcKind", "srcKindName"), ("dstKind", "dstKindName")])
-    mem_labels = {**_labels(trace, "memory_kind_labels", "memset", [("memKind", "memKindName")]),
+    mem_labels = {**kind_labels(trace, "memory_kind_labels", "memset", [("memKind", "memKindName")]),
                   **mem_labels}
     kind_ids = sorted(mem_labels)
     gpus = _gpu_names(trace)
@@ -156,21 +157,6 @@ def gpu_trace_csv(trace: Trace) -> RenderedReport | None:
     """``cuda_gpu_trace`` as CSV chunks (None: no GPU operation)."""
     rows = gpu_trace_rows(trace)
     return rows.csv() if rows is not None else None
-
-
-def _labels(trace: Trace, method: str, table: str, pairs: list[tuple[str, str]]) -> dict[int, str]:
-    """Kind -> label: the export's enum (``trace.<method>()``), or the pairs of a trace's table (Kineto)."""
-    known = getattr(trace, method, None)
-    if known is not None:
-        return dict(known())
-    out: dict[int, str] = {}
-    if not trace.has(table):
-        return out
-    for code, text in pairs:
-        df = trace.table(table, [code, text]).dropna().drop_duplicates()
-        for k, v in zip(df[code].tolist(), df[text].tolist(), strict=True):
-            out.setdefault(int(k), str(v))
-    return out
 
 
 def _gpu_names(trace: Trace) -> dict[int, str]:

@@ -1,7 +1,8 @@
 """``nvtx_kern_sum``: kernels grouped by the NVTX range that launched them (and thread, and name).
 
-On an nsys export from the columnar cache (:func:`kern_sum_table`), else from the tables
-(:func:`kern_sum_frame`). Same bytes.
+One path on any trace (:func:`kern_sum_table`): the ranges through ``trace.columns`` (filter
+``own_thread_ranges``) and ``trace.nvtx_names``, the kernels and their launch calls (filter
+``kernel_launches``) joined on integer keys, grouped with numpy.
 """
 
 from __future__ import annotations
@@ -9,26 +10,23 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from engine.analysis.nsys.stats.column_source import distinct, factorize
-from engine.analysis.nsys.stats.nvtx_ranges import PUSHPOP, STARTEND, _kernel_calls, _pairs, nvtx_ranges
 from engine.analysis.nsys.stats.registry import report
-from engine.analysis.nsys.stats.table import SummaryTable
-from engine.analysis.nsys.stats.trace_tables import (
-    empty_frame,
-    group_stats,
-)
-from engine.reports.nsys.columns import has_null
-from engine.reports.nsys.nvtx_text_codes import name_exprs, range_names
-from engine.reports.nsys.schema import KERNEL, NULL, RUNTIME
-from engine.reports.nsys.schema import NVTX as _NVTX
-from engine.reports.nsys.stats_reads import nvtx_time_bounds, nvtx_where
+from engine.analysis.nsys.stats.reports.nvtx_pushpop_trace import last_time
+from engine.analysis.nsys.stats.table import SummaryTable, empty_frame
+from engine.analysis.nsys.stats.thread_keys import thread_keys
+from engine.reports.trace_columns import NULL, NVTX_START_END, NVTXT_START_END
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import numpy as np
     import numpy.typing as npt
-    import pandas as pd
 
     from engine.reports.base import Trace
-    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
+
+_RANGE = ["rowid", "start", "end", "globalTid", "pid", "tid", "eventType"]
+_KERNEL = ["start", "end", "correlationId", "globalPid", "nameId"]
+_CALL = ["start", "end", "correlationId", "globalTid", "pid", "tid"]
 
 
 @report(
@@ -42,90 +40,72 @@ if TYPE_CHECKING:
 )
 def nvtx_kern_sum(trace: Trace, csv: bool) -> Any:
     """Kernels by the NVTX range their launch call ran in."""
-    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
-
-    if isinstance(trace, NsysSqliteTrace):
-        table = kern_sum_table(trace)
-        if table is not None:
-            return table
-    return kern_sum_frame(trace)
+    table = kern_sum_table(trace)
+    return table if table is not None else empty_frame("nvtx_kern_sum")
 
 
-_RANGES = nvtx_where((*PUSHPOP, *STARTEND))
+def _ranges(trace: Trace) -> tuple[dict[str, npt.NDArray[np.int64]], list[str]] | None:
+    """Ranges not ended on another thread (None: there are none).
 
-
-def _ranges(trace: NsysSqliteTrace) -> tuple[dict[str, npt.NDArray[np.int64]], list[str]] | None:
-    """Ranges ended on the thread that began them, or None for the general path.
-
-    Columns id, start, end, globalTid, name (a code into the names that come with them), style
-    (0 push/pop, 1 start/end); no columns when there are no such ranges.
+    Columns id, start, end, pid, tid, name (a code into the names that come with them), style
+    (0 push/pop, 1 start/end); a range never ended ends at the NVTX table's last timestamp, one
+    without a start is left out.
     """
     import numpy as np
 
-
-    have = set(trace.column_names(_NVTX))
-    if not {"start", "end", "eventType", "globalTid"} <= have:
+    read = trace.columns("nvtx", _RANGE, where="own_thread_ranges")
+    code, pairs = trace.nvtx_names("own_thread_ranges", domain_by_text=True)
+    cols = {k: np.asarray(v, dtype=np.int64) for k, v in read.items()}
+    cols["name"] = code
+    started = cols["start"] != NULL
+    if not started.all():
+        cols = {k: v[started] for k, v in cols.items()}
+    if not len(cols["rowid"]):
         return None
-    where = nvtx_where((*PUSHPOP, *STARTEND), own_thread=True, trace=trace)
-    extra, texts = name_exprs(trace, where)
-    cols = trace.column_store().read_where(
-        _NVTX, {"id": "rowid", "start": '"start"', "end": '"end"', "globalTid": '"globalTid"',
-                "eventType": '"eventType"', **extra}, where)
-    if not len(cols["id"]):
-        return {}, []
-    if has_null(cols["start"]) or has_null(cols["globalTid"]):
-        return None
-    named = range_names(trace, where, cols, texts)
-    if named is None:
-        return None
-    last_s, last_e = nvtx_time_bounds(trace)
-    last = max(int(str(v)) for v in (last_s, last_e) if v is not None)
-    end = np.asarray(cols["end"])
-    out = {"id": np.asarray(cols["id"]), "start": np.asarray(cols["start"]),
-           "end": np.where(end == NULL, last, end), "globalTid": np.asarray(cols["globalTid"]),
-           "name": named[0], "style": np.isin(cols["eventType"], (60, 71)).astype(np.int64)}
-    return out, named[1]
+    end = cols["end"]
+    if (end == NULL).any():
+        cols["end"] = np.where(end == NULL, last_time(trace), end)
+    cols["id"] = cols.pop("rowid")
+    cols["style"] = np.isin(cols.pop("eventType"), (NVTX_START_END, NVTXT_START_END)).astype(np.int64)
+    return cols, [f"{'' if d is None else d}:{'' if x is None else x}" for d, x in pairs]
 
 
-def _launches(trace: NsysSqliteTrace) -> dict[str, npt.NDArray[np.int64]] | None:
-    """Each kernel with each of its launch calls, or None for the general path.
+def _launches(trace: Trace) -> dict[str, npt.NDArray[np.int64]] | None:
+    """Each kernel with each of its launch calls (None: no kernel).
 
     Per row: kernel row, duration, name id and call row (-1: a kernel without a call, kept as a
-    LEFT JOIN keeps it); and the calls' start, end and globalTid columns.
+    LEFT JOIN keeps it); and the calls' start, end, pid and tid columns. A kernel and a call pair
+    up by process (the globalPid and the globalTid's process; on a trace without them, any) and
+    correlation id. A kernel without a start or an end is left out.
     """
     import numpy as np
 
-
-    if not trace.has_sqlite_table(RUNTIME):
+    read = trace.columns("api", _CALL, where="kernel_launches")
+    a = {c: np.asarray(v, dtype=np.int64) for c, v in read.items()}
+    k = {c: np.asarray(v, dtype=np.int64) for c, v in trace.columns("kernels", _KERNEL).items()}
+    timed = (k["start"] != NULL) & (k["end"] != NULL)
+    if not timed.all():
+        k = {c: v[timed] for c, v in k.items()}
+    if not len(k["start"]):
         return None
-    have_k, have_a = set(trace.column_names(KERNEL)), set(trace.column_names(RUNTIME))
-    names = [f'"{c}"' for c in ("demangledName", "shortName") if c in have_k]
-    if not names or not {"start", "end", "correlationId", "globalPid"} <= have_k or \
-            not {"start", "end", "correlationId", "globalTid"} <= have_a:
-        return None
-    store = trace.column_store()  # both tables at once: a table under 1M rows reads on one thread
-    pk = store.read_async(KERNEL, {"start": '"start"', "end": '"end"', "correlationId": '"correlationId"',
-                                    "globalPid": '"globalPid"',
-                                    "nameId": f"coalesce({', '.join(names)}, NULL)"})
-    a = store.read(RUNTIME, {c: f'"{c}"' for c in ("start", "end", "correlationId", "globalTid")})
-    k = pk.result()
-    if any(has_null(k[c]) for c in ("start", "end", "nameId")) or \
-            any(has_null(a[c]) for c in ("start", "end", "globalTid")):
-        return None
-    corr_k, gpid = np.asarray(k["correlationId"]), np.asarray(k["globalPid"])
-    corr_a, gtid = np.asarray(a["correlationId"]), np.asarray(a["globalTid"])
-    ok_k = (corr_k != NULL) & (gpid != NULL) & ((gpid & 0xFFFFFF) == 0)
-    ok_a = corr_a != NULL
-    if (corr_k[ok_k] < 0).any() or (corr_k[ok_k] >= 1 << 40).any() or \
-            (corr_a[ok_a] < 0).any() or (corr_a[ok_a] >= 1 << 40).any():
-        return None
-    procs, code = factorize(np.concatenate([gpid[ok_k] >> 24, gtid[ok_a] >> 24]))
-    if len(procs) >= 1 << 22:
-        return None
+    corr_k, gpid = k["correlationId"], k["globalPid"]
+    corr_a, gtid = a["correlationId"], a["globalTid"]
+    if (gpid == NULL).all() or (gtid == NULL).all():  # no processes (Kineto): correlation ids suffice
+        proc_k, proc_a = np.zeros(len(corr_k), np.int64), np.zeros(len(corr_a), np.int64)
+        ok_k, ok_a = corr_k != NULL, corr_a != NULL
+    else:
+        proc_k, proc_a = gpid >> 24, gtid >> 24
+        ok_k = (corr_k != NULL) & (gpid != NULL) & ((gpid & 0xFFFFFF) == 0)
+        ok_a = (corr_a != NULL) & (gtid != NULL)
+    _procs, code = factorize(np.concatenate([proc_k[ok_k], proc_a[ok_a]]))
+    corr = np.concatenate([corr_k[ok_k], corr_a[ok_a]])
+    if len(corr) and (corr.min() < 0 or corr.max() >= 1 << 40):  # not packable: their codes instead
+        _uniq, corr = factorize(corr)
     n_k = int(ok_k.sum())
+    key = (code.astype(np.int64) << 40) | corr.astype(np.int64)
     key_k = np.full(len(corr_k), -1, np.int64)
-    key_k[ok_k] = (code[:n_k].astype(np.int64) << 40) | corr_k[ok_k]
-    key_a = (code[n_k:].astype(np.int64) << 40) | corr_a[ok_a]
+    key_k[ok_k] = key[:n_k]
+    key_a = key[n_k:]
     calls = np.flatnonzero(ok_a)
     order = np.argsort(key_a, kind="stable")
     sk = key_a[order]
@@ -138,9 +118,9 @@ def _launches(trace: NsysSqliteTrace) -> dict[str, npt.NDArray[np.int64]] | None
     matched = np.repeat(cnt, rows) > 0
     call = np.full(len(k_row), -1, np.int64)
     call[matched] = calls[order[np.repeat(lo, rows)[matched] + within[matched]]]
-    kdur = (np.asarray(k["end"]) - np.asarray(k["start"]))[k_row]
-    return {"kid": k_row, "kdur": kdur, "nameId": np.asarray(k["nameId"])[k_row], "call": call,
-            "a_start": np.asarray(a["start"]), "a_end": np.asarray(a["end"]), "gtid": gtid}
+    kdur = (k["end"] - k["start"])[k_row]
+    return {"kid": k_row, "kdur": kdur, "nameId": k["nameId"][k_row], "call": call,
+            "a_start": a["start"], "a_end": a["end"], "gtid": gtid, "pid": a["pid"], "tid": a["tid"]}
 
 
 def _range_pairs(launch: dict[str, npt.NDArray[np.int64]], ranges: dict[str, npt.NDArray[np.int64]],
@@ -150,9 +130,9 @@ def _range_pairs(launch: dict[str, npt.NDArray[np.int64]], ranges: dict[str, npt
 
     rows = np.flatnonzero(launch["call"] >= 0)
     call = launch["call"][rows]
-    cg, cs, ce = launch["gtid"][call], launch["a_start"][call], launch["a_end"][call]
+    cg, cs, ce = launch["thread"][call], launch["a_start"][call], launch["a_end"][call]
     out_l, out_r = [], []
-    rg_tid = ranges["globalTid"]
+    rg_tid = ranges["thread"]
     for tid in distinct(rg_tid).tolist():
         mine = cg == tid
         if not mine.any():
@@ -176,34 +156,27 @@ def _range_pairs(launch: dict[str, npt.NDArray[np.int64]], ranges: dict[str, npt
     return np.concatenate(out_l), np.concatenate(out_r)
 
 
-def kern_sum_table(trace: NsysSqliteTrace) -> SummaryTable | None:
-    """``nvtx_kern_sum`` without pandas; None where the general path must handle it.
+def kern_sum_table(trace: Trace) -> SummaryTable | None:
+    """``nvtx_kern_sum``'s rows; None where the trace has no range or no kernel.
 
-    The same rows as :func:`kern_sum_frame`: a kernel counts once
-    for every range of its launching thread that contains its launch call, once without a range
-    when none does; grouped by process, thread, range, style and kernel name.
+    A kernel counts once for every range of its launching thread that contains its launch call,
+    once without a range when none does; grouped by process, thread, range, style and kernel name
+    (a name id without a text: no name, sorted last as pandas' groupby sorts a missing key).
     """
-    import sqlite3
-
     import numpy as np
 
     from engine.analysis.nsys.stats.group_stats import segment_stats
 
-    if not (trace.has_sqlite_table(_NVTX) and trace.has_sqlite_table(KERNEL)):
-        return None
-    try:
-        got = _ranges(trace)
-        launch = _launches(trace) if got and got[0] else None
-    except sqlite3.Error:
-        return None
-    if not got or not got[0] or launch is None:
+    got = _ranges(trace)
+    launch = _launches(trace) if got is not None else None
+    if got is None or launch is None:
         return None
     ranges, rnames = got
+    ranges["thread"], launch["thread"] = thread_keys((ranges["globalTid"], ranges["pid"], ranges["tid"]),
+                                                     (launch["gtid"], launch["pid"], launch["tid"]))
     strings = trace.strings()
     k_ids = distinct(launch["nameId"])
-    if any(int(i) not in strings for i in k_ids.tolist()):
-        return None
-    knames = [str(strings[int(i)]) for i in k_ids.tolist()]
+    knames = [None if i == NULL else strings.get(int(i)) for i in k_ids.tolist()]
     l_rows, r_rows = _range_pairs(launch, ranges)
     alone = np.ones(len(launch["kid"]), bool)
     alone[l_rows] = False
@@ -212,10 +185,9 @@ def kern_sum_table(trace: NsysSqliteTrace) -> SummaryTable | None:
     n_m = len(l_rows)
     # Group keys in pandas' sorted order (a missing value last): pid, tid, range, style, kernel.
     call = launch["call"][rows]
-    g = np.where(call >= 0, launch["gtid"][np.maximum(call, 0)], NULL)
     big = np.int64(1) << 62
-    pid = np.where(g == NULL, big, (g >> 24) & 0xFFFFFF)
-    tid = np.where(g == NULL, big, g & 0xFFFFFF)
+    pid, tid = (np.where(call >= 0, launch[c][np.maximum(call, 0)], NULL) for c in ("pid", "tid"))
+    pid, tid = np.where(pid == NULL, big, pid), np.where(tid == NULL, big, tid)
     n_rank = _ranks(rnames)
     rname = np.concatenate([n_rank[ranges["name"][r_rows]], np.full(len(alone_rows), len(rnames))])
     style = np.concatenate([ranges["style"][r_rows], np.full(len(alone_rows), 2)])
@@ -234,8 +206,8 @@ def kern_sum_table(trace: NsysSqliteTrace) -> SummaryTable | None:
     inst = _distinct(group[:n_m], rid[:n_m], n_groups)
     kern = _distinct(group, kid, n_groups)
     heads = order[new]
-    sorted_names = sorted(set(rnames))
-    sorted_k = sorted(set(knames))
+    sorted_names = _sorted(rnames)
+    sorted_k = _sorted(knames)
     out_rows: list[list[Any]] = []
     for gi, h in enumerate(heads.tolist()):
         total, count, mean, median, vmin, vmax, std = stats[gi]
@@ -251,11 +223,17 @@ def kern_sum_table(trace: NsysSqliteTrace) -> SummaryTable | None:
     return SummaryTable("nvtx_kern_sum", [list(c) for c in zip(*out_rows, strict=True)])
 
 
-def _ranks(labels: list[str]) -> npt.NDArray[np.int64]:
-    """Each label's rank among the distinct labels sorted (equal labels share a rank)."""
+def _sorted(labels: Sequence[str | None]) -> list[str | None]:
+    """The distinct labels sorted, None (no label) last."""
+    known = sorted({s for s in labels if s is not None})
+    return [*known, None] if None in labels else [*known]
+
+
+def _ranks(labels: Sequence[str | None]) -> npt.NDArray[np.int64]:
+    """Each label's rank among the distinct labels sorted (equal labels share a rank; None last)."""
     import numpy as np
 
-    rank = {s: i for i, s in enumerate(sorted(set(labels)))}
+    rank = {s: i for i, s in enumerate(_sorted(labels))}
     return np.array([rank[s] for s in labels], dtype=np.int64)
 
 
@@ -271,50 +249,3 @@ def _distinct(group: npt.NDArray[np.int64], values: npt.NDArray[np.int64], n_gro
         return np.bincount(pairs[0], minlength=n_groups).astype(np.int64)
     keys = distinct((group[ok] << 40) | v)
     return np.bincount(keys >> 40, minlength=n_groups).astype(np.int64)
-
-
-def kern_sum_frame(trace: Trace) -> pd.DataFrame:
-    """Kernels grouped by the NVTX range (and thread) their launch call ran in, and by name.
-
-    A kernel counts once for every range of its launching thread that contains the launch call,
-    and once with an empty range when none does.
-    """
-    import pandas as pd
-
-    ranges = nvtx_ranges(trace)
-    calls = _kernel_calls(trace)
-    if ranges is None or calls is None:
-        return empty_frame("nvtx_kern_sum")
-    calls = calls.reset_index(drop=True)
-    with_call = calls[calls["a_start"].notna()]
-    pairs = _pairs(with_call.astype({"a_start": "int64", "a_end": "int64"}), ranges)
-    matched = calls.loc[pairs["call"]].reset_index(drop=True)
-    matched["rid"] = ranges.loc[pairs["range"], "id"].to_numpy()
-    matched["name"] = ranges.loc[pairs["range"], "name"].to_numpy()
-    matched["style"] = ranges.loc[pairs["range"], "style"].to_numpy()
-    alone = calls.drop(index=list(pairs["call"].unique()))
-    alone = alone.assign(rid=None, name=None, style=None)
-    rows = pd.concat([matched, alone], ignore_index=True)
-    gt = pd.to_numeric(rows["gtid"], errors="coerce")
-    keys = pd.DataFrame({
-        "pid": (gt // (1 << 24)) % (1 << 24), "tid": gt % (1 << 24),
-        "name": rows["name"].astype("object"), "style": rows["style"].astype("object"),
-        "kname": rows["kname"].astype("object"),
-    })
-    stats = group_stats(keys, pd.to_numeric(rows["kdur"]).astype("int64"))
-    grouped = pd.concat([keys, rows[["rid", "kid"]]], axis=1).groupby(
-        ["pid", "tid", "name", "style", "kname"], sort=True, dropna=False)
-    inst = grouped["rid"].nunique().reset_index(drop=True)
-    kern = grouped["kid"].nunique().reset_index(drop=True)
-    out = pd.DataFrame({
-        "NVTX Range": stats["name"], "Style": stats["style"],
-        "PID": stats["pid"].astype("Int64"), "TID": stats["tid"].astype("Int64"),
-        "NVTX Inst": inst.astype("int64"), "Kern Inst": kern.astype("int64"),
-        "Total Time (ns)": stats["sum"].astype("int64"), "Avg (ns)": stats["mean"],
-        "Med (ns)": stats["median"], "Min (ns)": stats["min"].astype("int64"),
-        "Max (ns)": stats["max"].astype("int64"), "StdDev (ns)": stats["std"],
-        "Kernel Name": stats["kname"],
-    })
-    order = out.assign(_n=out["NVTX Range"].fillna(""), _t=-out["Total Time (ns)"])
-    order = order.sort_values(["_n", "PID", "TID", "_t"], kind="stable", na_position="first")
-    return out.loc[order.index].reset_index(drop=True)
