@@ -2,8 +2,11 @@
 
 Rows are ranks (the straggler first, then the ranks that wait most; past a few, the others are one
 folded row, their median, which a click on it unfolds), columns the steady steps lined up across
-ranks, the colour the time the rank waited for another with nothing else to run. One image item
-however many ranks and steps: pyqtgraph scales it to the pixels (pan and zoom stay smooth).
+ranks, the colour the time the rank waited for another with nothing else to run, as a share of the
+job's median step: a fixed scale (:data:`SCALE`), so a job whose ranks wait a few per cent of a step
+stays pale and a straggler that makes the others wait a quarter of their step or more shows deep red,
+whatever the other cells hold. One image item however many ranks and steps: pyqtgraph scales it to
+the pixels (pan and zoom stay smooth).
 """
 
 from __future__ import annotations
@@ -16,8 +19,23 @@ from PySide6.QtWidgets import QWidget
 
 from gui.widgets.axes import style_plot, tick_font
 
-#: white (no wait) to the straggler red (the most wait in the picture)
-COLORS = ((255, 255, 255), (245, 176, 65), (192, 57, 43))
+#: the colour of a wait of each share of the median step: white (none), pale at a few per cent, orange at
+#: 15 %, deep red from a quarter of the step, darkest at half of it or more
+SCALE = ((0.0, (255, 255, 255)), (0.05, (253, 235, 200)), (0.15, (245, 176, 65)), (0.25, (205, 70, 50)),
+         (0.5, (150, 30, 25)))
+#: the share of the step the scale tops at (a larger wait has the top colour)
+TOP_SHARE = SCALE[-1][0]
+
+
+def share_color(share: float) -> tuple[int, int, int]:
+    """The heat map's colour of a wait of ``share`` of the median step (as the lookup table draws it)."""
+    x = min(max(share, 0.0), TOP_SHARE)
+    for (a, ca), (b, cb) in zip(SCALE, SCALE[1:], strict=False):
+        if x <= b:
+            t = (x - a) / (b - a)
+            return (round(ca[0] + t * (cb[0] - ca[0])), round(ca[1] + t * (cb[1] - ca[1])),
+                    round(ca[2] + t * (cb[2] - ca[2])))
+    return SCALE[-1][1]
 
 
 class WaitHeatMap(QWidget):
@@ -40,30 +58,48 @@ class WaitHeatMap(QWidget):
                            color="#2c3e50")
         self.plot.setLabel("bottom", "steady steps, lined up across ranks (rank 0's step number)")
         self.image = pg.ImageItem()
-        cmap = pg.ColorMap([0.0, 0.5, 1.0], [(*c, 255) for c in COLORS])
+        cmap = pg.ColorMap([x / TOP_SHARE for x, _c in SCALE], [(*c, 255) for _x, c in SCALE])
         self.image.setLookupTable(cmap.getLookupTable(nPts=256))
         self.image.setAutoDownsample(True)
         self.plot.addItem(self.image)
         self.plot.getPlotItem().setMouseEnabled(x=True, y=False)
         self.plot.scene().sigMouseClicked.connect(self._on_click)
         lay.addWidget(self.plot)
-        #: for tests and the view: the row labels top to bottom, the fold row's index (-1: none), levels
+        lay.addLayout(self._legend())
+        #: for tests and the view: the row labels top to bottom, the fold row's index (-1: none), the
+        #: median step (ns) the colours are shares of, each cell's share (rows x steps)
         self.labels: list[str] = []
         self.fold_row = -1
-        self.levels_ms: tuple[float, float] = (0.0, 0.0)
+        self.step_ns = 0
+        self.shares: Any = np.zeros((0, 0))
         self.steps: Any = None
 
-    def set_rows(self, labels: list[str], wait_ns: Any, steps: Any, fold_row: int) -> None:
-        """Show ``wait_ns`` (rows x steps, ns) with ``labels`` top to bottom; ``fold_row``: the folded row."""
-        data = np.asarray(wait_ns, dtype=np.float64) / 1e6
+    def _legend(self) -> Any:
+        from PySide6.QtWidgets import QHBoxLayout, QLabel
+
+        from gui.widgets.labels import muted, swatch
+
+        row = QHBoxLayout()
+        row.setContentsMargins(6, 0, 6, 0)
+        self.legend_title = muted("Wait as a share of the median step:", wrap=False)
+        row.addWidget(self.legend_title)
+        for share, color in SCALE:
+            row.addWidget(swatch("#{:02x}{:02x}{:02x}".format(*color), 12))
+            row.addWidget(QLabel(f"{share:.0%}" + (" or more" if share == TOP_SHARE else "")))
+            row.addSpacing(6)
+        row.addStretch(1)
+        return row
+
+    def set_rows(self, labels: list[str], wait_ns: Any, steps: Any, fold_row: int, step_ns: int) -> None:
+        """Show ``wait_ns`` (rows x steps, ns) with ``labels`` top to bottom; ``fold_row``: the folded row;
+        the colour of a cell: its wait over ``step_ns`` (the job's median step) on :data:`SCALE`."""
+        self.step_ns = max(int(step_ns), 1)
+        data = np.asarray(wait_ns, dtype=np.float64) / self.step_ns
+        self.shares = data
         n_rows, n_cols = data.shape
         self.labels, self.fold_row, self.steps = labels, fold_row, steps
-        # the scale tops at the 90th percentile: a few huge waits (a step around a stall) saturate
-        # instead of washing out the steady wait the straggler causes
-        top = float(np.percentile(data, 90)) if data.size else 0.0
-        self.levels_ms = (0.0, max(top, 1e-3))
         # image x = step, y = row from the bottom: the first label is the top row (y = 0)
-        self.image.setImage(data[::-1].T, levels=self.levels_ms, autoLevels=False)
+        self.image.setImage(data[::-1].T, levels=(0.0, TOP_SHARE), autoLevels=False)
         self.image.setRect(QRectF(-0.5, -n_rows + 0.5, n_cols, n_rows))
         ticks = [(-float(i), text) for i, text in enumerate(labels)]
         self.plot.getPlotItem().getAxis("left").setTicks([ticks])
@@ -74,10 +110,14 @@ class WaitHeatMap(QWidget):
         self.plot.getPlotItem().setYRange(-n_rows + 0.5, 0.5, padding=0.0)
         self.plot.getPlotItem().setXRange(-0.5, n_cols - 0.5, padding=0.0)
         self.plot.getPlotItem().setLimits(xMin=-0.5, xMax=n_cols - 0.5)
-        self.plot.setToolTip(f"Colour: 0 ms (white) to {self.levels_ms[1]:.2f} ms or more (red; the 90th "
-                             "percentile of the picture), the time "
-                             "the rank waited per step with nothing else to run."
-                             + (" Click the last row to unfold it." if fold_row >= 0 else ""))
+        step_ms = self.step_ns / 1e6
+        unfold = " Click the last row to unfold it." if fold_row >= 0 else ""
+        self.legend_title.setText(f"Wait as a share of the median step ({step_ms:,.2f} ms):")
+        self.plot.setToolTip(
+            f"Colour: the time the rank waited in the step with nothing else to run, as a share of the "
+            f"job's median step ({step_ms:,.2f} ms): white none, pale a few per cent, orange 15 % "
+            f"({0.15 * step_ms:,.2f} ms), deep red from 25 % ({0.25 * step_ms:,.2f} ms), darkest from "
+            f"50 % ({0.5 * step_ms:,.2f} ms).{unfold}")
 
     def row_at(self, y: float) -> int | None:
         """The row (0: top) at the plot's ``y``."""

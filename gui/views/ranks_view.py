@@ -192,6 +192,14 @@ def steady_range_ms(res: Any) -> tuple[float, float] | None:
     return min(int(a.min()) for a in starts) / 1e6, max(int(a.max()) for a in ends) / 1e6
 
 
+def median_step_ns(res: Any) -> int:
+    """The job's median step (ns): the median over the ranks of each rank's median step (its mean step
+    where a rank has no median); the heat map's colours are waits as shares of it."""
+    steps = [r.step_median_ns if r.step_median_ns else r.step_ns for r in res.ranks]
+    steps = [s for s in steps if s and s > 0]
+    return int(np.median(steps)) if steps else 0
+
+
 def shown_ranks(res: Any, grid: Any, show_all: bool) -> tuple[list[Any], list[Any]]:
     """(the rows drawn, the rows folded): every rank in rank order, or past FOLD_AT ranks, the straggler
     and the ranks that wait most (the heat map's first rows) with the others folded."""
@@ -470,7 +478,7 @@ class RanksView(ReportView):
                 labels, rows, fold_row = [f"rank {r}" for r in self.grid.ranks], self.grid.wait_ns, -1
             strag = res.straggler.rank if res.straggler is not None else None
             labels = [f"⚠ {t}" if strag is not None and t == f"rank {strag}" else t for t in labels]
-            self.heat.set_rows(labels, rows, self.grid.steps, fold_row)
+            self.heat.set_rows(labels, rows, self.grid.steps, fold_row, median_step_ns(res))
         self.heat.setVisible(self.grid is not None)
         self._draw_time(res, shown)
         self._draw_bars(res, shown, folded)
