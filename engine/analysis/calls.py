@@ -2,11 +2,11 @@
 
 ``api_calls(trace)`` (built once per trace) holds, row for row with ``trace.table("api")``, each
 call's start and end, its process, thread and base name (``_vNNNN`` dropped) as small integer
-codes with their labels, and its correlation id. For an nsys export the columns come from
-``trace.columns("api", ...)`` (the export's columnar cache: read once, then memory-mapped, only
-the columns asked for), with the process and thread split from ``globalTid`` and names as ids of
-``trace.strings()``; other traces (Kineto) fill the same columns from their table. Labels are the
-texts :func:`engine.analysis.steps.pid_keys` gives, so keys compare equal with every other table's.
+codes with their labels, and its correlation id. The columns are ``trace.columns("api", ...)`` on
+every trace (an nsys export's columnar cache: read once, then memory-mapped, only the columns asked
+for; other traces' tables), with the process and thread as integers and names as ids of
+``trace.strings()``. Labels are the texts :func:`engine.analysis.steps.pid_keys` gives, so keys
+compare equal with every other table's.
 
 Every column is loaded on first use, so a caller that needs only starts and names never maps
 the rest.
@@ -23,7 +23,6 @@ import numpy as np
 from engine.analysis.tables import small_codes as small_codes  # re-exported: its users import it from here
 from engine.analysis.tables import trace_cache
 from engine.reports.base import NULL
-from engine.system.errors import ReportError
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -31,7 +30,8 @@ if TYPE_CHECKING:
     from engine.reports.base import Trace
 
 I64 = np.int64
-#: the columns of ``trace.columns("api", ...)`` read (process and thread from globalTid)
+#: the columns of ``trace.columns("api", ...)`` read (an export's process and thread from globalTid;
+#: names as ids of the calls' full names, whose ``_vNNNN`` suffix ``ApiCalls`` drops)
 _COLS = ("start", "end", "correlationId", "nameId", "pid", "tid")
 #: values read per scan of the API table (all 6 columns of up to 21M calls; 1 at a time of 69M)
 _PASS_VALUES = 130_000_000
@@ -52,50 +52,36 @@ class ApiCalls:
 
     def __init__(self, trace: Trace) -> None:
         self._trace = trace
-        self._native = False
-        self._frame: Any = None
-        self._corr: npt.NDArray[np.int64] | None = None
-        self._built: dict[str, npt.NDArray[np.int64]] = {}
-        self._kept: dict[str, npt.NDArray[Any]] = {}  # columns read where the cache is read-only
-        from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
-
-        if isinstance(trace, NsysSqliteTrace):
-            self._native = trace.has_columns("api", _COLS)
+        self._kept: dict[str, npt.NDArray[Any]] = {}  # columns read where the trace maps none from a cache
 
     @property
     def from_columns(self) -> bool:
-        """True when the calls come from the export's columnar cache (not from a table)."""
-        return self._native
+        """True when the trace stores every column read (one it lacks reads as NULL)."""
+        return self._trace.has_columns("api", _COLS)
 
     # -- raw columns ---------------------------------------------------------------------------
-    def _col(self, name: str) -> npt.NDArray[Any] | None:
-        """A column of the export through the columnar cache, or None (the table path is used).
+    def _col(self, name: str) -> npt.NDArray[Any]:
+        """A column of the calls (``trace.columns``).
 
-        Mapped from the cache file on each use; where the cache cannot be written, the columns
-        read are kept in memory instead (read once either way).
+        Mapped from the trace's cache on each use where it has one (an nsys export's); otherwise
+        the columns read are kept in memory instead (read once either way).
         """
-        if not self._native:
-            return None
         mapped = self._trace.columns_cached("api", [name])
         if mapped is not None:
             return mapped[name]
         if name in self._kept:
             return self._kept[name]
-        try:
-            got = self._read_missing(name)
-        except ReportError:
-            self._native = False
-            return None
+        got = self._read_missing(name)
         # A cold read gives the cached files mapped (their pages are the OS's to drop, not this
-        # process's heap); where the cache could not take them, they are kept here.
+        # process's heap); where the trace has no cache to take them, they are kept here.
         if self._trace.columns_cached("api", [name]) is None:
             self._kept.update(got)
         return got[name]
 
     def _read_missing(self, name: str) -> dict[str, npt.NDArray[Any]]:
-        """Read ``name`` and the other uncached columns with it, as many per table scan as fit.
+        """Read ``name`` and the other columns not at hand yet with it, as many per table scan as fit.
 
-        Each pass over the table costs a full scan of it in SQLite, so the columns are read
+        Each pass over an export's table costs a full scan of it in SQLite, so the columns are read
         together, up to :data:`_PASS_VALUES` values per pass (a 69M-call table: one at a time).
         """
         todo = [c for c in self._uncached() if c != name]
@@ -104,16 +90,16 @@ class ApiCalls:
         return self._trace.columns("api", [name, *todo[: per_pass - 1]])
 
     def _uncached(self) -> list[str]:
-        return [c for c in _COLS if self._trace.columns_cached("api", [c]) is None]
+        cached = self._trace.columns_cached
+        return [c for c in _COLS if c not in self._kept and cached("api", [c]) is None]
 
     def prefetch(self) -> None:
         """Start reading the columns not cached yet in the background, as the first use would.
 
         A summary reads the kernels first and the calls later: started early, the two table
-        scans run on two cores at once, and the first use only waits for this read.
+        scans run on two cores at once, and the first use only waits for this read (a trace that
+        reads in the foreground only ignores this).
         """
-        if not self._native:
-            return
         todo = self._uncached()
         if not todo:  # (all cached: the table is not even counted)
             return
@@ -122,12 +108,6 @@ class ApiCalls:
             return
         per_pass = max(1, _PASS_VALUES // rows)
         self._trace.prefetch_columns("api", todo[:per_pass])
-
-    def _table(self) -> Any:
-        if self._frame is None:
-            self._frame = self._trace.table(
-                "api", ["start", "end", "pid", "tid", "baseName", "correlationId"])
-        return self._frame
 
     @cached_property
     def n(self) -> int:
@@ -145,18 +125,11 @@ class ApiCalls:
         return self._times("end")
 
     def _times(self, name: str) -> npt.NDArray[np.int64]:
-        """A time column, mapped from the cache on each use, or built once from the table.
+        """A time column (NULL where missing), mapped from the cache on each use where there is one.
 
         Not held: a mapped column's pages leave this process when the caller drops it.
         """
-        col = self._col(name)
-        if col is not None:
-            return col
-        if name not in self._built:
-            s = self._table()[name]
-            self._built[name] = (np.asarray(s.fillna(NULL).to_numpy(dtype=np.float64)).astype(I64)
-                                 if s.dtype.kind == "f" else s.to_numpy(dtype=I64, na_value=NULL))
-        return self._built[name]
+        return self._col(name)
 
     @cached_property
     def valid(self) -> npt.NDArray[np.bool_] | None:
@@ -172,13 +145,7 @@ class ApiCalls:
         is unmapped (its pages leave this process) as soon as a join drops it.
         """
         col = self._col("correlationId")
-        if col is not None:
-            return np.where(col == NULL, -1, col) if (col == NULL).any() else col
-        if self._corr is None:
-            from engine.analysis.tables import corr_keys
-
-            self._corr = corr_keys(self._table()["correlationId"])
-        return self._corr
+        return np.where(col == NULL, -1, col) if (col == NULL).any() else col
 
     @cached_property
     def _pid(self) -> tuple[npt.NDArray[np.int32], tuple[str, ...]]:
@@ -189,22 +156,19 @@ class ApiCalls:
         return self._keys("tid")
 
     def _keys(self, name: str) -> tuple[npt.NDArray[np.int32], tuple[str, ...]]:
+        """Codes of a process or thread id column in order of first appearance, the ids as text ("" NULL)."""
         col = self._col(name)
-        if col is not None:
-            null = col < 0  # NULL globalTid
-            codes, uniq = small_codes(np.where(null, 0, col) if null.any() else col)
-            labels = [str(int(u)) for u in uniq]
-            if null.any():  # "" for the calls without a thread, as pid_keys gives
-                codes = np.where(null, len(labels), codes).astype(np.int32)
-                labels.append("")
-                codes, labels = _renumber(codes, labels)
-            return codes, tuple(labels)
-        import pandas as pd
-
-        from engine.analysis.tables import pid_keys
-
-        c, u = pd.factorize(pid_keys(self._table()[name]))
-        return c.astype(np.int32), tuple(str(x) for x in u)
+        null = col == NULL
+        has_null = bool(null.any())
+        vals = np.where(null, 0, col) if has_null else col
+        low = int(vals.min()) if len(vals) else 0
+        codes, uniq = small_codes(vals - low if low < 0 else vals)  # (small_codes takes values >= 0)
+        labels = [str(int(u) + min(low, 0)) for u in uniq]
+        if has_null:  # "" for the calls without a thread, as pid_keys gives
+            codes = np.where(null, len(labels), codes).astype(np.int32)
+            labels.append("")
+            codes, labels = _renumber(codes, labels)
+        return codes, tuple(labels)
 
     @property
     def pid(self) -> npt.NDArray[np.int32]:
@@ -246,23 +210,18 @@ class ApiCalls:
     @cached_property
     def _name(self) -> tuple[npt.NDArray[np.int32], tuple[str, ...]]:
         col = self._col("nameId")
-        if col is not None:
-            null = col == NULL
-            has_null = bool(null.any())
-            ids = np.where(null, 0, col) if has_null else col
-            # (a 69M-call column: no 0.5 GB copy where no id is negative, the usual case)
-            codes, uniq = small_codes(ids if int(ids.min()) >= 0 else np.maximum(ids, 0))
-            del ids
-            s = self._trace.strings()
-            full = [s.get(int(i), f"<unknown {int(i)}>") for i in uniq]
-            names = [re.sub(r"_v\d{4}$", "", str(n)) for n in full]
-            if has_null:
-                codes = np.where(null, -1, codes).astype(np.int32)
-            return _merge_labels(codes, names)
-        import pandas as pd
-
-        c, u = pd.factorize(self._table()["baseName"], use_na_sentinel=True)
-        return c.astype(np.int32), tuple(str(x) for x in u)
+        null = col == NULL
+        has_null = bool(null.any())
+        ids = np.where(null, 0, col) if has_null else col
+        # (a 69M-call column: no 0.5 GB copy where no id is negative, the usual case)
+        codes, uniq = small_codes(ids if not len(ids) or int(ids.min()) >= 0 else np.maximum(ids, 0))
+        del ids
+        s = self._trace.strings()
+        full = [s.get(int(i), f"<unknown {int(i)}>") for i in uniq]
+        names = [re.sub(r"_v\d{4}$", "", str(n)) for n in full]
+        if has_null:
+            codes = np.where(null, -1, codes).astype(np.int32)
+        return _merge_labels(codes, names)
 
     @property
     def name(self) -> npt.NDArray[np.int32]:

@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.analysis.tables import trace_cache
+from engine.analysis.tables import small_codes, trace_cache
+from engine.reports.base import NULL
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -157,50 +158,42 @@ def _tokens(trace: Trace, counts: dict[str, int]) -> tuple[npt.NDArray[np.int64]
 
 _COPY_NAMES = {1: "memcpy HtoD", 2: "memcpy DtoH", 8: "memcpy DtoD", 10: "memcpy PtoP", 3: "memcpy HtoA",
                4: "memcpy AtoH", 11: "memcpy HtoH"}
-_KINETO_COPY = {"htod": 1, "dtoh": 2, "dtod": 8, "ptop": 10}
 
 
 def _kernel_names(trace: Trace, n: int) -> tuple[npt.NDArray[np.int64], list[str]]:
-    """Kernel name codes (short names where the report has them) and the name of each code."""
-    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
+    """Kernel name codes (short names where the trace has any, else full names) and each code's name.
 
-    if isinstance(trace, NsysSqliteTrace):
-        # short names where the export has them, else the demangled names (nameId then is those)
-        col = next((c for c in ("shortNameId", "nameId") if trace.has_columns("kernels", [c])), None)
-        if col is not None:
-            ids = np.asarray(trace.columns("kernels", [col])[col], dtype=np.int64)
-            if len(ids) == n and (not n or int(ids.min()) >= 0):
-                from engine.analysis.tables import small_codes
-
-                codes, uniq = small_codes(ids)  # a few names among many kernels: no sort of every row
-                strings = trace.strings()
-                return codes.astype(np.int64), [str(strings.get(int(u), u)) for u in uniq.tolist()]
-    import pandas as pd
-
-    df = trace.table("kernels", ["shortName", "name"])
-    kcol = df["shortName"] if "shortName" in df and df["shortName"].notna().any() else df.get("name")
-    if kcol is None or len(kcol) != n:
+    From the names' ids (``trace.columns("kernels", ...)``, texts in ``trace.strings()``), coded in
+    order of first appearance (a few names among many kernels: no sort of every row); a kernel
+    without a name is named "".
+    """
+    ids = np.zeros(0, dtype=np.int64)
+    for col in ("shortNameId", "nameId"):
+        ids = np.asarray(trace.columns("kernels", [col])[col], dtype=np.int64)
+        if not n or bool((ids != NULL).any()):
+            break
+    if len(ids) != n:
         return np.zeros(n, dtype=np.int64), ["kernel"]
-    kcodes, kuniq = pd.factorize(kcol.fillna("").astype(str), sort=False)
-    return kcodes.astype(np.int64), [str(u) for u in kuniq]
+    null = ids == NULL
+    has_null = bool(null.any())
+    # NULL as code 0 (named ""), every id one up: small_codes takes non-negative values
+    codes, uniq = small_codes(np.where(null, 0, ids + 1) if has_null else ids)
+    strings = trace.strings()
+    names = [str(strings.get(int(u), int(u))) for u in (uniq - 1 if has_null else uniq).tolist()]
+    if has_null:
+        names = ["" if int(u) == 0 else x for u, x in zip(uniq.tolist(), names, strict=True)]
+    merged: dict[str, int] = {}  # one code per distinct name ("" and a NULL name, say)
+    remap = np.array([merged.setdefault(x, len(merged)) for x in names] or [0], dtype=np.int64)
+    out = np.asarray(codes, dtype=np.int64)
+    return (remap[out] if len(merged) < len(names) else out), list(merged)
 
 
 def _copy_kinds(trace: Trace, n: int) -> npt.NDArray[np.int64]:
     """Each copy's kind (1 HtoD, 2 DtoH, 8 DtoD, 10 PtoP ...), 0 unknown."""
-    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
-
-    if isinstance(trace, NsysSqliteTrace) and trace.has_columns("memcpy", ["copyKind"]):
-        k = np.asarray(trace.columns("memcpy", ["copyKind"])["copyKind"], dtype=np.int64)
-        if len(k) == n:
-            return np.where(k < 0, 0, k)
-    df = trace.table("memcpy", ["copyKind"])
-    if len(df) != n:
+    k = np.asarray(trace.columns("memcpy", ["copyKind"])["copyKind"], dtype=np.int64)
+    if len(k) != n:
         return np.zeros(n, dtype=np.int64)
-    v = df["copyKind"]
-    if v.dtype == object:
-        low = v.fillna("").astype(str).str.lower().str.replace(r"[^a-z]", "", regex=True)
-        return np.array([_KINETO_COPY.get(x, 0) for x in low.tolist()], dtype=np.int64)
-    return v.fillna(0).to_numpy(dtype=np.int64)
+    return np.where(k < 0, 0, k)
 
 
 def _op_sequences(trace: Trace) -> dict[str, OpSequence]:

@@ -4,9 +4,9 @@
 kernels, then the copies, then the memsets, each in table order), each operation's start and
 end, its kind, its process, GPU and stream as small integer codes with their labels (the texts
 ``steps.pid_keys`` gives), and ``launch``: the start of the API call that issued it (its own
-start when that call is unknown). For an nsys export the columns come from the export's
-columnar cache (only these columns, memory-mapped once cached), so a 10M-kernel report never
-becomes a DataFrame; other traces (Kineto) fill the same columns from their tables.
+start when that call is unknown). The columns are ``trace.columns(...)`` on every trace: an nsys
+export answers from its columnar cache (only these columns, memory-mapped once cached), so a
+10M-kernel report never becomes a DataFrame; other traces (Kineto) from their tables.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import numpy as np
 from engine.analysis.calls import api_calls, small_codes
 from engine.analysis.tables import (
     blocks_sorted,
-    corr_keys,
     disjoint_sorted,
     match_first_counted,
     pid_keys,
@@ -85,32 +84,19 @@ class GpuOps:
         self._corr_parts = [p[1]["correlationId"] for p in parts]
 
     def _part(self, kind: str) -> tuple[str, dict[str, Any]] | None:
-        """One table's columns: raw ints (keys as (values, None)) or a table's (keys as text)."""
+        """One table's columns (``trace.columns``): keys as (values, None); None for an empty table."""
         trace = self._trace
-        from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
-
-        if isinstance(trace, NsysSqliteTrace):
-            if not trace.has(kind):
-                return None
-            if trace.has_columns(kind, [*_COLS, "globalPid"]):
-                cols = _columns_of(trace, kind)
-                if cols is not None and not len(cols["start"]):
-                    return None
-                if cols is not None and not (_has_null(cols["start"]) or _has_null(cols["end"])):
-                    out: dict[str, Any] = {c: (cols[c], None) if c in ("pid", "deviceId", "streamId")
-                                           else cols[c] for c in _COLS}
-                    if trace.columns_cached(kind, ["correlationId"]) is not None:
-                        # mapped again on each use (not held: its pages leave with the join)
-                        out["correlationId"] = _Mapped(trace, kind, "correlationId")
-                    return kind, out
-        df = trace.table(kind, list(_COLS))
-        if not len(df):
+        if not trace.has(kind):
             return None
-        return kind, {
-            "start": df["start"].to_numpy(dtype=np.int64), "end": df["end"].to_numpy(dtype=np.int64),
-            "deviceId": (None, df["deviceId"]), "streamId": (None, df["streamId"]),
-            "pid": (None, df["pid"]), "correlationId": corr_keys(df["correlationId"]),
-        }
+        cols = _columns_of(trace, kind)
+        if not len(cols["start"]):
+            return None
+        out: dict[str, Any] = {c: (cols[c], None) if c in ("pid", "deviceId", "streamId") else cols[c]
+                               for c in _COLS}
+        if trace.columns_cached(kind, ["correlationId"]) is not None:
+            # mapped again on each use (not held: its pages leave with the join)
+            out["correlationId"] = _Mapped(trace, kind, "correlationId")
+        return kind, out
 
     @property
     def corr(self) -> npt.NDArray[np.int64]:
@@ -326,24 +312,17 @@ def _keys_rise(cpid: npt.NDArray[Any], ccorr: npt.NDArray[Any]) -> bool:
 _PASS_VALUES = 130_000_000
 
 
-def _columns_of(trace: Trace, kind: str) -> dict[str, npt.NDArray[Any]] | None:
-    """:data:`_COLS` of a table from the columnar cache (None where it cannot be read).
+def _columns_of(trace: Trace, kind: str) -> dict[str, npt.NDArray[Any]]:
+    """:data:`_COLS` of a table through ``trace.columns``.
 
-    The nsys analyze rules' columns of this table are read in the same scan (cached for them), and
-    the summary's (copy kinds, bytes), read later through the trace's tables.
+    The nsys analyze rules' columns of this table are read in the same scan where the trace keeps
+    what it reads (an export's columnar cache), and the summary's (copy kinds, bytes), read later.
     """
     extra = [c for c in ("globalPid", "contextId", *_SUMMARY_COLS[kind]) if trace.has_columns(kind, [c])]
     cols = _all_cached(trace, kind, extra)  # all cached: no count of its rows, no read
     if cols is not None:
         return cols
-    try:
-        return _read_passes(trace, kind, extra, trace.row_count(kind) or 0)
-    except ReportError:
-        return None
-
-
-def _has_null(v: npt.NDArray[Any]) -> bool:
-    return bool((np.asarray(v) == NULL).any())
+    return _read_passes(trace, kind, extra, trace.row_count(kind) or 0)
 
 
 def _read_passes(trace: Trace, kind: str, extra: list[str], rows: int) -> dict[str, npt.NDArray[Any]]:
@@ -408,17 +387,10 @@ def gpu_op_columns(trace: Trace) -> GpuOps:
 
 
 def memset_bytes(trace: Trace) -> npt.NDArray[np.float64]:
-    """Bytes of each memset (NULL: 0) as floats, in table order: from the columnar cache when cached."""
-    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
-
-    if isinstance(trace, NsysSqliteTrace) and trace.has_columns("memset", ["bytes"]):
-        mapped = trace.columns_cached("memset", ["bytes"])
-        if mapped is not None:
-            v = np.asarray(mapped["bytes"])
-            out: npt.NDArray[np.float64] = np.where(v == NULL, 0.0, v.astype(np.float64))
-            return out
-    col = trace.table("memset", ["bytes"])["bytes"]
-    return np.asarray(col.astype(float).fillna(0).to_numpy(), dtype=np.float64)
+    """Bytes of each memset (NULL: 0) as floats, in table order (``trace.columns``)."""
+    v = np.asarray(trace.columns("memset", ["bytes"])["bytes"])
+    out: npt.NDArray[np.float64] = np.where(v == NULL, 0.0, v.astype(np.float64))
+    return out
 
 
 class CopyColumns:
@@ -449,19 +421,21 @@ _COPY_RAW = ("start", "end", "bytes", "copyKind", "srcKind", "dstKind")
 
 
 def copy_columns(trace: Trace) -> CopyColumns | None:
-    """The trace's copies as :class:`CopyColumns` (built once per trace), from the columnar cache.
+    """The trace's copies as :class:`CopyColumns` (built once per trace), from ``trace.columns``.
 
-    None when the trace is not an nsys export, its copy table lacks one of the columns, or a
-    start, end or kind is NULL: callers then use the ``memcpy`` table.
+    None when the trace has no labels for its integer copy and memory kinds (``copy_kind_labels``,
+    ``memory_kind_labels``: an nsys export's enums; a Kineto trace's kinds are labelled by the
+    ``memcpy`` table's text only), its copy table lacks one of the columns, or a start, end or kind
+    is NULL: callers then use the ``memcpy`` table.
     """
     out: CopyColumns | None = trace_cache(trace, "copy_columns", lambda: _copy_columns(trace))
     return out
 
 
 def _copy_columns(trace: Trace) -> CopyColumns | None:
-    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
-
-    if not isinstance(trace, NsysSqliteTrace) or not trace.has_columns("memcpy", _COPY_RAW):
+    copy_labels = getattr(trace, "copy_kind_labels", None)
+    memory_labels = getattr(trace, "memory_kind_labels", None)
+    if copy_labels is None or memory_labels is None or not trace.has_columns("memcpy", _COPY_RAW):
         return None
     cols: dict[str, npt.NDArray[Any]] = {}
     try:
@@ -478,7 +452,8 @@ def _copy_columns(trace: Trace) -> CopyColumns | None:
     key = (kinds_raw[0].astype(np.int64) * his[1] + kinds_raw[1]) * his[2] + kinds_raw[2]
     codes, uniq = small_codes(key)
     del key
-    opers, mems = trace.copy_kind_labels(), trace.memory_kind_labels()
+    opers: dict[int, str] = copy_labels()
+    mems: dict[int, str] = memory_labels()
     kinds: list[tuple[str, str, str]] = []
     known: list[bool] = []
     for u in uniq.tolist():

@@ -1,12 +1,12 @@
-"""NVTX ranges of an nsys export from integer columns: no table of every NVTX event with its text.
+"""NVTX ranges from integer columns: no table of every NVTX event with its text.
 
-``ranges_frame(trace, label)`` gives what ``steps.ranges_table`` builds from ``trace.table("nvtx")``
+``ranges_columns(trace, label)`` gives what ``steps.ranges_table`` builds from ``trace.table("nvtx")``
 (closed push/pop and start/end ranges: ``start``, ``end``, ``name``, ``pidk``, ``tidk``, in table
-order) for an nsys SQLite export: the export's reader gives each range's name as a code into the
-distinct (domain, text) pairs (:mod:`engine.reports.nsys.nvtx_ranges`), so each distinct name is
-labelled once; the starts, ends and threads come from the columnar cache. ``nvtx_span`` gives the
-first start and last end of every NVTX event from ``trace.columns("nvtx", ...)``. Both return None
-where the export does not fit (the table path is used then).
+order) where the trace's reader gives each range's name as a code into the distinct (domain, text)
+pairs (``trace.nvtx_range_columns``: an nsys SQLite export's, :mod:`engine.reports.nsys.nvtx_ranges`),
+so each distinct name is labelled once; None elsewhere (the table path is used then).
+``nvtx_span`` gives the first start and last end of every NVTX event from
+``trace.columns("nvtx", ...)`` on every trace.
 """
 
 from __future__ import annotations
@@ -24,23 +24,14 @@ if TYPE_CHECKING:
 
     from engine.reports.base import Trace
 
-def _nsys(trace: Trace) -> Any:
-    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
-
-    if not isinstance(trace, NsysSqliteTrace):
-        return None
-    if not trace.has_columns("nvtx", ["start", "end", "eventType", "globalTid", "domainId", "text"]):
-        return None
-    return trace
-
-
 def nvtx_span(trace: Trace) -> tuple[int | None, int | None] | None:
-    """(first start, last end) of the NVTX events (None where none has one); None: use the table."""
-    t = _nsys(trace)
-    if t is None:
-        return None
+    """(first start, last end) of the NVTX events (None where none has one); None: use the table.
+
+    From ``trace.columns("nvtx", ["start", "end"])`` (an export's columnar cache, other traces'
+    tables); None only where the export cannot be read that way.
+    """
     try:
-        cols = t.columns("nvtx", ["start", "end"])
+        cols = trace.columns("nvtx", ["start", "end"])
     except ReportError:
         return None
     out: list[int | None] = []
@@ -111,13 +102,12 @@ def ranges_columns(trace: Trace, label: Callable[[str, str], str]) -> Ranges | N
 
     What ``steps.ranges_table`` builds from ``trace.table("nvtx")``, without pandas: the export's
     reader names each range by a code into the distinct (domain, text) pairs
-    (:meth:`~engine.reports.nsys.sqlite_trace.NsysSqliteTrace.nvtx_range_columns`), so each name is
-    labelled once.
+    (:meth:`~engine.reports.base.Trace.nvtx_range_columns`), so each name is labelled once; None
+    where the trace has no such reader (the ``nvtx`` table is read then).
     """
-    t = _nsys(trace)
-    if t is None:
+    if not trace.has_columns("nvtx", ["start", "end", "eventType", "globalTid", "domainId", "text"]):
         return None
-    got = t.nvtx_range_columns(["start", "end", "globalTid"])
+    got = trace.nvtx_range_columns(["start", "end", "globalTid"])
     if got is None:
         return None
     cols, name_code, pairs = got

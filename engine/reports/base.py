@@ -30,6 +30,7 @@ from engine.system.errors import ReportError
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    import numpy as np
     import numpy.typing as npt
     import pandas as pd
 
@@ -244,6 +245,15 @@ class Trace:
 
     def prefetch_columns(self, table: str, names: Sequence[str]) -> None:
         """Start reading columns that :meth:`columns` will be asked for (a no-op where nothing is gained)."""
+
+    def nvtx_range_columns(self, names: Sequence[str]) -> tuple[
+            dict[str, npt.NDArray[Any]], npt.NDArray[np.int64], list[tuple[Any, Any]]] | None:
+        """The closed NVTX ranges' columns, each one's name code and the codes' (domain, text) pairs.
+
+        For readers that name ranges by code without reading every text (an nsys export's); the
+        default has none: None (callers read the ``nvtx`` table).
+        """
+        return None
 
     def nvtx_names(self, where: str | Where | None, *, domain_by_text: bool = False) -> NvtxNames:
         """Each ``nvtx`` row's (domain, text), row for row with ``columns("nvtx", ..., where=where)``.

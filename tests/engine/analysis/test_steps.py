@@ -123,7 +123,7 @@ def _kernels(rows):
 
 def _api(rows):
     return pd.DataFrame([{"start": a, "end": a + 5, "correlationId": c, "pid": p,
-                          "baseName": "cudaLaunchKernel"} for a, c, p in rows])
+                          "name": "cudaLaunchKernel", "baseName": "cudaLaunchKernel"} for a, c, p in rows])
 
 
 def test_numbered_steps_beat_library_ranges_and_the_outer_epoch() -> None:
