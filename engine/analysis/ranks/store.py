@@ -44,6 +44,8 @@ READER_IMPORTS = ("pandas", "sqlite3", "engine.analysis.steps", "engine.analysis
                   "engine.reports.open", "engine.reports.nsys.sqlite_trace", "engine.reports.nsys.columns",
                   "engine.reports.nsys.pages", "engine.reports.nsys.column_reads",
                   "engine.reports.nsys.page_exprs", "engine.system.atomic")
+#: where a report's columns are kept while it is read (memory: tmpfs)
+SCRATCH = "/dev/shm"
 #: a reader process started fresh (spawn) reads this many reports, then another takes over
 SPAWNED_READS = 4
 #: reports not cached are read in other processes only when together they are this big (starting a
@@ -120,14 +122,14 @@ def read_ranks(path: str | Path, range_name: str | None = None) -> list[RankInpu
     with open_report(path) as trace:
         columns = _columns_dir(trace)
         found = columns is None or columns.exists()
-        if not found:
-            _read_without_column_cache(trace)
+        scratch = None if found else _columns_in_memory(trace)
         try:
             inputs = [slim(r) for r in ranks_of(trace, range_name=range_name)]
         finally:
             forget_trace(trace)  # its derived tables would outlive it (a Dask worker reads many)
-            if not found and columns is not None:  # leave the column cache as found
-                shutil.rmtree(columns, ignore_errors=True)
+            for folder in (scratch, None if found else columns):  # leave the column cache as found
+                if folder is not None:
+                    shutil.rmtree(folder, ignore_errors=True)
     try:
         atomic_write_bytes(_cache_file(Path(path), range_name), pickle.dumps(inputs, protocol=5), fsync=False)
     except OSError:
@@ -201,17 +203,29 @@ def _read_in_processes(jobs: list[tuple[int, str]], range_name: str | None,
         yield from pool.imap_unordered(_read_one, queue)
 
 
-def _read_without_column_cache(trace: object) -> None:
-    """Have the report's columns read into memory only, never written to the column cache.
+def _columns_in_memory(trace: object) -> Path | None:
+    """Have the report's columns kept in memory (a folder of /dev/shm) while it is read, not on the disk.
 
     The rank is read once and kept in the ranks cache; a job's reports would fill the column cache
-    (141 MB a 400k-kernel rank, written and deleted again: 9 GB of writes for 64 ranks). A report
-    whose columns are cached already (``kernelscope summary`` ran on it) reads them from there.
+    (141 MB a 400k-kernel rank, written and deleted again: 9 GB of writes for 64 ranks). The columns
+    still go through files, so a column two readers ask for is read once and big tables are read in
+    child processes (engine.reports.nsys.columns). Returns the folder to delete after the read; None
+    where there is no /dev/shm (the columns are then read into this process's memory, each time asked).
+    A report whose columns are cached already (``kernelscope summary`` ran on it) reads them from there.
     """
+    import tempfile
+
     store = getattr(trace, "column_store", None)
     got = store() if callable(store) else None
-    if got is not None and hasattr(got, "cache_dir"):
+    if got is None or not hasattr(got, "cache_dir"):
+        return None
+    try:
+        folder = Path(tempfile.mkdtemp(prefix="ks-rank-columns-", dir=SCRATCH))
+    except OSError:
         got.cache_dir = None
+        return None
+    got.cache_dir = folder
+    return folder
 
 
 def _read_or_say(path: str, range_name: str | None) -> list[RankInput] | str:
