@@ -25,6 +25,9 @@ SCALE = ((0.0, (255, 255, 255)), (0.05, (253, 235, 200)), (0.15, (245, 176, 65))
          (0.5, (150, 30, 25)))
 #: the share of the step the scale tops at (a larger wait has the top colour)
 TOP_SHARE = SCALE[-1][0]
+#: the heat map's title, beside its colour scale
+TITLE = ("Wait per rank per step with nothing else to run, the straggler first — "
+         "as a share of the median step{step}:")
 
 
 def share_color(share: float) -> tuple[int, int, int]:
@@ -54,8 +57,6 @@ class WaitHeatMap(QWidget):
         lay.setContentsMargins(0, 0, 0, 0)
         self.plot = pg.PlotWidget(background="w")
         style_plot(self.plot.getPlotItem(), tick_font(self.font()))
-        self.plot.setTitle("Wait per rank per step (ms with nothing else to run) — the straggler first",
-                           color="#2c3e50")
         self.plot.setLabel("bottom", "steady steps, lined up across ranks (rank 0's step number)")
         self.image = pg.ImageItem()
         cmap = pg.ColorMap([x / TOP_SHARE for x, _c in SCALE], [(*c, 255) for _x, c in SCALE])
@@ -64,8 +65,8 @@ class WaitHeatMap(QWidget):
         self.plot.addItem(self.image)
         self.plot.getPlotItem().setMouseEnabled(x=True, y=False)
         self.plot.scene().sigMouseClicked.connect(self._on_click)
+        lay.addLayout(self._legend())  # the title, with the colour scale
         lay.addWidget(self.plot)
-        lay.addLayout(self._legend())
         #: for tests and the view: the row labels top to bottom, the fold row's index (-1: none), the
         #: median step (ns) the colours are shares of, each cell's share (rows x steps)
         self.labels: list[str] = []
@@ -77,11 +78,12 @@ class WaitHeatMap(QWidget):
     def _legend(self) -> Any:
         from PySide6.QtWidgets import QHBoxLayout, QLabel
 
-        from gui.widgets.labels import muted, swatch
+        from gui.widgets.labels import swatch
 
         row = QHBoxLayout()
-        row.setContentsMargins(6, 0, 6, 0)
-        self.legend_title = muted("Wait as a share of the median step:", wrap=False)
+        row.setContentsMargins(6, 2, 6, 0)
+        self.legend_title = QLabel(TITLE.format(step=""))
+        self.legend_title.setStyleSheet("color: #2c3e50;")
         row.addWidget(self.legend_title)
         for share, color in SCALE:
             row.addWidget(swatch("#{:02x}{:02x}{:02x}".format(*color), 12))
@@ -112,7 +114,7 @@ class WaitHeatMap(QWidget):
         self.plot.getPlotItem().setLimits(xMin=-0.5, xMax=n_cols - 0.5)
         step_ms = self.step_ns / 1e6
         unfold = " Click the last row to unfold it." if fold_row >= 0 else ""
-        self.legend_title.setText(f"Wait as a share of the median step ({step_ms:,.2f} ms):")
+        self.legend_title.setText(TITLE.format(step=f" ({step_ms:,.2f} ms)"))
         self.plot.setToolTip(
             f"Colour: the time the rank waited in the step with nothing else to run, as a share of the "
             f"job's median step ({step_ms:,.2f} ms): white none, pale a few per cent, orange 15 % "

@@ -200,6 +200,23 @@ def median_step_ns(res: Any) -> int:
     return int(np.median(steps)) if steps else 0
 
 
+TIME_TITLE = "Ranks on one clock — click a rank to open its timeline"
+
+
+def titled(plot: QWidget, title: str) -> tuple[QWidget, QLabel]:
+    """``plot`` under a one-line ``title`` (a label: it never crops), and the label."""
+    box = QWidget()
+    lay = QVBoxLayout(box)
+    lay.setContentsMargins(0, 4, 0, 0)
+    lay.setSpacing(0)
+    label = QLabel(title)
+    label.setAlignment(Qt.AlignmentFlag.AlignHCenter)
+    label.setStyleSheet("color: #2c3e50;")
+    lay.addWidget(label)
+    lay.addWidget(plot, 1)
+    return box, label
+
+
 def shown_ranks(res: Any, grid: Any, show_all: bool) -> tuple[list[Any], list[Any]]:
     """(the rows drawn, the rows folded): every rank in rank order, or past FOLD_AT ranks, the straggler
     and the ranks that wait most (the heat map's first rows) with the others folded."""
@@ -289,15 +306,17 @@ class RanksView(ReportView):
         for p in (self.time_plot, self.bar_plot):
             style_plot(p.getPlotItem(), font)
         self.time_plot.setLabel("bottom", "time since capture start (ms; the earliest rank's capture)")
-        self.time_plot.setTitle("Ranks on one clock — click a rank to open its timeline", color="#2c3e50")
         self.bar_plot.setLabel("bottom", "per step, mean of the steady steps (ms)")
-        self.bar_plot.setTitle("Where each rank's step went", color="#2c3e50")
+        # titles above the plots, not in them: a plot given less than its items' height crops its scene
+        # (the title went under the plot above's axis)
+        time_box, self.time_title = titled(self.time_plot, TIME_TITLE)
+        self.bar_box, _bar_title = titled(self.bar_plot, "Where each rank's step went")
         self.time_plot.scene().sigMouseClicked.connect(self._on_click)
         self.heat = WaitHeatMap()
         self.heat.sig_fold_clicked.connect(lambda: self.show_all.setChecked(True))
         split.addWidget(self.heat)
-        split.addWidget(self.time_plot)
-        split.addWidget(self.bar_plot)
+        split.addWidget(time_box)
+        split.addWidget(self.bar_box)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 3)
         split.setStretchFactor(2, 2)
@@ -305,7 +324,9 @@ class RanksView(ReportView):
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         split.addWidget(self.table)  # in the splitter: a job of many ranks scrolls its table
         split.setStretchFactor(3, 2)
-        for w, h in ((self.heat, 200), (self.time_plot, 180), (self.bar_plot, 170)):
+        # at most what a 1600x1000 window has room for beside a 4-rank table (more: the splitter
+        # lays its sections over each other)
+        for w, h in ((self.heat, 150), (time_box, 150), (self.bar_box, 140)):
             w.setMinimumHeight(h)
         blay.addWidget(split, 1)
         self.legend_text = WrapLabel("(" + LEGEND + ")", muted=True)
@@ -483,7 +504,7 @@ class RanksView(ReportView):
         self._draw_time(res, shown)
         self._draw_bars(res, shown, folded)
         # many ranks: the heat map and the table say what the bars would (the room goes to them)
-        self.bar_plot.setVisible(len(res.ranks) <= FOLD_AT)
+        self.bar_box.setVisible(len(res.ranks) <= FOLD_AT)
 
     def _row_label(self, r: Any, res: Any) -> str:
         gpu = f" · GPU {r.device}" if r.device is not None else ""
@@ -528,8 +549,7 @@ class RanksView(ReportView):
         plot.getPlotItem().setYRange(-len(shown) + 0.4, 0.6, padding=0.02)
         hidden = len(res.ranks) - len(shown)
         # folded: no title (the room goes to the rows); the axis says which ranks are drawn
-        plot.setTitle(None if hidden else "Ranks on one clock — click a rank to open its timeline",
-                      color="#2c3e50")
+        self.time_title.setVisible(not hidden)
         plot.setLabel("bottom", "time since capture start (ms; the earliest rank's capture)" + (
             f" — {len(shown)} of {len(res.ranks)} ranks: the straggler and the ranks that wait most; "
             "click one to open its timeline" if hidden else ""))
