@@ -78,17 +78,22 @@ def rect_list(x0: np.ndarray, x1: np.ndarray, y0: np.ndarray | int, h: np.ndarra
     return [QRect(a, y, b - a, hh) for a, b, y, hh in zip(x0.tolist(), x1.tolist(), ys, hs, strict=True)]
 
 
-def bars(height: np.ndarray, base_y: int) -> list[QRect]:
-    """One rectangle per run of pixel columns with the same non-zero bar height."""
+def bars(height: np.ndarray, base_y: int, below: np.ndarray | None = None) -> list[QRect]:
+    """One rectangle per run of pixel columns with the same non-zero bar height (and, stacked on
+    other bars, the same height ``below`` it)."""
     if not len(height):
         return []
-    change = np.flatnonzero(np.diff(height)) + 1
-    starts = np.concatenate(([0], change))
-    ends = np.concatenate((change, [len(height)]))
+    change = np.diff(height) != 0
+    if below is not None:
+        change |= np.diff(below) != 0
+    cut = np.flatnonzero(change) + 1
+    starts = np.concatenate(([0], cut))
+    ends = np.concatenate((cut, [len(height)]))
     hs = height[starts]
+    under = np.zeros(len(starts), dtype=np.int64) if below is None else below[starts]
     keep = hs > 0
-    starts, ends, hs = starts[keep] + GUTTER, ends[keep] + GUTTER, hs[keep]
-    return rect_list(starts, ends, base_y - hs, hs)
+    starts, ends, hs, under = starts[keep] + GUTTER, ends[keep] + GUTTER, hs[keep], under[keep]
+    return rect_list(starts, ends, base_y - under - hs, hs)
 
 
 def paint_axis(c: TimelineCanvas, p: QPainter, w: int) -> None:
@@ -217,16 +222,21 @@ def paint_intervals(c: TimelineCanvas, p: QPainter, ln: tm.Lane, top: float, h: 
                                                       COVERAGE_TOL)
     # a pale full-height band where a kind has any event, then every kind's busy fraction solid
     # on the bands (a band drawn after another kind's bar would veil it: 21k copies hid the
-    # bars of 10M kernels)
+    # bars of 10M kernels), stacked: the busiest kind at the bottom, each at least 2 pixels
+    # where it has events (drawn over each other, big10m's 5M memsets hid its 10M kernels)
     for k in kinds:
         cov = c.last_coverage[(ln.key, k)]
         p.setBrush(c.pale_brushes[k])
         p.drawRects(bars(np.where(cov > 0, h - 3, 0).astype(np.int64), base_y))
+    room = int(h - 3)
+    below = np.zeros(n_bins, dtype=np.int64)
     for k in sorted(kinds, key=lambda k: -float(c.last_coverage[(ln.key, k)].sum())):
-        cov = c.last_coverage[(ln.key, k)]  # the busiest kind first, the rarer ones on top
-        height = np.where(cov > 0, np.maximum(np.rint(cov * (h - 3)), 2), 0).astype(np.int64)
+        cov = c.last_coverage[(ln.key, k)]
+        height = np.where(cov > 0, np.maximum(np.rint(cov * room), 2), 0).astype(np.int64)
+        height = np.minimum(height, np.maximum(room - below, 0))  # (never above the lane)
         p.setBrush(c.kind_brushes[k])
-        p.drawRects(bars(height, base_y))
+        p.drawRects(bars(height, base_y, below))
+        below += height
     return ("coverage", n)
 
 

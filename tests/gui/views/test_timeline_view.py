@@ -412,3 +412,39 @@ def test_zoomed_out_api_colour_has_its_own_legend_entry():
     html = legend_html()
     assert f"<span style='color:{API_COVERAGE_COLOR}'>■</span>&nbsp;{COVERAGE_LEGEND}" in html
     assert f"<span style='color:{COPY_COVERAGE_COLOR}'>■</span>&nbsp;{COPY_COVERAGE_LEGEND}" in html
+
+
+def test_zoomed_out_every_kind_of_a_stream_shows_its_busy_colour(qtbot):
+    """Zoomed out, a stream's kinds are stacked, the busiest at the bottom: a stream 4% busy with
+    kernels, 4% with copies and 0.003% with memsets shows all three colours in every pixel column
+    (drawn over each other at the same height, the memsets' bar hid the kernels' on big10m)."""
+    from gui.timeline import model as tm
+    from gui.widgets.timeline_canvas import TimelineCanvas
+
+    n, period = 30_000, 1_000_000  # one kernel and one copy per period, a memset every 10th
+    base = np.arange(n, dtype=np.int64) * period
+    starts = np.concatenate([base, base + 500_000, base[::10] + 900_000])
+    ends = np.concatenate([base + 40_000, base + 540_000, base[::10] + 900_300])
+    kinds = np.concatenate([np.full(n, tm.KIND_KERNEL), np.full(n, tm.KIND_MEMCPY),
+                            np.full(n // 10, tm.KIND_MEMSET)]).astype(np.int8)
+    order = np.argsort(starts, kind="stable")
+    lane = tm.Lane("gpu:0:7", "GPU 0 · stream 7", "gpu", starts[order], ends[order], kinds[order],
+                   np.arange(len(order), dtype=np.int32), np.zeros(len(order), dtype=np.int32))
+    model = tm.TimelineModel([lane], np.array(["k"], dtype=object), np.zeros(1, dtype=np.int8), {},
+                             int(starts.min()), int(ends.max()), [],
+                             activity_min=int(starts.min()), activity_max=int(ends.max()))
+    canvas = TimelineCanvas()
+    qtbot.addWidget(canvas)
+    canvas.resize(1000, 300)
+    canvas.show()
+    qtbot.waitExposed(canvas)
+    canvas.set_model(model)
+    canvas.repaint()
+    QApplication.processEvents()
+    assert canvas.draw_stats[lane.key][0] == "coverage"
+    img = canvas.grab().toImage()
+    solid = {k: canvas.kind_brushes[k].color().getRgb()[:3]
+             for k in (tm.KIND_KERNEL, tm.KIND_MEMCPY, tm.KIND_MEMSET)}
+    x = canvas.width() // 2
+    column = {img.pixelColor(x, y).getRgb()[:3] for y in range(img.height())}
+    assert all(rgb in column for rgb in solid.values()), (solid, column)
