@@ -174,10 +174,22 @@ class Child:
         self._closed = False
 
     def send(self, request: dict[str, Any], data: bytes | None = None) -> None:
-        """Write the request (and ``data``, in the file named by its ``"data"``); the child starts on it."""
+        """Write the request (and ``data``, in the file named by its ``"data"``); the child starts on it.
+
+        Raises:
+            KernelscopeError: ``data`` could not be written (the child is ended).
+
+        """
+        from engine.system.errors import KernelscopeError
+
         full = {**request, "result": str(self._result)}
         if data is not None:
-            (self._tmp / "data").write_bytes(data)
+            try:
+                (self._tmp / "data").write_bytes(data)
+            except OSError as exc:  # (a full disk, say)
+                self.close()
+                raise KernelscopeError(f"{self.what} could not be given its work ({exc.strerror or exc}); "
+                                       f"{self.hint}") from None
             full["data"] = str(self._tmp / "data")
         try:
             assert self.proc.stdin is not None
