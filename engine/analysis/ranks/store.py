@@ -110,6 +110,7 @@ def read_ranks(path: str | Path, range_name: str | None = None) -> list[RankInpu
     Raises:
         ReportError: the report cannot be read.
     """
+    from engine.analysis.ranks.heap import heap_for_reading
     from engine.analysis.ranks.load import ranks_of
     from engine.reports.open import open_report
     from engine.system.atomic import atomic_write_bytes
@@ -119,7 +120,7 @@ def read_ranks(path: str | Path, range_name: str | None = None) -> list[RankInpu
         return got
     from engine.analysis.tables import forget_trace
 
-    with open_report(path) as trace:
+    with heap_for_reading(), open_report(path) as trace:
         columns = _columns_dir(trace)
         found = columns is None or columns.exists()
         scratch = None if found else _columns_in_memory(trace)
