@@ -191,17 +191,17 @@ def exact(lane: tm.Lane) -> tm.Lane:
     """``lane`` with its events merged when it is a :class:`~gui.timeline.coarse.CoarseLane`."""
     if not isinstance(lane, coarse.CoarseLane):
         return lane
-    return _lane(lane.key, lane.label, lane.group, lane.parts, lane.union, coarse_first=False)
+    return _lane(lane.key, lane.label, lane.group, lane.parts, lane.union)
 
 
 def _lane(key: str, label: str, group: str, parts: list[_Part], known: dict[int, tm.Union] | None = None,
-          coarse_first: bool = True) -> tm.Lane:
+          coarse_first: bool = False) -> tm.Lane:
     """One lane from its parts, sorted by start (ties in kind order, as a stable sort of the
     parts in kind order gives); a single part already in order is not copied.
 
-    ``known``: the parts' unions by kind where worked out before (the kept layout); a lane of
-    several kinds from :data:`~gui.timeline.coarse.COARSE_MIN_EVENTS` events is drawn from its
-    unions first (``coarse_first``) and merged by :func:`exact`.
+    ``known``: the parts' unions by kind where worked out before (the kept layout). With
+    ``coarse_first`` (the GPU stage), a lane from :data:`~gui.timeline.coarse.COARSE_MIN_EVENTS`
+    events is drawn from its kinds' unions first and made by :func:`exact` after the first paint.
     """
     known = known or {}
 
@@ -209,16 +209,15 @@ def _lane(key: str, label: str, group: str, parts: list[_Part], known: dict[int,
         got = known.get(p.kind)
         return _union(p.starts, p.ends) if got is None else got
 
+    if coarse_first and sum(len(p.starts) for p in parts) >= coarse.COARSE_MIN_EVENTS:
+        # each kind's union from its own part (mapped, block totals), not from copies of the merge;
+        # the order of the events is checked, and their names worked out, by the next stage
+        return coarse.CoarseLane(key, label, group, parts, {p.kind: union_of(p) for p in parts})
     if len(parts) == 1 and _in_order(parts[0]):
         p = parts[0]
         kd: np.ndarray = np.broadcast_to(np.int8(p.kind), (len(p.starts),))
         given = {p.kind: union_of(p)} if len(p.starts) >= sparse.MIN_EVENTS else None  # (as tm.Lane's own)
         return tm.Lane(key, label, group, p.starts, p.ends, kd, p.rows, p.codes, given_union=given)
-    n_events = sum(len(p.starts) for p in parts)
-    if coarse_first and n_events >= coarse.COARSE_MIN_EVENTS:
-        # each kind's union from its own part (mapped, block totals), not from copies of the merge;
-        # the events' names are worked out when the next stage merges them
-        return coarse.CoarseLane(key, label, group, parts, {p.kind: union_of(p) for p in parts})
     big = max(parts, key=lambda p: len(p.starts))
     small = [p for p in parts if p is not big]
     if not _in_order(big) or sum(len(p.starts) for p in small) * 8 > len(big.starts):
@@ -405,7 +404,8 @@ class ColumnarTimeline:
                 parts.append(_Part(k, rows, st, en, codes(k, rows), layout.in_order.get((i, k))))
             if parts:
                 ds, ss = _text(d), _text(s)
-                lane = _lane(f"gpu:{ds}:{ss}", f"GPU {ds} · stream {ss}", "gpu", parts, layout.lane_unions(i))
+                lane = _lane(f"gpu:{ds}:{ss}", f"GPU {ds} · stream {ss}", "gpu", parts, layout.lane_unions(i),
+                             coarse_first=True)
                 lanes.append(lane)
                 if fresh:
                     layout.note(i, parts, lane.union)

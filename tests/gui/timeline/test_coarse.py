@@ -4,8 +4,6 @@ gives the pandas model's lanes."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 from PySide6.QtWidgets import QApplication
@@ -74,17 +72,21 @@ def test_first_paint_of_a_coarse_lane_equals_the_merged_lane_zoomed_out(qtbot, t
     """The canvas zoomed out: the GPU lanes before the merge paint the same pixels as after it."""
     from gui.widgets.timeline_canvas import TimelineCanvas
 
-    monkeypatch.setattr(coarse, "COARSE_MIN_EVENTS", 0)
+    # lanes of more events than the canvas draws one by one (as 2M against its limit in the app)
+    monkeypatch.setattr(coarse, "COARSE_MIN_EVENTS", 51)
     path = _plain(next(p for p in SOURCES if p.name.startswith("multistream")), tmp_path_factory)
     trace = open_report(path)
     try:
         tl = tcol.ColumnarTimeline(trace)
         tl.load_gpu()
         first = tl.model("reading the CUDA API calls…")
-        merged = dataclasses.replace(first, lanes=[tcol.exact(ln) for ln in first.lanes])
+        tl.lanes["gpu"] = [tcol.exact(ln) for ln in first.lanes]  # (their names join the model's)
+        merged = tl.model("reading the CUDA API calls…")
     finally:
         trace.close()
-    assert sum(ln.coarse for ln in first.lanes) == 4 and not any(ln.coarse for ln in merged.lanes)
+    # every GPU stream of so many events (4 of several kinds, 1 of one) is drawn from its unions
+    assert sum(ln.coarse for ln in first.lanes) == sum(len(ln) >= 51 for ln in first.lanes) == 5
+    assert not any(ln.coarse for ln in merged.lanes)
     canvas = TimelineCanvas()
     qtbot.addWidget(canvas)
     canvas.resize(1600, 400)
