@@ -46,6 +46,7 @@ READER_IMPORTS = ("pandas", "sqlite3", "engine.analysis.steps", "engine.analysis
                   "engine.reports.nsys.page_exprs", "engine.system.atomic")
 #: where a report's columns are kept while it is read (memory: tmpfs)
 SCRATCH = "/dev/shm"
+SCRATCH_PREFIX = "ks-rank-columns-"
 #: a reader process started fresh (spawn) reads this many reports, then another takes over
 SPAWNED_READS = 4
 #: reports not cached are read in other processes only when together they are this big (starting a
@@ -220,13 +221,32 @@ def _columns_in_memory(trace: object) -> Path | None:
     got = store() if callable(store) else None
     if got is None or not hasattr(got, "cache_dir"):
         return None
+    _sweep_scratch()
     try:
-        folder = Path(tempfile.mkdtemp(prefix="ks-rank-columns-", dir=SCRATCH))
+        folder = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=SCRATCH))
     except OSError:
         got.cache_dir = None
         return None
     got.cache_dir = folder
     return folder
+
+
+def _sweep_scratch() -> None:
+    """Delete the scratch folders of readers that died before deleting theirs (killed, say)."""
+    try:
+        names = [n for n in os.listdir(SCRATCH) if n.startswith(SCRATCH_PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(SCRATCH_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(Path(SCRATCH) / name, ignore_errors=True)
+        except OSError:  # alive (another user's): not ours to delete
+            continue
 
 
 def _read_or_say(path: str, range_name: str | None) -> list[RankInput] | str:
