@@ -432,13 +432,16 @@ class ColumnarTimeline:
         """CUDA API calls: one lane per CPU thread (and the GPU lanes' arrays moved to files)."""
         pending = self._read(tm.KIND_API)
         gpu = self.lanes["gpu"]
-        for i, ln in enumerate(gpu):  # in place: the model shown holds these lanes
-            gpu[i] = self._spill(exact(ln))  # a lane drawn from its unions so far is merged now
-            _check(cancel)
-        if self._layout_to_keep is not None:  # for the next open's first paint
+        if self._layout_to_keep is not None:  # for the next open's first paint, before the merges
+            for ln in gpu:  # (a window closed during them keeps it too)
+                for part in getattr(ln, "parts", ()):
+                    _in_order(part)  # known to the layout, and to the merge then
             self.reads.keep(gpu_layout.NAME, self._layout_to_keep.to_arrays())
             self._layout_to_keep = None
         keep_row_counts(self.trace)  # the next open counts no big table (big10m's syncs: 0.75 s)
+        for i, ln in enumerate(gpu):  # in place: the model shown holds these lanes
+            gpu[i] = self._spill(exact(ln))  # a lane drawn from its unions so far is merged now
+            _check(cancel)
         lanes: list[tm.Lane] = []
         if pending is not None:
             c = pending.result()
