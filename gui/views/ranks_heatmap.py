@@ -20,9 +20,9 @@ from PySide6.QtWidgets import QWidget
 from gui.widgets.axes import style_plot, tick_font
 
 #: the colour of a wait of each share of the median step: white (none), pale at a few per cent, orange at
-#: 15 %, deep red from a quarter of the step, darkest at half of it or more
-SCALE = ((0.0, (255, 255, 255)), (0.05, (253, 235, 200)), (0.15, (245, 176, 65)), (0.25, (205, 70, 50)),
-         (0.5, (150, 30, 25)))
+#: 8 %, red at 15 %, deep red from a quarter of the step, darkest at half of it or more
+SCALE = ((0.0, (255, 255, 255)), (0.04, (253, 235, 200)), (0.08, (245, 176, 65)), (0.15, (220, 85, 55)),
+         (0.25, (170, 40, 30)), (0.5, (120, 20, 20)))
 #: the share of the step the scale tops at (a larger wait has the top colour)
 TOP_SHARE = SCALE[-1][0]
 #: the heat map's title, beside its colour scale
@@ -96,8 +96,10 @@ class WaitHeatMap(QWidget):
         """Show ``wait_ns`` (rows x steps, ns) with ``labels`` top to bottom; ``fold_row``: the folded row;
         the colour of a cell: its wait over ``step_ns`` (the job's median step) on :data:`SCALE`."""
         self.step_ns = max(int(step_ns), 1)
-        data = np.asarray(wait_ns, dtype=np.float64) / self.step_ns
-        self.shares = data
+        self.shares = np.asarray(wait_ns, dtype=np.float64) / self.step_ns
+        # clipped at the top colour before pyqtgraph averages the steps a pixel shows: a step around a
+        # pause (a wait of 100 steps) must not colour the steps beside it
+        data = np.minimum(self.shares, TOP_SHARE)
         n_rows, n_cols = data.shape
         self.labels, self.fold_row, self.steps = labels, fold_row, steps
         # image x = step, y = row from the bottom: the first label is the top row (y = 0)
@@ -117,9 +119,10 @@ class WaitHeatMap(QWidget):
         self.legend_title.setText(TITLE.format(step=f" ({step_ms:,.2f} ms)"))
         self.plot.setToolTip(
             f"Colour: the time the rank waited in the step with nothing else to run, as a share of the "
-            f"job's median step ({step_ms:,.2f} ms): white none, pale a few per cent, orange 15 % "
-            f"({0.15 * step_ms:,.2f} ms), deep red from 25 % ({0.25 * step_ms:,.2f} ms), darkest from "
-            f"50 % ({0.5 * step_ms:,.2f} ms).{unfold}")
+            f"job's median step ({step_ms:,.2f} ms): white none, pale a few per cent, orange 8 % "
+            f"({0.08 * step_ms:,.2f} ms), red 15 % ({0.15 * step_ms:,.2f} ms), deep red from 25 % "
+            f"({0.25 * step_ms:,.2f} ms), darkest from 50 % ({0.5 * step_ms:,.2f} ms). Where a pixel "
+            f"holds several steps it shows their mean.{unfold}")
 
     def row_at(self, y: float) -> int | None:
         """The row (0: top) at the plot's ``y``."""
