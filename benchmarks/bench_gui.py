@@ -14,7 +14,8 @@ times since the parent spawned it:
 - timeline painted: the first paint of the timeline canvas with real data in it (on a big nsys
   report the GPU lanes, read first from the columnar cache; the CUDA API lanes, NVTX ranges and GPU
   metrics follow: "all lanes painted"); beside it the app's CPU time up to it (every thread: on a
-  busy 2-core machine the wait grows with it);
+  busy 2-core machine the wait grows with it) and whether it read the GPU lanes' layout an earlier
+  open kept (gui.timeline.gpu_layout);
 - summary ready: the engine's summary (a worker thread, after the timeline) finished.
 
 With ``--cold`` the first launch gets an empty cache directory (``KERNELSCOPE_CACHE``), so it pays
@@ -205,6 +206,7 @@ class _Probe:
             self.mark("timeline_first_paint_s")
             # CPU of every thread of the app up to it: what a busy machine multiplies the wait by
             self.marks["first_paint_cpu_s"] = time.process_time()
+            self.marks["gpu_layout_kept"] = float(self._layout_kept())
             QTimer.singleShot(0, self.drive_busy)
         if not c.model.pending and "all_lanes_paint_s" not in self.marks:
             self.mark("all_lanes_paint_s")
@@ -212,6 +214,19 @@ class _Probe:
             now = _status_mb("self")
             self.marks["anon_at_all_lanes_mb"] = now.get("RssAnon", float("nan"))
             self.marks["file_at_all_lanes_mb"] = now.get("RssFile", float("nan"))
+
+    def _layout_kept(self) -> bool:
+        """True when an earlier open kept the GPU lanes' layout this first paint read (a big nsys
+        report's second open; the first one keeps it after its first paint)."""
+        report = self.window.reports.current if self.window is not None else None
+        try:
+            from engine.reports.nsys.timeline_reads import TimelineReads
+            from gui.timeline.gpu_layout import NAME
+        except ImportError:  # a Kernelscope from before the layout was kept (A/B runs)
+            return False
+        if report is None or getattr(report.trace, "column_store", None) is None:
+            return False
+        return TimelineReads(report.trace).kept(NAME) is not None
 
     def drive_busy(self) -> None:
         """The same sequence at once, while the other views may still work in the background."""
@@ -490,7 +505,8 @@ def _print_run(i: int, r: dict, cold: bool, settle_max: float) -> None:
           f"{m.get('window_shown_s', float('nan')):.2f} s, opened "
           f"{m.get('report_loaded_s', float('nan')):.2f} s, "
           f"timeline painted {m.get('timeline_first_paint_s', float('nan')):.2f} s "
-          f"({m.get('first_paint_cpu_s', float('nan')):.2f} CPU s), all lanes "
+          f"({m.get('first_paint_cpu_s', float('nan')):.2f} CPU s"
+          f"{', GPU layout kept' if m.get('gpu_layout_kept') else ''}), all lanes "
           f"{m.get('all_lanes_paint_s', float('nan')):.2f} s, summary "
           f"{m.get('summary_ready_s', float('nan')):.2f} s, frames p50 {pct(fr, .5):.1f} "
           f"p95 {pct(fr, .95):.1f} ms, peak RSS {r['peak_rss_mb']:.0f} MB (app) "
