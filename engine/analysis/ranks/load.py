@@ -74,11 +74,13 @@ class RankInput:
     lanes: Any = None
 
 
-#: the columns read of each big table: what a rank needs and what the steps engine reads of it (read
-#: together, a table is scanned once)
-READ_COLUMNS = {"kernels": ["start", "end", "deviceId", "correlationId", "pid", "nameId", "streamId"],
-                "memcpy": ["start", "end", "pid", "correlationId"],
-                "memset": ["start", "end", "pid", "correlationId"],
+#: the columns read of each big table: what a rank needs and what the steps engine reads of it (its GPU
+#: operations, engine.analysis.ops, and their names and copy kinds, engine.analysis.iterations): read
+#: together, a table is scanned once (a column the report lacks is left out)
+_GPU_OP = ["start", "end", "pid", "correlationId", "deviceId", "streamId", "globalPid", "contextId"]
+READ_COLUMNS = {"kernels": [*_GPU_OP, "nameId", "shortNameId"],
+                "memcpy": [*_GPU_OP, "copyKind", "srcKind", "dstKind", "bytes"],
+                "memset": [*_GPU_OP, "bytes"],
                 "api": ["start", "end", "pid", "tid", "nameId", "correlationId"]}
 #: a missing value in ``trace.columns``
 NULL_ID = -(2**62)
@@ -313,7 +315,7 @@ def ranks_of(trace: Trace, *, range_name: str | None = None) -> list[RankInput]:
         return []
     for table, names in READ_COLUMNS.items():  # one pass over each table for this and the steps engine
         if trace.has(table):
-            trace.prefetch_columns(table, names)
+            trace.prefetch_columns(table, [c for c in names if trace.has_columns(table, [c])])
     k = trace.columns("kernels", ["start", "end", "deviceId", "correlationId", "pid", "nameId"])
     if not len(k["start"]):
         return []
