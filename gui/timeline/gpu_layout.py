@@ -168,7 +168,9 @@ def _union_of(arrays: dict[str, np.ndarray], kind_of: int, lo: int, hi: int) -> 
         cum = np.zeros(hi - lo + 1, dtype=np.int64)
         cum[1:] = arrays["sparse_cum"][lo:hi]
         empty = np.zeros(0, dtype=np.int64)
-        first, last = arrays["sparse_first"][lo:hi], arrays["sparse_last"][lo:hi]
+        # in memory, as the union worked out here holds them (1/32 of the columns: read whole by
+        # the first paint's coverage anyway, and then looked up by every frame)
+        first, last = np.array(arrays["sparse_first"][lo:hi]), np.array(arrays["sparse_last"][lo:hi])
         return sparse.SparseUnion(empty, empty, cum, first, last)
     cum = np.zeros(hi - lo + 1, dtype=np.int64)
     cum[1:] = arrays["dense_cum"][lo:hi]
