@@ -6,7 +6,9 @@ kernels; its CUDA API calls are not kept (the partition holds their share). A 40
 few MB that way, so a 64-rank job fits in one process; the reading, which needs the report's
 tables, runs in worker processes (one report each) and is done once per report: the next run of
 the same job reads the cache (``$KERNELSCOPE_CACHE/ranks``, keyed by the report's path, size, mtime,
-inode and the engine's code, as every cached result).
+inode and the engine's code, as every cached result). While a report is read its columns are kept in
+memory (/dev/shm), not in the column cache, and on a Dask worker with glibc's own heap settings
+(:mod:`engine.analysis.ranks.heap`).
 """
 
 from __future__ import annotations
