@@ -3,18 +3,21 @@
 An nsys export names a thread by its ``globalTid``; a Kineto trace has none, only ``pid`` and
 ``tid``. :func:`thread_keys` gives each row its ``globalTid`` where it has one, else a code of its
 (pid, tid) shared by every table passed together (negative: a globalTid never is), else a key of
-its own (a row of no known thread is on a thread alone).
+its own (a row of no known thread is on a thread alone). :func:`pid_tid` gives the rows' process
+and thread ids, decoded from the globalTid where every row has one (nothing more is read).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine.reports.trace_columns import NULL
+from engine.reports.trace_columns import NULL, Where, decode_global_tid
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
+
+    from engine.reports.base import Trace
 
 
 
@@ -46,3 +49,19 @@ def thread_keys(*tables: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt
         k[alone] = next_alone - np.arange(n, dtype=np.int64)
         next_alone -= n
     return keys
+
+
+def pid_tid(trace: Trace, table: str, gtid: npt.NDArray[np.int64], where: str | Where | None,
+            ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The ``pid`` and ``tid`` columns of the rows whose ``globalTid`` column is ``gtid``.
+
+    Decoded from ``gtid`` as an nsys export's columns are; read (``trace.columns(table, ...,
+    where=where)``) only where a row has no globalTid (a Kineto trace).
+    """
+    import numpy as np
+
+    if not (gtid == NULL).any():
+        pid, tid = decode_global_tid(np.asarray(gtid, dtype=np.int64))
+        return pid, tid
+    got = trace.columns(table, ["pid", "tid"], where=where)
+    return np.asarray(got["pid"], dtype=np.int64), np.asarray(got["tid"], dtype=np.int64)

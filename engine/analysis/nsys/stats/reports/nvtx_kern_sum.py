@@ -13,7 +13,7 @@ from engine.analysis.nsys.stats.column_source import distinct, factorize
 from engine.analysis.nsys.stats.registry import report
 from engine.analysis.nsys.stats.reports.nvtx_pushpop_trace import last_time
 from engine.analysis.nsys.stats.table import SummaryTable, empty_frame
-from engine.analysis.nsys.stats.thread_keys import thread_keys
+from engine.analysis.nsys.stats.thread_keys import pid_tid, thread_keys
 from engine.reports.trace_columns import NULL, NVTX_START_END, NVTXT_START_END
 
 if TYPE_CHECKING:
@@ -24,9 +24,9 @@ if TYPE_CHECKING:
 
     from engine.reports.base import Trace
 
-_RANGE = ["rowid", "start", "end", "globalTid", "pid", "tid", "eventType"]
+_RANGE = ["rowid", "start", "end", "globalTid", "eventType"]
 _KERNEL = ["start", "end", "correlationId", "globalPid", "nameId"]
-_CALL = ["start", "end", "correlationId", "globalTid", "pid", "tid"]
+_CALL = ["start", "end", "correlationId", "globalTid"]
 
 
 @report(
@@ -56,6 +56,7 @@ def _ranges(trace: Trace) -> tuple[dict[str, npt.NDArray[np.int64]], list[str]] 
     read = trace.columns("nvtx", _RANGE, where="own_thread_ranges")
     code, pairs = trace.nvtx_names("own_thread_ranges", domain_by_text=True)
     cols = {k: np.asarray(v, dtype=np.int64) for k, v in read.items()}
+    cols["pid"], cols["tid"] = pid_tid(trace, "nvtx", cols["globalTid"], "own_thread_ranges")
     cols["name"] = code
     started = cols["start"] != NULL
     if not started.all():
@@ -82,6 +83,7 @@ def _launches(trace: Trace) -> dict[str, npt.NDArray[np.int64]] | None:
 
     read = trace.columns("api", _CALL, where="kernel_launches")
     a = {c: np.asarray(v, dtype=np.int64) for c, v in read.items()}
+    a["pid"], a["tid"] = pid_tid(trace, "api", a["globalTid"], "kernel_launches")
     k = {c: np.asarray(v, dtype=np.int64) for c, v in trace.columns("kernels", _KERNEL).items()}
     timed = (k["start"] != NULL) & (k["end"] != NULL)
     if not timed.all():

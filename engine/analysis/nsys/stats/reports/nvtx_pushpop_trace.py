@@ -14,7 +14,7 @@ from engine.analysis.nsys.stats.catalog import COLUMNS
 from engine.analysis.nsys.stats.column_source import factorize
 from engine.analysis.nsys.stats.csv_columns import _CHUNK, IntColumn, TextColumn, columns_frame, streamed_csv
 from engine.analysis.nsys.stats.registry import report
-from engine.analysis.nsys.stats.thread_keys import thread_keys
+from engine.analysis.nsys.stats.thread_keys import pid_tid, thread_keys
 from engine.analysis.nsys.stats.trace_tables import empty_frame
 from engine.reports.trace_columns import NULL
 
@@ -95,9 +95,10 @@ def pushpop_rows(trace: Trace) -> PushPopRows | None:
     """
     import numpy as np
 
-    cols = trace.columns("nvtx", ["rowid", "start", "end", "globalTid", "pid", "tid"], where="pushed_ranges")
+    read = trace.columns("nvtx", ["rowid", "start", "end", "globalTid"], where="pushed_ranges")
     code, pairs = trace.nvtx_names("pushed_ranges", domain_by_text=True)
-    cols = {k: np.asarray(v, dtype=np.int64) for k, v in cols.items()}
+    cols = {k: np.asarray(v, dtype=np.int64) for k, v in read.items()}
+    cols["pid"], cols["tid"] = pid_tid(trace, "nvtx", cols["globalTid"], "pushed_ranges")
     cols["name"] = code
     started = cols["start"] != NULL
     if not started.all():
