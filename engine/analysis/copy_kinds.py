@@ -57,6 +57,10 @@ def _row(op: str, mem: str, count: int, nbytes: int, tot: int, per: np.ndarray) 
         round(float(per.min()), 3), round(float(per.max()), 3))
 
 
+#: copies per step of :func:`bandwidth_columns`
+_CHUNK = 1 << 21
+
+
 def bandwidth_columns(cc: CopyColumns) -> tuple[sm.BandwidthRow, ...]:
     """:func:`bandwidth_rows` from the copies' integer columns (no table of the copies)."""
     if not cc.n:
@@ -66,15 +70,26 @@ def bandwidth_columns(cc: CopyColumns) -> tuple[sm.BandwidthRow, ...]:
     for i, ((op, a, b), known) in enumerate(zip(cc.kinds, cc.known, strict=True)):
         if known:  # an unknown operation is NaN in the table: its copies form no group
             lut[i] = pairs.setdefault((op, host_kind(op, a, b)), len(pairs))
-    group = lut[cc.codes]
-    dur = cc.end - cc.start
+    # a chunk of copies at a time: no full-length group, duration or selection columns (20M copies:
+    # ~0.45 GB less at the summary's peak); each group's rates, in row order, for its median
+    count, nbytes, total = (np.zeros(len(pairs), dtype=np.int64) for _ in range(3))
+    rates: list[list[np.ndarray]] = [[] for _ in pairs]
+    for lo in range(0, cc.n, _CHUNK):
+        group = lut[cc.codes[lo:lo + _CHUNK]]
+        dur = cc.end[lo:lo + _CHUNK] - cc.start[lo:lo + _CHUNK]
+        nb_all = cc.nbytes[lo:lo + _CHUNK]
+        for k in range(len(pairs)):
+            sel = group == k
+            d, nb = dur[sel], nb_all[sel]
+            count[k] += len(d)
+            nbytes[k] += int(nb.sum())
+            total[k] += int(d.sum())
+            rates[k].append(nb.astype(float) / np.maximum(d.astype(float), 1))
     out = []
     for (op, mem), k in pairs.items():
-        sel = group == k
-        d = dur[sel]
-        nb = cc.nbytes[sel]
-        per = nb.astype(float) / np.maximum(d.astype(float), 1)
-        out.append(_row(op, mem, len(d), int(nb.sum()), int(d.sum()), per))
+        per = np.concatenate(rates[k])
+        rates[k] = []
+        out.append(_row(op, mem, int(count[k]), int(nbytes[k]), int(total[k]), per))
     out.sort(key=lambda b: (b.direction, b.memory))
     return tuple(out)
 

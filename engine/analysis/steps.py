@@ -46,6 +46,7 @@ from engine.analysis.step_model import normalise_range as normalise_range
 from engine.analysis.step_model import range_label as range_label
 from engine.analysis.step_model import split_label as split_label
 from engine.analysis.step_model import steps_from_arrays
+from engine.analysis.tables import UNION_CHUNK, blocks_sorted, unique_first
 from engine.analysis.tables import corr_keys as corr_keys  # re-exported: callers import them from here
 from engine.analysis.tables import factorize_rows as factorize_rows
 from engine.analysis.tables import match_first as match_first
@@ -53,7 +54,6 @@ from engine.analysis.tables import pandas_order as pandas_order
 from engine.analysis.tables import pid_key as pid_key
 from engine.analysis.tables import pid_keys as pid_keys
 from engine.analysis.tables import trace_cache as trace_cache
-from engine.analysis.tables import unique_first
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -190,10 +190,15 @@ def _range_candidates(trace: Trace, pid: Any) -> list[RangeCandidate]:
     n_names = max(len(r.names), 1)
     key = r.pid * n_names + r.name if rows is None else r.pid[rows] * n_names + r.name[rows]
     order = np.argsort(key, kind="stable")  # each (process, name)'s rows in table order
+    if len(order) < 2**31:
+        order = order.astype(np.int32)  # (20M ranges: 80 MB less held while the groups are measured)
     key_s = key[order]
+    del key
     cuts = np.flatnonzero(np.diff(key_s)) + 1
     first_rows = np.concatenate([[0], cuts])
     counts = np.diff(np.concatenate([first_rows, [len(key_s)]]))
+    group_keys = key_s[first_rows]
+    del key_s, cuts
     if rows is not None:
         order = rows[order]
     # Per process: launches sorted once, with the cumulative GPU time, so the GPU time launched
@@ -213,9 +218,8 @@ def _range_candidates(trace: Trace, pid: Any) -> list[RangeCandidate]:
         np.cumsum(d, out=cum[1:])
         by_pid[pk] = (ls, cum)
     groups = []  # (process key, name, rows) of the ranges with 2+ instances, as groupby sorts them
-    for lo, n in zip(first_rows.tolist(), counts.tolist(), strict=True):
+    for lo, n, k in zip(first_rows.tolist(), counts.tolist(), group_keys.tolist(), strict=True):
         if n >= 2:
-            k = int(key_s[lo])
             groups.append((r.pids[k // n_names], r.names[k % n_names], order[lo:lo + n]))
     groups.sort(key=lambda g: (g[0], g[1]))
     out: list[RangeCandidate] = []
@@ -224,7 +228,8 @@ def _range_candidates(trace: Trace, pid: Any) -> list[RangeCandidate]:
         s, e = r.start[sub], r.end[sub]
         if pk in by_pid:
             launch, cum = by_pid[pk]
-            bs, be = merged(s, e)
+            # ranges in start order (the usual case): merged a chunk at a time, no sort
+            bs, be = blocks_sorted(s, e) if _starts_rise(s) else merged(s, e)
             i0 = np.searchsorted(launch, bs, side="left")
             i1 = np.searchsorted(launch, be, side="left")
             gpu = int((cum[i1] - cum[i0]).sum())
@@ -232,6 +237,15 @@ def _range_candidates(trace: Trace, pid: Any) -> list[RangeCandidate]:
         out.append(RangeCandidate(name, pk, len(sub), total, gpu, is_library_range(str(name))))
     out.sort(key=lambda c: (-c.gpu_ns, -c.total_ns, c.name))
     return out
+
+
+def _starts_rise(s: npt.NDArray[np.int64]) -> bool:
+    """True when ``s`` never falls (checked a chunk at a time)."""
+    for lo in range(0, len(s), UNION_CHUNK):
+        c = s[lo:lo + UNION_CHUNK + 1]
+        if not bool((c[1:] >= c[:-1]).all()):
+            return False
+    return True
 
 
 def launches_per_pid(trace: Trace) -> dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]:

@@ -18,6 +18,7 @@ import numpy as np
 from engine.analysis import summary_model as sm
 from engine.analysis.calls import CATEGORY_ORDER, ApiCalls, api_calls, api_category, small_codes
 from engine.analysis.copy_kinds import bandwidth_rows, copy_kinds, host_kind, with_unions
+from engine.analysis.file_backed import filled
 from engine.analysis.ops import copy_columns, gpu_op_columns, memset_bytes
 from engine.analysis.ranges import nvtx_span
 from engine.analysis.steps import (
@@ -144,8 +145,15 @@ def busy_between(block_starts: np.ndarray, block_ends: np.ndarray, a: np.ndarray
 
     if not len(bs):
         return np.zeros(len(a), dtype=np.int64)
-    out: np.ndarray = (f(b) - f(a)).astype(np.int64)
+    a, b = np.asarray(a), np.asarray(b)
+    out: np.ndarray = np.empty(len(a), dtype=np.int64)
+    for lo in range(0, len(a), _WINDOW_CHUNK):  # a chunk of windows at a time: small temporaries
+        out[lo:lo + _WINDOW_CHUNK] = f(b[lo:lo + _WINDOW_CHUNK]) - f(a[lo:lo + _WINDOW_CHUNK])
     return out
+
+
+#: windows per step of :func:`busy_between`
+_WINDOW_CHUNK = 1 << 20
 
 
 # -- host --------------------------------------------------------------------------------------------
@@ -170,7 +178,9 @@ class _Calls:
         self.pid = self._pick(calls.pid)
         self.name = self._pick(calls.name)
         self.category = self._pick(calls.category)
-        self.dur = self.end - self.start
+        # a column of 69M durations is 0.55 GB: written to a file mapping a chunk at a time (file_backed)
+        self.dur = filled(self.n, np.result_type(self.end, self.start),
+                          lambda lo, hi: self.end[lo:hi] - self.start[lo:hi])
         self.order = _start_order(self.start)
         self.s_sorted = self.sorted_col(self.start)
         self.e_sorted = self.sorted_col(self.end)
@@ -185,8 +195,7 @@ class _Calls:
 
     def sorted_col(self, col: np.ndarray) -> np.ndarray:
         """A column of the valid calls in start order."""
-        out: np.ndarray = col if self.order is None else col[self.order]
-        return out
+        return col if self.order is None else _in_order(col, self.order)
 
     def _pick(self, a: np.ndarray) -> np.ndarray:
         return a if self._valid is None else a[self._valid]
@@ -203,6 +212,11 @@ class _Calls:
         res = _groups_sorted(self.sorted_col(c), self.s_sorted, self.e_sorted, list(range(len(uniq))),
                              self.disjoint)
         return [(int(uniq[j]), n, d, u) for j, n, d, u in res]
+
+
+def _in_order(col: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """``col[order]``, a big one built a chunk at a time into a file mapping (``file_backed.filled``)."""
+    return filled(len(order), col.dtype, lambda lo, hi: col[order[lo:hi]])
 
 
 def _host(d: _Calls, wall_ns: int) -> sm.Host:
@@ -289,8 +303,9 @@ class _Ops:
                             memset_bytes(trace))
         self.part = part
         self.order = o.order
-        self.s = o.s_sorted
-        self.e = o.e_sorted
+        # the sorted columns (35M operations: 0.6 GB) go to file mappings as they are built (file_backed)
+        self.s = self.sorted_col(o.start)
+        self.e = self.sorted_col(o.end)
         self.part_s = self.sorted_col(part)
         # no two operations overlap (one stream, say): every union below is a sum of durations
         self.disjoint = disjoint_sorted(self.s, self.e)
@@ -318,8 +333,7 @@ class _Ops:
 
     def sorted_col(self, col: np.ndarray) -> np.ndarray:
         """A column in start order."""
-        out: np.ndarray = col if self.order is None else col[self.order]
-        return out
+        return col if self.order is None else _in_order(col, self.order)
 
 
 def _groups_sorted(codes_s: np.ndarray, s: np.ndarray, e: np.ndarray, first: list[int],
@@ -505,8 +519,10 @@ def _iterations(trace: Trace, api: _Calls, ops: _Ops, range_name: str | None,
         first_iteration_extra_ns=first_step_extra_ns(durs),
         gpu_busy_per_step_ns=busy_steady if n_steady else 0.0,
         api_per_iteration=per_it, api_warmup=warm, api_one_time=once, phases=phases,
-        processes=tuple(sm.ProcessSteps(p.pid, p.range_name, p.count, p.warmup_count, p.steady_median_ns,
-                                        _busy_per_step(ops, p)) for p in every),
+        processes=tuple(sm.ProcessSteps(
+            p.pid, p.range_name, p.count, p.warmup_count, p.steady_median_ns,
+            # the steps' own process: the median just taken (the same windows and blocks)
+            (busy_steady if n_steady else None) if p is st else _busy_per_step(ops, p)) for p in every),
         candidates=tuple(range_names(trace)),
         method=st.method, confidence=st.confidence, why=st.why,
         host_steady_median_ns=st.host_steady_median_ns,
