@@ -30,6 +30,20 @@ TITLE = ("Wait per rank per step with nothing else to run, the straggler first â
          "as a share of the median step{step}:")
 
 
+#: steps drawn one column each up to this many; more: each column the median of a few
+MAX_COLUMNS = 2000
+
+
+def median_columns(data: Any, per_column: int) -> Any:
+    """``data`` (rows x steps) with each run of ``per_column`` steps as its median (the last run shorter)."""
+    if per_column <= 1:
+        return data
+    n_rows, n_cols = data.shape
+    pad = -n_cols % per_column
+    padded = np.concatenate([data, np.full((n_rows, pad), np.nan)], axis=1)
+    return np.nanmedian(padded.reshape(n_rows, -1, per_column), axis=2)
+
+
 def share_color(share: float) -> tuple[int, int, int]:
     """The heat map's colour of a wait of ``share`` of the median step (as the lookup table draws it)."""
     x = min(max(share, 0.0), TOP_SHARE)
@@ -73,6 +87,7 @@ class WaitHeatMap(QWidget):
         self.fold_row = -1
         self.step_ns = 0
         self.shares: Any = np.zeros((0, 0))
+        self.per_column = 1  # steps a column of the image stands for
         self.steps: Any = None
 
     def _legend(self) -> Any:
@@ -97,13 +112,16 @@ class WaitHeatMap(QWidget):
         the colour of a cell: its wait over ``step_ns`` (the job's median step) on :data:`SCALE`."""
         self.step_ns = max(int(step_ns), 1)
         self.shares = np.asarray(wait_ns, dtype=np.float64) / self.step_ns
-        # clipped at the top colour before pyqtgraph averages the steps a pixel shows: a step around a
-        # pause (a wait of 100 steps) must not colour the steps beside it
-        data = np.minimum(self.shares, TOP_SHARE)
-        n_rows, n_cols = data.shape
+        n_rows, n_cols = self.shares.shape
+        # past MAX_COLUMNS steps a column is the median of a few steps, not the mean pyqtgraph would take
+        # of the steps a pixel holds: on the 64-rank job the job-wide pauses (every rank waits most of
+        # such a step) coloured the straggler's row as red as the others'
+        self.per_column = max(1, -(-n_cols // MAX_COLUMNS))
+        data = median_columns(np.minimum(self.shares, TOP_SHARE), self.per_column)
         self.labels, self.fold_row, self.steps = labels, fold_row, steps
         # image x = step, y = row from the bottom: the first label is the top row (y = 0)
         self.image.setImage(data[::-1].T, levels=(0.0, TOP_SHARE), autoLevels=False)
+        self.image.setAutoDownsample(self.per_column == 1)
         self.image.setRect(QRectF(-0.5, -n_rows + 0.5, n_cols, n_rows))
         ticks = [(-float(i), text) for i, text in enumerate(labels)]
         self.plot.getPlotItem().getAxis("left").setTicks([ticks])
@@ -121,8 +139,9 @@ class WaitHeatMap(QWidget):
             f"Colour: the time the rank waited in the step with nothing else to run, as a share of the "
             f"job's median step ({step_ms:,.2f} ms): white none, pale a few per cent, orange 8 % "
             f"({0.08 * step_ms:,.2f} ms), red 15 % ({0.15 * step_ms:,.2f} ms), deep red from 25 % "
-            f"({0.25 * step_ms:,.2f} ms), darkest from 50 % ({0.5 * step_ms:,.2f} ms). Where a pixel "
-            f"holds several steps it shows their mean.{unfold}")
+            f"({0.25 * step_ms:,.2f} ms), darkest from 50 % ({0.5 * step_ms:,.2f} ms)."
+            + (f" Each column is the median of {self.per_column} steps." if self.per_column > 1 else "")
+            + unfold)
 
     def row_at(self, y: float) -> int | None:
         """The row (0: top) at the plot's ``y``."""

@@ -50,3 +50,26 @@ def test_the_straggler_is_white_and_the_ranks_waiting_for_it_red(qtbot, job) -> 
     assert np.all(typical[1:] >= 0.8 * min(share, TOP_SHARE))
     assert np.all(typical[1:] >= 0.1)  # past orange (8 %): red
     assert SCALE[0] == (0.0, (255, 255, 255)) and share_color(1.0) == SCALE[-1][1]
+
+
+def test_past_max_columns_a_column_is_the_median_of_its_steps(qtbot) -> None:
+    """8,518 steps (the 64-rank job's) with a job-wide pause every 13th step: the straggler's row stays white
+    and the others' at their typical share, the pauses do not colour the columns they fall in."""
+    from gui.views.ranks_heatmap import MAX_COLUMNS, WaitHeatMap, median_columns, share_color
+
+    assert median_columns(np.array([[1.0, 5.0, 2.0, 7.0, 3.0]]), 2).tolist() == [[3.0, 4.5, 3.0]]
+    n = 8518
+    shares = np.zeros((3, n))
+    shares[1:] = 0.139
+    shares[:, ::13] = 3.0
+    heat = WaitHeatMap()
+    qtbot.addWidget(heat)
+    heat.set_rows(["rank 43", "rank 27", "61 more ranks (median)"], shares * 1e7, np.arange(n), 2, int(1e7))
+    assert heat.per_column == -(-n // MAX_COLUMNS) == 5 and "median of 5 steps" in heat.plot.toolTip()
+    heat.image.render()
+    img = heat.image.qimage
+    assert (img.width(), img.height()) == (-(-n // 5), 3)
+    top = [img.pixelColor(x, 2).getRgb()[:3] for x in range(img.width())]  # the image's last row: the first
+    assert set(top) == {(255, 255, 255)}
+    middle = {img.pixelColor(x, 1).getRgb()[:3] for x in range(img.width())}
+    assert len(middle) == 1 and np.allclose(middle.pop(), share_color(0.139), atol=3)  # red, no pause in it
