@@ -49,7 +49,7 @@ class CoarseLane(tm.Lane):
                          np.array([last], dtype=np.int64), np.array([parts[0].kind], dtype=np.int8),
                          None, np.zeros(1, dtype=np.int32), given_union=unions)
         self.parts = parts
-        self.n_events = sum(len(p.starts) for p in parts)
+        self.n_events = sum(len(p) for p in parts)  # (not read: the parts gather theirs when merged)
 
     def __len__(self) -> int:
         return self.n_events
@@ -65,11 +65,11 @@ class CoarseLane(tm.Lane):
         n = 0
         for p in self.parts:
             u = self.union.get(p.kind)
-            if isinstance(u, sparse.SparseUnion) and len(u) == len(p.starts):
+            if isinstance(u, sparse.SparseUnion) and len(u) == len(p):
                 first = u.block_first
                 b = int(np.searchsorted(first, math.ceil(t0), side="left"))
                 hb = int(np.searchsorted(first, math.floor(t1), side="right"))
-                n += max(min(hb * sparse.STRIDE, len(p.starts)) - max((b - 1) * sparse.STRIDE, 0), 0)
+                n += max(min(hb * sparse.STRIDE, len(p)) - max((b - 1) * sparse.STRIDE, 0), 0)
                 continue
             lo = max(int(np.searchsorted(p.starts, math.ceil(t0), side="left")) - 1, 0)
             hi = int(np.searchsorted(p.starts, math.floor(t1), side="right"))
@@ -87,4 +87,4 @@ class CoarseLane(tm.Lane):
                 for arr in u.arrays():
                     sparse.release_outside(arr, 0, 0)
         for p in self.parts:
-            sparse.release_outside(p.starts, 0, 0)
+            sparse.release_outside(p.starts_if_read, 0, 0)

@@ -34,6 +34,8 @@ import numpy as np
 from engine.reports.nsys.timeline_reads import NULL, TimelineReads, cuda_events_over, keep_row_counts, pid_tid
 from gui.timeline import coarse, gpu_layout, sparse
 from gui.timeline import model as tm
+from gui.timeline.lane_parts import Gathered
+from gui.timeline.lane_parts import Part as _Part
 from gui.timeline.style import color_index
 
 #: NVTX events above which the NVTX lanes are left out (they are read through pandas)
@@ -103,27 +105,6 @@ def _sorted(a: np.ndarray) -> bool:
         if not ok:
             return False
     return True
-
-
-class _Part:
-    """The events of one kind in one lane: rows of its table (None: all, in table order).
-
-    ``codes`` (each event's name code) may be a function that works them out on first use: a lane
-    drawn from its kinds' unions (gui.timeline.coarse) needs them only when merged.
-    """
-
-    def __init__(self, kind: int, rows: np.ndarray | None, starts: np.ndarray, ends: np.ndarray,
-                 codes: np.ndarray | Callable[[], np.ndarray], in_order: bool | None = None) -> None:
-        self.kind, self.rows = kind, rows
-        self.starts, self.ends, self._codes = starts, ends, codes
-        #: whether ``starts`` is in order (None: not checked yet; see :func:`_in_order`)
-        self.in_order = in_order
-
-    @property
-    def codes(self) -> np.ndarray:
-        if callable(self._codes):
-            self._codes = self._codes()
-        return self._codes
 
 
 def _in_order(p: _Part) -> bool:
@@ -205,14 +186,18 @@ def _lane(key: str, label: str, group: str, parts: list[_Part], known: dict[int,
     """
     known = known or {}
 
-    def union_of(p: _Part) -> tm.Union:
+    def union_of(p: _Part, read: bool = True) -> tm.Union:
         got = known.get(p.kind)
-        return _union(p.starts, p.ends) if got is None else got
+        if got is None:
+            return _union(p.starts, p.ends)
+        if read and isinstance(got, sparse.SparseUnion) and isinstance(got.starts, Gathered):
+            got.starts, got.ends = p.starts, p.ends  # the part's events, gathered now, for the frames
+        return got
 
-    if coarse_first and sum(len(p.starts) for p in parts) >= coarse.COARSE_MIN_EVENTS:
+    if coarse_first and sum(len(p) for p in parts) >= coarse.COARSE_MIN_EVENTS:
         # each kind's union from its own part (mapped, block totals), not from copies of the merge;
         # the order of the events is checked, and their names worked out, by the next stage
-        return coarse.CoarseLane(key, label, group, parts, {p.kind: union_of(p) for p in parts})
+        return coarse.CoarseLane(key, label, group, parts, {p.kind: union_of(p, read=False) for p in parts})
     if len(parts) == 1 and _in_order(parts[0]):
         p = parts[0]
         kd: np.ndarray = np.broadcast_to(np.int8(p.kind), (len(p.starts),))
@@ -398,10 +383,13 @@ class ColumnarTimeline:
                 if isinstance(rows, str):
                     continue
                 st, en, _fixed = times[k]
-                if rows is not None:
+                if rows is not None and fresh:
                     st, en = st[rows], en[rows]
-                layout.bind(i, k, st, en)
-                parts.append(_Part(k, rows, st, en, codes(k, rows), layout.in_order.get((i, k))))
+                # with the layout kept, a stream's rows of a shared table are gathered by the merge
+                part = _Part(k, rows, st, en, codes(k, rows), layout.in_order.get((i, k)),
+                             gather_later=not fresh)
+                layout.bind(i, k, *part.views())
+                parts.append(part)
             if parts:
                 ds, ss = _text(d), _text(s)
                 lane = _lane(f"gpu:{ds}:{ss}", f"GPU {ds} · stream {ss}", "gpu", parts, layout.lane_unions(i),
