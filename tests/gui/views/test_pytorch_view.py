@@ -91,3 +91,29 @@ def test_memory_envelope_keeps_every_peak() -> None:
     assert len(x) == len(y) <= 2000
     assert y.max() == v.max() and y.min() == v.min()
     assert bool((np.diff(x) >= 0).all())
+
+
+def test_a_second_open_reads_only_what_the_page_on_screen_shows(qtbot, window, rec: Path) -> None:
+    """Opened again (the results kept on disk), the view fills the operators page only: the events are read
+    on the first operator click, the other pages and the memory plot when first shown."""
+    from engine.analysis.tables import _MEMO
+    from engine.reports import open_report
+    from gui.views.pytorch_view import compute
+
+    path = rec / "torch_train.json"
+    compute(open_report(path))  # the first open: everything kept on disk
+    again = open_report(path)
+    result = compute(again)  # what the view reads for its first paint: the events are not among it
+    assert "pytorch.events" not in _MEMO.get(again, {}) and set(result) == {
+        "memory", "alive", "snapshot", "ops", "kernels", "modules"}
+    report = open_and_wait(qtbot, window, path)
+    view = _show(qtbot, window, "operators")
+    assert view.ops_table.column("Operator")[0] == "aten::mm"
+    assert view._filled == {0} and view.mem_plot is None and view.kernels_table.source.df is None
+    assert view.tree.topLevelItemCount() == 0
+    view.select_op("aten::mm")
+    assert "pytorch.events" in _MEMO[report.trace] and sum(view.op_kernels.column("Count")) == 403
+    view.show_page("kernels")
+    assert view.kernels_table.column("Tensor cores")[0] == "no (CUDA cores)" and view.mem_plot is None
+    view.show_page("memory")
+    assert view.mem_plot is not None and view._filled == {0, 2, 3}
