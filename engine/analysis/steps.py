@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.analysis import stepfind
+from engine.analysis.file_backed import filled
 from engine.analysis.step_model import _DERIVED as _DERIVED
 from engine.analysis.step_model import OUTLIER_FACTOR as OUTLIER_FACTOR
 from engine.analysis.step_model import WARMUP_FACTOR as WARMUP_FACTOR
@@ -214,9 +215,8 @@ def _range_candidates(trace: Trace, pid: Any) -> list[RangeCandidate]:
             ls, d = launch[lorder], dur[lorder]
             del lorder
         del launch, dur
-        cum = np.zeros(len(d) + 1, dtype=np.int64)
-        np.cumsum(d, out=cum[1:])
-        by_pid[pk] = (ls, cum)
+        by_pid[pk] = (ls, running_sums(d))
+        del d
     groups = []  # (process key, name, rows) of the ranges with 2+ instances, as groupby sorts them
     for lo, n, k in zip(first_rows.tolist(), counts.tolist(), group_keys.tolist(), strict=True):
         if n >= 2:
@@ -237,6 +237,25 @@ def _range_candidates(trace: Trace, pid: Any) -> list[RangeCandidate]:
         out.append(RangeCandidate(name, pk, len(sub), total, gpu, is_library_range(str(name))))
     out.sort(key=lambda c: (-c.gpu_ns, -c.total_ns, c.name))
     return out
+
+
+def running_sums(d: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """0, then the running sums of ``d`` (int64), a chunk at a time into a file mapping when big.
+
+    ``np.concatenate([[0], np.cumsum(d)])`` without a full-length temporary on the heap
+    (``file_backed.filled``: 35M operations, 0.28 GB).
+    """
+    carry = [0]  # the sum of d before the chunk being filled
+
+    def fill(lo: int, hi: int) -> npt.NDArray[np.int64]:
+        part = np.empty(hi - lo, dtype=np.int64)
+        part[0] = carry[0]
+        np.cumsum(d[lo:hi - 1], out=part[1:])
+        part[1:] += carry[0]
+        carry[0] = int(part[-1]) + (int(d[hi - 1]) if hi - 1 < len(d) else 0)
+        return part
+
+    return filled(len(d) + 1, np.int64, fill)
 
 
 def _starts_rise(s: npt.NDArray[np.int64]) -> bool:
