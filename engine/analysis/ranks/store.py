@@ -49,6 +49,9 @@ READER_IMPORTS = ("pandas", "sqlite3", "engine.analysis.steps", "engine.analysis
 #: where a report's columns are kept while it is read (memory: tmpfs)
 SCRATCH = "/dev/shm"
 SCRATCH_PREFIX = "ks-rank-columns-"
+#: the scratch is used where it has this many times the report's size free (its columns: ~0.8 times; the
+#: readers at once)
+SCRATCH_ROOM = 8
 #: a reader process started fresh (spawn) reads this many reports, then another takes over
 SPAWNED_READS = 4
 #: reports not cached are read in other processes only when together they are this big (starting a
@@ -126,7 +129,7 @@ def read_ranks(path: str | Path, range_name: str | None = None) -> list[RankInpu
     with heap_for_reading(), open_report(path) as trace:
         columns = _columns_dir(trace)
         found = columns is None or columns.exists()
-        scratch = None if found else _columns_in_memory(trace)
+        scratch = None if found else _columns_in_memory(trace, _size(str(path)))
         try:
             inputs = [slim(r) for r in ranks_of(trace, range_name=range_name)]
         finally:
@@ -207,14 +210,15 @@ def _read_in_processes(jobs: list[tuple[int, str]], range_name: str | None,
         yield from pool.imap_unordered(_read_one, queue)
 
 
-def _columns_in_memory(trace: object) -> Path | None:
+def _columns_in_memory(trace: object, report_bytes: int) -> Path | None:
     """Have the report's columns kept in memory (a folder of /dev/shm) while it is read, not on the disk.
 
     The rank is read once and kept in the ranks cache; a job's reports would fill the column cache
     (141 MB a 400k-kernel rank, written and deleted again: 9 GB of writes for 64 ranks). The columns
     still go through files, so a column two readers ask for is read once and big tables are read in
     child processes (engine.reports.nsys.columns). Returns the folder to delete after the read; None
-    where there is no /dev/shm (the columns are then read into this process's memory, each time asked).
+    where there is no /dev/shm or it has less than SCRATCH_ROOM times the report's size free (a write past
+    a full tmpfs' end is a SIGBUS): the columns are then read into this process's memory, each time asked.
     A report whose columns are cached already (``kernelscope summary`` ran on it) reads them from there.
     """
     import tempfile
@@ -225,6 +229,9 @@ def _columns_in_memory(trace: object) -> Path | None:
         return None
     _sweep_scratch()
     try:
+        st = os.statvfs(SCRATCH)
+        if st.f_bavail * st.f_frsize < SCRATCH_ROOM * max(report_bytes, 1 << 20):
+            raise OSError("too little room")
         folder = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=SCRATCH))
     except OSError:
         got.cache_dir = None

@@ -11,6 +11,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from engine.analysis.ranks import store
@@ -97,3 +98,25 @@ def test_a_dask_workers_heap_setting_is_lifted_for_the_read_and_back(monkeypatch
         assert VARIABLE not in os.environ
     assert VARIABLE not in os.environ
     assert ctypes.CDLL("libc.so.6").mallopt(-3, 128 << 10) == 1  # glibc takes the value restored
+
+
+def test_without_room_in_the_scratch_a_rank_reads_the_same_in_memory(reports: list[Path], tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    scratch = tmp_path / "shm"
+    scratch.mkdir()
+    monkeypatch.setattr(store, "SCRATCH", str(scratch))
+    monkeypatch.setenv("KERNELSCOPE_CACHE", str(tmp_path / "a"))
+    roomy = store.read_ranks(reports[2])  # around torchrun: two ranks
+    monkeypatch.setenv("KERNELSCOPE_CACHE", str(tmp_path / "b"))
+    monkeypatch.setattr(store, "SCRATCH_ROOM", 1 << 40)  # no tmpfs has a petabyte free
+    tight = store.read_ranks(reports[2])
+    assert not any(scratch.iterdir()) and not (tmp_path / "b" / "columns").exists()
+    assert len(roomy) == len(tight) == 2
+    for a, b in zip(roomy, tight, strict=True):
+        assert a.steps is not None and b.steps is not None and a.steps.count > 10
+        assert (a.pid, a.steps.count, a.calls) == (b.pid, b.steps.count, b.calls)
+        assert a.calls["AllReduce"] > 100
+        for name in ("compute_start", "compute_end", "nccl_start", "nccl_end"):
+            assert np.array_equal(getattr(a, name), getattr(b, name))
+        for part in ("busy", "nccl", "compute", "host"):  # the steps' partition
+            assert np.array_equal(getattr(a.local, part), getattr(b.local, part))
