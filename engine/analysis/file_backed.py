@@ -113,6 +113,11 @@ def filled(n: int, dtype: Any, fill: Callable[[int, int], np.ndarray], chunk: in
     return out
 
 
+def gathered(col: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``col[rows]`` (``rows``: integer positions), built by :func:`filled` a chunk at a time."""
+    return filled(len(rows), col.dtype, lambda lo, hi: col[rows[lo:hi]])
+
+
 def _filled_file(n: int, dt: np.dtype[Any], fill: Callable[[int, int], np.ndarray], chunk: int,
                  directory: str) -> np.ndarray | None:
     """:func:`filled` into a file mapping; None when the file cannot be written."""

@@ -18,7 +18,7 @@ import numpy as np
 from engine.analysis import summary_model as sm
 from engine.analysis.calls import CATEGORY_ORDER, ApiCalls, api_calls, api_category, small_codes
 from engine.analysis.copy_kinds import bandwidth_rows, copy_kinds, host_kind, with_unions
-from engine.analysis.file_backed import filled
+from engine.analysis.file_backed import filled, gathered
 from engine.analysis.ops import copy_columns, gpu_op_columns, memset_bytes
 from engine.analysis.ranges import nvtx_span
 from engine.analysis.steps import (
@@ -216,7 +216,7 @@ class _Calls:
 
 def _in_order(col: np.ndarray, order: np.ndarray) -> np.ndarray:
     """``col[order]``, a big one built a chunk at a time into a file mapping (``file_backed.filled``)."""
-    return filled(len(order), col.dtype, lambda lo, hi: col[order[lo:hi]])
+    return gathered(col, order)
 
 
 def _host(d: _Calls, wall_ns: int) -> sm.Host:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.analysis.calls import api_calls
+from engine.analysis.file_backed import filled, gathered
 from engine.analysis.ops import copy_columns, gpu_op_columns
 from engine.analysis.tables import corr_keys, match_first, pid_keys, trace_cache
 
@@ -101,13 +102,14 @@ def _from_columns(trace: Trace) -> CopyCalls | None:
     idx = o.call_row[mine]
     got = idx >= 0
     name = np.asarray(calls.name)
-    api = np.where(got, name[np.maximum(idx, 0)], -1) if len(idx) else np.zeros(0, dtype=np.int64)
-    start, end = np.asarray(calls.start), np.asarray(calls.end)
     safe = np.maximum(idx, 0)
+    # each copy's call name (-1: no call), start and end: 20M copies, built a chunk at a time
+    api = filled(len(idx), np.int64, lambda lo, hi: np.where(got[lo:hi], name[safe[lo:hi]], -1))
+    start, end = np.asarray(calls.start), np.asarray(calls.end)
     return CopyCalls(np.asarray(cc.start, dtype=np.int64), np.asarray(cc.end, dtype=np.int64),
                      np.asarray(cc.nbytes, dtype=np.int64), np.asarray(cc.codes), list(cc.kinds), stream,
-                     api.astype(np.int64), list(calls.names), got, start[safe] if len(start) else safe,
-                     end[safe] if len(end) else safe)
+                     api, list(calls.names), got, gathered(start, safe) if len(start) else safe,
+                     gathered(end, safe) if len(end) else safe)
 
 
 def calls_from_table(c: pd.DataFrame) -> CopyCalls:
