@@ -303,6 +303,7 @@ def _rising(p: npt.NDArray[Any], c: npt.NDArray[Any]) -> bool:
     if p.dtype.kind not in "iu" or c.dtype.kind not in "iu":
         return False
     for lo in range(0, len(p), _SEARCH_CHUNK):
+        _hand_back(lo)
         ps = _plain(p[lo:lo + _SEARCH_CHUNK + 1]).astype(np.int64)
         cs = _plain(c[lo:lo + _SEARCH_CHUNK + 1])
         dp = ps[1:] - ps[:-1]
@@ -334,6 +335,7 @@ def _match_rising(lp: npt.NDArray[Any], lc: npt.NDArray[Any], rp: npt.NDArray[An
         return runs[v]
 
     for lo in range(0, len(lp), _SEARCH_CHUNK):
+        _hand_back(lo)
         p, c = np.asarray(lp[lo:lo + _SEARCH_CHUNK]), np.asarray(lc[lo:lo + _SEARCH_CHUNK])
         one = int(p.min()) == int(p.max())
         for v in ([int(p[0])] if one else np.unique(p).tolist()):
@@ -349,6 +351,18 @@ def _match_rising(lp: npt.NDArray[Any], lc: npt.NDArray[Any], rp: npt.NDArray[An
             got = np.flatnonzero(hit) if at is None else at[hit]
             out[got + lo] = j[hit] + a
     return out
+
+
+def _hand_back(lo: int) -> None:
+    """Every 8th chunk of a pass: the mapped pages read so far leave this process's resident size.
+
+    (``engine.system.shared_maps.release``; they stay in the OS's cache.) A pass over a 69M-row
+    mapped column touches 0.55 GB of its pages faster than the overview's periodic hand-back.
+    """
+    if lo and lo % (8 * _SEARCH_CHUNK) == 0:
+        from engine.system.shared_maps import release
+
+        release()
 
 
 def _packed(p: npt.NDArray[Any], c: npt.NDArray[Any], pmin: int, span: int, cmin: int
