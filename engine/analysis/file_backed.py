@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.system.shared_maps import register
+from engine.system.shared_maps import register, release
 
 #: arrays of at least this many bytes are moved into a file mapping (2M int64 values)
 MIN_BYTES = 16 << 20
@@ -111,6 +111,14 @@ def filled(n: int, dtype: Any, fill: Callable[[int, int], np.ndarray], chunk: in
     for lo in range(0, n, chunk):
         out[lo:lo + chunk] = fill(lo, min(lo + chunk, n))
     return out
+
+
+def hand_back() -> None:
+    """The resident pages of every registered read-only mapping leave this process (``shared_maps``).
+
+    For a pass over mapped columns bigger than what the overview's periodic hand-back keeps down.
+    """
+    release()
 
 
 def gathered(col: np.ndarray, rows: np.ndarray) -> np.ndarray:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.analysis import stepfind
-from engine.analysis.file_backed import filled
+from engine.analysis.file_backed import filled, hand_back
 from engine.analysis.step_model import _DERIVED as _DERIVED
 from engine.analysis.step_model import OUTLIER_FACTOR as OUTLIER_FACTOR
 from engine.analysis.step_model import WARMUP_FACTOR as WARMUP_FACTOR
@@ -226,17 +226,31 @@ def _range_candidates(trace: Trace, pid: Any) -> list[RangeCandidate]:
     for pk, name, sub in groups:
         gpu = 0
         s, e = r.start[sub], r.end[sub]
+        total = int((e - s).sum())
         if pk in by_pid:
-            launch, cum = by_pid[pk]
             # ranges in start order (the usual case): merged a chunk at a time, no sort
             bs, be = blocks_sorted(s, e) if _starts_rise(s) else merged(s, e)
-            i0 = np.searchsorted(launch, bs, side="left")
-            i1 = np.searchsorted(launch, be, side="left")
-            gpu = int((cum[i1] - cum[i0]).sum())
-        total = int((e - s).sum())
+            del s, e
+            gpu = _launched_in(*by_pid[pk], bs, be)
+            del bs, be
         out.append(RangeCandidate(name, pk, len(sub), total, gpu, is_library_range(str(name))))
     out.sort(key=lambda c: (-c.gpu_ns, -c.total_ns, c.name))
     return out
+
+
+def _launched_in(launch: npt.NDArray[np.int64], cum: npt.NDArray[np.int64], bs: npt.NDArray[np.int64],
+                 be: npt.NDArray[np.int64]) -> int:
+    """GPU time of the operations launched inside the blocks [bs, be) (``cum``: running sums).
+
+    A chunk of blocks at a time, the mapped pages of ``launch`` and ``cum`` handed back after each.
+    """
+    gpu = 0
+    for lo in range(0, len(bs), UNION_CHUNK):
+        i0 = np.searchsorted(launch, bs[lo:lo + UNION_CHUNK], side="left")
+        i1 = np.searchsorted(launch, be[lo:lo + UNION_CHUNK], side="left")
+        gpu += int((cum[i1] - cum[i0]).sum())
+        hand_back()
+    return gpu
 
 
 def running_sums(d: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
