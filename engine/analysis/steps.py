@@ -26,6 +26,7 @@ not repeat, and the path for a range the user names. The values are in :mod:`eng
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -259,17 +260,27 @@ def running_sums(d: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     ``np.concatenate([[0], np.cumsum(d)])`` without a full-length temporary on the heap
     (``file_backed.filled``: 35M operations, 0.28 GB).
     """
-    carry = [0]  # the sum of d before the chunk being filled
+    return running_sums_by(len(d), lambda lo, hi: d[lo:hi])
+
+
+def running_sums_by(n: int, values: Callable[[int, int], npt.NDArray[np.int64]]) -> npt.NDArray[np.int64]:
+    """:func:`running_sums` of ``n`` values given a chunk at a time (``values(lo, hi)``: rows lo:hi).
+
+    The mapped pages read are handed back after each chunk (``file_backed.hand_back``).
+    """
+    carry = [0]  # the sum of the values before the chunk being filled
 
     def fill(lo: int, hi: int) -> npt.NDArray[np.int64]:
+        v = np.asarray(values(lo, min(hi, n)), dtype=np.int64)  # row i of the sums needs values < i
         part = np.empty(hi - lo, dtype=np.int64)
         part[0] = carry[0]
-        np.cumsum(d[lo:hi - 1], out=part[1:])
+        np.cumsum(v[:hi - lo - 1], out=part[1:])
         part[1:] += carry[0]
-        carry[0] = int(part[-1]) + (int(d[hi - 1]) if hi - 1 < len(d) else 0)
+        carry[0] = int(part[-1]) + (int(v[hi - lo - 1]) if len(v) == hi - lo else 0)
+        hand_back()
         return part
 
-    return filled(len(d) + 1, np.int64, fill)
+    return filled(n + 1, np.int64, fill)
 
 
 def _starts_rise(s: npt.NDArray[np.int64]) -> bool:

@@ -90,12 +90,12 @@ class Context:
             busy, idle = 0.0, float(self.step_ns)
             if self.steps is not None and self.n_steady:
                 from engine.analysis.ops import gpu_op_columns
-                from engine.analysis.summary import busy_between
+                from engine.analysis.summary import busy_between, busy_cum
 
                 o = gpu_op_columns(self.trace)
                 bs, be = o.blocks(self.steps.pid)
                 a, b = self.steps.window(steady_only=True)
-                per = busy_between(bs, be, a, b, o.busy_cum(self.steps.pid)).astype(float)
+                per = busy_between(bs, be, a, b, busy_cum(self.trace, self.steps.pid, bs, be)).astype(float)
                 # per-step medians (steps timed on the GPU tile its time: a slow first step's busy
                 # time must not eat the idle time of the median step)
                 busy = float(np.median(per))

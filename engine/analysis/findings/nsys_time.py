@@ -16,7 +16,7 @@ from engine.analysis.calls import CATEGORY_ORDER, ApiCalls, api_calls, is_blocki
 from engine.analysis.findings.gains import HOST, Context, gain_from, severity_of
 from engine.analysis.findings.model import Evidence, Finding, Gain, fmt_time, pct
 from engine.analysis.ops import GpuOps, gpu_op_columns
-from engine.analysis.summary import busy_between, interval_union_ns
+from engine.analysis.summary import busy_between, busy_cum, interval_union_ns
 from engine.analysis.tables import match_first_counted
 from engine.reports.nsys import schema
 
@@ -40,7 +40,7 @@ def _blocks(ctx: Context) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]
 def _idle_in(ctx: Context, a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> tuple[int, int]:
     """(window length, GPU idle inside it) summed over the windows [a, b)."""
     bs, be = _blocks(ctx)
-    cum = gpu_op_columns(ctx.trace).busy_cum(None if ctx.steps is None else ctx.steps.pid)
+    cum = busy_cum(ctx.trace, None if ctx.steps is None else ctx.steps.pid, bs, be)
     busy = int(busy_between(bs, be, a, b, cum).sum()) if len(a) else 0
     window = int((b - a).sum()) if len(a) else 0
     return window, max(window - busy, 0)
@@ -142,7 +142,7 @@ def _idle_causes(ctx: Context) -> dict[str, int] | None:
     launches = CATEGORY_ORDER.index("launches")
     lo, hi = float(a.min()), float(b.max())
     bs, be = _blocks(ctx)
-    cum = gpu_op_columns(ctx.trace).busy_cum(ctx.steps.pid)
+    cum = busy_cum(ctx.trace, ctx.steps.pid, bs, be)
 
     def idle_of(x: npt.NDArray[np.int64], y: npt.NDArray[np.int64]) -> int:
         x = np.clip(x, lo, hi).astype(np.int64)
