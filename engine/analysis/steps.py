@@ -305,7 +305,7 @@ def launches_per_pid(trace: Trace) -> dict[str, tuple[npt.NDArray[np.int64], npt
     o = gpu_op_columns(trace)
     seqs = op_sequences(trace)
     if seqs and sum(q.n for q in seqs.values()) == o.n:  # no 35M-row launch join again (big10m)
-        return {pk: (q.launch, q.end - q.start) for pk, q in seqs.items()}
+        return {pk: (q.launch, _durations(q.start, q.end)) for pk, q in seqs.items()}
     res = {}
     for code, pk in enumerate(o.pids):
         if len(o.pids) == 1:  # one process: its columns as they are
@@ -314,6 +314,16 @@ def launches_per_pid(trace: Trace) -> dict[str, tuple[npt.NDArray[np.int64], npt
         mine = o.pid == code
         res[pk] = (o.launch[mine], o.dur[mine])
     return res  # not kept: asked twice per trace (candidates, then steps), freed after each
+
+
+def _durations(start: npt.NDArray[np.int64], end: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """``end - start``, a chunk at a time into a file mapping when big, the mapped pages read handed back."""
+    def part(lo: int, hi: int) -> npt.NDArray[np.int64]:
+        out: npt.NDArray[np.int64] = end[lo:hi] - start[lo:hi]
+        hand_back()
+        return out
+
+    return filled(len(start), np.result_type(end, start), part)
 
 
 def _choose(cands: list[RangeCandidate]) -> RangeCandidate | None:
