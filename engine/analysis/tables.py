@@ -250,9 +250,15 @@ def match_first_counted(left: tuple[npt.NDArray[Any], npt.NDArray[Any]],
                         ) -> tuple[npt.NDArray[np.int64], int]:
     """:func:`match_first`, and how many distinct keys ``right`` has (fewer than its rows: duplicates)."""
     lp, lc, rp, rc = (np.asarray(k) for k in (*left, *right))  # int64 only a chunk at a time
-    out = np.full(len(lp), -1, dtype=np.int64)
     if not len(lp) or not len(rp):
-        return out, -1
+        return np.full(len(lp), -1, dtype=np.int64), -1
+    if len(rp) >= _RISING_MIN_ROWS and _rising(rp, rc) and (
+            max(int(lp.max()), int(rp[-1])) - min(int(lp.min()), int(rp[0])) < 1 << 16):
+        # every right key once, in key order (CUPTI's calls): searched a chunk at a time in each
+        # process's run, no table addressed by key (a 69M-call report: ~0.5 GB) nor packed keys,
+        # and no pass over the (mapped) right columns for their extremes
+        return _match_rising(lp, lc, rp, rc), len(rp)
+    out = np.full(len(lp), -1, dtype=np.int64)
     cmin = min(int(lc.min()), int(rc.min()))
     span = max(int(lc.max()), int(rc.max())) - cmin + 1
     pmin = min(int(lp.min()), int(rp.min()))
@@ -265,10 +271,6 @@ def match_first_counted(left: tuple[npt.NDArray[Any], npt.NDArray[Any]],
         got = j["i"].notna().to_numpy()
         out[got] = j["i"].to_numpy()[got].astype(np.int64)
         return out, len(r)
-    if len(rp) >= _RISING_MIN_ROWS and pmax - pmin < 1 << 16 and _rising(rp, rc):
-        # every right key once, in key order (CUPTI's calls): searched a chunk at a time in each
-        # process's run, no table addressed by key (a 69M-call report: ~0.5 GB) nor packed keys
-        return _match_rising(lp, lc, rp, rc), len(rp)
     size = (pmax - pmin + 1) * span
     if size <= max(4 * len(rp), 1 << 22) and len(rp) < 2**31 - 1:
         # keys dense enough to address a table directly: the first row per key without a sort,
@@ -354,12 +356,12 @@ def _match_rising(lp: npt.NDArray[Any], lc: npt.NDArray[Any], rp: npt.NDArray[An
 
 
 def _hand_back(lo: int) -> None:
-    """Every 8th chunk of a pass: the mapped pages read so far leave this process's resident size.
+    """After each chunk of a pass: the mapped pages read so far leave this process's resident size.
 
     (``engine.system.shared_maps.release``; they stay in the OS's cache.) A pass over a 69M-row
     mapped column touches 0.55 GB of its pages faster than the overview's periodic hand-back.
     """
-    if lo and lo % (8 * _SEARCH_CHUNK) == 0:
+    if lo:
         from engine.system.shared_maps import release
 
         release()
