@@ -121,9 +121,18 @@ def hand_back() -> None:
     release()
 
 
-def gathered(col: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """``col[rows]`` (``rows``: integer positions), built by :func:`filled` a chunk at a time."""
-    return filled(len(rows), col.dtype, lambda lo, hi: col[rows[lo:hi]])
+def gathered(col: np.ndarray, rows: np.ndarray, *, hand_back_each: bool = False) -> np.ndarray:
+    """``col[rows]`` (``rows``: integer positions), built by :func:`filled` a chunk at a time.
+
+    ``hand_back_each``: the mapped pages read are handed back after each chunk (``col`` mapped).
+    """
+    def part(lo: int, hi: int) -> np.ndarray:
+        out: np.ndarray = col[rows[lo:hi]]
+        if hand_back_each:
+            release()
+        return out
+
+    return filled(len(rows), col.dtype, part)
 
 
 def _filled_file(n: int, dt: np.dtype[Any], fill: Callable[[int, int], np.ndarray], chunk: int,

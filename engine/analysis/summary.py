@@ -177,6 +177,8 @@ def busy_between(block_starts: np.ndarray, block_ends: np.ndarray, a: np.ndarray
     out: np.ndarray = np.empty(len(a), dtype=np.int64)
     for lo in range(0, len(a), _WINDOW_CHUNK):  # a chunk of windows at a time: small temporaries
         out[lo:lo + _WINDOW_CHUNK] = f(b[lo:lo + _WINDOW_CHUNK]) - f(a[lo:lo + _WINDOW_CHUNK])
+        if len(a) > _WINDOW_CHUNK:  # the mapped blocks' pages read leave this process's RSS
+            hand_back()
     return out
 
 
