@@ -51,3 +51,13 @@ def kept_model(trace: Any, build: Callable[[], tm.TimelineModel]) -> tm.Timeline
     model: tm.TimelineModel = on_disk(trace, f"timeline-{_code_stamp()}", lanes_only, tm.TimelineModel)
     model.row_source = row_reader(trace)
     return model
+
+
+def timeline_model(trace: Any, cancel: Any = None) -> tm.TimelineModel:
+    """The timeline of ``trace`` (:func:`gui.timeline.model.build_model`), a Kineto trace's kept on disk.
+
+    Runs in a worker thread; ``cancel`` as for ``build_model``.
+    """
+    if getattr(getattr(trace, "info", None), "kind", None) == "kineto":
+        return kept_model(trace, lambda: tm.build_model(trace, cancel))
+    return tm.build_model(trace, cancel)

@@ -485,8 +485,8 @@ def spans(lanes: list[Lane]) -> tuple[int, int, int, int]:
 def build_model(trace: Any, cancel: Any = None) -> TimelineModel:
     """Read the trace's tables once and build every lane (runs in a worker thread).
 
-    A PyTorch (Kineto) trace's lanes are kept on disk: the next open loads them
-    (:mod:`gui.timeline.kept_model`).
+    The window asks :func:`gui.timeline.kept_model.timeline_model`, which keeps a PyTorch
+    (Kineto) trace's lanes on disk for the next open.
 
     Args:
         trace: an engine ``Trace``.
@@ -494,14 +494,6 @@ def build_model(trace: Any, cancel: Any = None) -> TimelineModel:
             ``Cancelled``) when it is set.
 
     """
-    if getattr(getattr(trace, "info", None), "kind", None) == "kineto":
-        from gui.timeline.kept_model import kept_model
-
-        return kept_model(trace, lambda: _build_lanes(trace, cancel))
-    return _build_lanes(trace, cancel)
-
-
-def _build_lanes(trace: Any, cancel: Any) -> TimelineModel:
     from engine.analysis.ncu_match import launch_order
 
     check = _checker(cancel)

@@ -2,7 +2,7 @@
 ranges and GPU metrics on one time axis, with hover tooltips, a details panel and a link to the
 kernel's Nsight Compute results when an ncu report of the same run is open.
 
-The lanes are built once per report in a worker thread (:func:`gui.timeline.model.build_model`)
+The lanes are built once per report in a worker thread (:func:`gui.timeline.kept_model.timeline_model`)
 and kept while the report is open; the canvas draws level-of-detail from them. A big Nsight
 Systems report (more than ``overview_min_events`` CUDA events) is read in stages from its columnar
 cache (:mod:`gui.timeline.columnar`): the GPU lanes are painted as soon as they are read, the CUDA
@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 from gui.documents import OpenReports
 from gui.timeline import columnar as tcol
 from gui.timeline import model as tm
+from gui.timeline.kept_model import timeline_model
 from gui.timeline.style import facts
 from gui.views.base import ReportView
 from gui.widgets.labels import MUTED, WrapLabel, heading
@@ -67,7 +68,7 @@ class BuildWorker(Worker):
         self.report = report
 
     def work(self) -> Any:
-        return self.report, tm.build_model(self.report.trace, self.cancel_event)
+        return self.report, timeline_model(self.report.trace, self.cancel_event)
 
 
 #: the stages of a big report's timeline: (stage, what it reads, what the later stages still read)

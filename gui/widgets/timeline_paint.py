@@ -6,16 +6,46 @@ these from its ``paintEvent`` with its painter and its current range).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 from PySide6.QtCore import QPointF, QRect, QRectF, Qt
-from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPen
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QPainter, QPen
 
 from gui.timeline import model as tm
 
-if TYPE_CHECKING:
-    from gui.widgets.timeline_canvas import TimelineCanvas
+
+class TimelineCanvas(Protocol):
+    """What painting reads of :class:`gui.widgets.timeline_canvas.TimelineCanvas` (it imports this module)."""
+
+    model: tm.TimelineModel | None
+    t0: float
+    t1: float
+    v_offset: int
+    hover: tuple[int, int] | None
+    selected: tuple[int, int] | None
+    last_coverage: dict[tuple[str, int], np.ndarray]
+    steps: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+    detail_max: int
+    detail_slices: dict[str, tuple[int, int]]
+    brushes: dict[int, QBrush]
+    kind_brushes: dict[int, QBrush]
+    pale_brushes: dict[int, QBrush]
+    metric_brush: QBrush
+    label_font: QFont
+    small_font: QFont
+
+    def x_at(self, t: float) -> float:
+        """The x pixel of time ``t``."""
+
+    def lane_height(self, lane: tm.Lane) -> int:
+        """A lane's height in pixels."""
+
+    def width(self) -> int:
+        """The widget's width."""
+
+    def height(self) -> int:
+        """The widget's height."""
 
 GUTTER = 260  # px for lane labels
 AXIS_H = 28

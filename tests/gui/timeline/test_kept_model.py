@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from gui.timeline import model as tm
+from gui.timeline.kept_model import timeline_model
 from tests.conftest import REPO
 
 TRAIN = REPO / "tests" / "data" / "recordings" / "torch" / "torch_train.json.xz"
@@ -27,8 +28,8 @@ def test_second_open_loads_the_lanes_the_first_built(train: Path, monkeypatch: p
     from engine.reports import open_report
 
     first_trace = open_report(train)
-    first = tm.build_model(first_trace)
-    full = tm._build_lanes(first_trace, None)  # with its tables, as the other reports' models
+    first = timeline_model(first_trace)
+    full = tm.build_model(first_trace, None)  # with its tables, as the other reports' models
     assert full.tables["kernels"] is not None and first.tables == {}
     kept = list(cached_file(train, "x").parent.glob("pytorch-v*-timeline-*.pickle"))
     assert len(kept) == 1 and kept[0].stat().st_size > 0
@@ -36,8 +37,8 @@ def test_second_open_loads_the_lanes_the_first_built(train: Path, monkeypatch: p
     def no_build(*_a: object) -> tm.TimelineModel:
         raise AssertionError("the second open built the lanes again")
 
-    monkeypatch.setattr(tm, "_build_lanes", no_build)
-    second = tm.build_model(open_report(train))  # a new trace object: nothing kept in memory
+    monkeypatch.setattr(tm, "build_model", no_build)
+    second = timeline_model(open_report(train))  # a new trace object: nothing kept in memory
     assert [ln.key for ln in second.lanes] == [ln.key for ln in first.lanes]
     assert len(second.lanes) >= 4 and second.counts() == first.counts() and second.counts()["gpu"] > 1000
     for a, b in zip(first.lanes, second.lanes, strict=True):
