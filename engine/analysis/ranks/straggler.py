@@ -321,7 +321,12 @@ def _verdict(rows: list[RankRow], colls: Sequence[Collective], steps: Aligned,
     slow_steps = [k for k, r, _ in per if r == s]
     share = len(slow_steps) / n_steps
     moving = Counter(x for _, x, _ in per if x >= 0)
-    if share >= 0.8:
+    in_group = len(group[0]) > 1 and group[1] >= 0.8 * n_steps  # late with its group in nearly every step
+    if in_group:  # which of the group is the very last moves from step to step: its group is steady
+        share = max(share, group[1] / n_steps)
+        when = (f"in {len(slow_steps)} of {n_steps} steady steps, as the last of a group of {len(group[0])} "
+                f"ranks late together in {group[1]} (steady)")
+    elif share >= 0.8:
         when = f"in {len(slow_steps)} of {n_steps} steady steps (steady)"
     else:
         when = (f"in {len(slow_steps)} of {n_steps} steady steps (intermittent: steps "

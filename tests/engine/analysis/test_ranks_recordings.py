@@ -183,6 +183,8 @@ def test_ranks_slow_together_are_one_group_not_none(ddp_dir: Path, tmp_path: Pat
     mates = {1, 3} - {s.rank}
     together = [e for e in s.evidence if "as late as rank" in e]
     assert len(together) == 1 and together[0].startswith(f"Rank {mates.pop()} is as late as rank {s.rank}")
+    first = s.evidence[0]
+    assert "as the last of a group of 2 ranks late together" in first and first.endswith("(steady).")
     # the others that wait are ranks 0 and 2, each about the injected delay per step
     assert [r for r, _ in s.others_wait_ns] == [0, 2]
     for _, ns in s.others_wait_ns:
