@@ -129,17 +129,14 @@ def _gpu_op_calls_columns(trace: Trace) -> pd.DataFrame | None:
     import pandas as pd
 
 
-    store_fn = getattr(trace, "column_store", None)
-    has = getattr(trace, "has_sqlite_table", None)
-    runtime = RUNTIME
-    if store_fn is None or has is None or not has(runtime):
+    has = getattr(trace, "has_sqlite_table", None)  # an export: the others take the table join
+    if has is None or not has(RUNTIME):
         return None
-    store = store_fn()
-    both = {"start": '"start"', "end": '"end"', "correlationId": '"correlationId"'}
+    op_tables = (("kernels", KERNEL), ("memcpy", MEMCPY), ("memset", MEMSET))
     try:
-        api = store.read(runtime, {**both, "globalTid": '"globalTid"'})
-        ops = [store.read(t, {**both, "globalPid": '"globalPid"'})
-               for t in (KERNEL, MEMCPY, MEMSET) if has(t)]
+        api = trace.columns("api", ["start", "end", "correlationId", "globalTid"])
+        ops = [trace.columns(name, ["start", "end", "correlationId", "globalPid"])
+               for name, table in op_tables if has(table)]
     except Exception:  # noqa: BLE001 - any read problem: the SQL join
         return None
     if has_null(api["start"]) or has_null(api["end"]) or any(
