@@ -155,13 +155,12 @@ def table_records(trace: Trace, name: str, columns: list[str] | None = None) -> 
     mixed types, go through the table.
     """
     from engine.reports.base import TABLES
-    from engine.reports.nsys.sqlite_trace import NsysSqliteTrace
 
     want = list(TABLES[name][0]) if columns is None else list(columns)
-    if isinstance(trace, NsysSqliteTrace) and name in _SMALL_TABLES:
-        if not trace.has(name):
-            return []
-        rows = trace.stored_rows(name, want, limit=20000)
+    if name in _SMALL_TABLES and not trace.has(name):
+        return []  # not captured: no rows (as the table, without building one)
+    rows = trace.stored_rows(name, want, limit=20000) if name in _SMALL_TABLES else None
+    if rows is not None:
         typed = [_as_inferred(list(col)) for col in zip(*rows, strict=True)] if rows else []
         if len(rows) < 20000 and all(c is not None for c in typed):
             return [dict(zip(want, r, strict=True)) for r in zip(*typed, strict=True)] if rows else []

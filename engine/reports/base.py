@@ -246,6 +246,15 @@ class Trace:
     def prefetch_columns(self, table: str, names: Sequence[str]) -> None:
         """Start reading columns that :meth:`columns` will be asked for (a no-op where nothing is gained)."""
 
+    def stored_rows(self, table: str, names: Sequence[str],
+                    limit: int | None = None) -> list[tuple[object, ...]] | None:
+        """A small table's rows as the reader stores them, without pandas; None: ask :meth:`table`.
+
+        For readers that can answer without building a DataFrame (an nsys export's); the default
+        has none.
+        """
+        return None
+
     def nvtx_range_columns(self, names: Sequence[str]) -> tuple[
             dict[str, npt.NDArray[Any]], npt.NDArray[np.int64], list[tuple[Any, Any]]] | None:
         """The closed NVTX ranges' columns, each one's name code and the codes' (domain, text) pairs.
