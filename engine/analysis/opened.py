@@ -3,7 +3,8 @@
 :class:`OpenedReport` holds a report's trace and answers, for any front end:
 
 - its tables' row counts (:meth:`OpenedReport.open` counts them; a big nsys table's count is the
-  length of its cached column, not an SQL count);
+  length of its cached column, not an SQL count; a window counts the tables no view's first work
+  needs after its first paint: :data:`COUNTED_LATER`, :meth:`OpenedReport.count_rows_left`);
 - its overview, the summary and findings (:meth:`OpenedReport.overview`): from the cache when an
   earlier run kept it (``engine.analysis.findings.overview_store``, keyed by the file, the engine's
   code, the step range, the step switch and the stored calibrations), else computed, in a child
@@ -43,6 +44,11 @@ CHILD_EVENTS = 2_000_000
 _CHILD_LOCK = threading.Lock()
 #: what a failed child's sentence ends with (the window's other views do not need it)
 CHILD_HINT = "the other views still work, reopen the report to try again."
+#: tables no view's first work needs (the Timeline's first paint reads the GPU tables, and a report is
+#: big by its CUDA events): an nsys report's count of these that the cache does not know (a count walks
+#: the table's leaf pages: 0.75 s for big10m's 5M syncs out of the page cache) can wait for
+#: :meth:`OpenedReport.count_rows_left`
+COUNTED_LATER = ("sync", "nvtx")
 
 
 def cache_variant(range_name: str | None) -> str | None:
@@ -69,12 +75,13 @@ def cache_variant(range_name: str | None) -> str | None:
     return "|".join([range_name or "", *extra])
 
 
-def count_rows(trace: Trace) -> dict[str, int | None]:
+def count_rows(trace: Trace, *, later: bool = False) -> dict[str, int | None]:
     """Rows of each standard table of ``trace`` (None: not captured), without reading the tables.
 
     A big nsys table opened before is counted by the length of its cached column (no SQL count);
     the CUDA API table is counted on a second thread while the GPU tables are (a count walks a big
-    table's leaf pages: their page faults overlap).
+    table's leaf pages: their page faults overlap). With ``later``, an nsys report's table of
+    :data:`COUNTED_LATER` that would need such a count is left out of the result (counted later).
     """
     from engine.reports.base import TABLES
     from engine.reports.nsys.timeline_reads import cached_row_count
@@ -92,6 +99,9 @@ def count_rows(trace: Trace) -> dict[str, int | None]:
             api_count.join()
         rows[name] = cached_row_count(trace, name) if trace.has(name) else None
         if rows[name] is None:
+            if later and name in COUNTED_LATER and make_store is not None and trace.has(name):
+                del rows[name]
+                continue
             rows[name] = trace.row_count(name)
     return rows
 
@@ -148,6 +158,8 @@ class OpenedReport:
         self._findings: list[Finding] | None = None
         #: why the overview's child process failed (the next call says so instead of starting another)
         self._failed: str | None = None
+        #: the tables :meth:`open` left uncounted (``rows_later``), in :meth:`count_rows_left`'s care
+        self.rows_left: tuple[str, ...] = ()
         #: set by :meth:`stop_summary`: an overview's child process is killed whoever started it
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -155,7 +167,7 @@ class OpenedReport:
     @classmethod
     def open(cls, path: Path | str, *, progress: OpenProgress | None = None,
              cancel: threading.Event | None = None, opener: Callable[..., Any] | None = None,
-             **kwargs: Any) -> Self:
+             rows_later: bool = False, **kwargs: Any) -> Self:
         """Open ``path`` (Nsight Compute reports too) and count its tables' rows.
 
         Args:
@@ -163,6 +175,8 @@ class OpenedReport:
             progress: the reader's progress (message, fraction done or None).
             cancel: set to stop opening (the reader raises ``Cancelled``).
             opener: what opens the file (default ``engine.reports.open_report`` with ``ncu=True``).
+            rows_later: leave the counts of :data:`COUNTED_LATER` that the cache does not know to
+                :meth:`count_rows_left` (:attr:`rows_left` names them; a window: after its first paint).
             **kwargs: the constructor's keyword arguments.
 
         """
@@ -179,11 +193,22 @@ class OpenedReport:
                 from engine.system.errors import Cancelled
 
                 raise Cancelled
-            rows = count_rows(trace)
+            rows = count_rows(trace, later=rows_later)
         except BaseException:
             trace.close()
             raise
-        return cls(path, trace, rows, time.perf_counter() - t0, **kwargs)
+        opened = cls(path, trace, rows, time.perf_counter() - t0, **kwargs)
+        opened.rows_left = tuple(n for n in COUNTED_LATER if n not in rows)
+        return opened
+
+    def count_rows_left(self) -> None:
+        """Count the tables :meth:`open` left uncounted (:attr:`rows_left`) into :attr:`table_rows`.
+
+        A count the timeline made meanwhile (it keeps the counts for the next open) is not made again.
+        """
+        for name in self.rows_left:
+            self.table_rows[name] = self.trace.row_count(name)
+        self.rows_left = ()
 
     # -- the trace -----------------------------------------------------------------------------------
     @property

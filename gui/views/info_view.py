@@ -145,6 +145,8 @@ class InfoView(ReportView):
     def _on_summary_ready(self, report: LoadedReport) -> None:
         if report is self.reports.current:
             self._show_gpus(report)
+            if not report.is_ncu:  # the counts the open left for the summary's job are known now
+                self._show_tables(report)
             if not self._memory.busy():  # else ready when the GPU memory arrives
                 self.sig_ready.emit()
 
@@ -185,7 +187,8 @@ class InfoView(ReportView):
         for r, (name, (_, desc)) in enumerate(TABLES.items()):
             rows = report.table_rows.get(name)
             text = desc if name not in missing else missing[name][:1].upper() + missing[name][1:]
-            self._set_row(r, name, rows, text, grey=name in missing)
+            self._set_row(r, name, rows, text, grey=name in missing,
+                          counting=rows is None and name in report.rows_left)
         lines = report.trace.missing_report()
         self.missing.setText("\n".join(f"• {m[0].upper()}{m[1:]}." for m in lines) if lines
                              else "Everything Kernelscope reads was captured.")
@@ -205,9 +208,10 @@ class InfoView(ReportView):
                              "CUDA API calls, copies, NVTX ranges or streams. Open an Nsight Systems "
                              "report of the same run for those.")
 
-    def _set_row(self, r: int, name: str, rows: int | None, text: str, grey: bool = False) -> None:
+    def _set_row(self, r: int, name: str, rows: int | None, text: str, grey: bool = False,
+                 counting: bool = False) -> None:
         self.tables.setItem(r, 0, QTableWidgetItem(name))
-        n = QTableWidgetItem("–" if rows is None else fmt.count(rows))
+        n = QTableWidgetItem("…" if counting else "–" if rows is None else fmt.count(rows))
         n.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         self.tables.setItem(r, 1, n)
         item = QTableWidgetItem(text)

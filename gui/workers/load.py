@@ -50,8 +50,9 @@ class LoadWorker(Worker):
 
     def work(self) -> LoadedReport:
         self.sig_progress.emit(f"Opening {self.path.name}…")
+        # the sync and NVTX counts wait for the first paint (the summary's job counts them)
         loaded = LoadedReport.open(self.path, progress=self._progress, cancel=self.cancel_event,
-                                   opener=self._opener)
+                                   opener=self._opener, rows_later=True)
         if self.prefetch_timeline:
             from gui.timeline import columnar
 

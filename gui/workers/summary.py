@@ -23,4 +23,5 @@ class SummaryWorker(Worker):
         self.report = report
 
     def work(self) -> object:
+        self.report.count_rows_left()  # the counts the open left for after the first paint (Info view)
         return self.report.ensure_summary(progress=self.sig_progress.emit, cancel=self.cancel_event)

@@ -230,6 +230,24 @@ def test_loaded_report_counts_rows_like_the_tables(qtbot, window):
     assert report.table_rows["kernels"] == 10 and report.table_rows["memory_usage"] is not None
 
 
+def test_sync_and_nvtx_counts_come_after_the_open_and_the_info_view_shows_them(qtbot, window, tmp_path):
+    # Counting them (5M syncs: 0.75 s) waits for the first paint; the summary's job counts them.
+    import shutil
+
+    from gui import format as fmt
+
+    copy = tmp_path / "host_overhead_gpumetrics.sqlite"
+    shutil.copy(NSYS_DIR / copy.name, copy)
+    window.set_view("info")
+    report = open_and_wait(qtbot, window, copy)
+    qtbot.waitUntil(lambda: report.summary_ready, timeout=LOAD_TIMEOUT_MS)
+    assert report.rows_left == ()
+    assert report.table_rows["sync"] == 5 and report.table_rows["nvtx"] == 20
+    qtbot.waitUntil(lambda: window.views["info"].table_rows()["sync"] == fmt.count(5))
+    rows = window.views["info"].table_rows()
+    assert rows["sync"] == "5" and rows["nvtx"] == fmt.count(20)
+
+
 def test_only_the_shown_view_is_built_and_the_others_when_asked_for(qtbot, window):
     """Opening a report builds the view on screen only; the other tabs are placeholders until
     asked for: a view asked for by key is built into its own tab and does no work while hidden."""

@@ -50,6 +50,28 @@ def test_row_counts_are_the_traces(tmp_path):
         report.close()
 
 
+def test_the_counts_left_for_after_the_first_paint_are_the_traces(tmp_path):
+    # A window's open leaves the sync and NVTX counts (no cached column yet) for count_rows_left.
+    from engine.reports import open_report
+    from engine.reports.base import TABLES
+
+    copy = tmp_path / "torch_sdpa_gemm.sqlite"
+    shutil.copy(NSYS_DIR / copy.name, copy)
+    report = OpenedReport.open(copy, rows_later=True)
+    trace = open_report(copy)
+    try:
+        expected = {n: trace.row_count(n) for n in TABLES}
+        assert report.rows_left == ("sync", "nvtx")
+        assert report.table_rows == {n: v for n, v in expected.items() if n not in ("sync", "nvtx")}
+        report.count_rows_left()
+        assert report.rows_left == ()
+        assert report.table_rows == expected
+        assert report.table_rows["sync"] == 99 and report.table_rows["nvtx"] == 8
+    finally:
+        trace.close()
+        report.close()
+
+
 @pytest.mark.parametrize("name", ["host_overhead_gpumetrics.sqlite", "torch_sdpa_gemm.sqlite"])
 def test_the_window_then_the_command_line_get_the_same_overview(tmp_path, name):
     copy = tmp_path / name
