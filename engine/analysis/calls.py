@@ -33,8 +33,6 @@ I64 = np.int64
 #: the columns of ``trace.columns("api", ...)`` read (an export's process and thread from globalTid;
 #: names as ids of the calls' full names, whose ``_vNNNN`` suffix ``ApiCalls`` drops)
 _COLS = ("start", "end", "correlationId", "nameId", "pid", "tid")
-#: values read per scan of the API table (all 6 columns of up to 21M calls; 1 at a time of 69M)
-_PASS_VALUES = 130_000_000
 #: calls up to which they are read in the background while the kernels are (a big table is read by a
 #: child process into the cache files, engine.reports.nsys.page_child; past this, one after the other)
 _PREFETCH_ROWS = 25_000_000
@@ -79,15 +77,14 @@ class ApiCalls:
         return got[name]
 
     def _read_missing(self, name: str) -> dict[str, npt.NDArray[Any]]:
-        """Read ``name`` and the other columns not at hand yet with it, as many per table scan as fit.
+        """Read ``name`` and every other column not at hand yet with it, in one request.
 
-        Each pass over an export's table costs a full scan of it in SQLite, so the columns are read
-        together, up to :data:`_PASS_VALUES` values per pass (a 69M-call table: one at a time).
+        Each pass over an export's table costs a full scan of it, so the columns are asked for
+        together: its page reader writes them all into the cache files in one scan (SQLite's path
+        splits them into as many scans as its memory needs, see engine.reports.nsys.columns).
         """
         todo = [c for c in self._uncached() if c != name]
-        rows = self._trace.row_count("api") or 1
-        per_pass = max(1, _PASS_VALUES // rows)
-        return self._trace.columns("api", [name, *todo[: per_pass - 1]])
+        return self._trace.columns("api", [name, *todo])
 
     def _uncached(self) -> list[str]:
         cached = self._trace.columns_cached
@@ -106,8 +103,7 @@ class ApiCalls:
         rows = self._trace.row_count("api") or 1
         if rows > _PREFETCH_ROWS:
             return
-        per_pass = max(1, _PASS_VALUES // rows)
-        self._trace.prefetch_columns("api", todo[:per_pass])
+        self._trace.prefetch_columns("api", todo)
 
     @cached_property
     def n(self) -> int:

@@ -41,6 +41,31 @@ def test_chunked_threaded_read_equals_sqlite_and_is_mapped_from_the_cache(
     store.close()
 
 
+def test_sqlite_path_reads_the_columns_in_as_many_scans_as_fit_and_gives_them_mapped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = NSYS_DIR / "torch_sdpa_gemm.sqlite"
+    want = _direct(db, 'SELECT "end" - "start", nameId, correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME '
+                       "ORDER BY rowid")
+    monkeypatch.setenv("KERNELSCOPE_SQLITE_PAGES", "0")  # SQLite's path: whole columns in memory
+    monkeypatch.setattr(columns, "_SQL_PASS_VALUES", 2 * len(want))  # two columns per scan
+    scans: list[int] = []
+    read_sql = ColumnStore._read_sql
+
+    def counted(self: ColumnStore, table: str, exprs: dict[str, str], out: dict[str, object],
+                narrow: frozenset[str]) -> None:
+        scans.append(len(exprs))
+        read_sql(self, table, exprs, out, narrow)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ColumnStore, "_read_sql", counted)
+    store = ColumnStore(db, tmp_path / "cols")
+    got = store.read("CUPTI_ACTIVITY_KIND_RUNTIME", _EXPRS, frozenset({"nameId"}))
+    assert scans == [2, 1]
+    assert list(zip(*(got[k].tolist() for k in _EXPRS), strict=True)) == want
+    assert all(isinstance(a, np.memmap) for a in got.values())  # each scan's arrays let go of
+    assert got["nameId"].dtype == np.int32 and got["duration"].dtype == np.int64
+    store.close()
+
+
 def test_nulls_wide_values_and_empty_tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db = tmp_path / "t.sqlite"
     con = sqlite3.connect(db)
