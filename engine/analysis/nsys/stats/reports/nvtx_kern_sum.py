@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.analysis.nsys.stats.column_source import distinct, factorize
 from engine.analysis.nsys.stats.registry import report
-from engine.analysis.nsys.stats.reports.nvtx_pushpop_trace import last_time
+from engine.analysis.nsys.stats.reports.nvtx_pushpop_trace import named_ranges
 from engine.analysis.nsys.stats.table import SummaryTable, empty_frame
 from engine.analysis.nsys.stats.thread_keys import pid_tid, thread_keys
 from engine.reports.trace_columns import NULL, NVTX_START_END, NVTXT_START_END
@@ -53,19 +53,10 @@ def _ranges(trace: Trace) -> tuple[dict[str, npt.NDArray[np.int64]], list[str]] 
     """
     import numpy as np
 
-    read = trace.columns("nvtx", _RANGE, where="own_thread_ranges")
-    code, pairs = trace.nvtx_names("own_thread_ranges", domain_by_text=True)
-    cols = {k: np.asarray(v, dtype=np.int64) for k, v in read.items()}
-    cols["pid"], cols["tid"] = pid_tid(trace, "nvtx", cols["globalTid"], "own_thread_ranges")
-    cols["name"] = code
-    started = cols["start"] != NULL
-    if not started.all():
-        cols = {k: v[started] for k, v in cols.items()}
-    if not len(cols["rowid"]):
+    got = named_ranges(trace, list(_RANGE), "own_thread_ranges")
+    if got is None:
         return None
-    end = cols["end"]
-    if (end == NULL).any():
-        cols["end"] = np.where(end == NULL, last_time(trace), end)
+    cols, pairs = got
     cols["id"] = cols.pop("rowid")
     cols["style"] = np.isin(cols.pop("eventType"), (NVTX_START_END, NVTXT_START_END)).astype(np.int64)
     return cols, [f"{'' if d is None else d}:{'' if x is None else x}" for d, x in pairs]

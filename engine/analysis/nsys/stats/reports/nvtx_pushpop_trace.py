@@ -95,19 +95,10 @@ def pushpop_rows(trace: Trace) -> PushPopRows | None:
     """
     import numpy as np
 
-    read = trace.columns("nvtx", ["rowid", "start", "end", "globalTid"], where="pushed_ranges")
-    code, pairs = trace.nvtx_names("pushed_ranges", domain_by_text=True)
-    cols = {k: np.asarray(v, dtype=np.int64) for k, v in read.items()}
-    cols["pid"], cols["tid"] = pid_tid(trace, "nvtx", cols["globalTid"], "pushed_ranges")
-    cols["name"] = code
-    started = cols["start"] != NULL
-    if not started.all():
-        cols = {k: v[started] for k, v in cols.items()}
-    if not len(cols["rowid"]):
+    got = named_ranges(trace, ["rowid", "start", "end", "globalTid"], "pushed_ranges")
+    if got is None:
         return None
-    end = cols["end"]
-    if (end == NULL).any():
-        cols["end"] = np.where(end == NULL, last_time(trace), end)
+    cols, pairs = got
     start, end, ids = cols["start"], cols["end"], cols["rowid"]
     thread = thread_keys((cols["globalTid"], cols["pid"], cols["tid"]))[0]
     order = np.lexsort((ids, -end, start, thread))
@@ -122,6 +113,32 @@ def pushpop_rows(trace: Trace) -> PushPopRows | None:
     final = np.lexsort((tree["id"], start[order]))  # by start, then range id
     names = [f"{'' if d is None else d}:{'' if x is None else x}" for d, x in pairs]
     return PushPopRows(final, order, cols, tree, names, _paths(tree["id"].tolist(), parent.tolist()))
+
+
+def named_ranges(trace: Trace, names: list[str], where: str) -> tuple[
+        dict[str, npt.NDArray[np.int64]], list[tuple[Any, Any]]] | None:
+    """The ``where`` NVTX rows' columns ``names`` with pid, tid and a name code, and the codes' pairs.
+
+    ``names`` include rowid, start, end and globalTid; ``name`` is a code into the (domain, text)
+    pairs returned beside the columns. Rows without a start are left out; a range never ended ends
+    at the NVTX table's last timestamp. None when no row is left.
+    """
+    import numpy as np
+
+    read = trace.columns("nvtx", names, where=where)
+    code, pairs = trace.nvtx_names(where, domain_by_text=True)
+    cols = {k: np.asarray(v, dtype=np.int64) for k, v in read.items()}
+    cols["pid"], cols["tid"] = pid_tid(trace, "nvtx", cols["globalTid"], where)
+    cols["name"] = code
+    started = cols["start"] != NULL
+    if not started.all():
+        cols = {k: v[started] for k, v in cols.items()}
+    if not len(cols["rowid"]):
+        return None
+    end = cols["end"]
+    if (end == NULL).any():
+        cols["end"] = np.where(end == NULL, last_time(trace), end)
+    return cols, list(pairs)
 
 
 def last_time(trace: Trace) -> int:
