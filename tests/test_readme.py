@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from collections import Counter
+
+import pytest
 
 from tests.conftest import REPO
 
@@ -39,3 +42,14 @@ def test_docs_cited_in_the_code_exist() -> None:
     assert "docs/FORMATS.md" in cited
     missing = sorted(c for c in cited if not (REPO / c).is_file())
     assert missing == [], f"cited but not in the repository: {missing}"
+
+
+def test_tracked_tree_fits_the_device_tools_working_tree_limit() -> None:
+    """The lent GPU gets a copy of the working tree, 64 MiB at most; keep 8 MiB for runs' own files."""
+    out = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=False)
+    if out.returncode != 0:
+        pytest.skip("not a git checkout")
+    names = [n for n in out.stdout.decode().split("\0") if n]
+    size = sum((REPO / n).stat().st_size for n in names if (REPO / n).is_file())
+    assert len(names) > 100
+    assert size < 56 * 2**20, f"tracked files are {size / 2**20:.1f} MiB; move data to ../shared or shrink it"
