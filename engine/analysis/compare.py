@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.reports.trace_columns import NVTX_PUSH_POP, NVTX_START_END
+from engine.system.arrays import distinct
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -92,7 +93,7 @@ def mann_whitney_u(x: np.ndarray | list[float], y: np.ndarray | list[float]) -> 
     allv = np.concatenate([a, b])
     r = _ranks(allv)
     u1 = float(r[:n1].sum() - n1 * (n1 + 1) / 2)
-    ties = len(np.unique(allv)) < len(allv)
+    ties = len(distinct(allv)) < len(allv)
     if not ties and n1 <= 25 and n2 <= 25:
         counts = _exact_u_cdf(n1, n2)
         total = counts.sum()

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from engine.system.arrays import distinct
+
 try:
     import pyarrow as pa  # type: ignore[import-untyped]
     import pyarrow.compute as pc  # type: ignore[import-untyped]
@@ -78,7 +80,7 @@ class Vocab:
                 self._lut = grown
             got = self._lut[keys]
             if (got < 0).any():
-                new = np.unique(keys[got < 0])
+                new = distinct(keys[got < 0])
                 self._lut[new] = self._add(new.tolist())
                 got = self._lut[keys]
             return got

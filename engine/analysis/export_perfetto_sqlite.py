@@ -32,6 +32,7 @@ import numpy as np
 from engine.analysis.export import FLOW_CAT, FLOW_NAME, GPU_PID_BASE, NVTX_STARTEND_TID
 from engine.analysis.export_perfetto_rows import Vocab, distinct_texts, format_rows
 from engine.reports.base import NULL, decode_global_tid
+from engine.system.arrays import distinct
 from engine.system.errors import ReportError
 
 if TYPE_CHECKING:
@@ -134,7 +135,7 @@ def _distinct(k: Any) -> Any:
     k = np.asarray(k, dtype=np.int64)
     if len(k) > 1:
         k = k[np.concatenate(([True], k[1:] != k[:-1]))]
-    return np.unique(k)
+    return distinct(k)
 
 
 def _key(pid: Any, tid: Any) -> Any:
@@ -470,7 +471,7 @@ class SqliteEvents:
         gpus = self._small("gpus", "id", "name")
         gnames = {int(str(i)): str(n) for i, n in gpus if i is not None}
         out: list[str] = []
-        pids = np.unique(np.concatenate(self.seen)).tolist() if self.seen else []
+        pids = distinct(np.concatenate(self.seen)).tolist() if self.seen else []
         for pid in pids:
             if pid >= base:
                 dev = pid - base
@@ -478,7 +479,7 @@ class SqliteEvents:
             else:
                 label = pnames.get(pid, f"process {pid}")
             out.append(f'{{"ph":"M","name":"process_name","pid":{pid},"tid":0,"args":{{"name":{_js(label)}}}}}')
-        pairs = np.unique(np.concatenate(self.used)) if self.used else np.zeros(0, dtype=np.int64)
+        pairs = distinct(np.concatenate(self.used)) if self.used else np.zeros(0, dtype=np.int64)
         for k in pairs[(pairs >> 32) >= base].tolist():
             pid, tid = k >> 32, k & 0xFFFFFFFF
             out.append(f'{{"ph":"M","name":"thread_name","pid":{pid},"tid":{tid},'

@@ -39,6 +39,7 @@ import numpy as np
 
 from engine.analysis.tables import small_codes, trace_cache
 from engine.reports.base import NULL
+from engine.system.arrays import distinct
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -145,7 +146,7 @@ def _tokens(trace: Trace, counts: dict[str, int]) -> tuple[npt.NDArray[np.int64]
     if n_c:
         kinds = _copy_kinds(trace, n_c)
         parts.append(_COPY + kinds)
-        for k in np.unique(kinds).tolist():
+        for k in distinct(kinds).tolist():
             names[_COPY + int(k)] = _COPY_NAMES.get(int(k), f"memcpy kind {k}")
     n_s = counts.get("memset", 0)
     if n_s:
@@ -218,7 +219,7 @@ def _op_sequences(trace: Trace) -> dict[str, OpSequence]:
         # 280 MB columns are not all on the heap beside their sources at once
         rows = move_to_files(rows)
         t = move_to_files(tok[rows])
-        labels = {int(k): names.get(int(k), str(k)) for k in np.unique(t).tolist()}
+        labels = {int(k): names.get(int(k), str(k)) for k in distinct(t).tolist()}
         out[pk] = OpSequence(pk, rows, t, move_to_files(launch[rows]), move_to_files(o.start[rows]),
                              move_to_files(o.end[rows]), labels)
     return out
@@ -424,7 +425,7 @@ def _anchors(seq: OpSequence, cuts: npt.NDArray[np.int64], last_end: int, modal:
     # which split-K GEMMs make)
     if np.isin(unit, np.array([_COPY + 1, _COPY + 2], dtype=np.int64)).any():
         out.append("copy")
-    names = [seq.names.get(int(t), "").lower() for t in np.unique(unit[unit < _COPY]).tolist()]
+    names = [seq.names.get(int(t), "").lower() for t in distinct(unit[unit < _COPY]).tolist()]
     if any(any(c in nm for c in _COLLECTIVE) for nm in names):
         out.append("collective")
     if any(any(c in nm for c in _OPTIMIZER) for nm in names):

@@ -25,6 +25,7 @@ from engine.analysis.tables import (
     trace_cache,
 )
 from engine.reports.base import NULL
+from engine.system.arrays import distinct
 from engine.system.errors import ReportError
 
 if TYPE_CHECKING:
@@ -249,7 +250,7 @@ class GpuOps:
             code, cid = key >> 40, key & ((1 << 40) - 1)
             del key
             one = int(code.min()) == int(code.max())
-            for p in ([int(code[0])] if one else np.unique(code).tolist()):
+            for p in ([int(code[0])] if one else distinct(code).tolist()):
                 if not 0 <= p < len(runs) or runs[p][0] == runs[p][1]:
                     continue
                 a, b = runs[p]

@@ -28,6 +28,7 @@ from engine.analysis.step_model import (
     steps_from_arrays,
 )
 from engine.analysis.tables import trace_cache
+from engine.system.arrays import distinct
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -79,7 +80,7 @@ def _aligned(seq: it.OpSequence, rep: it.Repeat, r: Ranges, pk: str
     groups: list[tuple[Any, ...]] = []
     names = r.name[mine]
     period = max(1, rep.period_ops)
-    for code in np.unique(names).tolist():
+    for code in distinct(names).tolist():
         label = r.names[code]
         if is_library_range(label):
             continue
@@ -121,7 +122,7 @@ def _top(ranges: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
 def _steps_from_cuts(seq: it.OpSequence, cuts: npt.NDArray[np.int64], name: str, source: str,
                      pk: str, chosen_by: str, method: str, confidence: float, why: str,
                      leading_warmup: int = 0) -> Steps | None:
-    cuts = np.unique(cuts[(cuts >= 0) & (cuts < seq.n)])
+    cuts = distinct(cuts[(cuts >= 0) & (cuts < seq.n)])
     if len(cuts) < 2:
         return None
     gs, ge, hs, he = it.gpu_step_times(seq, cuts)

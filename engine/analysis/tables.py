@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from engine.system.arrays import distinct
+
 if TYPE_CHECKING:
     import numpy.typing as npt
 
@@ -339,7 +341,7 @@ def _match_rising(lp: npt.NDArray[Any], lc: npt.NDArray[Any], rp: npt.NDArray[An
         _hand_back(lo)
         p, c = np.asarray(lp[lo:lo + _SEARCH_CHUNK]), np.asarray(lc[lo:lo + _SEARCH_CHUNK])
         one = int(p.min()) == int(p.max())
-        for v in ([int(p[0])] if one else np.unique(p).tolist()):
+        for v in ([int(p[0])] if one else distinct(p).tolist()):
             a, b = run_of(int(v))
             if a == b:
                 continue

@@ -25,6 +25,7 @@ import numpy as np
 from engine.reports.base import TABLES, ReportInfo, Trace
 from engine.reports.kineto_columns import NULL, KinetoColumns, time_origin
 from engine.reports.kineto_stream import TraceFormatError
+from engine.system.arrays import distinct
 from engine.system.errors import ReportError
 
 if TYPE_CHECKING:
@@ -219,7 +220,7 @@ class KinetoTrace(Trace):
         """The three components of a ``grid`` / ``block`` arg (None where it is absent)."""
         c = self.events
         values, codes = c.text_values, np.asarray(c.texts[arg][i])
-        parsed = {k: _parse_list(values[k]) for k in np.unique(codes).tolist()}
+        parsed = {k: _parse_list(values[k]) for k in distinct(codes).tolist()}
         return [_pick([parsed[k][d] if k in parsed else None for k in range(max(parsed, default=0) + 1)],
                       codes) for d in range(3)]
 
@@ -263,7 +264,7 @@ class KinetoTrace(Trace):
             return self._empty("memcpy")
         names, codes = self._names(i)
         kinds = {}
-        for k in np.unique(codes).tolist():
+        for k in distinct(codes).tolist():
             m = _MEMCPY_RE.match(names[k])
             kinds[k] = ((_COPY_KINDS.get(m.group(1), 0), m.group(2), m.group(3)) if m
                         else (0, "Unknown", "Unknown"))
@@ -291,7 +292,7 @@ class KinetoTrace(Trace):
             return self._empty("memset")
         names, codes = self._names(i)
         kind_name = {}
-        for k in np.unique(codes).tolist():
+        for k in distinct(codes).tolist():
             m = _MEMSET_RE.match(names[k])
             kind_name[k] = m.group(1) if m else "Unknown"
         top = max(kind_name) + 1

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from engine.reports.nsys.timeline_reads import NULL, TimelineReads, cuda_events_over, keep_row_counts, pid_tid
+from engine.system.arrays import distinct
 from gui.timeline import coarse, gpu_layout, sparse
 from gui.timeline import model as tm
 from gui.timeline.lane_parts import Gathered
@@ -215,7 +216,7 @@ def _lane(key: str, label: str, group: str, parts: list[_Part], known: dict[int,
     codes = big.codes.astype(np.result_type(big.codes, s_nm), copy=False)
     # each kind's union from its own part (the big one mapped, block totals): no per-kind copies
     union: dict[int, tm.Union] = {big.kind: union_of(big)}
-    for k in np.unique(s_kd).tolist():
+    for k in distinct(s_kd).tolist():
         sel = s_kd == k
         union[int(k)] = tm.union_intervals(s_st[sel], s_en[sel])
     # kinds and rows are read one event at a time (the event under the pointer): kept as the few

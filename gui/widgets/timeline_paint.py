@@ -12,6 +12,7 @@ import numpy as np
 from PySide6.QtCore import QPointF, QRect, QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QPainter, QPen
 
+from engine.system.arrays import distinct
 from gui.timeline import model as tm
 
 
@@ -223,7 +224,7 @@ def paint_intervals(c: TimelineCanvas, p: QPainter, ln: tm.Lane, top: float, h: 
         colors = c.model.name_colors[ln.names[lo:hi]]
         y0, hh = top + 2, h - 4
         p.setPen(Qt.PenStyle.NoPen)
-        for color in np.unique(colors[inside]).tolist():
+        for color in distinct(colors[inside]).tolist():
             sel = np.flatnonzero(inside & (colors == color))
             ra, rb = pixel_runs(x0[sel], x0[sel] + widths[sel])
             p.setBrush(c.brushes[color])

@@ -23,6 +23,7 @@ from engine.analysis.steps import pandas_order
 from engine.analysis.summary import sum_count
 from engine.analysis.tables import table_records, union_sorted, unique_first
 from engine.reports.nsys import schema
+from engine.system.arrays import distinct
 
 if TYPE_CHECKING:
     from engine.analysis.summary_model import Summary
@@ -34,8 +35,8 @@ __all__ = ["Context", "copy_calls", "nsys_findings", "pinned_ceiling", "pinned_r
 
 
 def _distinct(codes: np.ndarray) -> set[int]:
-    """The distinct values of a column of small non-negative codes."""
-    return set(np.flatnonzero(np.bincount(codes)).tolist()) if len(codes) else set()
+    """The distinct values of a column of codes."""
+    return set(distinct(codes).tolist())
 
 
 def _value_counts(codes: np.ndarray, labels: list[str]) -> list[tuple[str, int]]:

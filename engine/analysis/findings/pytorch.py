@@ -18,6 +18,7 @@ import numpy as np
 
 from engine.analysis.findings.gains import GPU, HOST, gain_from, severity_of
 from engine.analysis.findings.model import Evidence, Finding, Gain, fmt_time
+from engine.system.arrays import distinct
 
 if TYPE_CHECKING:
     from engine.analysis.findings.gains import Context
@@ -158,7 +159,7 @@ def _elementwise_runs(ev: TorchEvents) -> list[list[int]]:
     fwd, bwd = module_keys(ev, ev.cat == MODULE)
     copies = {i for i, t in enumerate(ev.names) if t in _COPY_OPS}
     runs: list[list[int]] = []
-    for s in np.unique(ev.gpu_stream).tolist():
+    for s in distinct(ev.gpu_stream).tolist():
         idx = np.flatnonzero(ev.gpu_stream == s)
         idx = idx[np.argsort(ev.gpu_start[idx], kind="stable")]
         cur: list[int] = []

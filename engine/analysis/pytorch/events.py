@@ -25,6 +25,7 @@ import numpy as np
 
 from engine.analysis.tables import trace_cache
 from engine.reports.kineto_columns import NULL
+from engine.system.arrays import distinct
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -426,7 +427,7 @@ def _innermost_at(ev: TorchEvents, when: npt.NDArray[np.int64],
     """For each (time, thread) the innermost operator or annotation open then (-1: none)."""
     out = np.full(len(when), -1, dtype=np.int64)
     opish = np.flatnonzero((ev.cat == OP) | (ev.cat == ANNOTATION))
-    for t in np.unique(thread[thread >= 0]):
+    for t in distinct(thread[thread >= 0]):
         mine = opish[ev.thread[opish] == t]
         if not len(mine):
             continue

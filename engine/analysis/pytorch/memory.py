@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from engine.analysis.tables import trace_cache
+from engine.system.arrays import distinct
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -129,7 +130,7 @@ def _from_kineto(trace: Any) -> MemoryTimeline:
     dev_of = np.asarray(m["device"])[cuda].astype(np.int64)
     tl = MemoryTimeline("kineto", "PyTorch's caching allocator: allocated = bytes in live tensors, "
                         "reserved = bytes the allocator holds from the driver.")
-    for dev in np.unique(dev_of).tolist():
+    for dev in distinct(dev_of).tolist():
         mine = cuda[dev_of == dev]
         mine = mine[np.argsort(np.asarray(m["ts"])[mine], kind="stable")]
         ts = np.asarray(m["ts"])[mine]
@@ -195,7 +196,7 @@ def from_snapshot(cols: Any) -> MemoryTimeline:
                         "torch.cuda.memory._record_memory_history() before the code to look at, "
                         "then _dump_snapshot().")
     t0 = int(np.min(cols.time_us)) if cols.n else 0
-    for dev in sorted(set(np.unique(cols.device).tolist()) | set(cols.end_reserved)):
+    for dev in sorted(set(distinct(cols.device).tolist()) | set(cols.end_reserved)):
         mine = np.flatnonzero(np.asarray(cols.device) == dev)
         alloc, seg = _deltas(cols, mine)
         allocated = int(cols.end_allocated.get(dev, 0)) - int(alloc.sum()) + np.cumsum(alloc)

@@ -46,6 +46,7 @@ from engine.analysis.ranks.model import (
 from engine.analysis.ranks.straggler import duration_text as _ms
 from engine.analysis.ranks.straggler import find_straggler, pace_row
 from engine.analysis.steps import merged
+from engine.system.arrays import distinct
 from engine.system.errors import ReportError
 
 if TYPE_CHECKING:
@@ -97,7 +98,7 @@ def _keyed(r: RankInput, ops: _Ops) -> tuple[npt.NDArray[np.int64], npt.NDArray[
     order = np.argsort(r.nccl_start, kind="stable")
     code = ops.codes(r.nccl_name)[order] if len(order) else np.zeros(0, dtype=I64)
     k = np.empty(len(order), dtype=I64)
-    for c in np.unique(code).tolist():
+    for c in distinct(code).tolist():
         at = np.flatnonzero(code == c)
         k[at] = np.arange(len(at), dtype=I64)
     return order, code * _KEY + k

@@ -18,6 +18,7 @@ import numpy as np
 
 from engine.analysis.steps import Steps, pid_key, steps_per_process
 from engine.reports.base import decode_global_tid
+from engine.system.arrays import distinct
 from engine.system.errors import ReportError
 
 if TYPE_CHECKING:
@@ -325,7 +326,7 @@ def ranks_of(trace: Trace, *, range_name: str | None = None) -> list[RankInput]:
     api = (trace.columns("api", ["start", "end", "pid", "tid", "nameId"]) if trace.has("api")
            else {c: np.zeros(0, dtype=np.int64) for c in ("start", "end", "pid", "tid", "nameId")})
     api_rows = _rows_of(api["pid"])
-    api_names = {int(u): strings.get(int(u), "") for u in np.unique(api["nameId"])}
+    api_names = {int(u): strings.get(int(u), "") for u in distinct(api["nameId"])}
     steps = {s.pid: s for s in steps_per_process(trace, range_name=range_name)}
     uniq, codes = np.unique(k["nameId"], return_inverse=True)  # a few distinct kernel names
     uniq_names = [strings.get(int(u), "") for u in uniq]

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.reports.trace_columns import NULL
+from engine.system.arrays import distinct
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -122,7 +123,7 @@ def _keys(cols: dict[str, Any]) -> list[tuple[int, int, Any]]:
     up, ip = np.unique(pid, return_inverse=True)
     ud, idv = np.unique(dev, return_inverse=True)
     key = ip.astype(np.int64) * len(ud) + idv
-    return [(int(up[k // len(ud)]), int(ud[k % len(ud)]), key == k) for k in np.unique(key).tolist()]
+    return [(int(up[k // len(ud)]), int(ud[k % len(ud)]), key == k) for k in distinct(key).tolist()]
 
 
 def groups(trace: Trace, window: tuple[int | None, int | None]) -> list[Group]:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from engine.analysis.nsys.stats.catalog import _API_SUFFIX
 from engine.analysis.nsys.stats.group_stats import Groups, grouped, id_groups
 from engine.reports.trace_columns import NULL, NVTX_PUSH_POP, NVTX_START_END
+from engine.system.arrays import distinct
 
 if TYPE_CHECKING:
     import numpy as np
@@ -201,7 +202,7 @@ def _memop_column_groups(trace: Trace, memcpy: dict[str, npt.NDArray[np.int64]] 
     codes, values = [], []
     if memcpy is not None:
         kinds = kind_labels(trace, "copy_kind_labels", "memcpy", [("copyKind", "operation")])
-        present = np.unique(memcpy["copyKind"])
+        present = distinct(memcpy["copyKind"])
         labels += [f"[CUDA memcpy {kinds.get(k, 'Unknown')}]" for k in present.tolist()]
         codes.append(np.searchsorted(present, memcpy["copyKind"]))
         values.append(memcpy[value])

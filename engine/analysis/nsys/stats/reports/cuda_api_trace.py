@@ -27,6 +27,7 @@ from engine.analysis.nsys.stats.rendered import RenderedReport
 from engine.analysis.nsys.stats.table import empty_frame
 from engine.reports.nsys.stats_reads import thread_names
 from engine.reports.trace_columns import NULL
+from engine.system.arrays import distinct
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -116,12 +117,12 @@ def api_trace_rows(trace: Trace) -> ApiTraceRows | None:
     order = np.argsort(cols.column("start"), kind="stable")
     strings = trace.strings()
     name_id = cols.column("nameId")
-    name_ids = np.unique(name_id)
+    name_ids = distinct(name_id)
     named = name_ids[name_ids != NULL]
     names = [_API_SUFFIX.sub("", str(strings.get(int(i), f"<unknown {int(i)}>"))) for i in named.tolist()]
     del name_id
     gtid = cols.column("globalTid")
-    gtids = np.unique(gtid[gtid != NULL]).astype(np.int64)
+    gtids = distinct(gtid[gtid != NULL]).astype(np.int64)
     prio, tname = thread_info(trace)
     gl = gtids.tolist()
     pri = np.array([int(str(prio[g])) if prio.get(g) is not None else NULL for g in gl], np.int64)

@@ -29,6 +29,7 @@ from engine.analysis.nsys.stats.registry import report
 from engine.analysis.nsys.stats.rendered import RenderedReport
 from engine.analysis.nsys.stats.table import empty_frame
 from engine.reports.trace_columns import NULL
+from engine.system.arrays import distinct
 
 if TYPE_CHECKING:
 
@@ -128,13 +129,13 @@ def gpu_trace_rows(trace: Trace) -> GpuTraceRows | None:
     name_lut: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
     if "kernels" in srcs:
         strings = trace.strings()
-        uniq = np.unique(srcs["kernels"].column("nameId"))
+        uniq = distinct(srcs["kernels"].column("nameId"))
         uniq = uniq[uniq != NULL]
         name_lut["kernels"] = (uniq, np.arange(len(uniq), dtype=np.int64))
         labels += [str(strings.get(int(i), "")) for i in uniq.tolist()]
     if "memcpy" in srcs:
         copy_labels = kind_labels(trace, "copy_kind_labels", "memcpy", [("copyKind", "operation")])
-        uniq = np.unique(srcs["memcpy"].column("copyKind"))
+        uniq = distinct(srcs["memcpy"].column("copyKind"))
         name_lut["memcpy"] = (uniq, np.arange(len(uniq), dtype=np.int64) + len(labels))
         labels += [f"[CUDA memcpy {copy_labels.get(int(k), 'Unknown')}]" for k in uniq.tolist()]
     if "memset" in srcs:
@@ -146,7 +147,7 @@ def gpu_trace_rows(trace: Trace) -> GpuTraceRows | None:
                   **mem_labels}
     kind_ids = sorted(mem_labels)
     gpus = _gpu_names(trace)
-    dev_ids = sorted(set().union(*(np.unique(s.column("deviceId")).tolist() for s in srcs.values()))
+    dev_ids = sorted(set().union(*(distinct(s.column("deviceId")).tolist() for s in srcs.values()))
                      - {NULL})
     return GpuTraceRows(srcs, offsets, order, labels, name_lut, kind_ids, [mem_labels[k] for k in kind_ids],
                         np.array(dev_ids, dtype=np.int64),

@@ -30,6 +30,7 @@ from engine.analysis.nsys.stats.registry import report
 from engine.analysis.nsys.stats.rendered import RenderedReport
 from engine.analysis.nsys.stats.table import empty_frame
 from engine.reports.trace_columns import NULL
+from engine.system.arrays import distinct
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -152,7 +153,7 @@ def kern_exec_rows(trace: Trace) -> KernExecRows | None:
 
 def _ids(col: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """The distinct ids of a column, sorted, without :data:`NULL`."""
-    uniq = np.unique(col)
+    uniq = distinct(col)
     out: npt.NDArray[np.int64] = uniq[uniq != NULL].astype(np.int64)
     return out
 
@@ -167,7 +168,7 @@ class Shapes:
 
     def __init__(self, trace: Trace, ks: TraceColumnSource, prefix: str) -> None:
         packed = ks.column(f"{prefix}Shape")
-        self.packed = np.unique(packed).astype(np.int64)
+        self.packed = distinct(packed).astype(np.int64)
         self.codes: npt.NDArray[np.int64] | None = None
         if len(self.packed) and self.packed[0] == NULL:
             dims = trace.columns("kernels", [f"{prefix}{a}" for a in "XYZ"])
