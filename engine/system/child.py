@@ -41,6 +41,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from engine.system import scratch
+
 if TYPE_CHECKING:  # (the child's side imports none of the parent's modules: it starts sooner)
     import subprocess
 
@@ -148,7 +150,6 @@ class Child:
     def __init__(self, module: str, *, what: str, hint: str, args: Sequence[str] = (),
                  env: dict[str, str] | None = None, needs: str | None = None) -> None:
         import subprocess
-        import tempfile
 
         from engine.system.errors import KernelscopeError
 
@@ -159,7 +160,7 @@ class Child:
             if env is None:
                 raise KernelscopeError(f"{what} needs {needs}, which is not installed; {hint}")
             flags = ["-S"]
-        self._tmp = Path(tempfile.mkdtemp(prefix="ks-child-"))
+        self._tmp = scratch.make("ks-child-")  # (a killed parent's folder goes at a later start)
         self._result = self._tmp / "result"
         self._stderr = self._tmp / "stderr.txt"
         try:

@@ -25,6 +25,7 @@ import numpy as np
 
 from engine.analysis.ranks.costs import local_costs
 from engine.analysis.steps import merged
+from engine.system import scratch
 from engine.system.errors import KernelscopeError
 
 if TYPE_CHECKING:
@@ -221,41 +222,21 @@ def _columns_in_memory(trace: object, report_bytes: int) -> Path | None:
     a full tmpfs' end is a SIGBUS): the columns are then read into this process's memory, each time asked.
     A report whose columns are cached already (``kernelscope summary`` ran on it) reads them from there.
     """
-    import tempfile
-
     store = getattr(trace, "column_store", None)
     got = store() if callable(store) else None
     if got is None or not hasattr(got, "cache_dir"):
         return None
-    _sweep_scratch()
     try:
+        scratch.sweep(SCRATCH_PREFIX, SCRATCH)
         st = os.statvfs(SCRATCH)
         if st.f_bavail * st.f_frsize < SCRATCH_ROOM * max(report_bytes, 1 << 20):
             raise OSError("too little room")
-        folder = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=SCRATCH))
+        folder = scratch.make(SCRATCH_PREFIX, SCRATCH)
     except OSError:
         got.cache_dir = None
         return None
     got.cache_dir = folder
     return folder
-
-
-def _sweep_scratch() -> None:
-    """Delete the scratch folders of readers that died before deleting theirs (killed, say)."""
-    try:
-        names = [n for n in os.listdir(SCRATCH) if n.startswith(SCRATCH_PREFIX)]
-    except OSError:
-        return
-    for name in names:
-        pid = name[len(SCRATCH_PREFIX):].split("-", 1)[0]
-        if not pid.isdigit():
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            shutil.rmtree(Path(SCRATCH) / name, ignore_errors=True)
-        except OSError:  # alive (another user's): not ours to delete
-            continue
 
 
 def _read_or_say(path: str, range_name: str | None) -> list[RankInput] | str:

@@ -131,3 +131,31 @@ def test_a_missing_package_or_module_says_so_in_one_sentence():
         run_child("tests.engine.system.no_such_child", {}, what=WHAT, hint=HINT)
     assert str(info.value).startswith("The example's process failed (exit status 1: ")
     assert str(info.value).endswith("No module named tests.engine.system.no_such_child); try again.")
+
+
+def test_a_killed_parents_folder_goes_at_the_next_start(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A parent killed outright leaves its ks-child folder; the next child's start deletes it."""
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "from engine.system.child import Child\n"
+        f"c = Child({CHILD!r}, what='x', hint='y')\n"
+        "print(c._tmp, flush=True)\n"
+        "import time; time.sleep(60)\n")], stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[3])
+    assert parent.stdout is not None
+    left = Path(parent.stdout.readline().strip())
+    assert left.is_dir() and left.parent == tmp_path
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    assert left.is_dir()  # killed: nothing deleted it
+    stranger = tmp_path / "ks-child-notapid"  # a folder whose maker is unknown is left alone
+    stranger.mkdir()
+    assert run_child(CHILD, {"payload": [1]}, what=WHAT, hint=HINT) == b"[1]"
+    assert not left.exists()
+    assert stranger.is_dir()
