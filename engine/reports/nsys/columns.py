@@ -116,6 +116,7 @@ class ColumnStore:
         #: waits for that one instead of scanning the table again)
         self._inflight: dict[tuple[str, str, str], Future[dict[str, npt.NDArray[np.int64]]]] = {}
         self._counts: dict[str, int] = {}  # table -> rows (see row_count)
+        self._pages_ok: dict[str, bool] = {}  # table -> the page reader handles it (see reads_pages)
         self._page_reads = 0  # page reads in flight (see _read_pages)
 
     # -- cache files ---------------------------------------------------------------------------
@@ -160,8 +161,11 @@ class ColumnStore:
         return self._pool
 
     def _connect(self) -> sqlite3.Connection:
-        return sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True,
-                               check_same_thread=False)
+        from engine.reports.nsys.page_exprs import text_hash
+
+        con = sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True, check_same_thread=False)
+        con.create_function("texthash", 1, text_hash, deterministic=True)  # the page reader's form
+        return con
 
     def read_async(self, table: str, exprs: dict[str, str],
                    narrow: frozenset[str] = frozenset()) -> PendingColumns:
@@ -434,6 +438,24 @@ class ColumnStore:
                 con.close()
 
         _fan_out(work, n_threads, errors)
+
+    def reads_pages(self, table: str) -> bool:
+        """True when the page reader handles ``table`` (its B-tree walks; no WAL beside the file).
+
+        Whole columns are then cheaper than SQLite's filtered scans, and a filter is a mask over
+        them (``column_reads``). Kept per table. ``KERNELSCOPE_SQLITE_PAGES=0`` makes it False.
+        """
+        from engine.reports.nsys.pages import leaf_count
+
+        if os.environ.get("KERNELSCOPE_SQLITE_PAGES", "1") == "0":
+            return False
+        with self._lock:
+            known = self._pages_ok.get(table)
+        if known is None:
+            known = leaf_count(self.path, table) is not None
+            with self._lock:
+                self._pages_ok[table] = known
+        return known
 
     def row_count(self, table: str) -> int:
         """Rows of ``table``, counted once per store (from the leaf pages' headers when it can).

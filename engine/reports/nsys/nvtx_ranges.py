@@ -10,6 +10,11 @@ Two questions about the ``NVTX_EVENTS`` table, each answered in SQLite over inte
 * :func:`range_columns`: the closed push/pop and start/end ranges (the ``"ranges"`` filter) with
   their columns and name codes in one read.
 
+Where the page reader handles the table, both group the rows from the pages instead
+(:mod:`engine.reports.nsys.nvtx_groups`: each text as a hash, no text read but one per group) and
+the filtered columns are a mask over whole cached columns; SQLite's grouping is what is left
+where it does not.
+
 Texts are resolved as the ``nvtx`` table resolves them: the StringIds text of ``textId`` where it
 resolves, else the inline ``text``; domain names come from the domain-create events.
 """
@@ -21,6 +26,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from engine.reports.nsys import schema
+from engine.reports.nsys.nvtx_groups import grouped
 from engine.reports.trace_columns import FILTERS, Where
 
 if TYPE_CHECKING:
@@ -62,15 +68,21 @@ def range_columns(trace: ExportSource, names: Sequence[str]) -> tuple[
     text_id = '"textId"' if "textId" in have else "NULL"
     where = schema.where_sql("nvtx", FILTERS["nvtx"]["ranges"], have)
     exprs = {"rowid": "rowid", **{n: schema.column_sql("nvtx", n, have) for n in names}}
+    s = trace.strings()
+
+    def resolved(tid: Any, txt: Any) -> Any:  # the text of a textId when it resolves, else the text
+        return s[tid] if tid is not None and tid in s else txt
+
     try:
+        domains = _domains(trace, text_id, resolved)
+        hashed = grouped(trace, FILTERS["nvtx"]["ranges"])  # from the pages, where they tell
+        if hashed is not None:
+            code, found = hashed
+            cols = trace.columns("nvtx", list(names), where="ranges")
+            return cols, code, [(domains.get(d, "") if d is not None else "", resolved(tid, txt))
+                                for d, tid, txt in found]
         keys = trace.rows(f'SELECT DISTINCT "domainId", {text_id}, "text" FROM {t} WHERE {where} '
                           f"LIMIT {_FEW_GROUPS + 1}")
-        s = trace.strings()
-
-        def resolved(tid: Any, txt: Any) -> Any:  # the text of a textId when it resolves, else the text
-            return s[tid] if tid is not None and tid in s else txt
-
-        domains = _domains(trace, text_id, resolved)
         coded = len(keys) <= _FEW_GROUPS and all(_literal(v) is not None for k in keys for v in k)
         if coded:
             exprs["group"] = _group_case(keys, text_id)
@@ -131,7 +143,7 @@ def range_names(trace: ExportSource, where: Where | None, *, domain_by_text: boo
         domains = {d: (by_text if domain_by_text else resolved)(tid, txt)
                    for d, tid, txt in created if d is not None}
         for _attempt in range(2):  # a second try where the table changed between the reads
-            got = _grouped_codes(trace, t, cond, (dom, text_id, text))
+            got = grouped(trace, where) or _grouped_codes(trace, t, cond, (dom, text_id, text))
             if got is not None:
                 break
         else:

@@ -45,8 +45,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.reports.nsys.npy_file import NpyFile as NpyFile  # re-exported: the cache writes through it
+from engine.reports.nsys.page_exprs import M1, M2, ROWID, SEED, evaluate
 from engine.reports.nsys.page_exprs import Unsupported as Unsupported  # re-exported
-from engine.reports.nsys.page_exprs import evaluate
 from engine.reports.nsys.page_exprs import parse_expr as parse_expr  # re-exported
 
 if TYPE_CHECKING:
@@ -233,12 +233,16 @@ class _Reader:
 
         parsed = {name: parse_expr(e) for name, e in exprs.items()}
         want = sorted({c.lower() for _f, cols, _n in parsed.values() for c in cols})
+        hashed = frozenset(cols[0].lower() for f, cols, _n in parsed.values() if f == "hash")
+        if hashed & {c.lower() for f, cols, _n in parsed.values() if f != "hash" for c in cols}:
+            raise Unsupported("a column read both as integers and as text hashes")
+        rowid = any(f == "rowid" for f, _c, _n in parsed.values())
         for c in want:
             if c not in self.columns:
                 raise Unsupported(f"no column {c}")
             if c == self.alias:
                 raise Unsupported(f"{c} is the rowid")
-        if not want:
+        if not want and not rowid:
             raise Unsupported("no column read")
         idx = {c: self.columns.index(c) for c in want}
         leaves, counts = self.layout()
@@ -257,7 +261,7 @@ class _Reader:
                 try:
                     for j in range(k, len(batches), n_threads):
                         a, b = batches[j]
-                        got = self._batch(leaves[a:b], counts[a:b], idx)
+                        got = self._batch(leaves[a:b], counts[a:b], idx, hashed, rowid)
                         lo, hi = int(starts[a]), int(starts[b])
                         for name, v in evaluate(parsed, got, null).items():
                             if out[name].dtype == np.int32 and len(v) and (
@@ -343,13 +347,17 @@ class _Reader:
                           strides=(1,))
         return view[pos].view(np.uint8).reshape(len(pos), width)
 
-    def _batch(self, leaves: Ints, counts: Ints,
-               idx: dict[str, int]) -> dict[str, tuple[Ints, npt.NDArray[np.bool_] | None]]:
+    def _batch(self, leaves: Ints, counts: Ints, idx: dict[str, int], hashed: frozenset[str] = frozenset(),
+               rowid: bool = False) -> dict[str, tuple[Ints, npt.NDArray[np.bool_] | None]]:
+        """The raw columns ``idx`` of the cells of ``leaves`` (``hashed``: as text hashes).
+
+        With ``rowid``, the rows' ids too, as :data:`ROWID`.
+        """
         import numpy as np
 
         n = int(counts.sum())
         if n == 0:
-            return {c: (np.zeros(0, dtype=np.int64), None) for c in idx}
+            return {c: (np.zeros(0, dtype=np.int64), None) for c in [*idx, *([ROWID] if rowid else [])]}
         local, offs = self._load(leaves)
         head = offs + np.where(leaves == 1, 100, 0)
         if (local[head] != 0x0D).any() or not np.array_equal(
@@ -380,8 +388,12 @@ class _Reader:
         if (size > room).any():
             raise Unsupported("a cell past the end of its page")
         self._hint = min(int(size.max()) + 7 & ~7, _WIDE)  # the next batch looks alike
+        ids: dict[str, tuple[Ints, npt.NDArray[np.bool_] | None]] = (
+            {ROWID: (_rowids(rows, p1, p2), None)} if rowid else {})
+        if not idx:
+            return ids
         if int(size.max()) <= width:
-            return self._parse(rows, rec_at, p3 - p2, payload, idx)
+            return {**self._parse(rows, rec_at, p3 - p2, payload, idx, hashed), **ids}
         out: dict[str, tuple[Ints, npt.NDArray[np.bool_] | None]] = {
             c: (np.empty(n, dtype=np.int64), np.zeros(n, dtype=bool)) for c in idx}
         fits = size <= width
@@ -389,15 +401,16 @@ class _Reader:
             if not len(sel):
                 continue
             src = self._windows(local, cell[sel], int(size[sel].max()) + 8) if wide else rows[sel]
-            got = self._parse(src, rec_at[sel], (p3 - p2)[sel], payload[sel], idx)
+            got = self._parse(src, rec_at[sel], (p3 - p2)[sel], payload[sel], idx, hashed)
             for c, (vals, isnull) in got.items():
                 out[c][0][sel] = vals
                 if isnull is not None:
                     out[c][1][sel] = isnull  # type: ignore[index]
-        return out
+        return {**out, **ids}
 
     def _parse(self, rows: npt.NDArray[np.uint8], rec_at: Ints, l3: Ints, payload: Ints,
-               idx: dict[str, int]) -> dict[str, tuple[Ints, npt.NDArray[np.bool_] | None]]:
+               idx: dict[str, int], hashed: frozenset[str] = frozenset(),
+               ) -> dict[str, tuple[Ints, npt.NDArray[np.bool_] | None]]:
         """The wanted columns of cells copied one per row (the record starts at ``rec_at``)."""
         import numpy as np
 
@@ -450,6 +463,11 @@ class _Reader:
         for c, j in idx.items():
             t = types[j]
             at = body + offsets[j]
+            if c in hashed:
+                if ((t > 0) & (t < 12)).any():
+                    raise Unsupported(f"a number in the text column {c}")
+                out[c] = (_text_hashes(words, at, sizes[j].astype(np.int64), t), t == 0)
+                continue
             lo, hi = int(t.min()), int(t.max())
             if lo == hi and 1 <= lo <= 6:  # one integer width in the whole batch
                 out[c] = (words[at].astype(np.int64) >> (64 - 8 * int(lut[lo])), None)
@@ -488,6 +506,47 @@ def _varint(raw: bytes, p: int) -> tuple[int, int]:
         if b < 0x80:
             return v, p + k + 1
     raise AssertionError  # unreachable
+
+
+def _rowids(rows: npt.NDArray[np.uint8], p1: Ints, p2: Ints) -> Ints:
+    """The second varint of each row (bytes ``p1 + 1`` to ``p2``: the rowid; at most 7 bytes here)."""
+    import numpy as np
+
+    v = np.zeros(len(rows), dtype=np.int64)
+    for i in range(1, 8):
+        inside = (p1 < i) & (i <= p2)
+        if inside.any():
+            v = np.where(inside, (v << 7) | (rows[:, i] & 0x7F).astype(np.int64), v)
+    return v
+
+
+def _mixed(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """splitmix64's finaliser of each value (the text hash's mixing step)."""
+    import numpy as np
+
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(M1)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(M2)
+    out: npt.NDArray[np.uint64] = x ^ (x >> np.uint64(31))
+    return out
+
+
+def _text_hashes(words: npt.NDArray[Any], at: Ints, size: Ints, types: npt.NDArray[np.uint8]) -> Ints:
+    """``page_exprs.text_hash`` of each row's value (``size`` bytes from ``at``), 8 bytes at a time.
+
+    ``words`` is a big-endian word at every byte; a row's last word keeps only its own bytes.
+    """
+    import numpy as np
+
+    masks = np.array([0] + [((1 << (8 * r)) - 1) << (64 - 8 * r) for r in range(1, 9)], dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        h = _mixed(size.astype(np.uint64) * np.uint64(SEED) + (types & 1).astype(np.uint64))
+        top = len(words) - 1
+        for k in range(0, int(size.max(initial=0)), 8):
+            left = np.clip(size - k, 0, 8)
+            w = words[np.minimum(at + k, top)].astype(np.int64).view(np.uint64) & masks[left]
+            h = np.where(left > 0, _mixed(h ^ w), h)
+    out: Ints = (h >> np.uint64(1)).astype(np.int64)
+    return out
 
 
 def _varint_ends(rows: npt.NDArray[np.uint8]) -> tuple[Ints, Ints, Ints]:

@@ -20,6 +20,7 @@ import pytest
 
 from engine.reports.nsys import columns
 from engine.reports.nsys.columns import NULL, ColumnStore
+from engine.reports.nsys.page_exprs import text_hash
 from engine.reports.nsys.pages import Unsupported, count_rows, parse_expr, read_columns
 from tests.conftest import NSYS_DIR
 
@@ -229,8 +230,8 @@ def test_what_it_does_not_read_goes_back_to_sqlite(tmp_path: Path, case: str) ->
 
 
 def test_unsupported_expressions_and_missing_tables(tmp_path: Path) -> None:
-    for e in ['"a" + "b"', 'CASE WHEN "a" IS NULL THEN 1 END', '"a" % 0', "rowid", "coalesce()",
-              'coalesce("a", 3)']:
+    for e in ['"a" + "b"', 'CASE WHEN "a" IS NULL THEN 1 END', '"a" % 0', "rowid + 1", "coalesce()",
+              'coalesce("a", 3)', 'texthash("a", "b")']:
         with pytest.raises(Unsupported):
             parse_expr(e)
     db = _make(tmp_path, "m.sqlite", "CREATE TABLE T (a INTEGER)", [(1,)])
@@ -366,3 +367,37 @@ def test_closing_a_reader_while_a_view_of_its_map_lives_never_raises() -> None:
     assert reader.mm.closed
     assert count_rows(path, "StringIds") == sqlite3.connect(path).execute(
         "SELECT count(*) FROM StringIds").fetchone()[0]
+
+
+def test_rowids_and_text_hashes_are_the_same_from_the_pages_and_from_sqlite(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``rowid`` and ``texthash("col")``: what a range's name is grouped by, without reading it as text.
+
+    Texts short and long (a second, wider pass), UTF-8, blobs, NULLs and rowid gaps; the same
+    values through SQLite (its ``texthash`` function) and equal hashes exactly for equal values.
+    """
+    texts = ["", "x", "step", "ProfilerStep#12", "ProfilerStep#13", "a" * 7, "a" * 8, "a" * 9,
+             "ü-unicode", "long " * 300, None, b"blob", b"blob\x00"]
+    rows = [(i % 97, texts[(i * 7) % len(texts)], i) for i in range(6000)]
+    db = _make(tmp_path, "t.sqlite", "CREATE TABLE T (a INTEGER, text TEXT, b INTEGER)", rows,
+               then=["DELETE FROM T WHERE b % 7 = 3"])
+    exprs = {"h": 'texthash("text")', "r": "rowid", "a": '"a"'}
+    got = read_columns(db, "T", exprs, NULL)
+    assert got is not None
+    con = sqlite3.connect(db)
+    want = con.execute("SELECT rowid, a, text FROM T ORDER BY rowid").fetchall()
+    con.close()
+    assert got["r"].tolist() == [w[0] for w in want]
+    assert got["a"].tolist() == [w[1] for w in want]
+    assert got["h"].tolist() == [NULL if w[2] is None else text_hash(w[2]) for w in want]
+    by_text: dict[object, set[int]] = {}
+    for w, h in zip(want, got["h"].tolist(), strict=True):
+        by_text.setdefault(w[2], set()).add(h)
+    assert all(len(v) == 1 for v in by_text.values())
+    assert len({next(iter(v)) for v in by_text.values()}) == len(by_text) == len(texts)
+    monkeypatch.setenv("KERNELSCOPE_SQLITE_PAGES", "0")
+    sql = ColumnStore(db, tmp_path / "cols").read("T", exprs)
+    assert {k: v.tolist() for k, v in sql.items()} == {k: v.tolist() for k, v in got.items()}
+    with pytest.raises(Unsupported):
+        text_hash(5)  # SQLite compares numbers as numbers: not this reader's to hash
+    assert read_columns(db, "T", {"h": 'texthash("a")'}, NULL) is None

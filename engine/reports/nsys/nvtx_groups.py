@@ -1,0 +1,159 @@
+"""NVTX rows grouped by (domain id, text id, text) from the file's pages, without reading a text.
+
+A range's name is its text (inline, or a registered string's id) in its domain. SQLite groups
+20M rows by text slowly (a DISTINCT scan, then a CASE per row or a list of row ids per group); the
+page reader gives each row's text as a 63-bit hash instead (``texthash("text")``, kept in the
+columnar cache), so the grouping is numpy's and pandas' work over three integer columns:
+
+    got = grouped(trace, where)    # (each row's group, the groups' (domain id, text id, text)) or None
+
+Groups are numbered in the order of their first row (SQLite's DISTINCT order). Each group's
+values are read back from SQLite at its first row, and its hash checked against the text read:
+a mismatch (the file changed) gives None, and so does a table the page reader does not handle,
+an export without these columns or a filter with a semi-join; the caller groups in SQLite then.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import TYPE_CHECKING, Any
+
+from engine.reports.nsys import schema
+from engine.reports.nsys.page_exprs import M1, M2, SEED, Unsupported, text_hash
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from engine.reports.nsys.export_source import ExportSource
+    from engine.reports.trace_columns import Where
+
+    Ints = npt.NDArray[np.int64]
+
+#: the key columns' cache names and page-reader expressions
+_KEYS = {"domainId": '"domainId"', "textId": '"textId"', "text#hash": 'texthash("text")'}
+#: row ids asked of SQLite per statement
+_IDS_PER_QUERY = 500
+#: up to this many distinct names, each row's is searched among them (else a stable sort numbers them)
+_SEARCHED = 1 << 16
+
+
+def grouped(trace: ExportSource, where: Where | None) -> tuple[Ints, list[tuple[Any, Any, Any]]] | None:
+    """Each row's group (row for row with ``trace.columns("nvtx", ..., where=where)``) and the groups.
+
+    A group is (domain id, text id, text) as the export stores them (None for NULL). None where
+    the pages cannot tell (see the module docstring).
+    """
+    import numpy as np
+
+    t = schema.NVTX
+    if not trace.has_sqlite_table(t) or not {"domainId", "textId", "text"} <= set(trace.column_names(t)):
+        return None
+    store = trace.column_store()
+    if not store.reads_pages(t) or (where is not None and any(c.op == "in table" for c in where.clauses)):
+        return None
+    try:
+        cols = store.read(t, _KEYS)
+    except sqlite3.Error:
+        return None
+    rows = None
+    if where is not None and where.clauses:
+        rows = np.flatnonzero(where.mask(trace.columns("nvtx", list(where.needs))))
+    key = _combined(cols, rows)
+    code, first = _first_seen_codes(key)
+    at = first if rows is None else rows[first]
+    groups = _read_back(trace, store.row_count(t), at, cols)
+    return None if groups is None else (code, groups)
+
+
+def _combined(cols: dict[str, Ints], rows: Ints | None) -> npt.NDArray[np.uint64]:
+    """One 64-bit key per row from its domain id, text id and text hash (mixed, then xor-ed)."""
+    import numpy as np
+
+    from engine.reports.nsys.column_reads import gather
+
+    def part(name: str, salt: int) -> npt.NDArray[np.uint64]:
+        v = cols[name] if rows is None else gather(cols[name], rows)
+        x = np.asarray(v, dtype=np.int64).view(np.uint64) + np.uint64(salt)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(M1)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(M2)
+        out: npt.NDArray[np.uint64] = x ^ (x >> np.uint64(31))
+        return out
+
+    with np.errstate(over="ignore"):
+        key = part("text#hash", 0)
+        key ^= part("domainId", SEED)
+        key ^= part("textId", SEED * 3 & (1 << 64) - 1)
+    return key
+
+
+def _first_seen_codes(key: npt.NDArray[np.uint64]) -> tuple[Ints, Ints]:
+    """(each row's code, numbered in the order first seen; the row where each code is first seen).
+
+    Few distinct keys (the usual names): each row's place among them is searched; many: one
+    stable sort numbers them.
+    """
+    import numpy as np
+
+    n = len(key)
+    if not n:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    s = np.sort(key)
+    new = np.empty(n, dtype=bool)
+    new[0] = True
+    np.not_equal(s[1:], s[:-1], out=new[1:])
+    uniq = s[new]
+    if len(uniq) <= _SEARCHED:
+        by_value = np.searchsorted(uniq, key).astype(np.int64)
+    else:
+        order = np.argsort(key, kind="stable")
+        by_value = np.empty(n, dtype=np.int64)
+        by_value[order] = np.cumsum(new) - 1
+    first = np.full(len(uniq), n, dtype=np.int64)
+    np.minimum.at(first, by_value, np.arange(n, dtype=np.int64))
+    seen = np.argsort(first, kind="stable")
+    rank = np.empty(len(uniq), dtype=np.int64)
+    rank[seen] = np.arange(len(uniq), dtype=np.int64)
+    return rank[by_value], first[seen]
+
+
+def _read_back(trace: ExportSource, n_rows: int, at: Ints,
+               cols: dict[str, Ints]) -> list[tuple[Any, Any, Any]] | None:
+    """Each group's (domain id, text id, text) read from SQLite at its first row (table position).
+
+    None when a row's values are not the ones its key was made of (the file changed, say).
+    """
+    import numpy as np
+
+    from engine.reports.trace_columns import NULL
+
+    t = schema.NVTX
+    (first_id, last_id), = trace.rows(f"SELECT min(rowid), max(rowid) FROM {t}")
+    if not isinstance(first_id, int) or not isinstance(last_id, int):
+        return [] if not len(at) else None
+    if last_id - first_id + 1 == n_rows:  # no gaps: the rowid of a position is known
+        ids = (at + first_id).tolist()
+    else:
+        ids = np.asarray(trace.column_store().read(t, {"rowid": "rowid"})["rowid"])[at].tolist()
+    got: dict[int, tuple[Any, Any, Any]] = {}
+    for k in range(0, len(ids), _IDS_PER_QUERY):
+        part = ids[k:k + _IDS_PER_QUERY]
+        for rid, d, tid, txt in trace.rows(
+                f'SELECT rowid, "domainId", "textId", "text" FROM {t} WHERE rowid IN '
+                f"({', '.join('?' * len(part))})", tuple(part)):
+            got[int(rid)] = (d, tid, txt)  # type: ignore[call-overload]
+    out = []
+    for rid, pos in zip(ids, at.tolist(), strict=True):
+        vals = got.get(int(rid))
+        if vals is None:
+            return None
+        d, tid, txt = vals
+        try:
+            h = text_hash(txt)
+        except Unsupported:
+            return None
+        if ((NULL if d is None else d), (NULL if tid is None else tid), (NULL if h is None else h)) != (
+                int(cols["domainId"][pos]), int(cols["textId"][pos]), int(cols["text#hash"][pos])):
+            return None
+        out.append(vals)
+    return out
