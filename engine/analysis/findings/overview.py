@@ -89,13 +89,18 @@ def _pid_of(f: Finding, default: str) -> str:
 def overview(trace: Trace, *, range_name: str | None = None, reference: Trace | None = None
              ) -> tuple[Summary, list[Finding]]:
     """The summary (with its top findings) and every finding of an open trace."""
-    from engine.analysis.findings.overview_store import RELEASE_PERIOD_S, PageReleaser
+    from engine.analysis.findings.overview_store import (
+        HEAP_BUDGET,
+        RELEASE_BUDGET,
+        RELEASE_PERIOD_S,
+        PageReleaser,
+    )
     from engine.analysis.summary import summarize
     from engine.analysis.tables import move_trace_tables
 
     # the pages of the mapped columns and arrays read so far leave this process's resident size as it
     # goes (they stay in the OS's cache): a 10M-kernel report maps gigabytes of them
-    with PageReleaser(RELEASE_PERIOD_S):
+    with PageReleaser(RELEASE_PERIOD_S, RELEASE_BUDGET, HEAP_BUDGET):
         s = summarize(trace, range_name=range_name)
         move_trace_tables(trace)  # what the summary built lazily leaves the heap before the rules run
         found = findings_for_trace(trace, s, reference=reference)

@@ -25,7 +25,8 @@ def handle(request: dict[str, Any], progress: Callable[[str], None]) -> bytes:
     try:
         progress("computing the summary and the findings")
         # the columns it maps would count in this process's RSS once read: handed back as it goes
-        with overview_store.PageReleaser(overview_store.RELEASE_PERIOD_S):
+        with overview_store.PageReleaser(overview_store.RELEASE_PERIOD_S, overview_store.RELEASE_BUDGET,
+                                          overview_store.HEAP_BUDGET):
             result = overview(trace, range_name=request.get("range"))
     finally:
         trace.close()

@@ -15,30 +15,17 @@ children started meanwhile get an environment without the variable.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 from collections.abc import Iterator
-from typing import Any
 
-#: glibc's mallopt parameters
-M_TRIM_THRESHOLD = -1
-M_MMAP_THRESHOLD = -3
+from engine.system.heap import DEFAULT_MMAP_THRESHOLD, M_MMAP_THRESHOLD, M_TRIM_THRESHOLD
+from engine.system.heap import libc as _libc
+
 #: the variable Dask's nanny sets for its workers (``distributed.nanny.pre-spawn-environ``)
 VARIABLE = "MALLOC_TRIM_THRESHOLD_"
 #: during a read: arrays up to this size from the heap (glibc's largest), a free top kept up to the other
 READ_MMAP_THRESHOLD = 32 << 20
 READ_TRIM_THRESHOLD = 256 << 20
-#: glibc's mmap threshold where the trim threshold is set (it is not raised then)
-DEFAULT_MMAP_THRESHOLD = 128 << 10
-
-
-def _libc() -> Any:
-    """The C library when it is glibc (mallopt, malloc_trim), else None."""
-    try:
-        lib = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return None
-    return lib if hasattr(lib, "mallopt") and hasattr(lib, "malloc_trim") else None
 
 
 @contextlib.contextmanager
