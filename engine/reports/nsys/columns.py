@@ -50,6 +50,8 @@ CHUNK_ROWS = 1_000_000
 #: 1 at a time of 69M); the page reader writes into the cache files: every column in one scan
 _SQL_PASS_VALUES = 130_000_000
 _FORMAT = "1"  # bump when the files' meaning changes
+#: a table's first and last rowid: two lookups (``min(rowid), max(rowid)`` in one SELECT scans it all)
+_ROWID_SPAN = "SELECT (SELECT min(rowid) FROM {table}), (SELECT max(rowid) FROM {table})"
 
 
 def _file_key(path: Path) -> str:
@@ -266,7 +268,7 @@ class ColumnStore:
 
         con = self._connect()
         try:
-            first, last = con.execute(f"SELECT min(rowid), max(rowid) FROM {table}").fetchone()
+            first, last = con.execute(_ROWID_SPAN.format(table=table)).fetchone()
             if first is None:
                 for name in exprs:
                     out[name] = np.zeros(0, dtype=np.int64)
@@ -503,7 +505,7 @@ class ColumnStore:
             return {k: v for k, v in out.items() if v is not None}
         con = self._connect()
         try:
-            first, last = con.execute(f"SELECT min(rowid), max(rowid) FROM {table}").fetchone()
+            first, last = con.execute(_ROWID_SPAN.format(table=table)).fetchone()
         finally:
             con.close()
         if first is None:

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from engine.reports.nsys import schema
-from engine.reports.nsys.nvtx_groups import grouped
+from engine.reports.nsys.nvtx_groups import grouped, rows_of_type
 from engine.reports.trace_columns import FILTERS, Where
 
 if TYPE_CHECKING:
@@ -40,8 +40,10 @@ _FEW_GROUPS = 64
 
 
 def _domains(trace: ExportSource, text_id: str, resolved: Any) -> dict[Any, Any]:
-    created = trace.rows(f'SELECT "domainId", {text_id}, "text" FROM {schema.NVTX} '
-                         f'WHERE "eventType" = {schema.NVTX_DOMAIN_CREATE}')
+    created = rows_of_type(trace, schema.NVTX_DOMAIN_CREATE, ('"domainId"', text_id, '"text"'))
+    if created is None:
+        created = trace.rows(f'SELECT "domainId", {text_id}, "text" FROM {schema.NVTX} '
+                             f'WHERE "eventType" = {schema.NVTX_DOMAIN_CREATE}')
     domains: dict[Any, Any] = {}
     for d, tid, txt in created:  # the last domain-create event of an id wins, as dict(zip()) gives
         if d is not None:  # a NULL id names no domain (NaN never equals NaN in the table path)
@@ -138,8 +140,10 @@ def range_names(trace: ExportSource, where: Where | None, *, domain_by_text: boo
         return txt if txt is not None else s.get(tid) if tid is not None else None
 
     try:
-        created = trace.rows(f"SELECT {dom}, {text_id}, {text} FROM {t} "
-                             f'WHERE "eventType" = {schema.NVTX_DOMAIN_CREATE}')
+        created = rows_of_type(trace, schema.NVTX_DOMAIN_CREATE, (dom, text_id, text))
+        if created is None:
+            created = trace.rows(f"SELECT {dom}, {text_id}, {text} FROM {t} "
+                                 f'WHERE "eventType" = {schema.NVTX_DOMAIN_CREATE}')
         domains = {d: (by_text if domain_by_text else resolved)(tid, txt)
                    for d, tid, txt in created if d is not None}
         for _attempt in range(2):  # a second try where the table changed between the reads
