@@ -198,31 +198,37 @@ class _Reader:
         return (pg - 1) * self.page + (100 if pg == 1 else 0)
 
     def leaves(self) -> Ints:
-        """The table's leaf pages, in rowid order (interior pages walked level by level)."""
+        """The table's leaf pages, in rowid order (interior pages walked a whole level at a time)."""
         import numpy as np
 
-        level = [self.root]
+        level = np.array([self.root], dtype=np.int64)
         for _depth in range(64):
+            if int(level.min()) < 1 or int(level.max()) > self.n_pages:
+                raise Unsupported("a page outside the file")
+            start = (level - 1) * self.page
+            off = start + np.where(level == 1, 100, 0)
             # a B-tree is balanced: a level of leaves is known by its first page (every leaf's
             # type is checked as its cells are counted, without touching them here)
-            if self.mm[self._page_off(level[0])] == 0x0D:
-                return np.array(level, dtype=np.int64)
-            kinds = {self.mm[self._page_off(pg)] for pg in level}
-            if kinds != {0x05}:
-                raise Unsupported(f"page types {sorted(kinds)} in one B-tree level")
-            nxt: list[int] = []
-            for pg in level:
-                off = self._page_off(pg)
-                n = int.from_bytes(self.mm[off + 3:off + 5], "big")
-                start = (pg - 1) * self.page
-                ptrs = np.frombuffer(self.mm[off + 12:off + 12 + 2 * n], dtype=">u2")  # a copy: no export
-                cells = ptrs.astype(np.int64) + start
-                if n and (cells.min() < off + 12 or cells.max() + 4 > start + self.page):
-                    raise Unsupported("a cell outside its page")
-                kids = np.frombuffer(self.buf[np.add.outer(cells, np.arange(4))].tobytes(),
-                                     dtype=">u4")
-                nxt.extend(kids.tolist())
-                nxt.append(int.from_bytes(self.mm[off + 8:off + 12], "big"))
+            if self.buf[off[0]] == 0x0D:
+                return level
+            if (self.buf[off] != 0x05).any():
+                raise Unsupported("a B-tree level of pages that are not all interior pages")
+            n = (self.buf[off + 3].astype(np.int64) << 8) | self.buf[off + 4]
+            total = int(n.sum())
+            # each page's cell pointers (2 bytes each from its 12th byte), all pages at once
+            first = np.repeat(np.cumsum(n) - n, n)
+            ptr_at = np.repeat(off + 12, n) + 2 * (np.arange(total, dtype=np.int64) - first)
+            cells = np.repeat(start, n) + ((self.buf[ptr_at].astype(np.int64) << 8) | self.buf[ptr_at + 1])
+            if total and ((cells < np.repeat(off + 12, n)).any()
+                          or (cells + 4 > np.repeat(start + self.page, n)).any()):
+                raise Unsupported("a cell outside its page")
+            # each page's children in order (a cell's first 4 bytes), then its right-most child
+            nxt = np.empty(total + len(level), dtype=np.int64)
+            right_at = np.cumsum(n + 1) - 1
+            is_kid = np.ones(len(nxt), dtype=bool)
+            is_kid[right_at] = False
+            nxt[is_kid] = _u32(self.buf, cells)
+            nxt[right_at] = _u32(self.buf, off + 8)
             level = nxt
         raise Unsupported("B-tree deeper than 64 levels")
 
@@ -506,6 +512,14 @@ def _varint(raw: bytes, p: int) -> tuple[int, int]:
         if b < 0x80:
             return v, p + k + 1
     raise AssertionError  # unreachable
+
+
+def _u32(buf: npt.NDArray[np.uint8], at: Ints) -> Ints:
+    """The big-endian 4-byte unsigned integers at byte positions ``at`` of ``buf``."""
+    import numpy as np
+
+    return ((buf[at].astype(np.int64) << 24) | (buf[at + 1].astype(np.int64) << 16)
+            | (buf[at + 2].astype(np.int64) << 8) | buf[at + 3])
 
 
 def _rowids(rows: npt.NDArray[np.uint8], p1: Ints, p2: Ints) -> Ints:
