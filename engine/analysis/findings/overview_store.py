@@ -218,7 +218,7 @@ RELEASE_BUDGET = 320 << 20
 #: seconds between two looks at those pages
 LOOK_S = 0.02
 #: the resident size past which the kept heap's free pages are handed back, at most every TRIM_S
-HEAP_BUDGET = 1500 << 20
+HEAP_BUDGET = 1300 << 20
 TRIM_S = 0.1
 #: the name the page releaser had (engine.analysis.findings.overview imports it so)
 _Releaser = PageReleaser
