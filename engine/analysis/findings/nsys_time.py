@@ -47,6 +47,14 @@ def _idle_in(ctx: Context, a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -
     return window, max(window - busy, 0)
 
 
+def _steady_idle(ctx: Context) -> tuple[int, int]:
+    """:func:`_idle_in` of the steady steps (``ctx.steady_busy``: computed once for every rule)."""
+    assert ctx.steps is not None
+    a, b = ctx.steps.window(steady_only=True)
+    window = int((b - a).sum()) if len(a) else 0
+    return window, max(window - int(ctx.steady_busy().sum()), 0)
+
+
 def _graph_launches(names: tuple[str, ...]) -> npt.NDArray[np.bool_]:
     """Which call names are graph launches (by name code; one False after them for "no name": -1)."""
     return np.array(["GraphLaunch" in n for n in names] + [False], dtype=bool)
@@ -136,7 +144,7 @@ def _idle_causes(ctx: Context) -> dict[str, int] | None:
     if code < 0:
         return None
     a, b = ctx.steps.window(steady_only=True)
-    window, idle = _idle_in(ctx, a, b)
+    window, idle = _steady_idle(ctx)
     if not idle:
         return {"idle": 0, "sync": 0, "host": 0, "launch": 0, "other": 0, "window": window}
     names = calls.names
@@ -252,7 +260,7 @@ def rule_launch_bound(ctx: Context) -> list[Finding]:
     causes = idle_causes(ctx)
     if ctx.steps is not None and ctx.n_steady:
         a, b = ctx.steps.window(steady_only=True)
-        window, idle = _idle_in(ctx, a, b)
+        window, idle = _steady_idle(ctx)
         # what a CUDA graph removes: the GPU idle while the host launches (its launch calls and the
         # Python between them), at least the launch calls' excess over their kernels
         launching = causes["launch"] if causes else 0
@@ -365,7 +373,7 @@ def _idle_window(ctx: Context) -> tuple[int, int, str, str, int, int] | None:
         return None
     if ctx.steps is not None and ctx.n_steady:
         a, b = ctx.steps.window(steady_only=True)
-        window, idle = _idle_in(ctx, a, b)
+        window, idle = _steady_idle(ctx)
         where = f"the {ctx.n_steady} steady steps of {ctx.steps.range_name}"
         source = (f"{schema.NVTX} (steady steps)" if ctx.steps.method == "nvtx"
                   else f"steady steps ({'the GPU' if ctx.steps.method == 'gpu' else 'the GPU and NVTX'})")
