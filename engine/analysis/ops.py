@@ -21,6 +21,7 @@ from engine.analysis.tables import (
     blocks_sorted,
     disjoint_sorted,
     match_first_counted,
+    narrowed,
     pid_keys,
     trace_cache,
 )
@@ -256,6 +257,9 @@ class GpuOps:
                 a, b = runs[p]
                 at = np.arange(len(cid)) if one else np.flatnonzero(code == p)
                 want = cid if one else cid[at]
+                a, b = narrowed(ccorr, a, b, want)  # the part of the run the chunk's ids fall in
+                if a == b:
+                    continue
                 run = ccorr[a:b]
                 j = np.minimum(np.searchsorted(run, want), b - a - 1)
                 hit = run[j] == want

@@ -165,7 +165,11 @@ def busy_between(block_starts: np.ndarray, block_ends: np.ndarray, a: np.ndarray
 
     def f(t: np.ndarray) -> np.ndarray:  # busy time before t
         t = np.asarray(t, dtype=np.int64)
-        i = np.searchsorted(bs, t, side="right")  # blocks that start at or before t
+        if not len(t):
+            return np.zeros(0, dtype=np.int64)
+        # blocks that start at or before t, searched among those between the chunk's extremes
+        lo = int(np.searchsorted(bs, t.min(), side="right"))
+        i = lo + np.searchsorted(bs[lo:int(np.searchsorted(bs, t.max(), side="right"))], t, side="right")
         j = np.maximum(i - 1, 0)
         partial = np.clip(t - bs[j], 0, be[j] - bs[j])
         res: np.ndarray = np.where(i > 0, cum[j] + partial, 0)

@@ -348,12 +348,29 @@ def _match_rising(lp: npt.NDArray[Any], lc: npt.NDArray[Any], rp: npt.NDArray[An
             at = None if one else np.flatnonzero(p == v)
             want = c if at is None else c[at]
             w = np.clip(want, c_info.min, c_info.max).astype(rc.dtype, copy=False)
+            a, b = narrowed(rc, a, b, w)  # the part of the run the chunk's ids fall in
+            if a == b:
+                continue
             run = rc[a:b]
             j = np.minimum(np.searchsorted(run, w), b - a - 1)
             hit = run[j] == want
             got = np.flatnonzero(hit) if at is None else at[hit]
             out[got + lo] = j[hit] + a
     return out
+
+
+def narrowed(col: npt.NDArray[Any], a: int, b: int, keys: npt.NDArray[Any]) -> tuple[int, int]:
+    """The rows of ``col[a:b]`` (sorted) that values between ``keys``' least and greatest can be.
+
+    A chunk of a join searches that slice instead of the whole run: a few MB of a 0.5 GB column,
+    fewer search steps, each in pages the last one touched.
+    """
+    if not len(keys):
+        return a, a
+    run = col[a:b]
+    lo = a + int(np.searchsorted(run, keys.min(), side="left"))
+    hi = a + int(np.searchsorted(run, keys.max(), side="right"))
+    return lo, hi
 
 
 def _hand_back(lo: int) -> None:
