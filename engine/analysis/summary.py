@@ -339,8 +339,8 @@ class _Ops:
         self.part = part
         self.order = o.order
         # the sorted columns (35M operations: 0.6 GB) go to file mappings as they are built (file_backed)
-        self.s = self.sorted_col(o.start)
-        self.e = self.sorted_col(o.end)
+        self.s = o.sorted_start
+        self.e = o.sorted_end
         self.part_s = self.sorted_col(part)
         # no two operations overlap (one stream, say): every union below is a sum of durations
         self.disjoint = disjoint_sorted(self.s, self.e)

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.analysis.calls import CATEGORY_ORDER, api_calls
-from engine.analysis.file_backed import gathered
 from engine.analysis.findings.copycalls import copy_calls
 from engine.analysis.findings.gains import GPU, HOST, Context, gain_from, severity_of
 from engine.analysis.findings.model import Evidence, Finding, Gain, fmt_bytes, fmt_rate, fmt_time, pct
@@ -396,7 +395,7 @@ def rule_copy_compute_overlap(ctx: Context) -> list[Finding]:
 
     # in start order once: each union below is a masked pass over the same two columns
     # (the starts and ends: 35M operations, 0.56 GB, built a chunk at a time into file mappings)
-    s, e = ((o.start, o.end) if o.order is None else (gathered(o.start, o.order), gathered(o.end, o.order)))
+    s, e = o.sorted_start, o.sorted_end
     dev_s = o.sorted_col(o.dev)
     kind_s = o.sorted_col(o.kind)
 
