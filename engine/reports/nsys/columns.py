@@ -166,7 +166,7 @@ class ColumnStore:
         from engine.reports.nsys.page_exprs import text_hash
 
         con = sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True, check_same_thread=False)
-        con.create_function("texthash", 1, text_hash, deterministic=True)  # the page reader's form
+        con.create_function("texthash", -1, text_hash, deterministic=True)  # the page reader's forms
         return con
 
     def read_async(self, table: str, exprs: dict[str, str],

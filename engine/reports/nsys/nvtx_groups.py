@@ -2,13 +2,14 @@
 
 A range's name is its text (inline, or a registered string's id) in its domain. SQLite groups
 20M rows by text slowly (a DISTINCT scan, then a CASE per row or a list of row ids per group); the
-page reader gives each row's text as a 63-bit hash instead (``texthash("text")``, kept in the
-columnar cache), so the grouping is numpy's and pandas' work over three integer columns:
+page reader gives each row one 63-bit key instead, the text's hash with the domain id and text id
+mixed in (``texthash("text", "domainId", "textId")``, kept in the columnar cache), so the grouping
+is numpy's work over one integer column:
 
     got = grouped(trace, where)    # (each row's group, the groups' (domain id, text id, text)) or None
 
 Groups are numbered in the order of their first row (SQLite's DISTINCT order). Each group's
-values are read back from SQLite at its first row, and its hash checked against the text read:
+values are read back from SQLite at its first row, and its key checked against the values read:
 a mismatch (the file changed) gives None, and so does a table the page reader does not handle,
 an export without these columns or a filter with a semi-join; the caller groups in SQLite then.
 """
@@ -19,7 +20,7 @@ import sqlite3
 from typing import TYPE_CHECKING, Any
 
 from engine.reports.nsys import schema
-from engine.reports.nsys.page_exprs import M1, M2, SEED, Unsupported, text_hash
+from engine.reports.nsys.page_exprs import Unsupported, text_hash
 
 if TYPE_CHECKING:
     import numpy as np
@@ -30,8 +31,8 @@ if TYPE_CHECKING:
 
     Ints = npt.NDArray[np.int64]
 
-#: the key columns' cache names and page-reader expressions
-_KEYS = {"domainId": '"domainId"', "textId": '"textId"', "text#hash": 'texthash("text")'}
+#: the key column: the text's hash with the domain id and text id mixed in (one column, not three)
+_KEYS = {"key": 'texthash("text", "domainId", "textId")'}
 #: row ids asked of SQLite per statement
 _IDS_PER_QUERY = 500
 #: up to this many distinct names, each row's is searched among them (else a stable sort numbers them)
@@ -59,35 +60,21 @@ def grouped(trace: ExportSource, where: Where | None) -> tuple[Ints, list[tuple[
     rows = None
     if where is not None and where.clauses:
         rows = np.flatnonzero(where.mask(trace.columns("nvtx", list(where.needs))))
-    key = _combined(cols, rows)
+    key = _key(cols, rows)
     code, first = _first_seen_codes(key)
     at = first if rows is None else rows[first]
     groups = _read_back(trace, store.row_count(t), at, cols)
     return None if groups is None else (code, groups)
 
 
-def _combined(cols: dict[str, Ints], rows: Ints | None) -> npt.NDArray[np.uint64]:
-    """One 64-bit key per row from its domain id, text id and text hash (mixed, then xor-ed)."""
-    import numpy as np
-
+def _key(cols: dict[str, Ints], rows: Ints | None) -> Ints:
+    """Each row's key (of the rows ``rows``, a chunk at a time: else all)."""
     from engine.reports.nsys.column_reads import gather
 
-    def part(name: str, salt: int) -> npt.NDArray[np.uint64]:
-        v = cols[name] if rows is None else gather(cols[name], rows)
-        x = np.asarray(v, dtype=np.int64).view(np.uint64) + np.uint64(salt)
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(M1)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(M2)
-        out: npt.NDArray[np.uint64] = x ^ (x >> np.uint64(31))
-        return out
-
-    with np.errstate(over="ignore"):
-        key = part("text#hash", 0)
-        key ^= part("domainId", SEED)
-        key ^= part("textId", SEED * 3 & (1 << 64) - 1)
-    return key
+    return cols["key"] if rows is None else gather(cols["key"], rows)
 
 
-def _first_seen_codes(key: npt.NDArray[np.uint64]) -> tuple[Ints, Ints]:
+def _first_seen_codes(key: Ints) -> tuple[Ints, Ints]:
     """(each row's code, numbered in the order first seen; the row where each code is first seen).
 
     Few distinct keys (the usual names): each row's place among them is searched; many: one
@@ -123,8 +110,6 @@ def _read_back(trace: ExportSource, n_rows: int, at: Ints,
 
     None when a row's values are not the ones its key was made of (the file changed, say).
     """
-    from engine.reports.trace_columns import NULL
-
     ids = _rowids_at(trace, n_rows, at)
     if ids is None:
         return [] if not len(at) else None
@@ -136,11 +121,9 @@ def _read_back(trace: ExportSource, n_rows: int, at: Ints,
             return None
         d, tid, txt = vals
         try:
-            h = text_hash(txt)
+            if text_hash(txt, d, tid) != int(cols["key"][pos]):  # type: ignore[arg-type]
+                return None
         except Unsupported:
-            return None
-        if ((NULL if d is None else d), (NULL if tid is None else tid), (NULL if h is None else h)) != (
-                int(cols["domainId"][pos]), int(cols["textId"][pos]), int(cols["text#hash"][pos])):
             return None
         out.append(vals)  # type: ignore[arg-type]
     return out

@@ -7,8 +7,10 @@ a REAL). Anything else raises :class:`Unsupported`, and the caller asks SQLite.
 
 Two more forms name what SQLite has no cheap integer for: ``rowid`` (the row's id) and
 ``texthash("col")``, a 63-bit hash of a TEXT or BLOB value's bytes (NULL stays NULL), which tells
-the distinct texts of a column apart without reading them as strings (NVTX range names: 20M rows).
-:func:`text_hash` is the same hash of one value, for SQLite's path (a function of that name).
+the distinct texts of a column apart without reading them as strings (NVTX range names: 20M rows);
+``texthash("col", "a", "b")`` mixes integer columns into it (a NULL as :data:`NULL`; never NULL):
+one key per (text, a, b). :func:`text_hash` is the same of one row, for SQLite's path (a function
+of that name).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ _FORMS = [
 ]
 
 
+#: the missing-value stand-in that the keyed text hash mixes in for NULL (the engine's)
+NULL = -(2**62)
 #: the key of the rows' ids among a batch's raw columns (no column is named with a "#")
 ROWID = "#rowid"
 #: the 64-bit constants of the text hash: a seed per byte length, then splitmix64's finaliser
@@ -45,7 +49,7 @@ def _mix(x: int) -> int:
     return x ^ (x >> 31)
 
 
-def text_hash(value: object) -> int | None:
+def text_hash(value: object, *ints: int | None) -> int | None:
     """The page reader's ``texthash`` of one value (str as UTF-8, bytes as they are; None: NULL).
 
     The value's bytes as big-endian 64-bit words, zero-padded: h = mix(length * seed + is_text),
@@ -56,7 +60,7 @@ def text_hash(value: object) -> int | None:
 
     """
     if value is None:
-        return None
+        return None if not ints else _keyed(NULL, ints)
     if isinstance(value, str):
         raw, is_text = value.encode(), 1
     elif isinstance(value, bytes):
@@ -66,7 +70,17 @@ def text_hash(value: object) -> int | None:
     h = _mix((len(raw) * SEED + is_text) & _MASK)
     for k in range(0, len(raw), 8):
         h = _mix(h ^ int.from_bytes(raw[k:k + 8].ljust(8, b"\0"), "big"))
-    return h >> 1
+    return h >> 1 if not ints else _keyed(h >> 1, ints)
+
+
+def _keyed(text: int, ints: tuple[int | None, ...]) -> int:
+    """A text's hash with integers mixed in: x = mix(x ^ mix(v + k * seed)) for the k-th (from 1)."""
+    x = text & _MASK
+    for k, v in enumerate(ints, start=1):
+        if isinstance(v, bool) or (v is not None and not isinstance(v, int)):
+            raise Unsupported("a value that is not an integer in a key column")
+        x = _mix(x ^ _mix(((NULL if v is None else v) + k * SEED) & _MASK))
+    return x >> 1
 
 
 class Unsupported(Exception):
@@ -85,9 +99,9 @@ def parse_expr(expr: str) -> tuple[str, list[str], list[int]]:
         return "null", [], []
     if text.lower() == "rowid":
         return "rowid", [], []
-    m = re.match(rf"^texthash\({_COL}\)$", text, re.IGNORECASE)
+    m = re.match(rf"^texthash\({_COL}((?:, {_COL})*)\)$", text, re.IGNORECASE)
     if m:
-        return "hash", [m.group(1)], []
+        return "hash", [m.group(1), *re.findall(_COL, m.group(2) or "")], []
     m = re.match(r"^coalesce\((.*)\)$", text, re.IGNORECASE)
     if m:  # coalesce("a", "b", NULL, ...): the first operand that is not NULL
         items = [i.strip() for i in m.group(1).split(",")]
@@ -105,6 +119,25 @@ def parse_expr(expr: str) -> tuple[str, list[str], list[int]]:
                 raise Unsupported(expr)
             return form, cols, nums
     raise Unsupported(expr)
+
+
+def _keys(text: Ints, ints: list[tuple[Ints, npt.NDArray[np.bool_] | None]]) -> Ints:
+    """:func:`_keyed` of each row (the columns' values, NULL as :data:`NULL`)."""
+    import numpy as np
+
+    def mix(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(M1)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(M2)
+        out: npt.NDArray[np.uint64] = x ^ (x >> np.uint64(31))
+        return out
+
+    with np.errstate(over="ignore"):
+        x = np.asarray(text, dtype=np.int64).view(np.uint64)
+        for k, (v, isnull) in enumerate(ints, start=1):
+            vals = np.where(isnull, NULL, v) if isnull is not None else np.asarray(v, dtype=np.int64)
+            x = mix(x ^ mix(vals.astype(np.int64).view(np.uint64) + np.uint64(k * SEED & _MASK)))
+    out: Ints = (x >> np.uint64(1)).astype(np.int64)
+    return out
 
 
 def evaluate(parsed: dict[str, tuple[str, list[str], list[int]]],
@@ -127,6 +160,10 @@ def evaluate(parsed: dict[str, tuple[str, list[str], list[int]]],
                 b, bnull = got[c.lower()]
                 v[isnull] = b[isnull]
                 isnull = isnull & bnull if bnull is not None else None
+        elif form == "hash" and len(cols) > 1:  # text hash and integers: one key, never NULL
+            v = _keys(np.where(isnull, NULL, a) if isnull is not None else a,
+                      [got[c.lower()] for c in cols[1:]])
+            isnull = None
         elif form in ("col", "hash", "rowid"):  # a hashed column is read as its hashes
             v = a.copy() if isnull is not None and isnull.any() else a
         elif form == "sub":

@@ -242,7 +242,8 @@ class _Reader:
         parsed = {name: parse_expr(e) for name, e in exprs.items()}
         want = sorted({c.lower() for _f, cols, _n in parsed.values() for c in cols})
         hashed = frozenset(cols[0].lower() for f, cols, _n in parsed.values() if f == "hash")
-        if hashed & {c.lower() for f, cols, _n in parsed.values() if f != "hash" for c in cols}:
+        as_ints = {c.lower() for f, cols, _n in parsed.values() for c in (cols[1:] if f == "hash" else cols)}
+        if hashed & as_ints:
             raise Unsupported("a column read both as integers and as text hashes")
         rowid = any(f == "rowid" for f, _c, _n in parsed.values())
         for c in want:

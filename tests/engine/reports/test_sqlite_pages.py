@@ -231,7 +231,7 @@ def test_what_it_does_not_read_goes_back_to_sqlite(tmp_path: Path, case: str) ->
 
 def test_unsupported_expressions_and_missing_tables(tmp_path: Path) -> None:
     for e in ['"a" + "b"', 'CASE WHEN "a" IS NULL THEN 1 END', '"a" % 0', "rowid + 1", "coalesce()",
-              'coalesce("a", 3)', 'texthash("a", "b")']:
+              'coalesce("a", 3)', 'texthash(3)', 'texthash("a", 2)']:
         with pytest.raises(Unsupported):
             parse_expr(e)
     db = _make(tmp_path, "m.sqlite", "CREATE TABLE T (a INTEGER)", [(1,)])
@@ -378,18 +378,24 @@ def test_rowids_and_text_hashes_are_the_same_from_the_pages_and_from_sqlite(
     """
     texts = ["", "x", "step", "ProfilerStep#12", "ProfilerStep#13", "a" * 7, "a" * 8, "a" * 9,
              "ü-unicode", "long " * 300, None, b"blob", b"blob\x00"]
-    rows = [(i % 97, texts[(i * 7) % len(texts)], i) for i in range(6000)]
+    rows = [(None if i % 11 == 0 else i % 97, texts[(i * 7) % len(texts)], i % 5) for i in range(6000)]
     db = _make(tmp_path, "t.sqlite", "CREATE TABLE T (a INTEGER, text TEXT, b INTEGER)", rows,
                then=["DELETE FROM T WHERE b % 7 = 3"])
-    exprs = {"h": 'texthash("text")', "r": "rowid", "a": '"a"'}
+    exprs = {"h": 'texthash("text")', "r": "rowid", "a": '"a"', "k": 'texthash("text", "a", "b")'}
     got = read_columns(db, "T", exprs, NULL)
     assert got is not None
     con = sqlite3.connect(db)
     want = con.execute("SELECT rowid, a, text FROM T ORDER BY rowid").fetchall()
     con.close()
     assert got["r"].tolist() == [w[0] for w in want]
-    assert got["a"].tolist() == [w[1] for w in want]
+    assert got["a"].tolist() == [NULL if w[1] is None else w[1] for w in want]
     assert got["h"].tolist() == [NULL if w[2] is None else text_hash(w[2]) for w in want]
+    con = sqlite3.connect(db)
+    keyed = con.execute("SELECT a, text, b FROM T ORDER BY rowid").fetchall()
+    con.close()
+    # the keyed form: one key per (text, a, b), NULLs included, the same as the one-row function
+    assert got["k"].tolist() == [text_hash(t, a, b) for a, t, b in keyed]
+    assert len(set(got["k"].tolist())) == len(set(keyed))
     by_text: dict[object, set[int]] = {}
     for w, h in zip(want, got["h"].tolist(), strict=True):
         by_text.setdefault(w[2], set()).add(h)
