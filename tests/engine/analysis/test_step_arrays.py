@@ -63,3 +63,23 @@ def test_big_arrays_move_to_read_only_file_mappings(tmp_path: Path, monkeypatch:
     monkeypatch.setenv("KERNELSCOPE_FILE_BACKED_BYTES", "off")
     b = np.arange(1000, dtype=np.int64)
     assert file_backed.move_to_files([b])[0] is b
+
+
+def test_a_cache_that_cannot_take_the_arrays_keeps_them_in_memory_and_says_so_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A full or read-only cache folder: the same values on the heap, and one sentence saying why."""
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv("KERNELSCOPE_FILE_BACKED_BYTES", "1000")
+    monkeypatch.setattr(file_backed, "_directory", lambda: str(blocked))  # writes there fail
+    monkeypatch.setattr(file_backed, "_said", [])
+    a = np.arange(1000, dtype=np.int64)
+    with caplog.at_level("WARNING", logger="engine.analysis.file_backed"):
+        got = file_backed.filled(1000, np.int64, lambda lo, hi: a[lo:hi])
+        moved = file_backed.move_to_files([a])[0]
+    assert np.array_equal(got, a) and not file_backed.is_mapped(got)
+    assert moved is a
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1
+    assert said[0].startswith("Big arrays stay in memory: they could not be written to " + str(blocked))
+    assert "KERNELSCOPE_CACHE" in said[0]
