@@ -231,6 +231,9 @@ class _Reader:
             is_kid[right_at] = False
             nxt[is_kid] = _u32(self.buf, cells)
             nxt[right_at] = _u32(self.buf, off + 8)
+            # the level's pages leave this process: a touch maps a whole large folio of the OS's
+            # cache (up to 2 MB), and a level of 2,030 pages spread over a 6.8 GB file was 1.95 GB
+            self._release(int(level.min()), int(level.max()))
             level = nxt
         raise Unsupported("B-tree deeper than 64 levels")
 
