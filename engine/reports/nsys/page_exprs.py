@@ -121,21 +121,25 @@ def parse_expr(expr: str) -> tuple[str, list[str], list[int]]:
     raise Unsupported(expr)
 
 
+def mixed(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """:func:`_mix` of each value (splitmix64's finaliser), for the page reader's arrays."""
+    import numpy as np
+
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(M1)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(M2)
+    out: npt.NDArray[np.uint64] = x ^ (x >> np.uint64(31))
+    return out
+
+
 def _keys(text: Ints, ints: list[tuple[Ints, npt.NDArray[np.bool_] | None]]) -> Ints:
     """:func:`_keyed` of each row (the columns' values, NULL as :data:`NULL`)."""
     import numpy as np
-
-    def mix(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(M1)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(M2)
-        out: npt.NDArray[np.uint64] = x ^ (x >> np.uint64(31))
-        return out
 
     with np.errstate(over="ignore"):
         x = np.asarray(text, dtype=np.int64).view(np.uint64)
         for k, (v, isnull) in enumerate(ints, start=1):
             vals = np.where(isnull, NULL, v) if isnull is not None else np.asarray(v, dtype=np.int64)
-            x = mix(x ^ mix(vals.astype(np.int64).view(np.uint64) + np.uint64(k * SEED & _MASK)))
+            x = mixed(x ^ mixed(vals.astype(np.int64).view(np.uint64) + np.uint64(k * SEED & _MASK)))
     out: Ints = (x >> np.uint64(1)).astype(np.int64)
     return out
 

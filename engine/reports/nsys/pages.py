@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.reports.nsys.npy_file import NpyFile as NpyFile  # re-exported: the cache writes through it
-from engine.reports.nsys.page_exprs import M1, M2, ROWID, SEED, evaluate
+from engine.reports.nsys.page_exprs import ROWID, SEED, evaluate, mixed
 from engine.reports.nsys.page_exprs import Unsupported as Unsupported  # re-exported
 from engine.reports.nsys.page_exprs import parse_expr as parse_expr  # re-exported
 
@@ -568,16 +568,6 @@ def _rowids(rows: npt.NDArray[np.uint8], p1: Ints, p2: Ints) -> Ints:
     return v
 
 
-def _mixed(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-    """splitmix64's finaliser of each value (the text hash's mixing step)."""
-    import numpy as np
-
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(M1)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(M2)
-    out: npt.NDArray[np.uint64] = x ^ (x >> np.uint64(31))
-    return out
-
-
 def _text_hashes(words: npt.NDArray[Any], at: Ints, size: Ints, types: npt.NDArray[np.uint8]) -> Ints:
     """``page_exprs.text_hash`` of each row's value (``size`` bytes from ``at``), 8 bytes at a time.
 
@@ -587,12 +577,12 @@ def _text_hashes(words: npt.NDArray[Any], at: Ints, size: Ints, types: npt.NDArr
 
     masks = np.array([0] + [((1 << (8 * r)) - 1) << (64 - 8 * r) for r in range(1, 9)], dtype=np.uint64)
     with np.errstate(over="ignore"):
-        h = _mixed(size.astype(np.uint64) * np.uint64(SEED) + (types & 1).astype(np.uint64))
+        h = mixed(size.astype(np.uint64) * np.uint64(SEED) + (types & 1).astype(np.uint64))
         top = len(words) - 1
         for k in range(0, int(size.max(initial=0)), 8):
             left = np.clip(size - k, 0, 8)
             w = words[np.minimum(at + k, top)].astype(np.int64).view(np.uint64) & masks[left]
-            h = np.where(left > 0, _mixed(h ^ w), h)
+            h = np.where(left > 0, mixed(h ^ w), h)
     out: Ints = (h >> np.uint64(1)).astype(np.int64)
     return out
 
