@@ -156,29 +156,26 @@ def _elementwise_runs(ev: TorchEvents) -> list[list[int]]:
     flags = np.array([any(k in n for k in _ELEMENTWISE) for n in ev.gpu_names], dtype=bool)
     if not flags.any():
         return []
-    fwd, bwd = module_keys(ev, ev.cat == MODULE)
-    copies = {i for i, t in enumerate(ev.names) if t in _COPY_OPS}
+    mp = module_keys(ev, ev.cat == MODULE)
+    copies = [i for i, t in enumerate(ev.names) if t in _COPY_OPS]
+    op = ev.gpu_op
+    at = np.maximum(op, 0)
+    # the key: a backward kernel's module path (negative), else its module call; casts and copies
+    # move tensors, no arithmetic
+    by_path = ev.backward[at] & (mp.back[at] >= 0)
+    key = np.where(by_path, -2 - mp.back[at], mp.mod_of[at])
+    ok = flags[ev.gpu_name] & (op >= 0) & ~np.isin(ev.name[at], copies) & (by_path | (mp.mod_of[at] >= 0))
     runs: list[list[int]] = []
     for s in distinct(ev.gpu_stream).tolist():
         idx = np.flatnonzero(ev.gpu_stream == s)
         idx = idx[np.argsort(ev.gpu_start[idx], kind="stable")]
-        cur: list[int] = []
-        key: object = None
-        for j in idx.tolist():
-            op = int(ev.gpu_op[j])
-            k: object = None
-            if op >= 0 and ev.name[op] not in copies:  # casts and copies move tensors, no arithmetic
-                k = ("b", bwd[op]) if ev.backward[op] and bwd[op] else \
-                    (int(fwd[op]) if fwd[op] >= 0 else None)
-            if flags[ev.gpu_name[j]] and k is not None and (key is None or k == key):
-                cur.append(j)
-                key = k
-                continue
-            if len(cur) >= _MIN_RUN:
-                runs.append(cur)
-            cur, key = ([j], k) if flags[ev.gpu_name[j]] and k is not None else ([], None)
-        if len(cur) >= _MIN_RUN:
-            runs.append(cur)
+        q, k = ok[idx], key[idx]
+        goes_on = q[1:] & q[:-1] & (k[1:] == k[:-1])  # the next kernel extends the run
+        first = np.flatnonzero(q & ~np.r_[False, goes_on])
+        last = np.flatnonzero(q & ~np.r_[goes_on, False])
+        for a, b in zip(first.tolist(), last.tolist(), strict=True):
+            if b - a + 1 >= _MIN_RUN:
+                runs.append(idx[a:b + 1].tolist())
     return runs
 
 

@@ -48,6 +48,50 @@ _NVTX_OP_MARK = re.compile(r", (?:seq|op_id) = ")
 _NVTX_SIZES_RE = re.compile(r"sizes = (.*?)(?:, input_op_ids = |$)")
 
 
+class CodedTexts:
+    """A text per event, as a code into a list of distinct texts (4 bytes an event, not one ``str``).
+
+    ``t[i]`` is event ``i``'s text; ``t[rows]`` (an index array, mask or slice) the texts of those rows.
+    """
+
+    __slots__ = ("codes", "texts")
+
+    def __init__(self, codes: npt.NDArray[np.int32], texts: list[str]) -> None:
+        self.codes = codes
+        self.texts = texts
+
+    @classmethod
+    def of(cls, values: list[str]) -> CodedTexts:
+        """The texts of a list, coded in order of first appearance."""
+        code: dict[str, int] = {}
+        codes = np.fromiter((code.setdefault(v, len(code)) for v in values), dtype=np.int32,
+                            count=len(values))
+        return cls(codes, list(code))
+
+    @classmethod
+    def blank(cls, n: int) -> CodedTexts:
+        """``n`` empty texts."""
+        return cls(np.zeros(n, dtype=np.int32), [""])
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, (int, np.integer)):
+            return self.texts[int(self.codes[i])]
+        return CodedTexts(self.codes[i], self.texts)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CodedTexts) and self.tolist() == other.tolist()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def tolist(self) -> list[str]:
+        """Every event's text."""
+        texts = self.texts
+        return [texts[c] for c in self.codes.tolist()]
+
+
 @dataclass
 class TorchEvents:
     """Host ranges and GPU operations of one program, as columns (times in ns from the trace start).
@@ -58,7 +102,7 @@ class TorchEvents:
         start, end: host time of each range.
         thread: a code per (process, thread); ``threads`` holds the labels.
         seq: the autograd sequence number (-1: none); ``fwd``: 1 on the backward pass's operators.
-        shapes, dtypes: the input shapes and types as text ("" when not recorded), object arrays.
+        shapes, dtypes: the input shapes and types as text ("" when not recorded), :class:`CodedTexts`.
         parent: the enclosing range on the same thread (-1: none); ranges are sorted by thread, start.
         op_parent: the nearest enclosing operator or annotation (what a self time is taken from).
         gpu_*: the GPU operations: name, kind, start, end, device, stream, grid, block, bytes and
@@ -79,8 +123,8 @@ class TorchEvents:
     threads: list[str]
     seq: npt.NDArray[np.int64]
     backward: npt.NDArray[np.bool_]
-    shapes: npt.NDArray[np.object_]
-    dtypes: npt.NDArray[np.object_]
+    shapes: CodedTexts
+    dtypes: CodedTexts
     parent: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
     op_parent: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
     gpu_names: list[str] = field(default_factory=list)
@@ -91,8 +135,8 @@ class TorchEvents:
     gpu_device: npt.NDArray[np.int32] = field(default_factory=lambda: np.zeros(0, np.int32))
     gpu_stream: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
     gpu_bytes: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
-    gpu_grid: npt.NDArray[np.object_] = field(default_factory=lambda: np.zeros(0, object))
-    gpu_block: npt.NDArray[np.object_] = field(default_factory=lambda: np.zeros(0, object))
+    gpu_grid: CodedTexts = field(default_factory=lambda: CodedTexts.blank(0))
+    gpu_block: CodedTexts = field(default_factory=lambda: CodedTexts.blank(0))
     gpu_op: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
     merged: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, np.bool_))
     source: str = "kineto"
@@ -138,7 +182,8 @@ def torch_events(trace: Trace) -> TorchEvents:
     from engine.analysis.pytorch.pickle_store import on_disk
 
     out: TorchEvents = trace_cache(trace, "pytorch.events",
-                                   lambda: on_disk(trace, "events", lambda: _build(trace), TorchEvents))
+                                   lambda: on_disk(trace, "events", lambda: _build(trace), TorchEvents,
+                                                   map_arrays=True))
     return out
 
 
@@ -151,13 +196,6 @@ def _build(trace: Trace) -> TorchEvents:
     _mark_backward(ev)
     _merge_dispatch_duplicates(ev)
     return ev
-
-
-def _texts(values: list[str]) -> npt.NDArray[np.object_]:
-    """Texts as an object array (kept objects: per-trace caches walk lists item by item, not these)."""
-    out = np.empty(len(values), dtype=object)
-    out[:] = values
-    return out
 
 
 class _Rows:
@@ -207,7 +245,8 @@ class _Rows:
             cat=pick(self.cat, np.int8), start=start[order], end=pick(self.end, np.int64),
             thread=thread[order], threads=threads, seq=pick(self.seq, np.int64),
             backward=pick(self.backward, np.bool_),
-            shapes=_texts(self.shapes)[order], dtypes=_texts(self.dtypes)[order], source=source)
+            shapes=CodedTexts.of(self.shapes)[order], dtypes=CodedTexts.of(self.dtypes)[order],
+            source=source)
         return ev, pick(self.ext, np.int64)
 
 
@@ -267,14 +306,14 @@ def _kineto_host(trace: Any, i: npt.NDArray[np.int64],
     seq = np.asarray(ints["Sequence number"][i])
     ext = np.asarray(ints["External id"][i])
     ext = np.where(((cat == OP) | (cat == ANNOTATION)) & (ext != NULL), ext, -1)
-    texts = np.asarray(c.text_values, dtype=object)
+    texts = list(c.text_values)
     ordered = i[order]
     ev = TorchEvents(
         names=names, name=name[order], cat=cat[order].astype(np.int8), start=start[order], end=end[order],
         thread=thread[order], threads=threads, seq=np.where(seq == NULL, -1, seq)[order],
         backward=np.zeros(len(i), dtype=np.bool_),
-        shapes=texts[np.asarray(c.texts["Input Dims"][ordered])],
-        dtypes=texts[np.asarray(c.texts["Input type"][ordered])], source="kineto")
+        shapes=CodedTexts(np.asarray(c.texts["Input Dims"][ordered], dtype=np.int32), texts),
+        dtypes=CodedTexts(np.asarray(c.texts["Input type"][ordered], dtype=np.int32), texts), source="kineto")
     return ev, ext[order]
 
 
@@ -337,9 +376,9 @@ def _kineto_gpu(trace: Any, ev: TorchEvents, i: npt.NDArray[np.int64], ext: npt.
     ev.gpu_device = arg("device").astype(np.int32)
     ev.gpu_stream = arg("stream")
     ev.gpu_bytes = arg("bytes")
-    texts = np.asarray(c.text_values, dtype=object)
-    ev.gpu_grid = texts[np.asarray(c.texts["grid"][i])]
-    ev.gpu_block = texts[np.asarray(c.texts["block"][i])]
+    texts = list(c.text_values)
+    ev.gpu_grid = CodedTexts(np.asarray(c.texts["grid"][i], dtype=np.int32), texts)
+    ev.gpu_block = CodedTexts(np.asarray(c.texts["block"][i], dtype=np.int32), texts)
 
 
 # -- nsys ------------------------------------------------------------------------------------------
@@ -387,8 +426,8 @@ def _nsys_gpu(trace: Trace, ev: TorchEvents) -> None:
     ev.gpu_device = np.asarray([_int(cols.devs[d], 0) for d in cols.dev], dtype=np.int32)
     ev.gpu_stream = np.asarray([_int(cols.streams[s], 0) for s in cols.stream], dtype=np.int64)
     ev.gpu_bytes = np.zeros(len(ev.gpu_start), dtype=np.int64)
-    ev.gpu_grid = np.full(len(ev.gpu_start), "", dtype=object)
-    ev.gpu_block = np.full(len(ev.gpu_start), "", dtype=object)
+    ev.gpu_grid = CodedTexts.blank(len(ev.gpu_start))
+    ev.gpu_block = CodedTexts.blank(len(ev.gpu_start))
     ev.gpu_op = _innermost_at(ev, np.asarray(cols.launch, dtype=np.int64), _launch_threads(trace, cols, ev))
 
 
@@ -453,29 +492,10 @@ def _innermost_at(ev: TorchEvents, when: npt.NDArray[np.int64],
 # -- nesting ---------------------------------------------------------------------------------------
 def _nest(ev: TorchEvents) -> None:
     """``parent`` (any enclosing range) and ``op_parent`` (the nearest enclosing operator/annotation)."""
-    n = ev.n
-    parent = np.full(n, -1, dtype=np.int64)
-    op_parent = np.full(n, -1, dtype=np.int64)
-    start, end, thread, cat = ev.start.tolist(), ev.end.tolist(), ev.thread.tolist(), ev.cat.tolist()
-    stack: list[int] = []
-    op_stack: list[int] = []
-    cur_thread = -1
-    for i in range(n):
-        if thread[i] != cur_thread:
-            stack, op_stack, cur_thread = [], [], thread[i]
-        s = start[i]
-        while stack and end[stack[-1]] <= s and not (end[stack[-1]] == s and start[stack[-1]] == s):
-            j = stack.pop()
-            if op_stack and op_stack[-1] == j:
-                op_stack.pop()
-        if stack:
-            parent[i] = stack[-1]
-        if op_stack:
-            op_parent[i] = op_stack[-1]
-        stack.append(i)
-        if cat[i] in (OP, ANNOTATION, STEP):
-            op_stack.append(i)
-    ev.parent, ev.op_parent = parent, op_parent
+    from engine.analysis.pytorch.nesting import parents
+
+    opish = (ev.cat == OP) | (ev.cat == ANNOTATION) | (ev.cat == STEP)
+    ev.parent, ev.op_parent = parents(ev.start, ev.end, ev.thread, opish)
 
 
 def _merge_dispatch_duplicates(ev: TorchEvents) -> None:
@@ -502,13 +522,8 @@ def _merge_dispatch_duplicates(ev: TorchEvents) -> None:
 
 
 def _mark_backward(ev: TorchEvents) -> None:
-    """The backward pass: every range inside an autograd engine function (parents sort first)."""
-    back = np.zeros(ev.n, dtype=bool)
+    """The backward pass: every range inside an autograd engine function (by its operator parents)."""
+    from engine.analysis.pytorch.nesting import marked_below
+
     code = [i for i, t in enumerate(ev.names) if t.startswith(_BACKWARD_PREFIX)]
-    back[np.isin(ev.name, code)] = True
-    parents = ev.op_parent.tolist()
-    for i in range(ev.n):
-        p = parents[i]
-        if p >= 0 and back[p]:
-            back[i] = True
-    ev.backward = back
+    ev.backward = marked_below(np.isin(ev.name, code), ev.op_parent)

@@ -55,10 +55,16 @@ def kernels(trace: Any) -> KernelTable:
 
 def modules(trace: Any) -> ModuleTree:
     """The module tree of ``trace`` (its steps as :func:`engine.analysis.steps.find_steps` finds them)."""
+    from engine.analysis.pytorch.events import STEP
     from engine.analysis.pytorch.modules import ModuleTree, module_tree
     from engine.analysis.steps import find_steps
 
-    return kept(trace, "modules", lambda: module_tree(torch_events(trace), find_steps(trace)), ModuleTree)
+    def make() -> ModuleTree:
+        ev = torch_events(trace)
+        # the steps found from the GPU's work count only where the trace has no profiler steps
+        return module_tree(ev, None if (ev.cat == STEP).any() else find_steps(trace))
+
+    return kept(trace, "modules", make, ModuleTree)
 
 
 def memory(trace: Any) -> MemoryTimeline:

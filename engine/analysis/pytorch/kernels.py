@@ -12,13 +12,16 @@ kernels say ``sgemm``, ``simt``, ``gemv``.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from engine.analysis.pytorch.events import KERNEL, TorchEvents
+from engine.analysis.pytorch.nesting import chain_tops
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 _TENSOR_RE = re.compile(
     r"wgmma|hmma|imma|xmma|tensorop|_mma|mma_|1688|16816|16832|nvjet|flash|fmha|"
@@ -82,10 +85,18 @@ class KernelTable:
         return self.tensor_ns / self.kernel_ns if self.kernel_ns else 0.0
 
 
-def _top(ev: TorchEvents, i: int) -> int:
-    while ev.op_parent[i] >= 0 and ev.cat[ev.op_parent[i]] == ev.cat[i]:
-        i = int(ev.op_parent[i])
-    return i
+def _modes(group: npt.NDArray[np.int64], value: npt.NDArray[np.int64], k: int) -> npt.NDArray[np.int64]:
+    """Each group's most frequent value, ties to the one seen first (``Counter.most_common``); -1: none."""
+    out = np.full(k, -1, dtype=np.int64)
+    if not len(group):
+        return out
+    width = int(value.max()) + 1
+    pairs, first, count = np.unique(group * width + value, return_index=True, return_counts=True)
+    g = pairs // width
+    best = np.lexsort((first, -count, g))
+    lead = best[np.r_[True, g[best][1:] != g[best][:-1]]]
+    out[g[lead]] = pairs[lead] % width
+    return out
 
 
 def kernel_table(ev: TorchEvents) -> KernelTable:
@@ -93,26 +104,35 @@ def kernel_table(ev: TorchEvents) -> KernelTable:
     kern = np.flatnonzero(ev.gpu_kind == KERNEL)
     dur = (ev.gpu_end - ev.gpu_start).astype(np.int64)
     total = int(dur[kern].sum())
-    groups: dict[int, list[int]] = {}
-    for j in kern.tolist():
-        groups.setdefault(int(ev.gpu_name[j]), []).append(j)
+    # the kernel names in order of their first launch
+    codes, first, inverse = np.unique(ev.gpu_name[kern], return_index=True, return_inverse=True)
+    rank = np.empty(len(codes), dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(codes))
+    group = rank[inverse.reshape(-1)]
+    k = len(codes)
+    name_of = np.empty(k, dtype=np.int64)
+    name_of[rank] = codes
+    calls = np.bincount(group, minlength=k)
+    sums = np.zeros(k, dtype=np.int64)
+    np.add.at(sums, group, dur[kern])
+    op = ev.gpu_op[kern]
+    linked = op >= 0
+    tops = chain_tops(ev.op_parent, ev.cat)
+    op_name = _modes(group[linked], ev.name[op[linked]].astype(np.int64), k)
+    top_name = _modes(group[linked], ev.name[tops[op[linked]]].astype(np.int64), k)
+    grid = _modes(group, ev.gpu_grid.codes[kern].astype(np.int64), k)
+    block = _modes(group, ev.gpu_block.codes[kern].astype(np.int64), k)
     rows = []
-    for code, members in groups.items():
-        name = ev.gpu_names[code]
-        d = dur[np.asarray(members)]
-        ops = Counter(int(ev.gpu_op[j]) for j in members)
-        launcher = max((o for o in ops if o >= 0), key=lambda o: ops[o], default=-1)
-        op_names = Counter(ev.label(int(ev.gpu_op[j])) for j in members if ev.gpu_op[j] >= 0)
-        top_names = Counter(ev.label(_top(ev, int(ev.gpu_op[j]))) for j in members if ev.gpu_op[j] >= 0)
-        grids = Counter(ev.gpu_grid[j] for j in members)
-        blocks = Counter(ev.gpu_block[j] for j in members)
+    for g in range(k):
+        name = ev.gpu_names[int(name_of[g])]
+        n, t = int(calls[g]), int(sums[g])
         rows.append(KernelRow(
-            name=name, calls=len(members), total_ns=int(d.sum()), mean_ns=int(d.mean()),
-            share=float(d.sum()) / total if total else 0.0, tensor_cores=uses_tensor_cores(name),
+            name=name, calls=n, total_ns=t, mean_ns=int(t / n),
+            share=float(t) / total if total else 0.0, tensor_cores=uses_tensor_cores(name),
             cuda_core_math=is_cuda_core_math(name),
-            op=op_names.most_common(1)[0][0] if launcher >= 0 else "",
-            top_op=top_names.most_common(1)[0][0] if launcher >= 0 else "",
-            grid=grids.most_common(1)[0][0], block=blocks.most_common(1)[0][0]))
+            op=ev.names[int(op_name[g])] if op_name[g] >= 0 else "",
+            top_op=ev.names[int(top_name[g])] if top_name[g] >= 0 else "",
+            grid=ev.gpu_grid.texts[int(grid[g])], block=ev.gpu_block.texts[int(block[g])]))
     rows.sort(key=lambda r: (-r.total_ns, r.name))
     return KernelTable(rows=rows, kernel_ns=total, tensor_ns=sum(r.total_ns for r in rows if r.tensor_cores),
                        cuda_core_math_ns=sum(r.total_ns for r in rows if r.cuda_core_math))

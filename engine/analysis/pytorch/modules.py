@@ -14,11 +14,15 @@ root's. Host times are the main thread's: forward, the wait in ``backward()``, o
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from engine.analysis.pytorch.events import ANNOTATION, MODULE, OP, STEP, TorchEvents
+from engine.analysis.pytorch.module_paths import ModulePaths, enclosing, groups, module_paths
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 _MODULE_PREFIX = "nn.Module: "
 _OPTIMIZER_PREFIXES = ("Optimizer.step#", "Optimizer.zero_grad#")
@@ -89,29 +93,6 @@ def _module_label(name: str) -> str:
     return name[len(_MODULE_PREFIX):] if name.startswith(_MODULE_PREFIX) else name
 
 
-def _enclosing(ev: TorchEvents, is_kind: Any) -> Any:
-    """For each range, the nearest enclosing range (or itself) for which ``is_kind`` holds (-1: none)."""
-    out = np.full(ev.n, -1, dtype=np.int64)
-    parents = ev.parent.tolist()
-    flags = is_kind.tolist()
-    for i in range(ev.n):  # parents sort before children
-        if flags[i]:
-            out[i] = i
-        elif parents[i] >= 0:
-            out[i] = out[parents[i]]
-    return out
-
-
-def _paths(ev: TorchEvents, mods: Any, mod_of: Any) -> dict[int, tuple[str, ...]]:
-    """The path (outermost module first) of every module range."""
-    paths: dict[int, tuple[str, ...]] = {}
-    for m in np.flatnonzero(mods).tolist():
-        p = int(ev.parent[m])
-        outer = int(mod_of[p]) if p >= 0 else -1
-        paths[m] = paths.get(outer, ()) + (_module_label(ev.label(m)),)
-    return paths
-
-
 def _step_windows(ev: TorchEvents) -> list[tuple[int, int, int]]:
     steps = np.flatnonzero(ev.cat == STEP)
     return [(int(ev.start[i]), int(ev.end[i]), int(ev.thread[i])) for i in steps]
@@ -130,11 +111,9 @@ def module_tree(ev: TorchEvents, steps: Any = None) -> ModuleTree:
         names = np.array([not t.startswith(skip) for t in ev.names], dtype=bool)
         mods = (ev.cat == ANNOTATION) & names[ev.name] if len(ev.names) else mods
         modules_from = "record_function ranges" if mods.any() else "none"
-    mod_of = _enclosing(ev, mods)
-    paths = _paths(ev, mods, mod_of)
+    mp = module_paths(ev, mods, _module_label)
     opt_names = np.array([t.startswith(_OPTIMIZER_PREFIXES) for t in ev.names], dtype=bool)
-    opt_of = _enclosing(ev, opt_names[ev.name] if len(ev.names) else np.zeros(0, bool))
-    back_path = _backward_paths(ev, mod_of, paths)
+    opt_of = enclosing(ev, opt_names[ev.name] if len(ev.names) else np.zeros(0, bool))
 
     windows = _step_windows(ev)
     notes = []
@@ -153,8 +132,8 @@ def module_tree(ev: TorchEvents, steps: Any = None) -> ModuleTree:
     for a, b, _t in windows:
         root.calls += 1
         root.host_ns += b - a
-    _gpu_into(ev, root, windows, mod_of, paths, opt_of, back_path)
-    _host_into(ev, root, windows, mods, paths, opt_of, back_path)
+    _gpu_into(ev, root, windows, mp, opt_of)
+    _host_into(ev, root, windows, mods, mp, opt_of)
     order = ("forward", "backward", "optimizer", "other")
     root.children = {k: root.children[k] for k in order if k in root.children}
     if modules_from == "none" and "other" in root.children:
@@ -165,116 +144,127 @@ def module_tree(ev: TorchEvents, steps: Any = None) -> ModuleTree:
     return ModuleTree(root=root, steps=len(windows), modules_from=modules_from, notes=notes)
 
 
-def module_keys(ev: TorchEvents, mods: Any) -> tuple[Any, list[Any]]:
-    """Per range: its innermost module call (-1: none), and for a backward range its module path."""
-    mod_of = _enclosing(ev, mods)
-    return mod_of, _backward_paths(ev, mod_of, _paths(ev, mods, mod_of))
+def module_keys(ev: TorchEvents, mods: Any) -> ModulePaths:
+    """The module keys of every range (:mod:`engine.analysis.pytorch.module_paths`), ``mods`` the calls."""
+    return module_paths(ev, mods, _module_label)
 
 
-def _backward_paths(ev: TorchEvents, mod_of: Any, paths: dict[int, tuple[str, ...]]) -> list[Any]:
-    """For each backward range, the module path of the forward operator with its sequence number."""
-    fwd: dict[int, tuple[str, ...]] = {}
-    for i in np.flatnonzero((ev.cat == OP) & ~ev.backward & (ev.seq >= 0)).tolist():
-        m = int(mod_of[i])
-        if m >= 0:
-            fwd.setdefault(int(ev.seq[i]), paths[m])
-    out: list[Any] = [None] * ev.n
-    parents = ev.op_parent.tolist()
-    for i in np.flatnonzero(ev.backward).tolist():
-        got = fwd.get(int(ev.seq[i])) if ev.seq[i] >= 0 else None
-        out[i] = got if got is not None else (out[parents[i]] if parents[i] >= 0 else None)
-    return out
+def _in_windows(windows: list[tuple[int, int, int]], t: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+    """Whether each time falls in any of the windows ``[a, b)`` (sorted by start here, may overlap)."""
+    if not windows:
+        return np.zeros(len(t), dtype=bool)
+    w = np.array([(a, b) for a, b, _th in windows], dtype=np.int64)
+    w = w[np.argsort(w[:, 0], kind="stable")]
+    reach = np.maximum.accumulate(w[:, 1])  # the furthest end of the windows started so far
+    k = np.searchsorted(w[:, 0], t, side="right") - 1
+    return (k >= 0) & (t < reach[np.maximum(k, 0)])
 
 
-def _window_of(windows: list[tuple[int, int, int]], t: int) -> int:
-    for k, (a, b, _th) in enumerate(windows):
-        if a <= t < b:
-            return k
-    return -1
+def _labels(key: int, width: int, paths: list[tuple[str, ...]]) -> tuple[str, ...]:
+    """The node labels of a GPU operation's key (:func:`_gpu_into`)."""
+    if key < width:
+        return ("backward", *(paths[key - 1] if key else ()))
+    if key < 2 * width:
+        return ("forward", *paths[key - width - 1])
+    return ("optimizer",) if key == 2 * width else ("other",)
 
 
-def _gpu_into(ev: TorchEvents, root: ModuleNode, windows: list[tuple[int, int, int]], mod_of: Any,
-              paths: dict[int, tuple[str, ...]], opt_of: Any, back_path: list[Any]) -> None:
+def _gpu_into(ev: TorchEvents, root: ModuleNode, windows: list[tuple[int, int, int]], mp: ModulePaths,
+              opt_of: Any) -> None:
     """Each GPU operation of a step into exactly one leaf: its GPU time counts on the path down to it."""
-    starts = np.array([w[0] for w in windows], dtype=np.int64)
-    ends = np.array([w[1] for w in windows], dtype=np.int64)
-    dur = (ev.gpu_end - ev.gpu_start).tolist()
-    for j, i in enumerate(ev.gpu_op.tolist()):
-        t = int(ev.start[i]) if i >= 0 else int(ev.gpu_start[j])
-        k = int(np.searchsorted(starts, t, side="right")) - 1
-        if k < 0 or t >= ends[k]:
-            continue
-        labels: tuple[str, ...]
-        if i >= 0 and ev.backward[i]:
-            labels = ("backward", *(back_path[i] or ()))
-        elif i >= 0 and mod_of[i] >= 0:
-            labels = ("forward", *paths[int(mod_of[i])])
-        elif i >= 0 and opt_of[i] >= 0:
-            labels = ("optimizer",)
-        else:
-            labels = ("other",)
-        root.gpu_ns += dur[j]
+    launcher = ev.gpu_op
+    t = np.where(launcher >= 0, ev.start[np.maximum(launcher, 0)], ev.gpu_start)
+    j = np.flatnonzero(_in_windows(windows, t))
+    op = launcher[j]
+    linked, at = op >= 0, np.maximum(op, 0)
+    back = linked & ev.backward[at]
+    fpath = mp.forward_path(at)
+    fwd = linked & ~back & (fpath >= 0)
+    opt = linked & ~back & ~fwd & (opt_of[at] >= 0)
+    width = len(mp.paths) + 1
+    rest = np.where(opt, 2 * width, 3 * width)
+    key = np.where(back, mp.back[at] + 1, np.where(fwd, width + fpath + 1, rest))
+    dur = (ev.gpu_end - ev.gpu_start)[j].astype(np.int64)
+    order, group, _counts = groups(key)
+    sums = np.zeros(len(order), dtype=np.int64)
+    np.add.at(sums, group, dur)
+    root.gpu_ns += int(dur.sum())
+    for k, total in zip(order.tolist(), sums.tolist(), strict=True):
         node = root
-        for lab in labels:
+        for lab in _labels(k, width, mp.paths):
             node = node.child(lab)
-            node.gpu_ns += dur[j]
+            node.gpu_ns += total
 
 
 def _host_into(ev: TorchEvents, root: ModuleNode, windows: list[tuple[int, int, int]], mods: Any,
-               paths: dict[int, tuple[str, ...]], opt_of: Any, back_path: list[Any]) -> None:
+               mp: ModulePaths, opt_of: Any) -> None:
     """Host time: modules' calls (forward), backward functions, optimizer ranges; the rest is other."""
     main = {w[2] for w in windows}
-    in_step = np.zeros(ev.n, dtype=bool)
-    for a, b, _t in windows:
-        in_step |= (ev.start >= a) & (ev.start < b)
-    dur = (ev.end - ev.start).tolist()
-    top_main = {"forward": 0, "optimizer": 0}
-    for m in np.flatnonzero(mods & in_step).tolist():
+    in_step = _in_windows(windows, ev.start)
+    dur = (ev.end - ev.start).astype(np.int64)
+    calls = np.flatnonzero(mods & in_step)
+    path = mp.call_path[calls]
+    order, group, counts = groups(path)
+    sums = np.zeros(len(order), dtype=np.int64)
+    np.add.at(sums, group, dur[calls])
+    for k, n, total in zip(order.tolist(), counts.tolist(), sums.tolist(), strict=True):
         node = root.child("forward")
-        for lab in paths[m]:
+        for lab in mp.paths[k]:
             node = node.child(lab)
-        node.calls += 1
-        node.host_ns += dur[m]
-        if len(paths[m]) == 1 and (int(ev.thread[m]) in main or -1 in main):
-            top_main["forward"] += dur[m]
+        node.calls += n
+        node.host_ns += total
+    top_main = {"forward": 0, "optimizer": 0}
+    outermost = np.array([len(x) == 1 for x in mp.paths] or [False], dtype=bool)[np.maximum(path, 0)]
+    on_main = _on_main(ev.thread[calls], main)
+    top_main["forward"] = int(dur[calls[outermost & on_main]].sum())
     fwd = root.children.get("forward")
     if fwd is not None:
         fwd.host_ns = top_main["forward"]
         fwd.calls = root.calls
-    opt = np.flatnonzero((opt_of == np.arange(ev.n)) & in_step).tolist()
-    if opt:
+    opt = np.flatnonzero((opt_of == np.arange(ev.n)) & in_step)
+    if len(opt):
         node = root.child("optimizer")
         node.calls = len(opt)
-        node.host_ns = sum(dur[i] for i in opt)
+        node.host_ns = int(dur[opt].sum())
         top_main["optimizer"] = node.host_ns
-    back_main = _backward_host(ev, root, in_step, back_path, main)
+    back_main = _backward_host(ev, root, in_step, mp, main)
     other = root.child("other")
     other.host_ns = max(0, root.host_ns - top_main["forward"] - top_main["optimizer"] - back_main)
     other.calls = root.calls
 
 
-def _backward_host(ev: TorchEvents, root: ModuleNode, in_step: Any, back_path: list[Any],
-                   main: set[int]) -> int:
+def _on_main(thread: Any, main: set[int]) -> Any:
+    """Whether each thread code is a step's thread (all are when a window has none, -1)."""
+    if -1 in main:
+        return np.ones(len(thread), dtype=bool)
+    return np.isin(thread, np.array(sorted(main), dtype=np.int64))
+
+
+def _backward_host(ev: TorchEvents, root: ModuleNode, in_step: Any, mp: ModulePaths, main: set[int]) -> int:
     """Backward functions' host time per module (the autograd thread); the main thread's wait in it."""
-    tops = [i for i in np.flatnonzero(ev.backward & in_step).tolist()
-            if ev.op_parent[i] < 0 or not ev.backward[ev.op_parent[i]]]
-    if not tops:
+    inside = np.flatnonzero(ev.backward & in_step)
+    p = ev.op_parent[inside]
+    tops = inside[(p < 0) | ~ev.backward[np.maximum(p, 0)]]
+    if not len(tops):
         return 0
     node = root.child("backward")
     node.calls = root.calls
-    dur = (ev.end - ev.start)
-    for i in np.flatnonzero(ev.backward & in_step & (ev.cat == OP)).tolist():
-        path = back_path[i]
-        p = int(ev.op_parent[i])
-        if path is None or (p >= 0 and back_path[p] == path):
-            continue  # counted with the outermost range of the same module
-        n = node
-        for lab in path:
-            n = n.child(lab)
-            n.host_ns += int(dur[i])
-            n.calls += 1
+    dur = (ev.end - ev.start).astype(np.int64)
+    rows = np.flatnonzero(ev.backward & in_step & (ev.cat == OP))
+    path, p = mp.back[rows], ev.op_parent[rows]
+    # counted with the outermost range of the same module
+    keep = (path >= 0) & ~((p >= 0) & (mp.back[np.maximum(p, 0)] == path))
+    order, group, counts = groups(path[keep])
+    sums = np.zeros(len(order), dtype=np.int64)
+    np.add.at(sums, group, dur[rows[keep]])
+    for k, n, total in zip(order.tolist(), counts.tolist(), sums.tolist(), strict=True):
+        at = node
+        for lab in mp.paths[k]:
+            at = at.child(lab)
+            at.host_ns += total
+            at.calls += n
     wait = _main_thread_backward(ev, in_step, main)
-    node.host_ns = wait if wait else int(sum(int(dur[i]) for i in tops))
+    node.host_ns = wait if wait else int(dur[tops].sum())
     return node.host_ns
 
 
@@ -282,5 +272,5 @@ def _main_thread_backward(ev: TorchEvents, in_step: Any, main: set[int]) -> int:
     """The main thread's time in ``backward()`` (Python frames that run the autograd engine)."""
     code = [i for i, t in enumerate(ev.names) if "run_backward" in t]
     named = np.flatnonzero(np.isin(ev.name, code) & in_step)
-    hit = [i for i in named.tolist() if int(ev.thread[i]) in main or -1 in main]
-    return int(sum(int(ev.end[i] - ev.start[i]) for i in hit))
+    hit = named[_on_main(ev.thread[named], main)]
+    return int((ev.end[hit] - ev.start[hit]).sum())

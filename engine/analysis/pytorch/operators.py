@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from engine.analysis.pytorch.events import ANNOTATION, API, MODULE, OP, PYTHON, STEP, TorchEvents
+from engine.analysis.pytorch.nesting import in_own_group, marked_below, subtree_sums
 
 BY_CHOICES = ("name", "shapes")
 
@@ -92,14 +93,7 @@ def _self_and_total(ev: TorchEvents) -> tuple[Any, Any, Any, Any]:
     gdur = (ev.gpu_end - ev.gpu_start).astype(np.int64)
     gpu_self = np.bincount(ev.gpu_op[linked], weights=gdur[linked], minlength=ev.n).astype(np.int64)
     gpu_count = np.bincount(ev.gpu_op[linked], minlength=ev.n).astype(np.int64)
-    gpu_total = gpu_self.copy()
-    parents = ev.op_parent.tolist()
-    totals = gpu_total.tolist()
-    for i in range(ev.n - 1, -1, -1):  # children sort after their parents (same thread, later start)
-        p = parents[i]
-        if p >= 0 and totals[i]:
-            totals[p] += totals[i]
-    return host_self, gpu_self, np.asarray(totals, dtype=np.int64), gpu_count
+    return host_self, gpu_self, subtree_sums(gpu_self, ev.op_parent), gpu_count
 
 
 def operator_table(ev: TorchEvents, by: str = "name", *, annotations: bool = True) -> OpTable:
@@ -109,23 +103,29 @@ def operator_table(ev: TorchEvents, by: str = "name", *, annotations: bool = Tru
     host_self, gpu_self, gpu_total, gpu_count = _self_and_total(ev)
     keep = ((ev.cat == OP) | ((ev.cat == ANNOTATION) if annotations else False)) & ~ev.merged
     idx = np.flatnonzero(keep)
-    groups: dict[str, list[int]] = {}
-    for i in idx.tolist():
-        name = ev.label(i)
-        key = f"{name} {ev.shapes[i]}" if by == "shapes" and ev.shapes[i] else name
-        groups.setdefault(key, []).append(i)
-    dur = ev.end - ev.start
+    group, keys, first = _groups(ev, idx, by)
+    gid = np.full(ev.n, -1, dtype=np.int64)
+    gid[idx] = group
+    dur = (ev.end - ev.start).astype(np.int64)
+    k = len(keys)
+
+    def total(values: Any, rows: Any = idx) -> list[int]:
+        out = np.zeros(k, dtype=np.int64)
+        np.add.at(out, gid[rows], np.asarray(values, dtype=np.int64)[rows])
+        return out.tolist()
+
+    outer = idx[~in_own_group(gid, ev.op_parent)[idx]]  # a call nested in one of its group: once
+    calls = np.bincount(group, minlength=k).tolist()
+    host_total, host_self_sum = total(dur), total(host_self)
+    gpu_self_sum, gpu_ops, gpu_total_sum = total(gpu_self), total(gpu_count), total(gpu_total, outer)
     rows = []
-    for key, members in groups.items():
-        m = np.asarray(members, dtype=np.int64)
-        first = members[0]
+    for g, key in enumerate(keys):
+        f = int(first[g])
         rows.append(OpRow(
-            key=key, name=ev.label(first), kind="operator" if ev.cat[first] == OP else "annotation",
-            shapes=ev.shapes[first] if by == "shapes" else "",
-            dtypes=ev.dtypes[first] if by == "shapes" else "",
-            calls=len(members), host_total_ns=int(dur[m].sum()), host_self_ns=int(host_self[m].sum()),
-            gpu_self_ns=int(gpu_self[m].sum()), gpu_total_ns=int(_outermost_sum(ev, m, gpu_total)),
-            gpu_ops=int(gpu_count[m].sum()), example=first))
+            key=key, name=ev.label(f), kind="operator" if ev.cat[f] == OP else "annotation",
+            shapes=ev.shapes[f] if by == "shapes" else "", dtypes=ev.dtypes[f] if by == "shapes" else "",
+            calls=calls[g], host_total_ns=host_total[g], host_self_ns=host_self_sum[g],
+            gpu_self_ns=gpu_self_sum[g], gpu_total_ns=gpu_total_sum[g], gpu_ops=gpu_ops[g], example=f))
     rows.sort(key=lambda r: (-r.gpu_self_ns, -r.host_self_ns, r.key))
     gdur = ev.gpu_end - ev.gpu_start
     notes = list(ev.notes)
@@ -135,17 +135,35 @@ def operator_table(ev: TorchEvents, by: str = "name", *, annotations: bool = Tru
                    by=by, source=ev.source, notes=notes)
 
 
-def _outermost_sum(ev: TorchEvents, members: Any, gpu_total: Any) -> int:
-    """The total GPU time of a group's calls, a call nested in another of the group counted once."""
-    mine = set(members.tolist())
-    total = 0
-    for i in members.tolist():
-        p = int(ev.op_parent[i])
-        while p >= 0 and p not in mine:
-            p = int(ev.op_parent[p])
-        if p < 0:
-            total += int(gpu_total[i])
-    return total
+def _groups(ev: TorchEvents, idx: Any, by: str) -> tuple[Any, list[str], Any]:
+    """Each range of ``idx``'s row (0..k-1), the rows' keys and each row's first range.
+
+    A row is a name ("name") or a name with its input shapes ("shapes": ``"name shapes"``, the name
+    alone without shapes); the rows are numbered in order of their first range.
+    """
+    code = ev.name[idx].astype(np.int64)
+    if by == "shapes":
+        code = code * (len(ev.shapes.texts) + 1) + ev.shapes.codes[idx]
+    pairs, first_at, inverse = np.unique(code, return_index=True, return_inverse=True)
+    texts = ev.shapes.texts
+    width = len(texts) + 1
+
+    def key_of(c: int) -> str:
+        if by != "shapes":
+            return ev.names[c]
+        name, shape = ev.names[c // width], texts[c % width]
+        return f"{name} {shape}" if shape else name
+
+    # the distinct keys by first range (two pairs may spell the same key: one row)
+    by_first = np.argsort(first_at, kind="stable")
+    row_of: dict[str, int] = {}
+    pair_row = np.empty(len(pairs), dtype=np.int64)
+    for p in by_first.tolist():
+        pair_row[p] = row_of.setdefault(key_of(int(pairs[p])), len(row_of))
+    group = pair_row[inverse.reshape(-1)]
+    first = np.full(len(row_of), len(idx), dtype=np.int64)
+    np.minimum.at(first, group, np.arange(len(idx), dtype=np.int64))
+    return group, list(row_of), idx[first] if len(idx) else first
 
 
 def descendants_gpu(ev: TorchEvents, calls: list[int], *, self_only: bool = False) -> Any:
@@ -154,11 +172,7 @@ def descendants_gpu(ev: TorchEvents, calls: list[int], *, self_only: bool = Fals
         return np.flatnonzero(np.isin(ev.gpu_op, np.asarray(calls, dtype=np.int64)))
     inside = np.zeros(ev.n, dtype=bool)
     inside[np.asarray(calls, dtype=np.int64)] = True
-    parents = ev.op_parent
-    for i in range(ev.n):  # parents sort before children
-        p = parents[i]
-        if p >= 0 and inside[p]:
-            inside[i] = True
+    inside = marked_below(inside, ev.op_parent)
     linked = ev.gpu_op >= 0
     out = np.zeros(len(ev.gpu_op), dtype=bool)
     out[linked] = inside[ev.gpu_op[linked]]

@@ -32,12 +32,12 @@ from engine.analysis.pytorch.events import (
     OP,
     PYTHON,
     STEP,
+    CodedTexts,
     TorchEvents,
     _mark_backward,
     _merge_dispatch_duplicates,
     _nest,
     _Rows,
-    _texts,
     thread_label,
 )
 from engine.analysis.pytorch.memory import _CUDA_DEVICE_TYPE, MemoryCurve, MemoryTimeline
@@ -382,7 +382,7 @@ def _kineto_gpu(ev: TorchEvents, gpu: list[dict[str, Any]], base: float, ext: An
     ev.gpu_stream = np.asarray(stream, dtype=np.int64)
     ev.gpu_bytes = np.asarray(nbytes, dtype=np.int64)
     ev.gpu_op = np.asarray(op, dtype=np.int64)
-    ev.gpu_grid, ev.gpu_block = _texts(grid), _texts(block)
+    ev.gpu_grid, ev.gpu_block = CodedTexts.of(grid), CodedTexts.of(block)
 
 def _dims_text(value: Any) -> str:
     if not value:
