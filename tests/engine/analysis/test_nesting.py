@@ -20,8 +20,8 @@ from tests.conftest import FIXTURES, REPO
 REC = REPO / "tests" / "data" / "recordings" / "torch"
 
 
-def walk(start: npt.NDArray[np.int64], end: npt.NDArray[np.int64], thread: npt.NDArray[np.int32],
-          opish: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+def walk(start: np.ndarray, end: np.ndarray, thread: np.ndarray,
+         opish: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The stack walk, one range at a time: the code the array passes replaced."""
     n = len(start)
     parent = np.full(n, -1, dtype=np.int64)

@@ -92,3 +92,38 @@ def test_the_summarys_steps_are_kept(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert again == built  # Steps compare field by field (the step arrays included)
     for a, b in zip(again, built, strict=True):
         assert np.array_equal(a.steps.starts, b.steps.starts) and np.array_equal(a.steps.ends, b.steps.ends)
+
+
+def test_the_events_arrays_are_mapped_from_the_file_beside_their_pickle(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import engine.analysis.pytorch.events as events_mod
+    from engine.analysis.file_backed import is_mapped
+
+    monkeypatch.setenv("KERNELSCOPE_FILE_BACKED_BYTES", "0")  # every array, not only those of 16 MB
+    path = tmp_path / "torch_conv.json"
+    path.write_bytes(lzma.decompress((REPO / "tests/data/recordings/torch/torch_conv.json.xz").read_bytes()))
+    built = events_mod._build(open_report(path))
+    first = events_mod.torch_events(open_report(path))
+    cache = Path(os.environ["KERNELSCOPE_CACHE"])
+    (arrays,) = cache.glob("results/*/pytorch-v1-events.arrays")
+    (pickled,) = cache.glob("results/*/pytorch-v1-events.pickle")
+    assert pickled.stat().st_size < arrays.stat().st_size  # the columns are in the arrays file
+    builds = []
+    real_build = events_mod._build
+    monkeypatch.setattr(events_mod, "_build", lambda t: builds.append(1) or real_build(t))
+    again = events_mod.torch_events(open_report(path))
+    assert not builds
+    for ev in (first, again):  # the first open returns the mapped arrays too (no heap copies kept)
+        assert is_mapped(ev.start) and not ev.start.flags.writeable and is_mapped(ev.gpu_op)
+        for k, v in vars(built).items():
+            w = getattr(ev, k)
+            assert (np.array_equal(v, w) and v.dtype == w.dtype) if isinstance(v, np.ndarray) else v == w, k
+
+    # an arrays file that is not the pickle's (another write's token, or cut short): built again
+    data = arrays.read_bytes()
+    arrays.write_bytes(b"x" * 16 + data[16:])
+    assert events_mod.torch_events(open_report(path)).n == built.n and len(builds) == 1
+    arrays.write_bytes(arrays.read_bytes()[: len(data) // 2])
+    assert events_mod.torch_events(open_report(path)).n == built.n and len(builds) == 2
+    arrays.unlink()
+    assert events_mod.torch_events(open_report(path)).n == built.n and len(builds) == 3
