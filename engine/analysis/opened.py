@@ -347,7 +347,8 @@ class OpenedReport:
                 with _CHILD_LOCK:
                     got = overview_store.compute_in_child(self.path, self.range_name, hint=CHILD_HINT,
                                                           progress=progress,
-                                                          cancel=_Either(self._stop, cancel))
+                                                          cancel=_Either(self._stop, cancel),
+                                                          background=self.resident)
             except KernelscopeError as exc:
                 self._failed = str(exc)
                 raise

@@ -121,6 +121,42 @@ def test_a_killed_child_gives_one_sentence():
     assert "\n" not in msg and msg.endswith(".") and "Traceback" not in msg
 
 
+def _niceness(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])  # field 19
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+@pytest.mark.parametrize("background", [True, False])
+def test_a_windows_child_runs_below_the_windows_priority(background):
+    # a window's pan and zoom go first: the child lowers its priority once it starts (the CLI's does not)
+    mine = os.nice(0)
+    seen: dict[int, int] = {}
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            for k in _overview_children():
+                n = _niceness(k)
+                if n is not None:
+                    seen[k] = max(seen.get(k, n), n)
+            time.sleep(0.002)
+
+    t = threading.Thread(target=watch)
+    t.start()
+    try:
+        got = run_child(REPORT, background=background)
+    finally:
+        stop.set()
+        t.join()
+    assert _json(got) == _json(_in_process(REPORT))
+    assert seen, "the child was never seen"
+    from engine.analysis.findings.overview_store import BACKGROUND_NICE
+    want = min(mine + BACKGROUND_NICE, 19) if background else mine
+    assert max(seen.values()) == want
+
+
 def test_cancel_kills_the_child():
     from gui.workers import Cancelled
     cancel = threading.Event()
