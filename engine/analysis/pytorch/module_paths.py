@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine.analysis.pytorch.events import OP, TorchEvents
-from engine.analysis.pytorch.nesting import _depths, nearest_marked
+from engine.analysis.pytorch.nesting import depths, nearest_marked
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -67,7 +67,7 @@ def _call_paths(ev: TorchEvents, mods: npt.NDArray[np.bool_], mod_of: npt.NDArra
     outer = np.where(p >= 0, mod_of[np.maximum(p, 0)], -1)
     up = np.full(ev.n, -1, dtype=np.int64)
     up[calls] = outer
-    depth = _depths(up)[calls]
+    depth = depths(up)[calls]
     labels: dict[str, int] = {}
     label_of = np.array([labels.setdefault(label(t), len(labels)) for t in ev.names] or [0], dtype=np.int64)
     texts = list(labels)

@@ -115,7 +115,7 @@ def marked_below(mark: npt.NDArray[np.bool_], parent: npt.NDArray[np.int64]) -> 
 def subtree_sums(values: npt.NDArray[np.int64], parent: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """Each range's value plus its descendants' (by ``parent``), one tree level at a time."""
     out = np.asarray(values, dtype=np.int64).copy()
-    depth = _depths(parent)
+    depth = depths(parent)
     if not len(depth):
         return out
     order = np.argsort(depth, kind="stable")
@@ -126,7 +126,7 @@ def subtree_sums(values: npt.NDArray[np.int64], parent: npt.NDArray[np.int64]) -
     return out
 
 
-def _depths(parent: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+def depths(parent: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """Each range's number of ancestors (by ``parent``): list ranking, the jump doubling each round."""
     d = (parent >= 0).astype(np.int64)
     a = parent.copy()
