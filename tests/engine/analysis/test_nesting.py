@@ -128,6 +128,7 @@ def test_random_ranges_match_the_walk(seed: int) -> None:
     n = int(rng.integers(1, 5000))
     start = rng.integers(0, int(rng.integers(1, 2000)), n).astype(np.int64)  # many equal starts
     length = np.where(rng.random(n) < 0.15, 0, rng.integers(0, 500, n)).astype(np.int64)
+    length[rng.random(n) < 0.02] = -3  # a broken trace's negative duration: never anyone's parent
     thread = rng.integers(0, int(rng.integers(1, 5)), n).astype(np.int32)
     start, end, thread = _sorted(start, start + length, thread)
     _check(start, end, thread, rng.random(n) < 0.5)
