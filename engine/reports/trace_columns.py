@@ -293,6 +293,11 @@ class TextIds:
         out: npt.NDArray[np.int64] = lut[codes]
         return out
 
+    def ids_of(self, texts: Sequence[str]) -> list[int]:
+        """The ids of distinct texts (new ones get the next ids, in this order)."""
+        with self._lock:
+            return [self._ids.setdefault(str(t), len(self._ids)) for t in texts]
+
     def strings(self) -> dict[int, str]:
         """Id -> text."""
         with self._lock:
@@ -340,10 +345,15 @@ def from_tables(trace: Any, table: str, names: Sequence[str], where: str | Where
     derived = DERIVED.get(table, {})
     wanted = list(dict.fromkeys([*names, *(w.needs if w is not None else ())]))
     have = set(table_columns)
-    raw = list(dict.fromkeys(
-        s for n in wanted for s in (derived[n].source if n in derived else (n,)) if s in have))
+    # the ids of a text column a trace keeps as codes (a Kineto trace's names): no column of texts made
+    coded_ids = getattr(trace, "coded_text_ids", None)
+    coded = {d.source[0]: got for n in wanted if (d := derived.get(n)) is not None and d.how == "id"
+             and coded_ids is not None and (got := coded_ids(table, d.source[0], text_ids)) is not None}
+    raw = list(dict.fromkeys(s for n in wanted for s in (derived[n].source if n in derived else (n,))
+                             if s in have and s not in coded))
     df = trace.table(table, raw) if raw else None
-    n_rows = len(df) if df is not None else (trace.row_count(table) or 0)
+    n_rows = len(df) if df is not None else len(next(iter(coded.values()))) if coded else (
+        trace.row_count(table) or 0)
     out: dict[str, npt.NDArray[Any]] = {}
     for name in wanted:
         d = derived.get(name)
@@ -352,6 +362,8 @@ def from_tables(trace: Any, table: str, names: Sequence[str], where: str | Where
                 n_rows, NULL, dtype=np.int64)
         elif d.how == "rowid":
             out[name] = np.arange(1, n_rows + 1, dtype=np.int64)
+        elif d.how == "id" and d.source[0] in coded:
+            out[name] = coded[d.source[0]]
         elif not set(d.source) <= have or df is None:
             out[name] = np.full(n_rows, NULL, dtype=np.int64)
         elif d.how == "duration":

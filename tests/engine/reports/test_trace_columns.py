@@ -335,3 +335,29 @@ def test_kineto_traces_answer_the_same_call(tmp_path: Path) -> None:
             assert not isinstance(trace, NsysSqliteTrace)
             _check_trace(trace, trace.columns, trace.strings)
             assert len(trace.columns("kernels", ["start"])["start"]) > 0
+
+
+@pytest.mark.parametrize("name", ["torch_train", "torch_conv"])
+def test_kineto_name_ids_from_the_events_codes_equal_those_from_the_texts(
+        name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # KinetoTrace.coded_text_ids gives nameId / shortNameId / textId without a column of texts; the
+    # same ids, in the same order of first use, as TextIds.ids over the table's texts
+    from engine.reports.kineto import KinetoTrace
+
+    path = tmp_path / f"{name}.json"
+    path.write_bytes(lzma.decompress((REPO / f"tests/data/recordings/torch/{name}.json.xz").read_bytes()))
+    asks = [("kernels", ["nameId", "shortNameId", "start"]), ("api", ["nameId", "duration"]),
+            ("cpu_ops", ["nameId"]), ("nvtx", ["textId", "end"])]
+    coded = open_report(path)
+    got = [coded.columns(t, cols) for t, cols in asks]
+    with monkeypatch.context() as m:
+        m.setattr(KinetoTrace, "coded_text_ids", lambda *a: None)  # the column of texts, as before
+        plain = open_report(path)
+        want = [plain.columns(t, cols) for t, cols in asks]
+    assert coded.strings() == plain.strings() and len(coded.strings()) > 50
+    for (t, cols), g, w in zip(asks, got, want, strict=True):
+        for c in cols:
+            np.testing.assert_array_equal(g[c], w[c], err_msg=f"{t}.{c}")
+        ids = g[cols[0]]
+        texts = plain.table(t, ["text" if t == "nvtx" else "name"]).iloc[:, 0].tolist()
+        assert [coded.strings()[int(k)] for k in ids] == texts and len(texts) > 10
