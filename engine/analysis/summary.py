@@ -108,9 +108,15 @@ def capture_window(trace: Trace) -> tuple[int, int]:
     for name in ("cpu_ops",) if span is not None else ("nvtx", "cpu_ops"):
         if not trace.has(name):  # (an nsys export has no CPU operators: no empty table built)
             continue
+        if name == "cpu_ops":  # (a Kineto trace's 8M operators: no table made)
+            cols = trace.columns(name, ["start", "end"])
+            first, last = _known_extreme(cols["start"], np.min), _known_extreme(cols["end"], np.max)
+            starts += [first] if first is not None else []
+            ends += [last] if last is not None else []
+            continue
         # nvtx is read whole by the reader whatever the columns: take the step detection's too
         # (steps.ranges_table), so that it finds them cached instead of reading the table again
-        df = trace.table(name, _NVTX_COLUMNS if name == "nvtx" else ["start", "end"])
+        df = trace.table(name, _NVTX_COLUMNS)
         if len(df):
             st = df["start"].dropna()
             en = df["end"].dropna()

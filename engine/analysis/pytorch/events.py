@@ -307,13 +307,15 @@ def _kineto_host(trace: Any, i: npt.NDArray[np.int64],
     ext = np.asarray(ints["External id"][i])
     ext = np.where(((cat == OP) | (cat == ANNOTATION)) & (ext != NULL), ext, -1)
     texts = list(c.text_values)
-    ordered = i[order]
+
+    def coded(column: Any) -> CodedTexts:  # gathered in file order (i rises), then put in the events'
+        return CodedTexts(np.asarray(column[i], dtype=np.int32)[order], texts)
+
     ev = TorchEvents(
         names=names, name=name[order], cat=cat[order].astype(np.int8), start=start[order], end=end[order],
         thread=thread[order], threads=threads, seq=np.where(seq == NULL, -1, seq)[order],
         backward=np.zeros(len(i), dtype=np.bool_),
-        shapes=CodedTexts(np.asarray(c.texts["Input Dims"][ordered], dtype=np.int32), texts),
-        dtypes=CodedTexts(np.asarray(c.texts["Input type"][ordered], dtype=np.int32), texts), source="kineto")
+        shapes=coded(c.texts["Input Dims"]), dtypes=coded(c.texts["Input type"]), source="kineto")
     return ev, ext[order]
 
 

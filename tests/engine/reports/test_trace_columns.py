@@ -361,3 +361,18 @@ def test_kineto_name_ids_from_the_events_codes_equal_those_from_the_texts(
         ids = g[cols[0]]
         texts = plain.table(t, ["text" if t == "nvtx" else "name"]).iloc[:, 0].tolist()
         assert [coded.strings()[int(k)] for k in ids] == texts and len(texts) > 10
+
+
+@pytest.mark.parametrize("table", ["kernels", "memcpy", "api", "cpu_ops", "nvtx"])
+def test_kineto_times_straight_from_the_events_equal_the_tables(table: str, tmp_path: Path) -> None:
+    from engine.reports.base import Trace as BaseTrace
+
+    path = tmp_path / "torch_train.json"
+    path.write_bytes(lzma.decompress((REPO / "tests/data/recordings/torch/torch_train.json.xz").read_bytes()))
+    trace = open_report(path)
+    got = trace.columns(table, ["end", "duration", "start"])
+    want = BaseTrace.columns_async(trace, table, ["end", "duration", "start"]).result()  # through the table
+    assert len(got["start"]) == len(trace.table(table, ["start"])) > 0
+    for c in ("start", "end", "duration"):
+        np.testing.assert_array_equal(got[c], want[c], err_msg=c)
+        assert got[c].dtype == want[c].dtype
