@@ -68,23 +68,28 @@ def _covering_max(lo: npt.NDArray[np.int64], hi: npt.NDArray[np.int64]) -> npt.N
     level = np.floor(np.log2(length)).astype(np.int64)
     level += (np.left_shift(1, level + 1) <= length).astype(np.int64)  # log2's rounding, both ways
     level -= (np.left_shift(1, level) > length).astype(np.int64)
-    order = np.argsort(level, kind="stable")
+    order = np.argsort(level.astype(np.int8), kind="stable")  # (a radix sort on 8 bits)
     cut = np.searchsorted(level[order], np.arange(int(level.max()) + 2))
-    above: npt.NDArray[np.int64] | None = None
+    small = np.int32 if n < 2**31 else np.int64  # half the memory to pass over, where it fits
+    jj = j.astype(small)
+    # two tables in turn (not a fresh zero-filled one per level): table[p] is the max over the spans
+    # that hold p .. p + size - 1
+    table, spare = np.empty(n, dtype=small), np.empty(n, dtype=small)
+    above = None
     for lv in range(int(level.max()), -1, -1):
         size = 1 << lv
-        table = np.full(n, -1, dtype=np.int64)  # table[p]: the max over the spans that hold p .. p+size-1
+        table.fill(-1)
         mine = order[cut[lv]:cut[lv + 1]]
-        np.maximum.at(table, a[mine], j[mine])  # a span's first block
-        np.maximum.at(table, b[mine] - size + 1, j[mine])  # and its last (the two may overlap)
+        np.maximum.at(table, a[mine], jj[mine])  # a span's first block
+        np.maximum.at(table, b[mine] - size + 1, jj[mine])  # and its last (the two may overlap)
         if above is not None:  # a block of twice the size is two of this one
             m = n - 2 * size + 1
             if m > 0:
                 np.maximum(table[:m], above[:m], out=table[:m])
                 np.maximum(table[size:size + m], above[:m], out=table[size:size + m])
-        above = table
+        above, table = table, (spare if above is None else above)
     assert above is not None
-    return above
+    return above.astype(np.int64, copy=False)
 
 
 def nearest_marked(parent: npt.NDArray[np.int64], marked: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
