@@ -150,27 +150,15 @@ class GpuOps:
 
         return self.end if self.order is None else gathered(self.end, self.order)
 
-    @property
-    def s_sorted(self) -> npt.NDArray[np.int64]:
-        """Starts in start order (built on each use: callers keep it while they need it)."""
-        return self.sorted_col(self.start)
-
-    @property
-    def e_sorted(self) -> npt.NDArray[np.int64]:
-        """Ends in start order (built on each use)."""
-        return self.sorted_col(self.end)
-
-    def blocks(self, pid: str | None = None, sorted_se: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]
-               | None = None) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    def blocks(self, pid: str | None = None) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """The union of the operations (of process ``pid``) as sorted disjoint blocks (cached).
 
-        ``sorted_se``: :attr:`s_sorted` and :attr:`e_sorted` when the caller holds them already.
         Operations that never overlap (one stream) are their own blocks: touching ones may stay
         apart, which changes no busy time, first start or last end (what the callers read).
         """
         key = "" if pid is None else pid
         if key not in self._blocks:
-            s, e = sorted_se if sorted_se is not None else (self.s_sorted, self.e_sorted)
+            s, e = self.sorted_start, self.sorted_end
             if not (pid is None or len(self.pids) == 1 and self.pids[0] == pid):
                 mine = self.sorted_col(self.of_pid(pid))
                 s, e = s[mine], e[mine]

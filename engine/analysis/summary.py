@@ -546,7 +546,7 @@ def _iterations(trace: Trace, api: _Calls, ops: _Ops, range_name: str | None,
                               for p, n in enumerate((n_steady, st.warmup_count or None, None)))
     else:
         per_it = warm = once = ()
-    bs, be = ops.o.blocks(st.pid, (ops.s, ops.e))
+    bs, be = ops.o.blocks(st.pid)
     busy_each = busy_between(bs, be, ss, se, busy_cum(trace, st.pid, bs, be))
     # the median step's busy time, as the step is the median (a stalled step's extra work is not
     # spread over the others)
@@ -597,7 +597,7 @@ def _busy_per_step(ops: _Ops, st: Steps) -> float | None:
     ss, se = st.window(steady_only=True)
     if not len(ss):
         return None
-    bs, be = ops.o.blocks(st.pid, (ops.s, ops.e))
+    bs, be = ops.o.blocks(st.pid)
     each = busy_between(bs, be, ss, se, busy_cum(ops.trace, st.pid, bs, be))
     return float(np.median(each)) if len(each) else None
 

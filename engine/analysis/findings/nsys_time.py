@@ -259,7 +259,6 @@ def rule_launch_bound(ctx: Context) -> list[Finding]:
     steady = ctx.host_steady_mask(a0)
     causes = idle_causes(ctx)
     if ctx.steps is not None and ctx.n_steady:
-        a, b = ctx.steps.window(steady_only=True)
         window, idle = _steady_idle(ctx)
         # what a CUDA graph removes: the GPU idle while the host launches (its launch calls and the
         # Python between them), at least the launch calls' excess over their kernels
@@ -372,7 +371,6 @@ def _idle_window(ctx: Context) -> tuple[int, int, str, str, int, int] | None:
     if not len(bs):
         return None
     if ctx.steps is not None and ctx.n_steady:
-        a, b = ctx.steps.window(steady_only=True)
         window, idle = _steady_idle(ctx)
         where = f"the {ctx.n_steady} steady steps of {ctx.steps.range_name}"
         source = (f"{schema.NVTX} (steady steps)" if ctx.steps.method == "nvtx"

@@ -19,6 +19,7 @@ import numpy as np
 
 from engine.analysis.pytorch.events import KERNEL, TorchEvents
 from engine.analysis.pytorch.nesting import chain_tops
+from engine.analysis.tables import small_codes
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -105,13 +106,9 @@ def kernel_table(ev: TorchEvents) -> KernelTable:
     dur = (ev.gpu_end - ev.gpu_start).astype(np.int64)
     total = int(dur[kern].sum())
     # the kernel names in order of their first launch
-    codes, first, inverse = np.unique(ev.gpu_name[kern], return_index=True, return_inverse=True)
-    rank = np.empty(len(codes), dtype=np.int64)
-    rank[np.argsort(first, kind="stable")] = np.arange(len(codes))
-    group = rank[inverse.reshape(-1)]
-    k = len(codes)
-    name_of = np.empty(k, dtype=np.int64)
-    name_of[rank] = codes
+    group16, name_of = small_codes(ev.gpu_name[kern])
+    group = group16.astype(np.int64)
+    k = len(name_of)
     calls = np.bincount(group, minlength=k)
     sums = np.zeros(k, dtype=np.int64)
     np.add.at(sums, group, dur[kern])

@@ -20,6 +20,7 @@ import numpy as np
 
 from engine.analysis.pytorch.events import OP, TorchEvents
 from engine.analysis.pytorch.nesting import depths, nearest_marked
+from engine.analysis.tables import small_codes
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -113,10 +114,7 @@ def _backward(ev: TorchEvents, mod_of: npt.NDArray[np.int64], call_path: npt.NDA
     return out
 
 
-def groups(key: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], Any]:
-    """The distinct keys in order of first appearance, each item's group and each group's size."""
-    uniq, first, inverse, counts = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
-    order = np.argsort(first, kind="stable")
-    rank = np.empty(len(uniq), dtype=np.int64)
-    rank[order] = np.arange(len(uniq))
-    return uniq[order], rank[inverse.reshape(-1)], counts[order]
+def groups(key: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[Any], Any]:
+    """The distinct (non-negative) keys by first appearance, each item's group and each group's size."""
+    group, uniq = small_codes(key)
+    return uniq, group, np.bincount(group, minlength=len(uniq))

@@ -17,6 +17,7 @@ import numpy as np
 
 from engine.analysis.pytorch.events import ANNOTATION, API, MODULE, OP, PYTHON, STEP, TorchEvents
 from engine.analysis.pytorch.nesting import in_own_group, marked_below, subtree_sums
+from engine.analysis.tables import small_codes
 
 BY_CHOICES = ("name", "shapes")
 
@@ -141,12 +142,11 @@ def _groups(ev: TorchEvents, idx: Any, by: str) -> tuple[Any, list[str], Any]:
     A row is a name ("name") or a name with its input shapes ("shapes": ``"name shapes"``, the name
     alone without shapes); the rows are numbered in order of their first range.
     """
-    code = ev.name[idx].astype(np.int64)
-    if by == "shapes":
-        code = code * (len(ev.shapes.texts) + 1) + ev.shapes.codes[idx]
-    pairs, first_at, inverse = np.unique(code, return_index=True, return_inverse=True)
     texts = ev.shapes.texts
     width = len(texts) + 1
+    code = ev.name[idx].astype(np.int64)
+    if by == "shapes":
+        code = code * width + ev.shapes.codes[idx]
 
     def key_of(c: int) -> str:
         if by != "shapes":
@@ -154,13 +154,11 @@ def _groups(ev: TorchEvents, idx: Any, by: str) -> tuple[Any, list[str], Any]:
         name, shape = ev.names[c // width], texts[c % width]
         return f"{name} {shape}" if shape else name
 
-    # the distinct keys by first range (two pairs may spell the same key: one row)
-    by_first = np.argsort(first_at, kind="stable")
+    # the distinct pairs by first range; two pairs may spell the same key: one row
+    pair_code, pairs = small_codes(code)
     row_of: dict[str, int] = {}
-    pair_row = np.empty(len(pairs), dtype=np.int64)
-    for p in by_first.tolist():
-        pair_row[p] = row_of.setdefault(key_of(int(pairs[p])), len(row_of))
-    group = pair_row[inverse.reshape(-1)]
+    pair_row = np.array([row_of.setdefault(key_of(p), len(row_of)) for p in pairs.tolist()], dtype=np.int64)
+    group = pair_row[pair_code] if len(idx) else np.zeros(0, dtype=np.int64)
     first = np.full(len(row_of), len(idx), dtype=np.int64)
     np.minimum.at(first, group, np.arange(len(idx), dtype=np.int64))
     return group, list(row_of), idx[first] if len(idx) else first

@@ -309,7 +309,7 @@ def test_gpu_blocks_of_disjoint_operations_give_the_merged_blocks_busy_time(repo
         for pid in [None, *o.pids]:
             bs, be = o.blocks(pid)
             sel = o.sorted_col(o.of_pid(pid)) if pid is not None else np.ones(o.n, dtype=bool)
-            ms, me = tables.blocks_sorted(o.s_sorted[sel], o.e_sorted[sel])
+            ms, me = tables.blocks_sorted(o.sorted_start[sel], o.sorted_end[sel])
             assert (bs[0], be[-1]) == (ms[0], me[-1])
             cuts = np.sort(np.random.default_rng(1).integers(int(ms[0]) - 10, int(me[-1]) + 10, 400))
             a, b = cuts[::2], cuts[1::2]
