@@ -64,6 +64,9 @@ def _kept(args: argparse.Namespace, command: str, make: Any) -> None:
         identity = None
     text = result_get(identity, key) if identity else None
     if text is None:
+        from engine.cli.cached import prepare
+
+        prepare(args.input)  # a Kineto trace's first question keeps what every later one asks
         buf = io.StringIO()
         with contextlib.redirect_stdout(buf):
             make()

@@ -48,15 +48,10 @@ def compute(trace: Any) -> dict[str, Any]:
     from engine.analysis.pytorch.memory import alive_at_peak
 
     snapshot = trace.info.kind == "snapshot"
-    out: dict[str, Any] = {"memory": kept.memory(trace), "alive": None, "snapshot": snapshot}
-    if snapshot:
-        curves = out["memory"].curves
-        if curves:
-            out["alive"] = alive_at_peak(trace.columns_, max(curves, key=lambda c: c.peak_allocated))
-        return out
-    out["ops"] = {by: kept.operators(trace, by) for by in ("name", "shapes")}
-    out["kernels"] = kept.kernels(trace)
-    out["modules"] = kept.modules(trace)
+    out: dict[str, Any] = {**kept.views(trace), "alive": None, "snapshot": snapshot}
+    curves = out["memory"].curves
+    if snapshot and curves:
+        out["alive"] = alive_at_peak(trace.columns_, max(curves, key=lambda c: c.peak_allocated))
     return out
 
 

@@ -41,9 +41,13 @@ def kept(trace: Any, name: str, make: Callable[[], T], kind: type[Any]) -> T:
 
 def operators(trace: Any, by: str) -> OpTable:
     """The operator table of ``trace`` grouped ``by`` name or shapes."""
-    from engine.analysis.pytorch.operators import OpTable, operator_table
+    from engine.analysis.pytorch.operators import OpTable, operator_table, self_and_total
 
-    return kept(trace, f"ops-{by}", lambda: operator_table(torch_events(trace), by), OpTable)
+    def make() -> OpTable:
+        ev = torch_events(trace)  # (the per-range sums are the same for both groupings: made once)
+        return operator_table(ev, by, sums=trace_cache(trace, "pytorch.op_sums", lambda: self_and_total(ev)))
+
+    return kept(trace, f"ops-{by}", make, OpTable)
 
 
 def kernels(trace: Any) -> KernelTable:
@@ -72,6 +76,22 @@ def memory(trace: Any) -> MemoryTimeline:
     from engine.analysis.pytorch.memory import MemoryTimeline, memory_timeline
 
     return kept(trace, "memory", lambda: memory_timeline(trace), MemoryTimeline)
+
+
+def views(trace: Any) -> dict[str, Any]:
+    """Every table the PyTorch views show, each kept (on disk and for the trace's life).
+
+    ``memory``; except for a memory snapshot, ``ops`` (by name and by shapes), ``kernels`` and
+    ``modules``. The window's PyTorch view and the command line's first question about a Kineto
+    trace (:func:`engine.cli.cached.overview_of`) build this same set.
+    """
+    out: dict[str, Any] = {"memory": memory(trace)}
+    if trace.info.kind == "snapshot":
+        return out
+    out["ops"] = {by: operators(trace, by) for by in ("name", "shapes")}
+    out["kernels"] = kernels(trace)
+    out["modules"] = modules(trace)
+    return out
 
 
 def summary_steps(trace: Any, iterations: Any) -> list[Steps]:

@@ -83,8 +83,12 @@ class OpTable:
         raise KeyError(key)
 
 
-def _self_and_total(ev: TorchEvents) -> tuple[Any, Any, Any, Any]:
-    """Per host range: host self time, GPU self time, GPU total time, GPU operation count."""
+def self_and_total(ev: TorchEvents) -> tuple[Any, Any, Any, Any]:
+    """Per host range: host self time, GPU self time, GPU total time, GPU operation count.
+
+    The same for every grouping: the tables by name and by shapes of one trace can share it
+    (``operator_table``'s ``sums``).
+    """
     dur = (ev.end - ev.start).astype(np.int64)
     counted = (ev.cat == OP) | (ev.cat == ANNOTATION) | (ev.cat == STEP) | (ev.cat == API)
     kids = np.flatnonzero(counted & (ev.op_parent >= 0) & ~ev.merged)
@@ -97,11 +101,15 @@ def _self_and_total(ev: TorchEvents) -> tuple[Any, Any, Any, Any]:
     return host_self, gpu_self, subtree_sums(gpu_self, ev.op_parent), gpu_count
 
 
-def operator_table(ev: TorchEvents, by: str = "name", *, annotations: bool = True) -> OpTable:
-    """The operator table (``by``: "name" or "shapes"); ``annotations`` keeps record_function rows."""
+def operator_table(ev: TorchEvents, by: str = "name", *, annotations: bool = True,
+                   sums: tuple[Any, Any, Any, Any] | None = None) -> OpTable:
+    """The operator table (``by``: "name" or "shapes"); ``annotations`` keeps record_function rows.
+
+    ``sums``: :func:`self_and_total` of ``ev`` when the caller has it already.
+    """
     if by not in BY_CHOICES:
         raise ValueError(f"by must be one of {', '.join(BY_CHOICES)}")
-    host_self, gpu_self, gpu_total, gpu_count = _self_and_total(ev)
+    host_self, gpu_self, gpu_total, gpu_count = self_and_total(ev) if sums is None else sums
     keep = ((ev.cat == OP) | ((ev.cat == ANNOTATION) if annotations else False)) & ~ev.merged
     idx = np.flatnonzero(keep)
     group, keys, first = _groups(ev, idx, by)
