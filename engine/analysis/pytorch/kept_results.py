@@ -39,13 +39,16 @@ def kept(trace: Any, name: str, make: Callable[[], T], kind: type[Any]) -> T:
     return out
 
 
-def operators(trace: Any, by: str) -> OpTable:
-    """The operator table of ``trace`` grouped ``by`` name or shapes."""
-    from engine.analysis.pytorch.operators import OpTable, operator_table, self_and_total
+def operators(trace: Any, by: str, sums: Callable[[], Any] | None = None) -> OpTable:
+    """The operator table of ``trace`` grouped ``by`` name or shapes.
+
+    ``sums``: gives :func:`engine.analysis.pytorch.operators.self_and_total` of the trace's events
+    (the same for both groupings: :func:`views` makes them once for the two tables).
+    """
+    from engine.analysis.pytorch.operators import OpTable, operator_table
 
     def make() -> OpTable:
-        ev = torch_events(trace)  # (the per-range sums are the same for both groupings: made once)
-        return operator_table(ev, by, sums=trace_cache(trace, "pytorch.op_sums", lambda: self_and_total(ev)))
+        return operator_table(torch_events(trace), by, sums=None if sums is None else sums())
 
     return kept(trace, f"ops-{by}", make, OpTable)
 
@@ -88,7 +91,12 @@ def views(trace: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"memory": memory(trace)}
     if trace.info.kind == "snapshot":
         return out
-    out["ops"] = {by: operators(trace, by) for by in ("name", "shapes")}
+    from functools import cache
+
+    from engine.analysis.pytorch.operators import self_and_total
+
+    sums = cache(lambda: self_and_total(torch_events(trace)))  # (dropped when this returns)
+    out["ops"] = {by: operators(trace, by, sums) for by in ("name", "shapes")}
     out["kernels"] = kernels(trace)
     out["modules"] = modules(trace)
     return out
