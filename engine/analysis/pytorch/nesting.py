@@ -117,10 +117,14 @@ def marked_below(mark: npt.NDArray[np.bool_], parent: npt.NDArray[np.int64]) -> 
     return out
 
 
-def subtree_sums(values: npt.NDArray[np.int64], parent: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """Each range's value plus its descendants' (by ``parent``), one tree level at a time."""
+def subtree_sums(values: npt.NDArray[np.int64], parent: npt.NDArray[np.int64],
+                 depth: npt.NDArray[np.int64] | None = None) -> npt.NDArray[np.int64]:
+    """Each range's value plus its descendants' (by ``parent``), one tree level at a time.
+
+    ``depth``: :func:`depths` of ``parent`` when the caller has it.
+    """
     out = np.asarray(values, dtype=np.int64).copy()
-    depth = depths(parent)
+    depth = depths(parent) if depth is None else depth
     if not len(depth):
         return out
     order = np.argsort(depth, kind="stable")
@@ -144,9 +148,50 @@ def depths(parent: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     return d
 
 
-def in_own_group(group: npt.NDArray[np.int64], parent: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-    """Whether a range (``group`` >= 0) has an ancestor (by ``parent``) of its own group."""
+def subtree_ends(parent: npt.NDArray[np.int64],
+                 depth: npt.NDArray[np.int64] | None = None) -> npt.NDArray[np.int64] | None:
+    """Each range's last descendant by index (itself if none); None unless the ranges are in pre-order.
+
+    Pre-order: a stack walk's order (:func:`parents`), every subtree a block of indices. ``depth``:
+    :func:`depths` of ``parent`` when the caller has it.
+    """
+    n = len(parent)
+    idx = np.arange(n, dtype=np.int64)
+    has = parent >= 0
+    if (parent[has] >= idx[has]).any():
+        return None
+    end = idx + subtree_sums(np.ones(n, dtype=np.int64), parent, depth) - 1
+    p = parent[has]
+    # each range inside its parent's block, its own block too: then every block is exactly its subtree
+    if ((idx[has] > end[p]) | (end[has] > end[p])).any():
+        return None
+    return end
+
+
+def in_own_group(group: npt.NDArray[np.int64], parent: npt.NDArray[np.int64],
+                 ends: npt.NDArray[np.int64] | None = None) -> npt.NDArray[np.bool_]:
+    """Whether a range (``group`` >= 0) has an ancestor (by ``parent``) of its own group.
+
+    In pre-order (:func:`subtree_ends`, or ``ends`` when the caller has them) an ancestor of ``i`` is
+    an earlier range whose block reaches ``i``: a running maximum of the block ends over each group's
+    ranges in index order. Otherwise, one level up each round.
+    """
+    ends = subtree_ends(parent) if ends is None else ends
     out = np.zeros(len(group), dtype=bool)
+    if ends is None:
+        return _in_own_group_by_levels(group, parent, out)
+    rows = np.flatnonzero(group >= 0)
+    if not len(rows):
+        return out
+    order = rows[np.argsort(group[rows], kind="stable")]  # by group, then by index
+    base = group[order].astype(np.int64) * len(group)  # an earlier group's keys all lie below this
+    reach = np.maximum.accumulate(base + ends[order])
+    out[order[1:]] = reach[:-1] >= base[1:] + order[1:]
+    return out
+
+
+def _in_own_group_by_levels(group: npt.NDArray[np.int64], parent: npt.NDArray[np.int64],
+                            out: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
     live = np.flatnonzero((group >= 0) & (parent >= 0))
     anc = parent[live]
     while len(live):  # one level up each round, for the ranges not yet decided

@@ -11,12 +11,12 @@ all rows add up to the GPU time of every linked operation, each counted once.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from engine.analysis.pytorch.events import ANNOTATION, API, MODULE, OP, PYTHON, STEP, TorchEvents
-from engine.analysis.pytorch.nesting import in_own_group, marked_below, subtree_sums
+from engine.analysis.pytorch.nesting import depths, in_own_group, marked_below, subtree_ends, subtree_sums
 from engine.analysis.tables import small_codes
 
 BY_CHOICES = ("name", "shapes")
@@ -83,8 +83,22 @@ class OpTable:
         raise KeyError(key)
 
 
-def self_and_total(ev: TorchEvents) -> tuple[Any, Any, Any, Any]:
-    """Per host range: host self time, GPU self time, GPU total time, GPU operation count.
+class OpSums(NamedTuple):
+    """Per host range: host self time, GPU self time, GPU total time, GPU operation count; block ends.
+
+    ``ends``: the operator tree's block ends (:func:`engine.analysis.pytorch.nesting.subtree_ends`;
+    None when the operator parents are not in pre-order).
+    """
+
+    host_self: Any
+    gpu_self: Any
+    gpu_total: Any
+    gpu_count: Any
+    ends: Any
+
+
+def self_and_total(ev: TorchEvents) -> OpSums:
+    """The :class:`OpSums` of ``ev``.
 
     The same for every grouping: the tables by name and by shapes of one trace can share it
     (``operator_table``'s ``sums``).
@@ -98,18 +112,20 @@ def self_and_total(ev: TorchEvents) -> tuple[Any, Any, Any, Any]:
     gdur = (ev.gpu_end - ev.gpu_start).astype(np.int64)
     gpu_self = np.bincount(ev.gpu_op[linked], weights=gdur[linked], minlength=ev.n).astype(np.int64)
     gpu_count = np.bincount(ev.gpu_op[linked], minlength=ev.n).astype(np.int64)
-    return host_self, gpu_self, subtree_sums(gpu_self, ev.op_parent), gpu_count
+    depth = depths(ev.op_parent)  # (one tree walk for both)
+    return OpSums(host_self, gpu_self, subtree_sums(gpu_self, ev.op_parent, depth), gpu_count,
+                  subtree_ends(ev.op_parent, depth))
 
 
 def operator_table(ev: TorchEvents, by: str = "name", *, annotations: bool = True,
-                   sums: tuple[Any, Any, Any, Any] | None = None) -> OpTable:
+                   sums: OpSums | None = None) -> OpTable:
     """The operator table (``by``: "name" or "shapes"); ``annotations`` keeps record_function rows.
 
     ``sums``: :func:`self_and_total` of ``ev`` when the caller has it already.
     """
     if by not in BY_CHOICES:
         raise ValueError(f"by must be one of {', '.join(BY_CHOICES)}")
-    host_self, gpu_self, gpu_total, gpu_count = self_and_total(ev) if sums is None else sums
+    host_self, gpu_self, gpu_total, gpu_count, ends = self_and_total(ev) if sums is None else sums
     keep = ((ev.cat == OP) | ((ev.cat == ANNOTATION) if annotations else False)) & ~ev.merged
     idx = np.flatnonzero(keep)
     group, keys, first = _groups(ev, idx, by)
@@ -123,7 +139,7 @@ def operator_table(ev: TorchEvents, by: str = "name", *, annotations: bool = Tru
         np.add.at(out, gid[rows], np.asarray(values, dtype=np.int64)[rows])
         return out.tolist()
 
-    outer = idx[~in_own_group(gid, ev.op_parent)[idx]]  # a call nested in one of its group: once
+    outer = idx[~in_own_group(gid, ev.op_parent, ends)[idx]]  # a call nested in one of its group: once
     calls = np.bincount(group, minlength=k).tolist()
     host_total, host_self_sum = total(dur), total(host_self)
     gpu_self_sum, gpu_ops, gpu_total_sum = total(gpu_self), total(gpu_count), total(gpu_total, outer)

@@ -94,6 +94,36 @@ def _check(start: np.ndarray, end: np.ndarray, thread: np.ndarray, opish: np.nda
         if p >= 0 and back[p]:
             back[i] = True
     np.testing.assert_array_equal(nesting.marked_below(mark, want_op), back)
+    rng = np.random.default_rng(len(start))
+    for tree in (want_parent, want_op):
+        assert nesting.subtree_ends(tree) is not None  # a stack walk's order is a pre-order
+        group = np.where(rng.random(len(start)) < 0.8, rng.integers(0, 4, len(start)), -1).astype(np.int64)
+        np.testing.assert_array_equal(nesting.in_own_group(group, tree), own_group(group, tree))
+
+
+def own_group(group: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Whether a range has an ancestor of its own group: up the parents one by one."""
+    out = np.zeros(len(group), dtype=bool)
+    g, par = group.tolist(), parent.tolist()
+    for i in range(len(g)):
+        a = par[i]
+        while g[i] >= 0 and a >= 0 and not out[i]:
+            out[i] = g[a] == g[i]
+            a = par[a]
+    return out
+
+
+def test_in_own_group_of_a_tree_not_in_pre_order() -> None:
+    # 0 -> 2 -> {1, 3}: range 1's parent comes after it, and 2's block [2, 3] misses its child 1
+    parent = np.array([-1, 2, 0, 2], dtype=np.int64)
+    assert nesting.subtree_ends(parent) is None
+    group = np.array([5, 5, 7, 7], dtype=np.int64)
+    np.testing.assert_array_equal(nesting.in_own_group(group, parent), [False, True, False, True])
+    # children listed before a sibling's subtree ends: 0 -> {1, 2}, 1 -> 3
+    parent = np.array([-1, 0, 0, 1], dtype=np.int64)
+    assert nesting.subtree_ends(parent) is None
+    group = np.array([1, 2, 1, 2], dtype=np.int64)
+    np.testing.assert_array_equal(nesting.in_own_group(group, parent), own_group(group, parent))
 
 
 @pytest.mark.parametrize("seed", range(12))
