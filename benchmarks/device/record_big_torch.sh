@@ -6,12 +6,14 @@
 # memory peaks are checked against the profiler's (benchmarks/check_kineto_oracle.py). The trace comes back
 # xz-compressed in 15 MiB parts (cat TAG.json.xz.part-* | xz -d > TAG.json).
 #   OUT=dir VARIANT=fixed STEPS=300 bash benchmarks/device/record_big_torch.sh     (carry .whl: orjson)
+#   LAYERS=N (the TinyGPT's layers, default 4) and FIXES=tc,pinned,... (base with only these fixes) vary the program.
 # SKIP_RECORD=1 with WORK holding TAG.json, TAG_key_averages.json and TAG_truth.json: the checks alone.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 OUT=${OUT:-/tmp/bigtorch_out}; W=${WORK:-/dev/shm/bigtorch}; mkdir -p "$OUT" "$W"
-VARIANT=${VARIANT:-fixed}; STEPS=${STEPS:-300}; TAG=${TAG:-big_${VARIANT}_${STEPS}}
+VARIANT=${VARIANT:-fixed}; STEPS=${STEPS:-300}; LAYERS=${LAYERS:-4}; FIXES=${FIXES:-}
+TAG=${TAG:-big_${VARIANT}_${STEPS}}
 exec > >(tee -a "$OUT/$TAG.log") 2>&1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$REPO"/.whl/*.whl \
     || echo "(wheels not installed)"
@@ -33,7 +35,8 @@ timed() {  # timed LABEL CMD... (its stdout is the command's): wall, CPU s and p
   python3 "$W/timed.py" "$@"
 }
 [ -n "${SKIP_RECORD:-}" ] || (cd "$W" && timed "record $TAG ($VARIANT, $STEPS steps under the profiler)" timeout 480 \
-    python3 "$HERE/torch_workbench.py" kineto --variant "$VARIANT" --steps "$STEPS" --out "$W" --tag "$TAG" \
+    python3 "$HERE/torch_workbench.py" kineto --variant "$VARIANT" --steps "$STEPS" --layers "$LAYERS" --fixes "$FIXES" \
+    --out "$W" --tag "$TAG" \
     > "$W/$TAG.run.log") || { tail -20 "$W/$TAG.run.log"; exit 1; }
 tail -2 "$W/$TAG.run.log"
 ls -la "$W"

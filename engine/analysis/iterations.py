@@ -14,7 +14,9 @@ that all hold the same tokens the same number of times; the step is the finest s
   loss, the backward pass and the optimizer is one of many but holds most of the work); where the
   content varies (a decode loop's GEMMs change with the sequence length) units match loosely (as
   many operations ±10 %, half of them the same kinds); units that differ in a cycle of k (half
-  steps, accumulated micro-batches) are parts of a step, left to a coarser cut;
+  steps, accumulated micro-batches) are parts of a step, left to a coarser cut, unless each unit
+  holds every loop mark on its own (its copy and its optimizer update: steps whose inputs cycle,
+  such as sequence lengths taken in turn, which are steps however their GEMMs differ);
 - the repeat with the most units is the step (an every-other-step marker gives a coarser one).
 
 A repeat is taken as a step only when each unit holds something a loop iteration does and a layer
@@ -388,11 +390,14 @@ def _judge(seq: OpSequence, h: npt.NDArray[np.uint64], cuts: npt.NDArray[np.int6
     if float(modal.mean()) < SEGMENT_SHARE or float(w_len[modal].sum()) < OP_SHARE * float(w_len.sum()):
         exact = False
         # units that differ in a cycle of k (half steps, micro-batches of an accumulated step) are
-        # parts of a step: a coarser cut finds it
+        # parts of a step: a coarser cut finds it. Unless each unit holds every loop mark on its own
+        # (its copy, its optimizer update): then they are steps whose inputs cycle (sequence lengths
+        # taken in turn), matched loosely below
         if len(seg_hash) >= 6:
             nxt = float((seg_hash[1:] == seg_hash[:-1]).mean())
             if nxt < 0.6 and any(float((seg_hash[k:] == seg_hash[:-k]).mean()) >= 0.8
-                                 for k in (2, 3, 4, 5, 6, 8) if k < len(seg_hash)):
+                                 for k in (2, 3, 4, 5, 6, 8) if k < len(seg_hash)) \
+                    and not _each_whole(seq, w_edges):
                 return None
         # loose: as many operations (±10 %) and at least half of them the same kinds
         med_len = float(np.median(w_len))
@@ -414,23 +419,46 @@ def _judge(seq: OpSequence, h: npt.NDArray[np.uint64], cuts: npt.NDArray[np.int6
     return Repeat(cuts, period, op_share, seg_share, full, marker, anchors)
 
 
+def _anchor_ops(seq: OpSequence, lo: int, hi: int) -> dict[str, npt.NDArray[np.bool_]]:
+    """Per operation in [lo, hi): is it a host copy, a collective, an optimizer kernel.
+
+    Copies between host and GPU only (layers make device-to-device ones too; split-K GEMMs memsets).
+    """
+    tok = seq.token[lo:hi]
+    out = {"copy": np.isin(tok, np.array([_COPY + 1, _COPY + 2], dtype=np.int64))}
+    kernels = distinct(tok[tok < _COPY]).tolist()
+    for kind, words in (("collective", _COLLECTIVE), ("optimizer", _OPTIMIZER)):
+        hit = [t for t in kernels if any(c in seq.names.get(int(t), "").lower() for c in words)]
+        out[kind] = np.isin(tok, np.array(hit, dtype=np.int64))
+    return out
+
+
+def _each_whole(seq: OpSequence, edges: npt.NDArray[np.int64]) -> bool:
+    """True when every kind of loop mark in the units (copy, collective, optimizer) is in each of them.
+
+    Micro-batches of an accumulated step each copy their batch in, but only the last updates the
+    weights; halves of a step split the copy from the optimizer. Steps whose inputs cycle hold all.
+    """
+    lo, hi = int(edges[0]), int(edges[-1])
+    kinds = _anchor_ops(seq, lo, hi)
+    seen = False
+    for hit in kinds.values():
+        if not hit.any():
+            continue
+        seen = True
+        cum = np.concatenate([[0], np.cumsum(hit, dtype=np.int64)])
+        per = cum[edges[1:] - lo] - cum[edges[:-1] - lo]
+        if float((per > 0).mean()) < SEGMENT_SHARE:
+            return False
+    return seen
+
+
 def _anchors(seq: OpSequence, cuts: npt.NDArray[np.int64], last_end: int, modal: npt.NDArray[np.bool_]
              ) -> tuple[str, ...]:
     """What a common unit holds that marks a loop iteration (host copies, collectives, optimizer)."""
     k = int(np.flatnonzero(modal)[len(np.flatnonzero(modal)) // 2])
     hi = int(cuts[k + 1]) if k + 1 < len(cuts) else last_end
-    unit = seq.token[int(cuts[k]):hi]
-    out = []
-    # copies between host and GPU (not device-to-device ones, which layers make too; not memsets,
-    # which split-K GEMMs make)
-    if np.isin(unit, np.array([_COPY + 1, _COPY + 2], dtype=np.int64)).any():
-        out.append("copy")
-    names = [seq.names.get(int(t), "").lower() for t in distinct(unit[unit < _COPY]).tolist()]
-    if any(any(c in nm for c in _COLLECTIVE) for nm in names):
-        out.append("collective")
-    if any(any(c in nm for c in _OPTIMIZER) for nm in names):
-        out.append("optimizer")
-    return tuple(out)
+    return tuple(kind for kind, hit in _anchor_ops(seq, int(cuts[k]), hi).items() if hit.any())
 
 
 def host_marks(trace: Trace, seq: OpSequence, cuts: npt.NDArray[np.int64]) -> tuple[str, ...]:
