@@ -1,8 +1,8 @@
 """Step detection and stragglers on the zoo recordings (issue 22), against the truth measured on the GPU.
 
-    python benchmarks/check_steps_zoo.py [--set tuned|heldout|all] [--json OUT]
+    python benchmarks/check_steps_zoo.py [--set tuned|heldout|ddp4|cycle|all] [--json OUT]
 
-For every recording in tests/data/recordings/zoo/{tuned,heldout} (recorded on 2x H200 with
+For every recording in tests/data/recordings/zoo/{tuned,heldout,ddp4,cycle} (recorded on H200s with
 benchmarks/device/record_steps_zoo.sh), the table compares the steady median step found (timed on
 the GPU) with the GPU's own step period (CUDA events at the top of each step, *_truth.json), for the
 report as recorded and for a copy with every NVTX range deleted. For each 2- and 4-rank job it names the
@@ -42,6 +42,7 @@ JOBS = {
     "heldout": {"ddp2_ho": (0, "extra_gemm", "ddp2_ho_base"),
                 "ddp2_ho_none": (1, "sleep", "ddp2_ho_none_base"),
                 "ddp2_ho_base": (-1, None, None), "ddp2_ho_none_base": (-1, None, None)},
+    "cycle": {},
 }
 
 
@@ -183,10 +184,10 @@ def check_jobs(which: list[str]) -> list[dict]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--set", default="all", choices=("tuned", "heldout", "ddp4", "all"))
+    ap.add_argument("--set", default="all", choices=("tuned", "heldout", "ddp4", "cycle", "all"))
     ap.add_argument("--json")
     a = ap.parse_args()
-    which = ["tuned", "heldout", "ddp4"] if a.set == "all" else [a.set]
+    which = ["tuned", "heldout", "ddp4", "cycle"] if a.set == "all" else [a.set]
     steps = check_steps(which)
     print(f"{'set':8} {'recording':24} {'truth ms':>9} {'found ms':>9} {'err':>6} {'no-NVTX ms':>10} "
           f"{'steps':>5}  {'method':8} {'conf':>5}  step")

@@ -49,7 +49,10 @@ SINGLES=("outer outer" "phases phases" "nonvtx nonvtx" "perop perop --batch 512"
 [[ $PHASES == *extra* ]] && SINGLES=("perop_busy perop_busy --batch 4096" "infer_layers infer_layers")
 [[ $PHASES == *heldout* ]] && SINGLES=("accum accum --batch 1024" "conv conv" "bench bench" "gpu_stall gpu_stall --batch 1024"
                                       "outer_c outer --batch 512 --steps 60")
-if [[ $PHASES == *single* || $PHASES == *heldout* || $PHASES == *extra* ]]; then
+# held out of issue 26's cycle rule (recorded after it): inputs whose length cycles, trained and served
+[[ $PHASES == *cycle* ]] && SINGLES=("varlen varlen --steps 48" "varlen_phases varlen_phases --steps 48"
+                                    "varlen_accum varlen_accum --steps 48" "serve serve --steps 64")
+if [[ $PHASES == *single* || $PHASES == *heldout* || $PHASES == *extra* || $PHASES == *cycle* ]]; then
     t0=$SECONDS
     i=0
     pids=()

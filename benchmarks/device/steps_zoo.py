@@ -16,6 +16,9 @@ times, and what was injected. Variants:
   infer      one inference forward pass of a big MLP/attention model: no steps at all
   launch     a launch-bound loop: many tiny layers (~390 kernels per step), no sync in the loop
   launch_graph  the same loop with the whole step in a CUDA graph (the fix for launch)
+  varlen     a transformer trained on sequence lengths taken in turn (8), no NVTX; varlen_phases with
+             the phases; varlen_accum 3 micro-batches per step (lengths keep cycling); serve:
+             inference requests of those lengths (copy in, forward, result out), no optimizer
   ddp        (torchrun) DDP with phases only; --straggler R adds --extra-gemm N matmuls per step on
              rank R (GPU-side), or --sleep-ms on rank R's data phase (host-side); --moving makes
              the sleeping rank step % world (a straggler that moves); --nvtx none|phases|outer
@@ -443,6 +446,71 @@ def ddp(a):
     dist.destroy_process_group()
 
 
+#: sequence lengths taken in turn (a bucketed data loader): each step of the cycle runs other GEMMs
+LENGTHS = (512, 384, 448, 320, 512, 256, 480, 416)
+
+
+def varlen(a, phases=False, micro=1):
+    """A transformer trained on batches whose sequence length cycles through LENGTHS (bf16 autocast).
+
+    ``micro`` > 1: that many micro-batches (each the next length) per optimizer step. The loss is read
+    with .item() every step (one sync per step). No NVTX unless ``phases``.
+    """
+    dev = torch.device("cuda")
+    d = 1024
+    model = nn.Sequential(*[Block(d, 16) for _ in range(4)]).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    batch = max(1, a.batch // 256)
+    xs = [torch.randn(batch, n, d).pin_memory() for n in LENGTHS]
+    marks = Marks()
+    k = 0
+    torch.cuda.synchronize()
+    for _ in range(a.steps):
+        marks.mark()
+        total = 0.0
+        for _m in range(micro):
+            if phases:
+                push("data")
+            x = xs[k % len(LENGTHS)].to(dev, non_blocking=True)
+            k += 1
+            if phases:
+                pop()
+                push("forward+backward")
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = model(x).float().pow(2).mean() / micro
+            loss.backward()
+            total += loss.item()
+            if phases:
+                pop()
+        if phases:
+            push("optimizer")
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if phases:
+            pop()
+    marks.mark()
+    return {"gpu_period_ms": marks.periods_ms(), "host_step_ms": marks.host_ms(), "lengths": list(LENGTHS),
+            "micro_batches": micro}
+
+
+def serve(a):
+    """Inference requests of cycling lengths (LENGTHS): copy in, forward, copy the result out (.cpu())."""
+    dev = torch.device("cuda")
+    d = 1024
+    model = nn.Sequential(*[Block(d, 16) for _ in range(6)]).to(dev).half().eval()
+    batch = max(1, a.batch // 256)
+    xs = [torch.randn(batch, n, d).half().pin_memory() for n in LENGTHS]
+    marks = Marks()
+    torch.cuda.synchronize()
+    with torch.no_grad():
+        for i in range(a.steps):
+            marks.mark()
+            x = xs[i % len(LENGTHS)].to(dev, non_blocking=True)
+            model(x)[:, -1].float().cpu()
+    marks.mark()
+    return {"gpu_period_ms": marks.periods_ms(), "host_step_ms": marks.host_ms(), "lengths": list(LENGTHS)}
+
+
 #: variant -> (program, whether it records NVTX ranges)
 VARIANTS = {
     "outer": (lambda a: train_loop(a, outer=True, phases=True, sync=True), True),
@@ -461,6 +529,10 @@ VARIANTS = {
     "conv": (conv, False),
     "bench": (bench, False),
     "gpu_stall": (gpu_stall, False),
+    "varlen": (varlen, False),
+    "varlen_phases": (lambda a: varlen(a, phases=True), True),
+    "varlen_accum": (lambda a: varlen(a, micro=3), False),
+    "serve": (serve, False),
     "launch": (lambda a: launch(a, False), False),
     "launch_graph": (lambda a: launch(a, True), False),
 }

@@ -393,12 +393,17 @@ def _judge(seq: OpSequence, h: npt.NDArray[np.uint64], cuts: npt.NDArray[np.int6
         # parts of a step: a coarser cut finds it. Unless each unit holds every loop mark on its own
         # (its copy, its optimizer update): then they are steps whose inputs cycle (sequence lengths
         # taken in turn), matched loosely below
+        shares = _mark_shares(seq, w_edges)
+        whole = bool(shares) and min(shares.values()) >= SEGMENT_SHARE
         if len(seg_hash) >= 6:
             nxt = float((seg_hash[1:] == seg_hash[:-1]).mean())
             if nxt < 0.6 and any(float((seg_hash[k:] == seg_hash[:-k]).mean()) >= 0.8
-                                 for k in (2, 3, 4, 5, 6, 8) if k < len(seg_hash)) \
-                    and not _each_whole(seq, w_edges):
+                                 for k in (2, 3, 4, 5, 6, 8) if k < len(seg_hash)) and not whole:
                 return None
+        # a weight update (or a gradient collective) in only some units: they are micro-batches, however
+        # alike (a cycle too long to see above: 3 micro-batches a step over 8 lengths in turn)
+        if any(shares.get(k, 1.0) < SEGMENT_SHARE for k in ("optimizer", "collective")):
+            return None
         # loose: as many operations (±10 %) and at least half of them the same kinds
         med_len = float(np.median(w_len))
         modal = (_similar(seq, w_edges) >= 0.5) & (np.abs(w_len - med_len) <= 0.1 * med_len + 1)
@@ -433,24 +438,21 @@ def _anchor_ops(seq: OpSequence, lo: int, hi: int) -> dict[str, npt.NDArray[np.b
     return out
 
 
-def _each_whole(seq: OpSequence, edges: npt.NDArray[np.int64]) -> bool:
-    """True when every kind of loop mark in the units (copy, collective, optimizer) is in each of them.
+def _mark_shares(seq: OpSequence, edges: npt.NDArray[np.int64]) -> dict[str, float]:
+    """For each kind of loop mark in the units (copy, collective, optimizer): the share of units with one.
 
     Micro-batches of an accumulated step each copy their batch in, but only the last updates the
     weights; halves of a step split the copy from the optimizer. Steps whose inputs cycle hold all.
     """
     lo, hi = int(edges[0]), int(edges[-1])
-    kinds = _anchor_ops(seq, lo, hi)
-    seen = False
-    for hit in kinds.values():
+    out = {}
+    for kind, hit in _anchor_ops(seq, lo, hi).items():
         if not hit.any():
             continue
-        seen = True
         cum = np.concatenate([[0], np.cumsum(hit, dtype=np.int64)])
         per = cum[edges[1:] - lo] - cum[edges[:-1] - lo]
-        if float((per > 0).mean()) < SEGMENT_SHARE:
-            return False
-    return seen
+        out[kind] = float((per > 0).mean())
+    return out
 
 
 def _anchors(seq: OpSequence, cuts: npt.NDArray[np.int64], last_end: int, modal: npt.NDArray[np.bool_]

@@ -55,3 +55,12 @@ def test_halves_of_a_step_stay_one_step() -> None:
     half_b = [GEMMS, ELT + 2, ELT + 2, OPT, OPT + 1]
     rep, _bare = it.find_repeat(_sequence([half_a + half_b for _ in range(48)]))
     assert rep is not None and rep.period_ops == 10
+
+
+def test_micro_batches_over_a_longer_cycle_of_lengths_stay_one_step() -> None:
+    # 3 micro-batches a step, each the next of 8 lengths: alike micro-batches in a cycle of 24 that no
+    # short test sees; only every third updates the weights, so the step is 3 of them
+    units = [_step(m % 8, optimizer=m % 3 == 2) for m in range(96)]
+    rep, _bare = it.find_repeat(_sequence(units))
+    assert rep is not None
+    assert rep.period_ops == 3 * len(_step(0, optimizer=False)) + 2 and rep.count >= 30
