@@ -19,6 +19,11 @@ from typing import Any
 
 import numpy as np
 
+try:  # (see kineto_stream: a dependency; the stdlib path works without it)
+    import orjson
+except ImportError:  # pragma: no cover
+    orjson = None  # type: ignore[assignment]
+
 #: int args kept as columns (NULL: -1 << 62)
 INT_ARGS = ("External id", "correlation", "device", "stream", "bytes", "context", "Sequence number",
             "Fwd thread id", "registers per thread", "shared memory", "In msg nelems")
@@ -147,6 +152,7 @@ class ColumnBuilder:
         self.threads: list[tuple[Any, Any, str]] = []
         self.lo = math.inf  # the earliest time of the events that are neither "X" nor "M"
         self.wanted: dict[tuple[str, ...], list[str]] = {}  # per layout of args, the keys kept
+        self.text_by_json: dict[bytes, int] = {}  # a list arg's orjson bytes -> its text's code
 
     def add(self, e: Any) -> None:
         """Add one decoded event (anything else is left out)."""
@@ -240,9 +246,7 @@ class ColumnBuilder:
             t = _TEXT_INDEX[k]
             kept = [(r, v) for r, v in zip(rows, values, strict=True) if v]  # "" for an empty list
             self.text_rows[t].fromlist([r for r, _ in kept])
-            self.text_codes[t].fromlist(
-                _codes_of(self.text_values, [v.replace(" ", "") if type(v) is str else str(v).replace(" ", "")
-                                             for _, v in kept]))
+            self.text_codes[t].fromlist(self._text_codes([v for _, v in kept]))
             return
         if set(map(type, values)) == {int}:
             vals = array("q")
@@ -256,6 +260,33 @@ class ColumnBuilder:
                 return
         for r, v in zip(rows, values, strict=True):
             self._args(r, {k: v})
+
+    def _text_codes(self, values: list[Any]) -> list[int]:
+        """The codes of the values' texts (with no spaces), as :meth:`_args` gives each.
+
+        Lists (shapes, grids, types) are looked up by their orjson bytes, and each one's text is made
+        once (``str`` of a nested list is the slow part of a trace's read), in order of first use.
+        """
+        if orjson is None or set(map(type, values)) != {list}:
+            return _codes_of(self.text_values, [v.replace(" ", "") if type(v) is str
+                                                else str(v).replace(" ", "") for v in values])
+        try:
+            keys = list(map(orjson.dumps, values))
+        except TypeError:  # an int past 64 bits
+            return _codes_of(self.text_values, [str(v).replace(" ", "") for v in values])
+        by_json = self.text_by_json
+        try:
+            return list(map(by_json.__getitem__, keys))
+        except KeyError:
+            out = []
+            for key, v in zip(keys, values, strict=True):
+                c = by_json.get(key)
+                if c is None:
+                    c = self.text_code(str(v).replace(" ", ""))
+                    if b"null" not in key:  # (None, NaN and infinities all dump as null)
+                        by_json[key] = c
+                out.append(c)
+            return out
 
     def other_ts(self, value: Any) -> None:
         """Count the time of an event that is neither complete nor metadata in the time origin."""

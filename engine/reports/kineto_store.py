@@ -128,9 +128,9 @@ def columns_of(path: Path, *, workers: int | None = None) -> KinetoColumns:
 
         daemon = multiprocessing.current_process().daemon  # a Pool's worker (several ranks read at once)
         workers = 1 if daemon else max(1, min(2, os.cpu_count() or 1))
-    parts = cuts(path, workers) if workers > 1 and folder is not None else None
+    parts = cuts(path, _part_count(path, workers)) if workers > 1 and folder is not None else None
     if parts is not None and folder is not None:
-        written = write_parts(path, parts, folder)
+        written = write_parts(path, parts, folder, workers=workers)
         if written is not None:
             return written
     cols = read_columns(path, workers=workers)
@@ -141,8 +141,26 @@ def columns_of(path: Path, *, workers: int | None = None) -> KinetoColumns:
     return cols
 
 
-def write_parts(path: Path, parts: list[int], folder: Path, block: int = BLOCK) -> KinetoColumns | None:
-    """Read the parts ``parts[k]:parts[k + 1]`` in as many processes into ``folder`` and map them.
+#: a trace read by N processes is cut in up to this many parts per process, each at least MIN_PART bytes:
+#: parts cost unequal time (one kind of event is slower to read than another), and a process that
+#: finishes early takes the next part instead of waiting for the slowest of N halves
+PARTS_PER_WORKER, MIN_PART = 4, 64 * 2**20
+
+
+def _part_count(path: Path, workers: int) -> int:
+    """How many parts ``workers`` processes read the trace at ``path`` in."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return workers
+    return max(workers, min(workers * PARTS_PER_WORKER, size // MIN_PART))
+
+
+def write_parts(path: Path, parts: list[int], folder: Path, block: int = BLOCK,
+                workers: int | None = None) -> KinetoColumns | None:
+    """Read the parts ``parts[k]:parts[k + 1]`` into ``folder`` and map them.
+
+    ``workers`` processes read them (default: one per part), each taking the next part when done.
 
     Each process writes its columns under a temporary folder; the codes of each part (names,
     categories, ...) are then moved onto one table and the parts joined file by file. None when the
@@ -161,7 +179,7 @@ def write_parts(path: Path, parts: list[int], folder: Path, block: int = BLOCK) 
     except OSError:
         return None
     try:
-        with ProcessPoolExecutor(max_workers=len(ranges)) as pool:
+        with ProcessPoolExecutor(max_workers=min(workers or len(ranges), len(ranges))) as pool:
             futures = [pool.submit(read_part_to_files, path, a, None if b == parts[-1] else b,
                                    tmp / f"part{k}", block) for k, (a, b) in enumerate(ranges)]
             tables = [f.result() for f in futures]

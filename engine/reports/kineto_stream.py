@@ -192,20 +192,42 @@ def _batches(b: ColumnBuilder, reading: _Reading, data: bytes, i: int, done: boo
             if done:
                 return data, i, done
             more = reading.more(i)
-            data, i, done = data[i:] + more, 0, not more
+            if not more:
+                data, i, done = data[i:], 0, True
+                continue
+            # the batch across the blocks' seam, then on in the new block (no copy of a whole block)
+            seam = len(data) - i
+            data, i = data[i:] + more[:BATCH], 0
+            m = _NEXT_EVENT.search(data, min(BATCH, len(data)))
+            if m is None or m.end() - 1 < seam:  # no boundary past the seam's first batch: join them
+                data = data[:seam] + more
+                continue
+            batch = b"[" + data[:m.start() + 1] + b"]"
+            rest = m.end() - 1 - seam  # where the next event starts in the new block
+            if not _parse_batch(b, batch):
+                return data[:seam] + more, 0, False
+            reading.seen += seam  # (its bytes were parsed with the new block's first batch)
+            data, i = more, rest
             continue
         batch = b"[" + data[i:m.start() + 1] + b"]"
-        try:
-            if _LONG_NUMBER in batch.translate(_DIGITS):  # orjson makes an int past 64 bits a float
-                raise orjson.JSONDecodeError("a long number", "", 0)
-            events = orjson.loads(batch)
-        except orjson.JSONDecodeError:  # NaN, bad UTF-8, ...: what json reads (the cut is checked too)
-            try:
-                events = json.loads(batch.decode("utf-8", "replace"))
-            except json.JSONDecodeError:
-                return data, i, done
-        b.add_batch(events)
+        if not _parse_batch(b, batch):
+            return data, i, done
         i = m.end() - 1
+
+
+def _parse_batch(b: ColumnBuilder, batch: bytes) -> bool:
+    """Add the events of ``batch`` (``[`` + events + ``]``); False when neither orjson nor json reads it."""
+    try:
+        if _LONG_NUMBER in batch.translate(_DIGITS):  # orjson makes an int past 64 bits a float
+            raise orjson.JSONDecodeError("a long number", "", 0)
+        events = orjson.loads(batch)
+    except orjson.JSONDecodeError:  # NaN, bad UTF-8, ...: what json reads (the cut is checked too)
+        try:
+            events = json.loads(batch.decode("utf-8", "replace"))
+        except json.JSONDecodeError:
+            return False
+    b.add_batch(events)
+    return True
 
 
 def _text_events(b: ColumnBuilder, reading: _Reading, text: str, done: bool, utf8: Any,

@@ -86,8 +86,13 @@ def test_columns_and_args_of(trace_file: Path) -> None:
     assert got == [None if pd.isna(v) else int(v) for v in k["correlationId"]]
 
 
-def test_parts_written_by_worker_processes_join_to_the_whole_read(tmp_path: Path) -> None:
-    """The parallel read of a big trace (each worker writes its part's files, joined file by file)."""
+@pytest.mark.parametrize("parts, workers", [(3, None), (6, 2)])
+def test_parts_written_by_worker_processes_join_to_the_whole_read(tmp_path: Path, parts: int,
+                                                                   workers: int | None) -> None:
+    """The parallel read of a big trace (each worker writes its part's files, joined file by file).
+
+    With more parts than workers, a worker that is done takes the next part.
+    """
     import re
 
     from engine.reports.kineto_store import write_parts
@@ -97,8 +102,10 @@ def test_parts_written_by_worker_processes_join_to_the_whole_read(tmp_path: Path
     f.write_bytes(lzma.decompress((REPO / "tests/data/recordings/torch/torch_train.json.xz").read_bytes()))
     raw = f.read_bytes()
     boundary = re.compile(rb'\n  \{\n    "ph"')
-    cuts = [0, *(m.start() for k in (1, 2) if (m := boundary.search(raw, len(raw) * k // 3))), len(raw)]
-    got = write_parts(f, cuts, tmp_path / "cache" / "t")
+    cuts = [0, *(m.start() for k in range(1, parts) if (m := boundary.search(raw, len(raw) * k // parts))),
+            len(raw)]
+    assert len(cuts) == parts + 1
+    got = write_parts(f, cuts, tmp_path / "cache" / "t", workers=workers)
     want = read_columns(f)
     assert got is not None and got.n == want.n > 0 and isinstance(got.ts, np.memmap)
     assert got.meta == want.meta and got.origin_us == want.origin_us

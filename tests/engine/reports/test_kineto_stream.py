@@ -139,18 +139,32 @@ ODD_EVENTS = [
     {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "main"}},
     {"ph": "X", "ts": 4, "dur": 0, "name": "k", "cat": "kernel", "pid": 1, "tid": 2, "args": ["odd"]},
 ]
+#: lists whose orjson bytes are alike ([null]) but whose texts differ (None, NaN, an infinity), among
+#: events a batch reads column by column
+ALIKE = [
+    {"ph": "X", "ts": 6, "dur": 1, "name": "op",
+     "args": {"Input Dims": [[2, None]], "Input type": ["float", None]}},
+    {"ph": "X", "ts": 7, "dur": 1, "name": "op", "args": {"Input Dims": [[2, float("nan")]]}},
+    {"ph": "X", "ts": 8, "dur": 1, "name": "op",
+     "args": {"Input Dims": [[2, float("inf")]], "grid": [1, 2**70]}},
+    {"ph": "X", "ts": 9, "dur": 1, "name": "op", "args": {"Input Dims": [[2, None]], "grid": [1, 2**70]}},
+]
 
 
 @pytest.mark.parametrize("layout", ["kineto", "compact"])
 def test_batches_parsed_by_orjson_equal_the_stdlib_reader(layout: str, tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """orjson's batches give the columns the C JSON decoder's event-by-event path gives, odd values too."""
+    import engine.reports.kineto_columns as kc
     import engine.reports.kineto_stream as ks
 
     assert ks.orjson is not None  # type: ignore[attr-defined]  # a dependency: the batched path is the one tested here
     add_batch = ks.ColumnBuilder.add_batch
     doc = json.loads(_text(TRACES[1]))
-    doc["traceEvents"] = ODD_EVENTS + doc["traceEvents"] + ODD_EVENTS + [{"ph": "X", "ts": float("nan")}]
+    events = doc["traceEvents"]
+    half = len(events) // 2
+    doc["traceEvents"] = (ODD_EVENTS + events[:half] + ALIKE + events[half:] + ODD_EVENTS
+                          + [{"ph": "X", "ts": float("nan")}])
     f = tmp_path / "t.json"
     f.write_text(json.dumps(doc, indent=2) if layout == "kineto" else json.dumps(doc, separators=(",", ":")))
     monkeypatch.setattr(ks, "BATCH", 2000)  # many batches, cut at many places
@@ -164,6 +178,7 @@ def test_batches_parsed_by_orjson_equal_the_stdlib_reader(layout: str, tmp_path:
     batched = _decoded(read_columns(f, block=50_000))
     assert len(batches) > 50 and sum(batches) > len(doc["traceEvents"]) // 2
     monkeypatch.setattr(ks, "orjson", None)
+    monkeypatch.setattr(kc, "orjson", None)
     alone = _decoded(read_columns(f, block=50_000))
     assert batched.keys() == alone.keys()
     for k in alone:
@@ -174,10 +189,12 @@ def test_batches_parsed_by_orjson_equal_the_stdlib_reader(layout: str, tmp_path:
 def test_without_orjson_the_columns_are_the_same(path: Path, tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """The stdlib path (orjson missing) reads what the batched path reads."""
+    import engine.reports.kineto_columns as kc
     import engine.reports.kineto_stream as ks
 
     f = tmp_path / "t.json"
     f.write_text(_text(path))
     batched = _decoded(read_columns(f))
     monkeypatch.setattr(ks, "orjson", None)
+    monkeypatch.setattr(kc, "orjson", None)
     assert _decoded(read_columns(f)) == batched
