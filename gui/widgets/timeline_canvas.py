@@ -139,7 +139,10 @@ class TimelineCanvas(QWidget):
         self.update()
 
     def show_steady_steps(self, n: int = 3) -> bool:
-        """Zoom to the first ``n`` steady steps (after the warm-up); False without steps."""
+        """Zoom to the first ``n`` steady steps in a row that are not outliers; False without steps.
+
+        Where no ``n`` such steps follow each other, the first ``n`` steady ones (after the warm-up).
+        """
         if self.steps is None:
             return False
         s, e, state = self.steps
@@ -148,6 +151,13 @@ class TimelineCanvas(QWidget):
             return False
         i0 = int(steady[0])
         i1 = int(steady[min(n, len(steady)) - 1])
+        normal = (state == 0).astype(np.int64)
+        if len(normal) >= n:
+            run = np.convolve(normal, np.ones(n, dtype=np.int64), mode="valid")  # normal steps from each
+            full = np.flatnonzero(run == n)
+            if len(full):
+                i0 = int(full[0])
+                i1 = i0 + n - 1
         a, b = float(s[i0]), float(e[i1])
         pad = (b - a) * 0.02
         self.set_range(a - pad, b + pad)

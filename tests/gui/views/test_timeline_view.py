@@ -448,3 +448,33 @@ def test_zoomed_out_every_kind_of_a_stream_shows_its_busy_colour(qtbot):
     x = canvas.width() // 2
     column = {img.pixelColor(x, y).getRgb()[:3] for y in range(img.height())}
     assert all(rgb in column for rgb in solid.values()), (solid, column)
+
+
+def test_the_first_view_is_three_steady_steps_in_a_row_without_an_outlier(qtbot) -> None:
+    """A held-out H200 trace opened on a stall: its first steady steps were 23, 23 and 120 ms."""
+    from gui.timeline import model as tm
+    from gui.widgets.timeline_canvas import TimelineCanvas
+
+    period = 1_000_000
+    starts = np.arange(12, dtype=np.int64) * period
+    lane = tm.Lane("gpu:0:7", "GPU 0 · stream 7", "gpu", starts, starts + 400_000,
+                   np.full(12, tm.KIND_KERNEL, dtype=np.int8), np.arange(12, dtype=np.int32),
+                   np.zeros(12, dtype=np.int32))
+    end = int(starts[-1] + period)
+    model = tm.TimelineModel([lane], np.array(["k"], dtype=object), np.zeros(1, dtype=np.int8), {},
+                             0, end, [], activity_min=0, activity_max=end)
+    canvas = TimelineCanvas()
+    qtbot.addWidget(canvas)
+    canvas.resize(1000, 300)
+    canvas.set_model(model)
+    # step 0 warm-up, step 3 an outlier: steps 4, 5 and 6 are the first three normal ones in a row
+    state = np.array([1, 0, 0, 2, 0, 0, 0, 0, 2, 0, 0, 0], dtype=np.int8)
+    canvas.set_steps(starts, starts + period, state)
+    assert canvas.show_steady_steps(3)
+    t0, t1 = canvas.visible_range()
+    assert 3.9 * period < t0 < 4 * period and 7 * period < t1 < 7.1 * period
+    # no three in a row: the first three steady ones, outliers and all
+    canvas.set_steps(starts, starts + period, np.array([1, 0, 2] * 4, dtype=np.int8))
+    assert canvas.show_steady_steps(3)
+    t0, t1 = canvas.visible_range()
+    assert 0.9 * period < t0 < period and 5 * period < t1 < 5.2 * period
