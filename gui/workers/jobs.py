@@ -15,7 +15,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from engine.system.errors import Cancelled  # raised inside a worker when its cancel flag is set
 
@@ -86,11 +86,10 @@ class Worker(QObject):
                 self.sig_errored.emit(self.describe_error(exc))
         else:
             self.sig_finished.emit(result)
-        finally:
-            # Hand the object back to the GUI thread so it is destroyed there.
-            app = QCoreApplication.instance()
-            if app is not None:
-                self.moveToThread(app.thread())
+        # The worker stays with its thread, which the Job quits and joins on the first report: a
+        # QObject of a finished thread may be destroyed from the GUI thread. (It used to move itself
+        # back here; QObject.moveToThread takes Qt's lock while this thread holds the GIL, and a GUI
+        # thread destroying an object under that lock waits for the GIL: both hung, in a test.)
 
 
 class CallWorker(Worker):
