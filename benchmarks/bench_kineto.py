@@ -7,8 +7,9 @@ a fresh process tree, and its peak is the resident memory of all its processes t
 
 - ``json.load`` of the file (the reference; only for traces up to ``--reference-max-gb``: it takes
   about 5x the file in memory);
-- ``open``: the trace streamed into the column cache (cold: the cache is emptied first); MB/s here
-  is the parse rate (decimal MB);
+- ``parse alone``: the trace streamed into the column cache (cold: the cache is emptied first) and
+  mapped, nothing more; MB/s here is the parse rate (decimal MB);
+- ``open``: the same, then the PyTorch events built from the columns (what opening a trace costs);
 - ``summary`` cold, from nothing: the trace parsed, then its overview and every PyTorch table computed and
   kept (a Kineto trace's first question keeps what every later one asks: ``engine.cli.cached``); MB/s here
   is over all of it;
@@ -43,6 +44,9 @@ from tree_peak import run as run_tree  # noqa: E402 - the benchmarks folder is n
 BIG = Path("/work/bigdata")
 DEFAULT = [(BIG / "kineto_1gb.json", 1000), (BIG / "kineto_4gb.json", 4000)]
 _JSON = "import json, sys; d = json.load(open(sys.argv[1])); print(len(d['traceEvents']))"
+#: the parse alone: the trace streamed into the column cache and mapped (no events built from it)
+_PARSE = ("import sys; from pathlib import Path; from engine.reports.kineto_store import columns_of; "
+          "print(columns_of(Path(sys.argv[1])).n)")
 _OPEN = ("import sys; from pathlib import Path; from engine.reports import open_report; "
          "t = open_report(Path(sys.argv[1])); print(t.events.n)")
 #: the window with a screenshot deadline of 15 minutes (app.take_screenshot's own is 2: a cold 4 GB
@@ -118,6 +122,8 @@ def bench(trace: Path, cache: Path, shots: Path | None, reference_max_gb: float,
         b.row("json.load (reference)", [sys.executable, "-c", _JSON, p], rate=True)
     b.empty_cache()
     b.row("summary, cold: parse + overview + PyTorch tables", _cli("summary", p), rate=True)
+    b.empty_cache()
+    b.row("parse alone: the column cache written (cold)", [sys.executable, "-c", _PARSE, p], rate=True)
     b.empty_cache()
     b.row("open: stream into the column cache (cold)", [sys.executable, "-c", _OPEN, p], rate=True)
     b.row("summary (columns mapped; keeps all)", _cli("summary", p))
